@@ -1,0 +1,70 @@
+"""kbatch: fast, byte-exact Apache Kafka record batches and log segments.
+
+Public names only; see ../shared/docs/DESIGN.md for the contract. Storage, validation, Arrow
+and compaction names load on first use so `import kbatch` stays light.
+"""
+from . import _backend
+from . import _wire
+from ._wire import (NO_TIMESTAMP, NO_TIMESTAMP_EXTENDED, Compression, ControlRecordType, OffsetSpec,
+                    TimestampType)
+from .batch import MemoryRecords, RecordBatch, iter_batches
+from .builder import BatchBuilder, build_batch, build_end_txn_marker
+from .errors import (CorruptIndexError, CorruptRecordError, CrcMismatchError, DecompressionLimitError,
+                     InvalidOffsetError, InvalidRecordError, InvalidRequestError, InvalidTimestampError,
+                     KBatchError, RecordTooLargeError, TruncatedDataError, UnsupportedCodecError,
+                     UnsupportedForMessageFormatError)
+from .legacy import LegacyRecordBatch
+from .records import ControlRecord, parse_control_record
+
+__version__ = "0.1.0"
+
+BACKEND = _backend.BACKEND
+Record = _backend.core.Record
+EARLIEST = OffsetSpec.EARLIEST
+LATEST = OffsetSpec.LATEST
+MAX_TIMESTAMP = OffsetSpec.MAX_TIMESTAMP
+
+
+def crc32c(data, value: int = 0) -> int:
+    """CRC-32C (Castagnoli) of any buffer, continuing from `value` (like zlib.crc32)."""
+    return _backend.core.crc32c(data, value)
+
+
+# name -> submodule, imported on first attribute access
+_LAZY = {
+    "decode_columns": "arrow", "KAFKA_SCHEMA": "arrow",
+    "LogValidator": "validate", "ValidationResult": "validate", "AppendInfo": "validate",
+    "check_timestamps": "validate",
+    "OffsetIndex": "index", "TimeIndex": "index", "TransactionIndex": "index",
+    "FileRecords": "segment", "LogSegment": "segment",
+    "Log": "log", "LogConfig": "log", "OffsetAndTimestamp": "log", "offsets_for_times": "log",
+    "rebuild_indexes": "log", "verify_indexes": "log",
+    "compact": "compaction",
+}
+
+
+def __getattr__(name):
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'kbatch' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"kbatch.{mod}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_LAZY))
+
+
+__all__ = [
+    "BACKEND", "Record", "crc32c", "iter_batches", "MemoryRecords", "RecordBatch", "LegacyRecordBatch",
+    "BatchBuilder", "build_batch", "build_end_txn_marker", "ControlRecord", "parse_control_record",
+    "TimestampType", "Compression", "ControlRecordType", "OffsetSpec", "NO_TIMESTAMP", "NO_TIMESTAMP_EXTENDED",
+    "EARLIEST", "LATEST", "MAX_TIMESTAMP",
+    "KBatchError", "CorruptRecordError", "CrcMismatchError", "TruncatedDataError", "InvalidRecordError",
+    "UnsupportedCodecError", "RecordTooLargeError", "DecompressionLimitError", "InvalidTimestampError",
+    "UnsupportedForMessageFormatError", "InvalidRequestError", "CorruptIndexError", "InvalidOffsetError",
+    *_LAZY,
+]

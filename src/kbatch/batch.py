@@ -1,0 +1,292 @@
+"""Reading record batches: DefaultRecordBatch (magic 2), the batch iterator, MemoryRecords.
+
+Headers are scanned by the backend's `scan_batches` kernel (CRCs included) in windows, so
+memory stays bounded on multi-gigabyte mmap'd segments; records are decoded per batch on demand.
+"""
+from __future__ import annotations
+
+import struct
+
+from . import _backend
+from . import _wire as W
+from .compression import check_codec, decompress
+from .errors import CrcMismatchError, KBatchError, TruncatedDataError
+from .records import parse_control_record
+
+_SCAN_WINDOW = 16 * 1024 * 1024
+
+
+class RecordBatch:
+    """A magic 2 record batch (Kafka's DefaultRecordBatch) at `position` in a buffer.
+
+    Fields are the header's wire values (timestamps raw int64, e.g. -1 or Long.MIN_VALUE for
+    "no timestamp"); records decode on iteration. Keys and values of an uncompressed batch are
+    views into the input buffer, which the batch keeps alive.
+    """
+
+    magic = 2
+    __slots__ = ("_buf", "position", "size_in_bytes", "base_offset", "last_offset", "partition_leader_epoch",
+                 "crc", "attributes", "first_timestamp", "max_timestamp", "producer_id", "producer_epoch",
+                 "base_sequence", "record_count", "max_decompressed_bytes", "_records")
+
+    def __init__(self, buf, position, size, base_offset, last_offset, ple, crc, attributes, first_ts, max_ts,
+                 producer_id, producer_epoch, base_sequence, record_count,
+                 max_decompressed_bytes=W.DEFAULT_MAX_DECOMPRESSED_BYTES):
+        self._buf = buf
+        self.position = position
+        self.size_in_bytes = size
+        self.base_offset = base_offset
+        self.last_offset = last_offset
+        self.partition_leader_epoch = ple
+        self.crc = crc
+        self.attributes = attributes
+        self.first_timestamp = first_ts
+        self.max_timestamp = max_ts
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.record_count = record_count
+        self.max_decompressed_bytes = max_decompressed_bytes
+        self._records = None
+
+    # -- attributes
+    @property
+    def compression(self) -> W.Compression:
+        return check_codec(self.attributes & W.COMPRESSION_CODEC_MASK, 2, self.position + W.ATTRIBUTES_OFFSET)
+
+    @property
+    def timestamp_type(self) -> W.TimestampType:
+        return W.TimestampType(1 if self.attributes & W.TIMESTAMP_TYPE_MASK else 0)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & W.TRANSACTIONAL_FLAG_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & W.CONTROL_FLAG_MASK)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return bool(self.attributes & W.DELETE_HORIZON_FLAG_MASK)
+
+    @property
+    def timestamp_extended(self) -> bool:
+        return bool(self.attributes & W.TIMESTAMP_EXTENDED_FLAG_MASK)
+
+    @property
+    def base_timestamp(self) -> int:
+        return self.first_timestamp
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """The delete horizon (KIP-534) held in baseTimestamp when attribute bit 6 is set."""
+        return self.first_timestamp if self.has_delete_horizon else None
+
+    @property
+    def no_timestamp(self) -> int:
+        """This batch's "no timestamp" sentinel (KIP-228, DESIGN.md decision 1)."""
+        return W.NO_TIMESTAMP_EXTENDED if self.timestamp_extended else W.NO_TIMESTAMP
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence < 0:
+            return W.NO_SEQUENCE
+        return (self.base_sequence + self.last_offset - self.base_offset) & 0x7FFFFFFF
+
+    # -- bytes
+    @property
+    def raw(self) -> memoryview:
+        """The batch's bytes as a view into the input."""
+        return self._buf[self.position:self.position + self.size_in_bytes]
+
+    def compute_crc(self) -> int:
+        return _backend.core.crc32c(self._buf[self.position + W.ATTRIBUTES_OFFSET:self.position + self.size_in_bytes])
+
+    def is_valid(self) -> bool:
+        return self.compute_crc() == self.crc
+
+    def ensure_valid(self) -> None:
+        computed = self.compute_crc()
+        if computed != self.crc:
+            raise CrcMismatchError(stored=self.crc, computed=computed, position=self.position,
+                                   base_offset=self.base_offset)
+
+    def records_bytes(self) -> bytes | memoryview:
+        """The records section, decompressed."""
+        section = self._buf[self.position + W.RECORDS_OFFSET:self.position + self.size_in_bytes]
+        codec = self.compression
+        if codec == W.Compression.NONE:
+            return section
+        try:
+            return decompress(codec, section, 2, self.max_decompressed_bytes, self.position + W.RECORDS_OFFSET)
+        except KBatchError as e:
+            raise e.at(base_offset=self.base_offset)
+
+    # -- records
+    def records(self) -> list:
+        if self._records is None:
+            section = self.records_bytes()
+            uncompressed = self.attributes & W.COMPRESSION_CODEC_MASK == 0
+            buf, start = (self._buf, self.position + W.RECORDS_OFFSET) if uncompressed else (section, 0)
+            end = start + len(section)
+            lat = self.max_timestamp if self.attributes & W.TIMESTAMP_TYPE_MASK else None
+            try:
+                self._records = _backend.core.decode_records_v2(
+                    buf, start, end, self.record_count, self.base_offset, self.first_timestamp, lat,
+                    self.timestamp_type, self.timestamp_extended)
+            except KBatchError as e:
+                if not uncompressed and e.position is not None:
+                    e.reason += f" (at byte {e.position} of the decompressed records of the batch at byte {self.position})"
+                    e.position = self.position
+                raise e.at(base_offset=self.base_offset)
+        return self._records
+
+    def __iter__(self):
+        return iter(self.records())
+
+    def __len__(self):
+        return self.record_count
+
+    def control_records(self) -> list:
+        """The batch's control records decoded (empty for a data batch)."""
+        return [parse_control_record(r) for r in self.records()] if self.is_control else []
+
+    def __repr__(self):
+        return (f"RecordBatch(magic=2, base_offset={self.base_offset}, last_offset={self.last_offset}, "
+                f"count={self.record_count}, compression={self.compression.name}, "
+                f"timestamp_type={self.timestamp_type.name}, position={self.position}, size={self.size_in_bytes})")
+
+
+def _as_view(data) -> memoryview:
+    mv = data if isinstance(data, memoryview) else memoryview(data)
+    if mv.ndim != 1 or mv.format not in ("B", "b", "c") or not mv.c_contiguous:
+        mv = mv.cast("B")
+    return mv.toreadonly()
+
+
+def _scan(data: memoryview, verify_crc: bool):
+    """Yield (scan dict, row index) for every complete batch, then return valid_bytes."""
+    n = len(data)
+    pos = 0
+    core = _backend.core
+    while n - pos > W.HEADER_SIZE_UP_TO_MAGIC:
+        end = min(n, pos + _SCAN_WINDOW)
+        s = core.scan_batches(data, pos, end, verify_crc)
+        if s["valid_bytes"] == pos:
+            (size,) = struct.unpack_from(">i", data, pos + W.SIZE_OFFSET)
+            need = size + W.LOG_OVERHEAD
+            if size < W.RECORD_OVERHEAD_V0 or pos + need > n or end == n:
+                s = core.scan_batches(data, pos, n, verify_crc)  # raises, or confirms the truncation
+                if s["valid_bytes"] == pos:
+                    return pos
+            else:
+                s = core.scan_batches(data, pos, pos + need, verify_crc)
+        yield s
+        pos = s["valid_bytes"]
+    return pos
+
+
+def iter_batches(data, verify_crc: bool = True, *, strict: bool = True,
+                 max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES):
+    """Iterate the batches (magic 0, 1, 2, mixed) of any buffer.
+
+    verify_crc: raise CrcMismatchError for a batch whose stored CRC is wrong.
+    strict: raise TruncatedDataError for a partial last batch; strict=False stops before it
+    silently, as Kafka's FileRecords does (see MemoryRecords.valid_bytes).
+    Yields RecordBatch (magic 2) and LegacyRecordBatch (magic 0/1) objects.
+    """
+    from .legacy import LegacyRecordBatch
+
+    buf = _as_view(data)
+    gen = _scan(buf, verify_crc)
+    while True:
+        try:
+            s = next(gen)
+        except StopIteration as stop:
+            valid = stop.value
+            break
+        cols = [s[name].tolist() for name in ("position", "size", "magic", "base_offset", "last_offset",
+                                               "partition_leader_epoch", "crc", "crc_valid", "attributes",
+                                               "first_timestamp", "max_timestamp", "producer_id",
+                                               "producer_epoch", "base_sequence", "record_count")]
+        for (pos, size, magic, base, last, ple, crc, ok, attrs, first_ts, max_ts, pid, epoch, seq,
+             count) in zip(*cols):
+            if verify_crc and not ok:
+                computed = (_backend.core.crc32c(buf[pos + W.ATTRIBUTES_OFFSET:pos + size]) if magic == 2
+                            else _legacy_crc(buf, pos, size))
+                raise CrcMismatchError(stored=crc, computed=computed, position=pos, base_offset=base)
+            if magic == 2:
+                yield RecordBatch(buf, pos, size, base, last, ple, crc, attrs, first_ts, max_ts, pid, epoch, seq,
+                                  count, max_decompressed_bytes)
+            else:
+                yield LegacyRecordBatch(buf, pos, size, magic, base, crc, attrs & 0xFF, first_ts,
+                                        max_decompressed_bytes, verify_crc)
+    if strict and valid < len(buf):
+        raise truncation_error(buf, valid)
+
+
+def _legacy_crc(buf, pos, size):
+    import zlib
+    return zlib.crc32(buf[pos + W.LOG_OVERHEAD + W.LEGACY_MAGIC_OFFSET:pos + size])
+
+
+def truncation_error(buf, valid: int) -> TruncatedDataError:
+    left = len(buf) - valid
+    if left >= W.LOG_OVERHEAD:
+        (size,) = struct.unpack_from(">i", buf, valid + W.SIZE_OFFSET)
+        expected = f"{size + W.LOG_OVERHEAD} bytes for the batch"
+    else:
+        expected = f"at least {W.HEADER_SIZE_UP_TO_MAGIC} bytes of batch header"
+    return TruncatedDataError("Truncated batch at the end of the data", position=valid, expected=expected,
+                              found=f"{left} bytes")
+
+
+class MemoryRecords:
+    """A buffer of batches (Kafka's MemoryRecords / FileRecords view of bytes).
+
+    A partial last batch is not an error here: `valid_bytes` says where complete batches end and
+    `truncated_bytes` how many bytes follow, as Kafka's FileRecords reports them.
+    """
+
+    def __init__(self, data, *, verify_crc: bool = True,
+                 max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES):
+        self._buf = _as_view(data)
+        self.verify_crc = verify_crc
+        self.max_decompressed_bytes = max_decompressed_bytes
+        self._valid = None
+
+    @property
+    def size_in_bytes(self) -> int:
+        return len(self._buf)
+
+    @property
+    def valid_bytes(self) -> int:
+        if self._valid is None:
+            gen = _scan(self._buf, False)
+            while True:
+                try:
+                    next(gen)
+                except StopIteration as stop:
+                    self._valid = stop.value
+                    break
+        return self._valid
+
+    @property
+    def truncated_bytes(self) -> int:
+        return len(self._buf) - self.valid_bytes
+
+    def batches(self, *, strict: bool = False):
+        return iter_batches(self._buf, self.verify_crc, strict=strict,
+                            max_decompressed_bytes=self.max_decompressed_bytes)
+
+    def __iter__(self):
+        return self.batches()
+
+    def records(self):
+        for b in self.batches():
+            yield from b

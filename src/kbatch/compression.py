@@ -1,0 +1,237 @@
+"""Kafka's compression codecs, framed as Kafka frames them (kafka-format.md §1.6).
+
+Every decompressor stops at `max_bytes` of output and raises DecompressionLimitError, so a
+compression bomb costs at most that much memory.
+"""
+from __future__ import annotations
+
+import io
+import struct
+import zlib
+
+import cramjam
+import lz4.frame
+import zstandard
+
+from . import _wire as W
+from .errors import CorruptRecordError, DecompressionLimitError, UnsupportedCodecError
+
+Compression = W.Compression
+
+# xerial snappy-java framing (SnappyOutputStream): magic, version 1, min compatible 1, then
+# chunks of int32 BE compressed length + raw snappy block.
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+XERIAL_BLOCK_SIZE = 32 * 1024
+
+LZ4_MAGIC = b"\x04\x22\x4d\x18"
+
+_zstd_c = {}  # level -> ZstdCompressor (thread-compatible reuse is fine: one call at a time per object)
+
+
+def codec_name(codec: int) -> str:
+    try:
+        return Compression(codec).name.lower()
+    except ValueError:
+        return f"unknown({codec})"
+
+
+def check_codec(codec: int, magic: int, position: int | None = None) -> Compression:
+    """The Compression member for an attributes codec id, or UnsupportedCodecError."""
+    try:
+        c = Compression(codec)
+    except ValueError:
+        raise UnsupportedCodecError(f"Unknown compression type id: {codec}", position=position,
+                                    expected="codec id 0-4", found=codec) from None
+    if c == Compression.ZSTD and magic < 2:
+        raise UnsupportedCodecError("zstd compression is only supported by magic 2 batches", position=position,
+                                    expected="magic 2", found=f"magic {magic}")
+    return c
+
+
+# ------------------------------------------------------------------------------------ compress
+def compress(codec: int, data, magic: int = 2, level: int | None = None) -> bytes:
+    """Compress `data` the way Kafka's producer frames it for `codec`."""
+    codec = check_codec(codec, magic)
+    data = bytes(data)
+    if codec == Compression.NONE:
+        return data
+    if codec == Compression.GZIP:
+        c = zlib.compressobj(6 if level is None or level < 0 else level, zlib.DEFLATED, 31)
+        return c.compress(data) + c.flush()
+    if codec == Compression.SNAPPY:
+        out = bytearray(XERIAL_HEADER)
+        for i in range(0, len(data), XERIAL_BLOCK_SIZE) or [0]:
+            block = bytes(cramjam.snappy.compress_raw(data[i:i + XERIAL_BLOCK_SIZE]))
+            out += struct.pack(">i", len(block)) + block
+        return bytes(out)
+    if codec == Compression.LZ4:
+        out = lz4.frame.compress(
+            data, compression_level=0 if level is None else level, block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+            block_linked=False, content_checksum=False, store_size=False, return_bytearray=False)
+        if magic == 0:
+            # KAFKA-3160: magic 0 used a header checksum over magic+FLG+BD; keep writing it so old
+            # readers (and Kafka's own v0 reader) see what they expect.
+            out = out[:6] + bytes([(xxh32(out[0:6]) >> 8) & 0xFF]) + out[7:]
+        return out
+    # ZSTD: streaming frame without content size, as zstd-jni's output stream writes it
+    c = _zstd_c.get(level)
+    if c is None:
+        c = _zstd_c[level] = zstandard.ZstdCompressor(level=3 if level is None else level,
+                                                      write_content_size=False)
+    return c.compress(data)
+
+
+# ------------------------------------------------------------------------------------ decompress
+def decompress(codec: int, data, magic: int = 2, max_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES,
+               position: int | None = None) -> bytes:
+    """Decompress a Kafka-framed payload; raise DecompressionLimitError beyond `max_bytes`."""
+    codec = check_codec(codec, magic, position)
+    try:
+        if codec == Compression.NONE:
+            return bytes(data)
+        if codec == Compression.GZIP:
+            return _gunzip(data, max_bytes, position)
+        if codec == Compression.SNAPPY:
+            return _unsnappy(data, max_bytes, position)
+        if codec == Compression.LZ4:
+            return _unlz4(data, magic, max_bytes, position)
+        return _unzstd(data, max_bytes, position)
+    except (DecompressionLimitError, CorruptRecordError):
+        raise
+    except Exception as e:  # the libraries raise their own types; present one kbatch error
+        raise CorruptRecordError(f"Invalid {codec_name(codec)} compressed data: {e}", position=position) from e
+
+
+def _too_big(max_bytes, position):
+    return DecompressionLimitError("Decompressed batch exceeds the decompression limit", position=position,
+                                   expected=f"at most {max_bytes} decompressed bytes", found="more")
+
+
+def _gunzip(data, max_bytes, position):
+    out = bytearray()
+    rest = bytes(data)
+    while rest:
+        d = zlib.decompressobj(31)
+        out += d.decompress(rest, max_bytes + 1 - len(out))
+        if len(out) > max_bytes:
+            raise _too_big(max_bytes, position)
+        if not d.eof:
+            if d.unconsumed_tail:  # stopped by max_length
+                raise _too_big(max_bytes, position)
+            raise CorruptRecordError("Truncated gzip stream", position=position, expected="gzip trailer",
+                                     found="end of data")
+        rest = d.unused_data  # GZIPInputStream reads concatenated members
+        if rest and rest[:2] != b"\x1f\x8b":
+            break  # trailing garbage after a member is ignored, as GZIPInputStream does
+    return bytes(out)
+
+
+def _raw_snappy_len(block: bytes) -> int:
+    n, shift = 0, 0
+    for i, b in enumerate(block[:5]):
+        n |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return n
+        shift += 7
+    raise CorruptRecordError("Invalid snappy block length preamble")
+
+
+def _unsnappy(data, max_bytes, position):
+    data = bytes(data)
+    if not data.startswith(XERIAL_MAGIC):  # raw block, as snappy-java's SnappyInputStream accepts
+        if _raw_snappy_len(data) > max_bytes:
+            raise _too_big(max_bytes, position)
+        return bytes(cramjam.snappy.decompress_raw(data))
+    if len(data) < len(XERIAL_HEADER):
+        raise CorruptRecordError("Truncated xerial snappy header", position=position,
+                                 expected=f"{len(XERIAL_HEADER)} bytes", found=f"{len(data)} bytes")
+    out = bytearray()
+    pos = len(XERIAL_HEADER)
+    while pos < len(data):
+        if len(data) - pos < 4:
+            raise CorruptRecordError("Truncated xerial snappy chunk length", position=position,
+                                     expected="4 bytes", found=f"{len(data) - pos} bytes")
+        (n,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        if n < 0 or n > len(data) - pos:
+            raise CorruptRecordError("Invalid xerial snappy chunk length", position=position,
+                                     expected=f"0..{len(data) - pos}", found=n)
+        block = data[pos:pos + n]
+        pos += n
+        if len(out) + _raw_snappy_len(block) > max_bytes:
+            raise _too_big(max_bytes, position)
+        out += cramjam.snappy.decompress_raw(block)
+    return bytes(out)
+
+
+def _unlz4(data, magic, max_bytes, position):
+    data = bytes(data)
+    if len(data) < 7 or data[:4] != LZ4_MAGIC:
+        raise CorruptRecordError("Invalid lz4 frame", position=position, expected="magic 04 22 4D 18",
+                                 found=data[:4].hex(" "))
+    flg = data[4]
+    if not flg & 0x20:
+        raise CorruptRecordError("Dependent block stream is unsupported", position=position,
+                                 expected="independent lz4 blocks", found=f"FLG {flg:#04x}")
+    if magic == 0:
+        # Kafka skips the header checksum for magic 0 (it wrote a wrong one); repair it so the
+        # library accepts the frame.
+        hc_at = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
+        if len(data) > hc_at:
+            data = data[:hc_at] + bytes([(xxh32(data[4:hc_at]) >> 8) & 0xFF]) + data[hc_at + 1:]
+    d = lz4.frame.LZ4FrameDecompressor()
+    out = d.decompress(data, max_length=max_bytes + 1)
+    if len(out) > max_bytes or (not d.eof and d.needs_input is False):
+        raise _too_big(max_bytes, position)
+    if not d.eof:
+        raise CorruptRecordError("Truncated lz4 frame", position=position, expected="lz4 end mark",
+                                 found="end of data")
+    return out
+
+
+def _unzstd(data, max_bytes, position):
+    reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(bytes(data)), read_across_frames=True)
+    out = reader.read(max_bytes + 1)
+    if len(out) > max_bytes:
+        raise _too_big(max_bytes, position)
+    return out
+
+
+# ------------------------------------------------------------------------------------ xxhash32
+_P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+_M = 0xFFFFFFFF
+
+
+def _rotl(x, r):
+    return ((x << r) | (x >> (32 - r))) & _M
+
+
+def xxh32(data: bytes, seed: int = 0) -> int:
+    """xxHash32, for the lz4 frame header checksum (a few bytes per batch; not a hot path)."""
+    n = len(data)
+    i = 0
+    if n >= 16:
+        v = [(seed + _P1 + _P2) & _M, (seed + _P2) & _M, seed & _M, (seed - _P1) & _M]
+        while i + 16 <= n:
+            for j in range(4):
+                (w,) = struct.unpack_from("<I", data, i + 4 * j)
+                v[j] = (_rotl((v[j] + w * _P2) & _M, 13) * _P1) & _M
+            i += 16
+        h = (_rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)) & _M
+    else:
+        h = (seed + _P5) & _M
+    h = (h + n) & _M
+    while i + 4 <= n:
+        (w,) = struct.unpack_from("<I", data, i)
+        h = (_rotl((h + w * _P3) & _M, 17) * _P4) & _M
+        i += 4
+    while i < n:
+        h = (_rotl((h + data[i] * _P5) & _M, 11) * _P1) & _M
+        i += 1
+    h ^= h >> 15
+    h = (h * _P2) & _M
+    h ^= h >> 13
+    h = (h * _P3) & _M
+    h ^= h >> 16
+    return h

@@ -1,0 +1,181 @@
+"""Every kbatch exception, and the one mapping from kernel status codes to exceptions.
+
+Kernels (Cython and pure) never build messages: they return or report a status code, the byte
+position where the problem is, and the expected/found values; `raise_status` turns that into the
+exception. Both backends go through it, so they raise the same class with the same position.
+Each exception is also the fitting builtin (ValueError, EOFError) and carries the Kafka error
+code where Kafka has one.
+"""
+from __future__ import annotations
+
+
+class KBatchError(Exception):
+    """Base of every kbatch exception.
+
+    Attributes: ``position`` (byte position in the input, or None), ``base_offset`` (of the batch
+    being read, or None), ``expected`` / ``found`` (what the reader wanted and what it saw), and
+    ``error_code`` (Kafka's protocol error code, or None).
+    """
+
+    error_code: int | None = None
+
+    def __init__(self, message: str, *, position: int | None = None, base_offset: int | None = None,
+                 expected=None, found=None):
+        self.reason = message
+        self.position = position
+        self.base_offset = base_offset
+        self.expected = expected
+        self.found = found
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        parts = [self.reason]
+        if self.expected is not None or self.found is not None:
+            parts.append(f"expected {self.expected}, found {self.found}")
+        where = []
+        if self.position is not None:
+            where.append(f"at byte {self.position}")
+        if self.base_offset is not None:
+            where.append(f"in batch with base offset {self.base_offset}")
+        msg = ": ".join(parts)
+        return f"{msg} ({', '.join(where)})" if where else msg
+
+    def at(self, *, position: int | None = None, base_offset: int | None = None) -> "KBatchError":
+        """Fill in location details that were not known where the error was raised."""
+        if self.position is None and position is not None:
+            self.position = position
+        if self.base_offset is None and base_offset is not None:
+            self.base_offset = base_offset
+        self.args = (self._render(),)
+        return self
+
+
+class CorruptRecordError(KBatchError, ValueError):
+    """Bytes that are not a valid batch/record (Kafka's CorruptRecordException, error 2)."""
+
+    error_code = 2
+
+
+class CrcMismatchError(CorruptRecordError):
+    """Stored and computed checksums differ (CRC-32C for magic 2, CRC-32 for magic 0/1)."""
+
+    def __init__(self, message="Record is corrupt", *, stored: int, computed: int, **kw):
+        self.stored = stored
+        self.computed = computed
+        kw.setdefault("expected", f"crc {computed}")
+        kw.setdefault("found", f"stored crc {stored}")
+        super().__init__(f"{message} (stored crc = {stored}, computed crc = {computed})", **kw)
+
+
+class TruncatedDataError(KBatchError, EOFError):
+    """The input ends inside a batch, a record or a field."""
+
+    error_code = 2
+
+
+class InvalidRecordError(KBatchError, ValueError):
+    """A record that parses but breaks a rule (Kafka's InvalidRecordException, error 87)."""
+
+    error_code = 87
+
+
+class UnsupportedCodecError(KBatchError, ValueError):
+    """Compression id 5-7, or a codec the format does not allow (zstd below magic 2)."""
+
+    error_code = 76
+
+
+class RecordTooLargeError(KBatchError, ValueError):
+    """A batch or record larger than the configured limit (error 10 MESSAGE_TOO_LARGE)."""
+
+    error_code = 10
+
+
+class DecompressionLimitError(RecordTooLargeError):
+    """Decompressing a batch would exceed the decompressed-size limit (a compression bomb)."""
+
+
+class InvalidTimestampError(KBatchError, ValueError):
+    """KIP-937/KIP-32 timestamp rejection (error 32 INVALID_TIMESTAMP).
+
+    ``record_errors`` lists (batch_index, record_index, offset, message) for every bad record.
+    """
+
+    error_code = 32
+
+    def __init__(self, message: str, record_errors=(), **kw):
+        self.record_errors = list(record_errors)
+        super().__init__(message, **kw)
+
+
+class UnsupportedForMessageFormatError(KBatchError, ValueError):
+    """An operation the batch's magic cannot support (error 43)."""
+
+    error_code = 43
+
+
+class InvalidRequestError(KBatchError, ValueError):
+    """A malformed request, e.g. one partition named twice with different targets (error 42)."""
+
+    error_code = 42
+
+
+class CorruptIndexError(KBatchError, ValueError):
+    """An .index/.timeindex/.txnindex file that fails Kafka's sanity checks."""
+
+
+class InvalidOffsetError(KBatchError, ValueError):
+    """Offsets that go backwards or do not fit (error 1 OFFSET_OUT_OF_RANGE family)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernel status codes. Kernels report (status, position, expected, found); raise_status maps.
+ST_OK = 0
+ST_TRUNCATED = 1            # need `expected` bytes, `found` available
+ST_VARINT_TOO_LONG = 2      # 5th byte of a varint has its MSB set
+ST_VARLONG_TOO_LONG = 3     # 10th byte of a varlong has its MSB set
+ST_RECORD_SIZE = 4          # record body length declared != bytes read
+ST_NEG_HEADER_KEY = 5       # header key length < 0
+ST_NEG_HEADER_COUNT = 6     # header count < 0
+ST_RECORDS_REMAINING = 7    # bytes left after reading recordsCount records
+ST_PREMATURE_EOF = 8        # records section ended before recordsCount records
+ST_CRC = 9                  # expected = computed, found = stored
+ST_BATCH_TOO_SMALL = 10     # declared size below the format's overhead
+ST_BAD_MAGIC = 11           # magic not 0, 1 or 2
+ST_BAD_COUNT = 12           # negative records count
+ST_RECORD_TOO_LONG = 13     # record length runs past the records section
+ST_FIELD_PAST_END = 14      # key/value/header length runs past the record
+ST_HEADER_COUNT_TOO_LARGE = 15  # more headers declared than bytes remain
+
+_MESSAGES = {
+    ST_TRUNCATED: (TruncatedDataError, "Truncated data"),
+    ST_VARINT_TOO_LONG: (CorruptRecordError, "Varint is too long, the most significant bit in the 5th byte is set"),
+    ST_VARLONG_TOO_LONG: (CorruptRecordError, "Varlong is too long, most significant bit in the 10th byte is set"),
+    ST_RECORD_SIZE: (InvalidRecordError, "Invalid record size"),
+    ST_NEG_HEADER_KEY: (InvalidRecordError, "Invalid negative header key size"),
+    ST_NEG_HEADER_COUNT: (InvalidRecordError, "Found invalid number of record headers"),
+    ST_RECORDS_REMAINING: (InvalidRecordError, "Incorrect declared batch size, records still remaining in file"),
+    ST_PREMATURE_EOF: (InvalidRecordError, "Incorrect declared batch size, premature EOF reached"),
+    ST_BATCH_TOO_SMALL: (CorruptRecordError, "Record batch is corrupt (the size is smaller than the minimum allowed overhead)"),
+    ST_BAD_MAGIC: (CorruptRecordError, "Invalid magic found in record"),
+    ST_BAD_COUNT: (InvalidRecordError, "Found invalid record count"),
+    ST_RECORD_TOO_LONG: (InvalidRecordError, "Invalid record size, the record runs past the end of the batch"),
+    ST_FIELD_PAST_END: (InvalidRecordError, "Found invalid record structure, a field runs past the end of the record"),
+    ST_HEADER_COUNT_TOO_LARGE: (InvalidRecordError, "Found invalid number of record headers"),
+}
+
+
+def raise_status(status: int, position: int, expected=None, found=None, base_offset: int | None = None):
+    """Raise the exception for a kernel status code. Never returns."""
+    if status == ST_CRC:
+        raise CrcMismatchError(stored=found, computed=expected, position=position, base_offset=base_offset)
+    cls, message = _MESSAGES.get(status, (CorruptRecordError, f"Corrupt data (status {status})"))
+    raise cls(message, position=position, base_offset=base_offset, expected=expected, found=found)
+
+
+__all__ = [
+    "KBatchError", "CorruptRecordError", "CrcMismatchError", "TruncatedDataError", "InvalidRecordError",
+    "UnsupportedCodecError", "RecordTooLargeError", "DecompressionLimitError", "InvalidTimestampError",
+    "UnsupportedForMessageFormatError", "InvalidRequestError", "CorruptIndexError", "InvalidOffsetError",
+    "raise_status",
+]
