@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Developer entry point: every command creates/updates a local virtualenv, installs what it needs
+and runs. Needs only Python >= 3.10, a C compiler and (for Spark) Java 17.
+
+  python3 dev.py demo        the main job: sample topic data -> local Spark -> reports
+  python3 dev.py test        the whole test suite, on both backends (Cython and pure Python)
+  python3 dev.py bench       the benchmarks (pytest-benchmark), peers side by side
+  python3 dev.py fuzz [SECONDS] [--sanitize]   every fuzz target for SECONDS each (default 60)
+  python3 dev.py build [--debug|--sanitize|--coverage]   rebuild the extension in place
+
+KBATCH_VENV overrides the virtualenv location (default: .venv next to this file).
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = Path(os.environ.get("KBATCH_VENV", ROOT / ".venv"))
+PY = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+EXTRAS = {"demo": "spark,cli", "test": "test,spark,cli", "bench": "test,spark,cli", "fuzz": "test",
+          "build": "test"}
+BUILD_FLAGS = {"--debug": "KBATCH_DEBUG", "--sanitize": "KBATCH_SANITIZE", "--coverage": "KBATCH_COVERAGE"}
+
+
+def say(msg: str) -> None:
+    print(f"[dev] {msg}", flush=True)
+
+
+def run(*cmd, env=None, check=True) -> int:
+    rc = subprocess.call([str(c) for c in cmd], cwd=ROOT, env=env)
+    if check and rc != 0:
+        sys.exit(rc)
+    return rc
+
+
+def ensure_venv(extras: str, build_env: dict | None = None) -> None:
+    if not PY.exists():
+        say(f"creating virtualenv {VENV}")
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    stamp = VENV / f".kbatch-{extras.replace(',', '-')}"
+    pyproject = ROOT / "pyproject.toml"
+    if not stamp.exists() or stamp.stat().st_mtime < pyproject.stat().st_mtime:
+        say(f"installing kbatch[{extras}] and its dependencies (first run takes a few minutes)")
+        run(PY, "-m", "pip", "install", "-q", "--upgrade", "pip", "setuptools>=69", "wheel", "Cython>=3.0",
+            "numpy>=1.26")
+        run(PY, "-m", "pip", "install", "-q", "--no-build-isolation", "-e", f".[{extras}]")
+        stamp.touch()
+    build(build_env or {})
+
+
+def build(flags: dict) -> None:
+    """(Re)build the Cython extension in place; a no-op when it is up to date."""
+    env = dict(os.environ, **flags)
+    say("building the Cython core" + (f" ({', '.join(flags)})" if flags else ""))
+    run(PY, "setup.py", "-q", "build_ext", "--inplace", *(["--force"] if flags else []), env=env)
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    cmd, args = argv[0], argv[1:]
+    if cmd not in EXTRAS:
+        print(__doc__)
+        return 2
+    flags = {BUILD_FLAGS[a]: "1" for a in args if a in BUILD_FLAGS}
+    args = [a for a in args if a not in BUILD_FLAGS]
+    ensure_venv(EXTRAS[cmd], flags)
+    env = dict(os.environ, PYSPARK_PYTHON=str(PY), PYSPARK_DRIVER_PYTHON=str(PY))
+    if cmd == "demo":
+        return run(PY, "-m", "kbatch.demo", *args, env=env, check=False)
+    if cmd == "test":
+        return run(PY, "-m", "pytest", "tests", "-q", *args, env=env, check=False)
+    if cmd == "bench":
+        return run(PY, "-m", "pytest", "bench", "--benchmark-only", "--benchmark-columns=min,median,ops",
+                   *args, env=env, check=False)
+    if cmd == "fuzz":
+        return run(PY, "-m", "fuzz", *args, env=env, check=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
