@@ -1,0 +1,192 @@
+"""kafka-python's `kafka.record` classes, on kbatch's kernels.
+
+Same names, constructors, attributes, methods, constants and exceptions (kafka.errors.*) as
+kafka.record; record and metadata objects are kafka-python's own classes, so isinstance checks and
+reprs are unchanged. What kbatch does here: v2 record decoding (whole batch at once, see
+kbatch.compat for the fall-back rule), v2 record encoding in the builder, and the batch CRC-32C.
+Legacy (magic 0/1) batches keep kafka-python's own implementation.
+"""
+from __future__ import annotations
+
+import struct
+import time
+
+import kafka.record.default_records as _d
+import kafka.record.legacy_records as _l
+import kafka.record.memory_records as _m
+from kafka.errors import CorruptRecordError, IllegalStateError, UnsupportedVersionError  # noqa: F401
+
+from .. import _backend
+from . import STATS, decode_v2_tuples, encode_v2_record
+
+__all__ = [
+    "MemoryRecords", "MemoryRecordsBuilder", "DefaultRecordBatch", "DefaultRecordBatchBuilder",
+    "DefaultRecord", "ControlRecord", "DefaultRecordMetadata", "LegacyRecordBatch",
+    "LegacyRecordBatchBuilder", "LegacyRecord", "LegacyRecordMetadata",
+]
+
+# record / metadata objects: kafka-python's own classes
+DefaultRecord = _d.DefaultRecord
+ControlRecord = _d.ControlRecord
+DefaultRecordMetadata = _d.DefaultRecordMetadata
+LegacyRecordBatch = _l.LegacyRecordBatch
+LegacyRecordBatchBuilder = _l.LegacyRecordBatchBuilder
+LegacyRecord = _l.LegacyRecord
+LegacyRecordMetadata = _l.LegacyRecordMetadata
+
+_ORIG = {
+    "MemoryRecords": _m.MemoryRecords, "MemoryRecordsBuilder": _m.MemoryRecordsBuilder,
+    "DefaultRecordBatch": _d.DefaultRecordBatch, "DefaultRecordBatchBuilder": _d.DefaultRecordBatchBuilder,
+}
+_CRC_STRUCT = struct.Struct(">I")
+_BYTES_LIKE = (bytes, bytearray, memoryview)
+
+
+class DefaultRecordBatch(_d.DefaultRecordBatch):
+    __slots__ = ()
+
+    def __iter__(self):
+        self._maybe_uncompress()
+        if self._next_record_index == 0 and not self.is_control_batch:
+            hd = self._header_data
+            recs = decode_v2_tuples(self._buffer, self._pos, self._num_records, hd[0], hd[7], hd[8],
+                                    bool(hd[5] & 0x08))
+            if recs is not None:
+                STATS["decoded_batches"] += 1
+                STATS["decoded_records"] += len(recs)
+                self._next_record_index = self._num_records
+                self._pos = len(self._buffer)
+                tstype = self.timestamp_type
+                return iter([DefaultRecord(n, off, ts, tstype, k, v, h) for n, off, ts, k, v, h in recs])
+            STATS["fallback_batches"] += 1
+        return self
+
+    def validate_crc(self):
+        assert self._decompressed is False, "Validate should be called before iteration"
+        return self.crc == _backend.core.crc32c(memoryview(self._buffer)[self.ATTRIBUTES_OFFSET:])
+
+
+class DefaultRecordBatchBuilder(_d.DefaultRecordBatchBuilder):
+    __slots__ = ()
+
+    def append(self, offset, timestamp, key, value, headers):
+        """Write one record (magic 2); returns DefaultRecordMetadata, or None when the batch is full."""
+        if type(offset) is not int:
+            raise TypeError(offset)
+        if timestamp is None:
+            timestamp = int(time.time() * 1000)
+        elif type(timestamp) is not int:
+            raise TypeError(timestamp)
+        if not (key is None or type(key) in _BYTES_LIKE):
+            raise TypeError("Not supported type for key: {}".format(type(key)))
+        if not (value is None or type(value) in _BYTES_LIKE):
+            raise TypeError("Not supported type for value: {}".format(type(value)))
+        first = self._first_timestamp is None
+        if first:
+            self._first_timestamp = timestamp
+            self._max_timestamp = timestamp
+        rec = encode_v2_record(offset, timestamp - self._first_timestamp, key, value, headers)
+        size = len(rec)
+        buf = self._buffer
+        if size + len(buf) > self._batch_size and not first:
+            return None
+        if self._max_timestamp < timestamp:
+            self._max_timestamp = timestamp
+        self._num_records += 1
+        self._last_offset = offset
+        buf += rec
+        STATS["built_records"] += 1
+        return DefaultRecordMetadata(offset, size, timestamp)
+
+    def write_header(self, use_compression_type=True):
+        buf = self._buffer
+        self.HEADER_STRUCT.pack_into(
+            buf, 0, 0, len(buf) - self.AFTER_LEN_OFFSET, 0, self._magic, 0,
+            self._get_attributes(use_compression_type), self._last_offset, self._first_timestamp or 0,
+            self._max_timestamp or 0, self._producer_id, self._producer_epoch, self._base_sequence,
+            self._num_records)
+        crc = _backend.core.crc32c(memoryview(buf)[self.ATTRIBUTES_OFFSET:])
+        _CRC_STRUCT.pack_into(buf, self.CRC_OFFSET, crc)
+        STATS["built_batches"] += 1
+
+
+class MemoryRecords(_m.MemoryRecords):
+    __slots__ = ()
+
+    def next_batch(self, _min_slice=_m.MemoryRecords.MIN_SLICE, _magic_offset=_m.MemoryRecords.MAGIC_OFFSET):
+        next_slice = self._next_slice
+        if next_slice is None:
+            return None
+        if len(next_slice) < _min_slice:
+            raise CorruptRecordError(
+                "Record size is less than the minimum record overhead ({})".format(_min_slice - self.LOG_OVERHEAD))
+        self._cache_next()
+        magic = next_slice[_magic_offset]
+        if magic >= 128:
+            magic -= 256
+        if magic <= 1:
+            return LegacyRecordBatch(next_slice, magic)
+        return DefaultRecordBatch(next_slice)
+
+    def __next__(self):
+        if self._next_slice is None:
+            raise StopIteration
+        return self.next_batch()
+
+    next = __next__
+
+
+class MemoryRecordsBuilder(_m.MemoryRecordsBuilder):
+    __slots__ = ()
+
+    def __init__(self, magic, compression_type, batch_size, offset=0, transactional=False, producer_id=-1,
+                 producer_epoch=-1, base_sequence=-1):
+        assert magic in [0, 1, 2], "Not supported magic"
+        assert compression_type in [0, 1, 2, 3, 4], "Not valid compression type"
+        if magic >= 2:
+            assert not transactional or producer_id != -1, \
+                "Cannot write transactional messages without a valid producer ID"
+            assert producer_id == -1 or producer_epoch != -1, "Invalid negative producer epoch"
+            assert producer_id == -1 or base_sequence != -1, "Invalid negative sequence number used"
+            self._builder = DefaultRecordBatchBuilder(
+                magic=magic, compression_type=compression_type, is_transactional=transactional,
+                producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+                batch_size=batch_size)
+            self._producer_id = producer_id
+            self._producer_epoch = producer_epoch
+            self._base_sequence = base_sequence
+        else:
+            assert not transactional and producer_id == -1, \
+                "Idempotent messages are not supported for magic %s" % (magic,)
+            self._builder = LegacyRecordBatchBuilder(magic=magic, compression_type=compression_type,
+                                                     batch_size=batch_size)
+            self._producer_id = None
+            self._producer_epoch = None
+            self._base_sequence = None
+        self._batch_size = batch_size
+        self._buffer = None
+        self._next_offset = offset
+        self._closed = False
+        self._magic = magic
+        self._bytes_written = 0
+
+    def records(self):
+        assert self._closed
+        return MemoryRecords(self._buffer)
+
+
+def import_client_modules():
+    """Import the kafka-python modules that bind the record classes, so install() patches them."""
+    import importlib
+
+    for name in ("kafka.record", "kafka.record.memory_records", "kafka.record.default_records",
+                 "kafka.consumer.fetcher", "kafka.producer.record_accumulator", "kafka.producer.kafka",
+                 "kafka.producer.producer_batch", "kafka.producer.transaction_manager"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+
+
+def replacements():
+    return [(_ORIG[name], globals()[name]) for name in _ORIG]
