@@ -1,0 +1,703 @@
+"""Log compaction (Kafka's LogCleaner) with KIP-87 tombstones and KIP-534 delete horizons.
+
+`compact(log_dir, now_ms, ...)` rewrites the cleanable segments of one partition directory the
+way a broker's cleaner does (kafka-format.md §3, §7):
+
+* the latest record per key survives; keyless records are dropped;
+* a tombstone (KIP-87 flag set, or null value) survives until its delete horizon. A kept v2 batch
+  holding a tombstone without a horizon is rewritten with attribute bit 6 set and
+  baseTimestamp = now + delete.retention.ms; a later pass at or after the horizon drops it.
+  Legacy (magic 0/1) tombstones follow the legacy rule: kept while the segment's lastModified is
+  after ``legacy_delete_horizon_ms``;
+* aborted transactions' records are removed; transaction markers go once their transaction has no
+  data left and their own horizon has passed;
+* a batch emptied of records that holds its producer's last sequence is kept as a 61-byte
+  header-only batch;
+* survivors keep their codec, producer fields, epoch, timestamp type, extended flag and offsets;
+  a rewritten v2 batch keeps the original lastOffset; a batch where nothing changes is copied byte
+  for byte. Negative and extended timestamps are carried through unchanged.
+
+Memory is bounded by the number of distinct keys (`OffsetMap`: 16-byte key digest -> offset);
+segments are streamed from mmap one batch at a time. The active (last) segment is not cleaned
+unless ``clean_active_segment=True``; nor is anything from the first open transaction on.
+
+Files: each cleaned segment is written to a scratch directory inside the log directory, its
+indexes rebuilt there, then moved beside the input as ``<base>.log.cleaned`` (and index files
+likewise), renamed to ``.swap`` once every segment is written, and finally renamed over the
+originals, earliest segment first. Until the first ``.swap`` exists a failure removes the new
+files and leaves the input untouched; after that, `recover(log_dir)` (called by `compact` on
+entry) completes the swap. Swapping earliest-first means every intermediate state is a valid,
+partly compacted log: a record removed from an earlier segment is always superseded by one still
+present in a later segment.
+
+Differences from Kafka, on purpose:
+
+* one pass converges: a transaction marker whose transaction's data is removed in this same pass
+  is treated as "transaction cleaned" now (Kafka notices on its next pass), so compacting twice at
+  the same ``now_ms`` changes nothing;
+* every producer seen in the log is "active" (no producer-id expiration without a broker);
+* kbatch never throws on negative or extended timestamps (Kafka's MemoryRecordsBuilder would);
+* the last batch of the log is kept as a header-only batch when it empties (only possible with
+  ``clean_active_segment=True``), so the log end offset never moves backwards;
+* segments are cleaned one to one (Kafka may merge small neighbours into one segment).
+"""
+from __future__ import annotations
+
+import hashlib
+import mmap
+import os
+import shutil
+import struct
+import time
+from dataclasses import asdict, dataclass, field
+
+from . import _backend
+from . import _files
+from . import _wire as W
+from .batch import iter_batches
+from .builder import BatchBuilder
+from .errors import InvalidRecordError, KBatchError
+
+_V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+_SCRATCH_PREFIX = ".kbatch-cleaner-"
+_INDEX_SUFFIXES = (_files.INDEX_SUFFIX, _files.TIME_INDEX_SUFFIX)
+_CLEANED = ".cleaned"
+_SWAP = ".swap"
+
+# BatchRetention (MemoryRecords.RecordFilter.BatchRetention)
+DELETE = "DELETE"
+DELETE_EMPTY = "DELETE_EMPTY"
+RETAIN_EMPTY = "RETAIN_EMPTY"
+
+
+def _checkpoint(step: str) -> None:
+    """Called at each step of a compaction (tests replace it to simulate a crash there)."""
+
+
+# ------------------------------------------------------------------------------------------
+@dataclass
+class CleanerStats:
+    """What a compaction read and wrote (Kafka's CleanerStats, plus tombstone and txn counts)."""
+
+    segments_cleaned: int = 0
+    map_bytes_read: int = 0
+    map_records_read: int = 0
+    distinct_keys: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    batches_read: int = 0
+    batches_written: int = 0
+    batches_copied: int = 0          # written byte for byte
+    batches_rebuilt: int = 0         # records removed and/or delete horizon stamped
+    empty_batches_written: int = 0   # 61-byte header-only batches kept for producer state
+    records_read: int = 0
+    records_written: int = 0
+    invalid_records: int = 0         # keyless records (dropped)
+    superseded_records: int = 0      # a later record has the same key
+    tombstones_kept: int = 0
+    tombstones_removed: int = 0      # past their delete horizon
+    delete_horizons_set: int = 0     # batches newly stamped with a horizon
+    aborted_records_removed: int = 0
+    control_batches_removed: int = 0
+    truncated_bytes: int = 0         # partial batch at the end of a cleaned segment (dropped)
+    first_uncleanable_offset: int | None = None
+    elapsed_s: float = 0.0
+    map_elapsed_s: float = 0.0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+class OffsetMap:
+    """Key -> latest offset, keyed by a 16-byte digest of the key (Kafka's SkimpyOffsetMap keys by
+    an MD5 hash). Keys of at most 16 bytes are stored as themselves; longer keys as their MD5.
+    Memory is proportional to the number of distinct keys, not to the log size."""
+
+    __slots__ = ("_map", "latest_offset")
+
+    def __init__(self):
+        self._map: dict[bytes, int] = {}
+        self.latest_offset = -1
+
+    @staticmethod
+    def digest(key) -> bytes:
+        b = bytes(key)
+        return b if len(b) <= 16 else hashlib.md5(b).digest()
+
+    def put(self, key, offset: int) -> None:
+        self._map[self.digest(key)] = offset
+
+    def get(self, key) -> int:
+        """The latest offset for `key`, or -1."""
+        return self._map.get(self.digest(key), -1)
+
+    def update_latest_offset(self, offset: int) -> None:
+        if offset > self.latest_offset:
+            self.latest_offset = offset
+
+    def clear(self) -> None:
+        self._map.clear()
+        self.latest_offset = -1
+
+    def __len__(self):
+        return len(self._map)
+
+
+@dataclass(frozen=True)
+class AbortedTxn:
+    """One aborted transaction (Kafka's AbortedTxn): its producer, first data offset, marker offset."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+
+
+class CleanedTransactionMetadata:
+    """Tracks transactions while the cleaner walks the log (Kafka's CleanedTransactionMetadata).
+
+    `on_batch_read` says whether a data batch belongs to an aborted transaction;
+    `on_control_batch_read` says whether a marker's transaction has no data left, so the marker
+    may go once its horizon passes. `on_batch_kept` tells it that a data batch survived this pass:
+    only surviving batches keep a marker alive (kbatch converges in one pass, see module doc).
+    """
+
+    def __init__(self, aborted: list[AbortedTxn]):
+        self._aborted = sorted(aborted, key=lambda a: a.first_offset)
+        self._next = 0
+        self._ongoing_aborted: dict[int, list] = {}   # pid -> [AbortedTxn, batches kept]
+        self._ongoing_committed: dict[int, int] = {}  # pid -> batches kept
+
+    def _consume_aborted_up_to(self, offset: int) -> None:
+        while self._next < len(self._aborted) and self._aborted[self._next].first_offset <= offset:
+            a = self._aborted[self._next]
+            self._next += 1
+            self._ongoing_aborted.setdefault(a.producer_id, [a, 0])
+
+    def on_batch_read(self, batch) -> bool:
+        """True when `batch` (a data batch) is part of an aborted transaction."""
+        self._consume_aborted_up_to(batch.last_offset)
+        if not batch.is_transactional:
+            return False
+        if batch.producer_id in self._ongoing_aborted:
+            return True
+        self._ongoing_committed.setdefault(batch.producer_id, 0)
+        return False
+
+    def on_batch_kept(self, batch) -> None:
+        if not batch.is_transactional:
+            return
+        entry = self._ongoing_aborted.get(batch.producer_id)
+        if entry is not None:
+            entry[1] += 1
+        elif batch.producer_id in self._ongoing_committed:
+            self._ongoing_committed[batch.producer_id] += 1
+
+    def on_control_batch_read(self, batch) -> bool:
+        """True when the marker's transaction has no data left (the marker may be discarded)."""
+        self._consume_aborted_up_to(batch.last_offset)
+        controls = batch.control_records()
+        if not controls:
+            return True  # an empty control batch was already cleaned
+        ctype = controls[0].type
+        pid = batch.producer_id
+        if ctype == W.ControlRecordType.ABORT:
+            entry = self._ongoing_aborted.pop(pid, None)
+            self._ongoing_committed.pop(pid, None)
+            return entry is None or entry[1] == 0
+        if ctype == W.ControlRecordType.COMMIT:
+            kept = self._ongoing_committed.pop(pid, None)
+            return not kept
+        return False
+
+
+# ------------------------------------------------------------------------------------------
+@dataclass
+class _Segment:
+    base_offset: int
+    path: str
+    size: int
+    mtime_ns: int
+    cleanable: bool = False
+
+
+@dataclass
+class _ProducerState:
+    last_data_offset: int | None = None
+    epoch: int = W.NO_PRODUCER_EPOCH
+
+
+@dataclass
+class _LogScan:
+    """What a header-level walk of the whole log finds (the broker's producer state and .txnindex)."""
+
+    aborted: list = field(default_factory=list)
+    producers: dict = field(default_factory=dict)
+    open_txn_first_offset: dict = field(default_factory=dict)
+    last_batch_offset: int = -1
+
+
+class _MappedSegment:
+    """A read-only mmap of a segment file, closed on exit when no views remain."""
+
+    def __init__(self, path: str):
+        self._f = open(path, "rb")
+        size = os.fstat(self._f.fileno()).st_size
+        self.mm = mmap.mmap(self._f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+
+    def __enter__(self):
+        return self.mm
+
+    def __exit__(self, *exc):
+        if isinstance(self.mm, mmap.mmap):
+            try:
+                self.mm.close()
+            except BufferError:
+                pass  # a record view is still alive; the mapping goes with the last view
+        self._f.close()
+        return False
+
+
+def _horizon(now_ms: int, delete_retention_ms: int) -> int:
+    return max(W.INT64_MIN, min(W.INT64_MAX, now_ms + delete_retention_ms))
+
+
+def empty_batch_header(batch) -> bytes:
+    """The 61-byte header-only batch Kafka keeps for an emptied batch (DefaultRecordBatch
+    .writeEmptyHeader): count 0, no codec, baseTimestamp -1, the original maxTimestamp,
+    lastOffset, producer fields, epoch and flags (kbatch keeps the extended flag too)."""
+    attrs = batch.attributes & (W.TIMESTAMP_TYPE_MASK | W.TRANSACTIONAL_FLAG_MASK | W.CONTROL_FLAG_MASK
+                                | W.TIMESTAMP_EXTENDED_FLAG_MASK)
+    header = bytearray(_V2_HEADER.pack(
+        batch.base_offset, W.RECORD_BATCH_OVERHEAD - W.LOG_OVERHEAD, batch.partition_leader_epoch,
+        W.MAGIC_VALUE_V2, 0, attrs, batch.last_offset - batch.base_offset, W.NO_TIMESTAMP, batch.max_timestamp,
+        batch.producer_id, batch.producer_epoch, batch.base_sequence, 0))
+    struct.pack_into(">I", header, W.CRC_OFFSET, _backend.core.crc32c(header[W.ATTRIBUTES_OFFSET:]))
+    return bytes(header)
+
+
+def with_last_offset(data: bytes, last_offset: int) -> bytes:
+    """A v2 batch with lastOffsetDelta set so that lastOffset = `last_offset` (Kafka's
+    MemoryRecordsBuilder.overrideLastOffset), CRC recomputed over [21, end)."""
+    (base,) = struct.unpack_from(">q", data, W.BASE_OFFSET_OFFSET)
+    (delta,) = struct.unpack_from(">i", data, W.LAST_OFFSET_DELTA_OFFSET)
+    if base + delta == last_offset:
+        return data
+    if not 0 <= last_offset - base <= W.INT32_MAX:
+        raise InvalidRecordError("lastOffset does not fit the batch", position=W.LAST_OFFSET_DELTA_OFFSET,
+                                 base_offset=base, expected=f"{base} <= lastOffset <= {base + W.INT32_MAX}",
+                                 found=last_offset)
+    buf = bytearray(data)
+    struct.pack_into(">i", buf, W.LAST_OFFSET_DELTA_OFFSET, last_offset - base)
+    struct.pack_into(">I", buf, W.CRC_OFFSET, _backend.core.crc32c(memoryview(buf)[W.ATTRIBUTES_OFFSET:]))
+    return bytes(buf)
+
+
+def rebuild_batch(batch, records, delete_horizon_ms: int | None) -> bytes:
+    """Write `records` (a subset of `batch`'s, in order) as a batch with `batch`'s codec, producer
+    fields, epoch, timestamp type and extended flag, the records' own offsets and timestamps, and
+    (v2) the original lastOffset. `delete_horizon_ms` stamps bit 6 and the base timestamp."""
+    v2 = batch.magic == 2
+    lat = batch.timestamp_type == W.TimestampType.LOG_APPEND_TIME
+    b = BatchBuilder(
+        batch.magic, batch.compression, records[0].offset if not v2 else batch.base_offset,
+        batch.timestamp_type if batch.magic else W.TimestampType.CREATE_TIME,
+        batch.timestamp_extended, batch.producer_id, batch.producer_epoch, batch.base_sequence,
+        batch.is_transactional, is_control=batch.is_control, partition_leader_epoch=batch.partition_leader_epoch,
+        log_append_time=batch.max_timestamp if lat else None,
+        delete_horizon_ms=delete_horizon_ms if v2 else None)
+    for r in records:
+        b.append(r.timestamp, r.key, r.value, r.headers, True if r.is_tombstone else None, offset=r.offset)
+    data = b.build()
+    return with_last_offset(data, batch.last_offset) if v2 else data
+
+
+# ------------------------------------------------------------------------------------------
+class LogCleaner:
+    """Compacts one partition directory. `clean()` runs the whole round and returns CleanerStats.
+
+    Steps: `scan()` (producer state, aborted transactions, first uncleanable offset),
+    `build_offset_map()`, `clean_segment()` per cleanable segment into a scratch directory,
+    `rebuild indexes`, then `swap()` (.cleaned -> .swap -> rename over the originals).
+    """
+
+    def __init__(self, log_dir, now_ms: int, delete_retention_ms: int = 86_400_000, *,
+                 clean_active_segment: bool = False, legacy_delete_horizon_ms: int | None = None,
+                 index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES, verify_crc: bool = True,
+                 max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES):
+        self.log_dir = os.fspath(log_dir)
+        if not os.path.isdir(self.log_dir):
+            raise FileNotFoundError(f"not a log directory: {self.log_dir}")
+        self.now_ms = int(now_ms)
+        self.delete_retention_ms = int(delete_retention_ms)
+        if self.delete_retention_ms < 0:
+            raise ValueError(f"delete_retention_ms must be >= 0, not {delete_retention_ms}")
+        self.clean_active_segment = clean_active_segment
+        self.legacy_delete_horizon_ms = legacy_delete_horizon_ms
+        self.index_interval_bytes = index_interval_bytes
+        self.verify_crc = verify_crc
+        self.max_decompressed_bytes = max_decompressed_bytes
+        self.stats = CleanerStats()
+        self.map = OffsetMap()
+        self.segments: list[_Segment] = []
+        self.scan_result: _LogScan | None = None
+
+    # -- helpers
+    def _batches(self, buf, segment: _Segment):
+        try:
+            yield from iter_batches(buf, self.verify_crc, strict=False,
+                                    max_decompressed_bytes=self.max_decompressed_bytes)
+        except KBatchError as e:
+            e.reason += f" (segment {os.path.basename(segment.path)})"
+            e.args = (e._render(),)
+            raise
+
+    def _list_segments(self) -> list[_Segment]:
+        segs = []
+        for base in _files.list_segment_bases(self.log_dir):
+            path = _files.segment_path(self.log_dir, base, _files.LOG_SUFFIX)
+            st = os.stat(path)
+            segs.append(_Segment(base, path, st.st_size, st.st_mtime_ns))
+        return segs
+
+    # -- step 1
+    def scan(self) -> _LogScan:
+        """Walk every batch header of the whole log: producer state (last data offset and epoch per
+        producer), aborted transactions (ABORT markers per producer, as .txnindex holds them), and
+        transactions still open at the end of the log."""
+        self.segments = self._list_segments()
+        res = _LogScan()
+        for seg in self.segments:
+            with _MappedSegment(seg.path) as buf:
+                for batch in self._batches(buf, seg):
+                    res.last_batch_offset = batch.last_offset
+                    pid = batch.producer_id
+                    if batch.magic < 2 or pid < 0:
+                        continue
+                    st = res.producers.get(pid)
+                    if st is None:
+                        st = res.producers[pid] = _ProducerState()
+                    st.epoch = batch.producer_epoch
+                    if batch.is_control:
+                        controls = batch.control_records()
+                        if controls and controls[0].type in (W.ControlRecordType.ABORT,
+                                                             W.ControlRecordType.COMMIT):
+                            first = res.open_txn_first_offset.pop(pid, None)
+                            if first is not None and controls[0].type == W.ControlRecordType.ABORT:
+                                res.aborted.append(AbortedTxn(pid, first, batch.last_offset))
+                        del controls
+                    else:
+                        st.last_data_offset = batch.last_offset
+                        if batch.is_transactional and pid not in res.open_txn_first_offset:
+                            res.open_txn_first_offset[pid] = batch.base_offset
+                    del batch
+        first_uncleanable = W.INT64_MAX
+        if res.open_txn_first_offset:
+            first_uncleanable = min(res.open_txn_first_offset.values())
+        if self.segments and not self.clean_active_segment:
+            first_uncleanable = min(first_uncleanable, self.segments[-1].base_offset)
+        ends = [s.base_offset for s in self.segments[1:]] + [res.last_batch_offset + 1]
+        for seg, end in zip(self.segments, ends):
+            seg.cleanable = end <= first_uncleanable
+            if not seg.cleanable:
+                break
+        self.stats.first_uncleanable_offset = None if first_uncleanable == W.INT64_MAX else first_uncleanable
+        self.scan_result = res
+        return res
+
+    @property
+    def cleanable(self) -> list[_Segment]:
+        return [s for s in self.segments if s.cleanable]
+
+    # -- step 2
+    def build_offset_map(self) -> OffsetMap:
+        """Key -> latest offset over the cleanable segments, skipping aborted transactions
+        (Kafka's buildOffsetMap)."""
+        t0 = time.perf_counter()
+        self.map.clear()
+        txn = CleanedTransactionMetadata(self.scan_result.aborted)
+        put = self.map.put
+        for seg in self.cleanable:
+            _checkpoint(f"map:{seg.base_offset}")
+            with _MappedSegment(seg.path) as buf:
+                for batch in self._batches(buf, seg):
+                    if batch.is_control:
+                        txn.on_control_batch_read(batch)
+                        self.stats.map_records_read += 1
+                    elif txn.on_batch_read(batch):
+                        self.stats.map_records_read += batch.record_count
+                    else:
+                        recs = batch.records()
+                        for r in recs:
+                            if r.key is not None:
+                                put(r.key, r.offset)
+                        self.stats.map_records_read += len(recs)
+                        del recs
+                    self.map.update_latest_offset(batch.last_offset)
+                    self.stats.map_bytes_read += batch.size_in_bytes
+                    del batch
+        self.stats.distinct_keys = len(self.map)
+        self.stats.map_elapsed_s = time.perf_counter() - t0
+        return self.map
+
+    # -- step 3
+    def _legacy_horizon(self) -> int:
+        """Kafka's legacy rule compares each segment's lastModified with (lastModified of the last
+        cleaned segment) - delete.retention.ms. Without a cleaner checkpoint, kbatch takes the last
+        cleanable segment as "the last cleaned segment"."""
+        if self.legacy_delete_horizon_ms is not None:
+            return self.legacy_delete_horizon_ms
+        cleanable = self.cleanable
+        if not cleanable:
+            return 0
+        return cleanable[-1].mtime_ns // 1_000_000 - self.delete_retention_ms
+
+    def _is_last_of_producer(self, batch) -> bool:
+        st = self.scan_result.producers.get(batch.producer_id)
+        if st is None:
+            return False
+        if st.last_data_offset is not None:
+            return batch.last_offset == st.last_data_offset
+        return batch.is_control and batch.producer_epoch == st.epoch
+
+    def clean_segment(self, seg: _Segment, out, txn: CleanedTransactionMetadata, legacy_horizon: int) -> None:
+        """Filter one segment's batches into the open file `out` (Kafka's cleanInto + filterTo)."""
+        stats = self.stats
+        now = self.now_ms
+        new_horizon = _horizon(now, self.delete_retention_ms)
+        retain_legacy_deletes = seg.mtime_ns // 1_000_000 > legacy_horizon
+        last_log_offset = self.scan_result.last_batch_offset
+        omap = self.map
+        with _MappedSegment(seg.path) as buf:
+            valid = 0
+            for batch in self._batches(buf, seg):
+                valid = batch.position + batch.size_in_bytes
+                stats.batches_read += 1
+                stats.bytes_read += batch.size_in_bytes
+                v2 = batch.magic == 2
+                horizon = batch.delete_horizon_ms
+                # checkBatchRetention
+                if batch.is_control:
+                    can_discard = txn.on_control_batch_read(batch)
+                    discard_records = can_discard and horizon is not None and horizon <= now
+                    aborted = False
+                else:
+                    can_discard = aborted = txn.on_batch_read(batch)
+                    discard_records = can_discard
+                if v2 and batch.producer_id >= 0 and self._is_last_of_producer(batch):
+                    retention = RETAIN_EMPTY
+                elif v2 and self.clean_active_segment and batch.last_offset == last_log_offset:
+                    retention = RETAIN_EMPTY  # keep the log end offset
+                elif discard_records:
+                    retention = DELETE
+                else:
+                    retention = DELETE_EMPTY
+                marker_for_empty_txn = can_discard and batch.is_control
+
+                records = batch.records() if retention != DELETE else ()
+                stats.records_read += batch.record_count
+                if retention == DELETE:
+                    if batch.is_control:
+                        stats.control_batches_removed += 1
+                    if aborted:
+                        stats.aborted_records_removed += batch.record_count
+                    continue
+                retained = []
+                for r in records:
+                    if discard_records:
+                        if aborted:
+                            stats.aborted_records_removed += 1
+                        continue
+                    if batch.is_control or r.offset > omap.latest_offset:
+                        retained.append(r)
+                        continue
+                    key = r.key
+                    if key is None:
+                        stats.invalid_records += 1
+                        continue
+                    if r.offset < omap.get(key):
+                        stats.superseded_records += 1
+                        continue
+                    if r.is_tombstone:
+                        keep = (horizon is None or now < horizon) if v2 else retain_legacy_deletes
+                        if not keep:
+                            stats.tombstones_removed += 1
+                            continue
+                    retained.append(r)
+
+                if retained:
+                    n_tombs = 0 if batch.is_control else sum(1 for r in retained if r.is_tombstone)
+                    stats.tombstones_kept += n_tombs
+                    need_horizon = v2 and (n_tombs > 0 or marker_for_empty_txn) and horizon is None
+                    if len(retained) == len(records) and not need_horizon:
+                        data = batch.raw
+                        stats.batches_copied += 1
+                    else:
+                        if need_horizon:
+                            horizon = new_horizon
+                            stats.delete_horizons_set += 1
+                        data = rebuild_batch(batch, retained, horizon)
+                        stats.batches_rebuilt += 1
+                    stats.records_written += len(retained)
+                    if not batch.is_control:
+                        txn.on_batch_kept(batch)
+                elif retention == RETAIN_EMPTY:
+                    if batch.record_count == 0:
+                        data = batch.raw
+                        stats.batches_copied += 1
+                    else:
+                        data = empty_batch_header(batch)
+                        stats.empty_batches_written += 1
+                    if not batch.is_control:
+                        txn.on_batch_kept(batch)
+                else:
+                    if batch.is_control:
+                        stats.control_batches_removed += 1
+                    continue
+                out.write(data)
+                stats.batches_written += 1
+                stats.bytes_written += len(data)
+                del data, retained, records, batch
+            stats.truncated_bytes += len(buf) - valid if len(buf) > valid else 0
+
+    # -- step 4
+    def _write_indexes(self, scratch: str, base: int) -> None:
+        rebuild = _index_rebuilder()
+        if rebuild is not None:
+            rebuild(_files.segment_path(scratch, base, _files.LOG_SUFFIX), self.index_interval_bytes)
+
+    def clean(self) -> CleanerStats:
+        t0 = time.perf_counter()
+        recover(self.log_dir)
+        self.scan()
+        _checkpoint("scanned")
+        cleanable = self.cleanable
+        if not cleanable:
+            self.stats.elapsed_s = time.perf_counter() - t0
+            return self.stats
+        self.build_offset_map()
+        _checkpoint("mapped")
+        scratch = os.path.join(self.log_dir, f"{_SCRATCH_PREFIX}{os.getpid()}")
+        created: list[str] = []  # .cleaned / .swap files this run made (removed on failure)
+        swapping = False
+        try:
+            shutil.rmtree(scratch, ignore_errors=True)
+            os.mkdir(scratch)
+            txn = CleanedTransactionMetadata(self.scan_result.aborted)
+            legacy_horizon = self._legacy_horizon()
+            for seg in cleanable:
+                _checkpoint(f"clean:{seg.base_offset}")
+                tmp_log = _files.segment_path(scratch, seg.base_offset, _files.LOG_SUFFIX)
+                with open(tmp_log, "wb") as out:
+                    self.clean_segment(seg, out, txn, legacy_horizon)
+                    out.flush()
+                    os.fsync(out.fileno())
+                self._write_indexes(scratch, seg.base_offset)
+                for suffix in (_files.LOG_SUFFIX, *_INDEX_SUFFIXES):
+                    src = _files.segment_path(scratch, seg.base_offset, suffix)
+                    if os.path.exists(src):
+                        # a cleaned segment keeps its source's lastModified (Kafka: cleaned.lastModified)
+                        os.utime(src, ns=(seg.mtime_ns, seg.mtime_ns))
+                        dst = _files.segment_path(self.log_dir, seg.base_offset, suffix + _CLEANED)
+                        os.replace(src, dst)
+                        created.append(dst)
+                self.stats.segments_cleaned += 1
+            _files.fsync_dir(self.log_dir)
+            _checkpoint("cleaned")
+            # .cleaned -> .swap, earliest first: the set of .swap files is always a prefix
+            swaps = []
+            for path in list(created):
+                swap = path[: -len(_CLEANED)] + _SWAP
+                os.replace(path, swap)
+                created[created.index(path)] = swap
+                swaps.append(swap)
+                _checkpoint(f"swap-rename:{os.path.basename(swap)}")
+            _files.fsync_dir(self.log_dir)
+            swapping = True
+            _checkpoint("swapping")
+            _complete_swaps(self.log_dir)
+        except BaseException:
+            if not swapping:
+                for path in created:
+                    _unlink(path)
+            raise
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        self.stats.elapsed_s = time.perf_counter() - t0
+        return self.stats
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _index_rebuilder():
+    """The storage module's index writer, once it exists: f(log_file_path, index_interval_bytes)."""
+    try:
+        from . import log as _log
+    except ImportError:
+        return None
+    fn = getattr(_log, "rebuild_segment_indexes", None)
+    if fn is not None:
+        return fn
+    rebuild = getattr(_log, "rebuild_indexes", None)
+    if rebuild is None:
+        return None
+    return lambda path, interval: rebuild(path, index_interval_bytes=interval)
+
+
+def _complete_swaps(log_dir: str) -> None:
+    """Rename every `<base>.<suffix>.swap` over its original, earliest segment first; for each
+    segment the old index files go before the new log lands, so no stale index ever describes a
+    new log (a missing index is rebuilt by any reader, as a broker does)."""
+    swaps: dict[int, list[str]] = {}
+    for name in os.listdir(log_dir):
+        if name.endswith(_SWAP) and len(name) > 20 and name[:20].isdigit():
+            swaps.setdefault(int(name[:20]), []).append(name[: -len(_SWAP)])
+    for base in sorted(swaps):
+        _checkpoint(f"swap-in:{base}")
+        targets = swaps[base]
+        log_name = _files.filename_prefix(base) + _files.LOG_SUFFIX
+        if log_name in targets:
+            for suffix in _INDEX_SUFFIXES:  # old indexes must not outlive the old log
+                _unlink(_files.segment_path(log_dir, base, suffix))
+        for t in sorted(targets, key=lambda t: t != log_name):  # the log first, then its indexes
+            os.replace(os.path.join(log_dir, t + _SWAP), os.path.join(log_dir, t))
+    _files.fsync_dir(log_dir)
+
+
+def recover(log_dir) -> None:
+    """Finish or undo an interrupted compaction, as a broker's LogLoader does: `.cleaned` files
+    and scratch directories are deleted; `.swap` files (written only once every cleaned segment
+    was complete) are renamed over their originals."""
+    log_dir = os.fspath(log_dir)
+    for name in os.listdir(log_dir):
+        path = os.path.join(log_dir, name)
+        if name.startswith(_SCRATCH_PREFIX):
+            shutil.rmtree(path, ignore_errors=True)
+        elif name.endswith(_CLEANED):
+            _unlink(path)
+    _complete_swaps(log_dir)
+
+
+def compact(log_dir, now_ms: int, delete_retention_ms: int = 86_400_000, *, clean_active_segment: bool = False,
+            legacy_delete_horizon_ms: int | None = None,
+            index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES, verify_crc: bool = True,
+            max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES) -> CleanerStats:
+    """Compact the partition directory `log_dir` as a broker's log cleaner does (see module doc).
+
+    now_ms: the cleaner's clock (delete horizons are now_ms + delete_retention_ms; tombstones and
+    markers whose horizon is <= now_ms go). clean_active_segment: also clean the last segment.
+    legacy_delete_horizon_ms: override the legacy (magic 0/1) tombstone horizon.
+    Returns CleanerStats. The input files are never modified in place.
+    """
+    return LogCleaner(log_dir, now_ms, delete_retention_ms, clean_active_segment=clean_active_segment,
+                      legacy_delete_horizon_ms=legacy_delete_horizon_ms,
+                      index_interval_bytes=index_interval_bytes, verify_crc=verify_crc,
+                      max_decompressed_bytes=max_decompressed_bytes).clean()
+
+
+__all__ = ["compact", "recover", "LogCleaner", "CleanerStats", "OffsetMap", "CleanedTransactionMetadata",
+           "AbortedTxn", "empty_batch_header", "with_last_offset", "rebuild_batch"]
