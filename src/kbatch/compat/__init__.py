@@ -109,6 +109,22 @@ def _wrap64(v: int) -> int:
     return v - (1 << 64) if v >> 63 else v
 
 
+_SPEEDUPS = []
+
+
+def speedups():
+    """kbatch.compat._speedups when the live kbatch backend is the compiled one, else None."""
+    if _backend.core.BACKEND != "cython":
+        return None
+    if not _SPEEDUPS:
+        try:
+            from . import _speedups as sp
+        except ImportError:
+            sp = None
+        _SPEEDUPS.append(sp)
+    return _SPEEDUPS[0]
+
+
 def decode_v2_tuples(buf, pos: int, count: int, base_offset: int, first_ts: int, max_ts: int,
                      log_append: bool):
     """Decode the records of an uncompressed v2 records section buf[pos:] with the clients' rules.
@@ -119,9 +135,6 @@ def decode_v2_tuples(buf, pos: int, count: int, base_offset: int, first_ts: int,
     the client's own exception at the right record).
     """
     core = _backend.core
-    fast = getattr(core, "compat_decode_v2", None)
-    if fast is not None:
-        return fast(buf, pos, count, base_offset, first_ts, max_ts, log_append)
     try:
         recs = core.decode_records_v2(buf, pos, len(buf), count, base_offset, first_ts, None, 0, False)
     except Exception:  # noqa: BLE001 - the client's reader decides what the error is

@@ -19,7 +19,7 @@ import aiokafka.record.memory_records as _m
 from aiokafka.errors import CorruptRecordException
 
 from .. import _backend
-from . import STATS, decode_v2_tuples, encode_v2_record
+from . import STATS, decode_v2_tuples, encode_v2_record, speedups
 
 __all__ = [
     "MemoryRecords", "DefaultRecordBatch", "DefaultRecordBatchBuilder", "DefaultRecord",
@@ -52,6 +52,18 @@ class DefaultRecordBatch(_d._DefaultRecordBatchPy):
         self._maybe_uncompress()
         if self._next_record_index == 0:
             hd = self._header_data
+            sp = speedups()
+            if sp is not None:
+                recs = sp.decode_v2(self._buffer, self._pos, self._num_records, hd[0], hd[7], hd[8],
+                                    hd[5] & 0x08, 1, None, self.timestamp_type)
+                if recs is not None:
+                    STATS["decoded_batches"] += 1
+                    STATS["decoded_records"] += len(recs)
+                    self._next_record_index = self._num_records
+                    self._pos = len(self._buffer)
+                    return iter(recs)
+                STATS["fallback_batches"] += 1
+                return self
             recs = decode_v2_tuples(self._buffer, self._pos, self._num_records, hd[0], hd[7], hd[8],
                                     bool(hd[5] & 0x08))
             if recs is not None:
@@ -93,18 +105,27 @@ class DefaultRecordBatchBuilder(_d._DefaultRecordBatchBuilderPy):
         if first:
             self._first_timestamp = timestamp
             self._max_timestamp = timestamp
-        rec = encode_v2_record(offset, timestamp - self._first_timestamp, key, value, headers)
-        size = len(rec)
-        buf = self._buffer
-        if size + len(buf) > self._batch_size and not first:
-            return None
+        sp = speedups()
+        if sp is not None:
+            size = sp.append_v2(self._buffer, offset, timestamp - self._first_timestamp, key, value, headers,
+                                self._batch_size, first)
+            if size < 0:
+                return None
+            meta = sp.AioDefaultRecordMetadata
+        else:
+            rec = encode_v2_record(offset, timestamp - self._first_timestamp, key, value, headers)
+            size = len(rec)
+            buf = self._buffer
+            if size + len(buf) > self._batch_size and not first:
+                return None
+            buf += rec
+            meta = DefaultRecordMetadata
         if self._max_timestamp < timestamp:
             self._max_timestamp = timestamp
         self._num_records += 1
         self._last_offset = offset
-        buf += rec
         STATS["built_records"] += 1
-        return DefaultRecordMetadata(offset, size, timestamp)
+        return meta(offset, size, timestamp)
 
     def _write_header(self, use_compression_type: bool = True) -> None:
         buf = self._buffer

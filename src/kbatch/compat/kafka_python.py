@@ -17,7 +17,7 @@ import kafka.record.memory_records as _m
 from kafka.errors import CorruptRecordError, IllegalStateError, UnsupportedVersionError  # noqa: F401
 
 from .. import _backend
-from . import STATS, decode_v2_tuples, encode_v2_record
+from . import STATS, decode_v2_tuples, encode_v2_record, speedups
 
 __all__ = [
     "MemoryRecords", "MemoryRecordsBuilder", "DefaultRecordBatch", "DefaultRecordBatchBuilder",
@@ -42,6 +42,19 @@ _CRC_STRUCT = struct.Struct(">I")
 _BYTES_LIKE = (bytes, bytearray, memoryview)
 
 
+_FACTORIES = []
+
+
+def _factories(sp):
+    """(record factory, metadata factory) that build kafka-python's own objects without __init__."""
+    if not _FACTORIES:
+        _FACTORIES.append((
+            sp.SlotFactory(DefaultRecord, ("_size_in_bytes", "_offset", "_timestamp", "_timestamp_type", "_key",
+                                           "_value", "_headers")),
+            sp.SlotFactory(DefaultRecordMetadata, ("_offset", "_size", "_timestamp"))))
+    return _FACTORIES[0]
+
+
 class DefaultRecordBatch(_d.DefaultRecordBatch):
     __slots__ = ()
 
@@ -49,6 +62,18 @@ class DefaultRecordBatch(_d.DefaultRecordBatch):
         self._maybe_uncompress()
         if self._next_record_index == 0 and not self.is_control_batch:
             hd = self._header_data
+            sp = speedups()
+            if sp is not None:
+                recs = sp.decode_v2(self._buffer, self._pos, self._num_records, hd[0], hd[7], hd[8],
+                                    hd[5] & 0x08, 0, _factories(sp)[0], self.timestamp_type)
+                if recs is not None:
+                    STATS["decoded_batches"] += 1
+                    STATS["decoded_records"] += len(recs)
+                    self._next_record_index = self._num_records
+                    self._pos = len(self._buffer)
+                    return iter(recs)
+                STATS["fallback_batches"] += 1
+                return self
             recs = decode_v2_tuples(self._buffer, self._pos, self._num_records, hd[0], hd[7], hd[8],
                                     bool(hd[5] & 0x08))
             if recs is not None:
@@ -85,17 +110,26 @@ class DefaultRecordBatchBuilder(_d.DefaultRecordBatchBuilder):
         if first:
             self._first_timestamp = timestamp
             self._max_timestamp = timestamp
-        rec = encode_v2_record(offset, timestamp - self._first_timestamp, key, value, headers)
-        size = len(rec)
-        buf = self._buffer
-        if size + len(buf) > self._batch_size and not first:
-            return None
+        sp = speedups()
+        if sp is not None:
+            size = sp.append_v2(self._buffer, offset, timestamp - self._first_timestamp, key, value, headers,
+                                self._batch_size, first)
+            if size < 0:
+                return None
+        else:
+            rec = encode_v2_record(offset, timestamp - self._first_timestamp, key, value, headers)
+            size = len(rec)
+            buf = self._buffer
+            if size + len(buf) > self._batch_size and not first:
+                return None
+            buf += rec
         if self._max_timestamp < timestamp:
             self._max_timestamp = timestamp
         self._num_records += 1
         self._last_offset = offset
-        buf += rec
         STATS["built_records"] += 1
+        if sp is not None:
+            return _factories(sp)[1].make(offset, size, timestamp)
         return DefaultRecordMetadata(offset, size, timestamp)
 
     def write_header(self, use_compression_type=True):
