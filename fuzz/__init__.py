@@ -1,0 +1,1 @@
+"""Coverage-guided fuzzing of kbatch (atheris). See fuzz/README.md."""
