@@ -48,4 +48,12 @@ ext = Extension(
     extra_link_args=link_args,
 )
 
-setup(ext_modules=cythonize([ext], compiler_directives=directives, annotate=flag("KBATCH_ANNOTATE")))
+# kbatch.compat's compiled fast paths (decode/encode straight into the Kafka clients' objects)
+compat_ext = Extension(
+    "kbatch.compat._speedups",
+    ["src/kbatch/compat/_speedups.pyx"],
+    extra_compile_args=compile_args,
+    extra_link_args=link_args,
+)
+
+setup(ext_modules=cythonize([ext, compat_ext], compiler_directives=directives, annotate=flag("KBATCH_ANNOTATE")))
