@@ -124,6 +124,18 @@ class CorruptIndexError(KBatchError, ValueError):
     """An .index/.timeindex/.txnindex file that fails Kafka's sanity checks."""
 
 
+class InvalidConfigurationError(KBatchError, ValueError):
+    """A topic configuration value that is unknown or out of range (error 40 INVALID_CONFIG)."""
+
+    error_code = 40
+
+
+class UnknownTopicOrPartitionError(KBatchError, LookupError):
+    """A partition with no directory under the log directory (error 3 UNKNOWN_TOPIC_OR_PARTITION)."""
+
+    error_code = 3
+
+
 class InvalidOffsetError(KBatchError, ValueError):
     """Offsets that go backwards or do not fit (error 1 OFFSET_OUT_OF_RANGE family)."""
 
@@ -177,5 +189,5 @@ __all__ = [
     "KBatchError", "CorruptRecordError", "CrcMismatchError", "TruncatedDataError", "InvalidRecordError",
     "UnsupportedCodecError", "RecordTooLargeError", "DecompressionLimitError", "InvalidTimestampError",
     "UnsupportedForMessageFormatError", "InvalidRequestError", "CorruptIndexError", "InvalidOffsetError",
-    "raise_status",
+    "InvalidConfigurationError", "UnknownTopicOrPartitionError", "raise_status",
 ]
