@@ -37,7 +37,7 @@ from .batch import _as_view, _scan, truncation_error
 from .compression import check_codec, decompress
 from .errors import CrcMismatchError, KBatchError
 
-HEADER_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
+HEADER_TYPE = pa.list_(pa.field("element", pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])))
 
 KAFKA_SCHEMA = pa.schema([
     pa.field("key", pa.binary()),

@@ -1,0 +1,292 @@
+"""The main job: generate sample Kafka topic directories, then read and analyse them with Spark.
+
+    python -m kbatch.demo [--dir ./sample-data] [--records 20000] [--no-spark]
+
+1. writes ./sample-data/<topic>-<partition>/ folders of segments with indexes: several
+   partitions and segments, every codec, legacy magic 0/1 message sets, historical negative
+   timestamps (KIP-228 extended flag), records with future timestamps, tombstones that keep a
+   payload (KIP-87), and a transaction committed and one aborted (control batches);
+2. starts a local Spark session and reads them with the `kafka-segments` data source;
+3. prints counts per partition, the KIP-937 timestamp report, offsets for a chosen time, and
+   what compaction saves (kbatch.compact on a copy, when kbatch has it).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import struct
+import sys
+import tempfile
+import time
+
+from . import _wire as W
+from .batch import iter_batches
+from .builder import BatchBuilder, build_end_txn_marker
+
+DAY = 86_400_000
+HOUR = 3_600_000
+CODECS = [W.Compression.NONE, W.Compression.GZIP, W.Compression.SNAPPY, W.Compression.LZ4, W.Compression.ZSTD]
+
+
+def say(msg: str) -> None:
+    print(f"[kbatch.demo] {msg}", flush=True)
+
+
+# ------------------------------------------------------------------------------------ writing logs
+class _SegmentWriter:
+    """Appends batches to `<20-digit base>.log` files with `.index` / `.timeindex` entries written
+    as a broker writes them (an entry once more than index_interval bytes were appended since
+    the last one; a final time-index entry on roll). Used when kbatch.Log is not available."""
+
+    def __init__(self, path: str, segment_bytes: int, index_interval: int = W.DEFAULT_INDEX_INTERVAL_BYTES):
+        self.path = path
+        self.segment_bytes = segment_bytes
+        self.index_interval = index_interval
+        os.makedirs(path, exist_ok=True)
+        self.log = None
+
+    def _roll(self, base_offset: int):
+        self._close_segment()
+        name = os.path.join(self.path, f"{base_offset:020d}")
+        self.base = base_offset
+        self.log = open(name + ".log", "wb")
+        self.index = open(name + ".index", "wb")
+        self.tindex = open(name + ".timeindex", "wb")
+        self.size = 0
+        self.since_entry = 0
+        self.max_ts = W.INT64_MIN
+        self.offset_of_max = base_offset
+        self.last_time_entry = W.INT64_MIN
+
+    def _time_entry(self):
+        if self.max_ts > self.last_time_entry:
+            self.tindex.write(struct.pack(">qi", self.max_ts, self.offset_of_max - self.base))
+            self.last_time_entry = self.max_ts
+
+    def _close_segment(self):
+        if self.log is not None:
+            self._time_entry()
+            for f in (self.log, self.index, self.tindex):
+                f.close()
+            self.log = None
+
+    def append(self, data: bytes):
+        batches = list(iter_batches(data))
+        first = batches[0]
+        if self.log is None or (self.size > 0 and self.size + len(data) > self.segment_bytes):
+            self._roll(first.base_offset)
+        for b in batches:
+            if self.since_entry > self.index_interval:
+                self.index.write(struct.pack(">ii", b.last_offset - self.base, self.size))
+                self._time_entry()
+                self.since_entry = 0
+            if b.max_timestamp > self.max_ts:
+                self.max_ts = b.max_timestamp
+                self.offset_of_max = b.last_offset
+            self.log.write(b.raw)
+            self.size += b.size_in_bytes
+            self.since_entry += b.size_in_bytes
+
+    def close(self):
+        self._close_segment()
+
+
+def _writer(path: str, segment_bytes: int):
+    return _SegmentWriter(path, segment_bytes)
+
+
+# ------------------------------------------------------------------------------------ sample data
+def generate(root: str, records: int = 20000, now_ms: int | None = None, seed: int = 7) -> dict:
+    """Write the sample topics under `root` (replacing it). Returns a summary dict."""
+    import random
+
+    rng = random.Random(seed)
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    if os.path.exists(root):
+        shutil.rmtree(root)
+    os.makedirs(root)
+    summary = {"now_ms": now_ms, "partitions": {}}
+    per_part = max(records // 3, 50)
+    seg_bytes = 96 * 1024
+
+    # orders: 3 partitions, every v2 codec, headers, tombstones with payloads, future and historical timestamps
+    for p in range(3):
+        w = _writer(os.path.join(root, f"orders-{p}"), seg_bytes)
+        off = 0
+        n = 0
+        k = 0
+        while n < per_part:
+            codec = CODECS[k % len(CODECS)]
+            k += 1
+            size = rng.randint(20, 120)
+            b = BatchBuilder(compression=codec, base_offset=off)
+            for i in range(size):
+                ts = now_ms - DAY + (n * DAY) // per_part
+                if n % 997 == 13:
+                    ts = now_ms + 2 * HOUR + n  # from the future (KIP-937 "too new")
+                elif n % 1499 == 7:
+                    ts = -(50 * 365 * DAY) - n  # 1920: a historical negative timestamp (KIP-228)
+                key = f"customer-{rng.randint(0, 400)}".encode()
+                if n % 211 == 5:
+                    b.append(ts, key, b"last-known-state", tombstone=True)   # KIP-87 tombstone with a payload
+                elif n % 307 == 11:
+                    b.append(ts, key, None)                                   # classic null-value tombstone
+                else:
+                    value = (f'{{"order":{n},"amount":{rng.randint(1, 99999)},"note":"'
+                             + "x" * rng.randint(10, 200) + '"}').encode()
+                    hdrs = [("source", b"demo"), ("seq", str(n).encode())] if n % 5 == 0 else ()
+                    b.append(ts, key, value, headers=hdrs)
+                n += 1
+            w.append(b.build())
+            off += size
+        w.close()
+        summary["partitions"][f"orders-{p}"] = n
+
+    # payments: idempotent/transactional producer, one committed and one aborted transaction
+    w = _writer(os.path.join(root, "payments-0"), seg_bytes)
+    off = 0
+    for txn, commit in ((1, True), (2, False), (3, True)):
+        b = BatchBuilder(compression=W.Compression.LZ4, base_offset=off, producer_id=4242, producer_epoch=0,
+                         base_sequence=off, is_transactional=True)
+        for i in range(30):
+            b.append(now_ms - HOUR + off + i, f"pay-{txn}-{i}".encode(), f"amount={i * 10}".encode())
+        w.append(b.build())
+        off += 30
+        w.append(build_end_txn_marker(producer_id=4242, producer_epoch=0, commit=commit, coordinator_epoch=1,
+                                      base_offset=off, timestamp=now_ms - HOUR + off))
+        off += 1
+    w.close()
+    summary["partitions"]["payments-0"] = off
+
+    # legacy: magic 0 and magic 1 message sets (plain and compressed), as old brokers wrote them
+    w = _writer(os.path.join(root, "legacy-0"), seg_bytes)
+    off = 0
+    for magic in (0, 1):
+        for codec in (W.Compression.NONE, W.Compression.GZIP, W.Compression.SNAPPY, W.Compression.LZ4):
+            b = BatchBuilder(magic=magic, compression=codec, base_offset=off)
+            for i in range(25):
+                b.append(now_ms - 2 * DAY + off + i, f"old-{off + i}".encode(), b"legacy value")
+            w.append(b.build())
+            off += 25
+    # and a LogAppendTime v2 batch
+    b = BatchBuilder(base_offset=off, timestamp_type=W.TimestampType.LOG_APPEND_TIME, log_append_time=now_ms - DAY,
+                     compression=W.Compression.ZSTD)
+    for i in range(25):
+        b.append(None, f"lat-{i}".encode(), b"stamped by the broker")
+    w.append(b.build())
+    off += 25
+    w.close()
+    summary["partitions"]["legacy-0"] = off
+    return summary
+
+
+# ------------------------------------------------------------------------------------ the job
+def _spark_session():
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master(os.environ.get("KBATCH_SPARK_MASTER", "local[*]"))
+             .appName("kbatch-demo")
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "4")
+             .config("spark.sql.session.timeZone", "UTC")
+             .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _show(df, n=30):
+    rows = df.collect()
+    cols = df.columns
+    widths = [max(len(c), *(len(str(r[c])) for r in rows)) if rows else len(c) for c in cols]
+    print("  " + "  ".join(c.ljust(w) for c, w in zip(cols, widths)))
+    for r in rows[:n]:
+        print("  " + "  ".join(str(r[c]).ljust(w) for c, w in zip(cols, widths)))
+
+
+def run(root: str = "./sample-data", records: int = 20000, spark_enabled: bool = True) -> int:
+    t0 = time.time()
+    root = os.path.abspath(root)
+    say(f"writing sample topics under {root} ({records} order records in 3 partitions, plus payments-0 and legacy-0) ...")
+    summary = generate(root, records)
+    now_ms = summary["now_ms"]
+    for name, n in summary["partitions"].items():
+        segs = sorted(f for f in os.listdir(os.path.join(root, name)) if f.endswith(".log"))
+        say(f"  {name}: {n} offsets in {len(segs)} segment(s)")
+    if not spark_enabled:
+        return 0
+    say("starting a local Spark session (local[*]) ...")
+    spark = _spark_session()
+    import kbatch.spark as ks
+    from pyspark.sql import functions as F
+
+    ks.register(spark, pushdown=True)
+    say("reading with spark.read.format('kafka-segments') (control batches are not rows) ...")
+    df = spark.read.format("kafka-segments").option("includeHeaders", "true").load(root)
+    counts = (df.groupBy("topic", "partition")
+              .agg(F.count("*").alias("records"), F.sum(F.col("isTombstone").cast("int")).alias("tombstones"),
+                   F.min("offset").alias("firstOffset"), F.max("offset").alias("lastOffset"),
+                   F.min("timestamp").alias("minTimestamp"), F.max("timestamp").alias("maxTimestamp"))
+              .orderBy("topic", "partition"))
+    say("records per partition:")
+    _show(counts)
+
+    say("KIP-937 timestamp report (before_max_ms = 7 days, after_max_ms = 1 hour) ...")
+    report = ks.timestamp_report(df, before_max_ms=7 * DAY, after_max_ms=HOUR, now=now_ms)
+    _show(report)
+
+    target = now_ms - 12 * HOUR
+    say(f"offsets for time {target} (12 hours ago), one Spark task per partition ...")
+    _show(ks.offsets_for_times(root, target, spark))
+
+    say("rows since that time, via startingTimestamp (the time index skips older bytes) ...")
+    recent = spark.read.format("kafka-segments").option("startingTimestamp", str(target)).load(root)
+    say(f"  {recent.count()} rows")
+
+    _compaction(root, now_ms)
+    spark.stop()
+    say(f"done in {time.time() - t0:.1f} s")
+    return 0
+
+
+def _compaction(root: str, now_ms: int) -> None:
+    try:
+        import kbatch
+
+        compact = kbatch.compact
+    except (ImportError, AttributeError) as e:
+        say(f"compaction: skipped, kbatch.compact is not available in this build ({e})")
+        return
+    tmp = tempfile.mkdtemp(prefix="kbatch-compact-")
+    try:
+        say("compaction (kbatch.compact on a copy of orders-0) ...")
+        src = os.path.join(root, "orders-0")
+        dst = os.path.join(tmp, "orders-0")
+        shutil.copytree(src, dst)
+        before = sum(os.path.getsize(os.path.join(dst, f)) for f in os.listdir(dst) if f.endswith(".log"))
+        result = compact(dst, now_ms=now_ms, delete_retention_ms=DAY)
+        after = sum(os.path.getsize(os.path.join(dst, f)) for f in os.listdir(dst) if f.endswith(".log"))
+        saved = before - after
+        say(f"  .log bytes {before} -> {after} (saved {saved}, {100.0 * saved / max(before, 1):.1f}%)"
+            + (f"; {result}" if result is not None else ""))
+    except Exception as e:  # noqa: BLE001 - the demo reports and goes on
+        say(f"compaction: failed: {type(e).__name__}: {e}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m kbatch.demo", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dir", default="./sample-data", help="where to write the sample topics")
+    ap.add_argument("--records", type=int, default=20000, help="records across the orders partitions")
+    ap.add_argument("--no-spark", action="store_true", help="only generate the sample data")
+    args = ap.parse_args(argv)
+    return run(args.dir, args.records, not args.no_spark)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,222 @@
+"""kbatch on Spark: the `kafka-segments` data source and helpers that run on executors.
+
+    import kbatch.spark
+    kbatch.spark.register(spark)                      # or register(spark, pushdown=True)
+    df = spark.read.format("kafka-segments").load("/data/kafka-logs")
+
+    kbatch.spark.decode_batches(df, "content")        # raw batches in a binary column -> records
+    kbatch.spark.timestamp_report(df_or_path, before_max_ms, after_max_ms, now)   # KIP-937
+    kbatch.spark.offsets_for_times(path, timestamp)   # KIP-79, one task per partition
+
+Columns everywhere are Spark's Kafka-source columns (see kbatch.arrow), so a job can swap
+`format("kafka")` for `format("kafka-segments")` without other changes. Executors need kbatch
+installed (see docs/spark.md: wheels, packed environments, spark.archives).
+"""
+from __future__ import annotations
+
+import os
+import time
+from datetime import datetime
+
+from .datasource import (NAME, KafkaSegmentsDataSource, KafkaSegmentsPushdownDataSource, _to_ms,
+                         spark_schema)
+
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+
+def register(spark, pushdown: bool = False) -> None:
+    """Register the `kafka-segments` data source on a session.
+
+    pushdown=True also sets `spark.sql.python.filterPushdown.enabled` (Spark's switch for Python
+    data source filter pushdown) and registers the reader that prunes partitions and byte ranges
+    from filters on partition, topic, offset and timestamp. Without it the source still reads
+    everything correctly; Spark then filters the rows.
+    """
+    if pushdown:
+        spark.conf.set(PUSHDOWN_CONF, "true")
+    spark.dataSource.register(KafkaSegmentsPushdownDataSource if pushdown else KafkaSegmentsDataSource)
+
+
+def _session(spark=None):
+    if spark is not None:
+        return spark
+    from pyspark.sql import SparkSession
+
+    s = SparkSession.getActiveSession()
+    if s is None:
+        raise RuntimeError("kbatch.spark: no active SparkSession; pass spark=...")
+    return s
+
+
+def read(path, spark=None, **options):
+    """spark.read.format('kafka-segments').options(**options).load(path), registering the source."""
+    spark = _session(spark)
+    register(spark, pushdown=spark.conf.get(PUSHDOWN_CONF, "false").lower() == "true")
+    return spark.read.format(NAME).options(**{k: str(v) for k, v in options.items()}).load(os.fspath(path))
+
+
+# ------------------------------------------------------------------------------------ decode_batches
+def decode_batches(df, column: str, topic=None, partition=None, *, topic_col: str | None = None,
+                   partition_col: str | None = None, include_headers: bool = True, batch_fields: bool = False,
+                   verify_crc: bool = True):
+    """Decode a binary column holding raw record batches (any magic, any codec) with mapInArrow.
+
+    Each row's bytes are one or more whole batches. `topic`/`partition` give constant values;
+    otherwise `topic_col`/`partition_col` (default: the df's `topic`/`partition` columns when it
+    has them) give each row's. Returns a DataFrame with the kafka-segments columns.
+    """
+    cols = set(df.columns)
+    if topic is None and topic_col is None and "topic" in cols:
+        topic_col = "topic"
+    if partition is None and partition_col is None and "partition" in cols:
+        partition_col = "partition"
+    sel = [column] + [c for c in (topic_col, partition_col) if c is not None]
+    out_schema = spark_schema(include_headers, batch_fields)
+    # arrow.schema() always includes isTombstone after headers, as spark_schema does
+    fn = _DecodeFn(column, topic, partition, topic_col, partition_col, include_headers, batch_fields, verify_crc)
+    return df.select(*sel).mapInArrow(fn, out_schema)
+
+
+class _DecodeFn:
+    def __init__(self, column, topic, partition, topic_col, partition_col, include_headers, batch_fields,
+                 verify_crc):
+        self.__dict__.update(locals())
+        del self.__dict__["self"]
+
+    def __call__(self, batches):
+        from ..arrow import iter_record_batches
+
+        for rb in batches:
+            data = rb.column(self.column).to_pylist()
+            topics = rb.column(self.topic_col).to_pylist() if self.topic_col else [self.topic] * len(data)
+            parts = rb.column(self.partition_col).to_pylist() if self.partition_col else [self.partition] * len(data)
+            for raw, t, p in zip(data, topics, parts):
+                if raw is None:
+                    continue
+                yield from iter_record_batches(raw, t, None if p is None else int(p),
+                                               include_headers=self.include_headers,
+                                               batch_fields=self.batch_fields, verify_crc=self.verify_crc)
+
+
+# ------------------------------------------------------------------------------------ KIP-937 report
+REPORT_SCHEMA = ("topic string, partition int, records long, noTimestamp long, tooOld long, tooNew long, "
+                 "firstTooOldOffset long, firstTooNewOffset long")
+
+
+def _report_partials(before_max_ms, after_max_ms, now_ms):
+    def fn(batches):
+        import numpy as np
+        import pyarrow as pa
+
+        from .. import _wire as W
+        from ..arrow import timestamps_ms
+
+        check = _check_timestamps_fn()
+        acc = {}
+        for rb in batches:
+            if rb.num_rows == 0:
+                continue
+            ts = timestamps_ms(rb.column("timestamp"))
+            off = rb.column("offset").to_numpy(zero_copy_only=False)
+            topic = rb.column("topic").to_pylist()
+            part = rb.column("partition").to_numpy(zero_copy_only=False)
+            keys = list(zip(topic, part.tolist()))
+            # group rows by (topic, partition): data-source batches hold one partition each
+            if keys[0] == keys[-1] and all(k == keys[0] for k in set(keys)):
+                groups = {keys[0]: slice(None)}
+            else:
+                groups = {}
+                for i, k in enumerate(keys):
+                    groups.setdefault(k, []).append(i)
+            for k, idx in groups.items():
+                t = ts[idx]
+                o = off[idx]
+                a = acc.setdefault(k, [0, 0, 0, 0, None, None])
+                a[0] += len(t)
+                a[1] += int(np.count_nonzero(t == W.INT64_MIN))
+                first_old, n_old, _ = check(t, now_ms, before_max_ms, W.INT64_MAX, W.INT64_MIN)
+                first_new, _, n_new = check(t, now_ms, W.INT64_MAX, after_max_ms, W.INT64_MIN)
+                a[2] += n_old
+                a[3] += n_new
+                if first_old >= 0:
+                    a[4] = min(x for x in (a[4], int(o[first_old])) if x is not None)
+                if first_new >= 0:
+                    a[5] = min(x for x in (a[5], int(o[first_new])) if x is not None)
+        if acc:
+            ks = list(acc)
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([k[0] for k in ks], pa.string()), pa.array([k[1] for k in ks], pa.int32())]
+                + [pa.array([acc[k][j] for k in ks], pa.int64()) for j in range(6)],
+                names=["topic", "partition", "records", "noTimestamp", "tooOld", "tooNew", "firstTooOldOffset",
+                       "firstTooNewOffset"])
+    return fn
+
+
+def _check_timestamps_fn():
+    """The vectorized KIP-937 range check: (first_bad_index, n_too_old, n_too_new).
+
+    Uses the backend kernel (`_backend.core.check_timestamps`, same saturating arithmetic as
+    kbatch.check_timestamps, DESIGN.md decision 4) over an int64 column."""
+    from .. import _backend
+
+    return _backend.core.check_timestamps
+
+
+def timestamp_report(df_or_path, before_max_ms: int, after_max_ms: int, now=None, spark=None):
+    """KIP-937 violations per topic/partition, computed on executors.
+
+    df_or_path: a DataFrame with topic, partition, offset, timestamp columns (e.g. from
+    kafka-segments), or a directory to read with kafka-segments. now: ms or datetime (default:
+    the driver's clock). Returns a DataFrame: topic, partition, records, noTimestamp, tooOld,
+    tooNew, firstTooOldOffset, firstTooNewOffset (null when none), sorted by topic, partition.
+    A timestamp is too old when ts < now - before_max_ms and too new when ts > now + after_max_ms,
+    in exact (saturating) arithmetic; "no timestamp" is never a violation.
+    """
+    from pyspark.sql import functions as F
+
+    now_ms = int(time.time() * 1000) if now is None else _to_ms(now)
+    if isinstance(df_or_path, (str, os.PathLike)):
+        df = read(df_or_path, spark)
+    else:
+        df = df_or_path
+    parts = df.select("topic", "partition", "offset", "timestamp").mapInArrow(
+        _report_partials(int(before_max_ms), int(after_max_ms), now_ms), REPORT_SCHEMA)
+    return (parts.groupBy("topic", "partition")
+            .agg(*[F.sum(c).cast("long").alias(c) for c in ("records", "noTimestamp", "tooOld", "tooNew")],
+                 F.min("firstTooOldOffset").alias("firstTooOldOffset"),
+                 F.min("firstTooNewOffset").alias("firstTooNewOffset"))
+            .orderBy("topic", "partition"))
+
+
+# ------------------------------------------------------------------------------------ offsets for times
+OFFSETS_SCHEMA = "topic string, partition int, offset long, timestamp long"
+
+
+def offsets_for_times(path, timestamp, spark=None, *, topics=None):
+    """For every partition under `path`, the first offset whose timestamp >= `timestamp` (ms or
+    datetime; any int64, negative too) and that record's timestamp, as Kafka's offsetsForTimes
+    (null offset/timestamp when no such record). One Spark task per partition; the lookups use
+    `.timeindex` and `.index` and read only the bytes they need.
+    Returns a DataFrame: topic, partition, offset, timestamp (ms)."""
+    from . import _plan
+
+    spark = _session(spark)
+    target = _to_ms(timestamp) if isinstance(timestamp, datetime) else int(timestamp)
+    tps = [(tp.topic, tp.partition, tp.path) for tp in _plan.list_partitions(os.fspath(path), topics)]
+    if not tps:
+        return spark.createDataFrame([], OFFSETS_SCHEMA)
+    rdd = spark.sparkContext.parallelize(tps, len(tps)).map(lambda t: _lookup(t, target))
+    return spark.createDataFrame(rdd, OFFSETS_SCHEMA).orderBy("topic", "partition")
+
+
+def _lookup(t, target):
+    from . import _plan
+
+    topic, partition, path = t
+    tp = _plan.list_partitions(path)[0]
+    found = _plan.offset_for_time(tp, target)
+    return (topic, partition, None, None) if found is None else (topic, partition, found[0], found[1])
+
+
+__all__ = ["register", "read", "decode_batches", "timestamp_report", "offsets_for_times", "spark_schema",
+           "KafkaSegmentsDataSource", "KafkaSegmentsPushdownDataSource", "NAME", "PUSHDOWN_CONF"]

@@ -1,0 +1,233 @@
+"""Planning reads over a directory of Kafka partition folders, without Spark.
+
+A root directory holds `<topic>-<partition>/` folders of segments (`<20-digit base offset>.log`
+with `.index` and `.timeindex` beside it). This module finds them, turns offset and time bounds
+into byte ranges with the indexes (KIP-33) so that skipped bytes are never read, and splits a
+large segment at batch boundaries taken from its `.index`.
+
+It reads indexes itself with numpy (a read-only view of Kafka's layout, kafka-format.md §5); when
+kbatch's storage layer (`kbatch.Log`) is importable, time lookups go through it instead.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import _wire as W
+from ..batch import iter_batches
+
+_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+_SEGMENT = re.compile(r"^(?P<base>\d{20})\.log$")
+_OFFSET_ENTRY = np.dtype([("rel", ">i4"), ("pos", ">i4")])
+_TIME_ENTRY = np.dtype([("ts", ">i8"), ("rel", ">i4")])
+
+
+@dataclass
+class Segment:
+    path: str
+    base_offset: int
+    size: int
+
+
+@dataclass
+class TopicPartition:
+    topic: str
+    partition: int
+    path: str
+    segments: list = field(default_factory=list)
+
+
+def list_partitions(root: str, topics=None, topic_pattern: str | None = None) -> list:
+    """Every `<topic>-<partition>` folder under `root` (or `root` itself when it is one), sorted,
+    each with its segments in base-offset order."""
+    root = os.fspath(root)
+    if not os.path.isdir(root):
+        raise FileNotFoundError(f"kafka-segments: no such directory: {root}")
+    names = sorted(os.listdir(root))
+    dirs = [(n, os.path.join(root, n)) for n in names if os.path.isdir(os.path.join(root, n))]
+    if not any(_PARTITION_DIR.match(n) for n, _ in dirs) and _PARTITION_DIR.match(os.path.basename(root.rstrip("/"))):
+        dirs = [(os.path.basename(root.rstrip("/")), root)]
+    wanted = None if topics is None else set(topics)
+    pattern = re.compile(topic_pattern) if topic_pattern else None
+    out = []
+    for name, path in dirs:
+        m = _PARTITION_DIR.match(name)
+        if not m:
+            continue
+        topic, part = m["topic"], int(m["partition"])
+        if wanted is not None and topic not in wanted:
+            continue
+        if pattern is not None and not pattern.fullmatch(topic):
+            continue
+        segs = []
+        for f in sorted(os.listdir(path)):
+            sm = _SEGMENT.match(f)
+            if sm:
+                p = os.path.join(path, f)
+                segs.append(Segment(p, int(sm["base"]), os.path.getsize(p)))
+        out.append(TopicPartition(topic, part, path, segs))
+    out.sort(key=lambda tp: (tp.topic, tp.partition))
+    return out
+
+
+# ------------------------------------------------------------------------------------ indexes
+def _read_index(path: str, dtype) -> np.ndarray:
+    """Entries of an index file, cut at the zero-filled tail of a preallocated file (an entry
+    with relative offset 0 after the first one, as DumpLogSegments stops)."""
+    try:
+        raw = np.fromfile(path, dtype=np.uint8)
+    except FileNotFoundError:
+        return np.zeros(0, dtype)
+    n = len(raw) // dtype.itemsize
+    entries = raw[:n * dtype.itemsize].view(dtype)
+    if n > 1:
+        zero = np.flatnonzero(entries["rel"][1:] == 0)
+        if zero.size:
+            entries = entries[:zero[0] + 1]
+    return entries
+
+
+def offset_index(seg: Segment) -> tuple:
+    """(absolute offsets, positions) of the segment's `.index` as int64 arrays."""
+    e = _read_index(seg.path[:-4] + ".index", _OFFSET_ENTRY)
+    return e["rel"].astype(np.int64) + seg.base_offset, e["pos"].astype(np.int64)
+
+
+def time_index(seg: Segment) -> tuple:
+    """(timestamps, absolute offsets) of the segment's `.timeindex` as int64 arrays."""
+    e = _read_index(seg.path[:-4] + ".timeindex", _TIME_ENTRY)
+    return e["ts"].astype(np.int64), e["rel"].astype(np.int64) + seg.base_offset
+
+
+def position_for_offset(seg: Segment, offset: int) -> int:
+    """Byte position of the largest indexed batch start whose offset <= `offset` (0 if none)."""
+    offs, pos = offset_index(seg)
+    i = int(np.searchsorted(offs, offset, side="right")) - 1
+    return int(pos[i]) if i >= 0 else 0
+
+
+def end_position_for_offset(seg: Segment, end_offset: int) -> int:
+    """A byte position after which no batch holds an offset < end_offset: the start of the
+    entry after the first index entry whose offset >= end_offset (the file size if none)."""
+    offs, pos = offset_index(seg)
+    i = int(np.searchsorted(offs, end_offset, side="left"))
+    return int(pos[i + 1]) if i + 1 < len(pos) else seg.size
+
+
+def _read_range(path: str, start: int, end: int) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(start)
+        return f.read(end - start)
+
+
+def offset_for_time_in_segment(seg: Segment, target: int, min_offset: int | None = None):
+    """(offset, timestamp) of the first record with timestamp >= target in this segment, or None.
+
+    Kafka's LogSegment.findOffsetByTimestamp: time index lookup, then offset index lookup, then
+    a scan of batch headers from there; only the matching batch's records are decoded.
+    """
+    ts, offs = time_index(seg)
+    i = int(np.searchsorted(ts, target, side="right")) - 1
+    from_offset = int(offs[i]) if i >= 0 else seg.base_offset
+    if min_offset is not None:
+        from_offset = max(from_offset, min_offset)
+    start = position_for_offset(seg, from_offset)
+    data = _read_range(seg.path, start, seg.size)
+    for batch in iter_batches(data, verify_crc=False, strict=False):
+        if batch.is_control or batch.max_timestamp < target:
+            continue
+        for rec in batch:
+            if rec.timestamp is not None and rec.timestamp >= target and (min_offset is None or rec.offset >= min_offset):
+                return rec.offset, rec.timestamp
+    return None
+
+
+def offset_for_time(tp: TopicPartition, target: int):
+    """(offset, timestamp) of the first record of the partition with timestamp >= target, or None
+    (KIP-79 semantics, any int64 target, negative ones included)."""
+    log_cls = _storage_log()
+    if log_cls is not None:
+        res = log_cls.open(tp.path).offsets_for_times([target])[0]
+        return None if res is None else (int(res.offset), int(res.timestamp))
+    for seg in tp.segments:
+        found = offset_for_time_in_segment(seg, target)
+        if found is not None:
+            return found
+    return None
+
+
+def _storage_log():
+    if os.environ.get("KBATCH_SPARK_OWN_INDEX"):
+        return None
+    try:
+        from ..log import Log  # kbatch's storage layer, when present
+    except ImportError:
+        return None
+    return Log
+
+
+def end_offset(tp: TopicPartition) -> int:
+    """The log end offset (next offset to be written) of a partition."""
+    for seg in reversed(tp.segments):
+        offs, pos = offset_index(seg)
+        start = int(pos[-1]) if len(pos) else 0
+        last = None
+        for b in iter_batches(_read_range(seg.path, start, seg.size), verify_crc=False, strict=False):
+            last = b.last_offset
+        if last is not None:
+            return last + 1
+    return tp.segments[0].base_offset if tp.segments else 0
+
+
+# ------------------------------------------------------------------------------------ planning
+@dataclass
+class Slice:
+    """One input partition: bytes [start, end) of one segment, rows with offset in
+    [start_offset, end_offset) (None: unbounded)."""
+
+    topic: str
+    partition: int
+    path: str
+    start: int
+    end: int
+    file_size: int
+    start_offset: int | None
+    end_offset: int | None
+
+
+def plan_partition(tp: TopicPartition, start_offset: int | None, end_offset: int | None,
+                   max_bytes: int) -> list:
+    """Slices covering [start_offset, end_offset) of one partition, at most `max_bytes` each
+    where the `.index` offers a batch boundary to split at."""
+    out = []
+    segs = tp.segments
+    for k, seg in enumerate(segs):
+        next_base = segs[k + 1].base_offset if k + 1 < len(segs) else None
+        if end_offset is not None and seg.base_offset >= end_offset:
+            break
+        if start_offset is not None and next_base is not None and next_base <= start_offset:
+            continue
+        if seg.size == 0:
+            continue
+        lo = position_for_offset(seg, start_offset) if start_offset is not None and start_offset > seg.base_offset else 0
+        hi = seg.size
+        if end_offset is not None and (next_base is None or end_offset < next_base):
+            hi = end_position_for_offset(seg, end_offset)
+        if hi <= lo:
+            continue
+        cuts = [lo]
+        if hi - lo > max_bytes:
+            _offs, pos = offset_index(seg)
+            for p in pos.tolist():
+                if cuts[-1] < p < hi and p - cuts[-1] >= max_bytes:
+                    cuts.append(p)
+        cuts.append(hi)
+        for a, b in zip(cuts, cuts[1:]):
+            out.append(Slice(tp.topic, tp.partition, seg.path, a, b, seg.size, start_offset, end_offset))
+    return out
+
+
+INT64_MIN, INT64_MAX = W.INT64_MIN, W.INT64_MAX

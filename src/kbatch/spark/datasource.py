@@ -1,0 +1,324 @@
+"""The `kafka-segments` Spark data source (PySpark Python data source API, Spark >= 4.1).
+
+    spark.read.format("kafka-segments").load("/data/kafka-logs")
+
+reads a directory of `<topic>-<partition>/` folders of segments with Spark's Kafka-source
+columns (kbatch.arrow). One input partition per segment, or per byte range of a large segment
+split at batch boundaries from its `.index`; `read()` yields pyarrow.RecordBatch objects of up
+to `rowsPerBatch` rows, never per-row tuples.
+
+Options (names as Spark's Kafka source where it has one):
+  topics / subscribe            comma-separated topic names
+  topicPattern / subscribePattern  regex on topic names (full match)
+  startingOffsets / endingOffsets  "earliest" / "latest" / JSON {"topic": {"0": 23, "1": -2}}
+                                (-2 earliest, -1 latest; ending offsets are exclusive)
+  startingTimestamp / endingTimestamp  ms since the epoch, for every partition (any int64)
+  startingOffsetsByTimestamp / endingOffsetsByTimestamp  JSON {"topic": {"0": ts}}
+                                (timestamps resolve through .timeindex/.index to the first
+                                offset with timestamp >= ts, as Kafka's offsetsForTimes; none
+                                found = the partition's end)
+  includeHeaders                "true" adds the headers column (default false, as Spark)
+  includeBatchFields            "true" adds producerId, producerEpoch, baseSequence,
+                                isTransactional, isControl
+  failOnDataLoss                "false": a bad segment range is skipped from the bad batch on,
+                                logged (file, byte position, reason), instead of failing the job
+  maxPartitionBytes             split segments larger than this (default 64 MiB)
+  rowsPerBatch                  rows per Arrow batch (default 32768)
+  verifyCrc                     "false" skips CRC checks (default true)
+  pushdown                      "true" uses the reader with filter pushdown (needs
+                                spark.sql.python.filterPushdown.enabled, which
+                                kbatch.spark.register(spark, pushdown=True) sets)
+"""
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timezone
+
+from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, GreaterThan, GreaterThanOrEqual, In,
+                                    InputPartition, LessThan, LessThanOrEqual)
+from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, IntegerType, LongType, ShortType, StringType,
+                               StructField, StructType, TimestampType)
+
+from ..errors import InvalidRequestError, KBatchError
+from . import _plan
+
+log = logging.getLogger("kbatch.spark")
+
+NAME = "kafka-segments"
+DEFAULT_MAX_PARTITION_BYTES = 64 * 1024 * 1024
+DEFAULT_ROWS_PER_BATCH = 32768
+
+
+def spark_schema(include_headers: bool = False, batch_fields: bool = False) -> StructType:
+    """Spark's Kafka-source schema (+ isTombstone, + batch fields on request)."""
+    fields = [StructField("key", BinaryType()), StructField("value", BinaryType()),
+              StructField("topic", StringType()), StructField("partition", IntegerType()),
+              StructField("offset", LongType()), StructField("timestamp", TimestampType()),
+              StructField("timestampType", IntegerType())]
+    if include_headers:
+        fields.append(StructField("headers", ArrayType(StructType(
+            [StructField("key", StringType()), StructField("value", BinaryType())]))))
+    fields.append(StructField("isTombstone", BooleanType()))
+    if batch_fields:
+        fields += [StructField("producerId", LongType()), StructField("producerEpoch", ShortType()),
+                   StructField("baseSequence", IntegerType()), StructField("isTransactional", BooleanType()),
+                   StructField("isControl", BooleanType())]
+    return StructType(fields)
+
+
+def _bool(options, name, default):
+    v = options.get(name)
+    if v is None:
+        return default
+    return str(v).strip().lower() in ("1", "true", "yes", "on")
+
+
+def _opt(options, *names):
+    for n in names:
+        if n in options and options[n] not in (None, ""):
+            return options[n]
+        low = n.lower()
+        for k, v in options.items():
+            if k.lower() == low and v not in (None, ""):
+                return v
+    return None
+
+
+def _json_option(name, text):
+    try:
+        obj = json.loads(text)
+    except ValueError as e:
+        raise InvalidRequestError(f"kafka-segments: option {name} is not valid JSON ({e})",
+                                  expected='{"topic": {"0": 23}}', found=text) from None
+    if not isinstance(obj, dict) or not all(isinstance(v, dict) for v in obj.values()):
+        raise InvalidRequestError(f"kafka-segments: option {name} must map topic -> partition -> value",
+                                  expected='{"topic": {"0": 23}}', found=text)
+    return {(t, int(p)): int(v) for t, parts in obj.items() for p, v in parts.items()}
+
+
+def _to_ms(value) -> int:
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        delta = value - datetime(1970, 1, 1, tzinfo=timezone.utc)
+        return delta.days * 86_400_000 + delta.seconds * 1000 + delta.microseconds // 1000
+    return int(value)
+
+
+class SegmentSlice(InputPartition):
+    """A picklable input partition: one byte range of one segment file."""
+
+    def __init__(self, s: _plan.Slice):
+        super().__init__(None)
+        self.topic, self.partition, self.path = s.topic, s.partition, s.path
+        self.start, self.end, self.file_size = s.start, s.end, s.file_size
+        self.start_offset, self.end_offset = s.start_offset, s.end_offset
+
+    def __repr__(self):
+        return (f"SegmentSlice({self.path}[{self.start}:{self.end}], offsets "
+                f"[{self.start_offset}, {self.end_offset}))")
+
+
+class KafkaSegmentsReader(DataSourceReader):
+    """Plans slices on the driver, decodes them with kbatch.arrow on executors."""
+
+    def __init__(self, options, schema: StructType):
+        self.options = dict(options)
+        self.path = _opt(self.options, "path")
+        if not self.path:
+            raise InvalidRequestError("kafka-segments needs a path: spark.read.format('kafka-segments').load(dir)",
+                                      expected="a directory of <topic>-<partition> folders", found=None)
+        self.include_headers = "headers" in schema.fieldNames()
+        self.batch_fields = "producerId" in schema.fieldNames()
+        self.fail_on_data_loss = _bool(self.options, "failOnDataLoss", True) and not _bool(
+            self.options, "skipBadSegments", False)
+        self.verify_crc = _bool(self.options, "verifyCrc", True)
+        self.max_bytes = int(_opt(self.options, "maxPartitionBytes") or DEFAULT_MAX_PARTITION_BYTES)
+        self.rows_per_batch = int(_opt(self.options, "rowsPerBatch") or DEFAULT_ROWS_PER_BATCH)
+        topics = _opt(self.options, "topics", "subscribe")
+        self.topics = None if topics is None else {t.strip() for t in topics.split(",") if t.strip()}
+        self.topic_pattern = _opt(self.options, "topicPattern", "subscribePattern")
+        # narrowed by pushed filters
+        self.partitions_in = None     # set of ints
+        self.offset_lo = None         # inclusive
+        self.offset_hi = None         # exclusive
+        self.ts_lo = None             # ms, inclusive: rows before the first offset with ts >= ts_lo are skipped
+
+    # -------------------------------------------------------------------------------- planning
+    def _bounds(self, tp: _plan.TopicPartition):
+        o = self.options
+        key = (tp.topic, tp.partition)
+        start = end = None  # None: earliest / latest
+        start_ts = _opt(o, "startingTimestamp")
+        start_by_ts = _opt(o, "startingOffsetsByTimestamp")
+        start_offs = _opt(o, "startingOffsets")
+        if start_ts is not None:
+            start = self._offset_for_time(tp, int(start_ts))
+        elif start_by_ts is not None:
+            m = _json_option("startingOffsetsByTimestamp", start_by_ts)
+            if key in m:
+                start = self._offset_for_time(tp, m[key])
+        elif start_offs is not None and start_offs.strip().lower() not in ("earliest",):
+            if start_offs.strip().lower() == "latest":
+                start = _plan.end_offset(tp)
+            else:
+                v = _json_option("startingOffsets", start_offs).get(key, -2)
+                start = None if v == -2 else (_plan.end_offset(tp) if v == -1 else v)
+        end_ts = _opt(o, "endingTimestamp")
+        end_by_ts = _opt(o, "endingOffsetsByTimestamp")
+        end_offs = _opt(o, "endingOffsets")
+        if end_ts is not None:
+            end = self._offset_for_time(tp, int(end_ts))
+        elif end_by_ts is not None:
+            m = _json_option("endingOffsetsByTimestamp", end_by_ts)
+            if key in m:
+                end = self._offset_for_time(tp, m[key])
+        elif end_offs is not None and end_offs.strip().lower() != "latest":
+            v = _json_option("endingOffsets", end_offs).get(key, -1)
+            end = None if v == -1 else v
+        if self.offset_lo is not None:
+            start = self.offset_lo if start is None else max(start, self.offset_lo)
+        if self.offset_hi is not None:
+            end = self.offset_hi if end is None else min(end, self.offset_hi)
+        if self.ts_lo is not None:
+            t = self._offset_for_time(tp, self.ts_lo)
+            start = t if start is None else max(start, t)
+        return start, end
+
+    @staticmethod
+    def _offset_for_time(tp, ts: int) -> int:
+        found = _plan.offset_for_time(tp, ts)
+        return _plan.end_offset(tp) if found is None else found[0]
+
+    def partitions(self):
+        out = []
+        for tp in _plan.list_partitions(self.path, self.topics, self.topic_pattern):
+            if self.partitions_in is not None and tp.partition not in self.partitions_in:
+                continue
+            start, end = self._bounds(tp)
+            if start is not None and end is not None and end <= start:
+                continue
+            out.extend(SegmentSlice(s) for s in _plan.plan_partition(tp, start, end, self.max_bytes))
+        return out or [SegmentSlice(_plan.Slice("", 0, "", 0, 0, 0, 0, 0))]
+
+    # -------------------------------------------------------------------------------- reading
+    def read(self, partition: SegmentSlice):
+        from ..arrow import iter_record_batches
+
+        if not partition.path or partition.end <= partition.start:
+            return
+        with open(partition.path, "rb") as f:
+            f.seek(partition.start)
+            data = f.read(partition.end - partition.start)
+        at_eof = partition.end >= partition.file_size
+        gen = iter_record_batches(
+            data, partition.topic, partition.partition, include_headers=self.include_headers,
+            batch_fields=self.batch_fields, verify_crc=self.verify_crc, strict=not at_eof,
+            start_offset=partition.start_offset, end_offset=partition.end_offset, chunk_rows=self.rows_per_batch)
+        try:
+            yield from gen
+        except KBatchError as e:
+            if e.position is not None:
+                e.position += partition.start
+            e.reason = f"{e.reason} [kafka-segments: {partition.path}]"
+            e.args = (e._render(),)
+            if self.fail_on_data_loss:
+                raise
+            log.warning("kafka-segments: skipping the rest of %s from byte %s to %s: %s "
+                        "(failOnDataLoss=false)", partition.path, e.position, partition.end, e)
+
+
+class KafkaSegmentsPushdownReader(KafkaSegmentsReader):
+    """The reader with filter pushdown on partition, topic, offset (exact) and timestamp (a
+    lower bound resolves through the time index; Spark still applies timestamp filters)."""
+
+    def pushFilters(self, filters):
+        for f in filters:
+            if self._push(f):
+                continue
+            yield f
+
+    def _push(self, f) -> bool:
+        """True when the filter is fully applied by the reader."""
+        col = f.attribute[0] if len(f.attribute) == 1 else None
+        v = getattr(f, "value", None)
+        if col == "partition":
+            values = None
+            if isinstance(f, EqualTo):
+                values = {int(v)}
+            elif isinstance(f, In):
+                values = {int(x) for x in v if x is not None}
+            if values is not None:
+                self.partitions_in = values if self.partitions_in is None else self.partitions_in & values
+                return True
+            return False
+        if col == "topic":
+            values = None
+            if isinstance(f, EqualTo):
+                values = {v}
+            elif isinstance(f, In):
+                values = {x for x in v if x is not None}
+            if values is not None:
+                self.topics = values if self.topics is None else self.topics & values
+                return True
+            return False
+        if col == "offset":
+            if isinstance(f, EqualTo):
+                self._offsets(int(v), int(v) + 1)
+            elif isinstance(f, GreaterThan):
+                self._offsets(int(v) + 1, None)
+            elif isinstance(f, GreaterThanOrEqual):
+                self._offsets(int(v), None)
+            elif isinstance(f, LessThan):
+                self._offsets(None, int(v))
+            elif isinstance(f, LessThanOrEqual):
+                self._offsets(None, int(v) + 1)
+            elif isinstance(f, In):
+                vals = [int(x) for x in v if x is not None]
+                if vals:
+                    self._offsets(min(vals), max(vals) + 1)
+                return False  # the range is a superset; Spark keeps the exact test
+            else:
+                return False
+            return True
+        if col == "timestamp" and isinstance(f, (GreaterThan, GreaterThanOrEqual, EqualTo)) and v is not None:
+            ms = _to_ms(v)  # floor to ms: rows with ts > v or ts >= v all have ts_ms >= floor(v)
+            self.ts_lo = ms if self.ts_lo is None else max(self.ts_lo, ms)
+            return False
+        return False
+
+    def _offsets(self, lo, hi):
+        if lo is not None:
+            self.offset_lo = lo if self.offset_lo is None else max(self.offset_lo, lo)
+        if hi is not None:
+            self.offset_hi = hi if self.offset_hi is None else min(self.offset_hi, hi)
+
+
+class KafkaSegmentsDataSource(DataSource):
+    """`spark.read.format("kafka-segments").load(dir)`; see the module docstring for options."""
+
+    pushdown = False
+
+    @classmethod
+    def name(cls):
+        return NAME
+
+    def schema(self):
+        return spark_schema(_bool(self.options, "includeHeaders", False),
+                            _bool(self.options, "includeBatchFields", False))
+
+    def reader(self, schema):
+        if _bool(self.options, "pushdown", self.pushdown):
+            return KafkaSegmentsPushdownReader(self.options, schema)
+        return KafkaSegmentsReader(self.options, schema)
+
+
+class KafkaSegmentsPushdownDataSource(KafkaSegmentsDataSource):
+    """Same source, with the pushdown reader by default (registered by register(pushdown=True))."""
+
+    pushdown = True
+
+
+__all__ = ["KafkaSegmentsDataSource", "KafkaSegmentsPushdownDataSource", "KafkaSegmentsReader",
+           "KafkaSegmentsPushdownReader", "SegmentSlice", "spark_schema", "NAME"]
