@@ -1,0 +1,273 @@
+"""kbatch.decode_columns: Spark Kafka-source columns, equal to the object API, on both backends."""
+import importlib
+import struct
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import kbatch
+from kbatch import _backend
+from kbatch import arrow as A
+from kbatch import BatchBuilder, Compression, build_end_txn_marker
+
+NOW = 1_700_000_000_000
+
+
+def _backends():
+    out = ["python"]
+    try:
+        importlib.import_module("kbatch._core")
+        out.append("cython")
+    except ImportError:
+        pass
+    return out
+
+
+@pytest.fixture(params=_backends())
+def kbackend(request, monkeypatch):
+    """Run a test on each available kernel backend (patches kbatch._backend.core)."""
+    mod = importlib.import_module("kbatch._core_py" if request.param == "python" else "kbatch._core")
+    monkeypatch.setattr(_backend, "core", mod)
+    return request.param
+
+
+def mixed_log() -> bytes:
+    """Every codec, legacy magic 0/1, LAT, extended and non-extended timestamps, headers,
+    tombstones with and without payloads, a transaction with its marker."""
+    data = b""
+    off = 0
+    for codec in Compression:
+        b = BatchBuilder(compression=codec, base_offset=off)
+        b.append(NOW, b"k", b"v", headers=[("h", b"x"), ("h2", None), ("", b"")])
+        b.append(None, None, b"v2")                     # no timestamp (extended batch)
+        b.append(-1, b"k3", b"minus one is real")       # KIP-228: a real instant when extended
+        b.append(-(2**40), b"k4", None)                 # historical, null-value tombstone
+        b.append(NOW + 5, b"k5", b"payload", tombstone=True)
+        data += b.build()
+        off += 5
+    b = BatchBuilder(base_offset=off, timestamp_extended=False, compression=Compression.LZ4)
+    b.append(-1, b"ne", b"-1 means none here")
+    b.append(-5, b"neg", b"negative but real")
+    data += b.build()
+    off += 2
+    b = BatchBuilder(base_offset=off, timestamp_type=kbatch.TimestampType.LOG_APPEND_TIME, log_append_time=NOW + 9)
+    b.append(5, b"a", b"b")
+    b.append(None, b"c", b"d", headers=[("x", b"y")])
+    data += b.build()
+    off += 2
+    b = BatchBuilder(base_offset=off, producer_id=77, producer_epoch=3, base_sequence=0, is_transactional=True,
+                     compression=Compression.ZSTD)
+    b.append(NOW, b"t1", b"in txn")
+    b.append(NOW, b"t2", b"in txn")
+    data += b.build()
+    off += 2
+    data += build_end_txn_marker(producer_id=77, producer_epoch=3, commit=True, coordinator_epoch=1, base_offset=off,
+                                 timestamp=NOW)
+    off += 1
+    for magic in (0, 1):
+        for codec in (Compression.NONE, Compression.GZIP, Compression.SNAPPY, Compression.LZ4):
+            b = BatchBuilder(magic=magic, compression=codec, base_offset=off)
+            b.append(NOW - 7, b"lk", b"lv")
+            b.append(NOW - 8, None, None)
+            data += b.build()
+            off += 2
+    return data
+
+
+def reference_rows(data, topic, partition, include_control=False):
+    """Rows from the object API, in decode_columns' to_pylist() form."""
+    from datetime import datetime, timedelta, timezone
+
+    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    rows = []
+    for batch in kbatch.iter_batches(data):
+        if batch.is_control and not include_control:
+            continue
+        for r in batch:
+            ts = None if r.timestamp is None else epoch + timedelta(milliseconds=r.timestamp)
+            rows.append({
+                "key": None if r.key is None else bytes(r.key),
+                "value": None if r.value is None else bytes(r.value),
+                "topic": topic, "partition": partition, "offset": r.offset, "timestamp": ts,
+                "timestampType": int(r.timestamp_type),
+                "headers": [{"key": k, "value": None if v is None else bytes(v)} for k, v in r.headers] or None,
+                "isTombstone": bool(r.is_tombstone),
+                "producerId": batch.producer_id, "producerEpoch": batch.producer_epoch,
+                "baseSequence": batch.base_sequence, "isTransactional": batch.is_transactional,
+                "isControl": batch.is_control,
+            })
+    return rows
+
+
+def _norm(rows):
+    # compare datetimes as instants (tz objects differ between pyarrow and datetime.timezone)
+    for r in rows:
+        if r["timestamp"] is not None:
+            r["timestamp"] = r["timestamp"].timestamp()
+    return rows
+
+
+def test_schema_matches_spark_kafka_source():
+    s = A.schema(include_headers=True)
+    assert s.names[:8] == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
+    assert s.field("key").type == pa.binary() and s.field("value").type == pa.binary()  # never large_binary
+    assert s.field("partition").type == pa.int32() and s.field("offset").type == pa.int64()
+    assert s.field("timestamp").type == pa.timestamp("us", tz="UTC")
+    assert s.field("timestampType").type == pa.int32()
+    assert s.field("headers").type.value_type == pa.struct([("key", pa.string()), ("value", pa.binary())])
+    assert s.field("isTombstone").type == pa.bool_()
+    assert kbatch.KAFKA_SCHEMA.names == s.names[:7]
+
+
+def test_equals_object_api(kbackend):
+    data = mixed_log()
+    t = kbatch.decode_columns(data, "orders", 3, batch_fields=True)
+    assert t.schema == A.schema(True, True)
+    assert _norm(t.to_pylist()) == _norm(reference_rows(data, "orders", 3))
+
+
+def test_backends_give_identical_tables(monkeypatch):
+    if "cython" not in _backends():
+        pytest.skip("the Cython core is not built")
+    data = mixed_log()
+    tables = []
+    for name in ("kbatch._core_py", "kbatch._core"):
+        monkeypatch.setattr(_backend, "core", importlib.import_module(name))
+        tables.append(kbatch.decode_columns(data, "t", 0, batch_fields=True, include_control=True))
+    assert tables[0].equals(tables[1])
+
+
+def test_kernel_matches_reference(kbackend):
+    """decode_columns_v2 (when the backend has it) gives the pure reference's arrays."""
+    b = BatchBuilder(base_offset=10, compression=Compression.NONE)
+    for i in range(50):
+        b.append(NOW + i if i % 7 else None, None if i % 5 == 0 else b"k%d" % i,
+                 None if i % 11 == 0 else b"v" * i, headers=[("a", b"1"), ("b", None)] if i % 3 == 0 else ())
+    data = b.build() + b.build()
+    n = len(data) // 2
+    args = (data, np.array([61, n + 61], np.int64), np.array([n, 2 * n], np.int64), np.array([50, 50], np.int32),
+            np.array([10, 10], np.int64), np.array([NOW + 1, NOW + 1], np.int64), np.array([NOW, NOW], np.int64),
+            np.array([0x80, 0x80], np.int16), True)
+    kernel = getattr(_backend.core, "decode_columns_v2", None)
+    if kernel is None:
+        pytest.skip(f"{kbackend} backend has no decode_columns_v2 kernel yet")
+    ref = A.decode_columns_v2_py(*args)
+    got = kernel(*args)
+    assert set(got) == set(ref)
+    for k in ref:
+        np.testing.assert_array_equal(np.asarray(got[k]), ref[k], err_msg=k)
+
+
+def test_headers_null_when_none_and_option_off(kbackend):
+    data = mixed_log()
+    t = kbatch.decode_columns(data, "t", 0)
+    hs = t["headers"].to_pylist()
+    assert hs[0] == [{"key": "h", "value": b"x"}, {"key": "h2", "value": None}, {"key": "", "value": b""}]
+    assert hs[1] is None
+    t2 = kbatch.decode_columns(data, "t", 0, include_headers=False)
+    assert "headers" not in t2.column_names
+    assert t2.num_rows == t.num_rows
+
+
+def test_timestamps_extended_lat_and_none(kbackend):
+    t = kbatch.decode_columns(mixed_log(), "t", 0)
+    ts = A.timestamps_ms(t["timestamp"])
+    off = t["offset"].to_numpy()
+    by = dict(zip(off.tolist(), ts.tolist()))
+    assert by[0] == NOW
+    assert by[1] == kbatch.NO_TIMESTAMP_EXTENDED  # null
+    assert by[2] == -1                             # real instant in an extended batch
+    assert by[3] == -(2**40)
+    assert by[25] == kbatch.NO_TIMESTAMP_EXTENDED  # -1 in a non-extended batch: no timestamp
+    assert by[26] == -5
+    assert by[27] == by[28] == NOW + 9             # LogAppendTime overrides
+    assert t["timestampType"].to_pylist()[t["offset"].to_pylist().index(27)] == 1
+
+
+def test_control_batches_are_not_rows(kbackend):
+    data = mixed_log()
+    t = kbatch.decode_columns(data, "t", 0, batch_fields=True)
+    assert 31 not in t["offset"].to_pylist()  # the COMMIT marker
+    assert not any(t["isControl"].to_pylist())
+    tc = kbatch.decode_columns(data, "t", 0, batch_fields=True, include_control=True)
+    assert tc.num_rows == t.num_rows + 1
+    row = tc.filter(pa.compute.equal(tc["offset"], 31)).to_pylist()[0]
+    assert row["isControl"] and row["isTransactional"] and row["producerId"] == 77
+
+
+def test_offset_range(kbackend):
+    data = mixed_log()
+    full = kbatch.decode_columns(data, "t", 0)
+    part = kbatch.decode_columns(data, "t", 0, start_offset=3, end_offset=29)
+    expect = [o for o in full["offset"].to_pylist() if 3 <= o < 29]
+    assert part["offset"].to_pylist() == expect
+
+
+def test_chunks_never_split_a_batch(kbackend):
+    b = BatchBuilder()
+    for i in range(100):
+        b.append(NOW, b"k", b"v")
+    one = b.build()
+    data = b"".join(_rebase(one, 100 * i) for i in range(5))
+    t = kbatch.decode_columns(data, "t", 0, chunk_rows=150)
+    assert t.num_rows == 500
+    assert [len(c) for c in t["offset"].chunks] == [200, 200, 100]
+
+
+def _rebase(batch: bytes, base: int) -> bytes:
+    return struct.pack(">q", base) + batch[8:]  # base offset is outside the CRC
+
+
+def test_timestamp_beyond_microseconds_is_null(kbackend):
+    b = BatchBuilder()
+    b.append(2**63 - 1, b"k", b"far future")
+    b.append(NOW, b"k", b"ok")
+    t = kbatch.decode_columns(b.build(), "t", 0)
+    assert t["timestamp"].null_count == 1
+    assert t["timestamp"].to_pylist()[0] is None
+
+
+def test_bad_crc_names_position(kbackend):
+    data = bytearray(mixed_log())
+    first = next(iter(kbatch.iter_batches(bytes(data))))
+    second_pos = first.size_in_bytes
+    data[second_pos + 70] ^= 0xFF
+    with pytest.raises(kbatch.CrcMismatchError) as ei:
+        kbatch.decode_columns(bytes(data), "t", 0)
+    assert ei.value.position == second_pos
+    t = kbatch.decode_columns(bytes(data[:second_pos]), "t", 0)
+    assert t.num_rows == 5
+
+
+def test_corrupt_compressed_records_point_at_the_batch(kbackend):
+    b = BatchBuilder(compression=Compression.GZIP, base_offset=0)
+    b.append(NOW, b"k", b"v")
+    good = b.build()
+    inner = bytearray(b"\x7f" + bytes(30))  # a record whose length runs past the section
+    import gzip
+    body = gzip.compress(bytes(inner))
+    hdr = bytearray(good[:61])
+    struct.pack_into(">i", hdr, 8, 61 - 12 + len(body))
+    crc = kbatch.crc32c(bytes(hdr[21:]) + body)
+    struct.pack_into(">I", hdr, 17, crc)
+    bad = bytes(hdr) + body
+    with pytest.raises(kbatch.KBatchError) as ei:
+        kbatch.decode_columns(good + bad, "t", 0)
+    assert ei.value.position == len(good)
+    assert "decompressed records" in str(ei.value)
+
+
+def test_truncated_tail(kbackend):
+    data = mixed_log()
+    with pytest.raises(kbatch.TruncatedDataError) as ei:
+        kbatch.decode_columns(data[:-5], "t", 0)
+    assert ei.value.position is not None
+    t = kbatch.decode_columns(data[:-5], "t", 0, strict=False)
+    expect = sum(len(b.records()) for b in kbatch.MemoryRecords(data[:-5]).batches() if not b.is_control)
+    assert t.num_rows == expect == kbatch.decode_columns(data, "t", 0).num_rows - 2
+
+
+def test_empty_input():
+    t = kbatch.decode_columns(b"", "t", 0)
+    assert t.num_rows == 0 and t.schema == A.schema()
