@@ -1,0 +1,383 @@
+"""Kafka's segment index files: OffsetIndex (.index), TimeIndex (.timeindex), TransactionIndex (.txnindex).
+
+Layouts and rules are in kafka-format.md §5. An index is a sorted array of fixed-size big-endian
+entries. Reading maps the file (bounded memory for any size) and binary-searches it with the
+backend's `index_search` kernels. Writing appends entries to a trimmed file: kbatch never
+preallocates, so an index on disk always holds exactly its entries (a broker's preallocated,
+zero-tailed files are still read correctly).
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from typing import NamedTuple
+
+import numpy as np
+
+from . import _backend
+from . import _wire as W
+from .errors import CorruptIndexError, InvalidOffsetError
+
+_OFFSET_ENTRY = struct.Struct(">ii")      # relative offset, position
+_TIME_ENTRY = struct.Struct(">qi")        # timestamp, relative offset
+_TXN_ENTRY = struct.Struct(">hqqqq")      # version, producer id, first, last, last stable offset
+assert _TXN_ENTRY.size == W.TXN_INDEX_ENTRY_SIZE
+
+KEY_RELATIVE_OFFSET = 0  # index_search key kinds (see _core_py.index_search)
+KEY_TIMESTAMP = 1
+
+
+class OffsetPosition(NamedTuple):
+    offset: int
+    position: int
+
+
+class TimestampOffset(NamedTuple):
+    timestamp: int
+    offset: int
+
+
+class AbortedTxn(NamedTuple):
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+    version: int = 0
+
+
+def _map_file(path):
+    """A read-only mmap of a file, or b"" when it is empty (mmap cannot map 0 bytes)."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return b""
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+class _Index:
+    """Shared machinery: a buffer of `entry_size` entries, the first `entries` of them valid."""
+
+    entry_size: int
+    key_kind: int
+    suffix: str
+
+    def __init__(self, base_offset: int, data=b"", *, path=None, max_index_size: int = W.DEFAULT_SEGMENT_INDEX_BYTES):
+        self.base_offset = base_offset
+        self.path = os.fspath(path) if path is not None else None
+        self.max_entries = max_index_size // self.entry_size
+        self.file_length = len(data)
+        self._buf = data
+        self._file = None  # append handle, only for writable indexes
+        self.entries = self._valid_entries(data)
+
+    # ---- construction
+    @classmethod
+    def open(cls, path, base_offset: int | None = None, *, max_index_size: int = W.DEFAULT_SEGMENT_INDEX_BYTES):
+        """Map an existing index file read-only. The base offset defaults to the file name's."""
+        path = os.fspath(path)
+        if base_offset is None:
+            base_offset = int(os.path.basename(path).split(".")[0])
+        return cls(base_offset, _map_file(path), path=path, max_index_size=max_index_size)
+
+    @classmethod
+    def writable(cls, path, base_offset: int, *, max_index_size: int = W.DEFAULT_SEGMENT_INDEX_BYTES,
+                 entries: bytes = b""):
+        """An index kept in memory and appended to `path` entry by entry; the file is rewritten to
+        hold `entries` (valid entries only) first. A crash mid-write leaves a file that fails the
+        sanity check or differs from a rebuild, and recovery rebuilds it."""
+        idx = cls(base_offset, bytearray(entries), path=path, max_index_size=max_index_size)
+        idx._file = open(path, "wb")
+        idx._file.write(entries)
+        idx.flush()
+        return idx
+
+    def _valid_entries(self, data) -> int:
+        """Number of real entries: a broker's preallocated or crashed file has a zero-filled tail;
+        stop at the first entry at slot > 0 naming the base offset, as DumpLogSegments does. A file
+        whose first two slots are all zeros is an empty preallocated file."""
+        n = len(data) // self.entry_size
+        es = self.entry_size
+        if n >= 2 and not any(bytes(data[:2 * es])):
+            return 0
+        for i in range(1, n):
+            if self._relative_offset_at(data, i) == 0:
+                return i
+        return n
+
+    # ---- entries
+    def __len__(self):
+        return self.entries
+
+    def raw(self) -> bytes:
+        """The valid entries' bytes (what a trimmed file holds)."""
+        return bytes(self._buf[:self.entries * self.entry_size])
+
+    def is_full(self) -> bool:
+        return self.entries >= self.max_entries
+
+    def sanity_check(self) -> None:
+        """Kafka's sanityCheck: size a multiple of the entry size and the last offset >= base offset;
+        kbatch also requires sorted keys, which Kafka's binary search silently assumes."""
+        if self.file_length % self.entry_size:
+            raise CorruptIndexError(
+                f"Index file {self.path} is corrupt, its size is not a multiple of {self.entry_size}",
+                expected=f"a multiple of {self.entry_size} bytes", found=f"{self.file_length} bytes",
+                position=self.file_length - self.file_length % self.entry_size)
+        if self.entries == 0:
+            return
+        last = self._relative_offset_at(self._buf, self.entries - 1)
+        if last < 0:
+            raise CorruptIndexError(
+                f"Corrupt index found, index file ({self.path}) has non-zero size but the last offset is "
+                f"{self.base_offset + last} which is less than the base offset {self.base_offset}",
+                expected=f">= {self.base_offset}", found=self.base_offset + last,
+                position=(self.entries - 1) * self.entry_size)
+        keys = self._keys()
+        bad = np.flatnonzero(np.diff(keys) <= 0)
+        if len(bad):
+            i = int(bad[0]) + 1
+            raise CorruptIndexError(
+                f"Corrupt index file {self.path}: entries are not strictly increasing",
+                expected=f"key > {int(keys[i - 1])}", found=int(keys[i]), position=i * self.entry_size)
+
+    def _keys(self) -> np.ndarray:
+        dt = ">i4" if self.key_kind == KEY_RELATIVE_OFFSET else ">i8"
+        rec = np.frombuffer(self._buf, dtype=np.uint8, count=self.entries * self.entry_size)
+        return rec.reshape(-1, self.entry_size)[:, :np.dtype(dt).itemsize].copy().view(dt).ravel().astype(np.int64)
+
+    def _search(self, key: int) -> int:
+        """Slot of the largest entry with key <= `key`, or -1."""
+        n = self.entries
+        if n == 0:
+            return -1
+        return _backend.core.index_search(self._buf, self.entry_size, self.key_kind, key, n)
+
+    def _search_many(self, keys) -> np.ndarray:
+        n = self.entries
+        keys = np.asarray(keys, dtype=np.int64)
+        if n == 0:
+            return np.full(len(keys), -1, dtype=np.int64)
+        return np.asarray(_backend.core.index_search_many(self._buf, self.entry_size, self.key_kind, keys, n))
+
+    # ---- writing
+    def _append_raw(self, entry: bytes) -> None:
+        if self._file is None:
+            raise InvalidOffsetError(f"Index {self.path} is read-only", expected="a writable index",
+                                     found="a mapped file")
+        if self.is_full():
+            raise InvalidOffsetError(f"Attempt to append to a full index (size = {self.entries})",
+                                     expected=f"< {self.max_entries} entries", found=self.entries)
+        self._buf += entry
+        self._file.write(entry)
+        self.entries += 1
+        self.file_length += len(entry)
+
+    def flush(self) -> None:
+        if self._file is not None:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        if self._file is not None:
+            self.flush()
+            self._file.close()
+            self._file = None
+        buf, self._buf = self._buf, b""
+        if isinstance(buf, mmap.mmap):
+            try:
+                buf.close()
+            except BufferError:  # a view is still alive; the map closes when it goes
+                pass
+
+
+class OffsetIndex(_Index):
+    """`.index`: (relative offset int32, position int32) entries; an entry names the last offset of
+    the batch (or append) starting at `position` (kafka-format.md §5.1)."""
+
+    entry_size = W.OFFSET_INDEX_ENTRY_SIZE
+    key_kind = KEY_RELATIVE_OFFSET
+    suffix = ".index"
+
+    @staticmethod
+    def _relative_offset_at(data, i):
+        return _OFFSET_ENTRY.unpack_from(data, i * W.OFFSET_INDEX_ENTRY_SIZE)[0]
+
+    def entry(self, i: int) -> OffsetPosition:
+        rel, pos = _OFFSET_ENTRY.unpack_from(self._buf, i * self.entry_size)
+        return OffsetPosition(self.base_offset + rel, pos)
+
+    def __iter__(self):
+        return (self.entry(i) for i in range(self.entries))
+
+    @property
+    def last_offset(self) -> int:
+        return self.entry(self.entries - 1).offset if self.entries else self.base_offset
+
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """The largest entry with offset <= target, or (base offset, 0) when there is none."""
+        rel = target_offset - self.base_offset
+        if rel < 0:
+            return OffsetPosition(self.base_offset, 0)
+        slot = self._search(min(rel, W.INT32_MAX))
+        return OffsetPosition(self.base_offset, 0) if slot < 0 else self.entry(slot)
+
+    def lookup_positions(self, target_offsets) -> np.ndarray:
+        """Vectorised lookup(): the start position for each target offset."""
+        t = np.asarray(target_offsets, dtype=np.int64) - self.base_offset
+        slots = self._search_many(np.clip(t, -1, W.INT32_MAX))
+        if self.entries == 0:
+            return np.zeros(len(t), dtype=np.int64)
+        positions = np.frombuffer(self._buf, dtype=">i4", count=self.entries * 2)[1::2].astype(np.int64)
+        return np.where(slots < 0, 0, positions[np.maximum(slots, 0)])
+
+    def append(self, offset: int, position: int) -> None:
+        """Add (offset, position); offsets must grow and fit in an int32 relative offset."""
+        if self.entries and offset <= self.last_offset:
+            raise InvalidOffsetError(
+                f"Attempt to append an offset ({offset}) to position {self.entries} no larger than the last "
+                f"offset appended ({self.last_offset}) to {self.path}", expected=f"> {self.last_offset}", found=offset)
+        rel = offset - self.base_offset
+        if not 0 <= rel <= W.INT32_MAX:
+            raise InvalidOffsetError("Offset does not fit in the index's int32 relative offset",
+                                     expected=f"{self.base_offset} <= offset <= {self.base_offset + W.INT32_MAX}",
+                                     found=offset)
+        self._append_raw(_OFFSET_ENTRY.pack(rel, position))
+
+
+class TimeIndex(_Index):
+    """`.timeindex`: (timestamp int64, relative offset int32) entries with strictly increasing
+    timestamps; (T, O) says every record with timestamp > T comes after offset O (§5.2)."""
+
+    entry_size = W.TIME_INDEX_ENTRY_SIZE
+    key_kind = KEY_TIMESTAMP
+    suffix = ".timeindex"
+
+    @staticmethod
+    def _relative_offset_at(data, i):
+        return _TIME_ENTRY.unpack_from(data, i * W.TIME_INDEX_ENTRY_SIZE)[1]
+
+    def entry(self, i: int) -> TimestampOffset:
+        ts, rel = _TIME_ENTRY.unpack_from(self._buf, i * self.entry_size)
+        return TimestampOffset(ts, self.base_offset + rel)
+
+    def __iter__(self):
+        return (self.entry(i) for i in range(self.entries))
+
+    def is_full(self) -> bool:
+        # the last slot is kept for the entry written when the segment is rolled or closed
+        return self.entries >= self.max_entries - 1
+
+    @property
+    def last_entry(self) -> TimestampOffset | None:
+        return self.entry(self.entries - 1) if self.entries else None
+
+    def sanity_check(self) -> None:
+        super().sanity_check()
+        if self.entries and self.entry(self.entries - 1).timestamp < self.entry(0).timestamp:
+            raise CorruptIndexError(
+                f"Corrupt time index found, time index file ({self.path}) has non-zero size but the last "
+                f"timestamp is less than the first timestamp", expected=f">= {self.entry(0).timestamp}",
+                found=self.entry(self.entries - 1).timestamp, position=(self.entries - 1) * self.entry_size)
+
+    def lookup(self, target_timestamp: int) -> TimestampOffset:
+        """The largest entry with timestamp <= target, or (NO_TIMESTAMP, base offset) when none."""
+        slot = self._search(target_timestamp)
+        return TimestampOffset(W.NO_TIMESTAMP, self.base_offset) if slot < 0 else self.entry(slot)
+
+    def lookup_offsets(self, targets) -> np.ndarray:
+        """Vectorised lookup(): the entry offset for each target timestamp."""
+        slots = self._search_many(targets)
+        if self.entries == 0:
+            return np.full(len(slots), self.base_offset, dtype=np.int64)
+        rel = np.frombuffer(self._buf, dtype=np.uint8, count=self.entries * 12).reshape(-1, 12)[:, 8:12]
+        rel = rel.copy().view(">i4").ravel().astype(np.int64)
+        return np.where(slots < 0, self.base_offset, self.base_offset + rel[np.maximum(slots, 0)])
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> bool:
+        """Append (timestamp, offset) when the timestamp is larger than the last entry's; returns
+        whether it did. Offsets and timestamps may not go backwards."""
+        last = self.last_entry
+        if last is not None:
+            if offset < last.offset:
+                raise InvalidOffsetError(
+                    f"Attempt to append an offset ({offset}) to slot {self.entries} no larger than the last "
+                    f"offset appended ({last.offset}) to {self.path}", expected=f">= {last.offset}", found=offset)
+            if timestamp <= last.timestamp:
+                return False
+        if not skip_full_check and self.is_full():
+            raise InvalidOffsetError(f"Attempt to append to a full time index (size = {self.entries})",
+                                     expected=f"< {self.max_entries - 1} entries", found=self.entries)
+        rel = offset - self.base_offset
+        if not 0 <= rel <= W.INT32_MAX:
+            raise InvalidOffsetError("Offset does not fit in the index's int32 relative offset",
+                                     expected=f">= {self.base_offset}", found=offset)
+        if self._file is None:
+            raise InvalidOffsetError(f"Index {self.path} is read-only", expected="a writable index",
+                                     found="a mapped file")
+        entry = _TIME_ENTRY.pack(timestamp, rel)
+        self._buf += entry
+        self._file.write(entry)
+        self.entries += 1
+        self.file_length += len(entry)
+        return True
+
+
+class TransactionIndex:
+    """`.txnindex`: one 34-byte AbortedTxn per aborted transaction (kafka-format.md §5.5)."""
+
+    suffix = ".txnindex"
+
+    def __init__(self, base_offset: int, entries=(), *, path=None):
+        self.base_offset = base_offset
+        self.path = os.fspath(path) if path is not None else None
+        self.entries = list(entries)
+
+    @classmethod
+    def open(cls, path, base_offset: int | None = None):
+        path = os.fspath(path)
+        if base_offset is None:
+            base_offset = int(os.path.basename(path).split(".")[0])
+        with open(path, "rb") as f:
+            data = f.read()
+        return cls(base_offset, cls.parse(data, path), path=path)
+
+    @staticmethod
+    def parse(data, path=None) -> list:
+        es = W.TXN_INDEX_ENTRY_SIZE
+        if len(data) % es:
+            raise CorruptIndexError(f"Transaction index {path} is corrupt, its size is not a multiple of {es}",
+                                    expected=f"a multiple of {es} bytes", found=f"{len(data)} bytes",
+                                    position=len(data) - len(data) % es)
+        out = []
+        for pos in range(0, len(data), es):
+            version, pid, first, last, lso = _TXN_ENTRY.unpack_from(data, pos)
+            if version != 0:
+                raise CorruptIndexError("Unexpected aborted transaction version", expected=0, found=version,
+                                        position=pos)
+            out.append(AbortedTxn(pid, first, last, lso, version))
+        return out
+
+    def raw(self) -> bytes:
+        return b"".join(_TXN_ENTRY.pack(t.version, t.producer_id, t.first_offset, t.last_offset,
+                                        t.last_stable_offset) for t in self.entries)
+
+    def append(self, txn: AbortedTxn) -> None:
+        if self.entries and txn.last_offset <= self.entries[-1].last_offset:
+            raise InvalidOffsetError("The last offset of appended transactions must increase sequentially",
+                                     expected=f"> {self.entries[-1].last_offset}", found=txn.last_offset)
+        self.entries.append(txn)
+        if self.path is not None:
+            with open(self.path, "ab") as f:
+                f.write(_TXN_ENTRY.pack(txn.version, txn.producer_id, txn.first_offset, txn.last_offset,
+                                        txn.last_stable_offset))
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> list:
+        """Aborted transactions overlapping [fetch_offset, upper_bound_offset) (TransactionIndex.collectAbortedTxns)."""
+        return [t for t in self.entries if t.last_offset >= fetch_offset and t.first_offset < upper_bound_offset]
+
+    def __len__(self):
+        return len(self.entries)
+
+    def __iter__(self):
+        return iter(self.entries)

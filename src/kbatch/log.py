@@ -1,0 +1,753 @@
+"""A partition's log directory (Kafka's UnifiedLog / LocalLog): reading, lookups by time, writing.
+
+- `Log.open(dir)` reads a `<topic>-<partition>` directory of 20-digit segments (other broker
+  files are ignored). Without a config it is read-only: nothing on disk changes, missing or
+  corrupt indexes are rebuilt in memory, a torn tail is ignored and reported.
+- `Log.open(dir, config)` / `Log.create(dir, config)` open for writing; opening recovers like a
+  broker (indexes rebuilt when missing, corrupt or stale; a torn last batch truncated and logged).
+- lookups follow ListOffsets (kafka-format.md §5.4, KIP-79), with DESIGN.md decision 3 (special
+  targets are OffsetSpec members) and decision 5 (extended batches index negative timestamps).
+- writing follows UnifiedLog.append / maybeRoll / deleteOldSegments (§6.3).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+from dataclasses import dataclass, field, fields
+from typing import NamedTuple
+
+import numpy as np
+
+from . import _files
+from . import _wire as W
+from ._wire import OffsetSpec
+from .errors import (InvalidConfigurationError, InvalidRequestError, KBatchError, RecordTooLargeError,
+                     UnknownTopicOrPartitionError, UnsupportedForMessageFormatError)
+from .index import OffsetIndex, TimeIndex
+from .segment import LogSegment, MaxTimestampTracker, build_indexes, scan_headers
+
+logger = logging.getLogger("kbatch.log")
+
+
+class OffsetAndTimestamp(NamedTuple):
+    """A lookup answer (Kafka's OffsetAndTimestamp). timestamp is None for EARLIEST / LATEST
+    answers; leader_epoch is None when unknown. KIP-228: the timestamp may be negative."""
+
+    offset: int
+    timestamp: int | None
+    leader_epoch: int | None = None
+
+
+# ------------------------------------------------------------------------------------ config
+_TIMESTAMP_TYPES = {"createtime": W.TimestampType.CREATE_TIME, "logappendtime": W.TimestampType.LOG_APPEND_TIME}
+_CODECS = {"producer": None, "uncompressed": W.Compression.NONE, "none": W.Compression.NONE,
+           "gzip": W.Compression.GZIP, "snappy": W.Compression.SNAPPY, "lz4": W.Compression.LZ4,
+           "zstd": W.Compression.ZSTD}
+
+
+@dataclass
+class LogConfig:
+    """A topic's log configuration: Kafka's topic-config names in snake_case, Kafka's defaults.
+
+    message_timestamp_*_max_ms default to Long.MAX_VALUE as in Kafka 3.6-3.9 (Kafka 4.0 sets
+    after.max.ms to one hour). timestamp_extended is the KIP-228 "new broker" switch (batches
+    written with bit 7, DESIGN.md decision 1); off by default so bytes are Kafka's.
+    """
+
+    segment_bytes: int = 1073741824
+    segment_ms: int = 604800000
+    segment_jitter_ms: int = 0
+    segment_index_bytes: int = W.DEFAULT_SEGMENT_INDEX_BYTES
+    index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES
+    retention_ms: int = 604800000
+    retention_bytes: int = -1
+    message_timestamp_type: W.TimestampType = W.TimestampType.CREATE_TIME
+    message_timestamp_before_max_ms: int = W.INT64_MAX
+    message_timestamp_after_max_ms: int = W.INT64_MAX
+    cleanup_policy: str = "delete"
+    compression_type: str = "producer"
+    max_message_bytes: int = W.DEFAULT_MAX_MESSAGE_BYTES
+    timestamp_extended: bool = False
+    extra: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self):
+        t = self.message_timestamp_type
+        if isinstance(t, str):
+            key = t.replace("_", "").replace(" ", "").lower()
+            if key not in _TIMESTAMP_TYPES:
+                raise InvalidConfigurationError("Invalid message.timestamp.type",
+                                                expected="CreateTime or LogAppendTime", found=t)
+            self.message_timestamp_type = _TIMESTAMP_TYPES[key]
+        else:
+            self.message_timestamp_type = W.TimestampType(t)
+        if str(self.compression_type).lower() not in _CODECS:
+            raise InvalidConfigurationError("Invalid compression.type", expected=", ".join(_CODECS),
+                                            found=self.compression_type)
+        policies = self.cleanup_policies
+        if not policies or not policies <= {"delete", "compact"}:
+            raise InvalidConfigurationError("Invalid cleanup.policy", expected="delete and/or compact",
+                                            found=self.cleanup_policy)
+        for name, low in (("segment_bytes", 14), ("segment_ms", 1), ("segment_jitter_ms", 0),
+                          ("segment_index_bytes", W.TIME_INDEX_ENTRY_SIZE * 2), ("index_interval_bytes", 0),
+                          ("max_message_bytes", 0)):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < low:
+                raise InvalidConfigurationError(f"Invalid value for {name.replace('_', '.')}",
+                                                expected=f"an integer >= {low}", found=v)
+
+    @property
+    def cleanup_policies(self) -> set:
+        p = self.cleanup_policy
+        items = p if isinstance(p, (list, tuple, set)) else str(p).split(",")
+        return {s.strip().lower() for s in items if s.strip()}
+
+    @property
+    def compression(self):
+        """The topic codec (a Compression), or None for compression.type=producer."""
+        return _CODECS[str(self.compression_type).lower()]
+
+    @classmethod
+    def from_properties(cls, props: dict) -> "LogConfig":
+        """From Kafka's dotted names ("segment.bytes": "1024", ...) or snake_case names; values
+        may be strings as in a .properties file. Unknown names are kept in `extra`."""
+        known = {f.name: f for f in fields(cls) if f.name != "extra"}
+        kw, extra = {}, {}
+        for key, value in props.items():
+            name = key.replace(".", "_").replace("-", "_")
+            if name == "message_timestamp_extended":
+                name = "timestamp_extended"
+            if name not in known:
+                extra[key] = value
+                continue
+            default = known[name].default
+            if isinstance(default, bool):
+                if isinstance(value, str):
+                    if value.lower() not in ("true", "false"):
+                        raise InvalidConfigurationError(f"Invalid value for {key}", expected="true or false",
+                                                        found=value)
+                    value = value.lower() == "true"
+                kw[name] = bool(value)
+            elif isinstance(default, int) and name != "message_timestamp_type":
+                try:
+                    kw[name] = int(value)
+                except (TypeError, ValueError):
+                    raise InvalidConfigurationError(f"Invalid value for {key}", expected="an integer",
+                                                    found=value) from None
+            else:
+                kw[name] = value
+        return cls(**kw, extra=extra)
+
+    def validator(self, topic_partition: str | None = None):
+        from .validate import LogValidator
+        return LogValidator(self.message_timestamp_type, self.message_timestamp_before_max_ms,
+                            self.message_timestamp_after_max_ms, compacted="compact" in self.cleanup_policies,
+                            max_message_bytes=self.max_message_bytes, compression=self.compression,
+                            timestamp_extended=self.timestamp_extended, topic_partition=topic_partition)
+
+
+# ------------------------------------------------------------------------------------ reports
+class RecoveryReport(NamedTuple):
+    """What opening a log for writing changed: bytes cut from a torn/corrupt tail (and why), and
+    the segments whose indexes were rewritten."""
+
+    truncated_bytes: int
+    truncation_reason: str | None
+    rebuilt_indexes: tuple
+
+
+class DeletedSegment(NamedTuple):
+    base_offset: int
+    next_offset: int
+    size: int
+    largest_timestamp: int
+    reason: str
+
+
+def _now(now_ms):
+    return int(time.time() * 1000) if now_ms is None else int(now_ms)
+
+
+# ------------------------------------------------------------------------------------ the log
+class Log:
+    """A partition directory of segments (see the module docstring)."""
+
+    def __init__(self, directory, segments: list, config: LogConfig | None, writable: bool):
+        self.directory = os.fspath(directory)
+        parsed = _files.parse_partition_dir(self.directory)
+        self.topic, self.partition = parsed if parsed else (None, None)
+        self.config = config or LogConfig()
+        self.writable = writable
+        self.segments = segments
+        self.log_start_offset = segments[0].base_offset if segments else 0
+        self.recovery = RecoveryReport(0, None, ())
+        self._rng = random.Random()
+        self._validator = None
+        self._next_offset = None
+        self.partition_leader_epoch = None  # written into appended batches when set
+
+    # ---- opening
+    @classmethod
+    def open(cls, path, config: LogConfig | None = None, *, writable: bool | None = None,
+             now_ms: int | None = None) -> "Log":
+        """Open a partition directory. writable defaults to "a config was given"."""
+        path = os.fspath(path)
+        if not os.path.isdir(path):
+            raise UnknownTopicOrPartitionError("No such log directory", expected="a partition directory",
+                                               found=path)
+        writable = config is not None if writable is None else writable
+        cfg = config or LogConfig()
+        bases = _files.list_segment_bases(path)
+        seg_kw = dict(index_interval_bytes=cfg.index_interval_bytes, max_index_size=cfg.segment_index_bytes,
+                      created_ms=_now(now_ms))
+        segments = [LogSegment.open(path, b, **seg_kw) for b in bases[:-1]]
+        if writable and not bases:
+            segments = [LogSegment.create(path, 0, **seg_kw)]
+        elif bases:
+            segments.append(LogSegment.open(path, bases[-1], writable=writable, **seg_kw))
+        log = cls(path, segments, cfg, writable)
+        if writable:
+            log._recover()
+        return log
+
+    @classmethod
+    def create(cls, path, config: LogConfig | None = None, *, now_ms: int | None = None) -> "Log":
+        """Create an empty partition directory (or fail if it already holds segments)."""
+        path = os.fspath(path)
+        os.makedirs(path, exist_ok=True)
+        if _files.list_segment_bases(path):
+            raise InvalidRequestError("Log directory already holds segments", expected="an empty directory",
+                                      found=path)
+        return cls.open(path, config or LogConfig(), writable=True, now_ms=now_ms)
+
+    def _recover(self) -> None:
+        """Broker-style recovery: indexes of inactive segments rebuilt when missing or failing the
+        sanity check; the active segment re-indexed from its .log (its torn or corrupt tail cut)."""
+        rebuilt = []
+        for seg in self.segments[:-1]:
+            seg.offset_index  # loads or rebuilds in memory
+            if seg.index_problem is not None:
+                built = build_indexes(seg.log.buffer(), seg.base_offset, self.config.index_interval_bytes)
+                _files.atomic_write(seg.path(".index"), built.index)
+                _files.atomic_write(seg.path(".timeindex"), built.timeindex)
+                logger.warning("Rebuilt indexes of segment %s: %s", seg.path(".log"), seg.index_problem)
+                rebuilt.append(seg.base_offset)
+                seg._offset_index = seg._time_index = seg._tracker = None
+                seg.index_problem = None
+        seg = self.segments[-1]
+        built = build_indexes(seg.log.buffer(), seg.base_offset, self.config.index_interval_bytes,
+                              stop_on_error=True)
+        cut, reason = 0, None
+        if built.valid_bytes < seg.size:
+            reason = (str(built.error) if built.error is not None
+                      else f"a partial batch of {seg.size - built.valid_bytes} bytes at the end")
+            seg.log._map = None  # release our map before cutting the file
+            seg.log._map_size = -1
+            cut = seg.log.truncate_to(built.valid_bytes)
+            logger.warning("Truncated %d bytes at byte %d of %s during recovery: %s", cut, built.valid_bytes,
+                           seg.path(".log"), reason)
+        on_disk = [_read_or_none(seg.path(s)) for s in (".index", ".timeindex")]
+        if on_disk != [built.index, built.timeindex]:
+            rebuilt.append(seg.base_offset)
+        # the active segment continues as if never closed: no close-time entry until it is rolled/closed
+        tidx = built.timeindex[:-W.TIME_INDEX_ENTRY_SIZE] if built.final_time_entry else built.timeindex
+        oi = OffsetIndex.writable(seg.path(".index"), seg.base_offset, max_index_size=self.config.segment_index_bytes,
+                                  entries=built.index)
+        ti = TimeIndex.writable(seg.path(".timeindex"), seg.base_offset,
+                                max_index_size=self.config.segment_index_bytes, entries=tidx)
+        seg.use_indexes(oi, ti, MaxTimestampTracker(built.max_timestamp, built.offset_of_max_timestamp))
+        seg.bytes_since_last_index_entry = built.valid_bytes - built.last_indexed_position
+        seg.roll_jitter_ms = self._jitter()
+        self._next_offset = seg.base_offset if built.last_offset is None else built.last_offset + 1
+        self.recovery = RecoveryReport(cut, reason, tuple(rebuilt))
+
+    def _jitter(self) -> int:
+        j = self.config.segment_jitter_ms
+        return 0 if j == 0 else self._rng.randrange(min(j, self.config.segment_ms))
+
+    # ---- facts
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    def beginning_offset(self) -> int:
+        """The log start offset (EARLIEST)."""
+        return self.log_start_offset
+
+    def end_offset(self) -> int:
+        """The log end offset: the next offset to be written (LATEST)."""
+        if self._next_offset is None:
+            self._next_offset = self.segments[-1].read_next_offset() if self.segments else 0
+        return self._next_offset
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def batches(self, verify_crc: bool = True):
+        for seg in self.segments:
+            yield from seg.log.batches(verify_crc=verify_crc)
+
+    def magic(self) -> int | None:
+        """The message format of the newest batch (None for an empty log)."""
+        for seg in reversed(self.segments):
+            last = None
+            for s in seg.log.headers(seg.offset_index.lookup(W.INT64_MAX).position):
+                if len(s["magic"]):
+                    last = int(s["magic"][-1])
+            if last is not None:
+                return last
+        return None
+
+    # ---- lookups (KIP-79)
+    def offset_for(self, target) -> OffsetAndTimestamp | None:
+        """One ListOffsets answer: an int64 timestamp (first record with ts >= target) or
+        EARLIEST / LATEST / MAX_TIMESTAMP."""
+        if isinstance(target, OffsetSpec):
+            if target is OffsetSpec.EARLIEST:
+                return OffsetAndTimestamp(self.log_start_offset, None, self._epoch_at_start())
+            if target is OffsetSpec.LATEST:
+                return OffsetAndTimestamp(self.end_offset(), None, self._epoch_at_end())
+            return self._max_timestamp()
+        if isinstance(target, (bool, np.bool_)) or not isinstance(target, (int, np.integer)):
+            raise TypeError(f"a lookup target is an int64 timestamp or an OffsetSpec, not {target!r}")
+        t = int(target)
+        if not W.INT64_MIN <= t <= W.INT64_MAX:
+            raise InvalidRequestError("Target timestamp out of the int64 range", expected="an int64", found=t)
+        seg = self._segment_for_timestamp(t)
+        if seg is None:
+            return None
+        hit = seg.find_offset_by_timestamp(t, self.log_start_offset)
+        return None if hit is None else OffsetAndTimestamp(hit.offset, hit.timestamp, hit.leader_epoch)
+
+    def offsets_for_times(self, targets):
+        """Answers for many targets.
+
+        A list/tuple gives a list of OffsetAndTimestamp | None in the same order (targets may be
+        ints or OffsetSpec members). A numpy array of int64 timestamps gives two int64 arrays
+        (offsets, timestamps); offsets is -1 where no record has a timestamp >= the target, and the
+        timestamp there is meaningless (any int64 is a valid timestamp, so mask with offsets >= 0).
+        """
+        if isinstance(targets, np.ndarray):
+            return self._offsets_for_times_array(targets)
+        if isinstance(targets, (int, np.integer, OffsetSpec)):
+            return self.offset_for(targets)
+        return [self.offset_for(t) for t in targets]
+
+    def _largest_timestamps(self) -> np.ndarray:
+        return np.array([s.largest_timestamp for s in self.segments], dtype=np.int64)
+
+    def _segment_for_timestamp(self, t: int):
+        """The first segment (offset order) whose largestTimestamp >= t (UnifiedLog)."""
+        for seg in self.segments:
+            if seg.largest_timestamp >= t:
+                return seg
+        return None
+
+    def _offsets_for_times_array(self, targets: np.ndarray):
+        targets = np.asarray(targets)
+        if targets.dtype.kind not in "iu":
+            raise TypeError(f"numpy targets must be integer timestamps, not {targets.dtype}")
+        targets = targets.astype(np.int64).ravel()
+        offsets = np.full(len(targets), -1, dtype=np.int64)
+        stamps = np.full(len(targets), W.NO_TIMESTAMP, dtype=np.int64)
+        if not self.segments or not len(targets):
+            return offsets, stamps
+        largest = np.maximum.accumulate(self._largest_timestamps())
+        which = np.searchsorted(largest, targets, side="left")  # first segment with largest >= t
+        for si in np.unique(which).tolist():
+            if si >= len(self.segments):
+                continue
+            sel = np.flatnonzero(which == si)
+            seg = self.segments[si]
+            if len(sel) * 8 >= seg.offset_index.entries:  # dense: one header pass over the segment
+                o, ts, _ep = seg.find_offsets_by_timestamps(targets[sel], self.log_start_offset)
+                offsets[sel], stamps[sel] = o, ts
+            else:  # sparse: index lookups, O(log n) each
+                for i in sel.tolist():
+                    hit = seg.find_offset_by_timestamp(int(targets[i]), self.log_start_offset)
+                    if hit is not None:
+                        offsets[i], stamps[i] = hit.offset, hit.timestamp
+        return offsets, stamps
+
+    def _max_timestamp(self):
+        """MAX_TIMESTAMP (KIP-734): the segment with the largest max timestamp (first on ties),
+        then the first record in the batch holding it whose timestamp equals it."""
+        best = None
+        for seg in self.segments:
+            ts = seg.max_timestamp_so_far
+            if ts is not None and (best is None or ts > best.max_timestamp_so_far):
+                best = seg
+        if best is None:
+            return None
+        hit = best.max_timestamp_and_offset()
+        return None if hit is None else OffsetAndTimestamp(hit.offset, hit.timestamp, hit.leader_epoch)
+
+    def _epoch_at_start(self):
+        for seg in self.segments:
+            for b in seg.log.batches(seg.offset_index.lookup(self.log_start_offset).position, verify_crc=False):
+                if b.last_offset >= self.log_start_offset:
+                    return None if b.partition_leader_epoch < 0 else b.partition_leader_epoch
+        return None
+
+    def _epoch_at_end(self):
+        for seg in reversed(self.segments):
+            ple = None
+            for s in seg.log.headers(seg.offset_index.lookup(W.INT64_MAX).position):
+                if len(s["partition_leader_epoch"]):
+                    ple = int(s["partition_leader_epoch"][-1])
+            if ple is not None:
+                return None if ple < 0 else ple
+        return None
+
+    # ---- writing
+    def _check_writable(self):
+        if not self.writable:
+            raise KBatchError(f"log {self.directory} is open read-only", expected="Log.open(path, config)",
+                              found="read-only")
+
+    def append(self, data, now_ms: int | None = None):
+        """Validate `data` (LogValidator: offsets from the log end, timestamps checked or stamped per
+        config, whole-batch rejection), roll when Kafka's rules say so, append, index.
+        Returns the validator's AppendInfo. Any number of batches per call."""
+        self._check_writable()
+        now = _now(now_ms)
+        if self._validator is None:
+            tp = f"{self.topic}-{self.partition}" if self.topic is not None else None
+            self._validator = self.config.validator(tp)
+        n_batches = sum(len(s["position"]) for s in scan_headers(memoryview(data)))
+        out, info = self._validator.validate_and_assign(data, self.end_offset(), now, partition_leader_epoch=self.partition_leader_epoch, from_client=n_batches <= 1)  # noqa: E501
+        if not out:
+            return info
+        rows = [s for s in scan_headers(memoryview(out))]
+        for s in rows:
+            for size in s["size"].tolist():
+                if size > self.config.segment_bytes:
+                    raise RecordTooLargeError("Batch is larger than the segment size",
+                                              expected=f"<= {self.config.segment_bytes} bytes (segment.bytes)",
+                                              found=f"{size} bytes")
+        seg = self._maybe_roll(len(out), info, now)
+        mv = memoryview(out)
+        for s in rows:
+            for pos, size, last, max_ts, magic, attrs in zip(*(s[k].tolist() for k in (
+                    "position", "size", "last_offset", "max_timestamp", "magic", "attributes"))):
+                seg.append_batch(mv[pos:pos + size], last, max_ts, magic, attrs)
+        self._next_offset = info.last_offset + 1
+        return info
+
+    def _maybe_roll(self, messages_size: int, info, now: int) -> LogSegment:
+        seg = self.active_segment
+        if seg.should_roll(now_ms=now, max_timestamp_in_messages=info.max_timestamp,
+                           max_offset_in_messages=info.last_offset, messages_size=messages_size,
+                           max_segment_bytes=self.config.segment_bytes, max_segment_ms=self.config.segment_ms):
+            return self.roll(info.first_offset, now_ms=now)
+        return seg
+
+    def roll(self, expected_next_offset: int | None = None, *, now_ms: int | None = None) -> LogSegment:
+        """Start a new active segment at max(expected_next_offset, log end offset); the old one
+        gets its final time-index entry. An empty active segment at that offset is kept."""
+        self._check_writable()
+        now = _now(now_ms)
+        new_offset = max(expected_next_offset or 0, self.end_offset())
+        old = self.active_segment
+        if old.base_offset == new_offset and old.size == 0:
+            old.created_ms = now
+            return old
+        old.on_become_inactive()
+        old.flush()
+        for idx in (old._offset_index, old._time_index):
+            idx.close()
+        old.writable = False
+        old._offset_index = old._time_index = None  # reload read-only from the trimmed files
+        seg = LogSegment.create(self.directory, new_offset, index_interval_bytes=self.config.index_interval_bytes,
+                                max_index_size=self.config.segment_index_bytes, created_ms=now,
+                                roll_jitter_ms=self._jitter())
+        self.segments.append(seg)
+        _files.fsync_dir(self.directory)
+        return seg
+
+    def flush(self) -> None:
+        if self.writable:
+            self.active_segment.flush()
+
+    def close(self) -> None:
+        """Final time-index entry on the active segment, flush, release files."""
+        for seg in self.segments:
+            seg.close()
+        self.writable = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ---- retention (§6.3)
+    def delete_old_segments(self, now_ms: int | None = None) -> list:
+        """Time- then size-based retention, oldest first, stopping at the first survivor; returns
+        the DeletedSegment list. Only with cleanup.policy containing "delete"."""
+        self._check_writable()
+        if "delete" not in self.config.cleanup_policies:
+            return []
+        now = _now(now_ms)
+        deleted = []
+        if self.config.retention_ms >= 0:
+            deleted += self._delete_where(lambda seg: now - seg.largest_timestamp > self.config.retention_ms,
+                                          "retention.ms", now)
+        if self.config.retention_bytes >= 0 and self.size >= self.config.retention_bytes:
+            diff = [self.size - self.config.retention_bytes]
+
+            def breached(seg):
+                if diff[0] - seg.size >= 0:
+                    diff[0] -= seg.size
+                    return True
+                return False
+
+            deleted += self._delete_where(breached, "retention.bytes", now)
+        return deleted
+
+    def _delete_where(self, predicate, reason: str, now: int) -> list:
+        deletable = []
+        high_watermark = self.end_offset()
+        for i, seg in enumerate(self.segments):
+            nxt = self.segments[i + 1] if i + 1 < len(self.segments) else None
+            if nxt is None and seg.size == 0:
+                break
+            upper = nxt.base_offset if nxt is not None else high_watermark
+            if not (high_watermark >= upper and predicate(seg)):
+                break
+            deletable.append(seg)
+        if not deletable:
+            return []
+        if len(deletable) == len(self.segments):
+            self.roll(now_ms=now)
+        out = []
+        for seg in deletable:
+            nxt = self.segments[self.segments.index(seg) + 1].base_offset
+            out.append(DeletedSegment(seg.base_offset, nxt, seg.size, seg.largest_timestamp, reason))
+            self.segments.remove(seg)
+            seg.delete_files()
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        _files.fsync_dir(self.directory)
+        return out
+
+    def __repr__(self):
+        return (f"Log({self.directory!r}, segments={len(self.segments)}, start={self.log_start_offset}, "
+                f"end={self.end_offset()})")
+
+
+def _read_or_none(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+# ------------------------------------------------------------------------------------ KIP-79 over a log dir
+def offsets_for_times(targets, log_dir) -> dict:
+    """ListOffsets over a directory of `<topic>-<partition>` folders.
+
+    targets: {(topic, partition): target} or a list of ((topic, partition), target) pairs (so one
+    partition can be named twice). A target is an int64 timestamp or EARLIEST / LATEST /
+    MAX_TIMESTAMP. Returns {(topic, partition): OffsetAndTimestamp | None | KBatchError}:
+    InvalidRequestError (42) for a partition named twice with different targets,
+    UnsupportedForMessageFormatError (43) for a timestamp target on magic 0 data,
+    UnknownTopicOrPartitionError (3) for a partition without a directory.
+    """
+    pairs = list(targets.items()) if isinstance(targets, dict) else list(targets)
+    wanted: dict = {}
+    dupes = set()
+    for tp, target in pairs:
+        tp = (str(tp[0]), int(tp[1]))
+        if tp in wanted and not _same_target(wanted[tp], target):
+            dupes.add(tp)
+        wanted.setdefault(tp, target)
+    out = {}
+    for tp, target in wanted.items():
+        if tp in dupes:
+            out[tp] = InvalidRequestError("Partition is named more than once with different targets",
+                                          expected="one target per partition", found=f"{tp[0]}-{tp[1]}")
+            continue
+        path = os.path.join(os.fspath(log_dir), f"{tp[0]}-{tp[1]}")
+        try:
+            log = Log.open(path)
+            try:
+                if not isinstance(target, OffsetSpec) and log.magic() == W.MAGIC_VALUE_V0:
+                    raise UnsupportedForMessageFormatError(
+                        f"Cannot search offsets based on timestamp because message format version for "
+                        f"partition {tp[0]}-{tp[1]} is 0 which is smaller than 1",
+                        expected="magic >= 1", found="magic 0")
+                out[tp] = log.offset_for(target)
+            finally:
+                log.close()
+        except KBatchError as e:
+            out[tp] = e
+    return out
+
+
+def _same_target(a, b) -> bool:
+    if isinstance(a, OffsetSpec) or isinstance(b, OffsetSpec):
+        return a is b
+    return int(a) == int(b)
+
+
+# ------------------------------------------------------------------------------------ index tools
+def _segment_logs(log_path) -> list:
+    p = os.fspath(log_path)
+    if os.path.isdir(p):
+        return [_files.segment_path(p, b, ".log") for b in _files.list_segment_bases(p)]
+    return [p]
+
+
+def rebuild_indexes(log_path, index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES) -> list:
+    """Write .index and .timeindex for a .log file (or every segment of a directory) as a broker's
+    recovery writes them, trimmed, atomically. Returns [(log path, index entries, time entries)]."""
+    out = []
+    for path in _segment_logs(log_path):
+        base = int(os.path.basename(path).split(".")[0])
+        stem = path[:-len(_files.LOG_SUFFIX)]
+        rec = LogSegment.open(os.path.dirname(path) or ".", base)
+        try:
+            built = build_indexes(rec.log.buffer(), base, index_interval_bytes)
+        finally:
+            rec.log.close()
+        _files.atomic_write(stem + ".index", built.index)
+        _files.atomic_write(stem + ".timeindex", built.timeindex)
+        out.append((path, len(built.index) // W.OFFSET_INDEX_ENTRY_SIZE,
+                    len(built.timeindex) // W.TIME_INDEX_ENTRY_SIZE))
+    return out
+
+
+@dataclass
+class SegmentIndexReport:
+    """verify_indexes findings for one segment (kafka-dump-log --index-sanity-check / --verify-index-only)."""
+
+    log_path: str
+    sanity_errors: list = field(default_factory=list)          # (file, message)
+    index_mismatches: list = field(default_factory=list)       # (index offset, log last offset at its position)
+    time_mismatches: list = field(default_factory=list)        # (index timestamp, log max timestamp, offset)
+    out_of_order_timestamps: list = field(default_factory=list)  # (timestamp, previous timestamp)
+    matches_rebuild: bool = True
+    rebuild_difference: str | None = None
+    truncated_bytes: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not (self.sanity_errors or self.index_mismatches or self.time_mismatches
+                    or self.out_of_order_timestamps or not self.matches_rebuild)
+
+    def lines(self) -> list:
+        out = []
+        stem = self.log_path[:-len(_files.LOG_SUFFIX)]
+        for f, msg in self.sanity_errors:
+            out.append(f"{f} has error: {msg}")
+        for suffix in (".index", ".timeindex"):
+            if not any(f == stem + suffix for f, _ in self.sanity_errors):
+                out.append(f"{stem + suffix} passed sanity check.")
+        for idx_off, log_off in self.index_mismatches:
+            out.append(f"Mismatches in :{stem}.index\n  Index offset: {idx_off}, log offset: {log_off}")
+        for ts, log_ts, off in self.time_mismatches:
+            out.append(f"Found timestamp mismatch in :{stem}.timeindex\n  Index timestamp: {ts}, "
+                       f"log timestamp: {log_ts} (offset {off})")
+        for ts, prev in self.out_of_order_timestamps:
+            out.append(f"Found out of order timestamp in :{stem}.timeindex\n  Index timestamp: {ts}, "
+                       f"Previously indexed timestamp: {prev}")
+        if not self.matches_rebuild:
+            out.append(f"Indexes of {self.log_path} differ from a rebuild: {self.rebuild_difference}")
+        if self.truncated_bytes:
+            out.append(f"Found {self.truncated_bytes} invalid bytes at the end of {os.path.basename(self.log_path)}")
+        return out
+
+
+@dataclass
+class IndexVerification:
+    segments: list
+
+    @property
+    def ok(self) -> bool:
+        return all(s.ok for s in self.segments)
+
+    def lines(self) -> list:
+        return [line for s in self.segments for line in s.lines()]
+
+    def __str__(self):
+        return "\n".join(self.lines())
+
+
+def verify_indexes(log_path, index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES) -> IndexVerification:
+    """Check existing .index/.timeindex files against their .log: Kafka's sanity checks, every
+    entry against the batch it names (as kafka-dump-log --verify-index-only), and equality with
+    what rebuild_indexes would write. Returns an IndexVerification; nothing is modified."""
+    reports = []
+    for path in _segment_logs(log_path):
+        base = int(os.path.basename(path).split(".")[0])
+        stem = path[:-len(_files.LOG_SUFFIX)]
+        rep = SegmentIndexReport(path)
+        seg = LogSegment.open(os.path.dirname(path) or ".", base)
+        try:
+            buf = seg.log.buffer()
+            built = build_indexes(buf, base, index_interval_bytes, stop_on_error=True)
+            rep.truncated_bytes = seg.size - built.valid_bytes
+            by_last = {}
+            by_pos = {}
+            for s in scan_headers(buf):
+                for pos, last, mx in zip(s["position"].tolist(), s["last_offset"].tolist(),
+                                         s["max_timestamp"].tolist()):
+                    by_pos[pos] = last
+                    by_last[last] = mx
+            found = {}
+            for cls, suffix in ((OffsetIndex, ".index"), (TimeIndex, ".timeindex")):
+                try:
+                    idx = cls.open(stem + suffix, base)
+                except FileNotFoundError:
+                    rep.sanity_errors.append((stem + suffix, "file is missing"))
+                    continue
+                try:
+                    idx.sanity_check()
+                except KBatchError as e:
+                    rep.sanity_errors.append((stem + suffix, str(e)))
+                found[suffix] = idx
+            if ".index" in found:
+                for e in found[".index"]:
+                    log_off = by_pos.get(e.position)
+                    if log_off != e.offset:
+                        rep.index_mismatches.append((e.offset, log_off))
+            if ".timeindex" in found:
+                prev = None
+                for e in found[".timeindex"]:
+                    if prev is not None and e.timestamp <= prev:
+                        rep.out_of_order_timestamps.append((e.timestamp, prev))
+                    log_ts = by_last.get(e.offset)
+                    if log_ts != e.timestamp:
+                        rep.time_mismatches.append((e.timestamp, log_ts, e.offset))
+                    prev = e.timestamp
+            for suffix, want in ((".index", built.index), (".timeindex", built.timeindex)):
+                idx = found.get(suffix)
+                have = None if idx is None else idx.raw()
+                if have != want:
+                    rep.matches_rebuild = False
+                    rep.rebuild_difference = _describe_difference(suffix, have, want)
+                    break
+            for idx in found.values():
+                idx.close()
+        finally:
+            seg.log.close()
+        reports.append(rep)
+    return IndexVerification(reports)
+
+
+def _describe_difference(suffix, have, want) -> str:
+    es = W.OFFSET_INDEX_ENTRY_SIZE if suffix == ".index" else W.TIME_INDEX_ENTRY_SIZE
+    if have is None:
+        return f"{suffix} is missing, a rebuild has {len(want) // es} entries"
+    n = min(len(have), len(want)) // es
+    for i in range(n):
+        if have[i * es:(i + 1) * es] != want[i * es:(i + 1) * es]:
+            return f"{suffix} entry {i} differs (byte {i * es})"
+    return f"{suffix} has {len(have) // es} entries, a rebuild has {len(want) // es}"
+
+
+__all__ = ["Log", "LogConfig", "OffsetAndTimestamp", "offsets_for_times", "rebuild_indexes", "verify_indexes",
+           "IndexVerification", "SegmentIndexReport", "RecoveryReport", "DeletedSegment"]
