@@ -42,6 +42,9 @@ _ORIG = {
     "DefaultRecordBatchBuilder": _d.DefaultRecordBatchBuilder,
 }
 _CRC_STRUCT = struct.Struct(">I")
+# aiokafka's Cython builder refuses a record that would make the batch exactly batch_size bytes;
+# its pure builder accepts it. Follow the live one.
+_FULL_AT = 1 if _d.DefaultRecordBatchBuilder is not _d._DefaultRecordBatchBuilderPy else 0
 _BYTES_LIKE = (bytes, bytearray, memoryview)
 
 
@@ -87,10 +90,22 @@ class DefaultRecordBatch(_d._DefaultRecordBatchPy):
         return self.crc == _backend.core.crc32c(memoryview(self._buffer)[self.ATTRIBUTES_OFFSET:])
 
 
+def _c_int(v):
+    """How aiokafka's Cython builder takes an int64 argument: ints and floats (truncated)."""
+    if isinstance(v, (int, float)):
+        return int(v)
+    raise TypeError("an integer is required")
+
+
 class DefaultRecordBatchBuilder(_d._DefaultRecordBatchBuilderPy):
 
     def append(self, offset, timestamp, key, value, headers):
         """Write one record (magic 2); returns DefaultRecordMetadata, or None when the batch is full."""
+        if _FULL_AT:  # the live builder is aiokafka's Cython one: take its argument conversions
+            if type(offset) is not int:
+                offset = _c_int(offset)
+            if timestamp is not None and type(timestamp) is not int:
+                timestamp = _c_int(timestamp)
         if type(offset) is not int:
             raise TypeError(offset)
         if timestamp is None:
@@ -108,7 +123,7 @@ class DefaultRecordBatchBuilder(_d._DefaultRecordBatchBuilderPy):
         sp = speedups()
         if sp is not None:
             size = sp.append_v2(self._buffer, offset, timestamp - self._first_timestamp, key, value, headers,
-                                self._batch_size, first)
+                                self._batch_size - _FULL_AT, first)
             if size < 0:
                 return None
             meta = sp.AioDefaultRecordMetadata
@@ -116,7 +131,7 @@ class DefaultRecordBatchBuilder(_d._DefaultRecordBatchBuilderPy):
             rec = encode_v2_record(offset, timestamp - self._first_timestamp, key, value, headers)
             size = len(rec)
             buf = self._buffer
-            if size + len(buf) > self._batch_size and not first:
+            if size + len(buf) > self._batch_size - _FULL_AT and not first:
                 return None
             buf += rec
             meta = DefaultRecordMetadata
