@@ -5,8 +5,8 @@ compression bomb costs at most that much memory.
 """
 from __future__ import annotations
 
-import io
 import struct
+import threading
 import zlib
 
 import cramjam
@@ -26,7 +26,8 @@ XERIAL_BLOCK_SIZE = 32 * 1024
 
 LZ4_MAGIC = b"\x04\x22\x4d\x18"
 
-_zstd_c = {}  # level -> ZstdCompressor (thread-compatible reuse is fine: one call at a time per object)
+# python-zstandard (de)compressors must not be shared between threads: one set per thread.
+_zstd_local = threading.local()
 
 
 def codec_name(codec: int) -> str:
@@ -75,10 +76,10 @@ def compress(codec: int, data, magic: int = 2, level: int | None = None) -> byte
             out = out[:6] + bytes([(xxh32(out[0:6]) >> 8) & 0xFF]) + out[7:]
         return out
     # ZSTD: streaming frame without content size, as zstd-jni's output stream writes it
-    c = _zstd_c.get(level)
+    cache = _zstd_local.__dict__.setdefault("compressors", {})
+    c = cache.get(level)
     if c is None:
-        c = _zstd_c[level] = zstandard.ZstdCompressor(level=3 if level is None else level,
-                                                      write_content_size=False)
+        c = cache[level] = zstandard.ZstdCompressor(level=3 if level is None else level, write_content_size=False)
     return c.compress(data)
 
 
@@ -180,22 +181,50 @@ def _unlz4(data, magic, max_bytes, position):
         hc_at = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
         if len(data) > hc_at:
             data = data[:hc_at] + bytes([(xxh32(data[4:hc_at]) >> 8) & 0xFF]) + data[hc_at + 1:]
+    # Kafka stops at the first EndMark; bytes after it are ignored.
     d = lz4.frame.LZ4FrameDecompressor()
-    out = d.decompress(data, max_length=max_bytes + 1)
-    if len(out) > max_bytes or (not d.eof and d.needs_input is False):
-        raise _too_big(max_bytes, position)
-    if not d.eof:
-        raise CorruptRecordError("Truncated lz4 frame", position=position, expected="lz4 end mark",
-                                 found="end of data")
-    return out
+    return _bounded(d, data, 0, max_bytes, position, _LZ4_RATIO_SHIFT, "lz4")[0]
 
 
 def _unzstd(data, max_bytes, position):
-    reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(bytes(data)), read_across_frames=True)
-    out = reader.read(max_bytes + 1)
-    if len(out) > max_bytes:
-        raise _too_big(max_bytes, position)
-    return out
+    # Streaming, frame after frame (zstd-jni's input stream reads across frames); frames written
+    # by Kafka carry no content size, so one-shot decompression is not an option.
+    data = bytes(data)
+    local = _zstd_local.__dict__
+    dctx = local.get("dctx") or local.setdefault("dctx", zstandard.ZstdDecompressor())
+    parts, pos, total = [], 0, 0
+    while pos < len(data):
+        out, pos = _bounded(dctx.decompressobj(), data, pos, max_bytes - total, position, _ZSTD_RATIO_SHIFT,
+                            "zstd")
+        total += len(out)
+        parts.append(out)
+    return b"".join(parts)
+
+
+# Worst-case expansion of one input byte, as a shift: lz4 sequences reach ~255:1, a zstd RLE
+# block 128 KiB from 4 bytes (32768:1). Input is fed in steps that cannot expand past what is
+# left of the limit (plus one block), so a bomb never allocates much more than `max_bytes`.
+_LZ4_RATIO_SHIFT = 8
+_ZSTD_RATIO_SHIFT = 15
+_MIN_STEP = 64
+
+
+def _bounded(d, data, pos, max_bytes, position, ratio_shift, name):
+    """Decompress the one frame at data[pos:] with the streaming decompressor `d` (lz4 or zstd:
+    decompress(), eof, unused_data) under `max_bytes`. Returns (output, position after the frame)."""
+    parts, total, n = [], 0, len(data)
+    while not d.eof:
+        if pos >= n:
+            raise CorruptRecordError(f"Truncated {name} frame", position=position, expected=f"{name} end of frame",
+                                     found="end of data")
+        step = max(_MIN_STEP, (max_bytes - total) >> ratio_shift)
+        out = d.decompress(data[pos:pos + step])
+        pos = min(pos + step, n)
+        total += len(out)
+        if total > max_bytes:
+            raise _too_big(max_bytes, position)
+        parts.append(out)
+    return b"".join(parts), pos - len(d.unused_data or b"")  # lz4 says None for none
 
 
 # ------------------------------------------------------------------------------------ xxhash32
