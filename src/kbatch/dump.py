@@ -31,6 +31,7 @@ from . import _wire as W
 from .batch import iter_batches
 from .compression import decompress
 from .errors import KBatchError
+from .index import OffsetIndex, TimeIndex, TransactionIndex
 from .legacy import parse_message
 from .records import parse_control_record
 
@@ -41,9 +42,6 @@ W_LOG = ".log"
 
 _TS_NAMES = {W.TimestampType.NO_TIMESTAMP_TYPE: "NoTimestampType", W.TimestampType.CREATE_TIME: "CreateTime",
              W.TimestampType.LOG_APPEND_TIME: "LogAppendTime"}
-_OFFSET_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
-_TXN_ENTRY = struct.Struct(">hqqqq")
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -125,81 +123,6 @@ class MappedFile:
 
     def __exit__(self, *exc):
         self.close()
-
-
-# ------------------------------------------------------------------------------------------ index files
-# Raw entries, as Kafka's AbstractIndex sees an existing file: every whole slot of the file,
-# zero-filled preallocated tail included (callers stop at it, as DumpLogSegments does).
-def read_offset_index(data, base_offset: int) -> list[tuple[int, int]]:
-    n = len(data) // W.OFFSET_INDEX_ENTRY_SIZE
-    return [(base_offset + rel, pos) for rel, pos in
-            (_OFFSET_ENTRY.unpack_from(data, i * W.OFFSET_INDEX_ENTRY_SIZE) for i in range(n))]
-
-
-def read_time_index(data, base_offset: int) -> list[tuple[int, int]]:
-    n = len(data) // W.TIME_INDEX_ENTRY_SIZE
-    return [(ts, base_offset + rel) for ts, rel in
-            (_TIME_ENTRY.unpack_from(data, i * W.TIME_INDEX_ENTRY_SIZE) for i in range(n))]
-
-
-def read_txn_index(data) -> list[tuple[int, int, int, int, int]]:
-    """(version, producerId, firstOffset, lastOffset, lastStableOffset) per aborted transaction.
-    The version is the first byte, as AbortedTxn.version() reads it."""
-    n = len(data) // W.TXN_INDEX_ENTRY_SIZE
-    out = []
-    for i in range(n):
-        _v, pid, first, last, lso = _TXN_ENTRY.unpack_from(data, i * W.TXN_INDEX_ENTRY_SIZE)
-        out.append((data[i * W.TXN_INDEX_ENTRY_SIZE] if len(data) else 0, pid, first, last, lso))
-    return out
-
-
-def used_entries(entries, base_offset: int, offset_of) -> list:
-    """Entries up to the zero-filled tail: stop at the first entry at index > 0 whose offset is
-    the base offset (DumpLogSegments' rule for preallocated files)."""
-    for i, e in enumerate(entries):
-        if i > 0 and offset_of(e) == base_offset:
-            return entries[:i]
-    return entries
-
-
-def offset_index_sanity(path, size: int, entries, base_offset: int) -> str | None:
-    """OffsetIndex.sanityCheck; returns the failure message or None."""
-    if entries and entries[-1][0] < base_offset:
-        return (f"Corrupt index found, index file ({path}) has non-zero size but the last offset is "
-                f"{entries[-1][0]} which is less than the base offset {base_offset}.")
-    if size % W.OFFSET_INDEX_ENTRY_SIZE:
-        return (f"Index file {path} is corrupt, found {size} bytes which is neither positive nor a "
-                f"multiple of {W.OFFSET_INDEX_ENTRY_SIZE}.")
-    return None
-
-
-def time_index_sanity(path, size: int, entries, base_offset: int) -> str | None:
-    """TimeIndex.sanityCheck; returns the failure message or None."""
-    if entries:
-        last_ts, last_off = entries[-1]
-        if last_ts < entries[0][0]:
-            return (f"Corrupt time index found, time index file ({path}) has non-zero size but the last "
-                    f"timestamp is {last_ts} which is less than the first timestamp {entries[0][0]}")
-        if last_off < base_offset:
-            return (f"Corrupt time index found, time index file ({path}) has non-zero size but the last "
-                    f"offset is {last_off} which is less than the first offset {base_offset}")
-    if size % W.TIME_INDEX_ENTRY_SIZE:
-        return (f"Time index file {path} is corrupt, found {size} bytes which is neither positive nor a "
-                f"multiple of {W.TIME_INDEX_ENTRY_SIZE}.")
-    return None
-
-
-def index_lookup(entries, base_offset: int, target: int) -> tuple[int, int]:
-    """OffsetIndex.lookup: the last entry with offset <= target, else (baseOffset, 0)."""
-    lo, hi, found = 0, len(entries) - 1, None
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        if entries[mid][0] <= target:
-            found = mid
-            lo = mid + 1
-        else:
-            hi = mid - 1
-    return entries[found] if found is not None else (base_offset, 0)
 
 
 def batches_until_error(data, errors: list):
@@ -459,7 +382,7 @@ class Dumper:
         tname = timestamp_type_name(batch.timestamp_type)
         for i, r in enumerate(records):
             if last_offset != -1 and r.offset != last_offset + 1:
-                self._non_consecutive.setdefault(os.path.abspath(path), []).append((last_offset, r.offset))
+                self._non_consecutive.setdefault(path, []).append((last_offset, r.offset))
             last_offset = r.offset
             ts = batch.no_timestamp if r.timestamp is None else r.timestamp
             key_size = -1 if r.key is None else len(r.key)
@@ -517,63 +440,55 @@ class Dumper:
         return last_offset
 
     # -- .index
+    # Index files are read by kbatch.index, which stops at a preallocated file's zero-filled tail
+    # as DumpLogSegments does; --index-sanity-check runs its sanity_check (Kafka's, plus sorted keys).
     def dump_index(self, path) -> None:
-        base = base_offset_from_name(path)
         o = self.o
-        with MappedFile(path) as f:
-            size = len(f.data)
-            entries = read_offset_index(f.data, base)
+        index = OffsetIndex.open(path)
+        base = index.base_offset
         if o.json:
-            self._obj(type="file", file=path, kind="offset_index", base_offset=base, size=size,
-                      entries=len(entries))
-        if not entries:
+            self._obj(type="file", file=path, kind="offset_index", base_offset=base, size=index.file_length,
+                      entries=len(index))
+        if o.index_sanity_check:
+            self._sanity(path, index)
+            return
+        if len(index) == 0:
             if not o.json:
                 self._line(f"{path} is empty.")
             return
-        if o.index_sanity_check:
-            self._sanity(path, offset_index_sanity(path, size, entries, base))
-            return
         with MappedFile(sibling(path, W_LOG)) as log:
-            for i, (offset, position) in enumerate(entries):
-                if offset == base and i > 0:
-                    break
+            for offset, position in index:
                 batch = first_batch_at(log.data, position, o.max_message_size)
                 log_offset = -1 if batch is None else batch.last_offset
-                del batch
+                batch = None
                 if log_offset != offset:
                     self.result.problems += 1
-                    self._index_mismatches.setdefault(os.path.abspath(path), []).append((offset, log_offset))
+                    self._index_mismatches.setdefault(path, []).append((offset, log_offset))
                 if not o.verify_index_only:
                     if o.json:
                         self._obj(type="index_entry", file=path, offset=offset, position=position)
                     else:
                         self._line(f"offset: {offset} position: {position}")
+        index.close()
 
     # -- .timeindex
     def dump_time_index(self, path) -> None:
-        base = base_offset_from_name(path)
         o = self.o
-        with MappedFile(path) as f:
-            size = len(f.data)
-            entries = read_time_index(f.data, base)
+        tindex = TimeIndex.open(path)
+        base = tindex.base_offset
         if o.json:
-            self._obj(type="file", file=path, kind="time_index", base_offset=base, size=size, entries=len(entries))
+            self._obj(type="file", file=path, kind="time_index", base_offset=base, size=tindex.file_length,
+                      entries=len(tindex))
         if o.index_sanity_check:
-            self._sanity(path, time_index_sanity(path, size, entries, base))
+            self._sanity(path, tindex)
             return
         index_path = sibling(path, ".index")
-        if os.path.exists(index_path):
-            with MappedFile(index_path) as f:
-                offsets = used_entries(read_offset_index(f.data, base), base, lambda e: e[0])
-        else:
-            offsets = []
-        apath = os.path.abspath(path)
+        index = OffsetIndex.open(index_path, base) if os.path.exists(index_path) else OffsetIndex(base)
+        apath = path
         prev_ts = W.NO_TIMESTAMP
         with MappedFile(sibling(path, W_LOG)) as log:
-            for i, (ts, offset) in enumerate(entries):
-                if offset == base and i > 0:
-                    break
-                position = index_lookup(offsets, base, offset)[1]
+            for ts, offset in tindex:
+                position = index.lookup(offset).position
                 batch = batch_containing(log.data, position, offset)
                 if batch is None:
                     self.result.problems += 1
@@ -594,34 +509,38 @@ class Dumper:
                     if prev_ts >= ts:
                         self.result.problems += 1
                         self._ts_out_of_order.setdefault(apath, []).append((ts, prev_ts))
-                del batch
+                batch = None
                 if not o.verify_index_only:
                     if o.json:
                         self._obj(type="time_index_entry", file=path, timestamp=ts, offset=offset)
                     else:
                         self._line(f"timestamp: {ts} offset: {offset}")
                 prev_ts = ts
+        index.close()
+        tindex.close()
 
     # -- .txnindex
     def dump_txn_index(self, path) -> None:
-        with MappedFile(path) as f:
-            size = len(f.data)
-            entries = read_txn_index(f.data)
+        txns = TransactionIndex.open(path)
         if self.o.json:
-            self._obj(type="file", file=path, kind="txn_index", size=size, entries=len(entries))
-        for version, pid, first, last, lso in entries:
+            self._obj(type="file", file=path, kind="txn_index", entries=len(txns))
+        for t in txns:
             if self.o.json:
-                self._obj(type="aborted_txn", file=path, version=version, producer_id=pid, first_offset=first,
-                          last_offset=last, last_stable_offset=lso)
+                self._obj(type="aborted_txn", file=path, version=t.version, producer_id=t.producer_id,
+                          first_offset=t.first_offset, last_offset=t.last_offset,
+                          last_stable_offset=t.last_stable_offset)
             else:
-                self._line(f"version: {version} producerId: {pid} firstOffset: {first} lastOffset: {last} "
-                           f"lastStableOffset: {lso}")
-        if size % W.TXN_INDEX_ENTRY_SIZE:
-            self._problem(path, "partial_entry", f"Transaction index {os.path.abspath(path)} has "
-                          f"{size % W.TXN_INDEX_ENTRY_SIZE} bytes after its last whole entry",
-                          position=size - size % W.TXN_INDEX_ENTRY_SIZE)
+                self._line(f"version: {t.version} producerId: {t.producer_id} firstOffset: {t.first_offset} "
+                           f"lastOffset: {t.last_offset} lastStableOffset: {t.last_stable_offset}")
 
-    def _sanity(self, path, failure: str | None) -> None:
+    def _sanity(self, path, index) -> None:
+        try:
+            index.sanity_check()
+            failure = None
+        except KBatchError as e:
+            failure = str(e)
+        finally:
+            index.close()
         if failure is None:
             if self.o.json:
                 self._obj(type="sanity_check", file=path, passed=True)
@@ -653,16 +572,17 @@ class Dumper:
                     self._obj(type="non_consecutive", file=p, previous_offset=a, offset=b)
             return
         w = self.err.write
+        a = os.path.abspath  # DumpLogSegments names these files by their absolute paths
         for p, items in self._index_mismatches.items():
-            w(f"Mismatches in :{p}\n")
+            w(f"Mismatches in :{a(p)}\n")
             for idx, log in reversed(items):  # Kafka prepends to a list
                 w(f"  Index offset: {idx}, log offset: {log}\n")
         for p, items in self._ts_mismatch.items():
-            w(f"Found timestamp mismatch in :{p}\n")
+            w(f"Found timestamp mismatch in :{a(p)}\n")
             for idx, log in items:
                 w(f"  Index timestamp: {idx}, log timestamp: {log}\n")
         for p, items in self._ts_out_of_order.items():
-            w(f"Found out of order timestamp in :{p}\n")
+            w(f"Found out of order timestamp in :{a(p)}\n")
             for idx, prev in items:
                 w(f"  Index timestamp: {idx}, Previously indexed timestamp: {prev}\n")
         for items in self._ts_not_found.values():
@@ -670,7 +590,7 @@ class Dumper:
             for idx, log in items:
                 w(f"Indexed offset: {idx}, found log offset: {log}\n")
         for p, items in self._non_consecutive.items():
-            w(f"Non-consecutive offsets in {p}\n")
+            w(f"Non-consecutive offsets in {a(p)}\n")
             for a, b in reversed(items):
                 w(f"  {a} is followed by {b}\n")
 
