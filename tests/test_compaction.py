@@ -426,6 +426,7 @@ def test_random_logs_match_dictionary_oracle(tmp_path_factory, backend, seed, n_
     segments = gen.segments(n_segments)
     d = tmp_path_factory.mktemp("log") / "topic-0"
     write_segments(d, segments)
+    kbatch.rebuild_indexes(d)
     n_clean = cleanable_count(gen, segments)
     expect_segments = segments[:n_clean] + [sum(segments[n_clean:], [])] if n_clean < len(segments) else segments
     aborted = gen.aborted_offsets
@@ -435,6 +436,7 @@ def test_random_logs_match_dictionary_oracle(tmp_path_factory, backend, seed, n_
     assert got == oracle(expect_segments, aborted, NOW, first_pass=True, clean_active=False)
     assert not set(r[0] for r in data_records(d)) & {o for o in aborted if o < _first_unclean(segments, n_clean)}
     _check_fields_kept(segments, d)
+    assert kbatch.verify_indexes(d).ok  # cleaned segments come with rebuilt indexes
     for _name, batches in read_log(d)[:n_clean]:
         for b in batches:
             if any(r.is_tombstone for r in b) and not b.is_control:
@@ -485,6 +487,7 @@ def test_kill_at_every_step_leaves_a_readable_log(tmp_path, backend, monkeypatch
     for i, step in enumerate(steps):
         d = tmp_path / f"run{i}" / "t-0"
         write_segments(d, segments)
+        kbatch.rebuild_indexes(d)
         before = snapshot(d)
         original = data_records(d)
 
@@ -504,6 +507,7 @@ def test_kill_at_every_step_leaves_a_readable_log(tmp_path, backend, monkeypatch
         after_recover = data_records(d)
         assert after_recover in (original, compacted), step
         assert not [n for n in os.listdir(d) if n.endswith((".cleaned", ".swap")) or n.startswith(".kbatch")]
+        assert kbatch.verify_indexes(d).ok, step
         compact(d, NOW)
         assert data_records(d) == compacted, step
 
