@@ -48,8 +48,27 @@ _FULL_AT = 1 if _d.DefaultRecordBatchBuilder is not _d._DefaultRecordBatchBuilde
 _BYTES_LIKE = (bytes, bytearray, memoryview)
 
 
+_LIVE_BATCH = _d.DefaultRecordBatch
+
+
 class DefaultRecordBatch(_d._DefaultRecordBatchPy):
+    """aiokafka's DefaultRecordBatch; records that kbatch does not take (see kbatch.compat) are read
+    by aiokafka's live reader (its Cython one when built), so they and its errors are aiokafka's own.
+    (aiokafka's pure reader calls its Cython varint decoder without bounds checks and can crash on
+    corrupt bytes, so it is never the fall-back.)"""
     CODEC_MASK = _d.DefaultRecordBase.CODEC_MASK
+
+    def __init__(self, buffer):
+        super().__init__(buffer)
+        self._raw = buffer
+
+    def _fallback(self):
+        STATS["fallback_batches"] += 1
+        if _LIVE_BATCH is _d._DefaultRecordBatchPy:
+            return self
+        self._next_record_index = self._num_records
+        self._pos = len(self._buffer)
+        return iter(_LIVE_BATCH(self._raw))
 
     def __iter__(self):
         self._maybe_uncompress()
@@ -65,8 +84,7 @@ class DefaultRecordBatch(_d._DefaultRecordBatchPy):
                     self._next_record_index = self._num_records
                     self._pos = len(self._buffer)
                     return iter(recs)
-                STATS["fallback_batches"] += 1
-                return self
+                return self._fallback()
             recs = decode_v2_tuples(self._buffer, self._pos, self._num_records, hd[0], hd[7], hd[8],
                                     bool(hd[5] & 0x08))
             if recs is not None:
@@ -76,7 +94,7 @@ class DefaultRecordBatch(_d._DefaultRecordBatchPy):
                 self._pos = len(self._buffer)
                 tstype = self.timestamp_type
                 return iter([DefaultRecord(off, ts, tstype, k, v, h) for _n, off, ts, k, v, h in recs])
-            STATS["fallback_batches"] += 1
+            return self._fallback()
         return self
 
     def _read_msg(self, *args):
