@@ -409,6 +409,24 @@ def test_verify_overlapping_segments(runner, app, tmp_path):
     assert "offsets go backwards or overlap" in r.stdout
 
 
+def test_verify_and_dump_accept_kbatch_written_log_with_negative_timestamps(runner, app, tmp_path):
+    """Extended batches index negative timestamps (DESIGN.md decision 5): no false alarms."""
+    _needs("Log")
+    log = kbatch.Log.create(tmp_path / "t-0", kbatch.LogConfig(segment_bytes=3000, index_interval_bytes=200))
+    for i in range(30):
+        b = BatchBuilder()  # timestamp_extended=True
+        for j in range(3):
+            b.append((-10_000_000 + 10 * i + j) if i < 15 else T0 + i, f"k{j}".encode(), b"x" * 30)
+        log.append(b.build(), now_ms=T0 + 1000)
+    log.close()
+    r = invoke(runner, app, "verify", tmp_path)
+    assert r.exit_code == 0, r.output
+    seg = tmp_path / "t-0" / f"{SEG}"
+    r = invoke(runner, app, "dump", f"{seg}.index", f"{seg}.timeindex", "--verify-index-only")
+    assert r.exit_code == 0, r.output
+    assert r.stderr == ""
+
+
 def test_verify_json(runner, app, tmp_path):
     logs = good_partition(tmp_path / "t-0", n_segments=1)
     flip_bit(logs[0], 100)

@@ -209,12 +209,13 @@ class _Verifier:
     def segment(self, path, base: int, prev_last):
         """Check one .log file and its indexes; returns its last offset (None when empty)."""
         from .dump import MappedFile, batches_until_error
+        from .segment import MaxTimestampTracker
 
         self.segments += 1
         last_offset = None
         batch_ends = {}     # batch start position -> (base offset, last offset)
-        max_ts_so_far = {}  # batch last offset -> max timestamp of the segment up to it
-        running_max = W.NO_TIMESTAMP
+        max_ts_so_far = {}  # batch last offset -> max timestamp of the segment up to it (time index rule)
+        tracker = MaxTimestampTracker()
         try:
             mf = MappedFile(path)
         except OSError as e:
@@ -244,9 +245,8 @@ class _Verifier:
                     self._records(path, batch, where)
                 last_offset = batch.last_offset if last_offset is None else max(last_offset, batch.last_offset)
                 batch_ends[pos] = (batch.base_offset, batch.last_offset)
-                if batch.max_timestamp > running_max:
-                    running_max = batch.max_timestamp
-                max_ts_so_far[batch.last_offset] = running_max
+                tracker.update(batch.max_timestamp, batch.last_offset, batch.magic, batch.attributes)
+                max_ts_so_far[batch.last_offset] = tracker.timestamp
                 valid = pos + batch.size_in_bytes
                 self.bytes += batch.size_in_bytes
                 self.advance(batch.size_in_bytes)
@@ -585,6 +585,10 @@ def make_app():
     def run(fn, *args, **kwargs):
         try:
             code = fn(*args, **kwargs)
+        except BrokenPipeError:  # `kbatch dump ... | head`: stop quietly
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            raise typer.Exit(EXIT_PROBLEMS)
         except UsageProblem as e:
             typer.echo(f"kbatch: {e}", err=True)
             raise typer.Exit(EXIT_USAGE)

@@ -25,7 +25,7 @@ import os
 import struct
 import sys
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from . import _wire as W
 from .batch import iter_batches
@@ -34,6 +34,7 @@ from .errors import KBatchError
 from .index import OffsetIndex, TimeIndex, TransactionIndex
 from .legacy import parse_message
 from .records import parse_control_record
+from .segment import time_floor
 
 INT32_MAX = W.INT32_MAX
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # DumpLogSegments' --max-message-size default
@@ -171,8 +172,10 @@ def batch_containing(log_data, position: int, offset: int):
 
 
 def max_record_timestamp(batch) -> int:
-    """Max of the records' timestamps, starting at NO_TIMESTAMP (DumpLogSegments' time index check)."""
-    m = W.NO_TIMESTAMP
+    """Max of the records' timestamps, starting at NO_TIMESTAMP as DumpLogSegments does, or at
+    Long.MIN_VALUE for kbatch's extended batches, whose negative timestamps are indexed
+    (DESIGN.md decision 5)."""
+    m = time_floor(batch.magic, batch.attributes)
     for r in batch.records():
         ts = batch.no_timestamp if r.timestamp is None else r.timestamp
         m = max(m, ts)
@@ -221,7 +224,6 @@ class DumpResult:
     problems: int = 0          # corrupt batches, index mismatches, failed sanity checks, trailing bytes
     io_errors: int = 0         # files that could not be opened or named
     files: int = 0
-    messages: list = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -293,6 +295,8 @@ class Dumper:
             self._problem(path, "corrupt", f"Cannot read {os.path.abspath(path)}: {e}", position=e.position)
         except FileNameError as e:
             self._io_error(path, str(e))
+        except BrokenPipeError:
+            raise
         except OSError as e:
             self._io_error(path, f"{e.filename or path}: {e.strerror or e}")
 
@@ -485,7 +489,7 @@ class Dumper:
         index_path = sibling(path, ".index")
         index = OffsetIndex.open(index_path, base) if os.path.exists(index_path) else OffsetIndex(base)
         apath = path
-        prev_ts = W.NO_TIMESTAMP
+        prev_ts = None  # NO_TIMESTAMP in Kafka; the batch's time floor here (extended batches)
         with MappedFile(sibling(path, W_LOG)) as log:
             for ts, offset in tindex:
                 position = index.lookup(offset).position
@@ -506,9 +510,10 @@ class Dumper:
                     if log_ts != ts:
                         self.result.problems += 1
                         self._ts_mismatch.setdefault(apath, []).append((ts, log_ts))
-                    if prev_ts >= ts:
+                    prev = time_floor(batch.magic, batch.attributes) if prev_ts is None else prev_ts
+                    if prev >= ts:
                         self.result.problems += 1
-                        self._ts_out_of_order.setdefault(apath, []).append((ts, prev_ts))
+                        self._ts_out_of_order.setdefault(apath, []).append((ts, prev))
                 batch = None
                 if not o.verify_index_only:
                     if o.json:
