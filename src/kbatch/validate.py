@@ -18,6 +18,7 @@ Where kbatch knowingly differs from Kafka (DESIGN.md):
 from __future__ import annotations
 
 import logging
+import operator
 import struct
 import zlib
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from .errors import (InvalidOffsetError, InvalidRecordError, InvalidTimestampErr
 from .legacy import parse_message
 
 log = logging.getLogger("kbatch.validate")
+_TIMESTAMP = operator.attrgetter("timestamp")
 
 LONG_MAX = W.INT64_MAX
 # Migration aid: Kafka 4.0 rejects CreateTime more than 1 h ahead by default (after.max.ms = 3600000).
@@ -189,6 +191,10 @@ class _Checked:
         self.missing = missing        # number of records without a timestamp
         self.inner_offsets = inner_offsets  # legacy compressed: raw inner offsets, else None
 
+    def release(self):
+        self.records = None
+        self.batch._records = None  # the batch caches its decoded records
+
 
 def _record_repr(batch, rec) -> str:
     raw = batch.no_timestamp if rec.timestamp is None else rec.timestamp
@@ -290,6 +296,7 @@ class LogValidator:
             if found is not None and (best is None or found[0] > best[0]):
                 best = (found[0], chk.records[found[1]].offset)
             warned += self._maybe_warn_future(chk, now, found)
+            chk.release()  # free this batch's records before the next one decodes (cache-friendly)
         mv = memoryview(data)
         return ValidationResult(n_batches, n_records, n_missing, None if best is None else best[0],
                                 None if best is None else best[1], lo, hi, warned, mv.nbytes)
@@ -427,14 +434,13 @@ class LogValidator:
         records = batch.records()
         n = len(records)
         no_ts = batch.no_timestamp
-        tl = [r.timestamp for r in records]
         try:  # the common case: every record has a timestamp
-            ts = np.array(tl, dtype=np.int64)
+            ts = np.fromiter(map(_TIMESTAMP, records), np.int64, n)
             missing = 0
-        except TypeError:
+        except TypeError:  # None: "no timestamp", as the batch's sentinel so the kernel skips it
+            tl = list(map(_TIMESTAMP, records))
             missing = tl.count(None)
-            tl = [no_ts if t is None else t for t in tl]
-            ts = np.array(tl, dtype=np.int64)
+            ts = np.array([no_ts if t is None else t for t in tl], dtype=np.int64)
         inner = None
         errors = []  # (record index, is_timestamp_error, message)
         if batch.magic < 2 and batch.attributes & W.LEGACY_COMPRESSION_CODEC_MASK:
@@ -456,13 +462,13 @@ class LogValidator:
             first, _n_old, _n_new = _backend.core.check_timestamps(ts, now, before, after, no_ts)
             if first >= 0:
                 for i in range(first, n):
-                    t = tl[i]
+                    t = int(ts[i])
                     if (t < lo or t > hi) and not (missing and t == no_ts) and i not in bad_key:
                         errors.append((i, True, f"Timestamp {t} of message with offset {records[i].offset} is out "
                                                 f"of range. The timestamp should be within [{lo}, {hi}]"))
             if lat_batch and missing:
                 for i in range(n):
-                    if tl[i] == no_ts and i not in bad_key:
+                    if ts[i] == no_ts and i not in bad_key:
                         errors.append((i, True, lat_msg.format(_record_repr(batch, records[i]))))
         elif lat_batch:
             for i in range(n):
