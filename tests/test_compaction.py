@@ -523,3 +523,16 @@ def test_failure_while_writing_removes_new_files(tmp_path, backend, monkeypatch)
     with pytest.raises(OSError):
         compact(d, NOW)
     assert snapshot(d) == before
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_legacy_compressed_wrapper_rebuilt_with_codec(tmp_path, backend, magic):
+    d = tmp_path / "t-0"
+    src = _b(0, [(1, b"a", b"1"), (-7, b"b", b"2"), (3, b"a", b"3"), (4, None, b"x")], magic=magic,
+             compression=kbatch.Compression.GZIP)
+    write_segments(d, [(0, [src]), [_b(4, [(5, b"z", b"z")], magic=magic)]])
+    compact(d, NOW)
+    (b,) = read_log(d)[0][1]
+    assert b.magic == magic and b.compression == kbatch.Compression.GZIP
+    got = [(r.offset, r.timestamp, bytes(r.value)) for r in b]
+    assert got == [(1, None if magic == 0 else -7, b"2"), (2, None if magic == 0 else 3, b"3")]
