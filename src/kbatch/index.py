@@ -87,7 +87,7 @@ class _Index:
         hold `entries` (valid entries only) first. A crash mid-write leaves a file that fails the
         sanity check or differs from a rebuild, and recovery rebuilds it."""
         idx = cls(base_offset, bytearray(entries), path=path, max_index_size=max_index_size)
-        idx._file = open(path, "wb")
+        idx._file = open(path, "wb", buffering=0)
         idx._file.write(entries)
         idx.flush()
         return idx

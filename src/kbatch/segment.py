@@ -217,7 +217,8 @@ class FileRecords:
     def __init__(self, path, *, writable: bool = False):
         self.path = os.fspath(path)
         self.writable = writable
-        self._file = open(self.path, "r+b" if writable else "rb")
+        # unbuffered: an append is in the OS as soon as append() returns (a process crash keeps it)
+        self._file = open(self.path, "r+b" if writable else "rb", buffering=0)
         self._size = os.fstat(self._file.fileno()).st_size
         self._map = None
         self._map_size = -1
