@@ -9,7 +9,7 @@ import struct
 
 from . import _backend
 from . import _wire as W
-from .compression import check_codec, decompress
+from .compression import check_codec, decompress, relocate
 from .errors import CrcMismatchError, KBatchError, TruncatedDataError
 from .records import parse_control_record
 
@@ -140,10 +140,8 @@ class RecordBatch:
                     buf, start, end, self.record_count, self.base_offset, self.first_timestamp, lat,
                     self.timestamp_type, self.timestamp_extended)
             except KBatchError as e:
-                if not uncompressed and e.position is not None:
-                    e.reason += f" (at byte {e.position} of the decompressed records of the batch at byte {self.position})"
-                    e.position = self.position
-                raise e.at(base_offset=self.base_offset)
+                raise (e.at(base_offset=self.base_offset) if uncompressed
+                       else relocate(e, self.position, self.base_offset))
         return self._records
 
     def __iter__(self):

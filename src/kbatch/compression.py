@@ -14,7 +14,7 @@ import lz4.frame
 import zstandard
 
 from . import _wire as W
-from .errors import CorruptRecordError, DecompressionLimitError, UnsupportedCodecError
+from .errors import CorruptRecordError, DecompressionLimitError, KBatchError, UnsupportedCodecError
 
 Compression = W.Compression
 
@@ -98,10 +98,23 @@ def decompress(codec: int, data, magic: int = 2, max_bytes: int = W.DEFAULT_MAX_
         if codec == Compression.LZ4:
             return _unlz4(data, magic, max_bytes, position)
         return _unzstd(data, max_bytes, position)
-    except (DecompressionLimitError, CorruptRecordError):
-        raise
+    except KBatchError as e:
+        raise e.at(position=position)
     except Exception as e:  # the libraries raise their own types; present one kbatch error
-        raise CorruptRecordError(f"Invalid {codec_name(codec)} compressed data: {e}", position=position) from e
+        raise CorruptRecordError(f"Invalid {codec_name(codec)} compressed data", position=position,
+                                 expected=f"a valid {codec_name(codec)} stream", found=str(e)) from e
+
+
+def relocate(err: KBatchError, batch_position: int, base_offset: int) -> KBatchError:
+    """Point an error found inside a batch's decompressed bytes at the batch itself.
+
+    Positions in decompressed data are not positions in the input; the error keeps the inner
+    position in its message and takes the batch's position and base offset.
+    """
+    if err.position is not None:
+        err.reason += f" (at byte {err.position} of the decompressed records of the batch at byte {batch_position})"
+        err.position = batch_position
+    return err.at(position=batch_position, base_offset=base_offset)
 
 
 def _too_big(max_bytes, position):

@@ -10,7 +10,7 @@ import zlib
 
 from . import _backend
 from . import _wire as W
-from .compression import check_codec, decompress
+from .compression import check_codec, decompress, relocate
 from .errors import CorruptRecordError, CrcMismatchError, InvalidRecordError, KBatchError
 
 _ENTRY = struct.Struct(">qi")
@@ -175,33 +175,10 @@ class LegacyRecordBatch:
             inner = memoryview(decompress(codec, value, magic, self.max_decompressed_bytes, mpos)).toreadonly()
         except KBatchError as e:
             raise e.at(base_offset=self.offset)
-        entries = []
-        p = 0
-        n = len(inner)
-        while n - p >= W.LOG_OVERHEAD:  # a partial trailing inner entry is ignored, as Kafka does
-            ioff, isize = _ENTRY.unpack_from(inner, p)
-            if isize < W.RECORD_OVERHEAD_V0:
-                raise CorruptRecordError("Inner message size is smaller than the minimum overhead",
-                                         position=self.position, base_offset=self.offset,
-                                         expected=f">= {W.RECORD_OVERHEAD_V0}", found=isize)
-            if isize > n - p - W.LOG_OVERHEAD:
-                break
-            ms, me = p + W.LOG_OVERHEAD, p + W.LOG_OVERHEAD + isize
-            icrc, imagic, iattrs, its, ikey, ival = parse_message(inner, ms, me, self.offset)
-            if iattrs & W.LEGACY_COMPRESSION_CODEC_MASK:
-                raise InvalidRecordError("Inner messages must not be compressed", position=self.position,
-                                         base_offset=self.offset, expected="codec none", found=iattrs & 7)
-            if self.verify_crc:
-                computed = zlib.crc32(inner[ms + W.LEGACY_MAGIC_OFFSET:me])
-                if computed != icrc:
-                    raise CrcMismatchError("Inner record is corrupt", stored=icrc, computed=computed,
-                                           position=self.position, base_offset=self.offset)
-            entries.append((ioff, imagic, iattrs, its, ikey, ival))
-            p = me
-        if not entries:
-            raise InvalidRecordError("Found invalid compressed record set with no inner records",
-                                     position=self.position, base_offset=self.offset,
-                                     expected="at least one inner message", found="none")
+        try:
+            entries = self._inner_entries(inner)
+        except KBatchError as e:
+            raise relocate(e, self.position, self.offset)
         if magic > 0:
             # magic 1: inner offsets are relative; the wrapper carries the absolute last offset.
             last_inner = entries[-1][0]
@@ -224,6 +201,35 @@ class LegacyRecordBatch:
             out.append(Record(base + ioff, None if t == W.NO_TIMESTAMP else t, ttype, ikey, ival, (), ival is None,
                               iattrs))
         return out
+
+    def _inner_entries(self, inner) -> list:
+        """The inner messages of a decompressed wrapper value; positions are inner positions."""
+        entries = []
+        p = 0
+        n = len(inner)
+        while n - p >= W.LOG_OVERHEAD:  # a partial trailing inner entry is ignored, as Kafka does
+            ioff, isize = _ENTRY.unpack_from(inner, p)
+            if isize < W.RECORD_OVERHEAD_V0:
+                raise CorruptRecordError("Inner message size is smaller than the minimum overhead", position=p,
+                                         expected=f">= {W.RECORD_OVERHEAD_V0}", found=isize)
+            if isize > n - p - W.LOG_OVERHEAD:
+                break
+            ms, me = p + W.LOG_OVERHEAD, p + W.LOG_OVERHEAD + isize
+            icrc, imagic, iattrs, its, ikey, ival = parse_message(inner, ms, me)
+            if iattrs & W.LEGACY_COMPRESSION_CODEC_MASK:
+                raise InvalidRecordError("Inner messages must not be compressed",
+                                         position=ms + W.LEGACY_ATTRIBUTES_OFFSET, expected="codec none",
+                                         found=iattrs & W.LEGACY_COMPRESSION_CODEC_MASK)
+            if self.verify_crc:
+                computed = zlib.crc32(inner[ms + W.LEGACY_MAGIC_OFFSET:me])
+                if computed != icrc:
+                    raise CrcMismatchError("Inner record is corrupt", stored=icrc, computed=computed, position=p)
+            entries.append((ioff, imagic, iattrs, its, ikey, ival))
+            p = me
+        if not entries:
+            raise InvalidRecordError("Found invalid compressed record set with no inner records",
+                                     expected="at least one inner message", found="none")
+        return entries
 
     def __repr__(self):
         return (f"LegacyRecordBatch(magic={self.magic}, offset={self.offset}, compression={self.compression.name}, "
