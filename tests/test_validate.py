@@ -606,3 +606,80 @@ def test_validate_matches_kip937_pseudocode(backend, ts, extended, now, before, 
         assert info.max_timestamp == max([start] + real)
         if info.offset_of_max_timestamp >= 0:
             assert ts[info.offset_of_max_timestamp - 10] == info.max_timestamp
+
+
+# ------------------------------------------------------------------------------------ legacy details
+def legacy_message(magic, ts, key, value, attrs=0):
+    body = struct.pack(">bB", magic, attrs) + (struct.pack(">q", ts) if magic == 1 else b"")
+    for blob in (key, value):
+        body += struct.pack(">i", -1) if blob is None else struct.pack(">i", len(blob)) + blob
+    return struct.pack(">I", zlib.crc32(body)) + body
+
+
+def legacy_entry(offset, message):
+    return struct.pack(">qi", offset, len(message)) + message
+
+
+def test_inner_message_magic_must_match_the_wrapper(backend):
+    inner = legacy_entry(0, legacy_message(1, NOW, b"a", b"1")) + legacy_entry(1, legacy_message(0, 0, b"b", b"2"))
+    wrapper = legacy_entry(1, legacy_message(1, NOW, None, kbatch.compression.compress(1, inner, 1), attrs=1))
+    with pytest.raises(InvalidRecordError) as ei:
+        LogValidator(magic=1).validate(wrapper, NOW)
+    (err,) = ei.value.record_errors
+    assert (err.record_index, err.offset) == (1, 1)
+    assert "'s magic does not match outer magic 1" in err.message
+
+
+def test_producer_log_append_time_on_legacy_messages(backend):
+    msg = legacy_entry(0, legacy_message(1, NOW, b"k", b"v", attrs=W.LEGACY_TIMESTAMP_TYPE_MASK))
+    with pytest.raises(InvalidTimestampError) as ei:
+        LogValidator(LAT, magic=1).validate(msg, NOW)
+    assert ei.value.record_errors[0].message.startswith("Invalid timestamp type in message LegacyRecord(magic=1")
+
+
+def test_log_append_time_topic_up_converting_legacy(backend):
+    v1 = kbatch.build_batch([(NOW - 9, b"a", b"1"), (NOW - 8, b"b", b"2")], magic=1)
+    out, info = LogValidator(LAT).validate_and_assign(v1, 0, NOW)
+    b = one(out)
+    assert (b.magic, b.timestamp_type, b.max_timestamp) == (2, LAT, NOW) and info.rebuilt
+    assert [r.timestamp for r in b] == [NOW, NOW]
+    _out, info0 = LogValidator(LAT, magic=0).validate_and_assign(v1, 0, NOW)
+    assert (info0.max_timestamp, info0.offset_of_max_timestamp, info0.log_append_time) == (-1, -1, NOW)
+
+
+def test_public_names(backend):
+    assert kbatch.LogValidator is LogValidator
+    assert kbatch.ValidationResult is ValidationResult and kbatch.AppendInfo is AppendInfo
+    assert kbatch.check_timestamps([NOW], NOW).ok
+
+
+# ------------------------------------------------------------------------------------ bad bytes
+VALIDATORS = [LogValidator(), LogValidator(LAT), LogValidator(magic=1, allow_drop_headers=True),
+              LogValidator(compression=kbatch.Compression.GZIP, timestamp_extended=True),
+              LogValidator(compacted=True, before_max_ms=HOUR, after_max_ms=HOUR)]
+SAMPLES = [build([NOW, None, -5], extended=True), build([NOW - 1, NOW], compression=kbatch.Compression.LZ4),
+           kbatch.build_batch([(NOW, b"a", b"1"), (NOW, b"b", None)], magic=1, compression=kbatch.Compression.GZIP),
+           kbatch.build_batch([(None, b"a", b"1")] * 2, magic=0)]
+
+
+@HYP
+@given(sample=st.sampled_from(SAMPLES), flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)),
+                                                        min_size=1, max_size=3),
+       cut=st.integers(0, 3), which=st.integers(0, len(VALIDATORS) - 1), fix_crc=st.booleans())
+def test_corrupted_input_gives_a_kbatch_error_or_a_valid_result(backend, sample, flips, cut, which, fix_crc):
+    data = bytearray(sample)
+    for pos, x in flips:
+        data[pos % len(data)] ^= x
+    if fix_crc and data[W.MAGIC_OFFSET] == 2:  # reach the checks behind the CRC
+        struct.pack_into(">I", data, W.CRC_OFFSET, kbatch.crc32c(bytes(data[W.ATTRIBUTES_OFFSET:])))
+    elif fix_crc and data[W.MAGIC_OFFSET] in (0, 1):
+        end = 12 + struct.unpack_from(">i", data, 8)[0]
+        if 16 <= end <= len(data) - cut:
+            struct.pack_into(">I", data, 12, zlib.crc32(bytes(data[16:end])))
+    data = bytes(data[:len(data) - cut])
+    v = VALIDATORS[which]
+    for call in (lambda: v.validate(data, NOW, from_client=False), lambda: v.validate_and_assign(data, 0, NOW)):
+        try:
+            call()
+        except kbatch.KBatchError as e:
+            assert e.error_code is not None or isinstance(e, (InvalidOffsetError,))

@@ -508,8 +508,9 @@ class LogValidator:
         shown = ", ".join(e.kafka_repr() for e in record_errors[:3])
         err = InvalidRecordError(f"One or more records have been rejected due to {len(record_errors)} record errors "
                                  f"in total, and only showing the first three errors at most: [{shown}]",
-                                 position=batch.position, base_offset=base)
-        err.record_errors = record_errors
+                                 position=batch.position, base_offset=base, expected="records that pass validation",
+                                 found=f"{len(record_errors)} rejected of {len(records)} records")
+        err.record_errors = record_errors  # as InvalidTimestampError carries them
         raise err
 
     def _maybe_warn_future(self, chk, now, found) -> int:
