@@ -538,8 +538,10 @@ class LogSegment:
             # sorted targets <= running are answered in this window: row = first with prefix max >= t
             kend = int(np.searchsorted(ts_sorted, running, side="right"))
             rows = np.searchsorted(pmax, ts_sorted[k:kend], side="left")
-            for row in np.unique(rows).tolist():
-                sel = np.flatnonzero(rows == row) + k
+            # rows is non-decreasing (targets are sorted): each batch's targets are one slice
+            uniq, first, counts = np.unique(rows, return_index=True, return_counts=True)
+            for row, f0, c in zip(uniq.tolist(), first.tolist(), counts.tolist()):
+                sel = np.arange(k + f0, k + f0 + c)
                 self._answer_in_batch(_batch_at(buf, s, row), ts_sorted, sel, order, starting_offset,
                                       out_off, out_ts, out_ep)
             k = kend
@@ -561,15 +563,24 @@ class LogSegment:
                 idx = order[sel]
                 out_off[idx], out_ts[idx], out_ep[idx] = hit.offset, hit.timestamp, epoch
             return
-        recs = [r for r in batch if r.timestamp is not None and r.offset >= starting_offset]
-        if not recs:
+        # first record with ts >= t is the first where the running max reaches t
+        run, offs, stamps = [], [], []
+        best = None
+        for r in batch:
+            if r.timestamp is not None and r.offset >= starting_offset:
+                best = r.timestamp if best is None or r.timestamp > best else best
+                if not run or best > run[-1]:
+                    run.append(best)
+                    offs.append(r.offset)
+                    stamps.append(r.timestamp)
+        if not run:
             return
-        rts = np.array([r.timestamp for r in recs], dtype=np.int64)
-        roff = np.array([r.offset for r in recs], dtype=np.int64)
-        j = np.searchsorted(np.maximum.accumulate(rts), ts_sorted[sel], side="left")
-        ok = j < len(recs)
-        idx = order[sel[ok]]
-        out_off[idx], out_ts[idx], out_ep[idx] = roff[j[ok]], rts[j[ok]], epoch
+        import bisect
+        for i in sel.tolist():
+            j = bisect.bisect_left(run, int(ts_sorted[i]))
+            if j < len(run):
+                o = int(order[i])
+                out_off[o], out_ts[o], out_ep[o] = offs[j], stamps[j], epoch
 
     def max_timestamp_and_offset(self):
         """MAX_TIMESTAMP within this segment: the first record of the batch whose max timestamp is
