@@ -549,6 +549,14 @@ class LogValidator:
                         if r.offset != expected:
                             return False
                         expected += 1
+        if in_place and self.timestamp_type == W.TimestampType.CREATE_TIME:
+            for chk in group:
+                b = chk.batch
+                if b.timestamp_type == W.TimestampType.LOG_APPEND_TIME and (b.magic >= 2 or b.compression):
+                    # A producer's LogAppendTime batch was validated on its max timestamp. Clearing the
+                    # bit in place would expose create times nobody checked (Kafka does just that);
+                    # rebuilding writes the validated timestamp into every record.
+                    return False
         if in_place and self.timestamp_extended and self.timestamp_type == W.TimestampType.CREATE_TIME:
             # KIP-228 up-conversion of -1 to Long.MIN_VALUE changes the deltas: rebuild
             for chk in group:
@@ -620,7 +628,8 @@ class LogValidator:
             to_magic, target, next_offset, W.TimestampType.LOG_APPEND_TIME if lat else W.TimestampType.CREATE_TIME,
             extended, first.producer_id, first.producer_epoch, first.base_sequence, first.is_transactional,
             is_control=first.is_control,
-            partition_leader_epoch=W.NO_PARTITION_LEADER_EPOCH if ple is None or to_magic < 2 else ple,
+            partition_leader_epoch=(W.NO_PARTITION_LEADER_EPOCH if to_magic < 2 else ple if ple is not None
+                                    else first.partition_leader_epoch),
             log_append_time=stamp)
         start = W.NO_TIMESTAMP_EXTENDED if extended else W.NO_TIMESTAMP
         best, best_off = start, -1
