@@ -100,7 +100,7 @@ class _Index:
         es = self.entry_size
         if n >= 2 and not any(bytes(data[:2 * es])):
             return 0
-        for i in range(1, n):
+        for i in range(self._first_tail_slot, n):
             if self._relative_offset_at(data, i) == 0:
                 return i
         return n
@@ -198,6 +198,8 @@ class OffsetIndex(_Index):
     entry_size = W.OFFSET_INDEX_ENTRY_SIZE
     key_kind = KEY_RELATIVE_OFFSET
     suffix = ".index"
+    # no real entry names the base offset (the first batch is never indexed), so slot 0 can end it too
+    _first_tail_slot = 0
 
     @staticmethod
     def _relative_offset_at(data, i):
@@ -252,6 +254,7 @@ class TimeIndex(_Index):
     entry_size = W.TIME_INDEX_ENTRY_SIZE
     key_kind = KEY_TIMESTAMP
     suffix = ".timeindex"
+    _first_tail_slot = 1  # (T, base offset) is a real first entry when the first batch reached T
 
     @staticmethod
     def _relative_offset_at(data, i):
