@@ -567,7 +567,13 @@ def test_one_warning_per_batch_more_than_an_hour_ahead(backend, caplog):
     LogValidator(LAT).validate_and_assign(build([NOW + 5 * HOUR]), 0, NOW)  # LAT topics: no WARN
     with pytest.raises(InvalidTimestampError):
         LogValidator(after_max_ms=HOUR).validate(build([NOW + 2 * HOUR]), NOW)  # rejected: no WARN
+    hdrs = kbatch.BatchBuilder(timestamp_extended=False)
+    hdrs.append(NOW + 2 * HOUR, b"k", b"v", headers=[("h", b"")])
+    with pytest.raises(UnsupportedForMessageFormatError):  # refused by the conversion: no WARN
+        LogValidator(magic=1).validate_and_assign(hdrs.build(), 0, NOW)
     assert not caplog.records
+    LogValidator().validate_and_assign(build([NOW + 2 * HOUR]), 0, NOW)
+    assert len(caplog.records) == 1
 
 
 # ------------------------------------------------------------------------------------ property

@@ -314,8 +314,6 @@ class LogValidator:
         next_offset = _int64("next_offset", next_offset)
         ple = None if partition_leader_epoch is None else int(partition_leader_epoch)
         checked = list(self._checked(data, now, from_client))
-        for chk in checked:
-            self._maybe_warn_future(chk, now, _column_max(chk))
         lat = self.timestamp_type == W.TimestampType.LOG_APPEND_TIME
         stamp = None
         if lat:
@@ -336,6 +334,8 @@ class LogValidator:
                 out.append(chunk)
         result = b"".join(out)
         n_out = self._check_output_sizes(result) if rebuilt else len(checked)
+        for chk in checked:  # accepted: now the migration WARN
+            self._maybe_warn_future(chk, now, _column_max(chk))
         if lat:
             self.last_log_append_time = stamp
             max_ts, off_max = stamp, (first_offset if next_offset > first_offset else -1)
