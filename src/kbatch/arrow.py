@@ -238,6 +238,10 @@ class _Chunk:
                      "seq", "crc", "magic"):
             setattr(self, name, [])
 
+    def row(self, k):
+        return (self.pos[k], self.size[k], self.magic[k], self.base[k], self.last[k], self.crc[k], self.attrs[k],
+                self.first_ts[k], self.max_ts[k], self.pid[k], self.epoch[k], self.seq[k], self.count[k])
+
     def add(self, row):
         (pos, size, magic, base, last, crc, attrs, first_ts, max_ts, pid, epoch, seq, count) = row
         self.pos.append(pos)
@@ -332,11 +336,9 @@ def iter_record_batches(data, topic: str | None = None, partition: int | None = 
     done = False
     valid = 0
 
-    def flush(ch):
+    def decode(ch):
         if ch.legacy:
             cols = _decode_legacy_chunk(buf, ch, include_headers, max_decompressed_bytes, verify_crc)
-            if cols["offset"].size == 0:
-                return None
             n_b = len(ch.pos)
             bf = (np.full(n_b, -1, np.int64), np.full(n_b, -1, np.int16), np.full(n_b, -1, np.int32),
                   np.zeros(n_b, np.int16)) if batch_fields else None
@@ -344,12 +346,32 @@ def iter_record_batches(data, topic: str | None = None, partition: int | None = 
             cols = _decode_v2_chunk(buf, ch, include_headers, max_decompressed_bytes)
             bf = (np.array(ch.pid, np.int64), np.array(ch.epoch, np.int16), np.array(ch.seq, np.int32),
                   np.array(ch.attrs, np.int16)) if batch_fields else None
+        if cols["offset"].size == 0:
+            return None
         rb = _assemble(cols, topic, partition, include_headers, bf, tombstone)
         if start_offset is not None or end_offset is not None:
             off = cols["offset"]
-            if off.size and (off[0] < lo or off.max() >= hi or off.min() < lo):
+            if off.min() < lo or off.max() >= hi:
                 rb = rb.filter(pa.array((off >= lo) & (off < hi)))
         return rb
+
+    def flush(ch):
+        """Yield the chunk's rows; on a bad batch, first yield the rows of the good batches
+        before it (one batch at a time), then raise the bad batch's error."""
+        try:
+            rb = decode(ch)
+        except KBatchError:
+            if len(ch.pos) == 1:
+                raise
+            for k in range(len(ch.pos)):
+                one = _Chunk(ch.legacy)
+                one.add(ch.row(k))
+                rb = decode(one)  # raises at the bad batch
+                if rb is not None and rb.num_rows:
+                    yield rb
+            raise
+        if rb is not None and rb.num_rows:
+            yield rb
 
     while not done:
         try:
@@ -357,6 +379,10 @@ def iter_record_batches(data, topic: str | None = None, partition: int | None = 
         except StopIteration as stop:
             valid = stop.value
             break
+        except KBatchError:
+            if chunk is not None:
+                yield from flush(chunk)
+            raise
         cols = [s[name].tolist() for name in ("position", "size", "magic", "base_offset", "last_offset", "crc",
                                                "attributes", "first_timestamp", "max_timestamp", "producer_id",
                                                "producer_epoch", "base_sequence", "record_count")]
@@ -373,21 +399,22 @@ def iter_record_batches(data, topic: str | None = None, partition: int | None = 
             if magic == 2 and (attrs & W.CONTROL_FLAG_MASK) and not include_control:
                 continue
             if verify_crc:
-                _check_crc(buf, pos, size, magic, base, row[5], crc_ok, i)
+                try:
+                    _check_crc(buf, pos, size, magic, base, row[5], crc_ok, i)
+                except KBatchError:
+                    if chunk is not None:
+                        yield from flush(chunk)
+                    raise
             legacy = magic != 2
             if chunk is not None and (chunk.legacy != legacy or chunk.rows >= chunk_rows
                                       or chunk.nbytes + size > _MAX_CHUNK_BYTES):
-                rb = flush(chunk)
+                yield from flush(chunk)
                 chunk = None
-                if rb is not None and rb.num_rows:
-                    yield rb
             if chunk is None:
                 chunk = _Chunk(legacy)
             chunk.add(row)
     if chunk is not None:
-        rb = flush(chunk)
-        if rb is not None and rb.num_rows:
-            yield rb
+        yield from flush(chunk)
     if strict and not done and valid < len(buf):
         raise truncation_error(buf, valid)
     return valid

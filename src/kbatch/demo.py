@@ -97,7 +97,8 @@ def _writer(path: str, segment_bytes: int):
 
 
 # ------------------------------------------------------------------------------------ sample data
-def generate(root: str, records: int = 20000, now_ms: int | None = None, seed: int = 7) -> dict:
+def generate(root: str, records: int = 20000, now_ms: int | None = None, seed: int = 7,
+             segment_bytes: int = 96 * 1024) -> dict:
     """Write the sample topics under `root` (replacing it). Returns a summary dict."""
     import random
 
@@ -108,7 +109,7 @@ def generate(root: str, records: int = 20000, now_ms: int | None = None, seed: i
     os.makedirs(root)
     summary = {"now_ms": now_ms, "partitions": {}}
     per_part = max(records // 3, 50)
-    seg_bytes = 96 * 1024
+    seg_bytes = segment_bytes
 
     # orders: 3 partitions, every v2 codec, headers, tombstones with payloads, future and historical timestamps
     for p in range(3):

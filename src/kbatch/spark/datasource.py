@@ -68,7 +68,7 @@ def spark_schema(include_headers: bool = False, batch_fields: bool = False) -> S
 
 
 def _bool(options, name, default):
-    v = options.get(name)
+    v = _opt(options, name)
     if v is None:
         return default
     return str(v).strip().lower() in ("1", "true", "yes", "on")
