@@ -52,8 +52,16 @@ def write_seeds(corpus: Path) -> None:
     (corpus / "varints").mkdir(parents=True, exist_ok=True)
     (corpus / "varints" / "mix").write_bytes(
         b"\x00\x01\x01\x02\x80\x01\x01\xff\xff\xff\xff\x0f\x00\x80\x80\x80\x80\x08")
+    (corpus / "columns").mkdir(parents=True, exist_ok=True)
+    (corpus / "validate").mkdir(parents=True, exist_ok=True)
+    for name in ("mixed", "m2-zstd", "v2-extended", "v2-txn", "m1-snappy-lat"):
+        (corpus / "columns" / name).write_bytes(batches[name])
+        (corpus / "validate" / name).write_bytes(struct.pack(">qqh", 1_600_000_000_000, 10**9, 4) + batches[name])
     (corpus / "index_search").mkdir(parents=True, exist_ok=True)
     off = b"".join(struct.pack(">ii", i * 10, i * 4096) for i in range(8))
     tim = b"".join(struct.pack(">qi", 1_000 + i * 7, i * 10) for i in range(8))
     (corpus / "index_search" / "offset").write_bytes(b"\x00" + struct.pack(">q", 35) + off)
     (corpus / "index_search" / "time").write_bytes(b"\x01" + struct.pack(">q", 1_020) + tim)
+    (corpus / "index_file").mkdir(parents=True, exist_ok=True)
+    (corpus / "index_file" / "offset").write_bytes(b"\x00" + struct.pack(">q", 1035) + off + bytes(16))
+    (corpus / "index_file" / "time").write_bytes(b"\x01" + struct.pack(">q", 1_020) + tim)

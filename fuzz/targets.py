@@ -112,7 +112,7 @@ def _index(data):
     body = b"".join(struct.pack(fmt, *e) for e in entries)
     if not kind:
         target = max(min(target, 2**31 - 1), -2**31)
-    targets = [target, max(-target, -2**63), 0]
+    targets = [target, min(max(-target, -2**63), 2**63 - 1), 0]
     one = _backend.core.index_search(body, size, kind, target, len(entries))
     many = _backend.core.index_search_many(body, size, kind, targets, len(entries)).tolist()
     return one, many
@@ -122,9 +122,65 @@ def index_search(data: bytes):
     differential(_index, data)
 
 
+def _columns(data):
+    from kbatch.arrow import decode_columns
+
+    t = decode_columns(data, "t", 0, batch_fields=True, include_control=True, strict=False,
+                       max_decompressed_bytes=MAX_DECOMPRESSED)
+    return t.to_pylist()
+
+
+def columns(data: bytes):
+    """decode_columns (the Arrow kernel) over any bytes."""
+    differential(_columns, data)
+
+
+def _validate(data):
+    from kbatch.validate import LogValidator
+
+    if len(data) < 18:
+        return None
+    now, window, flags = struct.unpack_from(">qqh", data, 0)
+    v = LogValidator(timestamp_type=flags & 1, before_max_ms=abs(window) % (2**63 - 1),
+                     after_max_ms=(abs(window) >> 3) % (2**63 - 1), compacted=bool(flags & 2),
+                     timestamp_extended=bool(flags & 4), max_decompressed_bytes=MAX_DECOMPRESSED)
+    try:
+        r = v.validate(data[18:], now)
+    except kbatch.InvalidTimestampError as e:
+        return ("invalid-timestamp", str(e), [tuple(x) for x in e.record_errors])
+    return repr(r)
+
+
+def validate(data: bytes):
+    """LogValidator.validate with fuzzed configuration and batches."""
+    differential(_validate, data)
+
+
+def _index_file(data):
+    from kbatch.index import OffsetIndex, TimeIndex
+
+    if len(data) < 9:
+        return None
+    kind = data[0] & 1
+    (target,) = struct.unpack_from(">q", data, 1)
+    idx = (TimeIndex if kind else OffsetIndex)(1000, data[9:])
+    idx.sanity_check()
+    if kind:
+        return len(idx), tuple(idx.lookup(target)), idx.lookup_offsets([target, 0]).tolist()
+    return len(idx), tuple(idx.lookup(target)), idx.lookup_positions([target, 1000]).tolist()
+
+
+def index_file(data: bytes):
+    """.index / .timeindex reading, sanity checks and lookups over any bytes."""
+    differential(_index_file, data)
+
+
 TARGETS = {
     "batches": batches,
     "records": records,
     "varints": varints,
     "index_search": index_search,
+    "columns": columns,
+    "validate": validate,
+    "index_file": index_file,
 }
