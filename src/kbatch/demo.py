@@ -92,7 +92,35 @@ class _SegmentWriter:
         self._close_segment()
 
 
-def _writer(path: str, segment_bytes: int):
+class _LogWriter:
+    """Appends through kbatch.Log (validation, offsets, rolling and indexes as a broker does)."""
+
+    def __init__(self, path: str, segment_bytes: int, now_ms: int):
+        from .log import Log, LogConfig
+
+        cfg = LogConfig(segment_bytes=segment_bytes, segment_ms=2**62, retention_ms=2**62, timestamp_extended=True)
+        self.now_ms = now_ms
+        self.log = Log.create(path, cfg, now_ms=now_ms)
+
+    def append(self, data: bytes):
+        # a producer sends base offset 0 (the log assigns offsets); several batches in one call take
+        # the replication path, which keeps their offsets and accepts transaction markers
+        if len(list(iter_batches(data))) == 1:
+            data = bytes(8) + data[8:]  # base offset is outside the CRC
+        self.log.append(data, now_ms=self.now_ms)
+
+    def close(self):
+        self.log.close()
+
+
+def _writer(path: str, segment_bytes: int, now_ms: int, legacy: bool = False):
+    """kbatch.Log when this build has it (legacy message sets excepted: a current broker would
+    up-convert them), else the small writer above."""
+    if not legacy:
+        try:
+            return _LogWriter(path, segment_bytes, now_ms)
+        except ImportError:
+            pass
     return _SegmentWriter(path, segment_bytes)
 
 
@@ -102,6 +130,9 @@ def generate(root: str, records: int = 20000, now_ms: int | None = None, seed: i
     """Write the sample topics under `root` (replacing it). Returns a summary dict."""
     import random
 
+    import logging
+
+    logging.getLogger("kbatch.validate").setLevel(logging.ERROR)  # the demo says it once, below
     rng = random.Random(seed)
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     if os.path.exists(root):
@@ -113,7 +144,7 @@ def generate(root: str, records: int = 20000, now_ms: int | None = None, seed: i
 
     # orders: 3 partitions, every v2 codec, headers, tombstones with payloads, future and historical timestamps
     for p in range(3):
-        w = _writer(os.path.join(root, f"orders-{p}"), seg_bytes)
+        w = _writer(os.path.join(root, f"orders-{p}"), seg_bytes, now_ms)
         off = 0
         n = 0
         k = 0
@@ -145,23 +176,23 @@ def generate(root: str, records: int = 20000, now_ms: int | None = None, seed: i
         summary["partitions"][f"orders-{p}"] = n
 
     # payments: idempotent/transactional producer, one committed and one aborted transaction
-    w = _writer(os.path.join(root, "payments-0"), seg_bytes)
+    w = _writer(os.path.join(root, "payments-0"), seg_bytes, now_ms)
     off = 0
     for txn, commit in ((1, True), (2, False), (3, True)):
         b = BatchBuilder(compression=W.Compression.LZ4, base_offset=off, producer_id=4242, producer_epoch=0,
                          base_sequence=off, is_transactional=True)
         for i in range(30):
             b.append(now_ms - HOUR + off + i, f"pay-{txn}-{i}".encode(), f"amount={i * 10}".encode())
-        w.append(b.build())
         off += 30
-        w.append(build_end_txn_marker(producer_id=4242, producer_epoch=0, commit=commit, coordinator_epoch=1,
-                                      base_offset=off, timestamp=now_ms - HOUR + off))
+        w.append(b.build() + build_end_txn_marker(producer_id=4242, producer_epoch=0, commit=commit,
+                                                  coordinator_epoch=1, base_offset=off,
+                                                  timestamp=now_ms - HOUR + off))
         off += 1
     w.close()
     summary["partitions"]["payments-0"] = off
 
     # legacy: magic 0 and magic 1 message sets (plain and compressed), as old brokers wrote them
-    w = _writer(os.path.join(root, "legacy-0"), seg_bytes)
+    w = _writer(os.path.join(root, "legacy-0"), seg_bytes, now_ms, legacy=True)
     off = 0
     for magic in (0, 1):
         for codec in (W.Compression.NONE, W.Compression.GZIP, W.Compression.SNAPPY, W.Compression.LZ4):
@@ -215,6 +246,8 @@ def run(root: str = "./sample-data", records: int = 20000, spark_enabled: bool =
     say(f"writing sample topics under {root} ({records} order records in 3 partitions, plus payments-0 and legacy-0) ...")
     summary = generate(root, records)
     now_ms = summary["now_ms"]
+    say("  (some orders carry timestamps 2 hours in the future: Kafka 4.0 would reject those batches, "
+        "KIP-937; others date from 1920, written with the KIP-228 extended-timestamp flag)")
     for name, n in summary["partitions"].items():
         segs = sorted(f for f in os.listdir(os.path.join(root, name)) if f.endswith(".log"))
         say(f"  {name}: {n} offsets in {len(segs)} segment(s)")
@@ -243,6 +276,8 @@ def run(root: str = "./sample-data", records: int = 20000, spark_enabled: bool =
     target = now_ms - 12 * HOUR
     say(f"offsets for time {target} (12 hours ago), one Spark task per partition ...")
     _show(ks.offsets_for_times(root, target, spark))
+    say("  (Kafka answers the first offset, in offset order, whose timestamp >= the target: in orders that is an "
+        "early record stamped in the future; legacy-0 has nothing that recent)")
 
     say("rows since that time, via startingTimestamp (the time index skips older bytes) ...")
     recent = spark.read.format("kafka-segments").option("startingTimestamp", str(target)).load(root)
@@ -272,8 +307,11 @@ def _compaction(root: str, now_ms: int) -> None:
         result = compact(dst, now_ms=now_ms, delete_retention_ms=DAY)
         after = sum(os.path.getsize(os.path.join(dst, f)) for f in os.listdir(dst) if f.endswith(".log"))
         saved = before - after
-        say(f"  .log bytes {before} -> {after} (saved {saved}, {100.0 * saved / max(before, 1):.1f}%)"
-            + (f"; {result}" if result is not None else ""))
+        detail = ""
+        if result is not None and hasattr(result, "records_read"):
+            detail = (f"; records {result.records_read} -> {result.records_written}, "
+                      f"tombstones kept {getattr(result, 'tombstones_kept', '?')}")
+        say(f"  .log bytes {before} -> {after} (saved {saved}, {100.0 * saved / max(before, 1):.1f}%){detail}")
     except Exception as e:  # noqa: BLE001 - the demo reports and goes on
         say(f"compaction: failed: {type(e).__name__}: {e}")
     finally:
