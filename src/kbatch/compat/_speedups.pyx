@@ -7,12 +7,15 @@ which raises the client's exception at the right record). Every read is bounds-c
 the record's declared length, which is checked against the section's end, so boundscheck(False)
 is safe: no index is computed from unchecked input.
 """
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from cpython.object cimport PyObject, PyTypeObject
+from cpython.list cimport PyList_New
+from cpython.object cimport PyObject, PyTypeObject, Py_TYPE
 from cpython.ref cimport Py_INCREF, Py_DECREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport int64_t, uint8_t, uint64_t, INT64_MAX, INT64_MIN
-from libc.string cimport memcpy
+from cpython.mem cimport PyMem_Malloc, PyMem_Realloc, PyMem_Free
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, INT64_MAX, INT64_MIN
+from libc.string cimport memcmp, memcpy, memset
 
 import types
 
@@ -87,46 +90,6 @@ cdef class SlotFactory:
         return o
 
 
-cdef class AioDefaultRecord:
-    """aiokafka's DefaultRecord API: offset, timestamp, timestamp_type, key, value, headers, checksum."""
-    cdef readonly object offset, timestamp, timestamp_type, key, value, headers
-
-    def __init__(self, offset, timestamp, timestamp_type, key, value, headers):
-        self.offset = offset
-        self.timestamp = timestamp
-        self.timestamp_type = timestamp_type
-        self.key = key
-        self.value = value
-        self.headers = headers
-
-    @property
-    def checksum(self):
-        return None
-
-    def __repr__(self):
-        return (f"DefaultRecord(offset={self.offset!r}, timestamp={self.timestamp!r},"
-                f" timestamp_type={self.timestamp_type!r}, key={self.key!r},"
-                f" value={self.value!r}, headers={self.headers!r})")
-
-
-cdef class AioDefaultRecordMetadata:
-    """aiokafka's DefaultRecordMetadata API: offset, size, timestamp, crc (None)."""
-    cdef readonly object offset, size, timestamp
-
-    def __init__(self, offset, size, timestamp):
-        self.offset = offset
-        self.size = size
-        self.timestamp = timestamp
-
-    @property
-    def crc(self):
-        return None
-
-    def __repr__(self):
-        return (f"DefaultRecordMetadata(offset={self.offset!r},"
-                f" size={self.size!r}, timestamp={self.timestamp!r})")
-
-
 # ---------------------------------------------------------------------------------- decoding
 cdef inline int _varint(const uint8_t *b, Py_ssize_t *pos, Py_ssize_t end, int64_t *out) noexcept nogil:
     """The clients' decode_varint (64-bit zigzag, up to 10 bytes); -1 where the client would raise
@@ -159,103 +122,199 @@ cdef inline bint _add_ok(int64_t a, int64_t b) noexcept nogil:
     return a >= INT64_MIN - b
 
 
-def decode_v2(buf, Py_ssize_t pos, Py_ssize_t count, int64_t base_offset, int64_t first_ts, int64_t max_ts,
-              bint log_append, int flavour, SlotFactory factory=None, object ts_type=0):
-    """Decode `count` records of an uncompressed v2 section buf[pos:].
+cdef struct _Ctx:
+    const uint8_t *b
+    Py_ssize_t pos
+    Py_ssize_t end
+    int64_t base_offset
+    int64_t first_ts
+    int64_t max_ts
+    bint log_append
 
-    flavour 0: kafka-python DefaultRecord via `factory` (slots _size_in_bytes, _offset, _timestamp,
-    _timestamp_type, _key, _value, _headers); flavour 1: AioDefaultRecord. Returns a list, or None
-    when the client's own reader must decide (errors, int64 overflow, undecodable header keys).
-    """
-    cdef const uint8_t[::1] view = buf
-    cdef const uint8_t *b = &view[0] if view.shape[0] else NULL
-    cdef Py_ssize_t end = view.shape[0]
-    cdef Py_ssize_t i, h, rec_end, start
+
+cdef object _read_one(_Ctx *c, int flavour, SlotFactory factory, object ts_type):
+    """Decode the record at c.pos (advancing it); None, with c.pos unspecified, when the client's
+    own reader must decide (errors, int64 overflow, undecodable header keys)."""
+    cdef const uint8_t *b = c.b
+    cdef Py_ssize_t pos = c.pos
+    cdef Py_ssize_t h, rec_end
     cdef int64_t length, attrs, ts_delta, off_delta, klen, vlen, nh, hklen, hvlen, ts, off
-    cdef list out = []
     cdef list headers
     cdef object key, value, hkey, hval, rec
-    cdef AioDefaultRecord arec
-    if count < 0 or pos > end:
+    if _varint(b, &pos, c.end, &length) or length < 0 or length > c.end - pos:
         return None
-    for i in range(count):
-        if _varint(b, &pos, end, &length) or length < 0 or length > end - pos:
+    rec_end = pos + length
+    if (_varint(b, &pos, rec_end, &attrs) or _varint(b, &pos, rec_end, &ts_delta)
+            or _varint(b, &pos, rec_end, &off_delta) or _varint(b, &pos, rec_end, &klen)):
+        return None
+    if c.log_append:
+        ts = c.max_ts
+    else:
+        if not _add_ok(c.first_ts, ts_delta):
             return None
-        start = pos
-        rec_end = pos + length
-        if (_varint(b, &pos, rec_end, &attrs) or _varint(b, &pos, rec_end, &ts_delta)
-                or _varint(b, &pos, rec_end, &off_delta) or _varint(b, &pos, rec_end, &klen)):
+        ts = c.first_ts + ts_delta
+    if not _add_ok(c.base_offset, off_delta):
+        return None
+    off = c.base_offset + off_delta
+    if klen >= 0:
+        if klen > rec_end - pos:
             return None
-        if klen >= 0:
-            if klen > rec_end - pos:
+        key = PyBytes_FromStringAndSize(<const char *> b + pos, klen)
+        pos += klen
+    else:
+        key = None
+    if _varint(b, &pos, rec_end, &vlen):
+        return None
+    if vlen >= 0:
+        if vlen > rec_end - pos:
+            return None
+        value = PyBytes_FromStringAndSize(<const char *> b + pos, vlen)
+        pos += vlen
+    else:
+        value = None
+    if _varint(b, &pos, rec_end, &nh) or nh < 0 or nh > rec_end - pos:
+        return None
+    headers = PyList_New(0)
+    for h in range(nh):
+        if _varint(b, &pos, rec_end, &hklen) or hklen < 0 or hklen > rec_end - pos:
+            return None
+        try:
+            hkey = PyUnicode_DecodeUTF8(<const char *> b + pos, hklen, NULL)
+        except UnicodeDecodeError:
+            return None
+        pos += hklen
+        if _varint(b, &pos, rec_end, &hvlen):
+            return None
+        if hvlen >= 0:
+            if hvlen > rec_end - pos:
                 return None
-            key = PyBytes_FromStringAndSize(<const char *> b + pos, klen)
-            pos += klen
+            hval = PyBytes_FromStringAndSize(<const char *> b + pos, hvlen)
+            pos += hvlen
         else:
-            key = None
-        if _varint(b, &pos, rec_end, &vlen):
+            hval = None
+        headers.append((hkey, hval))
+    if pos != rec_end:
+        return None
+    c.pos = pos
+    rec = factory.alloc()
+    if flavour == 0:  # kafka-python: _size_in_bytes, _offset, _timestamp, _timestamp_type, _key, _value, _headers
+        factory.put(rec, 0, length)
+        factory.put(rec, 1, off)
+        factory.put(rec, 2, ts)
+        factory.put(rec, 3, ts_type)
+        factory.put(rec, 4, key)
+        factory.put(rec, 5, value)
+        factory.put(rec, 6, headers)
+    else:  # aiokafka: offset, timestamp, timestamp_type, key, value, headers
+        factory.put(rec, 0, off)
+        factory.put(rec, 1, ts)
+        factory.put(rec, 2, ts_type)
+        factory.put(rec, 3, key)
+        factory.put(rec, 4, value)
+        factory.put(rec, 5, headers)
+    return rec
+
+
+cdef class V2Records:
+    """Iterator over the `count` records of an uncompressed v2 records section buf[pos:], decoded
+    one at a time (so each record's objects are made while the bytes are hot, and freed records
+    are reused by the next). At the first record the client's reader would not read exactly as
+    here (or trailing bytes at the end), it calls fallback(k) with k = records already returned;
+    that returns the client's own iterator positioned after those k records, and the rest comes
+    from it (its records, its exception at the right record)."""
+    cdef Py_buffer view
+    cdef bint has_view
+    cdef _Ctx c
+    cdef Py_ssize_t count, index
+    cdef int flavour
+    cdef SlotFactory factory
+    cdef object ts_type, fallback, fb
+    cdef dict stats
+
+    def __cinit__(self, buf, Py_ssize_t pos, Py_ssize_t count, int64_t base_offset, int64_t first_ts,
+                  int64_t max_ts, bint log_append, int flavour, SlotFactory factory not None, object ts_type,
+                  object fallback, dict stats=None):
+        PyObject_GetBuffer(buf, &self.view, PyBUF_SIMPLE)
+        self.has_view = True
+        self.c.b = <const uint8_t *> self.view.buf
+        self.c.end = self.view.len
+        self.c.pos = pos
+        self.c.base_offset = base_offset
+        self.c.first_ts = first_ts
+        self.c.max_ts = max_ts
+        self.c.log_append = log_append
+        self.count = count
+        self.index = 0
+        self.flavour = flavour
+        self.factory = factory
+        self.ts_type = ts_type
+        self.fallback = fallback
+        self.stats = stats
+        if count < 0 or pos < 0 or pos > self.c.end:
+            self.count = 0
+            self.c.pos = -1  # never equals end: falls back at once
+
+    def __dealloc__(self):
+        if self.has_view:
+            PyBuffer_Release(&self.view)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.fb is not None:
+            return next(self.fb)
+        if self.index < self.count:
+            rec = _read_one(&self.c, self.flavour, self.factory, self.ts_type)
+            if rec is not None:
+                self.index += 1
+                return rec
+        elif self.c.pos == self.c.end:
+            if self.stats is not None:  # counted once, when the batch is done
+                self.stats["decoded_batches"] += 1
+                self.stats["decoded_records"] += self.index
+                self.stats = None
+            raise StopIteration
+        if self.stats is not None:
+            self.stats["decoded_records"] += self.index
+            self.stats = None
+        self.fb = self.fallback(self.index)
+        return next(self.fb)
+
+    @property
+    def done(self):
+        """Records returned so far, and whether the client's reader took over."""
+        return self.index, self.fb is not None
+
+
+def decode_v2(buf, Py_ssize_t pos, Py_ssize_t count, int64_t base_offset, int64_t first_ts, int64_t max_ts,
+              bint log_append, int flavour, SlotFactory factory not None, object ts_type=0):
+    """Eager form of V2Records: the list of all `count` records, or None when the client's own
+    reader must decide any of them."""
+    cdef Py_buffer view
+    cdef _Ctx c
+    cdef list out = []
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        c.b = <const uint8_t *> view.buf
+        c.end = view.len
+        c.pos = pos
+        c.base_offset = base_offset
+        c.first_ts = first_ts
+        c.max_ts = max_ts
+        c.log_append = log_append
+        if count < 0 or pos < 0 or pos > c.end:
             return None
-        if vlen >= 0:
-            if vlen > rec_end - pos:
+        for i in range(count):
+            rec = _read_one(&c, flavour, factory, ts_type)
+            if rec is None:
                 return None
-            value = PyBytes_FromStringAndSize(<const char *> b + pos, vlen)
-            pos += vlen
-        else:
-            value = None
-        if _varint(b, &pos, rec_end, &nh) or nh < 0 or nh > rec_end - pos:
-            return None
-        headers = []
-        for h in range(nh):
-            if _varint(b, &pos, rec_end, &hklen) or hklen < 0 or hklen > rec_end - pos:
-                return None
-            try:
-                hkey = PyUnicode_DecodeUTF8(<const char *> b + pos, hklen, NULL)
-            except UnicodeDecodeError:
-                return None
-            pos += hklen
-            if _varint(b, &pos, rec_end, &hvlen):
-                return None
-            if hvlen >= 0:
-                if hvlen > rec_end - pos:
-                    return None
-                hval = PyBytes_FromStringAndSize(<const char *> b + pos, hvlen)
-                pos += hvlen
-            else:
-                hval = None
-            headers.append((hkey, hval))
-        if pos != rec_end:
-            return None
-        if log_append:
-            ts = max_ts
-        else:
-            if not _add_ok(first_ts, ts_delta):
-                return None
-            ts = first_ts + ts_delta
-        if not _add_ok(base_offset, off_delta):
-            return None
-        off = base_offset + off_delta
-        if flavour == 0:
-            rec = factory.alloc()
-            factory.put(rec, 0, length)
-            factory.put(rec, 1, off)
-            factory.put(rec, 2, ts)
-            factory.put(rec, 3, ts_type)
-            factory.put(rec, 4, key)
-            factory.put(rec, 5, value)
-            factory.put(rec, 6, headers)
             out.append(rec)
-        else:
-            arec = AioDefaultRecord.__new__(AioDefaultRecord)
-            arec.offset = off
-            arec.timestamp = ts
-            arec.timestamp_type = ts_type
-            arec.key = key
-            arec.value = value
-            arec.headers = headers
-            out.append(arec)
-    if pos != end:
-        return None
-    return out
+        if c.pos != c.end:
+            return None
+        return out
+    finally:
+        PyBuffer_Release(&view)
 
 
 # ---------------------------------------------------------------------------------- encoding
@@ -355,3 +414,411 @@ def append_v2(bytearray buf, int64_t offset_delta, int64_t timestamp_delta, key,
             memcpy(out + p, <const char *> hval, len(hval))
             p += len(hval)
     return total
+
+
+# ---------------------------------------------------------------------------------- aiokafka builder
+cdef extern from "../_crc32c.h" nogil:
+    void kb_crc32c_init()
+    uint32_t kb_crc32c(uint32_t value, const uint8_t *p, size_t n)
+
+kb_crc32c_init()
+
+cdef extern from "Python.h":
+    ctypedef struct PyNumberMethods:
+        void *nb_int
+    ctypedef struct PyTypeObjectNum "PyTypeObject":
+        PyNumberMethods *tp_as_number
+        Py_ssize_t tp_basicsize
+    ctypedef PyObject *(*newfunc)(PyTypeObject *, PyObject *, PyObject *)
+    ctypedef struct PyTypeObjectNew "PyTypeObject":
+        newfunc tp_new
+    long long PyLong_AsLongLong(object) except? -1
+    long PyLong_AsLong(object) except? -1
+    object PyByteArray_FromStringAndSize(const char *, Py_ssize_t)
+
+cdef enum:
+    _FIRST_RECORD_OFFSET = 61
+    _ATTRIBUTES_OFFSET = 21
+    _CRC_OFFSET = 17
+    _TRANSACTIONAL_MASK = 0x10
+
+
+cdef int64_t _as_i64(object v) except? -1:
+    cdef PyNumberMethods *nm
+    """How aiokafka's compiled builder converts an int64 argument: ints (OverflowError past int64)
+    and anything with __int__ (floats truncate); otherwise TypeError."""
+    if type(v) is not int:
+        nm = (<PyTypeObjectNum *> Py_TYPE(v)).tp_as_number
+        if nm == NULL or nm.nb_int == NULL:
+            raise TypeError("an integer is required")
+        v = type(v).__int__(v)
+    if sizeof(long) >= 8:  # as the compiled builder: "Python int too large to convert to C long"
+        return PyLong_AsLong(v)
+    return PyLong_AsLongLong(v)
+
+
+cdef class MetaMaker:
+    """Makes instances of a compiled class with three int64-sized C fields (aiokafka's
+    DefaultRecordMetadata: offset, size, timestamp) without a Python call: the field offsets are
+    found once by probing an instance made with distinct values; if that fails, the class is called."""
+    cdef object cls
+    cdef object empty
+    cdef Py_ssize_t offs[3]
+    cdef bint direct
+
+    def __init__(self, cls):
+        cdef int64_t probe[3]
+        cdef Py_ssize_t i, o, size
+        cdef int found
+        self.cls = cls
+        self.empty = ()
+        self.direct = False
+        probe[0] = 0x0123456789ab01
+        probe[1] = 0x0123456789ab02
+        probe[2] = 0x0123456789ab03
+        if not isinstance(cls, type) or hasattr(cls, "__dict__") and "__slots__" in cls.__dict__:
+            return
+        try:
+            obj = cls(probe[0], probe[1], probe[2])
+            if (obj.offset, obj.size, obj.timestamp) != (probe[0], probe[1], probe[2]):
+                return
+        except Exception:
+            return
+        size = (<PyTypeObjectNum *> <PyObject *> cls).tp_basicsize
+        for i in range(3):
+            found = 0
+            o = sizeof(PyObject)
+            while o + 8 <= size:
+                if memcmp((<char *> <PyObject *> obj) + o, &probe[i], 8) == 0:
+                    found += 1
+                    self.offs[i] = o
+                o += 8
+            if found != 1:
+                return
+        self.direct = True
+        # check that a made object reads back right
+        m = self.make(5, 6, 7)
+        if type(m) is not cls or (m.offset, m.size, m.timestamp) != (5, 6, 7):
+            self.direct = False
+
+    cdef inline object make(self, int64_t offset, int64_t size, int64_t timestamp):
+        if not self.direct:
+            return self.cls(offset, size, timestamp)
+        cdef PyObject *r = (<PyTypeObjectNew *> <PyObject *> self.cls).tp_new(
+            <PyTypeObject *> <PyObject *> self.cls, <PyObject *> self.empty, NULL)
+        if r == NULL:
+            raise MemoryError()
+        cdef object o = <object> r
+        Py_DECREF(o)
+        cdef char *p = <char *> r
+        memcpy(p + self.offs[0], &offset, 8)
+        memcpy(p + self.offs[1], &size, 8)
+        memcpy(p + self.offs[2], &timestamp, 8)
+        return o
+
+    def __call__(self, offset, size, timestamp):
+        return self.make(offset, size, timestamp)
+
+
+cdef object _aio_meta = None      # MetaMaker for aiokafka's live DefaultRecordMetadata
+cdef object _aio_compress = None  # callable(compression_type, bytes) -> compressed bytes (raises its errors)
+cdef object _aio_now_ms = None    # callable() -> int, the time in ms for timestamp=None
+cdef dict _aio_stats = None       # kbatch.compat.STATS
+
+
+def setup_aiokafka(meta_cls, compress, now_ms, dict stats):
+    """Called once by kbatch.compat.aiokafka: aiokafka's metadata class, its codec step, its clock,
+    and the spy counters (built records are counted when their batch is built)."""
+    global _aio_meta, _aio_compress, _aio_now_ms, _aio_stats
+    _aio_meta = MetaMaker(meta_cls)
+    _aio_compress = compress
+    _aio_now_ms = now_ms
+    _aio_stats = stats
+
+
+cdef inline void _be16(uint8_t *p, uint16_t v) noexcept nogil:
+    p[0] = <uint8_t> (v >> 8)
+    p[1] = <uint8_t> v
+
+
+cdef inline void _be32(uint8_t *p, uint32_t v) noexcept nogil:
+    p[0] = <uint8_t> (v >> 24)
+    p[1] = <uint8_t> (v >> 16)
+    p[2] = <uint8_t> (v >> 8)
+    p[3] = <uint8_t> v
+
+
+cdef inline void _be64(uint8_t *p, uint64_t v) noexcept nogil:
+    _be32(p, <uint32_t> (v >> 32))
+    _be32(p + 4, <uint32_t> v)
+
+
+cdef Py_ssize_t _aio_size_of(object key, object value, list headers, list hkeys) except -1:
+    """aiokafka's _size_of (key, value, headers; same type checks in the same order); the UTF-8
+    header keys are appended to hkeys when it is not None."""
+    cdef Py_buffer pb
+    cdef Py_ssize_t size = 0, n
+    cdef tuple header
+    cdef str h_key
+    cdef bytes h_value
+    if key is None:
+        size += 1
+    else:
+        PyObject_GetBuffer(key, &pb, PyBUF_SIMPLE)
+        n = pb.len
+        PyBuffer_Release(&pb)
+        size += _size_varint(n) + n
+    if value is None:
+        size += 1
+    else:
+        PyObject_GetBuffer(value, &pb, PyBUF_SIMPLE)
+        n = pb.len
+        PyBuffer_Release(&pb)
+        size += _size_varint(n) + n
+    size += _size_varint(len(headers))
+    for header in headers:
+        h_key, h_value = header
+        ek = h_key.encode("utf-8")
+        if hkeys is not None:
+            hkeys.append(ek)
+        n = len(<bytes> ek)
+        size += _size_varint(n) + n
+        if h_value is None:
+            size += 1
+        else:
+            n = len(h_value)
+            size += _size_varint(n) + n
+    return size
+
+
+cdef class AioRecordBatchBuilder:
+    """aiokafka's compiled DefaultRecordBatchBuilder (magic 2), with its argument types and quirks:
+    a record is refused when offset != 0 and it would take the batch to batch_size bytes or more;
+    a first timestamp of -1 counts as "no record yet"; the last offset delta is kept as int32; the
+    batch is always sent compressed when a codec is set; build() returns the same bytearray."""
+    cdef char _magic
+    cdef char _compression_type
+    cdef char _is_transactional
+    cdef readonly int64_t producer_id
+    cdef readonly int16_t producer_epoch
+    cdef readonly int32_t base_sequence
+    cdef Py_ssize_t _batch_size
+    cdef Py_ssize_t _pos
+    cdef Py_ssize_t _cap
+    cdef uint8_t *_buf
+    cdef int64_t _first_timestamp
+    cdef int64_t _max_timestamp
+    cdef int32_t _last_offset
+    cdef int32_t _num_records
+    cdef int32_t _counted
+    cdef object _buffer
+    cdef MetaMaker _meta
+
+    def __cinit__(self, char magic, char compression_type, char is_transactional, int64_t producer_id,
+                  int16_t producer_epoch, int32_t base_sequence, Py_ssize_t batch_size):
+        assert magic >= 2
+        self._magic = magic
+        self._compression_type = compression_type & 0x07
+        self._batch_size = batch_size
+        self._is_transactional = is_transactional
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self._first_timestamp = -1
+        self._max_timestamp = -1
+        self._last_offset = 0
+        self._num_records = 0
+        self._cap = 1024
+        self._buf = <uint8_t *> PyMem_Malloc(self._cap)
+        if self._buf == NULL:
+            raise MemoryError()
+        memset(self._buf, 0, _FIRST_RECORD_OFFSET)
+        self._pos = _FIRST_RECORD_OFFSET
+        self._meta = _aio_meta
+
+    def __dealloc__(self):
+        PyMem_Free(self._buf)
+
+    cdef int _reserve(self, Py_ssize_t need) except -1:
+        cdef Py_ssize_t cap = self._cap
+        cdef uint8_t *nb
+        if need <= cap:
+            return 0
+        while cap < need:
+            cap *= 2
+        nb = <uint8_t *> PyMem_Realloc(self._buf, cap)
+        if nb == NULL:
+            raise MemoryError()
+        self._buf = nb
+        self._cap = cap
+        return 0
+
+    def set_producer_state(self, int64_t producer_id, int16_t producer_epoch, int32_t base_sequence):
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+
+    def append(self, offset, timestamp, key, value, list headers):
+        """Write one record; aiokafka's DefaultRecordMetadata, or None when the batch is full."""
+        cdef int64_t off = _as_i64(offset)
+        cdef int64_t ts, delta
+        cdef Py_ssize_t body, size, pos, nh, h, n
+        cdef Py_buffer kb, vb
+        cdef bint has_k = False, has_v = False
+        cdef list hkeys = None
+        cdef uint8_t *out
+        cdef object hv
+        if timestamp is None:
+            ts = _aio_now_ms()
+        else:
+            ts = _as_i64(timestamp)
+        if self._first_timestamp != -1:
+            delta = <int64_t> (<uint64_t> ts - <uint64_t> self._first_timestamp)
+        else:
+            delta = 0
+        try:
+            body = 1 + _size_varint(off) + _size_varint(delta)
+            if key is None:
+                body += 1
+            else:
+                PyObject_GetBuffer(key, &kb, PyBUF_SIMPLE)
+                has_k = True
+                body += _size_varint(kb.len) + kb.len
+            if value is None:
+                body += 1
+            else:
+                PyObject_GetBuffer(value, &vb, PyBUF_SIMPLE)
+                has_v = True
+                body += _size_varint(vb.len) + vb.len
+            nh = len(headers)
+            if nh:
+                hkeys = []
+                body += _aio_size_of(None, None, headers, hkeys) - 2
+            else:
+                body += 1
+            size = body + _size_varint(body)
+            pos = self._pos
+            if off != 0 and pos + size >= self._batch_size:
+                return None
+            self._reserve(pos + size)
+            if self._first_timestamp == -1:
+                self._first_timestamp = ts
+                self._max_timestamp = ts
+            out = self._buf + pos
+            pos = _put_varint(out, body)
+            out[pos] = 0
+            pos += 1
+            pos += _put_varint(out + pos, delta)
+            pos += _put_varint(out + pos, off)
+            if has_k:
+                pos += _put_varint(out + pos, kb.len)
+                memcpy(out + pos, kb.buf, kb.len)
+                pos += kb.len
+            else:
+                out[pos] = 1
+                pos += 1
+            if has_v:
+                pos += _put_varint(out + pos, vb.len)
+                memcpy(out + pos, vb.buf, vb.len)
+                pos += vb.len
+            else:
+                out[pos] = 1
+                pos += 1
+            pos += _put_varint(out + pos, nh)
+            for h in range(nh):
+                ek = hkeys[h]
+                n = len(<bytes> ek)
+                pos += _put_varint(out + pos, n)
+                memcpy(out + pos, <const char *> ek, n)
+                pos += n
+                hv = (<tuple> headers[h])[1]
+                if hv is None:
+                    out[pos] = 1
+                    pos += 1
+                else:
+                    n = len(<bytes> hv)
+                    pos += _put_varint(out + pos, n)
+                    memcpy(out + pos, <const char *> hv, n)
+                    pos += n
+        finally:
+            if has_k:
+                PyBuffer_Release(&kb)
+            if has_v:
+                PyBuffer_Release(&vb)
+        if self._max_timestamp < ts:
+            self._max_timestamp = ts
+        self._num_records += 1
+        self._last_offset = <int32_t> off
+        self._pos += size
+        if self._meta is not None:
+            return self._meta.make(off, size, ts)
+        return _aio_meta(off, size, ts)
+
+    cdef int _maybe_compress(self) except -1:
+        if self._compression_type == 0:
+            return 0
+        data = PyBytes_FromStringAndSize(<const char *> self._buf + _FIRST_RECORD_OFFSET,
+                                         self._pos - _FIRST_RECORD_OFFSET)
+        compressed = _aio_compress(self._compression_type, data)
+        cdef const uint8_t[::1] cv = compressed
+        cdef Py_ssize_t n = cv.shape[0]
+        self._reserve(_FIRST_RECORD_OFFSET + n)
+        if n:
+            memcpy(self._buf + _FIRST_RECORD_OFFSET, &cv[0], n)
+        self._pos = _FIRST_RECORD_OFFSET + n
+        return 1
+
+    def build(self):
+        cdef int send_compressed = self._maybe_compress()
+        cdef uint8_t *buf = self._buf
+        cdef int16_t attrs = self._compression_type if send_compressed else 0
+        if self._is_transactional:
+            attrs |= _TRANSACTIONAL_MASK
+        _be64(buf, 0)
+        _be32(buf + 8, <uint32_t> <int32_t> (self._pos - 12))
+        _be32(buf + 12, <uint32_t> -1)
+        buf[16] = <uint8_t> self._magic
+        _be16(buf + _ATTRIBUTES_OFFSET, <uint16_t> attrs)
+        _be32(buf + 23, <uint32_t> self._last_offset)
+        _be64(buf + 27, <uint64_t> self._first_timestamp)
+        _be64(buf + 35, <uint64_t> self._max_timestamp)
+        _be64(buf + 43, <uint64_t> self.producer_id)
+        _be16(buf + 51, <uint16_t> self.producer_epoch)
+        _be32(buf + 53, <uint32_t> self.base_sequence)
+        _be32(buf + 57, <uint32_t> self._num_records)
+        _be32(buf + _CRC_OFFSET, kb_crc32c(0, buf + _ATTRIBUTES_OFFSET, <size_t> (self._pos - _ATTRIBUTES_OFFSET)))
+        if _aio_stats is not None:
+            _aio_stats["built_batches"] += 1
+            _aio_stats["built_records"] += self._num_records - self._counted
+            self._counted = self._num_records
+        if self._buffer is None:
+            self._buffer = PyByteArray_FromStringAndSize(<const char *> buf, self._pos)
+        else:
+            PyByteArray_Resize(self._buffer, self._pos)
+            memcpy(PyByteArray_AS_STRING(self._buffer), buf, self._pos)
+        return self._buffer
+
+    def size(self):
+        """Bytes written so far (header included)."""
+        return self._pos
+
+    def size_in_bytes(self, offset, timestamp, key, value, headers):
+        cdef int64_t off = _as_i64(offset)
+        cdef int64_t ts = _as_i64(timestamp)
+        cdef list hl = headers
+        cdef int64_t delta = 0
+        if self._first_timestamp != -1:
+            delta = <int64_t> (<uint64_t> ts - <uint64_t> self._first_timestamp)
+        cdef Py_ssize_t body = 1 + _size_varint(off) + _size_varint(delta) + _aio_size_of(key, value, hl, None)
+        return body + _size_varint(body)
+
+    @classmethod
+    def size_of(cls, key, value, headers):
+        cdef list hl = headers
+        return _aio_size_of(key, value, hl, None)
+
+    @classmethod
+    def estimate_size_in_bytes(cls, key, value, headers):
+        """Upper bound of a record's size (header of a one-record batch included)."""
+        cdef list hl = headers
+        return _FIRST_RECORD_OFFSET + 21 + _aio_size_of(key, value, hl, None)

@@ -12,11 +12,12 @@ from __future__ import annotations
 import struct
 import time
 
+import aiokafka.codec as _codecs
 import aiokafka.record.control_record as _c
 import aiokafka.record.default_records as _d
 import aiokafka.record.legacy_records as _l
 import aiokafka.record.memory_records as _m
-from aiokafka.errors import CorruptRecordException
+from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
 
 from .. import _backend
 from . import STATS, decode_v2_tuples, encode_v2_record, speedups
@@ -49,6 +50,16 @@ _BYTES_LIKE = (bytes, bytearray, memoryview)
 
 
 _LIVE_BATCH = _d.DefaultRecordBatch
+_FACTORY = []
+
+
+def _record_factory(sp):
+    """Makes aiokafka's own record class with slots (_DefaultRecordPy: offset, timestamp,
+    timestamp_type, key, value, headers) from C without calling __init__."""
+    if not _FACTORY:
+        _FACTORY.append(sp.SlotFactory(_d._DefaultRecordPy, ("offset", "timestamp", "timestamp_type", "key", "value",
+                                                              "headers")))
+    return _FACTORY[0]
 
 
 class DefaultRecordBatch(_d._DefaultRecordBatchPy):
@@ -62,39 +73,33 @@ class DefaultRecordBatch(_d._DefaultRecordBatchPy):
         super().__init__(buffer)
         self._raw = buffer
 
-    def _fallback(self):
+    def _client_reader(self, k):
+        """The client's own reader over this batch, past its first k records (which kbatch has
+        returned, read the same way): the rest of the records and any exception are its own."""
         STATS["fallback_batches"] += 1
-        if _LIVE_BATCH is _d._DefaultRecordBatchPy:
-            return self
-        self._next_record_index = self._num_records
-        self._pos = len(self._buffer)
-        return iter(_LIVE_BATCH(self._raw))
+        it = iter(_LIVE_BATCH(self._raw))
+        for _ in range(k):
+            next(it)
+        return it
 
     def __iter__(self):
         self._maybe_uncompress()
         if self._next_record_index == 0:
             hd = self._header_data
+            self._next_record_index = self._num_records
+            pos = self._pos
+            self._pos = len(self._buffer)
             sp = speedups()
             if sp is not None:
-                recs = sp.decode_v2(self._buffer, self._pos, self._num_records, hd[0], hd[7], hd[8],
-                                    hd[5] & 0x08, 1, None, self.timestamp_type)
-                if recs is not None:
-                    STATS["decoded_batches"] += 1
-                    STATS["decoded_records"] += len(recs)
-                    self._next_record_index = self._num_records
-                    self._pos = len(self._buffer)
-                    return iter(recs)
-                return self._fallback()
-            recs = decode_v2_tuples(self._buffer, self._pos, self._num_records, hd[0], hd[7], hd[8],
-                                    bool(hd[5] & 0x08))
+                return sp.V2Records(self._buffer, pos, self._num_records, hd[0], hd[7], hd[8], hd[5] & 0x08, 1,
+                                    _record_factory(sp), self.timestamp_type, self._client_reader, STATS)
+            recs = decode_v2_tuples(self._buffer, pos, self._num_records, hd[0], hd[7], hd[8], bool(hd[5] & 0x08))
             if recs is not None:
                 STATS["decoded_batches"] += 1
                 STATS["decoded_records"] += len(recs)
-                self._next_record_index = self._num_records
-                self._pos = len(self._buffer)
                 tstype = self.timestamp_type
                 return iter([DefaultRecord(off, ts, tstype, k, v, h) for _n, off, ts, k, v, h in recs])
-            return self._fallback()
+            return self._client_reader(0)
         return self
 
     def _read_msg(self, *args):
@@ -115,7 +120,61 @@ def _c_int(v):
     raise TypeError("an integer is required")
 
 
+_CODECS = {1: ("has_gzip", "gzip", "gzip_encode"), 2: ("has_snappy", "snappy", "snappy_encode"),
+           3: ("has_lz4", "lz4", "lz4_encode"), 4: ("has_zstd", "zstd", "zstd_encode")}
+
+
+def _compress(compression_type, data):
+    """aiokafka's compiled builder's codec step: its checks, its messages, its encoders."""
+    entry = _CODECS.get(compression_type)
+    if entry is None:
+        raise UnsupportedCodecError(f"Unknown compression codec {compression_type:#04x}")
+    has, name, encode = entry
+    if not getattr(_codecs, has)():
+        raise UnsupportedCodecError(f"Libraries for {name} compression codec not found")
+    return getattr(_codecs, encode)(data)
+
+
+def _now_ms():
+    return int(time.time() * 1000)
+
+
+_FAST_BUILDER = []
+
+
+def _fast_builder(sp):
+    if not _FAST_BUILDER:
+        sp.setup_aiokafka(DefaultRecordMetadata, _compress, _now_ms, STATS)
+        _FAST_BUILDER.append(sp.AioRecordBatchBuilder)
+    return _FAST_BUILDER[0]
+
+
 class DefaultRecordBatchBuilder(_d._DefaultRecordBatchBuilderPy):
+    """aiokafka's DefaultRecordBatchBuilder. With kbatch's compiled backend and aiokafka's compiled
+    builder live, constructing it gives kbatch.compat._speedups.AioRecordBatchBuilder, a compiled
+    builder with the same API and behaviour; otherwise this class (aiokafka's pure builder with
+    kbatch's encoder)."""
+
+    def __new__(cls, *args, **kwargs):
+        if cls is DefaultRecordBatchBuilder and _FULL_AT:
+            sp = speedups()
+            if sp is not None:
+                return _fast_builder(sp)(*args, **kwargs)
+        return super().__new__(cls)
+
+    @classmethod
+    def size_of(cls, key, value, headers):
+        sp = speedups() if _FULL_AT else None
+        if sp is not None:
+            return _fast_builder(sp).size_of(key, value, headers)
+        return super().size_of(key, value, headers)
+
+    @classmethod
+    def estimate_size_in_bytes(cls, key, value, headers):
+        sp = speedups() if _FULL_AT else None
+        if sp is not None:
+            return _fast_builder(sp).estimate_size_in_bytes(key, value, headers)
+        return super().estimate_size_in_bytes(key, value, headers)
 
     def append(self, offset, timestamp, key, value, headers):
         """Write one record (magic 2); returns DefaultRecordMetadata, or None when the batch is full."""
@@ -144,7 +203,6 @@ class DefaultRecordBatchBuilder(_d._DefaultRecordBatchBuilderPy):
                                 self._batch_size - _FULL_AT, first)
             if size < 0:
                 return None
-            meta = sp.AioDefaultRecordMetadata
         else:
             rec = encode_v2_record(offset, timestamp - self._first_timestamp, key, value, headers)
             size = len(rec)
@@ -152,13 +210,12 @@ class DefaultRecordBatchBuilder(_d._DefaultRecordBatchBuilderPy):
             if size + len(buf) > self._batch_size - _FULL_AT and not first:
                 return None
             buf += rec
-            meta = DefaultRecordMetadata
         if self._max_timestamp < timestamp:
             self._max_timestamp = timestamp
         self._num_records += 1
         self._last_offset = offset
         STATS["built_records"] += 1
-        return meta(offset, size, timestamp)
+        return DefaultRecordMetadata(offset, size, timestamp)
 
     def _write_header(self, use_compression_type: bool = True) -> None:
         buf = self._buffer
