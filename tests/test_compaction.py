@@ -536,3 +536,28 @@ def test_legacy_compressed_wrapper_rebuilt_with_codec(tmp_path, backend, magic):
     assert b.magic == magic and b.compression == kbatch.Compression.GZIP
     got = [(r.offset, r.timestamp, bytes(r.value)) for r in b]
     assert got == [(1, None if magic == 0 else -7, b"2"), (2, None if magic == 0 else 3, b"3")]
+
+
+def test_log_open_for_writing_finishes_an_interrupted_compaction(tmp_path, backend, monkeypatch):
+    """Log.open with a config runs the same recovery as a broker's LogLoader: no .cleaned/.swap
+    left behind, and the log is the original or the compacted one."""
+    segments = LogGen(99, n_batches=20).segments(3)
+    steps, compacted = _steps(tmp_path, segments)
+    step = next(s for s in steps if s.startswith("swap-in:"))
+    d = tmp_path / "crashed" / "t-0"
+    write_segments(d, segments)
+    kbatch.rebuild_indexes(d)
+    original = data_records(d)
+
+    def crash(s):
+        if s == step:
+            raise _Crash(s)
+    monkeypatch.setattr(compaction, "_checkpoint", crash)
+    with pytest.raises(_Crash):
+        compact(d, NOW)
+    monkeypatch.setattr(compaction, "_checkpoint", lambda s: None)
+    assert [n for n in os.listdir(d) if n.endswith(".swap")]
+    log = kbatch.Log.open(d, kbatch.LogConfig())
+    log.close()
+    assert not [n for n in os.listdir(d) if n.endswith((".cleaned", ".swap")) or n.startswith(".kbatch")]
+    assert data_records(d) in (original, compacted)

@@ -10,9 +10,9 @@ from ._wire import (NO_TIMESTAMP, NO_TIMESTAMP_EXTENDED, Compression, ControlRec
 from .batch import MemoryRecords, RecordBatch, iter_batches
 from .builder import BatchBuilder, build_batch, build_end_txn_marker
 from .errors import (CorruptIndexError, CorruptRecordError, CrcMismatchError, DecompressionLimitError,
-                     InvalidOffsetError, InvalidRecordError, InvalidRequestError, InvalidTimestampError,
-                     KBatchError, RecordTooLargeError, TruncatedDataError, UnsupportedCodecError,
-                     UnsupportedForMessageFormatError)
+                     InvalidConfigurationError, InvalidOffsetError, InvalidRecordError, InvalidRequestError,
+                     InvalidTimestampError, KBatchError, RecordTooLargeError, TruncatedDataError,
+                     UnknownTopicOrPartitionError, UnsupportedCodecError, UnsupportedForMessageFormatError)
 from .legacy import LegacyRecordBatch
 from .records import ControlRecord, parse_control_record
 
@@ -66,5 +66,6 @@ __all__ = [
     "KBatchError", "CorruptRecordError", "CrcMismatchError", "TruncatedDataError", "InvalidRecordError",
     "UnsupportedCodecError", "RecordTooLargeError", "DecompressionLimitError", "InvalidTimestampError",
     "UnsupportedForMessageFormatError", "InvalidRequestError", "CorruptIndexError", "InvalidOffsetError",
+    "InvalidConfigurationError", "UnknownTopicOrPartitionError",
     *_LAZY,
 ]

@@ -198,6 +198,11 @@ class Log:
                                                found=path)
         writable = config is not None if writable is None else writable
         cfg = config or LogConfig()
+        if writable:
+            # finish or undo an interrupted compaction (.cleaned/.swap), as a broker's LogLoader does
+            from .compaction import recover
+
+            recover(path)
         bases = _files.list_segment_bases(path)
         seg_kw = dict(index_interval_bytes=cfg.index_interval_bytes, max_index_size=cfg.segment_index_bytes,
                       created_ms=_now(now_ms))
