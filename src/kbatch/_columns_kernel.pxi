@@ -1,0 +1,329 @@
+# decode_columns_v2: the Cython twin of kbatch.arrow.decode_columns_v2_py, for the end of _core.pyx.
+# Include with:  include "_columns_kernel.pxi"  (needs: from libc.string cimport memcpy; uint32_t, uint64_t
+# from libc.stdint; numpy as np; raise_status). Differentially fuzzed against the pure reference.
+
+# ------------------------------------------------------------------------------------ column decode
+# decode_columns_v2: v2 records straight into Arrow-layout buffers (offsets, data, validity), no
+# Python object per record. Same arrays, statuses and positions as _core_py's reference
+# (kbatch.arrow.decode_columns_v2_py / decode_records_v2).
+
+cdef struct _DcErr:
+    int status
+    int64_t pos
+    int64_t a      # numbers for the expected/found texts, per status
+    int64_t b
+    int64_t c
+    int64_t batch
+
+
+cdef inline int _dc_varint(const uint8_t* buf, int64_t pos, int64_t limit, int32_t* out, int64_t* npos,
+                           _DcErr* err) noexcept nogil:
+    cdef uint32_t raw = 0
+    cdef uint8_t b
+    cdef int i
+    for i in range(5):
+        if pos + i >= limit:
+            err.status = 1; err.pos = pos + i
+            return -1
+        b = buf[pos + i]
+        if i == 4:
+            if b & 0x80:
+                err.status = 2; err.pos = pos
+                return -1
+            raw |= (<uint32_t>b) << 28
+            npos[0] = pos + 5
+            break
+        raw |= (<uint32_t>(b & 0x7F)) << (7 * i)
+        if not b & 0x80:
+            npos[0] = pos + i + 1
+            break
+    out[0] = <int32_t>((raw >> 1) ^ (0 - (raw & 1)))
+    return 0
+
+
+cdef inline int _dc_varlong(const uint8_t* buf, int64_t pos, int64_t limit, int64_t* out, int64_t* npos,
+                            _DcErr* err) noexcept nogil:
+    cdef uint64_t raw = 0
+    cdef int shift = 0
+    cdef int64_t i = pos
+    cdef uint8_t b
+    while True:
+        if i >= limit:
+            err.status = 1; err.pos = i
+            return -1
+        b = buf[i]
+        i += 1
+        if b & 0x80:
+            raw |= (<uint64_t>(b & 0x7F)) << shift
+            shift += 7
+            if shift > 63:
+                err.status = 3; err.pos = pos
+                return -1
+        else:
+            raw |= (<uint64_t>b) << shift
+            break
+    out[0] = <int64_t>((raw >> 1) ^ (0 - (raw & 1)))
+    npos[0] = i
+    return 0
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+cdef int _dc_loop(const uint8_t* buf, int64_t nbuf, const int64_t* starts, const int64_t* ends,
+                  const int32_t* counts, const int64_t* bases, const int64_t* bts, const int64_t* mts,
+                  const int16_t* attrs, Py_ssize_t nb, bint headers,
+                  int64_t* o_off, int64_t* o_ts, uint8_t* o_tsv, int32_t* o_tt, uint8_t* o_tomb, int32_t* o_bi,
+                  int32_t* k_off, uint8_t* k_dat, uint8_t* k_val, int32_t* v_off, uint8_t* v_dat, uint8_t* v_val,
+                  int32_t* h_off, int32_t* hk_off, uint8_t* hk_dat, int32_t* hv_off, uint8_t* hv_dat,
+                  uint8_t* hv_val, int64_t* n_hdr, _DcErr* err) noexcept nogil:
+    # buffers are sized on entry from the section lengths (every output byte comes from a section byte)
+    cdef Py_ssize_t bi
+    cdef int64_t r = 0, h = 0, kd = 0, vd = 0, hkd = 0, hvd = 0
+    cdef int64_t pos, end, rec_start, rec_end, no_ts, ts, ts_delta, lat
+    cdef int32_t length, off_delta, klen, n, nh, j, count, done_in_batch
+    cdef uint8_t a
+    cdef bint is_lat, lat_null
+    k_off[0] = 0; v_off[0] = 0; h_off[0] = 0; hk_off[0] = 0; hv_off[0] = 0
+    for bi in range(nb):
+        pos = starts[bi]
+        end = ends[bi]
+        count = counts[bi]
+        err.batch = bi
+        if pos < 0 or end > nbuf or end < pos:
+            err.status = 1; err.pos = pos; err.a = end; err.b = nbuf
+            return -1
+        if count < 0:
+            err.status = 12; err.pos = pos; err.a = count
+            return -1
+        no_ts = INT64_MIN if attrs[bi] & 0x80 else -1
+        is_lat = (attrs[bi] & 0x08) != 0
+        lat = mts[bi]
+        lat_null = lat == no_ts
+        for done_in_batch in range(count):
+            if pos >= end:
+                err.status = 8; err.pos = pos; err.a = count; err.b = done_in_batch
+                return -1
+            rec_start = pos
+            if _dc_varint(buf, pos, end, &length, &pos, err) < 0:
+                return -1
+            if length < 0 or length > end - pos:
+                err.status = 13; err.pos = rec_start; err.a = end - pos; err.b = length
+                return -1
+            rec_end = pos + length
+            if rec_end - pos < 1:
+                err.status = 14; err.pos = pos; err.a = 1; err.b = 0; err.c = 1
+                return -1
+            a = buf[pos]
+            pos += 1
+            if _dc_varlong(buf, pos, rec_end, &ts_delta, &pos, err) < 0:
+                return -1
+            if _dc_varint(buf, pos, rec_end, &off_delta, &pos, err) < 0:
+                return -1
+            # key
+            if _dc_varint(buf, pos, rec_end, &n, &pos, err) < 0:
+                return -1
+            if n < 0:
+                k_val[r] = 0
+            else:
+                if n > rec_end - pos:
+                    err.status = 14; err.pos = pos; err.a = n; err.b = rec_end - pos
+                    return -1
+                memcpy(k_dat + kd, buf + pos, n)
+                kd += n
+                pos += n
+                k_val[r] = 1
+            k_off[r + 1] = <int32_t>kd
+            # value
+            if _dc_varint(buf, pos, rec_end, &n, &pos, err) < 0:
+                return -1
+            if n < 0:
+                v_val[r] = 0
+            else:
+                if n > rec_end - pos:
+                    err.status = 14; err.pos = pos; err.a = n; err.b = rec_end - pos
+                    return -1
+                memcpy(v_dat + vd, buf + pos, n)
+                vd += n
+                pos += n
+                v_val[r] = 1
+            v_off[r + 1] = <int32_t>vd
+            # headers
+            if _dc_varint(buf, pos, rec_end, &nh, &pos, err) < 0:
+                return -1
+            if nh < 0:
+                err.status = 6; err.pos = pos; err.a = nh
+                return -1
+            if nh > rec_end - pos:
+                err.status = 15; err.pos = pos; err.a = rec_end - pos; err.b = nh
+                return -1
+            for j in range(nh):
+                rec_start_h = pos
+                if _dc_varint(buf, pos, rec_end, &klen, &pos, err) < 0:
+                    return -1
+                if klen < 0:
+                    err.status = 5; err.pos = rec_start_h; err.a = klen
+                    return -1
+                if klen > rec_end - pos:
+                    err.status = 14; err.pos = pos; err.a = klen; err.b = rec_end - pos; err.c = 1
+                    return -1
+                if headers:
+                    memcpy(hk_dat + hkd, buf + pos, klen)
+                    hkd += klen
+                pos += klen
+                if _dc_varint(buf, pos, rec_end, &n, &pos, err) < 0:
+                    return -1
+                if n < 0:
+                    if headers:
+                        hv_val[h] = 0
+                else:
+                    if n > rec_end - pos:
+                        err.status = 14; err.pos = pos; err.a = n; err.b = rec_end - pos
+                        return -1
+                    if headers:
+                        memcpy(hv_dat + hvd, buf + pos, n)
+                        hvd += n
+                        hv_val[h] = 1
+                    pos += n
+                if headers:
+                    h += 1
+                    hk_off[h] = <int32_t>hkd
+                    hv_off[h] = <int32_t>hvd
+            if pos != rec_end:
+                err.status = 4; err.pos = rec_start; err.a = length; err.b = length - (rec_end - pos)
+                return -1
+            h_off[r + 1] = <int32_t>h
+            o_off[r] = <int64_t>(<uint64_t>bases[bi] + <uint64_t><int64_t>off_delta)
+            if is_lat:
+                o_tsv[r] = 0 if lat_null else 1
+                o_ts[r] = 0 if lat_null else lat
+            else:
+                ts = <int64_t>(<uint64_t>bts[bi] + <uint64_t>ts_delta)
+                if ts == no_ts:
+                    o_tsv[r] = 0; o_ts[r] = 0
+                else:
+                    o_tsv[r] = 1; o_ts[r] = ts
+            o_tt[r] = 1 if is_lat else 0
+            o_tomb[r] = 1 if (v_val[r] == 0 or (a & 0x20)) else 0
+            o_bi[r] = <int32_t>bi
+            r += 1
+        if pos != end:
+            err.status = 7; err.pos = pos; err.a = count; err.b = end - pos
+            return -1
+    n_hdr[0] = h
+    return 0
+
+
+def decode_columns_v2(data, starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes,
+                      include_headers=True):
+    """Decode the v2 records of many batches into Arrow-layout column arrays (see arrow.py).
+
+    data holds each batch's (decompressed) records section at [starts[i], ends[i]); counts,
+    base_offsets, base_timestamps, max_timestamps, attributes are the batches' header fields.
+    Returns a dict of numpy arrays: offset, timestamp (ms; 0 where null), timestamp_valid,
+    timestamp_type, is_tombstone, batch_index, key_/value_ offsets+data+valid, header_offsets,
+    header_key_offsets/data, header_value_offsets/data/valid. Errors as decode_records_v2.
+    """
+    cdef const uint8_t[::1] buf = _dc_bytes(data)
+    cdef const int64_t[::1] st = np.ascontiguousarray(starts, dtype=np.int64)
+    cdef const int64_t[::1] en = np.ascontiguousarray(ends, dtype=np.int64)
+    cdef const int32_t[::1] ct = np.ascontiguousarray(counts, dtype=np.int32)
+    cdef const int64_t[::1] bo = np.ascontiguousarray(base_offsets, dtype=np.int64)
+    cdef const int64_t[::1] bt = np.ascontiguousarray(base_timestamps, dtype=np.int64)
+    cdef const int64_t[::1] mt = np.ascontiguousarray(max_timestamps, dtype=np.int64)
+    cdef const int16_t[::1] at = np.ascontiguousarray(attributes, dtype=np.int16)
+    cdef Py_ssize_t nb = st.shape[0]
+    cdef int64_t n = 0, total = 0, nbuf = buf.shape[0]
+    cdef Py_ssize_t i
+    for i in range(nb):
+        if ct[i] > 0:
+            n += ct[i]
+        if en[i] > st[i]:
+            total += en[i] - st[i]
+    cdef bint hdrs = bool(include_headers)
+    cdef int64_t hmax = total // 2 + 1 if hdrs else 1
+    o_off = np.empty(n, np.int64); o_ts = np.empty(n, np.int64); o_tsv = np.empty(n, np.bool_)
+    o_tt = np.empty(n, np.int32); o_tomb = np.empty(n, np.bool_); o_bi = np.empty(n, np.int32)
+    k_off = np.empty(n + 1, np.int32); k_dat = np.empty(total, np.uint8); k_val = np.empty(n, np.bool_)
+    v_off = np.empty(n + 1, np.int32); v_dat = np.empty(total, np.uint8); v_val = np.empty(n, np.bool_)
+    h_off = np.empty(n + 1, np.int32)
+    hk_off = np.empty(hmax + 1, np.int32); hk_dat = np.empty(total if hdrs else 0, np.uint8)
+    hv_off = np.empty(hmax + 1, np.int32); hv_dat = np.empty(total if hdrs else 0, np.uint8)
+    hv_val = np.empty(hmax, np.bool_)
+    cdef int64_t[::1] m_off = o_off, m_ts = o_ts
+    cdef uint8_t[::1] m_tsv = o_tsv.view(np.uint8), m_tomb = o_tomb.view(np.uint8)
+    cdef int32_t[::1] m_tt = o_tt, m_bi = o_bi, m_koff = k_off, m_voff = v_off, m_hoff = h_off
+    cdef int32_t[::1] m_hkoff = hk_off, m_hvoff = hv_off
+    cdef uint8_t[::1] m_kdat = k_dat, m_kval = k_val.view(np.uint8), m_vdat = v_dat, m_vval = v_val.view(np.uint8)
+    cdef uint8_t[::1] m_hkdat = hk_dat, m_hvdat = hv_dat, m_hvval = hv_val.view(np.uint8)
+    cdef _DcErr err
+    cdef int64_t n_hdr = 0
+    cdef int rc
+    cdef uint8_t dummy = 0
+    err.status = 0; err.pos = 0; err.a = 0; err.b = 0; err.c = 0; err.batch = 0
+    with nogil:
+        rc = _dc_loop(&buf[0] if nbuf > 0 else &dummy, nbuf, &st[0] if nb else NULL, &en[0] if nb else NULL,
+                      &ct[0] if nb else NULL, &bo[0] if nb else NULL, &bt[0] if nb else NULL,
+                      &mt[0] if nb else NULL, &at[0] if nb else NULL, nb, hdrs,
+                      &m_off[0] if n else NULL, &m_ts[0] if n else NULL, &m_tsv[0] if n else NULL,
+                      &m_tt[0] if n else NULL, &m_tomb[0] if n else NULL, &m_bi[0] if n else NULL,
+                      &m_koff[0], &m_kdat[0] if total else &dummy, &m_kval[0] if n else NULL,
+                      &m_voff[0], &m_vdat[0] if total else &dummy, &m_vval[0] if n else NULL,
+                      &m_hoff[0], &m_hkoff[0], &m_hkdat[0] if (total and hdrs) else &dummy,
+                      &m_hvoff[0], &m_hvdat[0] if (total and hdrs) else &dummy, &m_hvval[0],
+                      &n_hdr, &err)
+    if rc < 0:
+        _dc_raise(err, bo, ct)
+    kd = int(k_off[n]); vd = int(v_off[n]); h = int(n_hdr)
+    return {
+        "offset": o_off, "timestamp": o_ts, "timestamp_valid": o_tsv, "timestamp_type": o_tt,
+        "is_tombstone": o_tomb, "batch_index": o_bi,
+        "header_offsets": h_off,
+        "key_offsets": k_off, "key_data": k_dat[:kd], "key_valid": k_val,
+        "value_offsets": v_off, "value_data": v_dat[:vd], "value_valid": v_val,
+        "header_key_offsets": hk_off[:h + 1], "header_key_data": hk_dat[:int(hk_off[h])],
+        "header_value_offsets": hv_off[:h + 1], "header_value_data": hv_dat[:int(hv_off[h])],
+        "header_value_valid": hv_val[:h],
+    }
+
+
+cdef _dc_bytes(data):
+    if isinstance(data, (bytes, bytearray)):
+        return data
+    mv = memoryview(data)
+    if mv.ndim != 1 or mv.itemsize != 1 or not mv.c_contiguous or mv.format not in ("B", "b", "c"):
+        mv = mv.cast("B")
+    if mv.format != "B":
+        mv = mv.cast("B")
+    return mv
+
+
+def _dc_raise(_DcErr err, bo, ct):
+    base = int(bo[err.batch])
+    s, p, a, b = err.status, err.pos, err.a, err.b
+    if s == 1:
+        raise_status(1, p, 1, 0, base)
+    if s == 2:
+        raise_status(2, p, "at most 5 bytes", "a 5th byte with its MSB set", base)
+    if s == 3:
+        raise_status(3, p, "at most 10 bytes", "a 10th byte with its MSB set", base)
+    if s == 12:
+        raise_status(12, p, "count >= 0", a, base)
+    if s == 8:
+        raise_status(8, p, f"{a} records", b, base)
+    if s == 13:
+        raise_status(13, p, f"record length <= {a}", b, base)
+    if s == 14:
+        if err.c:
+            raise_status(14, p, a, b, base)
+        raise_status(14, p, f"{a} bytes", f"{b} bytes left in record", base)
+    if s == 6:
+        raise_status(6, p, "header count >= 0", a, base)
+    if s == 15:
+        raise_status(15, p, f"header count <= {a}", b, base)
+    if s == 5:
+        raise_status(5, p, "header key size >= 0", a, base)
+    if s == 4:
+        raise_status(4, p, f"{a} bytes in record payload", f"{b} bytes read", base)
+    if s == 7:
+        raise_status(7, p, f"{a} records ending at byte {p}", f"{b} more bytes", base)
+    raise_status(s, p, a, b, base)
