@@ -17,6 +17,7 @@ from cpython.mem cimport PyMem_Malloc, PyMem_Realloc, PyMem_Free
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, INT64_MAX, INT64_MIN
 from libc.string cimport memcmp, memcpy, memset
 
+cimport cython
 import types
 
 
@@ -32,6 +33,7 @@ cdef extern from "Python.h":
     ctypedef struct PyTypeObjectAlloc "PyTypeObject":
         allocfunc tp_alloc
     int PyByteArray_Resize(object, Py_ssize_t) except -1
+    void PyType_Modified(PyTypeObject *)
     char *PyByteArray_AS_STRING(object)
     Py_ssize_t PyByteArray_GET_SIZE(object)
 
@@ -88,6 +90,83 @@ cdef class SlotFactory:
         for i, v in enumerate(values):
             self.put(o, i, v)
         return o
+
+
+@cython.freelist(256)
+@cython.final
+cdef class AioDefaultRecord:
+    """aiokafka's DefaultRecord API (offset, timestamp, timestamp_type, key, value, headers, all
+    read-only; checksum None; its repr). The six attributes are read-only T_OBJECT_EX members
+    (installed below), which CPython's specialising interpreter reads like __slots__."""
+    cdef object _offset, _timestamp, _timestamp_type, _key, _value, _headers
+
+    def __init__(self, offset, timestamp, timestamp_type, key, value, headers):
+        self._offset = offset
+        self._timestamp = timestamp
+        self._timestamp_type = timestamp_type
+        self._key = key
+        self._value = value
+        self._headers = headers
+
+    @property
+    def checksum(self):
+        return None
+
+    def __repr__(self):
+        return (f"DefaultRecord(offset={self._offset!r}, timestamp={self._timestamp!r},"
+                f" timestamp_type={self._timestamp_type!r}, key={self._key!r},"
+                f" value={self._value!r}, headers={self._headers!r})")
+
+
+cdef extern from "Python.h":
+    object PyDescr_NewMember(PyTypeObject *, PyMemberDef *)
+    ctypedef struct PyTypeObjectDict "PyTypeObject":
+        PyObject *tp_dict
+        Py_ssize_t tp_basicsize
+
+cdef enum:
+    _READONLY = 1
+
+cdef PyMemberDef _aio_members[6]
+
+
+def _install_members():
+    """Find the six fields by probing an instance holding distinct objects, then install
+    read-only T_OBJECT_EX member descriptors for them."""
+    marks = [object() for _ in range(6)]
+    cdef AioDefaultRecord r = AioDefaultRecord(*marks)
+    cdef char *base = <char *> <PyObject *> r
+    cdef Py_ssize_t size = (<PyTypeObjectDict *> <PyObject *> AioDefaultRecord).tp_basicsize
+    cdef Py_ssize_t o, i, found
+    cdef PyObject *want
+    names = [b"offset", b"timestamp", b"timestamp_type", b"key", b"value", b"headers"]
+    _aio_members[0].name = "offset"
+    _aio_members[1].name = "timestamp"
+    _aio_members[2].name = "timestamp_type"
+    _aio_members[3].name = "key"
+    _aio_members[4].name = "value"
+    _aio_members[5].name = "headers"
+    d = <dict> (<PyTypeObjectDict *> <PyObject *> AioDefaultRecord).tp_dict
+    for i in range(6):
+        want = <PyObject *> marks[i]
+        found = 0
+        o = sizeof(PyObject)
+        while o + <Py_ssize_t> sizeof(PyObject *) <= size:
+            if (<PyObject **> (base + o))[0] == want:
+                found += 1
+                _aio_members[i].offset = o
+            o += sizeof(PyObject *)
+        if found != 1:
+            raise RuntimeError("AioDefaultRecord layout")
+        _aio_members[i].type = T_OBJECT_EX
+        _aio_members[i].flags = _READONLY
+        d[names[i].decode()] = PyDescr_NewMember(<PyTypeObject *> <PyObject *> AioDefaultRecord, &_aio_members[i])
+    PyType_Modified(<PyTypeObject *> <PyObject *> AioDefaultRecord)
+    if r.offset is not marks[0] or r.headers is not marks[5]:
+        raise RuntimeError("AioDefaultRecord members")
+
+
+_install_members()
 
 
 # ---------------------------------------------------------------------------------- decoding
@@ -196,6 +275,16 @@ cdef object _read_one(_Ctx *c, int flavour, SlotFactory factory, object ts_type)
     if pos != rec_end:
         return None
     c.pos = pos
+    cdef AioDefaultRecord arec
+    if flavour == 2:
+        arec = AioDefaultRecord.__new__(AioDefaultRecord)
+        arec._offset = off
+        arec._timestamp = ts
+        arec._timestamp_type = ts_type
+        arec._key = key
+        arec._value = value
+        arec._headers = headers
+        return arec
     rec = factory.alloc()
     if flavour == 0:  # kafka-python: _size_in_bytes, _offset, _timestamp, _timestamp_type, _key, _value, _headers
         factory.put(rec, 0, length)
@@ -232,7 +321,7 @@ cdef class V2Records:
     cdef dict stats
 
     def __cinit__(self, buf, Py_ssize_t pos, Py_ssize_t count, int64_t base_offset, int64_t first_ts,
-                  int64_t max_ts, bint log_append, int flavour, SlotFactory factory not None, object ts_type,
+                  int64_t max_ts, bint log_append, int flavour, SlotFactory factory, object ts_type,
                   object fallback, dict stats=None):
         PyObject_GetBuffer(buf, &self.view, PyBUF_SIMPLE)
         self.has_view = True
@@ -288,7 +377,7 @@ cdef class V2Records:
 
 
 def decode_v2(buf, Py_ssize_t pos, Py_ssize_t count, int64_t base_offset, int64_t first_ts, int64_t max_ts,
-              bint log_append, int flavour, SlotFactory factory not None, object ts_type=0):
+              bint log_append, int flavour, SlotFactory factory, object ts_type=0):
     """Eager form of V2Records: the list of all `count` records, or None when the client's own
     reader must decide any of them."""
     cdef Py_buffer view

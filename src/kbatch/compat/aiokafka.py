@@ -50,16 +50,9 @@ _BYTES_LIKE = (bytes, bytearray, memoryview)
 
 
 _LIVE_BATCH = _d.DefaultRecordBatch
-_FACTORY = []
+_LIVE_MR_COMPILED = _m.MemoryRecords is not _m._MemoryRecordsPy
+_V2_HEADER = _d._DefaultRecordBatchPy.HEADER_STRUCT.size
 
-
-def _record_factory(sp):
-    """Makes aiokafka's own record class with slots (_DefaultRecordPy: offset, timestamp,
-    timestamp_type, key, value, headers) from C without calling __init__."""
-    if not _FACTORY:
-        _FACTORY.append(sp.SlotFactory(_d._DefaultRecordPy, ("offset", "timestamp", "timestamp_type", "key", "value",
-                                                              "headers")))
-    return _FACTORY[0]
 
 
 class DefaultRecordBatch(_d._DefaultRecordBatchPy):
@@ -69,8 +62,16 @@ class DefaultRecordBatch(_d._DefaultRecordBatchPy):
     corrupt bytes, so it is never the fall-back.)"""
     CODEC_MASK = _d.DefaultRecordBase.CODEC_MASK
 
-    def __init__(self, buffer):
-        super().__init__(buffer)
+    def __init__(self, buffer, header=None):
+        if header is None:
+            super().__init__(buffer)
+        else:  # a v2 slice shorter than its header: aiokafka's compiled reader reads it past the slice
+            self._buffer = bytearray(buffer)
+            self._header_data = self.HEADER_STRUCT.unpack_from(header)
+            self._pos = self.HEADER_STRUCT.size
+            self._num_records = self._header_data[12]
+            self._next_record_index = 0
+            self._decompressed = False
         self._raw = buffer
 
     def _client_reader(self, k):
@@ -91,8 +92,8 @@ class DefaultRecordBatch(_d._DefaultRecordBatchPy):
             self._pos = len(self._buffer)
             sp = speedups()
             if sp is not None:
-                return sp.V2Records(self._buffer, pos, self._num_records, hd[0], hd[7], hd[8], hd[5] & 0x08, 1,
-                                    _record_factory(sp), self.timestamp_type, self._client_reader, STATS)
+                return sp.V2Records(self._buffer, pos, self._num_records, hd[0], hd[7], hd[8], hd[5] & 0x08, 2,
+                                    None, self.timestamp_type, self._client_reader, STATS)
             recs = decode_v2_tuples(self._buffer, pos, self._num_records, hd[0], hd[7], hd[8], bool(hd[5] & 0x08))
             if recs is not None:
                 STATS["decoded_batches"] += 1
@@ -238,9 +239,19 @@ class MemoryRecords(_m._MemoryRecordsPy):
         if len(next_slice) < _min_slice:
             raise CorruptRecordException(
                 f"Record size is less than the minimum record overhead ({_min_slice - self.LOG_OVERHEAD})")
+        start = self._pos - len(next_slice)
         self._cache_next()
         magic = next_slice[_magic_offset]
+        if magic >= 128 and _LIVE_MR_COMPILED:  # aiokafka's compiled reader: a signed char, so legacy
+            magic -= 256
         if magic >= 2:
+            if _LIVE_MR_COMPILED and len(next_slice) < _V2_HEADER:
+                # aiokafka's compiled reader takes the header from the bytes that follow the slice
+                header = self._buffer[start:start + _V2_HEADER]
+                if len(header) < _V2_HEADER:  # it would read past the buffer
+                    raise CorruptRecordException(
+                        f"Record batch of {len(next_slice)} bytes is shorter than its header ({_V2_HEADER})")
+                return DefaultRecordBatch(next_slice, header)
             return DefaultRecordBatch(next_slice)
         return LegacyRecordBatch(next_slice, magic)
 
