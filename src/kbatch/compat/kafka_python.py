@@ -64,16 +64,21 @@ class DefaultRecordBatch(_d.DefaultRecordBatch):
             hd = self._header_data
             sp = speedups()
             if sp is not None:
-                recs = sp.decode_v2(self._buffer, self._pos, self._num_records, hd[0], hd[7], hd[8],
-                                    hd[5] & 0x08, 0, _factories(sp)[0], self.timestamp_type)
-                if recs is not None:
-                    STATS["decoded_batches"] += 1
-                    STATS["decoded_records"] += len(recs)
-                    self._next_record_index = self._num_records
-                    self._pos = len(self._buffer)
-                    return iter(recs)
-                STATS["fallback_batches"] += 1
-                return self
+                pos = self._pos
+
+                def client_reader(k):
+                    """kafka-python's own reader, past the k records kbatch returned."""
+                    STATS["fallback_batches"] += 1
+                    self._pos = pos
+                    self._next_record_index = 0
+                    for _ in range(k):
+                        _d.DefaultRecordBatch.__next__(self)
+                    return self
+
+                self._next_record_index = self._num_records
+                self._pos = len(self._buffer)
+                return sp.V2Records(self._buffer, pos, self._num_records, hd[0], hd[7], hd[8], hd[5] & 0x08, 0,
+                                    _factories(sp)[0], self.timestamp_type, client_reader, STATS)
             recs = decode_v2_tuples(self._buffer, self._pos, self._num_records, hd[0], hd[7], hd[8],
                                     bool(hd[5] & 0x08))
             if recs is not None:
