@@ -103,11 +103,12 @@ class _LogWriter:
         self.log = Log.create(path, cfg, now_ms=now_ms)
 
     def append(self, data: bytes):
-        # a producer sends base offset 0 (the log assigns offsets); several batches in one call take
-        # the replication path, which keeps their offsets and accepts transaction markers
-        if len(list(iter_batches(data))) == 1:
+        # a producer sends base offset 0 (the log assigns offsets); data with transaction markers is
+        # appended as a coordinator would (from_client=False), which accepts control batches
+        from_client = not any(b.is_control for b in iter_batches(data))
+        if from_client:
             data = bytes(8) + data[8:]  # base offset is outside the CRC
-        self.log.append(data, now_ms=self.now_ms)
+        self.log.append(data, now_ms=self.now_ms, from_client=from_client)
 
     def close(self):
         self.log.close()

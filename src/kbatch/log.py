@@ -412,17 +412,23 @@ class Log:
             raise KBatchError(f"log {self.directory} is open read-only", expected="Log.open(path, config)",
                               found="read-only")
 
-    def append(self, data, now_ms: int | None = None):
+    def append(self, data, now_ms: int | None = None, *, from_client: bool | None = None):
         """Validate `data` (LogValidator: offsets from the log end, timestamps checked or stamped per
         config, whole-batch rejection), roll when Kafka's rules say so, append, index.
-        Returns the validator's AppendInfo. Any number of batches per call."""
+        Returns the validator's AppendInfo. Any number of batches per call.
+
+        from_client: True applies a produce request's rules (Kafka's AppendOrigin.CLIENT: one
+        batch, base offset 0, no control batches); False accepts log data as a coordinator or
+        replica appends it (transaction markers, many batches). None: True for a single batch."""
         self._check_writable()
         now = _now(now_ms)
         if self._validator is None:
             tp = f"{self.topic}-{self.partition}" if self.topic is not None else None
             self._validator = self.config.validator(tp)
-        n_batches = sum(len(s["position"]) for s in scan_headers(memoryview(data)))
-        out, info = self._validator.validate_and_assign(data, self.end_offset(), now, partition_leader_epoch=self.partition_leader_epoch, from_client=n_batches <= 1)  # noqa: E501
+        if from_client is None:
+            from_client = sum(len(s["position"]) for s in scan_headers(memoryview(data))) <= 1
+        out, info = self._validator.validate_and_assign(
+            data, self.end_offset(), now, partition_leader_epoch=self.partition_leader_epoch, from_client=from_client)
         if not out:
             return info
         rows = [s for s in scan_headers(memoryview(out))]
