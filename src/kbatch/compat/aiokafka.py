@@ -1,8 +1,11 @@
 """aiokafka's `aiokafka.record` classes, on kbatch's kernels.
 
 Same names, constructors, attributes, methods, constants and exceptions
-(aiokafka.errors.CorruptRecordException, ...) as aiokafka.record. Records and metadata are
-aiokafka's live classes (its Cython ones when built), so consumers see the same types. What kbatch
+(aiokafka.errors.CorruptRecordException, ...) as aiokafka.record. Metadata objects are aiokafka's
+live DefaultRecordMetadata. Decoded records are kbatch.compat._speedups.AioDefaultRecord on the
+compiled backend (aiokafka's DefaultRecord API, read-only attributes, same repr; not an instance of
+aiokafka's class) and aiokafka's live DefaultRecord on the pure backend or for batches its reader
+takes over. What kbatch
 does here: v2 record decoding (whole batch at once; see kbatch.compat for the fall-back rule),
 v2 record encoding in the builder, and the batch CRC-32C. Legacy (magic 0/1) batches and control
 record parsing stay aiokafka's own.
