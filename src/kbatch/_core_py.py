@@ -6,6 +6,7 @@ same byte position. Positions are indexes into the buffer the kernel was given.
 """
 from __future__ import annotations
 
+import operator
 import struct
 import zlib
 
@@ -25,7 +26,7 @@ _MASK32 = (1 << 32) - 1
 
 def _s64(v: int) -> int:
     """Wrap to a signed 64-bit value (Java long arithmetic)."""
-    v &= _MASK64
+    v = operator.index(v) & _MASK64  # numpy ints too (their & with 2**64-1 overflows)
     return v - (1 << 64) if v >> 63 else v
 
 
@@ -38,7 +39,7 @@ def _view(data) -> memoryview:
     mv = data if isinstance(data, memoryview) else memoryview(data)
     if mv.ndim != 1 or mv.itemsize != 1 or not mv.c_contiguous:
         mv = mv.cast("B")
-    elif mv.format not in ("B", "b", "c"):
+    elif mv.format != "B":  # "b"/"c" too: items must read as 0..255
         mv = mv.cast("B")
     return mv
 
