@@ -271,3 +271,44 @@ def test_sequence_numbers(backend):
         b.append(i, b"k", b"v")
     (batch,) = kbatch.iter_batches(b.build())
     assert (batch.base_sequence, batch.last_sequence) == (2**31 - 2, 1)  # wraps from Int32.MAX to 0
+
+
+# ------------------------------------------------------------------------------------ the bulk path
+def test_extend_and_build_batch_equal_the_append_loop(backend):
+    recs = [(ts, k, v, h) for ts, k, v, h in RECORDS] + [(None, b"n", None), (5, None, b"t", (), True)]
+    for kw in (dict(), dict(timestamp_extended=False, compression=kbatch.Compression.GZIP, base_offset=9)):
+        one = kbatch.BatchBuilder(**kw)
+        for r in recs:
+            one.append(*r)
+        many = kbatch.BatchBuilder(**kw)
+        many.extend(recs[:3])
+        many.extend(iter(recs[3:]))  # any iterable
+        assert one.build() == many.build() == kbatch.build_batch(recs, **kw)
+        assert len(many) == len(recs)
+
+
+def test_extend_refuses_all_or_nothing(backend):
+    b = kbatch.BatchBuilder()
+    b.append(1, b"a", b"1")
+    before = b.build()
+    with pytest.raises(InvalidRecordError):
+        b.extend([(2, b"b", b"2"), (3, b"c", None, (), False)])
+    with pytest.raises(InvalidOffsetError):
+        b.extend([(2, b"b", b"2", (), None, 7), (3, b"c", b"3", (), None, 7)])
+    with pytest.raises(TypeError):
+        b.extend([(2, b"b")])
+    with pytest.raises(TypeError):
+        b.extend([(2, b"b", 5)])  # not bytes-like (bytes(5) would be five zero bytes)
+    assert b.build() == before and len(b) == 1
+
+
+def test_encode_records_v2_kernel(backend):
+    section, count, base_ts, max_ts, last = backend.encode_records_v2(
+        [(100, b"k", b"v"), (90, None, None, [("h", None)]), (None, b"x", b"y", (), True, 12)], 10, None, None, False)
+    assert (count, base_ts, max_ts, last) == (3, 100, 100, 12)
+    recs = backend.decode_records_v2(section, 0, len(section), 3, 10, 100, None, 0, False)
+    assert [(r.offset, r.timestamp, r.is_tombstone) for r in recs] == [(10, 100, False), (11, 90, True), (12, None, True)]
+    # continuing: the offset after `last_offset`, deltas against the given base timestamp
+    section2, *rest = backend.encode_records_v2([(101, b"k", b"v")], 10, 12, 100, False)
+    assert rest == [1, 100, 101, 13]
+    assert backend.encode_records_v2([], 0, None, None, True) == (b"", 0, -(2**63), -(2**63), None)

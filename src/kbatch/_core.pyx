@@ -717,10 +717,8 @@ cdef object _build_headers(object view, Py_ssize_t lo, Py_ssize_t hi, int32_t n_
             hval = _slice(view, r.pos, r.pos + vlen)
             r.pos += vlen
         pair = (hkey, hval)
-        PyObject_GC_UnTrack(<void *>pair)  # (str, view of the input): as the records, see there
         Py_INCREF(pair)
         PyTuple_SET_ITEM(headers, h, pair)
-    PyObject_GC_UnTrack(<void *>headers)
     return headers
 
 
@@ -1048,3 +1046,233 @@ def index_search_many(data, entry_size, key_kind, targets, n_entries):
             ov[i] = _bsearch(&c, es, key_size, tv[i], ne)
     PyBuffer_Release(&pb)
     return out
+
+
+# ------------------------------------------------------------------------------------ record encoding
+from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_Check
+from libc.stdint cimport INT32_MAX
+from libc.stdlib cimport free, realloc
+from libc.string cimport memcpy
+
+
+cdef class _OutsideCPath(Exception):
+    """Raised inside encode_records_v2's C path for anything it leaves to the pure twin."""
+
+
+cdef struct _Out:
+    uint8_t *buf
+    Py_ssize_t len
+    Py_ssize_t cap
+
+
+cdef int _out_reserve(_Out *o, Py_ssize_t extra) except -1:
+    cdef Py_ssize_t cap = o.cap * 2 if o.cap else 4096
+    cdef uint8_t *nb
+    if o.len + extra <= o.cap:
+        return 0
+    while cap < o.len + extra:
+        cap *= 2
+    nb = <uint8_t *>realloc(o.buf, cap)
+    if nb == NULL:
+        raise MemoryError()
+    o.buf = nb
+    o.cap = cap
+    return 0
+
+
+cdef inline Py_ssize_t _uvarint_size(uint64_t u) noexcept nogil:
+    cdef Py_ssize_t n = 1
+    while u > 0x7F:
+        u >>= 7
+        n += 1
+    return n
+
+
+cdef inline void _out_blob(_Out *o, const void *p, Py_ssize_t n) noexcept nogil:
+    """A varint length then the bytes; _out_reserve made room."""
+    o.len += _put_unsigned(_zigzag64(n), o.buf + o.len)
+    memcpy(o.buf + o.len, p, n)
+    o.len += n
+
+
+cdef Py_ssize_t _header_size(object headers, Py_ssize_t nh) except -1:
+    """Bytes of the headers after their count; _OutsideCPath for any shape the C path skips."""
+    cdef Py_ssize_t h, size = 0, klen = 0
+    for h in range(nh):
+        pair = headers[h]
+        if not PyTuple_CheckExact(pair) or PyTuple_GET_SIZE(pair) != 2:
+            raise _OutsideCPath()
+        hk = <object>PyTuple_GET_ITEM(pair, 0)
+        hv = <object>PyTuple_GET_ITEM(pair, 1)
+        if PyUnicode_Check(hk):
+            PyUnicode_AsUTF8AndSize(hk, &klen)
+        elif type(hk) is bytes:
+            klen = len(<bytes>hk)
+        else:
+            raise _OutsideCPath()  # None (an error), bytes-likes: the pure twin
+        size += _uvarint_size(_zigzag64(klen)) + klen
+        if hv is None:
+            size += 1
+        elif type(hv) is bytes:
+            size += _uvarint_size(_zigzag64(len(<bytes>hv))) + len(<bytes>hv)
+        else:
+            raise _OutsideCPath()
+    return size
+
+
+cdef void _write_headers(_Out *o, object headers, Py_ssize_t nh):
+    """Write what _header_size measured (it checked every shape)."""
+    cdef Py_ssize_t h, klen = 0
+    cdef const char *kp
+    for h in range(nh):
+        pair = headers[h]
+        hk = <object>PyTuple_GET_ITEM(pair, 0)
+        hv = <object>PyTuple_GET_ITEM(pair, 1)
+        if PyUnicode_Check(hk):
+            kp = PyUnicode_AsUTF8AndSize(hk, &klen)
+        else:
+            kp = <bytes>hk
+            klen = len(<bytes>hk)
+        _out_blob(o, kp, klen)
+        if hv is None:
+            o.buf[o.len] = 1
+            o.len += 1
+        else:
+            _out_blob(o, <const char *>(<bytes>hv), len(<bytes>hv))
+
+
+def encode_records_v2(records, base_offset, last_offset, base_timestamp, extended):
+    """Encode magic 2 records as Kafka's DefaultRecord.writeTo lays them out (the records section).
+
+    Same contract as the pure twin (the spec). The C path takes a list or tuple of tuples with
+    int/None numbers in the int64 range, bytes-like keys and values, and headers as a list or
+    tuple of (str or bytes, bytes or None); anything else, and every record the rules refuse, is
+    recomputed by the pure twin, which returns the same result or raises the same error.
+    """
+    cdef _Out o
+    cdef Py_buffer kb, vb
+    cdef int64_t c_base_off, c_last = 0, c_base_ts = 0, c_max, ts, c_off, no_ts
+    cdef bint have_last, have_base_ts
+    cdef Py_ssize_t n, nh, hsize, size, count = 0
+    cdef uint64_t tsd, offd
+    cdef uint8_t attrs
+    if not (PyLong_CheckExact(base_offset) and (last_offset is None or PyLong_CheckExact(last_offset))
+            and (base_timestamp is None or PyLong_CheckExact(base_timestamp))
+            and (type(records) is list or type(records) is tuple)):
+        return _py.encode_records_v2(records, base_offset, last_offset, base_timestamp, extended)
+    try:
+        c_base_off = base_offset
+        have_last = last_offset is not None
+        if have_last:
+            c_last = last_offset
+        have_base_ts = base_timestamp is not None
+        if have_base_ts:
+            c_base_ts = base_timestamp
+    except OverflowError:
+        return _py.encode_records_v2(records, base_offset, last_offset, base_timestamp, extended)
+    no_ts = INT64_MIN if extended else -1
+    c_max = no_ts
+    o.buf = NULL
+    o.len = o.cap = 0
+    kb.buf = vb.buf = NULL
+    try:
+        for rec in records:
+            if not PyTuple_CheckExact(rec):
+                raise _OutsideCPath()
+            n = PyTuple_GET_SIZE(rec)
+            if n < 3 or n > 6:
+                raise _OutsideCPath()
+            t_obj = <object>PyTuple_GET_ITEM(rec, 0)
+            key = <object>PyTuple_GET_ITEM(rec, 1)
+            value = <object>PyTuple_GET_ITEM(rec, 2)
+            headers = <object>PyTuple_GET_ITEM(rec, 3) if n > 3 else _EMPTY_TUPLE
+            tomb = <object>PyTuple_GET_ITEM(rec, 4) if n > 4 else None
+            off_obj = <object>PyTuple_GET_ITEM(rec, 5) if n > 5 else None
+            # offset: the previous + 1, or given (increasing, >= base, delta within int32)
+            if off_obj is None:
+                if have_last and c_last == INT64_MAX:
+                    raise _OutsideCPath()
+                c_off = c_last + 1 if have_last else c_base_off
+            elif PyLong_CheckExact(off_obj):
+                c_off = off_obj
+                if (have_last and c_off <= c_last) or c_off < c_base_off:
+                    raise _OutsideCPath()
+            else:
+                raise _OutsideCPath()
+            if c_off < c_base_off or <uint64_t>c_off - <uint64_t>c_base_off > <uint64_t>INT32_MAX:
+                raise _OutsideCPath()
+            if t_obj is None:
+                ts = no_ts
+            elif PyLong_CheckExact(t_obj):
+                ts = t_obj
+                if extended and ts == INT64_MIN:
+                    raise _OutsideCPath()
+            else:
+                raise _OutsideCPath()
+            if tomb is None:
+                attrs = RECORD_TOMBSTONE_FLAG_MASK if value is None else 0
+            elif tomb is False:
+                if value is None:
+                    raise _OutsideCPath()
+                attrs = 0
+            else:
+                attrs = RECORD_TOMBSTONE_FLAG_MASK if tomb else 0
+            if type(headers) is list or type(headers) is tuple:
+                nh = len(headers)
+            elif headers is None:
+                nh = 0
+            else:
+                raise _OutsideCPath()
+            hsize = _header_size(headers, nh)
+            if key is not None:
+                PyObject_GetBuffer(key, &kb, PyBUF_SIMPLE)
+            if value is not None:
+                PyObject_GetBuffer(value, &vb, PyBUF_SIMPLE)
+            if not have_base_ts:
+                c_base_ts = ts
+                have_base_ts = True
+            if ts > c_max:
+                c_max = ts
+            tsd = _zigzag64(<int64_t>(<uint64_t>ts - <uint64_t>c_base_ts))  # Java long arithmetic
+            offd = _zigzag64(c_off - c_base_off)
+            size = (1 + _uvarint_size(tsd) + _uvarint_size(offd) + _uvarint_size(_zigzag64(nh)) + hsize
+                    + (1 if key is None else _uvarint_size(_zigzag64(kb.len)) + kb.len)
+                    + (1 if value is None else _uvarint_size(_zigzag64(vb.len)) + vb.len))
+            _out_reserve(&o, size + 10)
+            o.len += _put_unsigned(_zigzag64(size), o.buf + o.len)
+            o.buf[o.len] = attrs
+            o.len += 1
+            o.len += _put_unsigned(tsd, o.buf + o.len)
+            o.len += _put_unsigned(offd, o.buf + o.len)
+            if key is None:
+                o.buf[o.len] = 1  # varint -1
+                o.len += 1
+            else:
+                _out_blob(&o, kb.buf, kb.len)
+                PyBuffer_Release(&kb)
+                kb.buf = NULL
+            if value is None:
+                o.buf[o.len] = 1
+                o.len += 1
+            else:
+                _out_blob(&o, vb.buf, vb.len)
+                PyBuffer_Release(&vb)
+                vb.buf = NULL
+            o.len += _put_unsigned(_zigzag64(nh), o.buf + o.len)
+            _write_headers(&o, headers, nh)
+            c_last = c_off
+            have_last = True
+            count += 1
+        section = PyBytes_FromStringAndSize(<char *>o.buf, o.len) if o.len else b""
+    except (_OutsideCPath, OverflowError, TypeError, ValueError, BufferError, UnicodeError):
+        section = None  # the pure twin decides: the same result, or the same error
+    finally:
+        if kb.buf != NULL:
+            PyBuffer_Release(&kb)
+        if vb.buf != NULL:
+            PyBuffer_Release(&vb)
+        free(o.buf)
+    if section is None:
+        return _py.encode_records_v2(records, base_offset, last_offset, base_timestamp, extended)
+    return section, count, (c_base_ts if have_base_ts else no_ts), c_max, (c_last if have_last else None)

@@ -420,3 +420,106 @@ def index_search_many(data, entry_size: int, key_kind: int, targets, n_entries: 
     t = np.asarray(targets, dtype=np.int64)
     return np.array([index_search(data, entry_size, key_kind, int(x), n_entries) for x in t.tolist()],
                     dtype=np.int64)
+
+
+# ------------------------------------------------------------------------------------ record encoding
+from .errors import InvalidOffsetError, InvalidRecordError  # noqa: E402 (kernels appended below)
+
+
+def _blob(v):
+    """Any bytes-like object's bytes (never bytes(int)), or None."""
+    return None if v is None else bytes(memoryview(v))
+
+
+def _put_varint(out: bytearray, n: int) -> None:
+    """Append the zigzag varint of `n` (int64 range), minimal, as Kafka writes it."""
+    u = ((n << 1) ^ (n >> 63)) & _MASK64
+    while u > 0x7F:
+        out.append((u & 0x7F) | 0x80)
+        u >>= 7
+    out.append(u)
+
+
+def encode_records_v2(records, base_offset: int, last_offset, base_timestamp, extended: bool):
+    """Encode magic 2 records as Kafka's DefaultRecord.writeTo lays them out (the records section).
+
+    Each record is a tuple of BatchBuilder.append's arguments: (timestamp, key, value[, headers
+    [, tombstone[, offset]]]), with append's rules and errors: timestamp None = "no timestamp"
+    (-1, or Long.MIN_VALUE when `extended`, which then may not be passed as a number); tombstone
+    None = "value is None", True sets record attribute bit 5 (DESIGN.md decision 2), False with a
+    null value is refused; offset None = the previous offset + 1 (the first: base_offset).
+    `last_offset` is the offset before these records (None: there is none); `base_timestamp`
+    None = the first record's timestamp. Returns (section, count, base_timestamp, max_timestamp,
+    last_offset); max_timestamp starts at "no timestamp" and rises only on a strictly greater
+    timestamp, as Kafka's builder does. When any record is refused, nothing is returned.
+    """
+    no_ts = W.NO_TIMESTAMP_EXTENDED if extended else W.NO_TIMESTAMP
+    out = bytearray()
+    body = bytearray()
+    max_ts = no_ts
+    count = 0
+    for rec in records:
+        n = len(rec)
+        if not 3 <= n <= 6:
+            raise TypeError(f"a record is (timestamp, key, value[, headers[, tombstone[, offset]]]), not {n} values")
+        timestamp, key, value = rec[0], rec[1], rec[2]
+        headers = rec[3] if n > 3 else ()
+        tombstone = rec[4] if n > 4 else None
+        offset = rec[5] if n > 5 else None
+        if offset is None:
+            offset = base_offset if last_offset is None else last_offset + 1
+        elif last_offset is not None and offset <= last_offset:
+            raise InvalidOffsetError("Illegal offset, offsets must increase", expected=f"> {last_offset}",
+                                     found=offset)
+        if offset < base_offset:
+            raise InvalidOffsetError("Illegal offset, below the base offset", expected=f">= {base_offset}",
+                                     found=offset)
+        if offset - base_offset > W.INT32_MAX:
+            raise InvalidOffsetError("Offset delta does not fit in an int32", expected=f"<= {W.INT32_MAX}",
+                                     found=offset - base_offset)
+        if timestamp is None:
+            ts = no_ts
+        else:
+            ts = int(timestamp)
+            if not W.INT64_MIN <= ts <= W.INT64_MAX:
+                raise OverflowError(f"timestamp out of int64 range: {ts}")
+            if extended and ts == W.NO_TIMESTAMP_EXTENDED:
+                raise ValueError("Long.MIN_VALUE is the 'no timestamp' value of an extended batch; pass None")
+        if tombstone is False and value is None:
+            raise InvalidRecordError("A record with a null value must be a tombstone (KIP-87)",
+                                     expected="a value, or tombstone=True/None", found="null value, tombstone=False")
+        hdrs = []
+        for hk, hv in headers or ():
+            if hk is None:
+                raise InvalidRecordError("Null header keys are not permitted", expected="str", found=None)
+            hdrs.append((hk.encode("utf-8") if isinstance(hk, str) else _blob(hk), _blob(hv)))
+        key, value_bytes = _blob(key), _blob(value)
+        if base_timestamp is None:
+            base_timestamp = ts
+        if ts > max_ts:
+            max_ts = ts
+        # the record after its length: attributes, deltas, key, value, headers
+        del body[:]
+        body.append(W.RECORD_TOMBSTONE_FLAG_MASK if (value is None if tombstone is None else tombstone) else 0)
+        _put_varint(body, _s64(ts - base_timestamp))  # Java long arithmetic: the delta wraps
+        _put_varint(body, offset - base_offset)
+        for blob in (key, value_bytes):
+            if blob is None:
+                body.append(1)  # varint -1
+            else:
+                _put_varint(body, len(blob))
+                body += blob
+        _put_varint(body, len(hdrs))
+        for hk, hv in hdrs:
+            _put_varint(body, len(hk))
+            body += hk
+            if hv is None:
+                body.append(1)
+            else:
+                _put_varint(body, len(hv))
+                body += hv
+        _put_varint(out, len(body))
+        out += body
+        last_offset = offset
+        count += 1
+    return bytes(out), count, no_ts if base_timestamp is None else base_timestamp, max_ts, last_offset

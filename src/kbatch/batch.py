@@ -14,6 +14,7 @@ from .errors import CrcMismatchError, KBatchError, TruncatedDataError
 from .records import parse_control_record
 
 _SCAN_WINDOW = 16 * 1024 * 1024
+_TIMESTAMP_TYPES = (W.TimestampType.CREATE_TIME, W.TimestampType.LOG_APPEND_TIME)  # by attribute bit 3
 
 
 class RecordBatch:
@@ -56,7 +57,7 @@ class RecordBatch:
 
     @property
     def timestamp_type(self) -> W.TimestampType:
-        return W.TimestampType(1 if self.attributes & W.TIMESTAMP_TYPE_MASK else 0)
+        return _TIMESTAMP_TYPES[bool(self.attributes & W.TIMESTAMP_TYPE_MASK)]
 
     @property
     def is_transactional(self) -> bool:
@@ -117,7 +118,7 @@ class RecordBatch:
                                    base_offset=self.base_offset)
 
     def records_bytes(self) -> bytes | memoryview:
-        """The records section, decompressed."""
+        """The records section, decompressed (a view into the input when uncompressed)."""
         section = self._buf[self.position + W.RECORDS_OFFSET:self.position + self.size_in_bytes]
         codec = self.compression
         if codec == W.Compression.NONE:
@@ -129,16 +130,21 @@ class RecordBatch:
 
     # -- records
     def records(self) -> list:
+        """Every record, decoded once and kept (uncompressed: keys and values view the input)."""
         if self._records is None:
-            section = self.records_bytes()
-            uncompressed = self.attributes & W.COMPRESSION_CODEC_MASK == 0
-            buf, start = (self._buf, self.position + W.RECORDS_OFFSET) if uncompressed else (section, 0)
-            end = start + len(section)
-            lat = self.max_timestamp if self.attributes & W.TIMESTAMP_TYPE_MASK else None
+            attrs = self.attributes
+            uncompressed = not attrs & W.COMPRESSION_CODEC_MASK
+            if uncompressed:  # decode in place: no section slice, positions stay input positions
+                buf, start, end = self._buf, self.position + W.RECORDS_OFFSET, self.position + self.size_in_bytes
+            else:
+                buf = self.records_bytes()
+                start, end = 0, len(buf)
+            lat = attrs & W.TIMESTAMP_TYPE_MASK
             try:
                 self._records = _backend.core.decode_records_v2(
-                    buf, start, end, self.record_count, self.base_offset, self.first_timestamp, lat,
-                    self.timestamp_type, self.timestamp_extended)
+                    buf, start, end, self.record_count, self.base_offset, self.first_timestamp,
+                    self.max_timestamp if lat else None, _TIMESTAMP_TYPES[bool(lat)],
+                    bool(attrs & W.TIMESTAMP_EXTENDED_FLAG_MASK))
             except KBatchError as e:
                 raise (e.at(base_offset=self.base_offset) if uncompressed
                        else relocate(e, self.position, self.base_offset))

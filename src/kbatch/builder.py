@@ -16,16 +16,10 @@ from .errors import InvalidOffsetError, InvalidRecordError, UnsupportedForMessag
 from .records import control_key, end_txn_marker_value
 
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")
-_MASK64 = (1 << 64) - 1
-
-
-def _wrap64(v: int) -> int:
-    v &= _MASK64
-    return v - (1 << 64) if v >> 63 else v
 
 
 def _blob(v):
-    return None if v is None else bytes(v)
+    return None if v is None else bytes(memoryview(v))  # any bytes-like; never bytes(int)
 
 
 class BatchBuilder:
@@ -35,6 +29,8 @@ class BatchBuilder:
       timestamp: int ms (negative allowed, KIP-228) or None for "no timestamp";
       tombstone: None = "value is None"; True marks a tombstone (a v2 tombstone may keep a value,
       KIP-87); False with a null value is rejected.
+    extend(records): append each (timestamp, key, value[, headers[, tombstone[, offset]]]) tuple;
+      for magic 2 the whole list is encoded in one kernel call (build_batch uses it).
     build() -> bytes.
     """
 
@@ -71,94 +67,76 @@ class BatchBuilder:
         self.log_append_time = log_append_time
         self.delete_horizon_ms = delete_horizon_ms
         self.compression_level = compression_level
-        self._records = []  # (offset, timestamp raw, key, value, headers, attributes)
         self._last_offset = None
+        self._count = 0
+        # magic 2: the records are encoded as they come (the sections, then joined)
+        self._sections = []
+        self._base_ts = delete_horizon_ms  # None until the first record (unless a horizon is the base)
+        self._max_ts = self.no_timestamp
+        # magic 0/1: (offset, timestamp, key, value) per message, encoded by build()
+        self._messages = []
 
     @property
     def no_timestamp(self) -> int:
         return W.NO_TIMESTAMP_EXTENDED if self.timestamp_extended else W.NO_TIMESTAMP
 
     def __len__(self):
-        return len(self._records)
+        return self._count
 
     def append(self, timestamp, key, value, headers=(), tombstone=None, offset=None) -> int:
-        """Add a record; returns its offset."""
+        """Add a record; returns its offset. A refused record leaves the builder as it was."""
+        if self.magic < 2:
+            self._append_legacy(timestamp, key, value, headers, tombstone, offset)
+        else:
+            self._encode(((timestamp, key, value, headers, tombstone, offset),))
+        return self._last_offset
+
+    def extend(self, records) -> None:
+        """Add (timestamp, key, value[, headers[, tombstone[, offset]]]) tuples, in order. Magic 2
+        encodes them in one kernel call (the fast way to build a batch), and a refused record
+        refuses them all; magic 0/1 appends them one by one."""
+        if self.magic < 2:
+            for rec in records:
+                self._append_legacy(*rec)
+        else:
+            self._encode(records if type(records) in (list, tuple) else list(records))
+
+    def _encode(self, records) -> None:
+        section, count, base_ts, max_ts, last = _backend.core.encode_records_v2(
+            records, self.base_offset, self._last_offset, self._base_ts, self.timestamp_extended)
+        if count:
+            self._sections.append(section)
+            self._count += count
+            self._base_ts = base_ts
+            if max_ts > self._max_ts:
+                self._max_ts = max_ts
+            self._last_offset = last
+
+    def _append_legacy(self, timestamp, key, value, headers=(), tombstone=None, offset=None) -> None:
+        """Magic 0/1: encode_records_v2's offset, timestamp and tombstone rules (no int32 offset
+        deltas here), then the KIP-87 down-conversion: a tombstone is a null value."""
+        last = self._last_offset
         if offset is None:
-            offset = self.base_offset if self._last_offset is None else self._last_offset + 1
-        elif self._last_offset is not None and offset <= self._last_offset:
-            raise InvalidOffsetError("Illegal offset, offsets must increase", expected=f"> {self._last_offset}",
-                                     found=offset)
+            offset = self.base_offset if last is None else last + 1
+        elif last is not None and offset <= last:
+            raise InvalidOffsetError("Illegal offset, offsets must increase", expected=f"> {last}", found=offset)
         elif offset < self.base_offset:
             raise InvalidOffsetError("Illegal offset, below the base offset", expected=f">= {self.base_offset}",
                                      found=offset)
-        if self.magic == 2 and offset - self.base_offset > W.INT32_MAX:
-            raise InvalidOffsetError("Offset delta does not fit in an int32", expected=f"<= {W.INT32_MAX}",
-                                     found=offset - self.base_offset)
-        if timestamp is None:
-            ts = self.no_timestamp
-        else:
-            ts = int(timestamp)
-            if not W.INT64_MIN <= ts <= W.INT64_MAX:
-                raise OverflowError(f"timestamp out of int64 range: {ts}")
-            if self.timestamp_extended and ts == W.NO_TIMESTAMP_EXTENDED:
-                raise ValueError("Long.MIN_VALUE is the 'no timestamp' value of an extended batch; pass None")
+        ts = W.NO_TIMESTAMP if timestamp is None else int(timestamp)
+        if not W.INT64_MIN <= ts <= W.INT64_MAX:
+            raise OverflowError(f"timestamp out of int64 range: {ts}")
         if tombstone is False and value is None:
             raise InvalidRecordError("A record with a null value must be a tombstone (KIP-87)",
                                      expected="a value, or tombstone=True/None", found="null value, tombstone=False")
-        is_tomb = value is None if tombstone is None else bool(tombstone)
-        headers = tuple(headers or ())
-        if headers and self.magic < 2:
+        if headers:
             raise UnsupportedForMessageFormatError(f"Magic v{self.magic} does not support record headers",
                                                    expected="magic 2", found=f"magic {self.magic}")
-        hdrs = []
-        for hk, hv in headers:
-            if hk is None:
-                raise InvalidRecordError("Null header keys are not permitted", expected="str", found=None)
-            hdrs.append((hk.encode("utf-8") if isinstance(hk, str) else bytes(hk), _blob(hv)))
-        attrs = 0
-        if self.magic < 2:
-            if is_tomb:
-                value = None  # KIP-87 downgrade rule: legacy tombstones are null values
-        elif is_tomb:
-            attrs |= W.RECORD_TOMBSTONE_FLAG_MASK
-        self._records.append((offset, ts, _blob(key), _blob(value), hdrs, attrs))
+        self._messages.append((offset, ts, _blob(key), None if tombstone else _blob(value)))
         self._last_offset = offset
-        return offset
+        self._count += 1
 
     # ------------------------------------------------------------------------------------ v2
-    def _v2_body(self):
-        recs = self._records
-        base_offset = self.base_offset
-        core = _backend.core
-        base_ts = self.delete_horizon_ms if self.delete_horizon_ms is not None else (
-            recs[0][1] if recs else self.no_timestamp)
-        out = bytearray()
-        max_ts = self.no_timestamp
-        for offset, ts, key, value, hdrs, attrs in recs:
-            if ts > max_ts:
-                max_ts = ts
-            body = bytearray((attrs,))
-            body += core.write_varlong(_wrap64(ts - base_ts))
-            body += core.write_varint(offset - base_offset)
-            for blob in (key, value):
-                if blob is None:
-                    body += b"\x01"
-                else:
-                    body += core.write_varint(len(blob))
-                    body += blob
-            body += core.write_varint(len(hdrs))
-            for hk, hv in hdrs:
-                body += core.write_varint(len(hk))
-                body += hk
-                if hv is None:
-                    body += b"\x01"
-                else:
-                    body += core.write_varint(len(hv))
-                    body += hv
-            out += core.write_varint(len(body))
-            out += body
-        return bytes(out), base_ts, max_ts
-
     def _attributes(self) -> int:
         a = int(self.compression)
         if self.timestamp_type == W.TimestampType.LOG_APPEND_TIME:
@@ -174,16 +152,14 @@ class BatchBuilder:
         return a
 
     def _build_v2(self) -> bytes:
-        body, base_ts, max_ts = self._v2_body()
-        if self.timestamp_type == W.TimestampType.LOG_APPEND_TIME:
-            max_ts = self.log_append_time
+        body = b"".join(self._sections)
+        max_ts = self.log_append_time if self.timestamp_type == W.TimestampType.LOG_APPEND_TIME else self._max_ts
         if self.compression != W.Compression.NONE:
             body = compress(self.compression, body, 2, self.compression_level)
-        last_delta = self._last_offset - self.base_offset
         header = bytearray(_V2_HEADER.pack(
             self.base_offset, W.RECORD_BATCH_OVERHEAD - W.LOG_OVERHEAD + len(body), self.partition_leader_epoch,
-            2, 0, self._attributes(), last_delta, base_ts, max_ts, self.producer_id, self.producer_epoch,
-            self.base_sequence, len(self._records)))
+            2, 0, self._attributes(), self._last_offset - self.base_offset, self._base_ts, max_ts, self.producer_id,
+            self.producer_epoch, self.base_sequence, self._count))
         crc = _backend.core.crc32c(body, _backend.core.crc32c(header[W.ATTRIBUTES_OFFSET:]))
         struct.pack_into(">I", header, W.CRC_OFFSET, crc)
         return bytes(header) + body
@@ -207,7 +183,7 @@ class BatchBuilder:
         out = bytearray()
         max_ts = W.NO_TIMESTAMP
         entries = []
-        for offset, ts, key, value, _h, _a in self._records:
+        for offset, ts, key, value in self._messages:
             if magic == 0:
                 ts = W.NO_TIMESTAMP
             elif lat:
@@ -229,7 +205,7 @@ class BatchBuilder:
 
     def build(self) -> bytes:
         """The batch bytes (empty bytes when nothing was appended, as Kafka's builder)."""
-        if not self._records:
+        if not self._count:
             return b""
         return self._build_v2() if self.magic == 2 else self._build_legacy()
 
@@ -250,6 +226,5 @@ def build_end_txn_marker(*, producer_id: int, producer_epoch: int, commit: bool,
 def build_batch(records, **kwargs) -> bytes:
     """Convenience: BatchBuilder(**kwargs) with each (timestamp, key, value[, headers]) appended."""
     b = BatchBuilder(**kwargs)
-    for r in records:
-        b.append(*r)
+    b.extend(records)
     return b.build()

@@ -37,13 +37,15 @@ def codec_name(codec: int) -> str:
         return f"unknown({codec})"
 
 
+_CODECS = tuple(Compression)  # indexed by id: a tuple lookup, not an Enum call, per batch
+
+
 def check_codec(codec: int, magic: int, position: int | None = None) -> Compression:
     """The Compression member for an attributes codec id, or UnsupportedCodecError."""
-    try:
-        c = Compression(codec)
-    except ValueError:
+    if not 0 <= codec < len(_CODECS):
         raise UnsupportedCodecError(f"Unknown compression type id: {codec}", position=position,
-                                    expected="codec id 0-4", found=codec) from None
+                                    expected="codec id 0-4", found=codec)
+    c = _CODECS[codec]
     if c == Compression.ZSTD and magic < 2:
         raise UnsupportedCodecError("zstd compression is only supported by magic 2 batches", position=position,
                                     expected="magic 2", found=f"magic {magic}")
