@@ -717,8 +717,10 @@ cdef object _build_headers(object view, Py_ssize_t lo, Py_ssize_t hi, int32_t n_
             hval = _slice(view, r.pos, r.pos + vlen)
             r.pos += vlen
         pair = (hkey, hval)
+        PyObject_GC_UnTrack(<void *>pair)  # (str, view of the input): as the records, see there
         Py_INCREF(pair)
         PyTuple_SET_ITEM(headers, h, pair)
+    PyObject_GC_UnTrack(<void *>headers)
     return headers
 
 
