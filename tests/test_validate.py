@@ -538,8 +538,12 @@ def test_segment_mode_many_batches(backend):
     assert [b.magic for b in kbatch.iter_batches(out)] == [2, 2, 2]
     assert [r.offset for b in kbatch.iter_batches(out) for r in b] == [100, 101, 102, 103]
     assert info.batch_count == 3 and info.rebuilt
+    repeated = build([NOW], base_offset=5) + build([NOW], base_offset=5)
     with pytest.raises(InvalidOffsetError):
-        LogValidator().validate(build([NOW], base_offset=5) + build([NOW], base_offset=5), NOW, from_client=False)
+        LogValidator().validate(repeated, NOW, from_client=False)
+    # assignment re-numbers them, so there they need not increase
+    out, _info = LogValidator().validate_and_assign(repeated, 9, NOW, from_client=False)
+    assert [b.base_offset for b in kbatch.iter_batches(out)] == [9, 10]
     # the error names the failing batch and where it starts
     bad = build([NOW], base_offset=0) + build([NOW + 2 * HOUR], base_offset=1)
     with pytest.raises(InvalidTimestampError) as ei:

@@ -313,7 +313,9 @@ class LogValidator:
         now = _int64("now_ms", now_ms)
         next_offset = _int64("next_offset", next_offset)
         ple = None if partition_leader_epoch is None else int(partition_leader_epoch)
-        checked = list(self._checked(data, now, from_client))
+        # offsets are re-assigned here, so they need not increase (Kafka checks that only for
+        # appends that keep their offsets)
+        checked = list(self._checked(data, now, from_client, monotonic=False))
         lat = self.timestamp_type == W.TimestampType.LOG_APPEND_TIME
         stamp = None
         if lat:
@@ -353,7 +355,7 @@ class LogValidator:
     def _where(self) -> str:
         return f" in topic partition {self.topic_partition}" if self.topic_partition else ""
 
-    def _checked(self, data, now: int, from_client: bool):
+    def _checked(self, data, now: int, from_client: bool, monotonic: bool = True):
         """Yield a _Checked per batch, raising the first batch-level or record-level failure."""
         before, after = self.before_max_ms, self.after_max_ms
         lo, hi = _backend.core.timestamp_bounds(now, before, after)
@@ -369,7 +371,7 @@ class LogValidator:
                 raise InvalidRecordError("Compressed outer record has more than one batch", position=batch.position,
                                          base_offset=batch.base_offset, expected="one batch",
                                          found=f"a batch at index {index}")
-            self._check_batch(batch, first, from_client, prev_last)
+            self._check_batch(batch, first, from_client, prev_last if monotonic else None)
             prev_last = batch.last_offset
             yield self._check_records(index, batch, now, before, after, lo, hi)
         if first is None:
