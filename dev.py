@@ -45,7 +45,7 @@ def ensure_venv(extras: str, build_env: dict | None = None) -> None:
     pyproject = ROOT / "pyproject.toml"
     if not stamp.exists() or stamp.stat().st_mtime < pyproject.stat().st_mtime:
         say(f"installing kbatch[{extras}] and its dependencies (first run takes a few minutes)")
-        run(PY, "-m", "pip", "install", "-q", "--upgrade", "pip", "setuptools>=69", "wheel", "Cython>=3.0",
+        run(PY, "-m", "pip", "install", "-q", "--upgrade", "pip", "setuptools>=77", "wheel", "Cython>=3.0",
             "numpy>=1.26")
         run(PY, "-m", "pip", "install", "-q", "--no-build-isolation", "-e", f".[{extras}]")
         stamp.touch()
