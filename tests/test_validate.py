@@ -18,7 +18,7 @@ import kbatch
 from kbatch import _wire as W
 from kbatch.errors import (CrcMismatchError, InvalidOffsetError, InvalidRecordError, InvalidTimestampError,
                            RecordTooLargeError, TruncatedDataError, UnsupportedForMessageFormatError)
-from kbatch.validate import (FUTURE_WARN_MS, INVALID_TIMESTAMP_MESSAGE, AppendInfo, LogValidator, RecordError,
+from kbatch.validate import (INVALID_TIMESTAMP_MESSAGE, AppendInfo, LogValidator, RecordError,
                              TimestampCheck, ValidationResult)
 
 NOW = 1_700_000_000_000
@@ -431,7 +431,8 @@ def test_down_conversion_refuses_the_instant_minus_one(backend):
 
 def test_recompression_to_the_topic_codec(backend):
     data = build([NOW - 1, NOW], compression=kbatch.Compression.GZIP)
-    out, info = LogValidator(compression=kbatch.Compression.ZSTD).validate_and_assign(data, 7, NOW, partition_leader_epoch=2)
+    v = LogValidator(compression=kbatch.Compression.ZSTD)
+    out, info = v.validate_and_assign(data, 7, NOW, partition_leader_epoch=2)
     b = one(out)
     assert b.compression == kbatch.Compression.ZSTD and info.rebuilt
     assert [(r.offset, r.timestamp, bytes(r.key)) for r in b] == [(7, NOW - 1, b"k0"), (8, NOW, b"k1")]
@@ -530,8 +531,8 @@ def test_invalid_timestamp_wins_over_invalid_record(backend):
 
 
 def test_segment_mode_many_batches(backend):
-    seg = (build([NOW - 3, NOW - 2], base_offset=0) + kbatch.build_batch([(NOW - 1, b"k", b"v")], magic=1, base_offset=2)
-           + build([NOW + 5], base_offset=3))
+    seg = (build([NOW - 3, NOW - 2], base_offset=0)
+           + kbatch.build_batch([(NOW - 1, b"k", b"v")], magic=1, base_offset=2) + build([NOW + 5], base_offset=3))
     r = LogValidator().validate(seg, NOW, from_client=False)
     assert r == ValidationResult(3, 4, 0, NOW + 5, 3, NOW - MAX, MAX, 0, len(seg))
     out, info = LogValidator(magic=2).validate_and_assign(seg, 100, NOW, from_client=False)

@@ -202,7 +202,8 @@ def _record_repr(batch, rec) -> str:
     vlen = 0 if rec.value is None else len(rec.value)
     if batch.magic >= 2:
         return f"DefaultRecord(offset={rec.offset}, timestamp={raw}, key={klen} bytes, value={vlen} bytes)"
-    return f"LegacyRecord(magic={batch.magic}, offset={rec.offset}, timestamp={raw}, key={klen} bytes, value={vlen} bytes)"
+    return (f"LegacyRecord(magic={batch.magic}, offset={rec.offset}, timestamp={raw}, key={klen} bytes, "
+            f"value={vlen} bytes)")
 
 
 # ------------------------------------------------------------------------------------ validator
