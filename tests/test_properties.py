@@ -237,3 +237,30 @@ def test_backends_agree_on_encode_records_v2(records, base_offset, last_offset, 
         section, count, bts, _max, _last = a[1]
         got = py.decode_records_v2(section, 0, len(section), count, base_offset, bts, None, 0, extended)
         assert len(got) == count
+
+
+def _encoder_run(core, ops, base_offset, base_ts, extended):
+    """Apply append/extend operations; after each, what it returned or raised, and the state."""
+    try:
+        enc = core.RecordsEncoderV2(base_offset, None, base_ts, extended)
+    except Exception as e:  # noqa: BLE001
+        return [("error", type(e).__name__, str(e))]
+    seen = []
+    for kind, recs in ops:
+        try:
+            got = enc.append(*recs[0]) if kind == "append" and recs and 3 <= len(recs[0]) <= 6 else enc.extend(recs)
+            seen.append(("ok", got))
+        except Exception as e:  # noqa: BLE001
+            seen.append(("error", type(e).__name__, str(e)))
+        seen.append((enc.count, enc.last_offset, enc.base_timestamp, enc.max_timestamp, enc.section()))
+    return seen
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(["append", "extend"]), ENC_RECORDS, st.booleans()), max_size=5),
+       st.one_of(st.integers(0, 2**40), ANY_INT), st.one_of(st.none(), ANY_INT), st.booleans())
+def test_backends_agree_on_records_encoder(ops, base_offset, base_ts, extended):
+    py, cy = _cores()
+    ops = [(kind, _sanitized(recs) if clean else recs) for kind, recs, clean in ops]
+    assert _encoder_run(py, ops, base_offset, base_ts, extended) == _encoder_run(cy, ops, base_offset, base_ts,
+                                                                                 extended)

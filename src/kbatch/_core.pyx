@@ -1059,7 +1059,12 @@ from libc.string cimport memcpy
 
 
 cdef class _OutsideCPath(Exception):
-    """Raised inside encode_records_v2's C path for anything it leaves to the pure twin."""
+    """Raised inside the C encoding path for anything it leaves to the pure twin."""
+
+
+# What the C path hands to the pure twin (which then returns the same result or raises the same
+# error): its own _OutsideCPath, and a Python conversion that refuses a value.
+_HAND_OVER = (_OutsideCPath, OverflowError, TypeError, ValueError, BufferError, UnicodeError)
 
 
 cdef struct _Out:
@@ -1112,7 +1117,7 @@ cdef Py_ssize_t _header_size(object headers, Py_ssize_t nh) except -1:
         elif type(hk) is bytes:
             klen = len(<bytes>hk)
         else:
-            raise _OutsideCPath()  # None (an error), bytes-likes: the pure twin
+            raise _OutsideCPath()  # None (an error), other bytes-likes: the pure twin
         size += _uvarint_size(_zigzag64(klen)) + klen
         if hv is None:
             size += 1
@@ -1144,137 +1149,204 @@ cdef void _write_headers(_Out *o, object headers, Py_ssize_t nh):
             _out_blob(o, <const char *>(<bytes>hv), len(<bytes>hv))
 
 
-def encode_records_v2(records, base_offset, last_offset, base_timestamp, extended):
-    """Encode magic 2 records as Kafka's DefaultRecord.writeTo lays them out (the records section).
+@cython.final
+cdef class RecordsEncoderV2:
+    """encode_records_v2 a record (append) or a list (extend) at a time, keeping the state between
+    calls: what BatchBuilder writes magic 2 records with. Same contract as the pure twin.
 
-    Same contract as the pure twin (the spec). The C path takes a list or tuple of tuples with
-    int/None numbers in the int64 range, bytes-like keys and values, and headers as a list or
-    tuple of (str or bytes, bytes or None); anything else, and every record the rules refuse, is
-    recomputed by the pure twin, which returns the same result or raises the same error.
+    The C path takes int/None numbers, bytes-like keys and values, headers as a list or tuple of
+    (str or bytes, bytes or None); any other record, and every record the rules refuse, goes to
+    the pure twin's encode_records_v2, which returns the same bytes or raises the same error.
     """
     cdef _Out o
-    cdef Py_buffer kb, vb
-    cdef int64_t c_base_off, c_last = 0, c_base_ts = 0, c_max, ts, c_off, no_ts
+    cdef readonly object base_offset
+    cdef readonly bint extended
+    cdef readonly Py_ssize_t count
+    cdef int64_t c_base_off, c_last, c_base_ts, c_max, no_ts
     cdef bint have_last, have_base_ts
-    cdef Py_ssize_t n, nh, hsize, size, count = 0
-    cdef uint64_t tsd, offd
-    cdef uint8_t attrs
-    if not (PyLong_CheckExact(base_offset) and (last_offset is None or PyLong_CheckExact(last_offset))
-            and (base_timestamp is None or PyLong_CheckExact(base_timestamp))
-            and (type(records) is list or type(records) is tuple)):
-        return _py.encode_records_v2(records, base_offset, last_offset, base_timestamp, extended)
-    try:
-        c_base_off = base_offset
-        have_last = last_offset is not None
-        if have_last:
-            c_last = last_offset
-        have_base_ts = base_timestamp is not None
-        if have_base_ts:
-            c_base_ts = base_timestamp
-    except OverflowError:
-        return _py.encode_records_v2(records, base_offset, last_offset, base_timestamp, extended)
-    no_ts = INT64_MIN if extended else -1
-    c_max = no_ts
-    o.buf = NULL
-    o.len = o.cap = 0
-    kb.buf = vb.buf = NULL
-    try:
-        for rec in records:
-            if not PyTuple_CheckExact(rec):
-                raise _OutsideCPath()
-            n = PyTuple_GET_SIZE(rec)
-            if n < 3 or n > 6:
-                raise _OutsideCPath()
-            t_obj = <object>PyTuple_GET_ITEM(rec, 0)
-            key = <object>PyTuple_GET_ITEM(rec, 1)
-            value = <object>PyTuple_GET_ITEM(rec, 2)
-            headers = <object>PyTuple_GET_ITEM(rec, 3) if n > 3 else _EMPTY_TUPLE
-            tomb = <object>PyTuple_GET_ITEM(rec, 4) if n > 4 else None
-            off_obj = <object>PyTuple_GET_ITEM(rec, 5) if n > 5 else None
-            # offset: the previous + 1, or given (increasing, >= base, delta within int32)
-            if off_obj is None:
-                if have_last and c_last == INT64_MAX:
+
+    def __cinit__(self):
+        self.o.buf = NULL
+        self.o.len = self.o.cap = 0
+
+    def __dealloc__(self):
+        free(self.o.buf)
+
+    def __init__(self, base_offset, last_offset=None, base_timestamp=None, extended=False):
+        self.base_offset = _py._int64("base_offset", base_offset)  # the twin's checks and errors
+        self.c_base_off = self.base_offset
+        self.have_last = last_offset is not None
+        self.c_last = _py._int64("last_offset", last_offset) if self.have_last else 0
+        self.have_base_ts = base_timestamp is not None
+        self.c_base_ts = _py._int64("base_timestamp", base_timestamp) if self.have_base_ts else 0
+        self.extended = bool(extended)
+        self.no_ts = INT64_MIN if self.extended else -1
+        self.c_max = self.no_ts
+        self.count = 0
+        self.o.len = 0
+
+    @property
+    def last_offset(self):
+        return self.c_last if self.have_last else None
+
+    @property
+    def base_timestamp(self):
+        return self.c_base_ts if self.have_base_ts else None
+
+    @property
+    def max_timestamp(self):
+        return self.c_max
+
+    def section(self):
+        return PyBytes_FromStringAndSize(<char *>self.o.buf, self.o.len) if self.o.len else b""
+
+    def append(self, timestamp, key, value, headers=(), tombstone=None, offset=None):
+        """Encode one record (BatchBuilder.append's arguments); returns its offset."""
+        try:
+            self._one(timestamp, key, value, headers, tombstone, offset)
+        except _HAND_OVER:
+            self._by_twin(((timestamp, key, value, headers, tombstone, offset),))
+        return self.c_last
+
+    def extend(self, records):
+        """Encode records in order; a refused record refuses them all."""
+        cdef Py_ssize_t len0 = self.o.len, count0 = self.count, n
+        cdef int64_t last0 = self.c_last, base_ts0 = self.c_base_ts, max0 = self.c_max
+        cdef bint have_last0 = self.have_last, have_base_ts0 = self.have_base_ts
+        try:
+            if not (type(records) is list or type(records) is tuple):
+                raise _OutsideCPath()  # any other iterable is read once, by the twin
+            for rec in records:
+                if not PyTuple_CheckExact(rec):
                     raise _OutsideCPath()
-                c_off = c_last + 1 if have_last else c_base_off
-            elif PyLong_CheckExact(off_obj):
-                c_off = off_obj
-                if (have_last and c_off <= c_last) or c_off < c_base_off:
+                n = PyTuple_GET_SIZE(rec)
+                if n < 3 or n > 6:
                     raise _OutsideCPath()
-            else:
+                self._one(<object>PyTuple_GET_ITEM(rec, 0), <object>PyTuple_GET_ITEM(rec, 1),
+                          <object>PyTuple_GET_ITEM(rec, 2),
+                          <object>PyTuple_GET_ITEM(rec, 3) if n > 3 else _EMPTY_TUPLE,
+                          <object>PyTuple_GET_ITEM(rec, 4) if n > 4 else None,
+                          <object>PyTuple_GET_ITEM(rec, 5) if n > 5 else None)
+        except _HAND_OVER:
+            self.o.len, self.count, self.c_last, self.c_base_ts, self.c_max = len0, count0, last0, base_ts0, max0
+            self.have_last, self.have_base_ts = have_last0, have_base_ts0
+            self._by_twin(records)
+
+    cdef int _by_twin(self, records) except -1:
+        """The pure twin encodes (or refuses) `records` from this state; its bytes are appended."""
+        section, n, base_ts, max_ts, last = _py.encode_records_v2(
+            records, self.base_offset, self.last_offset, self.base_timestamp, self.extended)
+        if n:
+            _out_reserve(&self.o, len(section))
+            memcpy(self.o.buf + self.o.len, <const char *>section, len(section))
+            self.o.len += len(section)
+            self.count += n
+            self.c_base_ts = base_ts
+            self.have_base_ts = True
+            self.c_last = last
+            self.have_last = True
+            if max_ts > self.c_max:
+                self.c_max = max_ts
+        return 0
+
+    cdef int _one(self, object t_obj, object key, object value, object headers, object tomb,
+                  object off_obj) except -1:
+        """Encode one record in C, or raise _OutsideCPath (nothing written) for the twin."""
+        cdef int64_t ts, c_off
+        cdef Py_ssize_t nh, hsize, size
+        cdef uint64_t tsd, offd
+        cdef uint8_t attrs
+        cdef Py_buffer kb, vb
+        # offset: the previous + 1, or given (increasing, >= base, delta within int32)
+        if off_obj is None:
+            if self.have_last and self.c_last == INT64_MAX:
                 raise _OutsideCPath()
-            if c_off < c_base_off or <uint64_t>c_off - <uint64_t>c_base_off > <uint64_t>INT32_MAX:
+            c_off = self.c_last + 1 if self.have_last else self.c_base_off
+        elif PyLong_CheckExact(off_obj):
+            c_off = off_obj  # OverflowError beyond int64: the twin refuses it
+            if self.have_last and c_off <= self.c_last:
                 raise _OutsideCPath()
-            if t_obj is None:
-                ts = no_ts
-            elif PyLong_CheckExact(t_obj):
-                ts = t_obj
-                if extended and ts == INT64_MIN:
-                    raise _OutsideCPath()
-            else:
+        else:
+            raise _OutsideCPath()
+        if c_off < self.c_base_off or <uint64_t>c_off - <uint64_t>self.c_base_off > <uint64_t>INT32_MAX:
+            raise _OutsideCPath()
+        if t_obj is None:
+            ts = self.no_ts
+        elif PyLong_CheckExact(t_obj):
+            ts = t_obj
+            if self.extended and ts == INT64_MIN:
                 raise _OutsideCPath()
-            if tomb is None:
-                attrs = RECORD_TOMBSTONE_FLAG_MASK if value is None else 0
-            elif tomb is False:
-                if value is None:
-                    raise _OutsideCPath()
-                attrs = 0
-            else:
-                attrs = RECORD_TOMBSTONE_FLAG_MASK if tomb else 0
-            if type(headers) is list or type(headers) is tuple:
-                nh = len(headers)
-            elif headers is None:
-                nh = 0
-            else:
+        else:
+            raise _OutsideCPath()
+        if tomb is None:
+            attrs = RECORD_TOMBSTONE_FLAG_MASK if value is None else 0
+        elif tomb is False:
+            if value is None:
                 raise _OutsideCPath()
-            hsize = _header_size(headers, nh)
+            attrs = 0
+        else:
+            attrs = RECORD_TOMBSTONE_FLAG_MASK if tomb else 0
+        if type(headers) is tuple or type(headers) is list:
+            nh = len(headers)
+        elif headers is None:
+            nh = 0
+        else:
+            raise _OutsideCPath()
+        hsize = _header_size(headers, nh)
+        kb.buf = vb.buf = NULL
+        try:
             if key is not None:
                 PyObject_GetBuffer(key, &kb, PyBUF_SIMPLE)
             if value is not None:
                 PyObject_GetBuffer(value, &vb, PyBUF_SIMPLE)
-            if not have_base_ts:
-                c_base_ts = ts
-                have_base_ts = True
-            if ts > c_max:
-                c_max = ts
-            tsd = _zigzag64(<int64_t>(<uint64_t>ts - <uint64_t>c_base_ts))  # Java long arithmetic
-            offd = _zigzag64(c_off - c_base_off)
+            tsd = _zigzag64(<int64_t>(<uint64_t>ts - <uint64_t>(self.c_base_ts if self.have_base_ts else ts)))
+            offd = _zigzag64(c_off - self.c_base_off)
             size = (1 + _uvarint_size(tsd) + _uvarint_size(offd) + _uvarint_size(_zigzag64(nh)) + hsize
                     + (1 if key is None else _uvarint_size(_zigzag64(kb.len)) + kb.len)
                     + (1 if value is None else _uvarint_size(_zigzag64(vb.len)) + vb.len))
-            _out_reserve(&o, size + 10)
-            o.len += _put_unsigned(_zigzag64(size), o.buf + o.len)
-            o.buf[o.len] = attrs
-            o.len += 1
-            o.len += _put_unsigned(tsd, o.buf + o.len)
-            o.len += _put_unsigned(offd, o.buf + o.len)
+            _out_reserve(&self.o, size + 10)
+            # nothing below can fail: write the record and take the new state
+            self.o.len += _put_unsigned(_zigzag64(size), self.o.buf + self.o.len)
+            self.o.buf[self.o.len] = attrs
+            self.o.len += 1
+            self.o.len += _put_unsigned(tsd, self.o.buf + self.o.len)  # Java long arithmetic: wraps
+            self.o.len += _put_unsigned(offd, self.o.buf + self.o.len)
             if key is None:
-                o.buf[o.len] = 1  # varint -1
-                o.len += 1
+                self.o.buf[self.o.len] = 1  # varint -1
+                self.o.len += 1
             else:
-                _out_blob(&o, kb.buf, kb.len)
-                PyBuffer_Release(&kb)
-                kb.buf = NULL
+                _out_blob(&self.o, kb.buf, kb.len)
             if value is None:
-                o.buf[o.len] = 1
-                o.len += 1
+                self.o.buf[self.o.len] = 1
+                self.o.len += 1
             else:
-                _out_blob(&o, vb.buf, vb.len)
+                _out_blob(&self.o, vb.buf, vb.len)
+            self.o.len += _put_unsigned(_zigzag64(nh), self.o.buf + self.o.len)
+            _write_headers(&self.o, headers, nh)
+        finally:
+            if kb.buf != NULL:
+                PyBuffer_Release(&kb)
+            if vb.buf != NULL:
                 PyBuffer_Release(&vb)
-                vb.buf = NULL
-            o.len += _put_unsigned(_zigzag64(nh), o.buf + o.len)
-            _write_headers(&o, headers, nh)
-            c_last = c_off
-            have_last = True
-            count += 1
-        section = PyBytes_FromStringAndSize(<char *>o.buf, o.len) if o.len else b""
-    except (_OutsideCPath, OverflowError, TypeError, ValueError, BufferError, UnicodeError):
-        section = None  # the pure twin decides: the same result, or the same error
-    finally:
-        if kb.buf != NULL:
-            PyBuffer_Release(&kb)
-        if vb.buf != NULL:
-            PyBuffer_Release(&vb)
-        free(o.buf)
-    if section is None:
-        return _py.encode_records_v2(records, base_offset, last_offset, base_timestamp, extended)
-    return section, count, (c_base_ts if have_base_ts else no_ts), c_max, (c_last if have_last else None)
+        if not self.have_base_ts:
+            self.c_base_ts = ts
+            self.have_base_ts = True
+        if ts > self.c_max:
+            self.c_max = ts
+        self.c_last = c_off
+        self.have_last = True
+        self.count += 1
+        return 0
+
+
+def encode_records_v2(records, base_offset, last_offset, base_timestamp, extended):
+    """Encode magic 2 records as Kafka's DefaultRecord.writeTo lays them out (the records section).
+
+    Same contract as the pure twin (the spec), through RecordsEncoderV2's C path.
+    """
+    cdef RecordsEncoderV2 enc = RecordsEncoderV2(base_offset, last_offset, base_timestamp, extended)
+    enc.extend(records)
+    base_ts = enc.base_timestamp
+    return enc.section(), enc.count, (enc.no_ts if base_ts is None else base_ts), enc.c_max, enc.last_offset
+
+

@@ -431,6 +431,13 @@ def _blob(v):
     return None if v is None else bytes(memoryview(v))
 
 
+def _int64(name: str, v) -> int:
+    v = operator.index(v)
+    if not W.INT64_MIN <= v <= W.INT64_MAX:
+        raise OverflowError(f"{name} out of int64 range: {v}")
+    return v
+
+
 def _put_varint(out: bytearray, n: int) -> None:
     """Append the zigzag varint of `n` (int64 range), minimal, as Kafka writes it."""
     u = ((n << 1) ^ (n >> 63)) & _MASK64
@@ -447,12 +454,17 @@ def encode_records_v2(records, base_offset: int, last_offset, base_timestamp, ex
     [, tombstone[, offset]]]), with append's rules and errors: timestamp None = "no timestamp"
     (-1, or Long.MIN_VALUE when `extended`, which then may not be passed as a number); tombstone
     None = "value is None", True sets record attribute bit 5 (DESIGN.md decision 2), False with a
-    null value is refused; offset None = the previous offset + 1 (the first: base_offset).
+    null value is refused; offset None = the previous offset + 1 (the first: base_offset); offsets
+    increase, are >= base_offset, within base_offset + Int32.MAX and in the int64 range.
     `last_offset` is the offset before these records (None: there is none); `base_timestamp`
-    None = the first record's timestamp. Returns (section, count, base_timestamp, max_timestamp,
-    last_offset); max_timestamp starts at "no timestamp" and rises only on a strictly greater
-    timestamp, as Kafka's builder does. When any record is refused, nothing is returned.
+    None = the first record's timestamp; the three are int64. Returns (section, count,
+    base_timestamp, max_timestamp, last_offset); max_timestamp starts at "no timestamp" and rises
+    only on a strictly greater timestamp, as Kafka's builder does. When any record is refused,
+    nothing is returned.
     """
+    base_offset = _int64("base_offset", base_offset)
+    last_offset = None if last_offset is None else _int64("last_offset", last_offset)
+    base_timestamp = None if base_timestamp is None else _int64("base_timestamp", base_timestamp)
     no_ts = W.NO_TIMESTAMP_EXTENDED if extended else W.NO_TIMESTAMP
     out = bytearray()
     body = bytearray()
@@ -468,11 +480,16 @@ def encode_records_v2(records, base_offset: int, last_offset, base_timestamp, ex
         offset = rec[5] if n > 5 else None
         if offset is None:
             offset = base_offset if last_offset is None else last_offset + 1
-        elif last_offset is not None and offset <= last_offset:
-            raise InvalidOffsetError("Illegal offset, offsets must increase", expected=f"> {last_offset}",
-                                     found=offset)
+        else:
+            offset = operator.index(offset)
+            if last_offset is not None and offset <= last_offset:
+                raise InvalidOffsetError("Illegal offset, offsets must increase", expected=f"> {last_offset}",
+                                         found=offset)
         if offset < base_offset:
             raise InvalidOffsetError("Illegal offset, below the base offset", expected=f">= {base_offset}",
+                                     found=offset)
+        if offset > W.INT64_MAX:
+            raise InvalidOffsetError("Illegal offset, beyond the int64 range", expected=f"<= {W.INT64_MAX}",
                                      found=offset)
         if offset - base_offset > W.INT32_MAX:
             raise InvalidOffsetError("Offset delta does not fit in an int32", expected=f"<= {W.INT32_MAX}",
@@ -523,3 +540,41 @@ def encode_records_v2(records, base_offset: int, last_offset, base_timestamp, ex
         last_offset = offset
         count += 1
     return bytes(out), count, no_ts if base_timestamp is None else base_timestamp, max_ts, last_offset
+
+
+class RecordsEncoderV2:
+    """encode_records_v2 a record (append) or a list (extend) at a time, keeping the state between
+    calls: what BatchBuilder writes magic 2 records with.
+
+    base_timestamp stays None until the first record (unless given); last_offset is None until
+    then (unless given); max_timestamp starts at "no timestamp". A refused record, or a refused
+    list, leaves the encoder as it was. section() is every record so far, encoded.
+    """
+
+    def __init__(self, base_offset, last_offset=None, base_timestamp=None, extended=False):
+        self.base_offset = _int64("base_offset", base_offset)
+        self.last_offset = None if last_offset is None else _int64("last_offset", last_offset)
+        self.base_timestamp = None if base_timestamp is None else _int64("base_timestamp", base_timestamp)
+        self.extended = bool(extended)
+        self.max_timestamp = W.NO_TIMESTAMP_EXTENDED if self.extended else W.NO_TIMESTAMP
+        self.count = 0
+        self._parts = []
+
+    def append(self, timestamp, key, value, headers=(), tombstone=None, offset=None) -> int:
+        """Encode one record (BatchBuilder.append's arguments); returns its offset."""
+        self.extend(((timestamp, key, value, headers, tombstone, offset),))
+        return self.last_offset
+
+    def extend(self, records) -> None:
+        section, n, base_ts, max_ts, last = encode_records_v2(records, self.base_offset, self.last_offset,
+                                                              self.base_timestamp, self.extended)
+        if n:
+            self._parts.append(section)
+            self.count += n
+            self.base_timestamp = base_ts
+            self.last_offset = last
+            if max_ts > self.max_timestamp:
+                self.max_timestamp = max_ts
+
+    def section(self) -> bytes:
+        return b"".join(self._parts)

@@ -67,50 +67,40 @@ class BatchBuilder:
         self.log_append_time = log_append_time
         self.delete_horizon_ms = delete_horizon_ms
         self.compression_level = compression_level
-        self._last_offset = None
-        self._count = 0
-        # magic 2: the records are encoded as they come (the sections, then joined)
-        self._sections = []
-        self._base_ts = delete_horizon_ms  # None until the first record (unless a horizon is the base)
-        self._max_ts = self.no_timestamp
-        # magic 0/1: (offset, timestamp, key, value) per message, encoded by build()
-        self._messages = []
+        if magic == 2:
+            # records are encoded as they come; append is the encoder's own (compiled) method, so
+            # a record costs no Python frame of ours
+            self._encoder = _backend.core.RecordsEncoderV2(base_offset, None, delete_horizon_ms,
+                                                          self.timestamp_extended)
+            self.append = self._encoder.append
+        else:
+            self._messages = []  # (offset, timestamp, key, value), encoded by build()
+            self._last_offset = None
 
     @property
     def no_timestamp(self) -> int:
         return W.NO_TIMESTAMP_EXTENDED if self.timestamp_extended else W.NO_TIMESTAMP
 
     def __len__(self):
-        return self._count
+        return self._encoder.count if self.magic == 2 else len(self._messages)
 
     def append(self, timestamp, key, value, headers=(), tombstone=None, offset=None) -> int:
-        """Add a record; returns its offset. A refused record leaves the builder as it was."""
-        if self.magic < 2:
-            self._append_legacy(timestamp, key, value, headers, tombstone, offset)
-        else:
-            self._encode(((timestamp, key, value, headers, tombstone, offset),))
+        """Add a record; returns its offset. A refused record leaves the builder as it was.
+        (A magic 2 builder's instances use their encoder's append directly: the same rules.)"""
+        if self.magic == 2:
+            return self._encoder.append(timestamp, key, value, headers, tombstone, offset)
+        self._append_legacy(timestamp, key, value, headers, tombstone, offset)
         return self._last_offset
 
     def extend(self, records) -> None:
         """Add (timestamp, key, value[, headers[, tombstone[, offset]]]) tuples, in order. Magic 2
         encodes them in one kernel call (the fast way to build a batch), and a refused record
         refuses them all; magic 0/1 appends them one by one."""
-        if self.magic < 2:
+        if self.magic == 2:
+            self._encoder.extend(records)
+        else:
             for rec in records:
                 self._append_legacy(*rec)
-        else:
-            self._encode(records if type(records) in (list, tuple) else list(records))
-
-    def _encode(self, records) -> None:
-        section, count, base_ts, max_ts, last = _backend.core.encode_records_v2(
-            records, self.base_offset, self._last_offset, self._base_ts, self.timestamp_extended)
-        if count:
-            self._sections.append(section)
-            self._count += count
-            self._base_ts = base_ts
-            if max_ts > self._max_ts:
-                self._max_ts = max_ts
-            self._last_offset = last
 
     def _append_legacy(self, timestamp, key, value, headers=(), tombstone=None, offset=None) -> None:
         """Magic 0/1: encode_records_v2's offset, timestamp and tombstone rules (no int32 offset
@@ -134,7 +124,6 @@ class BatchBuilder:
                                                    expected="magic 2", found=f"magic {self.magic}")
         self._messages.append((offset, ts, _blob(key), None if tombstone else _blob(value)))
         self._last_offset = offset
-        self._count += 1
 
     # ------------------------------------------------------------------------------------ v2
     def _attributes(self) -> int:
@@ -152,14 +141,16 @@ class BatchBuilder:
         return a
 
     def _build_v2(self) -> bytes:
-        body = b"".join(self._sections)
-        max_ts = self.log_append_time if self.timestamp_type == W.TimestampType.LOG_APPEND_TIME else self._max_ts
+        enc = self._encoder
+        body = enc.section()
+        lat = self.timestamp_type == W.TimestampType.LOG_APPEND_TIME
         if self.compression != W.Compression.NONE:
             body = compress(self.compression, body, 2, self.compression_level)
         header = bytearray(_V2_HEADER.pack(
             self.base_offset, W.RECORD_BATCH_OVERHEAD - W.LOG_OVERHEAD + len(body), self.partition_leader_epoch,
-            2, 0, self._attributes(), self._last_offset - self.base_offset, self._base_ts, max_ts, self.producer_id,
-            self.producer_epoch, self.base_sequence, self._count))
+            2, 0, self._attributes(), enc.last_offset - self.base_offset, enc.base_timestamp,
+            self.log_append_time if lat else enc.max_timestamp, self.producer_id, self.producer_epoch,
+            self.base_sequence, enc.count))
         crc = _backend.core.crc32c(body, _backend.core.crc32c(header[W.ATTRIBUTES_OFFSET:]))
         struct.pack_into(">I", header, W.CRC_OFFSET, crc)
         return bytes(header) + body
@@ -205,7 +196,7 @@ class BatchBuilder:
 
     def build(self) -> bytes:
         """The batch bytes (empty bytes when nothing was appended, as Kafka's builder)."""
-        if not self._count:
+        if not len(self):
             return b""
         return self._build_v2() if self.magic == 2 else self._build_legacy()
 
