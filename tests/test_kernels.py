@@ -822,3 +822,44 @@ def test_diff_index_search(data, entry_size, kind, targets, n):
         same("index_search", data, entry_size, kind, t, n)
     same("index_search_many", data, entry_size, kind,
          [t for t in targets if INT64_MIN <= t <= INT64_MAX], n)
+
+
+@DIFF
+@given(batches=st.lists(st.tuples(RECORDS, st.sampled_from([0, 0x08, 0x80, 0x88]), SMALL_OR_WIDE64,
+                                  SMALL_OR_WIDE64 | st.sampled_from([-1, INT64_MIN]),
+                                  st.sampled_from([-1, INT64_MIN, 5]), st.sampled_from([0, 0, 0, -1, 1, -100])),
+                        max_size=4),
+       ops=MUTATIONS, pre=st.binary(max_size=3), end_delta=st.sampled_from([0, 0, 0, -1, 1, 50]),
+       headers=st.booleans(), kind=st.sampled_from([bytes, bytearray, memoryview]))
+def test_diff_decode_columns(batches, ops, pre, end_delta, headers, kind):
+    """decode_columns_v2 over several record sections (random, truncated, bit-flipped; LAT and
+    extended batches): the same arrays, or the same error at the same position, on both backends."""
+    data, starts, ends, counts, bases, bts, mts, attrs = pre, [], [], [], [], [], [], []
+    for recs, a, base, bt, mt, count_delta in batches:
+        starts.append(len(data))
+        data += b"".join(recs)
+        ends.append(len(data))
+        counts.append(max(len(recs) + count_delta, -1))
+        bases.append(base)
+        bts.append(bt)
+        mts.append(mt)
+        attrs.append(a)
+    data = mutate(data, ops)
+    if ends:
+        ends[-1] += end_delta
+    cols = [np.array(starts, np.int64), np.array(ends, np.int64), np.array(counts, np.int32),
+            np.array(bases, np.int64), np.array(bts, np.int64), np.array(mts, np.int64), np.array(attrs, np.int16)]
+    same("decode_columns_v2", kind(data), *cols, headers)
+
+
+def test_decode_columns_argument_shapes(backend):
+    one = [np.zeros(1, np.int64)] * 7
+    with pytest.raises(ValueError):
+        backend.decode_columns_v2(b"", *one[:6], np.zeros(2, np.int16))
+    with pytest.raises(ValueError):
+        backend.decode_columns_v2(b"", *one[:6], np.zeros((1, 1), np.int16))
+    out = backend.decode_columns_v2(b"", *[[]] * 7)
+    assert out["offset"].tolist() == [] and out["key_offsets"].tolist() == [0]
+    with pytest.raises(TruncatedDataError) as ei:  # a section outside the buffer
+        backend.decode_columns_v2(b"\x00" * 4, [2], [9], [0], [7], [0], [0], [0])
+    assert (ei.value.position, ei.value.base_offset) == (2, 7)

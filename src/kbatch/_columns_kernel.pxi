@@ -1,11 +1,11 @@
-# decode_columns_v2: the Cython twin of kbatch.arrow.decode_columns_v2_py, for the end of _core.pyx.
-# Include with:  include "_columns_kernel.pxi"  (needs: from libc.string cimport memcpy; uint32_t, uint64_t
-# from libc.stdint; numpy as np; raise_status). Differentially fuzzed against the pure reference.
+# decode_columns_v2: the Cython twin of kbatch._core_py.decode_columns_v2 (the contract), included at
+# the end of _core.pyx (which cimports memcpy, the stdint types, cython and numpy, and imports
+# raise_status and _core_py as _py). Differentially tested against the pure twin (tests/test_arrow.py).
 
 # ------------------------------------------------------------------------------------ column decode
-# decode_columns_v2: v2 records straight into Arrow-layout buffers (offsets, data, validity), no
-# Python object per record. Same arrays, statuses and positions as _core_py's reference
-# (kbatch.arrow.decode_columns_v2_py / decode_records_v2).
+# v2 records straight into Arrow-layout buffers (offsets, data, validity), no Python object per
+# record. Same arrays, statuses and positions as the pure twin (which walks the records as
+# decode_records_v2 does).
 
 cdef struct _DcErr:
     int status
@@ -223,14 +223,17 @@ def decode_columns_v2(data, starts, ends, counts, base_offsets, base_timestamps,
     timestamp_type, is_tombstone, batch_index, key_/value_ offsets+data+valid, header_offsets,
     header_key_offsets/data, header_value_offsets/data/valid. Errors as decode_records_v2.
     """
-    cdef const uint8_t[::1] buf = _dc_bytes(data)
-    cdef const int64_t[::1] st = np.ascontiguousarray(starts, dtype=np.int64)
-    cdef const int64_t[::1] en = np.ascontiguousarray(ends, dtype=np.int64)
-    cdef const int32_t[::1] ct = np.ascontiguousarray(counts, dtype=np.int32)
-    cdef const int64_t[::1] bo = np.ascontiguousarray(base_offsets, dtype=np.int64)
-    cdef const int64_t[::1] bt = np.ascontiguousarray(base_timestamps, dtype=np.int64)
-    cdef const int64_t[::1] mt = np.ascontiguousarray(max_timestamps, dtype=np.int64)
-    cdef const int16_t[::1] at = np.ascontiguousarray(attributes, dtype=np.int16)
+    cdef const uint8_t[::1] buf = _view(data)
+    # 1-D, one entry per batch in each (checked there): the loop indexes all of them by batch
+    a_st, a_en, a_ct, a_bo, a_bt, a_mt, a_at = _py._column_arrays(
+        starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes)
+    cdef const int64_t[::1] st = a_st
+    cdef const int64_t[::1] en = a_en
+    cdef const int32_t[::1] ct = a_ct
+    cdef const int64_t[::1] bo = a_bo
+    cdef const int64_t[::1] bt = a_bt
+    cdef const int64_t[::1] mt = a_mt
+    cdef const int16_t[::1] at = a_at
     cdef Py_ssize_t nb = st.shape[0]
     cdef int64_t n = 0, total = 0, nbuf = buf.shape[0]
     cdef Py_ssize_t i
@@ -286,18 +289,7 @@ def decode_columns_v2(data, starts, ends, counts, base_offsets, base_timestamps,
     }
 
 
-cdef _dc_bytes(data):
-    if isinstance(data, (bytes, bytearray)):
-        return data
-    mv = memoryview(data)
-    if mv.ndim != 1 or mv.itemsize != 1 or not mv.c_contiguous or mv.format not in ("B", "b", "c"):
-        mv = mv.cast("B")
-    if mv.format != "B":
-        mv = mv.cast("B")
-    return mv
-
-
-def _dc_raise(_DcErr err, bo, ct):
+cdef _dc_raise(_DcErr err, bo, ct):
     base = int(bo[err.batch])
     s, p, a, b = err.status, err.pos, err.a, err.b
     if s == 1:

@@ -1350,3 +1350,7 @@ def encode_records_v2(records, base_offset, last_offset, base_timestamp, extende
     return enc.section(), enc.count, (enc.no_ts if base_ts is None else base_ts), enc.c_max, enc.last_offset
 
 
+
+
+# ------------------------------------------------------------------------------------ column decode
+include "_columns_kernel.pxi"

@@ -261,28 +261,19 @@ class Record:
                 "is_tombstone={})").format(*self._astuple()[:7])
 
 
-def decode_records_v2(data, start: int, end: int, count: int, base_offset: int, base_timestamp: int,
-                      log_append_time, timestamp_type: int, extended: bool):
-    """Decode exactly `count` v2 records from data[start:end] into a list of Record.
-
-    offset = base_offset + offsetDelta; timestamp = base_timestamp + timestampDelta (Java wrapping
-    arithmetic), or `log_append_time` for every record when it is not None (LogAppendTime batches).
-    "No timestamp" becomes None: -1 when not `extended`, Long.MIN_VALUE when `extended`.
-    Checks each record's declared length, header counts, and that the section holds exactly
-    `count` records, with Kafka's rules (kafka-format.md §1.3).
+def _walk_records_v2(buf, start: int, end: int, count: int, base_offset: int):
+    """Yield (attributes, timestampDelta, offsetDelta, key, value, [(key, value), ...]) for each of
+    exactly `count` v2 records in buf[start:end]; keys, values and header keys/values are read-only
+    memoryviews (None for null). Checks each record's declared length, header counts, and that
+    the section holds exactly `count` records, with Kafka's rules (kafka-format.md §1.3): the
+    checks and error positions every record kernel (decode_records_v2, decode_columns_v2) shares.
     """
-    buf = _view(data)
     if count < 0:
         raise_status(ST_BAD_COUNT, start, "count >= 0", count, base_offset)
-    no_ts = W.NO_TIMESTAMP_EXTENDED if extended else W.NO_TIMESTAMP
-    lat = None
-    if log_append_time is not None:
-        lat = None if log_append_time == no_ts else log_append_time
-    out = []
     pos = start
-    for _ in range(count):
+    for done in range(count):
         if pos >= end:
-            raise_status(ST_PREMATURE_EOF, pos, f"{count} records", len(out), base_offset)
+            raise_status(ST_PREMATURE_EOF, pos, f"{count} records", done, base_offset)
         rec_start = pos
         length, pos = _varint_in(buf, pos, end, base_offset)
         if length < 0 or length > end - pos:
@@ -310,25 +301,129 @@ def decode_records_v2(data, start: int, end: int, count: int, base_offset: int, 
                 raise_status(ST_NEG_HEADER_KEY, klen_pos, "header key size >= 0", klen, base_offset)
             if klen > rec_end - pos:
                 raise_status(ST_FIELD_PAST_END, pos, klen, rec_end - pos, base_offset)
-            hkey = bytes(buf[pos:pos + klen]).decode("utf-8", "replace")
+            hkey = buf[pos:pos + klen].toreadonly()
             pos += klen
             hval, pos = _bytes_in(buf, pos, rec_end, base_offset)
             headers.append((hkey, hval))
         if pos != rec_end:
             raise_status(ST_RECORD_SIZE, rec_start, f"{length} bytes in record payload",
                          f"{length - (rec_end - pos)} bytes read", base_offset)
-        if lat is not None or log_append_time is not None:
+        yield attributes, ts_delta, off_delta, key, value, headers
+    if pos != end:
+        raise_status(ST_RECORDS_REMAINING, pos, f"{count} records ending at byte {pos}",
+                     f"{end - pos} more bytes", base_offset)
+
+
+def decode_records_v2(data, start: int, end: int, count: int, base_offset: int, base_timestamp: int,
+                      log_append_time, timestamp_type: int, extended: bool):
+    """Decode exactly `count` v2 records from data[start:end] into a list of Record.
+
+    offset = base_offset + offsetDelta; timestamp = base_timestamp + timestampDelta (Java wrapping
+    arithmetic), or `log_append_time` for every record when it is not None (LogAppendTime batches).
+    "No timestamp" becomes None: -1 when not `extended`, Long.MIN_VALUE when `extended`.
+    Checks each record's declared length, header counts, and that the section holds exactly
+    `count` records, with Kafka's rules (kafka-format.md §1.3).
+    """
+    buf = _view(data)
+    no_ts = W.NO_TIMESTAMP_EXTENDED if extended else W.NO_TIMESTAMP
+    lat = None
+    if log_append_time is not None:
+        lat = None if log_append_time == no_ts else log_append_time
+    out = []
+    for attributes, ts_delta, off_delta, key, value, headers in _walk_records_v2(buf, start, end, count,
+                                                                                 base_offset):
+        if log_append_time is not None:
             ts = lat
         else:
             ts = _s64(base_timestamp + ts_delta)
             if ts == no_ts:
                 ts = None
         tomb = value is None or bool(attributes & W.RECORD_TOMBSTONE_FLAG_MASK)
-        out.append(Record(_s64(base_offset + off_delta), ts, timestamp_type, key, value, tuple(headers),
-                          tomb, attributes))
-    if pos != end:
-        raise_status(ST_RECORDS_REMAINING, pos, f"{count} records ending at byte {pos}",
-                     f"{end - pos} more bytes", base_offset)
+        hdrs = tuple((bytes(hk).decode("utf-8", "replace"), hv) for hk, hv in headers)
+        out.append(Record(_s64(base_offset + off_delta), ts, timestamp_type, key, value, hdrs, tomb, attributes))
+    return out
+
+
+# ------------------------------------------------------------------------------------ column decode
+_COLUMN_ARGS = ("starts", "ends", "counts", "base_offsets", "base_timestamps", "max_timestamps", "attributes")
+
+
+def _column_arrays(starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes):
+    """The per-batch arguments of decode_columns_v2 as contiguous 1-D numpy arrays of their dtypes
+    (numpy's conversion rules, so both backends accept and refuse the same inputs), one entry
+    per batch in each, else ValueError."""
+    arrs = [np.ascontiguousarray(x, dtype=dt) for x, dt in zip(
+        (starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes),
+        (np.int64, np.int64, np.int32, np.int64, np.int64, np.int64, np.int16))]
+    if any(a.ndim != 1 for a in arrs) or len({len(a) for a in arrs}) > 1:
+        raise ValueError("decode_columns_v2: " + ", ".join(_COLUMN_ARGS) + " must be 1-D with one entry per "
+                         "batch, not shapes " + " ".join(str(a.shape) for a in arrs))
+    return arrs
+
+
+def _offsets_of(lengths) -> np.ndarray:
+    out = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(np.array(lengths, dtype=np.int64), out=out[1:])
+    return out.astype(np.int32)
+
+
+def decode_columns_v2(data, starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes,
+                      include_headers=True) -> dict:
+    """Decode the v2 records of many batches into Arrow-layout column arrays (kbatch.arrow).
+
+    data holds each batch's (decompressed) records section at [starts[i], ends[i]); counts,
+    base_offsets, base_timestamps, max_timestamps, attributes are the batches' header fields
+    (attributes bit 3: LogAppendTime, every record's timestamp is max_timestamps[i]; bit 7:
+    isTimestampExtended, DESIGN.md decision 1). Returns a dict of numpy arrays, one row per record:
+    offset int64, timestamp int64 (ms; 0 where null), timestamp_valid bool, timestamp_type int32,
+    is_tombstone bool, batch_index int32 (the batch's index in the arguments), header_offsets int32
+    (n + 1: each record's headers in the header arrays; all 0 without include_headers), and the
+    Arrow binary layouts key_/value_/header_key_/header_value_ offsets (int32) + data (uint8) +
+    valid (bool; header keys are never null). Header keys are the raw bytes (UTF-8 is checked by
+    the caller). Each batch is checked as decode_records_v2 checks it, in order; a section outside
+    the buffer raises TruncatedDataError at its start.
+    """
+    buf = _view(data)
+    include_headers = bool(include_headers)
+    cols = [a.tolist() for a in _column_arrays(starts, ends, counts, base_offsets, base_timestamps,
+                                               max_timestamps, attributes)]
+    offs, tss, tsv, ttypes, tombs, bidx = [], [], [], [], [], []
+    keys, values, hcounts, hkeys, hvals = [], [], [], [], []
+    for i, (s, e, c, bo, bt, mt, a) in enumerate(zip(*cols)):
+        if s < 0 or e > len(buf) or e < s:
+            raise_status(ST_TRUNCATED, s, 1, 0, bo)
+        extended = bool(a & W.TIMESTAMP_EXTENDED_FLAG_MASK)
+        no_ts = W.NO_TIMESTAMP_EXTENDED if extended else W.NO_TIMESTAMP
+        lat = bool(a & W.TIMESTAMP_TYPE_MASK)
+        for attrs, ts_delta, off_delta, key, value, headers in _walk_records_v2(buf, s, e, c, bo):
+            ts = mt if lat else _s64(bt + ts_delta)
+            offs.append(_s64(bo + off_delta))
+            tsv.append(ts != no_ts)
+            tss.append(ts if ts != no_ts else 0)
+            ttypes.append(1 if lat else 0)
+            tombs.append(value is None or bool(attrs & W.RECORD_TOMBSTONE_FLAG_MASK))
+            bidx.append(i)
+            keys.append(key)
+            values.append(value)
+            hcounts.append(len(headers) if include_headers else 0)
+            if include_headers:
+                for hk, hv in headers:
+                    hkeys.append(hk)
+                    hvals.append(hv)
+    out = {
+        "offset": np.array(offs, dtype=np.int64),
+        "timestamp": np.array(tss, dtype=np.int64),
+        "timestamp_valid": np.array(tsv, dtype=np.bool_),
+        "timestamp_type": np.array(ttypes, dtype=np.int32),
+        "is_tombstone": np.array(tombs, dtype=np.bool_),
+        "batch_index": np.array(bidx, dtype=np.int32),
+        "header_offsets": _offsets_of(hcounts),
+    }
+    for name, blobs in (("key", keys), ("value", values), ("header_key", hkeys), ("header_value", hvals)):
+        out[name + "_offsets"] = _offsets_of([0 if b is None else len(b) for b in blobs])
+        out[name + "_data"] = np.frombuffer(b"".join(bytes(b) for b in blobs if b is not None), dtype=np.uint8)
+        if name != "header_key":
+            out[name + "_valid"] = np.array([b is not None for b in blobs], dtype=np.bool_)
     return out
 
 

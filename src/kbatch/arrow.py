@@ -20,9 +20,9 @@ Rules:
 - `offset` ranges: rows with start_offset <= offset < end_offset; whole batches outside the
   range are never decompressed or decoded.
 
-Magic 2 records are decoded by the backend kernel `decode_columns_v2`, straight into the
-offsets/data/validity buffers of the Arrow arrays: the Cython core creates no Python object per
-record. Keys and values are copied once into those buffers (so a table does not keep the input
+Magic 2 records are decoded by the backend kernel `decode_columns_v2` (kbatch._core_py holds its
+contract), straight into the offsets/data/validity buffers of the Arrow arrays: the Cython core
+creates no Python object per record. Keys and values are copied once into those buffers (so a table does not keep the input
 alive). Legacy (magic 0/1) batches go through the record objects of `legacy.py`.
 """
 from __future__ import annotations
@@ -97,8 +97,8 @@ def spark_ddl(include_headers: bool = True, batch_fields: bool = False, tombston
 
 # ------------------------------------------------------------------------------------ kernel glue
 def _columns_from_records(records_per_batch, include_headers: bool) -> dict:
-    """The decode_columns_v2 result layout, built from Record objects (legacy batches, and the
-    reference the kernels are tested against). records_per_batch: [(ttype, [Record, ...]), ...]."""
+    """The decode_columns_v2 result layout, built from Record objects (legacy batches).
+    records_per_batch: [(ttype, [Record, ...]), ...]."""
     offs, tss, tsv, ttypes, tombs, bidx = [], [], [], [], [], []
     keys, values, hcounts, hkeys, hvals = [], [], [], [], []
     for i, (ttype, recs) in enumerate(records_per_batch):
@@ -142,24 +142,6 @@ def _offsets(lens_lists) -> np.ndarray:
     o = np.zeros(len(lens) + 1, dtype=np.int64)
     np.cumsum(lens, out=o[1:])
     return o.astype(np.int32)
-
-
-def decode_columns_v2_py(data, starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes,
-                         include_headers: bool = True) -> dict:
-    """Pure reference of the decode_columns_v2 kernel (used until the backend provides one)."""
-    core = _backend.core
-    per_batch = []
-    for s, e, c, bo, bt, mt, a in zip(*(np.asarray(x).tolist() for x in (
-            starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes))):
-        lat = mt if a & W.TIMESTAMP_TYPE_MASK else None
-        ttype = 1 if a & W.TIMESTAMP_TYPE_MASK else 0
-        recs = core.decode_records_v2(data, s, e, c, bo, bt, lat, ttype, bool(a & W.TIMESTAMP_EXTENDED_FLAG_MASK))
-        per_batch.append((ttype, recs))
-    return _columns_from_records(per_batch, include_headers)
-
-
-def _kernel():
-    return getattr(_backend.core, "decode_columns_v2", None) or decode_columns_v2_py
 
 
 # ------------------------------------------------------------------------------------ Arrow assembly
@@ -291,9 +273,9 @@ def _decode_v2_chunk(buf, ch: _Chunk, include_headers: bool, max_decompressed_by
         starts = pos + W.RECORDS_OFFSET
         ends = pos + size
     try:
-        return _kernel()(data, starts, ends, np.array(ch.count, dtype=np.int32), np.array(ch.base, dtype=np.int64),
-                         np.array(ch.first_ts, dtype=np.int64), np.array(ch.max_ts, dtype=np.int64), attrs,
-                         include_headers)
+        return _backend.core.decode_columns_v2(
+            data, starts, ends, np.array(ch.count, dtype=np.int32), np.array(ch.base, dtype=np.int64),
+            np.array(ch.first_ts, dtype=np.int64), np.array(ch.max_ts, dtype=np.int64), attrs, include_headers)
     except KBatchError as e:
         if sections is not None and e.position is not None:
             i = int(np.searchsorted(sections[1], e.position, side="right"))
@@ -462,4 +444,4 @@ def timestamps_ms(column) -> np.ndarray:
 
 
 __all__ = ["decode_columns", "iter_record_batches", "KAFKA_SCHEMA", "HEADER_TYPE", "schema", "spark_ddl",
-           "timestamps_ms", "decode_columns_v2_py"]
+           "timestamps_ms"]
