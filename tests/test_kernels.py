@@ -706,6 +706,8 @@ def outcome(fn, *args):
         return ("ok", {k: (v.dtype.str, v.tolist()) if isinstance(v, np.ndarray) else v for k, v in res.items()})
     if isinstance(res, np.ndarray):
         return ("ok", res.dtype.str, res.tolist())
+    if isinstance(res, tuple) and any(isinstance(v, np.ndarray) for v in res):
+        return ("ok", [(v.dtype.str, v.tolist()) if isinstance(v, np.ndarray) else v for v in res])
     return ("ok", res)
 
 
@@ -863,3 +865,50 @@ def test_decode_columns_argument_shapes(backend):
     with pytest.raises(TruncatedDataError) as ei:  # a section outside the buffer
         backend.decode_columns_v2(b"\x00" * 4, [2], [9], [0], [7], [0], [0], [0])
     assert (ei.value.position, ei.value.base_offset) == (2, 7)
+
+
+@DIFF
+@given(batches=st.lists(st.tuples(RECORDS, st.sampled_from([0, 0x08, 0x80, 0x88]), st.integers(-5, 5) | SMALL_OR_WIDE64,
+                                  st.integers(-5, 5) | SMALL_OR_WIDE64 | st.sampled_from([-1, INT64_MIN]),
+                                  st.sampled_from([-1, INT64_MIN, 5]), st.sampled_from([0, 0, 0, 0, -1, 1])),
+                        min_size=1, max_size=4),
+       ops=MUTATIONS, targets=st.lists(st.tuples(st.integers(0, 3), st.integers(-400, 400) | SMALL_OR_WIDE64),
+                                       max_size=8),
+       start=st.integers(-5, 300) | st.sampled_from([INT64_MIN, INT64_MAX]))
+def test_diff_find_timestamps(batches, ops, targets, start):
+    """find_timestamps_v2 over random, truncated and bit-flipped sections: the same answers, or
+    the same error at the same position, on both backends."""
+    data, starts, ends, counts, bases, bts, mts, attrs = b"", [], [], [], [], [], [], []
+    for recs, a, base, bt, mt, count_delta in batches:
+        starts.append(len(data))
+        data += b"".join(recs)
+        ends.append(len(data))
+        counts.append(max(len(recs) + count_delta, -1))
+        bases.append(base)
+        bts.append(bt)
+        mts.append(mt)
+        attrs.append(a)
+    data = mutate(data, ops)
+    tb = [b % len(batches) for b, _t in targets]
+    same("find_timestamps_v2", data, starts, ends, counts, bases, bts, mts, attrs, tb, [t for _b, t in targets],
+         start)
+
+
+def test_find_timestamps_first_record_at_or_after(backend):
+    # out of order timestamps, a "no timestamp" record, offsets below the start
+    recs = [record(ts_delta=d, off_delta=i) for i, d in enumerate([5, 1, 9, 7, 12])]
+    recs.insert(2, record(ts_delta=-1001, off_delta=5))  # base 1000 - 1001 = -1: none (not extended)
+    sec = b"".join(recs)
+    args = (sec, [0], [len(sec)], [6], [100], [1000], [1012], [0])
+    offs, stamps = backend.find_timestamps_v2(*args, [0] * 6, [0, 1005, 1006, 1009, 1012, 1013], 0)
+    assert offs.tolist() == [100, 100, 102, 102, 104, -1]
+    assert stamps.tolist() == [1005, 1005, 1009, 1009, 1012, -1]
+    offs, _ = backend.find_timestamps_v2(*args, [0, 0], [0, 1013], 101)
+    assert offs.tolist() == [101, -1]
+    lat = args[:7] + ([0x08],)  # LogAppendTime: every record has the batch max timestamp
+    offs, stamps = backend.find_timestamps_v2(*lat, [0, 0], [1012, 1013], 102)
+    assert (offs.tolist(), stamps.tolist()) == ([105, -1], [1012, -1])  # record order: 100 101 105 102
+    with pytest.raises(ValueError):
+        backend.find_timestamps_v2(*args, [1], [0], 0)
+    with pytest.raises(InvalidRecordError):  # every record is checked, even past an answer
+        backend.find_timestamps_v2(sec, [0], [len(sec)], [5], [100], [1000], [1012], [0], [], [], 0)

@@ -174,3 +174,42 @@ def test_reading_never_writes(backend, tmp_path):
     assert log.end_offset() == 2
     log.close()
     assert sorted((n, (d / n).read_bytes()) for n in os.listdir(d)) == before
+
+
+def test_dense_numpy_targets_mixed_codecs_and_lat(backend, tmp_path):
+    """The header pass answers uncompressed v2 batches with the find_timestamps_v2 kernel and
+    the others batch by batch: both agree with single lookups (and the oracle)."""
+    d = str(tmp_path / "t-0")
+    os.makedirs(d)
+    data, off = b"", 0
+    for j in range(40):
+        codec = kbatch.Compression.LZ4 if j % 3 == 1 else kbatch.Compression.NONE
+        if j % 5 == 4:
+            b = kbatch.BatchBuilder(base_offset=off, timestamp_type=LAT, log_append_time=100 * j + 50,
+                                    compression=codec, partition_leader_epoch=j)
+        else:
+            b = kbatch.BatchBuilder(base_offset=off, compression=codec, partition_leader_epoch=j)
+        for i in range(4):
+            b.append(None if (i + j) % 7 == 0 else 100 * j + (i * 37) % 90, b"k", b"v" * 50)
+        data += b.build()
+        off += 4
+    with open(os.path.join(d, f"{0:020d}.log"), "wb") as f:
+        f.write(data)
+    kbatch.rebuild_indexes(d, index_interval_bytes=300)
+    segs = oracle.log_segments(d)
+    targets = np.arange(-10, 4100, 3, dtype=np.int64)
+    log = kbatch.Log.open(d)
+    try:
+        offs, stamps = log.offsets_for_times(targets)
+        want = [oracle.brute_offset_for_time(segs, int(t)) for t in targets]
+        assert offs.tolist() == [-1 if w is None else w[0] for w in want]
+        assert [s for s, w in zip(stamps.tolist(), want) if w] == [w[1] for w in want if w]
+        seg = log.segments[0]
+        for start in (0, 41, 97):
+            o, ts, ep = seg.find_offsets_by_timestamps(targets, start)
+            single = [seg.find_offset_by_timestamp(int(t), start) for t in targets]
+            assert o.tolist() == [-1 if h is None else h.offset for h in single]
+            assert [(t, e) for t, e, h in zip(ts.tolist(), ep.tolist(), single) if h] == \
+                [(h.timestamp, h.leader_epoch) for h in single if h]
+    finally:
+        log.close()

@@ -319,3 +319,187 @@ cdef _dc_raise(_DcErr err, bo, ct):
     if s == 7:
         raise_status(7, p, f"{a} records ending at byte {p}", f"{b} more bytes", base)
     raise_status(s, p, a, b, base)
+
+
+# ------------------------------------------------------------------------------------ timestamp search
+# find_timestamps_v2: offsets-by-time inside batches (LogSegment.findOffsetByTimestamp's record
+# loop) for many targets at once. The walk checks each record exactly as _dc_loop does, but only
+# reads lengths, timestampDelta and offsetDelta: keys, values and headers are skipped, not copied.
+
+cdef inline int _ft_skip_blob(const uint8_t* buf, int64_t* pos, int64_t rec_end, _DcErr* err) noexcept nogil:
+    cdef int32_t n
+    if _dc_varint(buf, pos[0], rec_end, &n, pos, err) < 0:
+        return -1
+    if n >= 0:
+        if n > rec_end - pos[0]:
+            err.status = 14; err.pos = pos[0]; err.a = n; err.b = rec_end - pos[0]
+            return -1
+        pos[0] += n
+    return 0
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+cdef int _ft_walk(const uint8_t* buf, int64_t nbuf, const int64_t* starts, const int64_t* ends,
+                  const int32_t* counts, const int64_t* bases, const int64_t* bts, const int64_t* mts,
+                  const int16_t* attrs, Py_ssize_t nb, int64_t start_off,
+                  int64_t* r_lo, int64_t* r_hi, int64_t* o_run, int64_t* o_off, _DcErr* err) noexcept nogil:
+    # o_run/o_off: per batch, the timestamps where the running max of the eligible records
+    # (a timestamp, offset >= start_off) rises, and those records' offsets: [r_lo[i], r_hi[i]).
+    # Sized on entry to the sum of the positive counts (one entry per record at most).
+    cdef Py_ssize_t bi
+    cdef int64_t r = 0, pos, end, rec_start, rec_end, hk_start, no_ts, ts, ts_delta, off
+    cdef int32_t length, off_delta, klen, nh, j, count, done_in_batch
+    cdef bint is_lat
+    for bi in range(nb):
+        pos = starts[bi]
+        end = ends[bi]
+        count = counts[bi]
+        err.batch = bi
+        r_lo[bi] = r
+        if pos < 0 or end > nbuf or end < pos:
+            err.status = 1; err.pos = pos; err.a = end; err.b = nbuf
+            return -1
+        if count < 0:
+            err.status = 12; err.pos = pos; err.a = count
+            return -1
+        no_ts = INT64_MIN if attrs[bi] & 0x80 else -1
+        is_lat = (attrs[bi] & 0x08) != 0
+        for done_in_batch in range(count):
+            if pos >= end:
+                err.status = 8; err.pos = pos; err.a = count; err.b = done_in_batch
+                return -1
+            rec_start = pos
+            if _dc_varint(buf, pos, end, &length, &pos, err) < 0:
+                return -1
+            if length < 0 or length > end - pos:
+                err.status = 13; err.pos = rec_start; err.a = end - pos; err.b = length
+                return -1
+            rec_end = pos + length
+            if rec_end - pos < 1:
+                err.status = 14; err.pos = pos; err.a = 1; err.b = 0; err.c = 1
+                return -1
+            pos += 1  # record attributes
+            if _dc_varlong(buf, pos, rec_end, &ts_delta, &pos, err) < 0:
+                return -1
+            if _dc_varint(buf, pos, rec_end, &off_delta, &pos, err) < 0:
+                return -1
+            if _ft_skip_blob(buf, &pos, rec_end, err) < 0:  # key
+                return -1
+            if _ft_skip_blob(buf, &pos, rec_end, err) < 0:  # value
+                return -1
+            if _dc_varint(buf, pos, rec_end, &nh, &pos, err) < 0:
+                return -1
+            if nh < 0:
+                err.status = 6; err.pos = pos; err.a = nh
+                return -1
+            if nh > rec_end - pos:
+                err.status = 15; err.pos = pos; err.a = rec_end - pos; err.b = nh
+                return -1
+            for j in range(nh):
+                hk_start = pos
+                if _dc_varint(buf, pos, rec_end, &klen, &pos, err) < 0:
+                    return -1
+                if klen < 0:
+                    err.status = 5; err.pos = hk_start; err.a = klen
+                    return -1
+                if klen > rec_end - pos:
+                    err.status = 14; err.pos = pos; err.a = klen; err.b = rec_end - pos; err.c = 1
+                    return -1
+                pos += klen
+                if _ft_skip_blob(buf, &pos, rec_end, err) < 0:  # header value
+                    return -1
+            if pos != rec_end:
+                err.status = 4; err.pos = rec_start; err.a = length; err.b = length - (rec_end - pos)
+                return -1
+            ts = mts[bi] if is_lat else <int64_t>(<uint64_t>bts[bi] + <uint64_t>ts_delta)
+            off = <int64_t>(<uint64_t>bases[bi] + <uint64_t><int64_t>off_delta)
+            if ts != no_ts and off >= start_off and (r == r_lo[bi] or ts > o_run[r - 1]):
+                o_run[r] = ts
+                o_off[r] = off
+                r += 1
+        if pos != end:
+            err.status = 7; err.pos = pos; err.a = count; err.b = end - pos
+            return -1
+        r_hi[bi] = r
+    return 0
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+cdef void _ft_answer(const int64_t* r_lo, const int64_t* r_hi, const int64_t* o_run, const int64_t* o_off,
+                     const int64_t* tb, const int64_t* tt, Py_ssize_t nt, int64_t* out_off,
+                     int64_t* out_ts) noexcept nogil:
+    # target_batches were checked to lie in [0, nb) on entry
+    cdef Py_ssize_t j
+    cdef int64_t lo, hi, mid, t
+    for j in range(nt):
+        lo = r_lo[tb[j]]
+        hi = r_hi[tb[j]]
+        t = tt[j]
+        while lo < hi:  # first k with o_run[k] >= t (o_run rises within a batch)
+            mid = lo + (hi - lo) // 2
+            if o_run[mid] < t:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < r_hi[tb[j]]:
+            out_off[j] = o_off[lo]
+            out_ts[j] = o_run[lo]
+        else:
+            out_off[j] = -1
+            out_ts[j] = -1
+
+
+def find_timestamps_v2(data, starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes,
+                       target_batches, targets, starting_offset):
+    """First record at or after each target in its batch -> (offsets, timestamps); see kbatch._core_py."""
+    cdef const uint8_t[::1] buf = _view(data)
+    a_st, a_en, a_ct, a_bo, a_bt, a_mt, a_at = _py._column_arrays(
+        starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes)
+    a_tb = np.ascontiguousarray(target_batches, dtype=np.int64)
+    a_tt = np.ascontiguousarray(targets, dtype=np.int64)
+    start_obj = PyNumber_Index(starting_offset)
+    if not _INT64_MIN <= start_obj <= _INT64_MAX:
+        raise OverflowError(f"starting_offset out of int64 range: {start_obj}")
+    if a_tb.ndim != 1 or a_tt.ndim != 1 or len(a_tb) != len(a_tt):
+        raise ValueError("target_batches and targets must be 1-D with one entry per target, not shapes "
+                         f"{a_tb.shape} {a_tt.shape}")
+    cdef Py_ssize_t nb = len(a_st), nt = len(a_tt)
+    if nt and (a_tb.min() < 0 or a_tb.max() >= nb):
+        raise ValueError(f"target_batches must be in [0, {nb})")
+    cdef const int64_t[::1] st = a_st
+    cdef const int64_t[::1] en = a_en
+    cdef const int32_t[::1] ct = a_ct
+    cdef const int64_t[::1] bo = a_bo
+    cdef const int64_t[::1] bt = a_bt
+    cdef const int64_t[::1] mt = a_mt
+    cdef const int16_t[::1] at = a_at
+    cdef const int64_t[::1] tb = a_tb
+    cdef const int64_t[::1] tt = a_tt
+    cdef int64_t n = 0, nbuf = buf.shape[0], start_off = start_obj
+    cdef Py_ssize_t i
+    for i in range(nb):
+        if ct[i] > 0:
+            n += ct[i]
+    lo_a = np.empty(nb, np.int64); hi_a = np.empty(nb, np.int64)
+    run_a = np.empty(n, np.int64); off_a = np.empty(n, np.int64)
+    out_off = np.empty(nt, np.int64); out_ts = np.empty(nt, np.int64)
+    cdef int64_t[::1] m_lo = lo_a, m_hi = hi_a, m_run = run_a, m_off = off_a, m_oo = out_off, m_ot = out_ts
+    cdef _DcErr err
+    cdef int rc
+    cdef uint8_t dummy = 0
+    cdef int64_t dummy64 = 0
+    err.status = 0; err.pos = 0; err.a = 0; err.b = 0; err.c = 0; err.batch = 0
+    with nogil:
+        rc = _ft_walk(&buf[0] if nbuf > 0 else &dummy, nbuf, &st[0] if nb else NULL, &en[0] if nb else NULL,
+                      &ct[0] if nb else NULL, &bo[0] if nb else NULL, &bt[0] if nb else NULL,
+                      &mt[0] if nb else NULL, &at[0] if nb else NULL, nb, start_off,
+                      &m_lo[0] if nb else &dummy64, &m_hi[0] if nb else &dummy64,
+                      &m_run[0] if n else &dummy64, &m_off[0] if n else &dummy64, &err)
+        if rc == 0 and nt:
+            _ft_answer(&m_lo[0], &m_hi[0], &m_run[0] if n else &dummy64, &m_off[0] if n else &dummy64,
+                       &tb[0], &tt[0], nt, &m_oo[0], &m_ot[0])
+    if rc < 0:
+        _dc_raise(err, bo, ct)
+    return out_off, out_ts

@@ -68,3 +68,10 @@ def decode_columns_v2(data: Buffer, starts: npt.ArrayLike, ends: npt.ArrayLike, 
                       max_timestamps: npt.ArrayLike, attributes: npt.ArrayLike,
                       include_headers: bool = True) -> dict[str, npt.NDArray[Any]]:
     """Arrow-layout columns of the v2 records of many batches (see kbatch._core_py)."""
+
+def find_timestamps_v2(data: Buffer, starts: npt.ArrayLike, ends: npt.ArrayLike, counts: npt.ArrayLike,
+                       base_offsets: npt.ArrayLike, base_timestamps: npt.ArrayLike,
+                       max_timestamps: npt.ArrayLike, attributes: npt.ArrayLike,
+                       target_batches: npt.ArrayLike, targets: npt.ArrayLike,
+                       starting_offset: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(offsets, timestamps) of the first record at or after each target in its batch (see kbatch._core_py)."""

@@ -6,6 +6,7 @@ same byte position. Positions are indexes into the buffer the kernel was given.
 """
 from __future__ import annotations
 
+import bisect
 import operator
 import struct
 import zlib
@@ -356,7 +357,7 @@ def _column_arrays(starts, ends, counts, base_offsets, base_timestamps, max_time
         (starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes),
         (np.int64, np.int64, np.int32, np.int64, np.int64, np.int64, np.int16))]
     if any(a.ndim != 1 for a in arrs) or len({len(a) for a in arrs}) > 1:
-        raise ValueError("decode_columns_v2: " + ", ".join(_COLUMN_ARGS) + " must be 1-D with one entry per "
+        raise ValueError("the batch arrays " + ", ".join(_COLUMN_ARGS) + " must be 1-D with one entry per "
                          "batch, not shapes " + " ".join(str(a.shape) for a in arrs))
     return arrs
 
@@ -425,6 +426,55 @@ def decode_columns_v2(data, starts, ends, counts, base_offsets, base_timestamps,
         if name != "header_key":
             out[name + "_valid"] = np.array([b is not None for b in blobs], dtype=np.bool_)
     return out
+
+
+def find_timestamps_v2(data, starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes,
+                       target_batches, targets, starting_offset):
+    """For each target: the first record of batch target_batches[j] with a timestamp, an offset >=
+    starting_offset and a timestamp >= targets[j] (kafka-format.md §5.4, one batch) -> two int64
+    arrays (offsets, timestamps), offset -1 and timestamp -1 where that batch has none.
+
+    The batch arrays are decode_columns_v2's; every batch given is walked and checked as
+    decode_columns_v2 checks it, in order, before any answer (so callers pass only the batches
+    they search), but keys, values and headers are skipped, not copied. LogAppendTime batches:
+    every record's timestamp is max_timestamps[i]. target_batches must be in [0, batches).
+    """
+    buf = _view(data)
+    cols = [a.tolist() for a in _column_arrays(starts, ends, counts, base_offsets, base_timestamps,
+                                               max_timestamps, attributes)]
+    tb = np.ascontiguousarray(target_batches, dtype=np.int64)
+    tt = np.ascontiguousarray(targets, dtype=np.int64)
+    start_off = operator.index(starting_offset)
+    if not W.INT64_MIN <= start_off <= W.INT64_MAX:
+        raise OverflowError(f"starting_offset out of int64 range: {start_off}")
+    if tb.ndim != 1 or tt.ndim != 1 or len(tb) != len(tt):
+        raise ValueError("target_batches and targets must be 1-D with one entry per target, not shapes "
+                         f"{tb.shape} {tt.shape}")
+    if len(tb) and (tb.min() < 0 or tb.max() >= len(cols[0])):
+        raise ValueError(f"target_batches must be in [0, {len(cols[0])})")
+    runs = []  # per batch: (running max timestamps, offsets, timestamps) where the running max rises
+    for s, e, c, bo, bt, mt, a in zip(*cols):
+        if s < 0 or e > len(buf) or e < s:
+            raise_status(ST_TRUNCATED, s, 1, 0, bo)
+        no_ts = W.NO_TIMESTAMP_EXTENDED if a & W.TIMESTAMP_EXTENDED_FLAG_MASK else W.NO_TIMESTAMP
+        lat = bool(a & W.TIMESTAMP_TYPE_MASK)
+        run, offs, stamps = [], [], []
+        for _attrs, ts_delta, off_delta, _k, _v, _h in _walk_records_v2(buf, s, e, c, bo):
+            ts = mt if lat else _s64(bt + ts_delta)
+            off = _s64(bo + off_delta)
+            if ts != no_ts and off >= start_off and (not run or ts > run[-1]):
+                run.append(ts)
+                offs.append(off)
+                stamps.append(ts)
+        runs.append((run, offs, stamps))
+    out_off = np.full(len(tt), -1, dtype=np.int64)
+    out_ts = np.full(len(tt), W.NO_TIMESTAMP, dtype=np.int64)
+    for j, (b, t) in enumerate(zip(tb.tolist(), tt.tolist())):
+        run, offs, stamps = runs[b]
+        k = bisect.bisect_left(run, t)
+        if k < len(run):
+            out_off[j], out_ts[j] = offs[k], stamps[k]
+    return out_off, out_ts
 
 
 def _varint_in(buf, pos, limit, base_offset):

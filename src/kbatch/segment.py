@@ -538,10 +538,17 @@ class LogSegment:
             # sorted targets <= running are answered in this window: row = first with prefix max >= t
             kend = int(np.searchsorted(ts_sorted, running, side="right"))
             rows = np.searchsorted(pmax, ts_sorted[k:kend], side="left")
-            # rows is non-decreasing (targets are sorted): each batch's targets are one slice
-            uniq, first, counts = np.unique(rows, return_index=True, return_counts=True)
+            # uncompressed v2 batches: one find_timestamps_v2 kernel call for the whole window
+            v2 = (s["magic"][rows] == 2) & ((s["attributes"][rows] & W.COMPRESSION_CODEC_MASK) == 0)
+            if v2.any():
+                self._answer_in_sections(buf, s, rows[v2], k + np.flatnonzero(v2), ts_sorted, order,
+                                         starting_offset, out_off, out_ts, out_ep)
+            # the others (compressed, legacy) batch by batch; rows is non-decreasing (targets are
+            # sorted), so each batch's targets are one slice
+            rest = np.flatnonzero(~v2)
+            uniq, first, counts = np.unique(rows[rest], return_index=True, return_counts=True)
             for row, f0, c in zip(uniq.tolist(), first.tolist(), counts.tolist()):
-                sel = np.arange(k + f0, k + f0 + c)
+                sel = k + rest[f0:f0 + c]
                 self._answer_in_batch(_batch_at(buf, s, row), ts_sorted, sel, order, starting_offset,
                                       out_off, out_ts, out_ep)
             k = kend
@@ -553,6 +560,22 @@ class LogSegment:
                 i = order[j]
                 out_off[i], out_ts[i], out_ep[i] = hit.offset, hit.timestamp, -1 if hit.leader_epoch is None else hit.leader_epoch
         return out_off, out_ts, out_ep
+
+    @staticmethod
+    def _answer_in_sections(buf, s, rows, sel, ts_sorted, order, starting_offset, out_off, out_ts, out_ep):
+        """Answer sorted targets ts_sorted[sel] from the uncompressed v2 batches at scan rows `rows`
+        (one per target, non-decreasing) with one find_timestamps_v2 call: each batch is checked as
+        decoding it would check it, but no record object is made."""
+        uniq, which = np.unique(rows, return_inverse=True)
+        pos = s["position"][uniq]
+        offs, stamps = _backend.core.find_timestamps_v2(
+            buf, pos + W.RECORDS_OFFSET, pos + s["size"][uniq], s["record_count"][uniq], s["base_offset"][uniq],
+            s["first_timestamp"][uniq], s["max_timestamp"][uniq], s["attributes"][uniq], which, ts_sorted[sel],
+            starting_offset)
+        hit = offs >= 0
+        idx = order[sel[hit]]
+        out_off[idx], out_ts[idx] = offs[hit], stamps[hit]
+        out_ep[idx] = s["partition_leader_epoch"][uniq][which[hit]]
 
     @staticmethod
     def _answer_in_batch(batch, ts_sorted, sel, order, starting_offset, out_off, out_ts, out_ep):
