@@ -1103,6 +1103,28 @@ cdef inline void _out_blob(_Out *o, const void *p, Py_ssize_t n) noexcept nogil:
     o.len += n
 
 
+cdef object _plain_headers(object headers, Py_ssize_t nh):
+    """`headers` when every pair is (str or bytes, bytes or None), else a list of such pairs made
+    the way the pure twin reads them (bytes(memoryview(x)) of other bytes-likes, e.g. the views a
+    decoded record carries); _OutsideCPath for any shape or value the twin should judge."""
+    cdef Py_ssize_t h
+    cdef bint plain = True
+    for h in range(nh):
+        pair = headers[h]
+        if not PyTuple_CheckExact(pair) or PyTuple_GET_SIZE(pair) != 2:
+            raise _OutsideCPath()
+        hk = <object>PyTuple_GET_ITEM(pair, 0)
+        hv = <object>PyTuple_GET_ITEM(pair, 1)
+        if hk is None:
+            raise _OutsideCPath()  # refused: the twin raises
+        if not (PyUnicode_Check(hk) or type(hk) is bytes) or not (hv is None or type(hv) is bytes):
+            plain = False
+    if plain:
+        return headers
+    return [(hk if PyUnicode_Check(hk) or type(hk) is bytes else bytes(memoryview(hk)),
+             hv if hv is None or type(hv) is bytes else bytes(memoryview(hv))) for hk, hv in headers]
+
+
 cdef Py_ssize_t _header_size(object headers, Py_ssize_t nh) except -1:
     """Bytes of the headers after their count; _OutsideCPath for any shape the C path skips."""
     cdef Py_ssize_t h, size = 0, klen = 0
@@ -1292,6 +1314,7 @@ cdef class RecordsEncoderV2:
             nh = 0
         else:
             raise _OutsideCPath()
+        headers = _plain_headers(headers, nh)
         hsize = _header_size(headers, nh)
         kb.buf = vb.buf = NULL
         try:

@@ -97,7 +97,7 @@ class BatchBuilder:
         encodes them in one kernel call (the fast way to build a batch), and a refused record
         refuses them all; magic 0/1 appends them one by one."""
         if self.magic == 2:
-            self._encoder.extend(records)
+            self._encoder.extend(records if type(records) in (list, tuple) else list(records))
         else:
             for rec in records:
                 self._append_legacy(*rec)
