@@ -31,7 +31,7 @@ from . import _wire as W
 from .batch import iter_batches
 from .builder import BatchBuilder
 from .compression import decompress
-from .errors import (InvalidOffsetError, InvalidRecordError, InvalidTimestampError, RecordTooLargeError,
+from .errors import (InvalidOffsetError, InvalidRecordError, InvalidTimestampError, KBatchError, RecordTooLargeError,
                      UnsupportedForMessageFormatError)
 from .legacy import parse_message
 
@@ -181,18 +181,28 @@ class AppendInfo:
 class _Checked:
     """One validated input batch and what assignment needs from it."""
 
-    __slots__ = ("index", "batch", "records", "ts", "missing", "inner_offsets")
+    __slots__ = ("index", "batch", "_records", "offsets", "ts", "missing", "inner_offsets")
 
-    def __init__(self, index, batch, records, ts, missing, inner_offsets):
+    def __init__(self, index, batch, records, offsets, ts, missing, inner_offsets):
         self.index = index
         self.batch = batch
-        self.records = records
+        self._records = records       # None: decoded on first use (the v2 checks read columns)
+        self.offsets = offsets        # int64 column of the records' offsets as in the input
         self.ts = ts                  # int64 column, "no timestamp" as the batch's sentinel
         self.missing = missing        # number of records without a timestamp
         self.inner_offsets = inner_offsets  # legacy compressed: raw inner offsets, else None
 
+    @property
+    def records(self):
+        if self._records is None:
+            self._records = self.batch.records()
+        return self._records
+
+    def __len__(self):
+        return len(self.ts)
+
     def release(self):
-        self.records = None
+        self._records = None
         self.batch._records = None  # the batch caches its decoded records
 
 
@@ -291,11 +301,11 @@ class LogValidator:
         best = None  # (timestamp, offset)
         for chk in self._checked(data, now, from_client):
             n_batches += 1
-            n_records += len(chk.records)
+            n_records += len(chk)
             n_missing += chk.missing
             found = _column_max(chk)
             if found is not None and (best is None or found[0] > best[0]):
-                best = (found[0], chk.records[found[1]].offset)
+                best = (found[0], int(chk.offsets[found[1]]))
             warned += self._maybe_warn_future(chk, now, found)
             chk.release()  # free this batch's records before the next one decodes (cache-friendly)
         mv = memoryview(data)
@@ -349,7 +359,7 @@ class LogValidator:
         else:
             max_ts, off_max = tracker.value, tracker.offset
         info = AppendInfo(first_offset, next_offset - 1, max_ts, off_max, stamp, rebuilt,
-                          sum(len(c.records) for c in checked), n_out, memoryview(data).nbytes, len(result))
+                          sum(len(c) for c in checked), n_out, memoryview(data).nbytes, len(result))
         return result, info
 
     # -- validation
@@ -434,16 +444,28 @@ class LogValidator:
                                                    expected="magic 2", found=f"magic {self.magic}")
 
     def _check_records(self, index, batch, now, before, after, lo, hi) -> _Checked:
-        records = batch.records()
-        n = len(records)
         no_ts = batch.no_timestamp
-        try:  # the common case: every record has a timestamp
-            ts = np.fromiter(map(_TIMESTAMP, records), np.int64, n)
-            missing = 0
-        except TypeError:  # None: "no timestamp", as the batch's sentinel so the kernel skips it
-            tl = list(map(_TIMESTAMP, records))
-            missing = tl.count(None)
-            ts = np.array([no_ts if t is None else t for t in tl], dtype=np.int64)
+        cols = _v2_columns(batch) if batch.magic == 2 else None
+        if cols is not None:  # the column kernel: no Record object per record
+            records = _LazyRecords(batch)
+            valid = cols["timestamp_valid"]
+            n = len(valid)
+            missing = n - int(np.count_nonzero(valid))
+            ts = cols["timestamp"] if not missing else np.where(valid, cols["timestamp"], no_ts)
+            offsets = cols["offset"]
+            key_null = ~cols["key_valid"]
+        else:
+            records = batch.records()
+            n = len(records)
+            try:  # the common case: every record has a timestamp
+                ts = np.fromiter(map(_TIMESTAMP, records), np.int64, n)
+                missing = 0
+            except TypeError:  # None: "no timestamp", as the batch's sentinel so the kernel skips it
+                tl = list(map(_TIMESTAMP, records))
+                missing = tl.count(None)
+                ts = np.array([no_ts if t is None else t for t in tl], dtype=np.int64)
+            offsets = np.fromiter((r.offset for r in records), np.int64, n)
+            key_null = np.fromiter((r.key is None for r in records), np.bool_, n)
         inner = None
         errors = []  # (record index, is_timestamp_error, message)
         if batch.magic < 2 and batch.attributes & W.LEGACY_COMPRESSION_CODEC_MASK:
@@ -454,8 +476,8 @@ class LogValidator:
                                              f"outer magic {batch.magic}{self._where()}"))
         bad_key = set()
         if self.compacted:
-            for i, r in enumerate(records):
-                if r.key is None and i not in bad_key:
+            for i in np.flatnonzero(key_null).tolist():
+                if i not in bad_key:
                     bad_key.add(i)
                     errors.append((i, False, f"Compacted topic cannot accept message without key{self._where()}"))
         bad_key.update(e[0] for e in errors)
@@ -467,7 +489,7 @@ class LogValidator:
                 for i in range(first, n):
                     t = int(ts[i])
                     if (t < lo or t > hi) and not (missing and t == no_ts) and i not in bad_key:
-                        errors.append((i, True, f"Timestamp {t} of message with offset {records[i].offset} is out "
+                        errors.append((i, True, f"Timestamp {t} of message with offset {int(offsets[i])} is out "
                                                 f"of range. The timestamp should be within [{lo}, {hi}]"))
             if lat_batch and missing:
                 for i in range(n):
@@ -479,7 +501,7 @@ class LogValidator:
                     errors.append((i, True, lat_msg.format(_record_repr(batch, records[i]))))
         if errors:
             self._raise_record_errors(index, batch, records, errors, lo, hi)
-        return _Checked(index, batch, records, ts, missing, inner)
+        return _Checked(index, batch, records if isinstance(records, list) else None, offsets, ts, missing, inner)
 
     def _inner_entries(self, batch):
         """(inner offset, inner magic) of each message in a legacy wrapper (decoding already checked them)."""
@@ -590,13 +612,13 @@ class LogValidator:
                 new_attrs &= ~W.TIMESTAMP_TYPE_MASK
                 start = W.NO_TIMESTAMP_EXTENDED if extended else W.NO_TIMESTAMP
                 new_max, j = _batch_max(chk, start)
-                tracker.offer(new_max, -1 if j < 0 else next_offset + chk.records[j].offset - b.base_offset)
+                tracker.offer(new_max, -1 if j < 0 else next_offset + int(chk.offsets[j]) - b.base_offset)
             if new_attrs != attrs or new_max != b.max_timestamp:
                 _H.pack_into(chunk, W.ATTRIBUTES_OFFSET, _s16(new_attrs))
                 _Q.pack_into(chunk, W.MAX_TIMESTAMP_OFFSET, new_max)
                 _U32.pack_into(chunk, W.CRC_OFFSET, _backend.core.crc32c(memoryview(chunk)[W.ATTRIBUTES_OFFSET:]))
             return chunk, next_offset + delta + 1
-        n = len(chk.records)
+        n = len(chk)
         last = next_offset + n - 1
         _Q.pack_into(chunk, W.OFFSET_OFFSET, last)
         if b.magic == 1:
@@ -677,6 +699,41 @@ class LogValidator:
                                       position=int(s["position"][i]), base_offset=int(s["base_offset"][i]),
                                       expected=f"<= {self.max_message_bytes} bytes", found=int(sizes[i]))
         return len(sizes)
+
+
+class _LazyRecords:
+    """batch.records(), decoded only when an error message or a rebuild needs the objects."""
+
+    __slots__ = ("batch",)
+
+    def __init__(self, batch):
+        self.batch = batch
+
+    def __getitem__(self, i):
+        return self.batch.records()[i]
+
+    def __len__(self):
+        return self.batch.record_count
+
+
+def _v2_columns(batch):
+    """The columns validate needs (offset, timestamp, key validity) of one v2 batch from the
+    decode_columns_v2 kernel, or None when the bytes are bad: batch.records() then raises the
+    canonical error (positions inside compressed data mapped to the batch)."""
+    codec = batch.attributes & W.COMPRESSION_CODEC_MASK
+    try:
+        if codec:
+            buf = batch.records_bytes()
+            start, end = 0, len(buf)
+        else:
+            buf = batch._buf
+            start, end = batch.position + W.RECORDS_OFFSET, batch.position + batch.size_in_bytes
+        return _backend.core.decode_columns_v2(
+            buf, (start,), (end,), (batch.record_count,), (batch.base_offset,), (batch.first_timestamp,),
+            (batch.max_timestamp,), (_s16(batch.attributes),), False)
+    except KBatchError:
+        batch.records()  # raises the same problem, located as the object API locates it
+        raise
 
 
 class _MaxTracker:
