@@ -25,9 +25,9 @@ LATEST = OffsetSpec.LATEST
 MAX_TIMESTAMP = OffsetSpec.MAX_TIMESTAMP
 
 
-def crc32c(data, value: int = 0) -> int:
-    """CRC-32C (Castagnoli) of any buffer, continuing from `value` (like zlib.crc32)."""
-    return _backend.core.crc32c(data, value)
+# CRC-32C (Castagnoli) of any buffer, continuing from `value` (like zlib.crc32): the live kernel
+# itself, bound at import so a call costs no extra Python frame.
+crc32c = _backend.core.crc32c
 
 
 # name -> submodule, imported on first attribute access
