@@ -6,7 +6,7 @@ and runs. Needs only Python >= 3.10, a C compiler and (for Spark) Java 17.
   python3 dev.py test        the whole test suite, on both backends (Cython and pure Python)
   python3 dev.py bench       the benchmarks (pytest-benchmark), peers side by side
   python3 dev.py fuzz [SECONDS] [--sanitize]   every fuzz target for SECONDS each (default 60)
-  python3 dev.py build [--debug|--sanitize|--coverage]   rebuild the extension in place
+  python3 dev.py build [--debug|--sanitize|--coverage]   rebuild the extensions in place (no flag: optimised)
 
 KBATCH_VENV overrides the virtualenv location (default: .venv next to this file).
 """
@@ -53,10 +53,17 @@ def ensure_venv(extras: str, build_env: dict | None = None) -> None:
 
 
 def build(flags: dict) -> None:
-    """(Re)build the Cython extension in place; a no-op when it is up to date."""
+    """(Re)build the Cython extensions in place: incremental for the same flavour (optimised,
+    debug, sanitize, coverage), forced when the flavour changes, so a sanitizer build never stays
+    behind for a plain run."""
+    flavour = ",".join(sorted(flags)) or "release"
+    stamp = ROOT / "build" / "kbatch-flavour"
+    force = not stamp.exists() or stamp.read_text() != flavour
     env = dict(os.environ, **flags)
-    say("building the Cython core" + (f" ({', '.join(flags)})" if flags else ""))
-    run(PY, "setup.py", "-q", "build_ext", "--inplace", *(["--force"] if flags else []), env=env)
+    say(f"building the Cython core ({flavour})")
+    run(PY, "setup.py", "-q", "build_ext", "--inplace", *(["--force"] if force else []), env=env)
+    stamp.parent.mkdir(exist_ok=True)
+    stamp.write_text(flavour)
 
 
 def main(argv: list[str]) -> int:
