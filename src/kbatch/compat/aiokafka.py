@@ -55,6 +55,7 @@ _BYTES_LIKE = (bytes, bytearray, memoryview)
 _LIVE_BATCH = _d.DefaultRecordBatch
 _LIVE_MR_COMPILED = _m.MemoryRecords is not _m._MemoryRecordsPy
 _V2_HEADER = _d._DefaultRecordBatchPy.HEADER_STRUCT.size
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 
@@ -76,6 +77,7 @@ class DefaultRecordBatch(_d._DefaultRecordBatchPy):
             self._next_record_index = 0
             self._decompressed = False
         self._raw = buffer
+        self._short = header is not None
 
     def _client_reader(self, k):
         """The client's own reader over this batch, past its first k records (which kbatch has
@@ -87,6 +89,10 @@ class DefaultRecordBatch(_d._DefaultRecordBatchPy):
         return it
 
     def __iter__(self):
+        if self._short:
+            # a slice shorter than its header: aiokafka's compiled reader, over the same bytes,
+            # gives its errors (lengths that come out negative, no room for records)
+            return self._client_reader(0)
         self._maybe_uncompress()
         if self._next_record_index == 0:
             hd = self._header_data
@@ -98,6 +104,9 @@ class DefaultRecordBatch(_d._DefaultRecordBatchPy):
                 return sp.V2Records(self._buffer, pos, self._num_records, hd[0], hd[7], hd[8], hd[5] & 0x08, 2,
                                     None, self.timestamp_type, self._client_reader, STATS)
             recs = decode_v2_tuples(self._buffer, pos, self._num_records, hd[0], hd[7], hd[8], bool(hd[5] & 0x08))
+            if recs is not None and any(not (_I64_MIN <= off <= _I64_MAX and _I64_MIN <= ts <= _I64_MAX)
+                                        for _n, off, ts, _k, _v, _h in recs):
+                recs = None  # base offset + delta or first timestamp + delta past int64: as the compiled path
             if recs is not None:
                 STATS["decoded_batches"] += 1
                 STATS["decoded_records"] += len(recs)
@@ -235,6 +244,14 @@ class DefaultRecordBatchBuilder(_d._DefaultRecordBatchBuilderPy):
 
 class MemoryRecords(_m._MemoryRecordsPy):
 
+    def __init__(self, bytes_data):
+        if _LIVE_MR_COMPILED and type(bytes_data) is not bytes and bytes_data is not None:
+            # aiokafka's compiled reader takes exactly bytes (None is let through there, and read
+            # as an object it is not; here it raises TypeError)
+            raise TypeError(
+                f"Argument 'bytes_data' has incorrect type (expected bytes, got {type(bytes_data).__name__})")
+        super().__init__(bytes_data)
+
     def next_batch(self, _min_slice=_m._MemoryRecordsPy.MIN_SLICE, _magic_offset=_m._MemoryRecordsPy.MAGIC_OFFSET):
         next_slice = self._next_slice
         if next_slice is None:
@@ -244,9 +261,15 @@ class MemoryRecords(_m._MemoryRecordsPy):
                 f"Record size is less than the minimum record overhead ({_min_slice - self.LOG_OVERHEAD})")
         start = self._pos - len(next_slice)
         self._cache_next()
-        magic = next_slice[_magic_offset]
-        if magic >= 128 and _LIVE_MR_COMPILED:  # aiokafka's compiled reader: a signed char, so legacy
-            magic -= 256
+        if _LIVE_MR_COMPILED:
+            # aiokafka's compiled reader takes the magic of every batch from byte 16 of the whole
+            # buffer (the first batch's), not of the batch, as a signed char (so >= 128 is legacy);
+            # the batch class, and a legacy batch's magic, follow that byte.
+            magic = self._buffer[_magic_offset]
+            if magic >= 128:
+                magic -= 256
+        else:
+            magic = next_slice[_magic_offset]
         if magic >= 2:
             if _LIVE_MR_COMPILED and len(next_slice) < _V2_HEADER:
                 # aiokafka's compiled reader takes the header from the bytes that follow the slice
