@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 
 from . import _backend
 from . import _wire as W
-from .batch import _as_view, _scan, truncation_error
+from .batch import _as_view, scan_headers, truncation_error
 from .compression import check_codec, decompress
 from .errors import CrcMismatchError, KBatchError
 
@@ -313,7 +313,7 @@ def iter_record_batches(data, topic: str | None = None, partition: int | None = 
     buf = _as_view(data)
     lo = W.INT64_MIN if start_offset is None else start_offset
     hi = W.INT64_MAX if end_offset is None else end_offset
-    gen = _scan(buf, False)
+    gen = scan_headers(buf)
     chunk = None
     done = False
     valid = 0

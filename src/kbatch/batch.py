@@ -173,25 +173,30 @@ def _as_view(data) -> memoryview:
     return mv.toreadonly()
 
 
-def _scan(data: memoryview, verify_crc: bool):
-    """Yield (scan dict, row index) for every complete batch, then return valid_bytes."""
-    n = len(data)
-    pos = 0
+def scan_headers(buf, start: int = 0, end: int | None = None, verify_crc: bool = False,
+                 first_window: int = _SCAN_WINDOW):
+    """Yield the backend's batch-header columns (absolute positions) for buf[start:end], window by
+    window so memory stays bounded; stops quietly before a partial last batch (scan_batches raises
+    for a size below the format's overhead). Returns (StopIteration.value) the position where
+    complete batches end."""
+    n = len(buf) if end is None else min(end, len(buf))
     core = _backend.core
+    pos = start
+    window = first_window
     while n - pos > W.HEADER_SIZE_UP_TO_MAGIC:
-        end = min(n, pos + _SCAN_WINDOW)
-        s = core.scan_batches(data, pos, end, verify_crc)
-        if s["valid_bytes"] == pos:
-            (size,) = struct.unpack_from(">i", data, pos + W.SIZE_OFFSET)
+        wend = min(n, pos + window)
+        window = _SCAN_WINDOW
+        s = core.scan_batches(buf, pos, wend, verify_crc)
+        if s["valid_bytes"] == pos:  # the next batch is larger than the window, or truncated
+            if wend == n:
+                return pos
+            (size,) = struct.unpack_from(">i", buf, pos + W.SIZE_OFFSET)
             need = size + W.LOG_OVERHEAD
-            if size < W.RECORD_OVERHEAD_V0 or pos + need > n or end == n:
-                s = core.scan_batches(data, pos, n, verify_crc)  # raises, or confirms the truncation
-                if s["valid_bytes"] == pos:
-                    return pos
-            else:
-                s = core.scan_batches(data, pos, pos + need, verify_crc)
+            if pos + need > n:
+                return int(core.scan_batches(buf, pos, n, verify_crc)["valid_bytes"])
+            s = core.scan_batches(buf, pos, pos + need, verify_crc)
         yield s
-        pos = s["valid_bytes"]
+        pos = int(s["valid_bytes"])
     return pos
 
 
@@ -207,7 +212,7 @@ def iter_batches(data, verify_crc: bool = True, *, strict: bool = True,
     from .legacy import LegacyRecordBatch
 
     buf = _as_view(data)
-    gen = _scan(buf, verify_crc)
+    gen = scan_headers(buf, 0, None, verify_crc)
     while True:
         try:
             s = next(gen)
@@ -271,7 +276,7 @@ class MemoryRecords:
     @property
     def valid_bytes(self) -> int:
         if self._valid is None:
-            gen = _scan(self._buf, False)
+            gen = scan_headers(self._buf)
             while True:
                 try:
                     next(gen)

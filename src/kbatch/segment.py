@@ -19,9 +19,9 @@ import numpy as np
 from . import _backend
 from . import _files
 from . import _wire as W
-from .batch import RecordBatch
+from .batch import RecordBatch, scan_headers
 from .errors import CrcMismatchError, InvalidOffsetError, KBatchError
-from .index import OffsetIndex, TimeIndex, TimestampOffset, TransactionIndex
+from .index import OffsetIndex, TimeIndex, TransactionIndex
 
 log = logging.getLogger("kbatch.segment")
 
@@ -45,33 +45,6 @@ class TimestampAndOffset(NamedTuple):
 
 def _epoch(ple: int) -> int | None:
     return None if ple < 0 else int(ple)
-
-
-def scan_headers(buf, start: int = 0, end: int | None = None, verify_crc: bool = False,
-                 first_window: int = _WINDOW):
-    """Yield the backend's batch-header columns (absolute positions) for buf[start:end] window by
-    window; stops quietly before a partial last batch. Returns (StopIteration.value) the position
-    where complete batches end."""
-    n = len(buf) if end is None else min(end, len(buf))
-    core = _backend.core
-    pos = start
-    window = first_window
-    while n - pos > W.HEADER_SIZE_UP_TO_MAGIC:
-        wend = min(n, pos + window)
-        window = _WINDOW
-        s = core.scan_batches(buf, pos, wend, verify_crc)
-        if s["valid_bytes"] == pos:
-            if wend == n:
-                return pos
-            (size,) = struct.unpack_from(">i", buf, pos + W.SIZE_OFFSET)
-            need = size + W.LOG_OVERHEAD
-            if pos + need > n:
-                s = core.scan_batches(buf, pos, n, verify_crc)  # raises for a bad size, else truncated
-                return s["valid_bytes"]
-            s = core.scan_batches(buf, pos, pos + need, verify_crc)
-        yield s
-        pos = int(s["valid_bytes"])
-    return pos
 
 
 def _batch_at(buf, s, i):
