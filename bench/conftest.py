@@ -1,6 +1,14 @@
 """Shared bench plumbing: at the end of a run, every benchmark group with kbatch entries gets a
 ratio table: for each kbatch variant against each peer, peer time / kbatch time from the min and
-the median (> 1: kbatch is faster). Throughputs come from extra_info["records"] or ["bytes"]."""
+the median (> 1: kbatch is faster). Throughputs come from extra_info["records"] or ["bytes"].
+
+The benchmarks time one thread. numpy's OpenBLAS pool (idle, but its threads poll) would compete
+with that thread on a 2-core machine, so it is cut to one thread before numpy loads; it serves
+kbatch and the peers alike (none of them calls BLAS).
+"""
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def _impl(bench) -> str:

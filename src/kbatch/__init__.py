@@ -20,6 +20,7 @@ __version__ = "0.1.0"
 
 BACKEND = _backend.BACKEND
 Record = _backend.core.Record
+ByteView = _backend.core.ByteView   # type of keys, values, header values (memoryview on the pure backend)
 EARLIEST = OffsetSpec.EARLIEST
 LATEST = OffsetSpec.LATEST
 MAX_TIMESTAMP = OffsetSpec.MAX_TIMESTAMP
@@ -59,7 +60,7 @@ def __dir__():
 
 
 __all__ = [
-    "BACKEND", "Record", "crc32c", "iter_batches", "MemoryRecords", "RecordBatch", "LegacyRecordBatch",
+    "BACKEND", "Record", "ByteView", "crc32c", "iter_batches", "MemoryRecords", "RecordBatch", "LegacyRecordBatch",
     "BatchBuilder", "build_batch", "build_end_txn_marker", "ControlRecord", "parse_control_record",
     "TimestampType", "Compression", "ControlRecordType", "OffsetSpec", "NO_TIMESTAMP", "NO_TIMESTAMP_EXTENDED",
     "EARLIEST", "LATEST", "MAX_TIMESTAMP",

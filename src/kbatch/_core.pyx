@@ -13,23 +13,24 @@ input without re-deriving Python's slicing and comparison rules in C. Data is ne
 for a hand-over: any buffer of any content takes the C path.
 
 Results that point into the input: decode_records_v2's keys, values and header values are
-read-only memoryviews of the input, and keep it alive. decode_records_v2 checks every record in
-full, as the pure twin does, but a Record makes its key, value and headers objects on first
-access (the same objects, then kept), and decoded records are not tracked by the cyclic GC:
-records that are filtered or counted never pay for memoryviews, and large lists of them do not
-set off full collections.
+read-only ByteViews of the input (the twin's are memoryviews, with the same reading API), and
+keep it alive. decode_records_v2 checks every record in full, as the pure twin does, but a
+Record keeps its fields in C and makes each object on first access, and decoded records are not
+tracked by the cyclic GC: records that are filtered or counted never pay for views, and large
+lists of them do not set off full collections.
 """
 cimport cython
 cimport numpy as cnp
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_FillInfo, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.long cimport PyLong_Check, PyLong_CheckExact
 from cpython.number cimport PyNumber_Index
-from cpython.ref cimport Py_INCREF
+from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF, Py_XINCREF
 from cpython.sequence cimport PySequence_GetSlice
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.string cimport memcmp
 from libc.stdint cimport (INT64_MAX, INT64_MIN, int8_t, int16_t, int32_t, int64_t, uint8_t,
                           uint16_t, uint32_t, uint64_t)
 
@@ -532,71 +533,125 @@ cdef int _raise_scan(ScanErr *err) except -1:
 
 
 # ------------------------------------------------------------------------------------ records
+cdef extern from "Python.h":
+    Py_buffer *PyMemoryView_GET_BUFFER(object mview)
+    void PyObject_GC_UnTrack(void *op)
+    Py_hash_t _Py_HashBytes(const void *src, Py_ssize_t len)
+
+_TIMESTAMP_TYPE_OBJECTS = (W.TimestampType.CREATE_TIME, W.TimestampType.LOG_APPEND_TIME)
+
+# Record._o slots, one per field, and the Record._pending bits of the same numbers.
 cdef enum:
-    _LAZY_KEY = 1
-    _LAZY_VALUE = 2
-    _LAZY_HEADERS = 4
+    _OFFSET, _TIMESTAMP, _TIMESTAMP_TYPE, _KEY, _VALUE, _HEADERS, _IS_TOMBSTONE, _ATTRIBUTES, _N_FIELDS
+    _FROM_VIEW = (1 << _KEY) | (1 << _VALUE) | (1 << _HEADERS)   # the fields made from _view
 
 
-@cython.freelist(256)
+@cython.no_gc
+#@cython.freelist(2048)
 cdef class Record:
-    """One decoded record. Keys and values are read-only memoryviews into the batch's bytes
-    (the input buffer when uncompressed), or None. `timestamp` is None for "no timestamp"."""
+    """One decoded record. Keys and values are read-only zero-copy views (ByteView) into the
+    batch's bytes (the input buffer when uncompressed), or None. `timestamp` is None for "no
+    timestamp".
 
-    cdef readonly object offset
-    cdef readonly object timestamp
-    cdef readonly object timestamp_type
-    cdef readonly object is_tombstone
-    cdef readonly object attributes
-    # key, value and headers: decode_records_v2 checks them, stores where they are, and makes
-    # the objects on first access (then keeps them). Memoryviews and tuples are GC-tracked
-    # allocations; records whose key, value or headers are never asked for skip them.
-    cdef object _key
-    cdef object _value
-    cdef object _headers
-    cdef object _view          # the read-only input view they come from, while one is pending
+    A decoded record keeps its fields in C (numbers, where the key, value and headers are) and
+    makes each object on first access, then keeps it. The object fields are plain references,
+    NULL until made: a fresh record costs no reference-count updates on None or shared objects,
+    the main cost of building 10^5 objects a second once the parsing is in C. Records are not
+    tracked by the cyclic GC: they hold ints, strs, ByteViews and views of the input, so only a
+    caller who stores a record inside its own field (Record(...) from Python) could make a cycle,
+    which would then be leaked, never freed early.
+    """
+    cdef PyObject *_o[_N_FIELDS]   # each field's object once made (owned), NULL when absent
+    cdef PyObject *_view           # owned: the input view while a _FROM_VIEW field is pending
+    cdef int64_t _off, _ts
     cdef Py_ssize_t _key_lo, _key_hi, _value_lo, _value_hi, _headers_lo, _headers_hi
     cdef int32_t _n_headers
-    cdef int _lazy             # _LAZY_* bits: which of them are still pending
+    cdef uint8_t _attributes, _ttype
+    cdef bint _tombstone
+    cdef unsigned int _pending     # 1 << field: still to be made from the C fields
 
     def __init__(self, offset, timestamp, timestamp_type, key, value, headers, is_tombstone, attributes):
-        self.offset = offset
-        self.timestamp = timestamp
-        self.timestamp_type = timestamp_type
-        self._key = key
-        self._value = value
-        self._headers = headers
-        self.is_tombstone = is_tombstone
-        self.attributes = attributes
-        self._view = None
-        self._lazy = 0
+        cdef int i
+        self._pending = 0
+        self._clear()
+        for i, obj in enumerate((offset, timestamp, timestamp_type, key, value, headers, is_tombstone,
+                                 attributes)):
+            Py_INCREF(obj)
+            self._o[i] = <PyObject *>obj
+
+    def __dealloc__(self):
+        self._clear()
+
+    cdef void _clear(self):
+        cdef int i
+        for i in range(_N_FIELDS):
+            Py_XDECREF(self._o[i])
+            self._o[i] = NULL
+        Py_XDECREF(self._view)
+        self._view = NULL
+
+    cdef inline object _get(self, int i):
+        return None if self._o[i] == NULL else <object>self._o[i]
+
+    cdef inline object _keep(self, int i, object obj):
+        Py_INCREF(obj)
+        self._o[i] = <PyObject *>obj
+        self._pending &= ~(1u << i)
+        if not self._pending & _FROM_VIEW:
+            Py_XDECREF(self._view)
+            self._view = NULL
+        return obj
+
+    @property
+    def offset(self):
+        if self._pending & (1 << _OFFSET):
+            return self._off
+        return self._get(_OFFSET)
+
+    @property
+    def timestamp(self):
+        if self._pending & (1 << _TIMESTAMP):
+            return self._ts
+        return self._get(_TIMESTAMP)
+
+    @property
+    def timestamp_type(self):
+        if self._pending & (1 << _TIMESTAMP_TYPE):
+            return _TIMESTAMP_TYPE_OBJECTS[self._ttype]
+        return self._get(_TIMESTAMP_TYPE)
 
     @property
     def key(self):
-        if self._lazy & _LAZY_KEY:
-            self._key = _slice(self._view, self._key_lo, self._key_hi)
-            self._lazy &= ~_LAZY_KEY
-            if not self._lazy:
-                self._view = None
-        return self._key
+        if self._pending & (1 << _KEY):
+            return self._keep(_KEY, _byte_view(<object>self._view, self._key_lo, self._key_hi))
+        return self._get(_KEY)
 
     @property
     def value(self):
-        if self._lazy & _LAZY_VALUE:
-            self._value = _slice(self._view, self._value_lo, self._value_hi)
-            self._lazy &= ~_LAZY_VALUE
-            if not self._lazy:
-                self._view = None
-        return self._value
+        if self._pending & (1 << _VALUE):
+            return self._keep(_VALUE, _byte_view(<object>self._view, self._value_lo, self._value_hi))
+        return self._get(_VALUE)
 
     @property
     def headers(self):
-        if self._lazy & _LAZY_HEADERS:
-            self._headers = _build_headers(self._view, self._headers_lo, self._headers_hi, self._n_headers)
-            self._lazy &= ~_LAZY_HEADERS
-            if not self._lazy:
-                self._view = None
-        return self._headers
+        if self._pending & (1 << _HEADERS):
+            return self._keep(_HEADERS, _build_headers(<object>self._view, self._headers_lo,
+                                                       self._headers_hi, self._n_headers))
+        if self._o[_HEADERS] == NULL:
+            return _EMPTY_TUPLE
+        return <object>self._o[_HEADERS]
+
+    @property
+    def is_tombstone(self):
+        if self._pending & (1 << _IS_TOMBSTONE):
+            return True if self._tombstone else False
+        return self._get(_IS_TOMBSTONE)
+
+    @property
+    def attributes(self):
+        if self._pending & (1 << _ATTRIBUTES):
+            return self._attributes
+        return self._get(_ATTRIBUTES)
 
     def _astuple(self):
         key, value = self.key, self.value
@@ -605,6 +660,10 @@ cdef class Record:
                 None if value is None else bytes(value),
                 tuple([(k, None if v is None else bytes(v)) for k, v in self.headers]),
                 self.is_tombstone, self.attributes)
+
+    def __reduce__(self):
+        # keys and values travel as bytes: views cannot leave their buffer
+        return Record, self._astuple()
 
     def __eq__(self, other):
         if not hasattr(other, "_astuple"):
@@ -623,30 +682,107 @@ cdef class Record:
                 "is_tombstone={})").format(*self._astuple()[:7])
 
 
-cdef extern from "Python.h":
-    Py_buffer *PyMemoryView_GET_BUFFER(object mview)
-    object PyMemoryView_FromObject(object obj)
-    void PyObject_GC_UnTrack(void *op)
+@cython.final
+@cython.no_gc
+@cython.freelist(4096)
+cdef class ByteView:
+    """A read-only, zero-copy view of bytes inside a decoded batch: what Record.key, Record.value
+    and header values are on the compiled backend (the pure backend's are memoryviews).
 
-
-cdef inline object _slice(object view, Py_ssize_t lo, Py_ssize_t hi):
-    """view[lo:hi] for a 1-D byte memoryview (what _view makes), 0 <= lo <= hi <= len(view).
-
-    Same object as slicing gives (a view of the same managed buffer, so it keeps the input
-    alive, read-only when `view` is), made the way CPython's memory_subscript makes it: a new
-    view of the buffer, narrowed in place before anyone else can see it; but without building
-    a slice object and two ints first. Views with a stride other than 1 (only possible for a
-    length-1 view) are sliced the ordinary way.
+    It exports the buffer protocol (bytes(v), memoryview(v), numpy.frombuffer(v), hashlib,
+    struct, zlib and every buffer API take it) and has memoryview's reading API: len, indexing
+    (an int), slicing (a memoryview), iteration, == with any bytes-like object, hash equal to
+    the bytes' hash (when the input is hashable), tobytes(), hex(), tolist() and the rest through a memoryview. It keeps the
+    input alive, as a memoryview would, and costs a quarter of one to make.
     """
-    cdef Py_buffer *b = PyMemoryView_GET_BUFFER(view)
-    if b.ndim != 1 or b.strides[0] != 1:
-        return PySequence_GetSlice(view, lo, hi)
-    mv = PyMemoryView_FromObject(view)
-    b = PyMemoryView_GET_BUFFER(mv)
-    b.buf = <char *>b.buf + lo
-    b.len = hi - lo
-    b.shape[0] = hi - lo
-    return mv
+    cdef object _owner     # the read-only memoryview of the input that holds the buffer export
+    cdef const char *_p
+    cdef Py_ssize_t _n
+
+    def __init__(self, *args):
+        raise TypeError("ByteView objects are made by kbatch's decoder; use memoryview(x) for a view of your own buffer")
+
+    def __getbuffer__(self, Py_buffer *b, int flags):
+        PyBuffer_FillInfo(b, self, <void *>self._p, self._n, 1, flags)
+
+    def __len__(self):
+        return self._n
+
+    def __bytes__(self):
+        return PyBytes_FromStringAndSize(self._p, self._n)
+
+    def tobytes(self, order=None):
+        return PyBytes_FromStringAndSize(self._p, self._n)
+
+    def __getitem__(self, index):
+        return memoryview(self)[index]
+
+    def __iter__(self):
+        return iter(memoryview(self))
+
+    def __hash__(self):
+        hash(self._owner.obj)  # memoryview's rule: a view of a mutable (unhashable) buffer is unhashable
+        return _Py_HashBytes(self._p, self._n)
+
+    def __eq__(self, other):
+        cdef Py_buffer b
+        cdef bint eq
+        if isinstance(other, ByteView):
+            return (<ByteView>other)._n == self._n and memcmp((<ByteView>other)._p, self._p, self._n) == 0
+        if isinstance(other, bytes):
+            return len(<bytes>other) == self._n and memcmp(<const char *>other, self._p, self._n) == 0
+        try:
+            return memoryview(self) == other    # memoryview's rules for other formats and shapes
+        except TypeError:
+            return NotImplemented
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    @property
+    def obj(self):
+        """The object whose buffer this views (the input, or the decompressed records)."""
+        return self._owner.obj
+
+    @property
+    def readonly(self):
+        return True
+
+    @property
+    def nbytes(self):
+        return self._n
+
+    def __getattr__(self, name):
+        # the rest of memoryview's API (hex, tolist, nbytes, readonly, format, obj, cast, ...)
+        return getattr(memoryview(self), name)
+
+    def __repr__(self):
+        return f"<kbatch.ByteView {self.tobytes()!r}>"
+
+
+cdef inline object _byte_view(object view, Py_ssize_t lo, Py_ssize_t hi):
+    """A ByteView of view[lo:hi]: `view` is a read-only 1-D byte memoryview (what _view makes)
+    and 0 <= lo <= hi <= len(view)."""
+    cdef ByteView v = ByteView.__new__(ByteView)
+    v._owner = view
+    v._p = <const char *>PyMemoryView_GET_BUFFER(view).buf + lo
+    v._n = hi - lo
+    return v
+
+
+def byte_view(data, start, end):
+    """A read-only zero-copy view of data[start:end] (a ByteView; the pure twin: a memoryview),
+    which keeps `data` alive. What the legacy decoder makes keys and values with."""
+    cdef Py_ssize_t s, e
+    if type(start) is not int or type(end) is not int:
+        return _py.byte_view(data, start, end)
+    mv = _view(data)
+    if not mv.readonly:
+        mv = mv.toreadonly()
+    if not _index_arg(start, &s) or not _index_arg(end, &e) or e > len(mv) or s > e:
+        return _py.byte_view(data, start, end)
+    return _byte_view(mv, s, e)
 
 
 cdef Py_ssize_t _bytes_bounds(Cursor *r, object base_offset) except -2:
@@ -714,7 +850,7 @@ cdef object _build_headers(object view, Py_ssize_t lo, Py_ssize_t hi, int32_t n_
         if vlen < 0:
             hval = None
         else:
-            hval = _slice(view, r.pos, r.pos + vlen)
+            hval = _byte_view(view, r.pos, r.pos + vlen)
             r.pos += vlen
         pair = (hkey, hval)
         PyObject_GC_UnTrack(<void *>pair)  # (str, view of the input): as the records, see there
@@ -734,11 +870,16 @@ cdef list _decode_v2(object view, const uint8_t *buf, Py_ssize_t start, Py_ssize
     cdef int32_t length = 0, off_delta = 0, n_headers
     cdef int64_t ts_delta = 0, ts
     cdef uint8_t attributes = 0
-    cdef int st
+    cdef int st, ttype = -1
+    cdef unsigned int pending
     cdef Record rec
     # Each record takes at least 7 bytes; when count cannot fit, an error comes before the end.
     cdef bint prealloc = count <= (end - start) // 7
     cdef list out = PyList_New(count) if prealloc else []
+    if timestamp_type is _TIMESTAMP_TYPE_OBJECTS[0]:
+        ttype = 0
+    elif timestamp_type is _TIMESTAMP_TYPE_OBJECTS[1]:
+        ttype = 1
     cur_init(&c, buf, start, end)
     for i in range(count):
         if c.pos >= end:
@@ -769,38 +910,41 @@ cdef list _decode_v2(object view, const uint8_t *buf, Py_ssize_t start, Py_ssize
             raise_status(ST_RECORD_SIZE, rec_start, f"{length} bytes in record payload",
                          f"{length - cur_left(&r)} bytes read", base_offset_obj)
         rec = Record.__new__(Record)
-        rec.offset = <int64_t>(base_offset + <uint64_t><int64_t>off_delta)  # Java long wrap
+        rec._off = <int64_t>(base_offset + <uint64_t><int64_t>off_delta)  # Java long wrap
+        rec._attributes = attributes
+        rec._tombstone = value_lo < 0 or (attributes & RECORD_TOMBSTONE_FLAG_MASK) != 0
+        pending = (1 << _OFFSET) | (1 << _IS_TOMBSTONE) | (1 << _ATTRIBUTES)
         if use_lat:
-            rec.timestamp = lat
+            Py_XINCREF(<PyObject *>lat)   # None ("no timestamp") stays NULL
+            rec._o[_TIMESTAMP] = NULL if lat is None else <PyObject *>lat
         else:
             ts = <int64_t>(base_timestamp + <uint64_t>ts_delta)
-            rec.timestamp = None if ts == no_ts else ts
-        rec.timestamp_type = timestamp_type
-        rec._lazy = 0
+            if ts != no_ts:
+                rec._ts = ts
+                pending |= 1 << _TIMESTAMP
+        if ttype >= 0:
+            rec._ttype = ttype
+            pending |= 1 << _TIMESTAMP_TYPE
+        else:
+            Py_INCREF(timestamp_type)
+            rec._o[_TIMESTAMP_TYPE] = <PyObject *>timestamp_type
         if key_lo >= 0:
-            rec._lazy = _LAZY_KEY
+            pending |= 1 << _KEY
             rec._key_lo = key_lo
             rec._key_hi = key_hi
         if value_lo >= 0:
-            rec._lazy |= _LAZY_VALUE
+            pending |= 1 << _VALUE
             rec._value_lo = value_lo
             rec._value_hi = value_hi
         if n_headers:
-            rec._lazy |= _LAZY_HEADERS
+            pending |= 1 << _HEADERS
             rec._headers_lo = headers_lo
             rec._headers_hi = r.pos
             rec._n_headers = n_headers
-        else:
-            rec._headers = _EMPTY_TUPLE
-        if rec._lazy:
-            rec._view = view
-        rec.is_tombstone = value_lo < 0 or (attributes & RECORD_TOMBSTONE_FLAG_MASK) != 0
-        rec.attributes = attributes
-        # Out of the cyclic GC, as CPython does for tuples of atomic objects: a decoded record holds
-        # ints, strs, and views of the input, so only an input object that itself refers to its
-        # records could close a cycle (which would then be leaked, never freed early). Without
-        # this, building a large list of records runs repeated full collections.
-        PyObject_GC_UnTrack(<void *>rec)
+        if pending & _FROM_VIEW:
+            Py_INCREF(view)
+            rec._view = <PyObject *>view
+        rec._pending = pending
         if prealloc:
             Py_INCREF(rec)
             PyList_SET_ITEM(out, i, rec)

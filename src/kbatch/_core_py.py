@@ -45,6 +45,19 @@ def _view(data) -> memoryview:
     return mv
 
 
+# Keys, values and header values of decoded records: read-only memoryviews of the input here;
+# the compiled twin returns its lighter ByteView, which has memoryview's reading API.
+ByteView = memoryview
+
+
+def byte_view(data, start: int, end: int) -> memoryview:
+    """A read-only zero-copy view of data[start:end] that keeps `data` alive; 0 <= start <= end <= len."""
+    mv = _view(data)
+    if not (isinstance(start, int) and isinstance(end, int) and 0 <= start <= end <= len(mv)):
+        raise ValueError(f"byte_view needs integers 0 <= start <= end <= {len(mv)}, got {start!r}, {end!r}")
+    return mv.toreadonly()[start:end]
+
+
 # ------------------------------------------------------------------------------------ CRC32C
 def _make_table():
     table = []
@@ -227,7 +240,8 @@ def scan_batches(data, start: int = 0, end: int = -1, verify_crc: bool = True) -
 # ------------------------------------------------------------------------------------ records
 class Record:
     """One decoded record. Keys and values are read-only memoryviews into the batch's bytes
-    (the input buffer when uncompressed), or None. `timestamp` is None for "no timestamp"."""
+    (the input buffer when uncompressed), or None. `timestamp` is None for "no timestamp".
+    Pickles with bytes keys and values."""
 
     __slots__ = ("offset", "timestamp", "timestamp_type", "key", "value", "headers", "is_tombstone",
                  "attributes")
@@ -248,6 +262,10 @@ class Record:
                 None if self.value is None else bytes(self.value),
                 tuple((k, None if v is None else bytes(v)) for k, v in self.headers),
                 self.is_tombstone, self.attributes)
+
+    def __reduce__(self):
+        # keys and values travel as bytes: views cannot leave their buffer
+        return Record, self._astuple()
 
     def __eq__(self, other):
         if not hasattr(other, "_astuple"):

@@ -55,7 +55,7 @@ def _sized(buf, p, mend, base_offset):
     if n > mend - p:
         raise CorruptRecordError("Legacy message field runs past the message", position=p - 4,
                                  base_offset=base_offset, expected=f"<= {mend - p} bytes", found=n)
-    return buf[p:p + n], p + n
+    return _backend.core.byte_view(buf, p, p + n), p + n
 
 
 class LegacyRecordBatch:
