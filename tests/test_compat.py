@@ -193,6 +193,45 @@ def test_kafka_python_timestamp_none_and_metadata(backend):
     assert m.crc is None and repr(m).startswith("DefaultRecordMetadata(offset=0")
 
 
+def test_kafka_python_records_are_its_class_with_slot_reads(backend):
+    b = k_d.DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 1 << 20)
+    b.append(0, 5, b"k", b"v", [("h", b"x")])
+    b.append(1, 6, None, None, [])
+    data = bytes(b.build())
+    mine, theirs = list(K.MemoryRecords(data).next_batch()), list(k_m.MemoryRecords(data).next_batch())
+    fields = ("size_in_bytes", "offset", "timestamp", "timestamp_type", "key", "value", "headers", "checksum")
+    for r, o in zip(mine, theirs):
+        assert isinstance(r, k_d.DefaultRecord) and type(r).__name__ == "DefaultRecord"
+        assert repr(r) == repr(o) and r.validate_crc() is True
+        assert [getattr(r, f) for f in fields] == [getattr(o, f) for f in fields]
+        for f in fields:
+            with pytest.raises(AttributeError):  # read-only, as kafka-python's properties
+                setattr(r, f, 1)
+    if backend.BACKEND == "cython":  # the compiled factory: properties read as slot members
+        assert type(type(mine[0]).__dict__["offset"]).__name__ == "member_descriptor"
+
+
+def test_kafka_python_only_plain_slot_properties_become_members():
+    class Rec:
+        __slots__ = ("_a", "_b")
+
+        @property
+        def a(self):
+            return self._a
+
+        @property
+        def b(self):
+            return self._b + 1  # computes: stays a property
+
+        @property
+        def c(self):
+            return self._a if self._b else None
+
+    assert K._returns_slot(Rec.a, "_a") and not K._returns_slot(Rec.a, "_b")
+    assert not K._returns_slot(Rec.b, "_b") and not K._returns_slot(Rec.c, "_a")
+    assert not K._returns_slot(property(lambda self: self._a, lambda self, v: None), "_a")
+
+
 def _control_batch(key, value=b"\x00\x00\x00\x00\x00\x05", pid=7, lat=False):
     b = k_d.DefaultRecordBatchBuilder(2, 0, 1, pid, 0, 0, 1 << 20)
     b.append(0, 123, key, value, [])

@@ -169,6 +169,41 @@ def _install_members():
 _install_members()
 
 
+_ALIASES = []   # the PyMemberDef arrays and name bytes of slot_read_properties: they live forever
+
+
+def slot_read_properties(cls, names):
+    """Replace read-only properties that only return a slot (kafka-python's DefaultRecord:
+    `offset` returns `self._offset`, ...) by read-only T_OBJECT_EX member descriptors for the
+    same slot, on `cls` (a subclass with no slots of its own). CPython 3.11 specialises reading
+    such a member to a slot load, where a property is a Python call. `names`: {property: slot}.
+    The slot must be an object slot of a base class; reading an unset slot raises AttributeError,
+    as the property would."""
+    cdef PyMemberDef *defs = <PyMemberDef *> PyMem_Malloc(len(names) * sizeof(PyMemberDef))
+    if defs == NULL:
+        raise MemoryError()
+    keep = [<object> <Py_ssize_t> defs]
+    d = <dict> (<PyTypeObjectDict *> <PyObject *> cls).tp_dict
+    for i, (prop, slot) in enumerate(names.items()):
+        for k in cls.__mro__[1:]:
+            if slot in k.__dict__:
+                desc = k.__dict__[slot]
+                break
+        else:
+            raise TypeError(f"{cls!r} has no slot {slot}")
+        if type(desc) is not types.MemberDescriptorType or (<PyMemberDescrObject *> desc).d_member.type != T_OBJECT_EX:
+            raise TypeError(f"{cls.__name__}.{slot} is not an object slot")
+        name = prop.encode()
+        keep.append(name)
+        defs[i].name = name
+        defs[i].type = T_OBJECT_EX
+        defs[i].offset = (<PyMemberDescrObject *> desc).d_member.offset
+        defs[i].flags = _READONLY
+        d[prop] = PyDescr_NewMember(<PyTypeObject *> <PyObject *> cls, &defs[i])
+    _ALIASES.append(keep)
+    PyType_Modified(<PyTypeObject *> <PyObject *> cls)
+
+
 # ---------------------------------------------------------------------------------- decoding
 cdef inline int _varint(const uint8_t *b, Py_ssize_t *pos, Py_ssize_t end, int64_t *out) noexcept nogil:
     """The clients' decode_varint (64-bit zigzag, up to 10 bytes); -1 where the client would raise

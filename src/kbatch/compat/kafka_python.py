@@ -1,8 +1,9 @@
 """kafka-python's `kafka.record` classes, on kbatch's kernels.
 
 Same names, constructors, attributes, methods, constants and exceptions (kafka.errors.*) as
-kafka.record; record and metadata objects are kafka-python's own classes, so isinstance checks and
-reprs are unchanged. What kbatch does here: v2 record decoding (whole batch at once, see
+kafka.record; metadata objects are kafka-python's own classes and decoded records a subclass of its
+DefaultRecord (named DefaultRecord) whose plain slot-returning properties are slot members, so
+isinstance checks, methods and reprs are unchanged and a consumer's attribute reads are slot loads. What kbatch does here: v2 record decoding (whole batch at once, see
 kbatch.compat for the fall-back rule), v2 record encoding in the builder, and the batch CRC-32C.
 Legacy (magic 0/1) batches keep kafka-python's own implementation.
 """
@@ -43,16 +44,48 @@ _BYTES_LIKE = (bytes, bytearray, memoryview)
 
 
 _FACTORIES = []
+_RECORD_PROPERTIES = {"size_in_bytes": "_size_in_bytes", "offset": "_offset", "timestamp": "_timestamp",
+                      "timestamp_type": "_timestamp_type", "key": "_key", "value": "_value", "headers": "_headers"}
+
+
+class _SlotReadDefaultRecord(DefaultRecord):
+    """kafka-python's DefaultRecord (a subclass: isinstance, methods and repr unchanged) whose
+    read-only properties, each of which returns one slot, are read-only slot members
+    (_speedups.slot_read_properties): reading `record.offset` in a consumer loop is then a slot
+    load for CPython's specialising interpreter, not a Python-level property call."""
+    __slots__ = ()
+
+
+_SlotReadDefaultRecord.__name__ = _SlotReadDefaultRecord.__qualname__ = "DefaultRecord"
 
 
 def _factories(sp):
-    """(record factory, metadata factory) that build kafka-python's own objects without __init__."""
+    """(record factory, metadata factory) that build kafka-python's objects without __init__."""
     if not _FACTORIES:
+        # only properties that are exactly `return self.<slot>` in the installed kafka-python
+        props = {p: s for p, s in _RECORD_PROPERTIES.items() if _returns_slot(getattr(DefaultRecord, p), s)}
+        sp.slot_read_properties(_SlotReadDefaultRecord, props)
         _FACTORIES.append((
-            sp.SlotFactory(DefaultRecord, ("_size_in_bytes", "_offset", "_timestamp", "_timestamp_type", "_key",
-                                           "_value", "_headers")),
+            sp.SlotFactory(_SlotReadDefaultRecord, ("_size_in_bytes", "_offset", "_timestamp", "_timestamp_type",
+                                                    "_key", "_value", "_headers")),
             sp.SlotFactory(DefaultRecordMetadata, ("_offset", "_size", "_timestamp"))))
     return _FACTORIES[0]
+
+
+def _returns_slot(prop, slot: str) -> bool:
+    """True when `prop` is a property whose getter is `def f(self): return self.<slot>`."""
+    if type(prop) is not property or prop.fset is not None or prop.fdel is not None:
+        return False
+    code = getattr(prop.fget, "__code__", None)
+    return (code is not None and code.co_code == _RETURNS_ATTRIBUTE.co_code and code.co_names == (slot,)
+            and code.co_argcount == 1 and not code.co_freevars)
+
+
+def _returns_attribute(self):
+    return self.slot
+
+
+_RETURNS_ATTRIBUTE = _returns_attribute.__code__
 
 
 class DefaultRecordBatch(_d.DefaultRecordBatch):
