@@ -179,6 +179,31 @@ def test_bad_segment_named_with_byte_position(spark, data_dir, tmp_path):
     total = spark.read.format("kafka-segments").load(os.path.join(data_dir, "orders-1")).count()
     before_bad = sum(len(x) for x in batches[:3])
     assert total - sum(len(x) for x in batches) + before_bad == rows
+    # badRecordsPath: the same skipping, and a report per skipped range the job can read back
+    reports = str(tmp_path / "reports")
+    reported = spark.read.format("kafka-segments").option("badRecordsPath", reports).load(bad)
+    assert reported.count() == rows
+    (rep,) = [r.asDict() for r in spark.read.json(reports).collect()]
+    assert (rep["path"], rep["topic"], rep["partition"]) == (path, "orders", 1)
+    assert (rep["skippedFrom"], rep["skippedTo"], rep["baseOffset"]) == (
+        victim.position, os.path.getsize(path), victim.base_offset)
+    assert rep["errorClass"] == "CrcMismatchError" and seg in rep["error"]
+
+
+def test_a_given_schema_selects_columns(spark, data_dir):
+    full = spark_table(spark.read.format("kafka-segments").options(includeHeaders="true", pushdown="false")
+                       .load(data_dir))
+    df = (spark.read.format("kafka-segments").schema("offset long, value binary, topic string, partition int, "
+                                                     "headers array<struct<key: string, value: binary>>")
+          .option("pushdown", "false").load(data_dir))
+    assert df.columns == ["offset", "value", "topic", "partition", "headers"]
+    got = spark_table(df)
+    assert got.num_rows == full.num_rows
+    for name in df.columns:
+        assert got[name].to_pylist() == full[name].to_pylist(), name
+    for bad, word in (("offset long, nope binary", "unknown column"), ("offset int", "wrong type")):
+        with pytest.raises(Exception, match=word):
+            spark.read.format("kafka-segments").schema(bad).load(data_dir).count()
 
 
 def test_decode_batches_over_binary_column(spark, data_dir):

@@ -22,17 +22,28 @@ Options (names as Spark's Kafka source where it has one):
                                 isTransactional, isControl
   failOnDataLoss                "false": a bad segment range is skipped from the bad batch on,
                                 logged (file, byte position, reason), instead of failing the job
+  badRecordsPath                a directory: skip bad ranges as failOnDataLoss=false does and
+                                write one JSON report per skipped range there (path, topic,
+                                partition, skippedFrom, skippedTo, baseOffset, errorClass, error)
   maxPartitionBytes             split segments larger than this (default 64 MiB)
   rowsPerBatch                  rows per Arrow batch (default 32768)
   verifyCrc                     "false" skips CRC checks (default true)
   pushdown                      "true" uses the reader with filter pushdown (needs
                                 spark.sql.python.filterPushdown.enabled, which
                                 kbatch.spark.register(spark, pushdown=True) sets)
+
+Column selection: Spark does not prune a Python data source's columns, so every column the
+source returns crosses from the Python worker to the JVM. A schema given before load selects
+columns (any subset of the full schema, any order, same types), and only those are sent:
+
+    spark.read.format("kafka-segments").schema("key binary, value binary, offset long").load(dir)
 """
 from __future__ import annotations
 
 import json
 import logging
+import os
+import uuid
 from datetime import datetime, timezone
 
 from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, GreaterThan, GreaterThanOrEqual, In,
@@ -40,6 +51,7 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, Great
 from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, IntegerType, LongType, ShortType, StringType,
                                StructField, StructType, TimestampType)
 
+from .._files import atomic_write
 from ..errors import InvalidRequestError, KBatchError
 from . import _plan
 
@@ -65,6 +77,28 @@ def spark_schema(include_headers: bool = False, batch_fields: bool = False) -> S
                    StructField("baseSequence", IntegerType()), StructField("isTransactional", BooleanType()),
                    StructField("isControl", BooleanType())]
     return StructType(fields)
+
+
+_BATCH_FIELDS = ("producerId", "producerEpoch", "baseSequence", "isTransactional", "isControl")
+
+
+def _columns(schema: StructType) -> list:
+    """The columns of a user-given schema (`.schema(...)` before `.load`), checked against the
+    source's full schema: a subset, in any order, with the same types. Only those columns are sent
+    from the Python workers to the JVM (Python data sources get no column pruning from Spark)."""
+    full = {f.name: f.dataType for f in spark_schema(True, True).fields}
+    names = schema.fieldNames()
+    for f in schema.fields:
+        if f.name not in full:
+            raise InvalidRequestError(f"kafka-segments: unknown column {f.name!r} in the given schema",
+                                      expected=f"columns of {', '.join(full)}", found=f.name)
+        if f.dataType != full[f.name]:
+            raise InvalidRequestError(f"kafka-segments: column {f.name!r} has the wrong type in the given schema",
+                                      expected=full[f.name].simpleString(), found=f.dataType.simpleString())
+    if len(set(names)) != len(names) or not names:
+        raise InvalidRequestError("kafka-segments: the given schema needs distinct columns",
+                                  expected="at least one column, each once", found=", ".join(names))
+    return names
 
 
 def _bool(options, name, default):
@@ -129,10 +163,15 @@ class KafkaSegmentsReader(DataSourceReader):
         if not self.path:
             raise InvalidRequestError("kafka-segments needs a path: spark.read.format('kafka-segments').load(dir)",
                                       expected="a directory of <topic>-<partition> folders", found=None)
-        self.include_headers = "headers" in schema.fieldNames()
-        self.batch_fields = "producerId" in schema.fieldNames()
-        self.fail_on_data_loss = _bool(self.options, "failOnDataLoss", True) and not _bool(
-            self.options, "skipBadSegments", False)
+        self.columns = _columns(schema)
+        self.include_headers = "headers" in self.columns
+        self.batch_fields = any(c in _BATCH_FIELDS for c in self.columns)
+        # None: read() yields every column it builds, in order (the source's own schema)
+        built = spark_schema(self.include_headers, self.batch_fields).fieldNames()
+        self.select = None if self.columns == built else self.columns
+        self.bad_records_path = _opt(self.options, "badRecordsPath")
+        self.fail_on_data_loss = (_bool(self.options, "failOnDataLoss", True) and not _bool(
+            self.options, "skipBadSegments", False) and self.bad_records_path is None)
         self.verify_crc = _bool(self.options, "verifyCrc", True)
         self.max_bytes = int(_opt(self.options, "maxPartitionBytes") or DEFAULT_MAX_PARTITION_BYTES)
         self.rows_per_batch = int(_opt(self.options, "rowsPerBatch") or DEFAULT_ROWS_PER_BATCH)
@@ -217,7 +256,11 @@ class KafkaSegmentsReader(DataSourceReader):
             batch_fields=self.batch_fields, verify_crc=self.verify_crc, strict=not at_eof,
             start_offset=partition.start_offset, end_offset=partition.end_offset, chunk_rows=self.rows_per_batch)
         try:
-            yield from gen
+            if self.select is None:
+                yield from gen
+            else:  # a user-given schema: only its columns leave the worker
+                for rb in gen:
+                    yield rb.select(self.select)
         except KBatchError as e:
             if e.position is not None:
                 e.position += partition.start
@@ -227,6 +270,19 @@ class KafkaSegmentsReader(DataSourceReader):
                 raise
             log.warning("kafka-segments: skipping the rest of %s from byte %s to %s: %s "
                         "(failOnDataLoss=false)", partition.path, e.position, partition.end, e)
+            if self.bad_records_path is not None:
+                _report_skipped(self.bad_records_path, partition, e)
+
+
+def _report_skipped(directory: str, partition: SegmentSlice, e: KBatchError) -> None:
+    """One JSON file per skipped range under `directory` (written whole, then renamed into place,
+    so a reader never sees half a report): spark.read.json(directory) lists them."""
+    report = {"path": partition.path, "topic": partition.topic, "partition": partition.partition,
+              "skippedFrom": e.position, "skippedTo": partition.end, "sliceStart": partition.start,
+              "baseOffset": e.base_offset, "errorClass": type(e).__name__, "error": str(e)}
+    os.makedirs(directory, exist_ok=True)
+    atomic_write(os.path.join(directory, f"kafka-segments-{uuid.uuid4().hex}.json"),
+                 (json.dumps(report) + "\n").encode())
 
 
 class KafkaSegmentsPushdownReader(KafkaSegmentsReader):
