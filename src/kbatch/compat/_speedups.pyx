@@ -782,9 +782,12 @@ cdef class AioRecordBatchBuilder:
         self.producer_epoch = producer_epoch
         self.base_sequence = base_sequence
 
-    def append(self, offset, timestamp, key, value, list headers):
+    def append(self, offset, timestamp, key, value, headers):
         """Write one record; aiokafka's DefaultRecordMetadata, or None when the batch is full."""
         cdef int64_t off = _as_i64(offset)
+        if headers is not None and type(headers) is not list:  # checked there after offset, before timestamp
+            raise TypeError(f"Argument 'headers' has incorrect type (expected list, got {type(headers).__name__})")
+        cdef list hl = headers
         cdef int64_t ts, delta
         cdef Py_ssize_t body, size, pos, nh, h, n
         cdef Py_buffer kb, vb
@@ -814,10 +817,10 @@ cdef class AioRecordBatchBuilder:
                 PyObject_GetBuffer(value, &vb, PyBUF_SIMPLE)
                 has_v = True
                 body += _size_varint(vb.len) + vb.len
-            nh = len(headers)
+            nh = len(hl)
             if nh:
                 hkeys = []
-                body += _aio_size_of(None, None, headers, hkeys) - 2
+                body += _aio_size_of(None, None, hl, hkeys) - 2
             else:
                 body += 1
             size = body + _size_varint(body)
@@ -855,7 +858,7 @@ cdef class AioRecordBatchBuilder:
                 pos += _put_varint(out + pos, n)
                 memcpy(out + pos, <const char *> ek, n)
                 pos += n
-                hv = (<tuple> headers[h])[1]
+                hv = (<tuple> hl[h])[1]
                 if hv is None:
                     out[pos] = 1
                     pos += 1

@@ -12,6 +12,7 @@ record parsing stay aiokafka's own.
 """
 from __future__ import annotations
 
+import operator
 import struct
 import time
 
@@ -23,7 +24,7 @@ import aiokafka.record.memory_records as _m
 from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
 
 from .. import _backend
-from . import STATS, decode_v2_tuples, encode_v2_record, speedups
+from . import STATS, _wrap64, decode_v2_tuples, encode_v2_record, speedups
 
 __all__ = [
     "MemoryRecords", "DefaultRecordBatch", "DefaultRecordBatchBuilder", "DefaultRecord",
@@ -46,9 +47,9 @@ _ORIG = {
     "DefaultRecordBatchBuilder": _d.DefaultRecordBatchBuilder,
 }
 _CRC_STRUCT = struct.Struct(">I")
-# aiokafka's Cython builder refuses a record that would make the batch exactly batch_size bytes;
-# its pure builder accepts it. Follow the live one.
-_FULL_AT = 1 if _d.DefaultRecordBatchBuilder is not _d._DefaultRecordBatchBuilderPy else 0
+# aiokafka's compiled builder and its pure one differ (argument types, full-batch rule, first
+# timestamp, compression): the drop-in follows the live one.
+_LIVE_BUILDER_COMPILED = _d.DefaultRecordBatchBuilder is not _d._DefaultRecordBatchBuilderPy
 _BYTES_LIKE = (bytes, bytearray, memoryview)
 
 
@@ -126,11 +127,67 @@ class DefaultRecordBatch(_d._DefaultRecordBatchPy):
         return self.crc == _backend.core.crc32c(memoryview(self._buffer)[self.ATTRIBUTES_OFFSET:])
 
 
-def _c_int(v):
-    """How aiokafka's Cython builder takes an int64 argument: ints and floats (truncated)."""
-    if isinstance(v, (int, float)):
-        return int(v)
-    raise TypeError("an integer is required")
+def _c_int(v, bits=64):
+    """How aiokafka's compiled builder converts a C integer argument of `bits` bits (as
+    _speedups._as_i64): an int, or anything whose type has __int__ (floats truncate; __index__
+    alone is not enough); OverflowError past the C type."""
+    if type(v) is not int:
+        to_int = getattr(type(v), "__int__", None)
+        if to_int is None:
+            raise TypeError("an integer is required")
+        v = to_int(v)
+        if not isinstance(v, int):
+            raise TypeError(f"__int__ returned non-int (type {type(v).__name__})")
+    if not -(1 << (bits - 1)) <= v < 1 << (bits - 1):
+        raise OverflowError(f"value too large to convert to int{bits}_t")
+    return int(v)
+
+
+def _ssize(v):
+    """A Py_ssize_t argument there (batch_size): an int or __index__, not a float."""
+    v = operator.index(v)
+    if not _I64_MIN <= v <= _I64_MAX:
+        raise OverflowError("Python int too large to convert to C ssize_t")
+    return v
+
+
+def _c_buffer(b):
+    """b's bytes as PyObject_GetBuffer(b, PyBUF_SIMPLE) reads them in aiokafka's compiled builder:
+    any C-contiguous buffer (a 2-D memoryview counts all its bytes); TypeError for a non-buffer,
+    memoryview's BufferError for a strided one."""
+    if type(b) is bytes:
+        return b
+    m = memoryview(b)
+    if not m.c_contiguous:
+        raise BufferError("memoryview: underlying buffer is not C-contiguous")
+    return m.tobytes()
+
+
+def _check_list(headers):
+    # a `list` argument in Cython: exactly a list, or None (whose len() then raises TypeError)
+    if headers is not None and type(headers) is not list:
+        raise TypeError(f"Expected list, got {type(headers).__name__}")
+
+
+def _c_fields(key, value, headers):
+    """key, value and headers through aiokafka's compiled builder's checks, in its order:
+    (key, value, headers, size) with key/value as bytes or None, and size as its size_of."""
+    svl = _backend.core.sizeof_varlong
+    _check_list(headers)
+    key = None if key is None else _c_buffer(key)
+    value = None if value is None else _c_buffer(value)
+    size = sum(1 if b is None else svl(len(b)) + len(b) for b in (key, value)) + svl(len(headers))
+    for header in headers:
+        # a header is typed there as exactly a tuple of exactly (str, bytes), None allowed
+        if header is not None and type(header) is not tuple:
+            raise TypeError(f"Expected tuple, got {type(header).__name__}")
+        h_key, h_value = header
+        for v, t in ((h_key, str), (h_value, bytes)):
+            if v is not None and type(v) is not t:
+                raise TypeError(f"Expected {t.__name__}, got {type(v).__name__}")
+        n = len(h_key.encode("utf-8"))
+        size += svl(n) + n + (1 if h_value is None else svl(len(h_value)) + len(h_value))
+    return key, value, headers, size
 
 
 _CODECS = {1: ("has_gzip", "gzip", "gzip_encode"), 2: ("has_snappy", "snappy", "snappy_encode"),
@@ -163,39 +220,33 @@ def _fast_builder(sp):
 
 
 class DefaultRecordBatchBuilder(_d._DefaultRecordBatchBuilderPy):
-    """aiokafka's DefaultRecordBatchBuilder. With kbatch's compiled backend and aiokafka's compiled
-    builder live, constructing it gives kbatch.compat._speedups.AioRecordBatchBuilder, a compiled
-    builder with the same API and behaviour; otherwise this class (aiokafka's pure builder with
-    kbatch's encoder)."""
+    """aiokafka's DefaultRecordBatchBuilder. With aiokafka's compiled builder live, constructing it
+    gives a builder with that one's API and behaviour: kbatch.compat._speedups.AioRecordBatchBuilder
+    on kbatch's compiled backend, _CompiledTwin (its pure twin) on the python one. Otherwise this
+    class: aiokafka's pure builder with kbatch's encoder."""
 
     def __new__(cls, *args, **kwargs):
-        if cls is DefaultRecordBatchBuilder and _FULL_AT:
+        if cls is DefaultRecordBatchBuilder and _LIVE_BUILDER_COMPILED:
             sp = speedups()
             if sp is not None:
                 return _fast_builder(sp)(*args, **kwargs)
+            return super().__new__(_CompiledTwin)  # a subclass: Python runs its __init__
         return super().__new__(cls)
 
     @classmethod
     def size_of(cls, key, value, headers):
-        sp = speedups() if _FULL_AT else None
-        if sp is not None:
-            return _fast_builder(sp).size_of(key, value, headers)
+        if _LIVE_BUILDER_COMPILED and cls is DefaultRecordBatchBuilder:
+            return _compiled_builder().size_of(key, value, headers)
         return super().size_of(key, value, headers)
 
     @classmethod
     def estimate_size_in_bytes(cls, key, value, headers):
-        sp = speedups() if _FULL_AT else None
-        if sp is not None:
-            return _fast_builder(sp).estimate_size_in_bytes(key, value, headers)
+        if _LIVE_BUILDER_COMPILED and cls is DefaultRecordBatchBuilder:
+            return _compiled_builder().estimate_size_in_bytes(key, value, headers)
         return super().estimate_size_in_bytes(key, value, headers)
 
     def append(self, offset, timestamp, key, value, headers):
         """Write one record (magic 2); returns DefaultRecordMetadata, or None when the batch is full."""
-        if _FULL_AT:  # the live builder is aiokafka's Cython one: take its argument conversions
-            if type(offset) is not int:
-                offset = _c_int(offset)
-            if timestamp is not None and type(timestamp) is not int:
-                timestamp = _c_int(timestamp)
         if type(offset) is not int:
             raise TypeError(offset)
         if timestamp is None:
@@ -213,14 +264,14 @@ class DefaultRecordBatchBuilder(_d._DefaultRecordBatchBuilderPy):
         sp = speedups()
         if sp is not None:
             size = sp.append_v2(self._buffer, offset, timestamp - self._first_timestamp, key, value, headers,
-                                self._batch_size - _FULL_AT, first)
+                                self._batch_size, first)
             if size < 0:
                 return None
         else:
             rec = encode_v2_record(offset, timestamp - self._first_timestamp, key, value, headers)
             size = len(rec)
             buf = self._buffer
-            if size + len(buf) > self._batch_size - _FULL_AT and not first:
+            if size + len(buf) > self._batch_size and not first:
                 return None
             buf += rec
         if self._max_timestamp < timestamp:
@@ -240,6 +291,76 @@ class DefaultRecordBatchBuilder(_d._DefaultRecordBatchBuilderPy):
         crc = _backend.core.crc32c(memoryview(buf)[self.ATTRIBUTES_OFFSET:])
         _CRC_STRUCT.pack_into(buf, self.CRC_OFFSET, crc)
         STATS["built_batches"] += 1
+
+
+class _CompiledTwin(DefaultRecordBatchBuilder):
+    """The pure twin of kbatch.compat._speedups.AioRecordBatchBuilder (aiokafka's compiled builder,
+    quirks included), for kbatch's python backend: C-typed arguments (_c_int), key/value/headers as
+    _c_fields takes them, a record refused when offset != 0 and it would take the batch to
+    batch_size bytes or more, a first timestamp of -1 counting as "no record yet", the timestamp
+    delta wrapped to int64 and the last offset delta to int32, the batch always sent compressed
+    when a codec is set."""
+
+    def __init__(self, magic, compression_type, is_transactional, producer_id, producer_epoch, base_sequence,
+                 batch_size):
+        args = (_c_int(magic, 8), _c_int(compression_type, 8), _c_int(is_transactional, 8), _c_int(producer_id),
+                _c_int(producer_epoch, 16), _c_int(base_sequence, 32), _ssize(batch_size))
+        super().__init__(*args)
+        self._first_timestamp = self._max_timestamp = -1
+
+    def set_producer_state(self, producer_id, producer_epoch, base_sequence):
+        super().set_producer_state(_c_int(producer_id), _c_int(producer_epoch, 16), _c_int(base_sequence, 32))
+
+    def _delta(self, ts):
+        return 0 if self._first_timestamp == -1 else _wrap64(ts - self._first_timestamp)
+
+    def append(self, offset, timestamp, key, value, headers):
+        """Write one record (magic 2); returns DefaultRecordMetadata, or None when the batch is full."""
+        offset = _c_int(offset)
+        _check_list(headers)  # a typed argument there: checked after offset, before timestamp
+        timestamp = _now_ms() if timestamp is None else _c_int(timestamp)
+        key, value, headers = _c_fields(key, value, headers)[:3]
+        rec = encode_v2_record(offset, self._delta(timestamp), key, value, headers)
+        buf = self._buffer
+        if offset != 0 and len(buf) + len(rec) >= self._batch_size:
+            return None
+        if self._first_timestamp == -1:
+            self._first_timestamp = self._max_timestamp = timestamp
+        buf += rec
+        if self._max_timestamp < timestamp:
+            self._max_timestamp = timestamp
+        self._num_records += 1
+        self._last_offset = (offset + (1 << 31)) % (1 << 32) - (1 << 31)  # an int32 there
+        STATS["built_records"] += 1
+        return DefaultRecordMetadata(offset, len(rec), timestamp)
+
+    def _maybe_compress(self):
+        if self._compression_type == self.CODEC_NONE:
+            return False
+        # the records section as it is now (build() twice compresses it twice, as there)
+        buf = self._buffer
+        buf[_V2_HEADER:] = _compress(self._compression_type, bytes(buf[_V2_HEADER:]))
+        return True
+
+    def size_in_bytes(self, offset, timestamp, key, value, headers):
+        offset, timestamp = _c_int(offset), _c_int(timestamp)
+        svl = _backend.core.sizeof_varlong
+        body = 1 + svl(offset) + svl(self._delta(timestamp)) + self.size_of(key, value, headers)
+        return body + svl(body)
+
+    @classmethod
+    def size_of(cls, key, value, headers):
+        return _c_fields(key, value, headers)[3]
+
+    @classmethod
+    def estimate_size_in_bytes(cls, key, value, headers):
+        return _V2_HEADER + cls.MAX_RECORD_OVERHEAD + cls.size_of(key, value, headers)
+
+
+def _compiled_builder():
+    """The class that mirrors aiokafka's compiled builder on the live kbatch backend."""
+    sp = speedups()
+    return _CompiledTwin if sp is None else _fast_builder(sp)
 
 
 class MemoryRecords(_m._MemoryRecordsPy):
