@@ -5,14 +5,17 @@ and runs. Needs only Python >= 3.10, a C compiler and (for Spark) Java 17.
   python3 dev.py demo        the main job: sample topic data -> local Spark -> reports
   python3 dev.py test        the whole test suite, on both backends (Cython and pure Python)
   python3 dev.py bench       the benchmarks (pytest-benchmark), peers side by side
-  python3 dev.py fuzz [SECONDS] [--sanitize]   every fuzz target for SECONDS each (default 60)
-  python3 dev.py build [--debug|--sanitize|--coverage]   rebuild the extensions in place (no flag: optimised)
+  python3 dev.py fuzz [SECONDS] [TARGET...] [--fuzz] [--sanitize]   every fuzz target for SECONDS each
+                             (default 60); --fuzz: clang build with libFuzzer coverage of the C kernels
+  python3 dev.py build [--debug|--sanitize|--coverage|--fuzz]   rebuild the extensions in place (no flag:
+                             optimised); --fuzz --sanitize: the libFuzzer build with ASan + UBSan
 
 KBATCH_VENV overrides the virtualenv location (default: .venv next to this file).
 """
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -23,7 +26,14 @@ VENV = Path(os.environ.get("KBATCH_VENV", ROOT / ".venv"))
 PY = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 EXTRAS = {"demo": "spark,cli", "test": "test,spark,cli", "bench": "test,spark,cli", "fuzz": "test",
           "build": "test"}
-BUILD_FLAGS = {"--debug": "KBATCH_DEBUG", "--sanitize": "KBATCH_SANITIZE", "--coverage": "KBATCH_COVERAGE"}
+BUILD_FLAGS = {"--debug": "KBATCH_DEBUG", "--sanitize": "KBATCH_SANITIZE", "--coverage": "KBATCH_COVERAGE",
+               "--fuzz": "KBATCH_FUZZ"}
+CLANG_HINT = """--fuzz builds with clang (libFuzzer's -fsanitize=fuzzer-no-link is clang-only) and none was found.
+Install it and run again:
+  Debian/Ubuntu:  sudo apt-get install -y clang
+  Fedora/RHEL:    sudo dnf install clang
+  macOS:          brew install llvm   (Apple's clang has no libFuzzer)
+or set KBATCH_CLANG=/path/to/clang."""
 
 
 def say(msg: str) -> None:
@@ -54,7 +64,7 @@ def ensure_venv(extras: str, build_env: dict | None = None) -> None:
 
 def build(flags: dict) -> None:
     """(Re)build the Cython extensions in place: incremental for the same flavour (optimised,
-    debug, sanitize, coverage), forced when the flavour changes, so a sanitizer build never stays
+    debug, sanitize, coverage, fuzz), forced when the flavour changes, so a sanitizer build never stays
     behind for a plain run."""
     flavour = ",".join(sorted(flags)) or "release"
     stamp = ROOT / "build" / "kbatch-flavour"
@@ -76,6 +86,9 @@ def main(argv: list[str]) -> int:
         return 2
     flags = {BUILD_FLAGS[a]: "1" for a in args if a in BUILD_FLAGS}
     args = [a for a in args if a not in BUILD_FLAGS]
+    if "KBATCH_FUZZ" in flags and not (os.environ.get("KBATCH_CLANG") or shutil.which("clang")):
+        print(CLANG_HINT, file=sys.stderr)
+        return 2
     ensure_venv(EXTRAS[cmd], flags)
     env = dict(os.environ, PYSPARK_PYTHON=str(PY), PYSPARK_DRIVER_PYTHON=str(PY))
     if cmd == "demo":
@@ -86,6 +99,9 @@ def main(argv: list[str]) -> int:
         return run(PY, "-m", "pytest", "bench", "--benchmark-only", "--benchmark-columns=min,median,ops",
                    *args, env=env, check=False)
     if cmd == "fuzz":
+        # fuzz/__main__.py gives its fuzz.run children what the build needs: LD_PRELOAD of atheris'
+        # asan_with_fuzzer.so (--fuzz --sanitize) or gcc's libasan + libubsan (--sanitize), and
+        # ASAN_OPTIONS / UBSAN_OPTIONS (fuzz/native.py); a plain --fuzz build needs no preload
         return run(PY, "-m", "fuzz", *args, env=env, check=False)
     return 0
 

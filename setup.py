@@ -4,9 +4,16 @@ Build switches (environment variables, read at build time):
   KBATCH_DEBUG=1     bounds and wraparound checks everywhere, -O0 -g (the debug build)
   KBATCH_SANITIZE=1  AddressSanitizer + UndefinedBehaviorSanitizer (for tests and fuzzing)
   KBATCH_COVERAGE=1  Cython line tracing, for coverage of the .pyx and for coverage-guided fuzzing
+  KBATCH_FUZZ=1      clang with libFuzzer coverage instrumentation (-fsanitize=fuzzer-no-link): the C
+                     kernels' edges and comparisons guide atheris (fuzz/README.md); with
+                     KBATCH_SANITIZE=1 as well, AddressSanitizer + UBSan on top (run under atheris'
+                     asan_with_fuzzer.so preload)
 """
 import os
+import shlex
+import shutil
 import sys
+import sysconfig
 
 import numpy
 from Cython.Build import cythonize
@@ -18,11 +25,40 @@ def flag(name: str) -> bool:
 
 
 debug, sanitize, coverage = flag("KBATCH_DEBUG"), flag("KBATCH_SANITIZE"), flag("KBATCH_COVERAGE")
+fuzz = flag("KBATCH_FUZZ")
+
+
+def use_clang() -> None:
+    """Compile and link with clang (libFuzzer's instrumentation is clang-only): CC / LDSHARED for
+    distutils, keeping Python's own link flags (rpath, -L) and swapping only the compiler."""
+    cc = os.environ.get("KBATCH_CLANG") or shutil.which("clang")
+    if not cc:
+        sys.exit("KBATCH_FUZZ=1 needs clang (libFuzzer's -fsanitize=fuzzer-no-link is clang-only); install it:\n"
+                 "  Debian/Ubuntu: sudo apt-get install -y clang    Fedora: sudo dnf install clang\n"
+                 "  macOS: brew install llvm (Apple clang has no libFuzzer)\n"
+                 "or point KBATCH_CLANG at a clang binary.")
+    ldshared = shlex.split(sysconfig.get_config_var("LDSHARED") or "cc -shared")
+    os.environ["CC"] = cc
+    os.environ["LDSHARED"] = shlex.join([cc] + ldshared[1:])
+
 
 compile_args, link_args, macros = [], [], [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
 if sys.platform != "win32":
-    compile_args += ["-O0", "-g"] if (debug or sanitize) else ["-O3"]
-if sanitize:
+    if fuzz:  # what OSS-Fuzz builds with: -O1 keeps the branches the counters measure
+        compile_args += ["-O1", "-gline-tables-only"]
+    else:
+        compile_args += ["-O0", "-g"] if (debug or sanitize) else ["-O3"]
+if fuzz:
+    use_clang()
+    # inline 8-bit counters + PC table + comparison tracing; the libFuzzer runtime is atheris' own
+    # (its core, or asan_with_fuzzer.so when preloaded), so nothing is linked in here
+    san = ["-fsanitize=fuzzer-no-link" + (",address,undefined" if sanitize else "")]
+    if sanitize:
+        # UBSan aborts on its first report, as in the gcc flavour; both runtimes come from the preload
+        san += ["-fno-omit-frame-pointer", "-fno-sanitize-recover=undefined"]
+    compile_args += san
+    link_args += san
+elif sanitize:
     san = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=undefined"]
     compile_args += san
     link_args += san

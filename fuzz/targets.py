@@ -17,8 +17,10 @@ from kbatch.errors import KBatchError
 PURE = importlib.import_module("kbatch._core_py")
 try:
     CYTHON = importlib.import_module("kbatch._core")
-except ImportError:  # fuzzing the pure backend alone still finds crashes
+except ModuleNotFoundError:  # not built: fuzzing the pure backend alone still finds crashes
     CYTHON = None
+# a built extension that does not load (an instrumented build without its runtime, fuzz/native.py)
+# raises here rather than leaving the targets to compare the pure backend with itself
 
 MAX_DECOMPRESSED = 1 << 20  # keep each input cheap: a bomb must raise, not allocate
 
