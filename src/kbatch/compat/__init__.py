@@ -23,7 +23,9 @@ classes (its record package, fetcher, producer accumulator, ...), and uninstall(
 from __future__ import annotations
 
 import importlib
+import struct
 import sys
+import time
 
 from .. import _backend
 
@@ -123,6 +125,66 @@ def speedups():
             sp = None
         _SPEEDUPS.append(sp)
     return _SPEEDUPS[0]
+
+
+_BYTES_LIKE = (bytes, bytearray, memoryview)
+_CRC_STRUCT = struct.Struct(">I")
+
+
+def append_v2(builder, offset, timestamp, key, value, headers):
+    """DefaultRecordBatchBuilder.append of both clients' pure builders (same checks, messages and
+    batch state), with the record encoded by kbatch: write one record (magic 2); returns the
+    client's DefaultRecordMetadata, or None when the batch is full. Installed as the method itself
+    (no extra frame per record); the builder class names its metadata maker: _METADATA, and
+    _compiled_metadata (or _bind_compiled_metadata(sp) to make it) on the compiled backend."""
+    if type(offset) is not int:
+        raise TypeError(offset)
+    if timestamp is None:
+        timestamp = int(time.time() * 1000)
+    elif type(timestamp) is not int:
+        raise TypeError(timestamp)
+    if not (key is None or type(key) in _BYTES_LIKE):
+        raise TypeError(f"Not supported type for key: {type(key)}")
+    if not (value is None or type(value) in _BYTES_LIKE):
+        raise TypeError(f"Not supported type for value: {type(value)}")
+    first = builder._first_timestamp is None
+    if first:
+        builder._first_timestamp = timestamp
+        builder._max_timestamp = timestamp
+    sp = speedups()
+    if sp is not None:
+        size = sp.append_v2(builder._buffer, offset, timestamp - builder._first_timestamp, key, value, headers,
+                            builder._batch_size, first)
+        if size < 0:
+            return None
+    else:
+        rec = encode_v2_record(offset, timestamp - builder._first_timestamp, key, value, headers)
+        size = len(rec)
+        buf = builder._buffer
+        if size + len(buf) > builder._batch_size and not first:
+            return None
+        buf += rec
+    if builder._max_timestamp < timestamp:
+        builder._max_timestamp = timestamp
+    builder._num_records += 1
+    builder._last_offset = offset
+    STATS["built_records"] += 1
+    if sp is None:
+        return builder._METADATA(offset, size, timestamp)
+    return (builder._compiled_metadata or builder._bind_compiled_metadata(sp))(offset, size, timestamp)
+
+
+def write_v2_header(builder, partition_leader_epoch: int, use_compression_type: bool) -> None:
+    """Both clients' DefaultRecordBatchBuilder header write, with kbatch's CRC-32C."""
+    buf = builder._buffer
+    builder.HEADER_STRUCT.pack_into(
+        buf, 0, 0, len(buf) - builder.AFTER_LEN_OFFSET, partition_leader_epoch, builder._magic, 0,
+        builder._get_attributes(use_compression_type), builder._last_offset, builder._first_timestamp or 0,
+        builder._max_timestamp or 0, builder._producer_id, builder._producer_epoch, builder._base_sequence,
+        builder._num_records)
+    crc = _backend.core.crc32c(memoryview(buf)[builder.ATTRIBUTES_OFFSET:])
+    _CRC_STRUCT.pack_into(buf, builder.CRC_OFFSET, crc)
+    STATS["built_batches"] += 1
 
 
 def decode_v2_tuples(buf, pos: int, count: int, base_offset: int, first_ts: int, max_ts: int,

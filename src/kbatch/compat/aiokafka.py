@@ -13,7 +13,6 @@ record parsing stay aiokafka's own.
 from __future__ import annotations
 
 import operator
-import struct
 import time
 
 import aiokafka.codec as _codecs
@@ -24,7 +23,7 @@ import aiokafka.record.memory_records as _m
 from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
 
 from .. import _backend
-from . import STATS, _wrap64, decode_v2_tuples, encode_v2_record, speedups
+from . import STATS, _wrap64, append_v2, decode_v2_tuples, encode_v2_record, speedups, write_v2_header
 
 __all__ = [
     "MemoryRecords", "DefaultRecordBatch", "DefaultRecordBatchBuilder", "DefaultRecord",
@@ -46,11 +45,9 @@ _ORIG = {
     "MemoryRecords": _m.MemoryRecords, "DefaultRecordBatch": _d.DefaultRecordBatch,
     "DefaultRecordBatchBuilder": _d.DefaultRecordBatchBuilder,
 }
-_CRC_STRUCT = struct.Struct(">I")
 # aiokafka's compiled builder and its pure one differ (argument types, full-batch rule, first
 # timestamp, compression): the drop-in follows the live one.
 _LIVE_BUILDER_COMPILED = _d.DefaultRecordBatchBuilder is not _d._DefaultRecordBatchBuilderPy
-_BYTES_LIKE = (bytes, bytearray, memoryview)
 
 
 _LIVE_BATCH = _d.DefaultRecordBatch
@@ -245,53 +242,11 @@ class DefaultRecordBatchBuilder(_d._DefaultRecordBatchBuilderPy):
             return _compiled_builder().estimate_size_in_bytes(key, value, headers)
         return super().estimate_size_in_bytes(key, value, headers)
 
-    def append(self, offset, timestamp, key, value, headers):
-        """Write one record (magic 2); returns DefaultRecordMetadata, or None when the batch is full."""
-        if type(offset) is not int:
-            raise TypeError(offset)
-        if timestamp is None:
-            timestamp = int(time.time() * 1000)
-        elif type(timestamp) is not int:
-            raise TypeError(timestamp)
-        if not (key is None or type(key) in _BYTES_LIKE):
-            raise TypeError(f"Not supported type for key: {type(key)}")
-        if not (value is None or type(value) in _BYTES_LIKE):
-            raise TypeError(f"Not supported type for value: {type(value)}")
-        first = self._first_timestamp is None
-        if first:
-            self._first_timestamp = timestamp
-            self._max_timestamp = timestamp
-        sp = speedups()
-        if sp is not None:
-            size = sp.append_v2(self._buffer, offset, timestamp - self._first_timestamp, key, value, headers,
-                                self._batch_size, first)
-            if size < 0:
-                return None
-        else:
-            rec = encode_v2_record(offset, timestamp - self._first_timestamp, key, value, headers)
-            size = len(rec)
-            buf = self._buffer
-            if size + len(buf) > self._batch_size and not first:
-                return None
-            buf += rec
-        if self._max_timestamp < timestamp:
-            self._max_timestamp = timestamp
-        self._num_records += 1
-        self._last_offset = offset
-        STATS["built_records"] += 1
-        return DefaultRecordMetadata(offset, size, timestamp)
+    append = append_v2
+    _METADATA = _compiled_metadata = DefaultRecordMetadata
 
     def _write_header(self, use_compression_type: bool = True) -> None:
-        buf = self._buffer
-        self.HEADER_STRUCT.pack_into(
-            buf, 0, 0, len(buf) - self.AFTER_LEN_OFFSET, self.NO_PARTITION_LEADER_EPOCH, self._magic, 0,
-            self._get_attributes(use_compression_type), self._last_offset, self._first_timestamp or 0,
-            self._max_timestamp or 0, self._producer_id, self._producer_epoch, self._base_sequence,
-            self._num_records)
-        crc = _backend.core.crc32c(memoryview(buf)[self.ATTRIBUTES_OFFSET:])
-        _CRC_STRUCT.pack_into(buf, self.CRC_OFFSET, crc)
-        STATS["built_batches"] += 1
-
+        write_v2_header(self, self.NO_PARTITION_LEADER_EPOCH, use_compression_type)
 
 class _CompiledTwin(DefaultRecordBatchBuilder):
     """The pure twin of kbatch.compat._speedups.AioRecordBatchBuilder (aiokafka's compiled builder,

@@ -9,8 +9,6 @@ Legacy (magic 0/1) batches keep kafka-python's own implementation.
 """
 from __future__ import annotations
 
-import struct
-import time
 
 import kafka.record.default_records as _d
 import kafka.record.legacy_records as _l
@@ -18,7 +16,7 @@ import kafka.record.memory_records as _m
 from kafka.errors import CorruptRecordError, IllegalStateError, UnsupportedVersionError  # noqa: F401
 
 from .. import _backend
-from . import STATS, decode_v2_tuples, encode_v2_record, speedups
+from . import STATS, append_v2, decode_v2_tuples, speedups, write_v2_header
 
 __all__ = [
     "MemoryRecords", "MemoryRecordsBuilder", "DefaultRecordBatch", "DefaultRecordBatchBuilder",
@@ -39,8 +37,6 @@ _ORIG = {
     "MemoryRecords": _m.MemoryRecords, "MemoryRecordsBuilder": _m.MemoryRecordsBuilder,
     "DefaultRecordBatch": _d.DefaultRecordBatch, "DefaultRecordBatchBuilder": _d.DefaultRecordBatchBuilder,
 }
-_CRC_STRUCT = struct.Struct(">I")
-_BYTES_LIKE = (bytes, bytearray, memoryview)
 
 
 _FACTORIES = []
@@ -132,55 +128,17 @@ class DefaultRecordBatch(_d.DefaultRecordBatch):
 class DefaultRecordBatchBuilder(_d.DefaultRecordBatchBuilder):
     __slots__ = ()
 
-    def append(self, offset, timestamp, key, value, headers):
-        """Write one record (magic 2); returns DefaultRecordMetadata, or None when the batch is full."""
-        if type(offset) is not int:
-            raise TypeError(offset)
-        if timestamp is None:
-            timestamp = int(time.time() * 1000)
-        elif type(timestamp) is not int:
-            raise TypeError(timestamp)
-        if not (key is None or type(key) in _BYTES_LIKE):
-            raise TypeError("Not supported type for key: {}".format(type(key)))
-        if not (value is None or type(value) in _BYTES_LIKE):
-            raise TypeError("Not supported type for value: {}".format(type(value)))
-        first = self._first_timestamp is None
-        if first:
-            self._first_timestamp = timestamp
-            self._max_timestamp = timestamp
-        sp = speedups()
-        if sp is not None:
-            size = sp.append_v2(self._buffer, offset, timestamp - self._first_timestamp, key, value, headers,
-                                self._batch_size, first)
-            if size < 0:
-                return None
-        else:
-            rec = encode_v2_record(offset, timestamp - self._first_timestamp, key, value, headers)
-            size = len(rec)
-            buf = self._buffer
-            if size + len(buf) > self._batch_size and not first:
-                return None
-            buf += rec
-        if self._max_timestamp < timestamp:
-            self._max_timestamp = timestamp
-        self._num_records += 1
-        self._last_offset = offset
-        STATS["built_records"] += 1
-        if sp is not None:
-            return _factories(sp)[1].make(offset, size, timestamp)
-        return DefaultRecordMetadata(offset, size, timestamp)
+    append = append_v2
+    _METADATA = DefaultRecordMetadata
+    _compiled_metadata = None   # kafka-python's own DefaultRecordMetadata, made without __init__
+
+    @classmethod
+    def _bind_compiled_metadata(cls, sp):
+        cls._compiled_metadata = _factories(sp)[1].make
+        return cls._compiled_metadata
 
     def write_header(self, use_compression_type=True):
-        buf = self._buffer
-        self.HEADER_STRUCT.pack_into(
-            buf, 0, 0, len(buf) - self.AFTER_LEN_OFFSET, 0, self._magic, 0,
-            self._get_attributes(use_compression_type), self._last_offset, self._first_timestamp or 0,
-            self._max_timestamp or 0, self._producer_id, self._producer_epoch, self._base_sequence,
-            self._num_records)
-        crc = _backend.core.crc32c(memoryview(buf)[self.ATTRIBUTES_OFFSET:])
-        _CRC_STRUCT.pack_into(buf, self.CRC_OFFSET, crc)
-        STATS["built_batches"] += 1
-
+        write_v2_header(self, 0, use_compression_type)
 
 class MemoryRecords(_m.MemoryRecords):
     __slots__ = ()
