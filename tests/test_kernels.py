@@ -758,6 +758,21 @@ def test_diff_varints(data, pos):
 
 
 @DIFF
+@given(data=st.binary(max_size=10), kind=st.sampled_from(["bytes", "bytearray", "view", "readonly view", "signed",
+                                                           "strided", "int16"]),
+       start=st.integers(-3, 13) | st.sampled_from([2**70, 1.0, None]), end=st.integers(-3, 13))
+def test_diff_byte_view(data, kind, start, end):
+    """Every input the legacy decoder's fast path sees (read-only byte memoryviews) and the rest."""
+    buf = {"bytes": data, "bytearray": bytearray(data), "view": memoryview(bytearray(data)),
+           "readonly view": memoryview(data), "signed": memoryview(data).cast("b"),
+           "strided": memoryview(data)[::2], "int16": memoryview(data[:len(data) // 2 * 2]).cast("h")}[kind]
+    got = same("byte_view", buf, start, end)
+    if got[0] == "ok" and got[1] is not None:
+        assert bytes(got[1]) == bytes(memoryview(buf).cast("B") if memoryview(buf).c_contiguous
+                                      else bytes(buf))[start:end]
+
+
+@DIFF
 @given(value=st.integers(-(2**64), 2**64) | st.sampled_from([INT32_MIN, INT32_MAX, INT64_MIN, INT64_MAX]))
 def test_diff_write_varints(value):
     for name in ("write_varint", "write_varlong", "sizeof_varint", "sizeof_varlong"):

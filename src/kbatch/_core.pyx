@@ -834,8 +834,15 @@ def byte_view(data, start, end):
     """A read-only zero-copy view of data[start:end] (a ByteView; the pure twin: a memoryview),
     which keeps `data` alive. What the legacy decoder makes keys and values with."""
     cdef Py_ssize_t s, e
+    cdef Py_buffer *b
     if type(start) is not int or type(end) is not int:
         return _py.byte_view(data, start, end)
+    if type(data) is memoryview:  # the legacy decoder's read-only byte view: no new view per call
+        b = PyMemoryView_GET_BUFFER(data)
+        if (b.readonly and b.ndim == 1 and b.itemsize == 1 and (b.strides == NULL or b.strides[0] == 1)
+                and b.format != NULL and b.format[0] == b'B' and b.format[1] == 0
+                and _index_arg(start, &s) and _index_arg(end, &e) and s <= e <= b.len):
+            return _byte_view(data, s, e)
     mv = _view(data)
     if not mv.readonly:
         mv = mv.toreadonly()
