@@ -496,7 +496,7 @@ def test_no_progress_when_stderr_is_not_a_terminal(tmp_path):
 
 
 def test_progress_bar_gating(monkeypatch):
-    monkeypatch.setattr(cli, "stderr_is_terminal", lambda: True)
+    monkeypatch.setattr(cli._common, "stderr_is_terminal", lambda: True)
     with cli.progress_bar(cli.PROGRESS_MIN_BYTES - 1, "x") as advance:
         assert advance(10) is None  # below the threshold: a no-op
     with cli.progress_bar(10 * cli.PROGRESS_MIN_BYTES, "x", quiet=True) as advance:
@@ -512,7 +512,7 @@ def test_progress_bar_draws_on_a_terminal(monkeypatch):
     real = rich.console.Console
     monkeypatch.setattr(rich.console, "Console",
                         lambda **kw: real(file=buf, force_terminal=True, width=80))
-    monkeypatch.setattr(cli, "stderr_is_terminal", lambda: True)
+    monkeypatch.setattr(cli._common, "stderr_is_terminal", lambda: True)
     with cli.progress_bar(10 * cli.PROGRESS_MIN_BYTES, "verify") as advance:
         advance(cli.PROGRESS_MIN_BYTES)
     assert "verify" in buf.getvalue()

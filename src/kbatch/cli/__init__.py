@@ -1,0 +1,70 @@
+"""The `kbatch` command line.
+
+One module per command (`cli/verify.py`, ...), each with a plain function (`cmd_verify`, ...) that
+takes parsed values, writes to the given streams and returns the exit code, and a `register(app)`
+that declares its typer command; typer only parses the command line (`make_app`), and rich only
+draws progress bars. Exit codes (docs/cli.md):
+
+    0  everything read and nothing wrong
+    1  the command ran and found problems (corrupt batches, bad indexes, invalid timestamps)
+    2  usage error, or a file/directory that cannot be read or written
+
+typer and rich come with the `cli` extra; without them `main()` says so and exits 2.
+"""
+
+import importlib
+import sys
+
+from ._common import (EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, INSTALL_HINT, PROGRESS_MIN_BYTES, UsageProblem,
+                      format_time, parse_time, partition_dirs, progress_bar, resolve_segments)
+from .compact import cmd_compact
+from .dump import cmd_dump
+from .offsets import cmd_offsets
+from .reindex import cmd_reindex
+from .validate import cmd_validate, timestamp_report
+from .verify import cmd_verify
+
+# the command modules, in the order `kbatch --help` lists them
+COMMANDS = ("dump", "verify", "reindex", "offsets", "validate", "compact")
+
+
+def make_app():
+    """The typer application (imports typer; see main() for what happens without it)."""
+    import rich  # noqa: F401  (progress bars; part of the cli extra)
+    import typer
+
+    app = typer.Typer(name="kbatch", add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                      help="Inspect, check and repair Apache Kafka log segments. "
+                           "Exit codes: 0 ok, 1 problems found, 2 usage or I/O error.",
+                      context_settings={"help_option_names": ["-h", "--help"]})
+    for name in COMMANDS:
+        importlib.import_module(f"{__name__}.{name}").register(app)
+    return app
+
+
+def main(argv=None) -> int:
+    """Console-script entry point (`kbatch = "kbatch.cli:main"`)."""
+    try:
+        app = make_app()
+    except ImportError as e:
+        missing = getattr(e, "name", None) or str(e)
+        sys.stderr.write(f"kbatch: the command line needs typer and rich ({missing} is missing): {INSTALL_HINT}\n")
+        return EXIT_USAGE
+    args = sys.argv[1:] if argv is None else list(argv)
+    try:
+        app(args=args, prog_name="kbatch")
+    except SystemExit as e:
+        code = e.code
+        if code is None:
+            return EXIT_OK
+        if isinstance(code, int):
+            return code
+        sys.stderr.write(f"{code}\n")
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+__all__ = ["main", "make_app", "COMMANDS", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_USAGE", "PROGRESS_MIN_BYTES",
+           "UsageProblem", "parse_time", "format_time", "progress_bar", "partition_dirs", "resolve_segments",
+           "cmd_dump", "cmd_verify", "cmd_reindex", "cmd_offsets", "cmd_validate", "cmd_compact",
+           "timestamp_report"]

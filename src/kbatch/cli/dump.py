@@ -1,0 +1,61 @@
+"""`kbatch dump`: segment, index and snapshot files printed as kafka-dump-log prints them."""
+
+import contextlib
+import os
+import sys
+
+from .. import _wire as W
+from ._common import (UsageProblem, options, progress_bar, run)
+
+
+def cmd_dump(files, *, print_data_log=False, deep_iteration=False, index_sanity_check=False,
+             verify_index_only=False, skip_record_metadata=False, max_bytes=W.INT32_MAX,
+             max_message_size=5 * 1024 * 1024, as_json=False, quiet=False, out=None, err=None) -> int:
+    from ..dump import DumpOptions, Dumper
+
+    out = out or sys.stdout
+    err = err or sys.stderr
+    if not files:
+        raise UsageProblem("give at least one file to dump")
+    opts = DumpOptions(print_data_log=print_data_log, deep_iteration=deep_iteration,
+                       index_sanity_check=index_sanity_check, verify_index_only=verify_index_only,
+                       skip_record_metadata=skip_record_metadata, max_bytes=max_bytes,
+                       max_message_size=max_message_size, json=as_json)
+    total = 0
+    for f in files:
+        if f.endswith(".log"):
+            with contextlib.suppress(OSError):
+                total += min(os.path.getsize(f), max_bytes)
+    with progress_bar(total, "dump", quiet) as advance:
+        result = Dumper(opts, out, err, advance).dump(files)
+    return result.exit_code
+
+
+def register(app) -> None:
+    from typing import Annotated, List, Optional  # noqa: F401
+
+    import typer
+
+    Quiet, Json = options()
+
+    @app.command(help="Print .log, .index, .timeindex and .txnindex files as kafka-dump-log --files does.")
+    def dump(
+        files: Annotated[Optional[List[str]], typer.Argument(help="Files to dump.", show_default=False)] = None,
+        files_csv: Annotated[Optional[str], typer.Option("--files", help="Comma-separated files (kafka-dump-log style).")] = None,
+        print_data_log: Annotated[bool, typer.Option("--print-data-log", help="Print keys and values (implies --deep-iteration).")] = False,
+        deep_iteration: Annotated[bool, typer.Option("--deep-iteration", help="Print every record, not only batches.")] = False,
+        index_sanity_check: Annotated[bool, typer.Option("--index-sanity-check", help="Only run the broker's startup sanity check on index files.")] = False,
+        verify_index_only: Annotated[bool, typer.Option("--verify-index-only", help="Check index entries against the log without printing them.")] = False,
+        skip_record_metadata: Annotated[bool, typer.Option("--skip-record-metadata", help="Leave out record metadata in deep iteration.")] = False,
+        max_bytes: Annotated[int, typer.Option("--max-bytes", help="Read at most this many bytes of each .log file.")] = W.INT32_MAX,
+        max_message_size: Annotated[int, typer.Option("--max-message-size", help="Largest batch read when checking .index entries.")] = 5 * 1024 * 1024,
+        as_json: Json = False,
+        quiet: Quiet = False,
+    ):
+        names = list(files or [])
+        if files_csv:
+            names += [f.strip() for f in files_csv.split(",") if f.strip()]
+        run(cmd_dump, names, print_data_log=print_data_log, deep_iteration=deep_iteration,
+            index_sanity_check=index_sanity_check, verify_index_only=verify_index_only,
+            skip_record_metadata=skip_record_metadata, max_bytes=max_bytes, max_message_size=max_message_size,
+            as_json=as_json, quiet=quiet)

@@ -1,0 +1,122 @@
+"""`kbatch validate`: the KIP-937 timestamp report."""
+
+import os
+import sys
+
+from .. import _wire as W
+from ..errors import KBatchError
+from ._common import (EXIT_OK, EXIT_PROBLEMS, UsageProblem, api, emit, format_time, now_ms, options, progress_bar, resolve_segments, run, time_value)
+
+
+def timestamp_report(segments, now: int, before_max_ms: int, after_max_ms: int, advance=lambda n: None) -> dict:
+    """KIP-937 over the records of a partition's segments: how many timestamps fall outside
+    [now - before_max_ms, now + after_max_ms] (saturated, DESIGN.md decision 4), and the first
+    offending offsets. Records without a timestamp are skipped, as Kafka skips -1."""
+    import numpy as np
+
+    from ..dump import MappedFile, batches_until_error
+
+    check = api("check_timestamps")
+    rep = dict(records=0, no_timestamp=0, too_old=0, too_new=0, first_too_old_offset=None,
+               first_too_old_timestamp=None, first_too_new_offset=None, first_too_new_timestamp=None,
+               lower_bound=None, upper_bound=None, unreadable=[], message=None)
+    for seg in segments:
+        offsets, stamps = [], []
+        with MappedFile(seg) as f:
+            errors = []
+            for batch in batches_until_error(f.data, errors):
+                try:
+                    records = batch.records()
+                except KBatchError as e:
+                    rep["unreadable"].append(dict(file=seg, position=batch.position, message=str(e)))
+                    continue
+                for r in records:
+                    if r.timestamp is None:
+                        rep["no_timestamp"] += 1
+                    else:
+                        offsets.append(r.offset)
+                        stamps.append(r.timestamp)
+                rep["records"] += len(records)
+                advance(batch.size_in_bytes)
+                records = batch = None
+            for e in errors:
+                rep["unreadable"].append(dict(file=seg, position=e.batch_position, message=str(e)))
+        ts = np.array(stamps, dtype=np.int64)
+        res = check(ts, now_ms=now, before_max_ms=before_max_ms, after_max_ms=after_max_ms, no_timestamp=None)
+        rep["lower_bound"], rep["upper_bound"] = res.lower_bound, res.upper_bound
+        rep["too_old"] += res.too_old
+        rep["too_new"] += res.too_new
+        if res.too_old and rep["first_too_old_offset"] is None:
+            i = int(np.flatnonzero(ts < res.lower_bound)[0])
+            rep["first_too_old_offset"], rep["first_too_old_timestamp"] = offsets[i], int(ts[i])
+        if res.too_new and rep["first_too_new_offset"] is None:
+            i = int(np.flatnonzero(ts > res.upper_bound)[0])
+            rep["first_too_new_offset"], rep["first_too_new_timestamp"] = offsets[i], int(ts[i])
+        if not res.ok and rep["message"] is None:
+            i = res.first_bad_index
+            rep["message"] = (f"Timestamp {int(ts[i])} of message with offset {offsets[i]} is out of range. "
+                              f"The timestamp should be within [{res.lower_bound}, {res.upper_bound}]")
+    if rep["lower_bound"] is None:
+        rep["lower_bound"], rep["upper_bound"] = _sat(now - before_max_ms), _sat(now + after_max_ms)
+    return rep
+
+
+def cmd_validate(path, *, before_max_ms=W.INT64_MAX, after_max_ms=W.INT64_MAX, now=None, as_json=False,
+                 quiet=False, out=None, err=None) -> int:
+    out = out or sys.stdout
+    now_value = now_ms() if now is None else now
+    if before_max_ms < 0 or after_max_ms < 0:
+        raise UsageProblem("--before-max-ms and --after-max-ms must be >= 0")
+    parts = resolve_segments(path)
+    total = sum(os.path.getsize(s) for _d, segs in parts for s in segs)
+    bad = 0
+    with progress_bar(total, "validate", quiet) as advance:
+        for d, segs in parts:
+            name = os.path.basename(os.path.abspath(d))
+            rep = timestamp_report(segs, now_value, before_max_ms, after_max_ms, advance)
+            bad += rep["too_old"] + rep["too_new"] + len(rep["unreadable"])
+            if as_json:
+                emit(out, dict(partition=name, path=d, now=now_value, before_max_ms=before_max_ms,
+                                after_max_ms=after_max_ms, **rep))
+                continue
+            line = f"{name}: {rep['records']} records, {rep['too_old']} too old, {rep['too_new']} too new"
+            if rep["no_timestamp"]:
+                line += f", {rep['no_timestamp']} without timestamp"
+            if rep["first_too_old_offset"] is not None:
+                line += (f"; first too old: offset {rep['first_too_old_offset']} "
+                         f"({format_time(rep['first_too_old_timestamp'])})")
+            if rep["first_too_new_offset"] is not None:
+                line += (f"; first too new: offset {rep['first_too_new_offset']} "
+                         f"({format_time(rep['first_too_new_timestamp'])})")
+            out.write(line + "\n")
+            if rep["message"]:
+                out.write(f"  {rep['message']}\n")
+            for u in rep["unreadable"]:
+                out.write(f"  {u['file']} at byte {u['position']}: cannot read: {u['message']}\n")
+    if not as_json and not quiet:
+        lo, hi = _sat(now_value - before_max_ms), _sat(now_value + after_max_ms)
+        out.write(f"allowed: [{lo}, {hi}] = [{format_time(lo)}, {format_time(hi)}], now {now_value} "
+                  f"({format_time(now_value)})\n")
+    return EXIT_PROBLEMS if bad else EXIT_OK
+
+
+def _sat(v: int) -> int:
+    return max(W.INT64_MIN, min(W.INT64_MAX, v))
+
+
+def register(app) -> None:
+    from typing import Annotated, List, Optional  # noqa: F401
+
+    import typer
+
+    Quiet, Json = options()
+
+    @app.command(help="KIP-937 timestamp report: per partition, records older than now - before-max-ms or newer "
+                      "than now + after-max-ms, and the first offending offsets. Exit 1 if any.")
+    def validate(path: Annotated[str, typer.Argument(help="Segment .log file, partition directory or log directory.")],
+                 before_max_ms: Annotated[int, typer.Option("--before-max-ms", help="message.timestamp.before.max.ms")] = W.INT64_MAX,
+                 after_max_ms: Annotated[int, typer.Option("--after-max-ms", help="message.timestamp.after.max.ms")] = W.INT64_MAX,
+                 now: Annotated[Optional[str], typer.Option("--now", help="The validator's clock (epoch ms or ISO-8601); default: now.")] = None,
+                 as_json: Json = False, quiet: Quiet = False):
+        run(cmd_validate, path, before_max_ms=before_max_ms, after_max_ms=after_max_ms, now=time_value(now),
+            as_json=as_json, quiet=quiet)
