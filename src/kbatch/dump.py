@@ -32,6 +32,7 @@ from .batch import iter_batches
 from .compression import decompress
 from .errors import KBatchError
 from .index import OffsetIndex, TimeIndex, TransactionIndex
+from .index_rules import SegmentBatches, check_offset_index, check_time_index
 from .legacy import parse_message
 from .records import parse_control_record
 from .segment import time_floor
@@ -246,6 +247,7 @@ class Dumper:
         self._ts_out_of_order: dict[str, list] = {}
         self._ts_not_found: dict[str, list] = {}
         self._non_consecutive: dict[str, list] = {}
+        self._notes: dict[str, list] = {}  # index entries in forms older brokers write (valid)
 
     # -- output
     def _line(self, text: str = "") -> None:
@@ -461,13 +463,19 @@ class Dumper:
                 self._line(f"{path} is empty.")
             return
         with MappedFile(sibling(path, W_LOG)) as log:
-            for offset, position in index:
+            verdicts = self._rule_findings(path, check_offset_index, list(index), log.data)
+            for slot, (offset, position) in enumerate(index):
                 batch = first_batch_at(log.data, position, o.max_message_size)
                 log_offset = -1 if batch is None else batch.last_offset
                 batch = None
-                if log_offset != offset:
+                finding = verdicts.get(slot)
+                if log_offset != offset and (finding is None or finding.problem):
                     self.result.problems += 1
                     self._index_mismatches.setdefault(path, []).append((offset, log_offset))
+                elif finding is not None and finding.problem:
+                    self._problem(path, "index_entry", finding.message, position=finding.position)
+                elif finding is not None:
+                    self._note(finding)
                 if not o.verify_index_only:
                     if o.json:
                         self._obj(type="index_entry", file=path, offset=offset, position=position)
@@ -491,10 +499,15 @@ class Dumper:
         apath = path
         prev_ts = None  # NO_TIMESTAMP in Kafka; the batch's time floor here (extended batches)
         with MappedFile(sibling(path, W_LOG)) as log:
-            for ts, offset in tindex:
+            verdicts = self._rule_findings(path, check_time_index, list(tindex), log.data)
+            for slot, (ts, offset) in enumerate(tindex):
                 position = index.lookup(offset).position
                 batch = batch_containing(log.data, position, offset)
-                if batch is None:
+                finding = verdicts.get(slot)
+                flagged = self.result.problems
+                if finding is not None and not finding.problem:
+                    self._note(finding)  # a form an older broker writes; kafka-dump-log would flag it
+                elif batch is None:
                     self.result.problems += 1
                     self._ts_not_found.setdefault(apath, []).append((offset, -1))
                 elif batch.last_offset != offset:
@@ -514,6 +527,9 @@ class Dumper:
                     if prev >= ts:
                         self.result.problems += 1
                         self._ts_out_of_order.setdefault(apath, []).append((ts, prev))
+                if finding is not None and finding.problem and self.result.problems == flagged:
+                    # damage kafka-dump-log's checks do not see (the segment's running max)
+                    self._problem(path, "time_index_entry", finding.message, position=finding.position)
                 batch = None
                 if not o.verify_index_only:
                     if o.json:
@@ -537,6 +553,22 @@ class Dumper:
             else:
                 self._line(f"version: {t.version} producerId: {t.producer_id} firstOffset: {t.first_offset} "
                            f"lastOffset: {t.last_offset} lastStableOffset: {t.last_stable_offset}")
+
+    def _rule_findings(self, path, check, entries, log_data) -> dict:
+        """{slot: IndexFinding} from kbatch.index_rules: which entries are damage and which are
+        forms an older broker writes."""
+        sb = SegmentBatches(log_data)
+        try:
+            return {f.slot: f for f in check(os.fspath(path), entries, sb)}
+        finally:
+            del sb
+
+    def _note(self, finding) -> None:
+        if self.o.json:
+            self._obj(type="note", file=finding.file, kind="older_broker_index_entry", slot=finding.slot,
+                      position=finding.position, message=finding.message)
+        else:
+            self._notes.setdefault(finding.file, []).append(finding.message)
 
     def _sanity(self, path, index) -> None:
         try:
@@ -596,8 +628,12 @@ class Dumper:
                 w(f"Indexed offset: {idx}, found log offset: {log}\n")
         for p, items in self._non_consecutive.items():
             w(f"Non-consecutive offsets in {a(p)}\n")
-            for a, b in reversed(items):
-                w(f"  {a} is followed by {b}\n")
+            for x, y in reversed(items):
+                w(f"  {x} is followed by {y}\n")
+        for p, items in self._notes.items():
+            w(f"Index entries written by older brokers (valid, not counted as problems) in :{a(p)}\n")
+            for msg in items:
+                w(f"  {msg}\n")
 
 
 def _b(v: bool) -> str:

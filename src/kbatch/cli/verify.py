@@ -4,7 +4,6 @@ import contextlib
 import os
 import sys
 
-from .. import _wire as W
 from ..errors import KBatchError
 from ._common import (EXIT_OK, EXIT_PROBLEMS, UsageProblem, emit, options, progress_bar, resolve_segments, run)
 
@@ -17,6 +16,7 @@ class _Verifier:
         self.advance = advance
         self.deep = deep
         self.problems: list[dict] = []
+        self.notes: list[dict] = []     # index entries in forms older brokers write (valid)
         self.segments = 0
         self.batches = 0
         self.records = 0
@@ -46,13 +46,10 @@ class _Verifier:
     def segment(self, path, base: int, prev_last):
         """Check one .log file and its indexes; returns its last offset (None when empty)."""
         from ..dump import MappedFile, batches_until_error
-        from ..segment import MaxTimestampTracker
+        from ..index_rules import SegmentBatches
 
         self.segments += 1
         last_offset = None
-        batch_ends = {}     # batch start position -> (base offset, last offset)
-        max_ts_so_far = {}  # batch last offset -> max timestamp of the segment up to it (time index rule)
-        tracker = MaxTimestampTracker()
         try:
             mf = MappedFile(path)
         except OSError as e:
@@ -81,9 +78,6 @@ class _Verifier:
                 if self.deep:
                     self._records(path, batch, where)
                 last_offset = batch.last_offset if last_offset is None else max(last_offset, batch.last_offset)
-                batch_ends[pos] = (batch.base_offset, batch.last_offset)
-                tracker.update(batch.max_timestamp, batch.last_offset, batch.magic, batch.attributes)
-                max_ts_so_far[batch.last_offset] = tracker.timestamp
                 valid = pos + batch.size_in_bytes
                 self.bytes += batch.size_in_bytes
                 self.advance(batch.size_in_bytes)
@@ -95,7 +89,7 @@ class _Verifier:
                 self.problem(path, valid, f"{size - valid} bytes at the end of the file are not a complete batch "
                                           f"(truncated or partially written tail)", kind="truncated")
                 self.advance(size - valid)
-        self._indexes(path, base, batch_ends, max_ts_so_far, last_offset)
+            self._indexes(path, base, SegmentBatches(data))
         return last_offset
 
     def _records(self, path, batch, where) -> None:
@@ -130,63 +124,37 @@ class _Verifier:
             except KBatchError as e:
                 self.problem(path, batch.position, f"bad control record in {where}: {e}", kind="records")
 
-    def _indexes(self, log_path, base, batch_ends, max_ts_so_far, last_offset) -> None:
-        """Index entries must be sorted and name what the log holds: an .index entry (O, P) points to
-        a batch start P holding offsets up to O or below; a .timeindex entry (T, O) names a batch's
-        last offset O and the segment's max timestamp T up to it. This holds whatever
-        index.interval.bytes the broker used; a preallocated zero-filled tail is not an error."""
+    def _indexes(self, log_path, base, sb) -> None:
+        """Index entries against the log by the rules of kbatch.index_rules: every form a broker of
+        any version writes is accepted (notes name the older ones), damage is a problem. A
+        preallocated zero-filled tail and a missing file (a broker rebuilds it) are not errors."""
         from ..dump import sibling
         from ..index import OffsetIndex, TimeIndex
+        from ..index_rules import check_offset_index, check_time_index
 
-        idx_path = sibling(log_path, ".index")
-        if os.path.exists(idx_path):
-            index = OffsetIndex.open(idx_path, base)
+        for suffix, cls, check in ((".index", OffsetIndex, check_offset_index),
+                                   (".timeindex", TimeIndex, check_time_index)):
+            ipath = sibling(log_path, suffix)
+            if not os.path.exists(ipath):
+                continue
+            index = cls.open(ipath, base)
             try:
-                self._sanity(idx_path, index)
-                prev = None
-                for i, (off, pos) in enumerate(index):
-                    at = i * W.OFFSET_INDEX_ENTRY_SIZE
-                    if prev is not None and pos <= prev[1]:
-                        self.problem(idx_path, at, f"entry {i} (offset {off}, position {pos}) does not increase "
-                                                   f"on entry {i - 1} (offset {prev[0]}, position {prev[1]})",
-                                     kind="index")
-                    be = batch_ends.get(pos)
-                    if be is None:
-                        self.problem(idx_path, at, f"entry {i} (offset {off}) points to position {pos}, where no "
-                                                   f"batch starts", kind="index")
-                    elif not be[0] <= off or (last_offset is not None and off > last_offset):
-                        self.problem(idx_path, at, f"entry {i} says offset {off} is at position {pos}, but the "
-                                                   f"batch there holds offsets {be[0]}..{be[1]}", kind="index")
-                    prev = (off, pos)
+                if self._sanity(ipath, index):
+                    for f in check(ipath, list(index), sb):
+                        if f.problem:
+                            self.problem(ipath, f.position, f.message, kind="index")
+                        else:
+                            self.notes.append(dict(file=ipath, position=f.position, message=f.message))
             finally:
                 index.close()
-        tidx_path = sibling(log_path, ".timeindex")
-        if os.path.exists(tidx_path):
-            tindex = TimeIndex.open(tidx_path, base)
-            try:
-                self._sanity(tidx_path, tindex)
-                prev = None
-                for i, (ts, off) in enumerate(tindex):
-                    at = i * W.TIME_INDEX_ENTRY_SIZE
-                    if prev is not None and off < prev[1]:
-                        self.problem(tidx_path, at, f"entry {i} (timestamp {ts}, offset {off}) goes back from "
-                                                    f"entry {i - 1} (offset {prev[1]})", kind="index")
-                    expect = max_ts_so_far.get(off)
-                    if expect is None:
-                        self.problem(tidx_path, at, f"entry {i} names offset {off}, which is not the last offset "
-                                                    f"of any batch in the segment", kind="index")
-                    elif expect != ts:
-                        self.problem(tidx_path, at, f"entry {i} says the max timestamp up to offset {off} is "
-                                                    f"{ts}, the log says {expect}", kind="index")
-                    prev = (ts, off)
-            finally:
-                tindex.close()
 
-    def _sanity(self, path, index) -> None:
+    def _sanity(self, path, index) -> bool:
         try:
             index.sanity_check()
         except KBatchError as e:
             self.problem(path, e.position, f"sanity check failed: {e}", kind="index")
+            return False
+        return True
 
 
 def cmd_verify(path, *, quiet=False, as_json=False, out=None, err=None) -> int:
@@ -202,15 +170,21 @@ def cmd_verify(path, *, quiet=False, as_json=False, out=None, err=None) -> int:
         for d, segs in parts:
             v.partition(d, segs)
     summary = dict(partitions=len(parts), segments=v.segments, batches=v.batches, records=v.records,
-                   bytes=v.bytes, problems=len(v.problems))
+                   bytes=v.bytes, problems=len(v.problems), notes=len(v.notes))
     if as_json:
         for p in v.problems:
             emit(out, dict(type="problem", **p))
+        for n in v.notes:
+            emit(out, dict(type="note", **n))
         emit(out, dict(type="summary", ok=not v.problems, **summary))
     else:
         for p in v.problems:
             where = f" at byte {p['position']}" if p["position"] is not None else ""
             out.write(f"{p['file']}{where}: {p['message']}\n")
+        if v.notes and not quiet:
+            files = sorted({n["file"] for n in v.notes})
+            out.write(f"note: {len(v.notes)} index entr{'ies' if len(v.notes) != 1 else 'y'} in {len(files)} file(s) "
+                      f"are in a form older brokers write, valid ({v.notes[0]['file']}: {v.notes[0]['message']})\n")
         if not quiet or v.problems:
             verdict = "OK" if not v.problems else f"{len(v.problems)} problem{'s' * (len(v.problems) != 1)} found"
             out.write(f"{verdict}: {summary['partitions']} partition(s), {v.segments} segment(s), {v.batches} "

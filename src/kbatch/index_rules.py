@@ -1,0 +1,220 @@
+"""What a valid `.index` / `.timeindex` entry is, for indexes written by a Kafka broker of any version.
+
+A rebuild (kbatch.rebuild_indexes, a broker's recovery) writes one canonical form; brokers that
+appended the same `.log` wrote others, all of which the broker loads and serves. The rules below
+accept every form a broker writes and flag only entries that would make a lookup wrong or that no
+broker writes (docs/broker-data.md has the table with the Kafka sources):
+
+`.index` entry (O, P), next entry at P2 (or the end of the file):
+- a batch starts at byte P;
+- O is the last offset of a batch starting in [P, P2): Kafka 2.0+ (KAFKA-6264), the append's
+  largest offset, one batch on a leader, a fetched chunk of batches on a follower; or
+- O is the first offset of the batch at P: Kafka 0.8 - 1.1 indexed the append's first offset.
+Anything else is damage: a lookup of an offset below O could start after its batch.
+
+`.timeindex` entry (T, O):
+- O lies in a batch B of the segment, T is the segment's running max timestamp at B (batch max
+  timestamps, DESIGN.md decision 5 floors) and T is first reached at B (the broker only moves
+  its max on a strictly larger timestamp);
+- O is B's last offset (recovery in every version; appends from Kafka 3.7 on, followers, compressed
+  and converted batches); or
+- O is the first record of B with timestamp T: leaders of Kafka 0.10.1 - 3.6 passed LogValidator's
+  offsetOfMaxTimestamp (the record's offset) to LogSegment.append for uncompressed batches.
+Timestamps increase and offsets do not go back, as TimeIndex.maybeAppend requires.
+
+Each finding is a damage problem (`problem=True`) or a note naming the older broker form.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from . import _wire as W
+from .batch import iter_batches, scan_headers
+from .errors import KBatchError
+from .segment import time_floor
+
+NOTE_INDEX_FIRST_OFFSET = ("names the first offset of the batch at its position, as Kafka 0.8-1.1 brokers "
+                           "wrote .index entries (2.0+ name the append's last offset)")
+NOTE_INDEX_CHUNK = ("names the last offset of a later batch before the next entry: one entry for a follower's "
+                    "append of a fetched chunk of batches")
+NOTE_TIME_RECORD_OFFSET = ("names the record holding the batch's max timestamp, as Kafka 0.10.1-3.6 leaders "
+                           "wrote .timeindex entries for uncompressed batches (3.7+ and every recovery name "
+                           "the batch's last offset)")
+
+
+class IndexFinding(NamedTuple):
+    """One entry the rules flag: damage (`problem`) or a valid older-broker form (a note)."""
+
+    file: str
+    slot: int           # entry number
+    position: int       # byte position of the entry in the index file
+    entry: tuple        # (offset, position) for .index, (timestamp, offset) for .timeindex
+    problem: bool
+    message: str
+
+
+class SegmentBatches:
+    """Batch header columns of a .log buffer (up to the first batch that cannot be framed) and the
+    segment's running max timestamp, as the index rules need them."""
+
+    def __init__(self, buf):
+        self.buf = buf
+        cols = {k: [] for k in ("position", "size", "base_offset", "last_offset", "max_timestamp", "magic",
+                                "attributes")}
+        try:
+            for s in scan_headers(buf):
+                for k in cols:
+                    cols[k].append(np.asarray(s[k], dtype=np.int64))
+        except KBatchError:
+            pass  # the rules judge entries against the batches that can be read
+        for k, parts in cols.items():
+            setattr(self, k, np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64))
+        n = len(self.position)
+        self.count = n
+        # effective max timestamp per batch (INT64_MIN when it does not count: decision 5 floors)
+        eff = np.full(n, W.INT64_MIN, dtype=np.int64)
+        has = np.zeros(n, dtype=bool)
+        for i, (ts, magic, attrs) in enumerate(zip(self.max_timestamp.tolist(), self.magic.tolist(),
+                                                    self.attributes.tolist())):
+            if ts > time_floor(magic, attrs):
+                eff[i], has[i] = ts, True
+        self.running = np.maximum.accumulate(eff) if n else eff
+        self.running_known = np.logical_or.accumulate(has) if n else has
+        self._pos_index = {p: i for i, p in enumerate(self.position.tolist())}
+        self._first_inner = {}
+
+    @property
+    def last_offset_of_segment(self):
+        return int(self.last_offset[-1]) if self.count else None
+
+    def batch_at(self, position: int):
+        """Row of the batch starting at `position`, or None."""
+        return self._pos_index.get(position)
+
+    def batch_holding(self, offset: int):
+        """Row of the batch whose offsets [base, last] hold `offset`, or None."""
+        i = int(np.searchsorted(self.last_offset, offset, side="left"))
+        if i < self.count and self.first_offset(i) <= offset:
+            return i
+        return None
+
+    def first_offset(self, i: int) -> int:
+        """The first offset batch i holds: its base offset; for a compressed legacy wrapper (whose
+        header names only its last offset) the first inner message's offset."""
+        base = int(self.base_offset[i])
+        if self.magic[i] < 2 and self.attributes[i] & W.LEGACY_COMPRESSION_CODEC_MASK:
+            if i not in self._first_inner:
+                try:
+                    self._first_inner[i] = self.batch(i).base_offset
+                except KBatchError:
+                    self._first_inner[i] = base
+            return self._first_inner[i]
+        return base
+
+    def batch(self, i: int):
+        """The batch object of row i (records decoded on demand)."""
+        pos, size = int(self.position[i]), int(self.size[i])
+        return next(iter_batches(memoryview(self.buf)[pos:pos + size], verify_crc=False))
+
+    def running_max(self, i: int):
+        """The segment's max timestamp over batches 0..i (None when none counts yet)."""
+        return int(self.running[i]) if self.running_known[i] else None
+
+
+def _where(slot: int, entry_size: int) -> int:
+    return slot * entry_size
+
+
+def check_offset_index(path: str, entries, sb: SegmentBatches) -> list:
+    """Findings for the (offset, position) entries of a .index against the segment's batches."""
+    out = []
+    es = W.OFFSET_INDEX_ENTRY_SIZE
+    entries = list(entries)
+    end_of_log = int(sb.position[-1] + sb.size[-1]) if sb.count else 0
+    prev = None
+    for slot, (off, pos) in enumerate(entries):
+        def find(problem, msg):
+            out.append(IndexFinding(path, slot, _where(slot, es), (off, pos), problem,
+                                    f"entry {slot} (offset {off}, position {pos}) {msg}"))
+        if prev is not None and pos <= prev[1]:
+            find(True, f"does not move past entry {slot - 1} (offset {prev[0]}, position {prev[1]})")
+            prev = (off, pos)
+            continue
+        prev = (off, pos)
+        i = sb.batch_at(pos)
+        if i is None:
+            msg = (f"entry {slot} (offset {off}) points to position {pos}, where no batch starts" if pos < end_of_log
+                   else f"entry {slot} (offset {off}) points to position {pos}, past the end of the log's "
+                        f"complete batches ({end_of_log} bytes)")
+            out.append(IndexFinding(path, slot, _where(slot, es), (off, pos), True, msg))
+            continue
+        nxt = entries[slot + 1][1] if slot + 1 < len(entries) else None
+        j = (int(np.searchsorted(sb.position, nxt, side="left")) - 1) if nxt is not None and nxt > pos else sb.count - 1
+        j = max(j, i)
+        lasts = sb.last_offset[i:j + 1]
+        if off == int(lasts[0]):
+            continue
+        if off in set(lasts.tolist()):
+            find(False, NOTE_INDEX_CHUNK)
+            continue
+        first = sb.first_offset(i)
+        if off == first:
+            find(False, NOTE_INDEX_FIRST_OFFSET)
+        elif first <= off <= int(lasts[-1]):
+            find(True, f"names an offset inside the batches it covers ({first}..{int(lasts[-1])}) that is "
+                       f"neither the first offset of the batch at its position nor the last offset of a batch "
+                       f"before the next entry")
+        else:
+            find(True, f"but the batches from that position up to the next entry hold offsets "
+                       f"{first}..{int(lasts[-1])}")
+    return out
+
+
+def check_time_index(path: str, entries, sb: SegmentBatches) -> list:
+    """Findings for the (timestamp, offset) entries of a .timeindex against the segment's batches."""
+    out = []
+    es = W.TIME_INDEX_ENTRY_SIZE
+    prev = None
+    for slot, (ts, off) in enumerate(entries):
+        def find(problem, msg):
+            out.append(IndexFinding(path, slot, _where(slot, es), (ts, off), problem,
+                                    f"entry {slot} (timestamp {ts}, offset {off}) {msg}"))
+        if prev is not None and (ts <= prev[0] or off < prev[1]):
+            find(True, f"goes back from entry {slot - 1} (timestamp {prev[0]}, offset {prev[1]})")
+            prev = (ts, off)
+            continue
+        prev = (ts, off)
+        i = sb.batch_holding(off)
+        if i is None:
+            find(True, "names an offset that no batch of the segment holds")
+            continue
+        where = f"the batch at byte {int(sb.position[i])} ({sb.first_offset(i)}..{int(sb.last_offset[i])})"
+        m = sb.running_max(i)
+        if m != ts:
+            out.append(IndexFinding(path, slot, _where(slot, es), (ts, off), True,
+                                    f"entry {slot} says the max timestamp up to offset {off} is {ts}, the log says {m}"))
+            continue
+        if i > 0 and sb.running_max(i - 1) is not None and sb.running_max(i - 1) >= ts:
+            k = int(np.searchsorted(sb.running, ts, side="left"))
+            find(True, f"but timestamp {ts} is first reached in the batch at byte {int(sb.position[k])} "
+                       f"(last offset {int(sb.last_offset[k])}), before {where}")
+            continue
+        if off == int(sb.last_offset[i]):
+            continue
+        try:
+            first_hit = next((r.offset for r in sb.batch(i) if r.timestamp == ts), None)
+        except KBatchError as e:
+            find(True, f"names an offset inside {where}, whose records cannot be read: {e}")
+            continue
+        if first_hit == off:
+            find(False, NOTE_TIME_RECORD_OFFSET)
+        else:
+            find(True, f"names an offset inside {where} whose record does not hold its max timestamp "
+                       f"(the first record with timestamp {ts} is at offset {first_hit})")
+    return out
+
+
+__all__ = ["IndexFinding", "SegmentBatches", "check_offset_index", "check_time_index",
+           "NOTE_INDEX_FIRST_OFFSET", "NOTE_INDEX_CHUNK", "NOTE_TIME_RECORD_OFFSET"]
