@@ -32,12 +32,17 @@ from .batch import iter_batches
 from .compression import decompress
 from .errors import KBatchError
 from .index import OffsetIndex, TimeIndex, TransactionIndex
+from . import checkpoints as C
+from . import producer_state, raft_snapshot
+from .coordinator_records import format_offsets_record, format_transaction_record, group_record_json
 from .index_rules import SegmentBatches, check_offset_index, check_time_index
+from .metadata_records import format_metadata_record, metadata_record_json
 from .legacy import parse_message
 from .records import parse_control_record
 from .segment import time_floor
 
 INT32_MAX = W.INT32_MAX
+DECODERS = ("offsets", "transaction-log", "cluster-metadata")
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # DumpLogSegments' --max-message-size default
 RECORD_INDENT = "|"
 W_LOG = ".log"
@@ -214,10 +219,19 @@ class DumpOptions:
     max_bytes: int = INT32_MAX
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     json: bool = False
+    decoder: str | None = None  # "offsets", "transaction-log" or "cluster-metadata" (DECODERS)
+
+    def __post_init__(self):
+        if self.decoder is not None and self.decoder not in DECODERS:
+            raise ValueError(f"unknown decoder {self.decoder!r}: one of {', '.join(DECODERS)}")
+
+    @property
+    def printing_data(self) -> bool:  # a decoder implies --print-data-log, as in Kafka
+        return self.print_data_log or self.decoder is not None
 
     @property
     def deep(self) -> bool:  # --print-data-log implies --deep-iteration, as in Kafka
-        return self.deep_iteration or self.print_data_log
+        return self.deep_iteration or self.printing_data
 
 
 @dataclass
@@ -284,8 +298,15 @@ class Dumper:
             self._line(f"Dumping {path}")
         self.result.files += 1
         handlers = {".log": self.dump_log, ".index": self.dump_index, ".timeindex": self.dump_time_index,
-                    ".txnindex": self.dump_txn_index}
+                    ".txnindex": self.dump_txn_index, ".snapshot": self.dump_producer_snapshot,
+                    ".checkpoint": self.dump_log}
         handler = handlers.get(suffix)
+        if name == C.LEADER_EPOCH_CHECKPOINT:
+            handler = self.dump_leader_epoch_checkpoint
+        elif name in C.LOG_DIR_CHECKPOINTS:
+            handler = self.dump_offset_checkpoint
+        elif name == C.PARTITION_METADATA:
+            handler = self.dump_partition_metadata
         if handler is None:
             if self.o.json:
                 self._obj(type="file", file=path, kind="unknown")
@@ -304,15 +325,25 @@ class Dumper:
 
     # -- .log
     def dump_log(self, path) -> None:
-        base = base_offset_from_name(path)
+        """A .log segment, or a KRaft snapshot (.checkpoint: the same batches after a header line)."""
         o = self.o
+        snapshot = raft_snapshot.snapshot_id(path) if os.fspath(path).endswith(raft_snapshot.SUFFIX) else None
+        base = None if snapshot is not None else base_offset_from_name(path)
         with MappedFile(path) as f:
             size = len(f.data)
             data = f.data[:o.max_bytes] if o.max_bytes < size else f.data
             if o.json:
-                self._obj(type="file", file=path, kind="log", base_offset=base, size=size)
-            else:
+                if snapshot is None:
+                    self._obj(type="file", file=path, kind="log", base_offset=base, size=size)
+                else:
+                    self._obj(type="file", file=path, kind="snapshot", bootstrap=snapshot.bootstrap,
+                              end_offset=snapshot.end_offset, epoch=snapshot.epoch, size=size)
+            elif snapshot is None:
                 self._line(f"Log starting offset: {base}")
+            elif snapshot.bootstrap:
+                self._line("KRaft bootstrap snapshot")
+            else:
+                self._line(f"Snapshot end offset: {snapshot.end_offset}, epoch: {snapshot.epoch}")
             valid = 0
             last_offset = -1
             errors = []
@@ -401,9 +432,9 @@ class Dumper:
                     fields["sequence"] = record_sequence(batch, r)
                     hdrs = []
                     for hk, hv in r.headers:
-                        text, enc = encode_blob(hv) if o.print_data_log else (None, None)
+                        text, enc = encode_blob(hv) if o.printing_data else (None, None)
                         h = {"key": hk}
-                        if o.print_data_log:
+                        if o.printing_data:
                             h.update(value=text, value_encoding=enc)
                         hdrs.append(h)
                     fields["headers"] = hdrs
@@ -413,10 +444,16 @@ class Dumper:
                     c = controls[i]
                     fields["control"] = {"type": c.type.name, "type_id": _control_type_id(r),
                                          "coordinator_epoch": c.coordinator_epoch}
-                if o.print_data_log and controls is None:
-                    k, ke = encode_blob(r.key)
-                    v, ve = encode_blob(r.value)
-                    fields.update(key=k, key_encoding=ke, value=v, value_encoding=ve)
+                    body = raft_snapshot.control_record_json(c.type, r.value)
+                    if body is not None:
+                        fields["control"]["data"] = body
+                if o.printing_data and controls is None:
+                    if o.decoder is not None:
+                        fields["decoded"] = self._decode_json(r)
+                    else:
+                        k, ke = encode_blob(r.key)
+                        v, ve = encode_blob(r.value)
+                        fields.update(key=k, key_encoding=ke, value=v, value_encoding=ve)
                 self._obj(**fields)
                 continue
             parts = []
@@ -432,16 +469,20 @@ class Dumper:
                     parts.append(f" isValid: {_b(legacy_crcs[i][1])} crc: {legacy_crcs[i][0]}}}")
                 if controls is not None:
                     c = controls[i]
+                    body = raft_snapshot.control_record_text(c.type, r.value)
                     if c.type in (W.ControlRecordType.ABORT, W.ControlRecordType.COMMIT):
                         parts.append(f" endTxnMarker: {c.type.name} coordinatorEpoch: {c.coordinator_epoch}")
+                    elif body is not None:
+                        parts.append(f" {body}")
                     else:
                         parts.append(f" controlType: {c.type.name}({_control_type_id(r)})")
-            if o.print_data_log and controls is None:
-                if r.key is not None:
-                    parts.append(f"{prefix}key: {bytes(r.key).decode('utf-8', 'replace')}")
+            if o.printing_data and controls is None:
+                key, payload = self._decode_text(r)
+                if key is not None:
+                    parts.append(f"{prefix}key: {key}")
                     prefix = " "
-                if r.value is not None:
-                    parts.append(f" payload: {bytes(r.value).decode('utf-8', 'replace')}")
+                if payload is not None:
+                    parts.append(f" payload: {payload}")
             self._line("".join(parts))
         return last_offset
 
@@ -553,6 +594,81 @@ class Dumper:
             else:
                 self._line(f"version: {t.version} producerId: {t.producer_id} firstOffset: {t.first_offset} "
                            f"lastOffset: {t.last_offset} lastStableOffset: {t.last_stable_offset}")
+
+    # -- record decoders (--offsets-decoder, --transaction-log-decoder, --cluster-metadata-decoder)
+    def _decode_text(self, r) -> tuple:
+        """(key text or None, payload text or None) as kafka-dump-log's message parsers print them."""
+        d = self.o.decoder
+        if d is None:  # StringDecoder
+            return (None if r.key is None else bytes(r.key).decode("utf-8", "replace"),
+                    None if r.value is None else bytes(r.value).decode("utf-8", "replace"))
+        if d == "cluster-metadata":
+            return None, format_metadata_record(r.value, r.offset)
+        if d == "offsets":
+            return format_offsets_record(r.key, r.value, r.offset)
+        try:
+            return format_transaction_record(r.key, r.value)
+        except KBatchError as e:
+            return f"Error at offset {r.offset}, skipping. {e}", None
+
+    def _decode_json(self, r) -> dict:
+        """The decoded key and value as JSON values (objects where the decoder prints JSON)."""
+        d = self.o.decoder
+        try:
+            if d == "cluster-metadata":
+                return {"key": None, "value": metadata_record_json(r.value)}
+            if d == "offsets":
+                k, v = group_record_json(r.key, r.value)
+                return {"key": k, "value": v}
+            k, v = format_transaction_record(r.key, r.value)
+            return {"key": k, "value": v}
+        except KBatchError as e:
+            return {"error": str(e), "position": e.position}
+
+    # -- broker files beside the segments
+    def dump_producer_snapshot(self, path) -> None:
+        with open(path, "rb") as f:
+            data = f.read()
+        try:
+            entries = producer_state.read_snapshot(data)
+        except KBatchError as e:
+            self._problem(path, "corrupt_snapshot", str(e), position=e.position)
+            return
+        if self.o.json:
+            self._obj(type="file", file=path, kind="producer_snapshot", offset=base_offset_from_name(path),
+                      entries=len(entries))
+        for e in entries:
+            if self.o.json:
+                self._obj(type="producer_state", file=path, **e._asdict())
+            else:
+                self._line(producer_state.format_entry(e))
+
+    def dump_leader_epoch_checkpoint(self, path) -> None:
+        entries = C.read_leader_epoch_checkpoint(path)
+        if self.o.json:
+            self._obj(type="file", file=path, kind="leader_epoch_checkpoint", entries=len(entries))
+        for e in entries:
+            if self.o.json:
+                self._obj(type="leader_epoch", file=path, epoch=e.epoch, start_offset=e.start_offset)
+            else:
+                self._line(f"epoch: {e.epoch} startOffset: {e.start_offset}")
+
+    def dump_offset_checkpoint(self, path) -> None:
+        offsets = C.read_offset_checkpoint(path)
+        if self.o.json:
+            self._obj(type="file", file=path, kind="offset_checkpoint", entries=len(offsets))
+        for (topic, partition), offset in offsets.items():
+            if self.o.json:
+                self._obj(type="checkpoint_offset", file=path, topic=topic, partition=partition, offset=offset)
+            else:
+                self._line(f"topic: {topic} partition: {partition} offset: {offset}")
+
+    def dump_partition_metadata(self, path) -> None:
+        m = C.read_partition_metadata(path)
+        if self.o.json:
+            self._obj(type="partition_metadata", file=path, version=m.version, topic_id=m.topic_id)
+        else:
+            self._line(f"version: {m.version} topicId: {m.topic_id}")
 
     def _rule_findings(self, path, check, entries, log_data) -> dict:
         """{slot: IndexFinding} from kbatch.index_rules: which entries are damage and which are

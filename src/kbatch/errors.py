@@ -140,6 +140,15 @@ class InvalidOffsetError(KBatchError, ValueError):
     """Offsets that go backwards or do not fit (error 1 OFFSET_OUT_OF_RANGE family)."""
 
 
+class CorruptSnapshotError(KBatchError, ValueError):
+    """A producer-state `.snapshot` file that fails its version or CRC check (Kafka's CorruptSnapshotException)."""
+
+
+class CorruptCheckpointError(KBatchError, ValueError):
+    """A checkpoint text file (leader-epoch-checkpoint, recovery-point-offset-checkpoint,
+    partition.metadata, ...) that Kafka's reader would reject; `position` is the byte where the bad line starts."""
+
+
 # ---------------------------------------------------------------------------------------------
 # Kernel status codes. Kernels report (status, position, expected, found); raise_status maps.
 ST_OK = 0
@@ -189,5 +198,6 @@ __all__ = [
     "KBatchError", "CorruptRecordError", "CrcMismatchError", "TruncatedDataError", "InvalidRecordError",
     "UnsupportedCodecError", "RecordTooLargeError", "DecompressionLimitError", "InvalidTimestampError",
     "UnsupportedForMessageFormatError", "InvalidRequestError", "CorruptIndexError", "InvalidOffsetError",
-    "InvalidConfigurationError", "UnknownTopicOrPartitionError", "raise_status",
+    "InvalidConfigurationError", "UnknownTopicOrPartitionError", "CorruptSnapshotError", "CorruptCheckpointError",
+    "raise_status",
 ]

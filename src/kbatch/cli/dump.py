@@ -10,7 +10,8 @@ from ._common import (UsageProblem, options, progress_bar, run)
 
 def cmd_dump(files, *, print_data_log=False, deep_iteration=False, index_sanity_check=False,
              verify_index_only=False, skip_record_metadata=False, max_bytes=W.INT32_MAX,
-             max_message_size=5 * 1024 * 1024, as_json=False, quiet=False, out=None, err=None) -> int:
+             max_message_size=5 * 1024 * 1024, decoder=None, as_json=False, quiet=False, out=None,
+             err=None) -> int:
     from ..dump import DumpOptions, Dumper
 
     out = out or sys.stdout
@@ -20,10 +21,10 @@ def cmd_dump(files, *, print_data_log=False, deep_iteration=False, index_sanity_
     opts = DumpOptions(print_data_log=print_data_log, deep_iteration=deep_iteration,
                        index_sanity_check=index_sanity_check, verify_index_only=verify_index_only,
                        skip_record_metadata=skip_record_metadata, max_bytes=max_bytes,
-                       max_message_size=max_message_size, json=as_json)
+                       max_message_size=max_message_size, json=as_json, decoder=decoder)
     total = 0
     for f in files:
-        if f.endswith(".log"):
+        if f.endswith((".log", ".checkpoint")):
             with contextlib.suppress(OSError):
                 total += min(os.path.getsize(f), max_bytes)
     with progress_bar(total, "dump", quiet) as advance:
@@ -38,7 +39,9 @@ def register(app) -> None:
 
     Quiet, Json = options()
 
-    @app.command(help="Print .log, .index, .timeindex and .txnindex files as kafka-dump-log --files does.")
+    @app.command(help="Print segment, index, snapshot and checkpoint files as kafka-dump-log --files does: .log, "
+                      ".index, .timeindex, .txnindex, producer .snapshot, KRaft .checkpoint, leader-epoch-checkpoint, "
+                      "partition.metadata and the log directory's offset checkpoints.")
     def dump(
         files: Annotated[Optional[List[str]], typer.Argument(help="Files to dump.", show_default=False)] = None,
         files_csv: Annotated[Optional[str], typer.Option("--files", help="Comma-separated files (kafka-dump-log style).")] = None,
@@ -49,13 +52,21 @@ def register(app) -> None:
         skip_record_metadata: Annotated[bool, typer.Option("--skip-record-metadata", help="Leave out record metadata in deep iteration.")] = False,
         max_bytes: Annotated[int, typer.Option("--max-bytes", help="Read at most this many bytes of each .log file.")] = W.INT32_MAX,
         max_message_size: Annotated[int, typer.Option("--max-message-size", help="Largest batch read when checking .index entries.")] = 5 * 1024 * 1024,
+        offsets_decoder: Annotated[bool, typer.Option("--offsets-decoder", help="Decode records as __consumer_offsets keys and values (group metadata, committed offsets); implies --print-data-log.")] = False,
+        transaction_log_decoder: Annotated[bool, typer.Option("--transaction-log-decoder", help="Decode records as __transaction_state transaction metadata; implies --print-data-log.")] = False,
+        cluster_metadata_decoder: Annotated[bool, typer.Option("--cluster-metadata-decoder", help="Decode records as KRaft cluster metadata records; implies --print-data-log.")] = False,
         as_json: Json = False,
         quiet: Quiet = False,
     ):
+        chosen = [d for d, on in (("offsets", offsets_decoder), ("transaction-log", transaction_log_decoder),
+                                  ("cluster-metadata", cluster_metadata_decoder)) if on]
+        if len(chosen) > 1:
+            raise typer.BadParameter("give at most one of --offsets-decoder, --transaction-log-decoder, "
+                                     "--cluster-metadata-decoder")
         names = list(files or [])
         if files_csv:
             names += [f.strip() for f in files_csv.split(",") if f.strip()]
         run(cmd_dump, names, print_data_log=print_data_log, deep_iteration=deep_iteration,
             index_sanity_check=index_sanity_check, verify_index_only=verify_index_only,
             skip_record_metadata=skip_record_metadata, max_bytes=max_bytes, max_message_size=max_message_size,
-            as_json=as_json, quiet=quiet)
+            decoder=chosen[0] if chosen else None, as_json=as_json, quiet=quiet)

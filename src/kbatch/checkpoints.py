@@ -1,0 +1,186 @@
+"""The text files a broker keeps beside its segments (kafka-format.md §6.1), read and written as
+Kafka's CheckpointFile / OffsetCheckpointFile / LeaderEpochCheckpointFile / PartitionMetadataFile do.
+
+- `CheckpointFile` format: a version line, an entry-count line, then one entry per line. An empty
+  file reads as no entries; a wrong version, a malformed line or a count that differs from the
+  lines is an error (CorruptCheckpointError naming the file, the line and its byte position).
+- per partition directory: `leader-epoch-checkpoint` (version 0, "epoch startOffset") and
+  `partition.metadata` ("version: 0" and "topic_id: <Kafka Uuid>").
+- per log directory: `recovery-point-offset-checkpoint`, `replication-offset-checkpoint`,
+  `log-start-offset-checkpoint`, `cleaner-offset-checkpoint` (version 0, "topic partition offset").
+
+Writes go through a temporary file and an atomic rename, as Kafka's do.
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import NamedTuple
+
+from . import _files
+from .errors import CorruptCheckpointError
+
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+PARTITION_METADATA = "partition.metadata"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+LOG_DIR_CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT, REPLICATION_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
+                       CLEANER_CHECKPOINT)
+CURRENT_VERSION = 0  # OffsetCheckpointFile / LeaderEpochCheckpointFile / PartitionMetadataFile
+_WS = re.compile(r"\s+")
+
+
+class EpochEntry(NamedTuple):
+    """A leader epoch and the first offset written in it."""
+
+    epoch: int
+    start_offset: int
+
+
+class PartitionMetadata(NamedTuple):
+    version: int
+    topic_id: str  # Kafka's Uuid string (URL-safe base64 of 16 bytes)
+
+
+def _lines(text: str):
+    """(line, byte position) pairs, as BufferedReader.readLine splits them."""
+    pos = 0
+    for line in text.splitlines(keepends=True):
+        yield line.rstrip("\r\n"), pos
+        pos += len(line.encode("utf-8"))
+
+
+def _read(path, parse_entry) -> list:
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        text = f.read().decode("utf-8", errors="replace")
+    lines = list(_lines(text))
+
+    def malformed(line, pos):
+        return CorruptCheckpointError(f"Malformed line in checkpoint file [{path}]: {line}", position=pos,
+                                      found=line)
+
+    if not lines:
+        return []
+    line, pos = lines[0]
+    try:
+        version = int(line)
+    except ValueError:
+        raise malformed(line, pos) from None
+    if version != CURRENT_VERSION:
+        raise CorruptCheckpointError(f"Unrecognised version:{version}, expected version: {CURRENT_VERSION} in "
+                                     f"checkpoint file at: {path}", position=pos, expected=CURRENT_VERSION,
+                                     found=version)
+    if len(lines) < 2:
+        return []
+    line, pos = lines[1]
+    try:
+        expected = int(line)
+    except ValueError:
+        raise malformed(line, pos) from None
+    entries = []
+    for line, pos in lines[2:]:
+        entry = parse_entry(line)
+        if entry is None:
+            raise malformed(line, pos)
+        entries.append(entry)
+    if len(entries) != expected:
+        raise CorruptCheckpointError(f"Expected [{expected}] entries in checkpoint file [{path}], but found only "
+                                     f"[{len(entries)}]", position=lines[1][1], expected=expected, found=len(entries))
+    return entries
+
+
+def _write(path, entries) -> None:
+    body = f"{CURRENT_VERSION}\n{len(entries)}\n" + "".join(f"{e}\n" for e in entries)
+    _files.atomic_write(os.fspath(path), body.encode("utf-8"))
+
+
+def _epoch_entry(line: str):
+    parts = _WS.split(line)
+    if len(parts) != 2:
+        return None
+    try:
+        return EpochEntry(int(parts[0]), int(parts[1]))
+    except ValueError:
+        return None
+
+
+def _offset_entry(line: str):
+    parts = _WS.split(line)
+    if len(parts) != 3:
+        return None
+    try:
+        return (parts[0], int(parts[1])), int(parts[2])
+    except ValueError:
+        return None
+
+
+def read_leader_epoch_checkpoint(path) -> list:
+    """[EpochEntry] of a `leader-epoch-checkpoint`, in file order."""
+    return _read(path, _epoch_entry)
+
+
+def write_leader_epoch_checkpoint(path, entries) -> None:
+    _write(path, [f"{e.epoch} {e.start_offset}" for e in entries])
+
+
+def read_offset_checkpoint(path) -> dict:
+    """{(topic, partition): offset} of an offset checkpoint file (recovery point, replication, log
+    start offset, cleaner)."""
+    return dict(_read(path, _offset_entry))
+
+
+def write_offset_checkpoint(path, offsets: dict) -> None:
+    _write(path, [f"{t} {p} {o}" for (t, p), o in offsets.items()])
+
+
+def read_partition_metadata(path) -> PartitionMetadata:
+    """`partition.metadata` (PartitionMetadataReadBuffer): "version: N" then "topic_id: <uuid>"."""
+    from .schema import uuid_bytes
+
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        lines = list(_lines(f.read().decode("utf-8", errors="replace")))
+
+    def malformed(i):
+        line, pos = lines[i] if i < len(lines) else ("", sum(len(x.encode()) for x, _ in lines))
+        return CorruptCheckpointError(f"Malformed line in checkpoint file [{path}]: {line}", position=pos, found=line)
+
+    if not lines:
+        raise malformed(0)
+    parts = re.split(r":\s+", lines[0][0])
+    if len(parts) != 2:
+        raise malformed(0)
+    try:
+        version = int(parts[1])
+    except ValueError:
+        raise malformed(0) from None
+    if version < CURRENT_VERSION:
+        raise CorruptCheckpointError(f"Unrecognized version of partition metadata file + ({path}): {version}",
+                                     position=0, expected=f">= {CURRENT_VERSION}", found=version)
+    if len(lines) < 2:
+        raise malformed(1)
+    parts = re.split(r":\s+", lines[1][0])
+    if len(parts) != 2:
+        raise malformed(1)
+    try:
+        raw = uuid_bytes(parts[1])
+    except ValueError:
+        raise malformed(1) from None
+    if raw == bytes(16):
+        raise CorruptCheckpointError(f"Invalid topic ID in partition metadata file ({path})", position=lines[1][1],
+                                     found=parts[1])
+    return PartitionMetadata(version, parts[1])
+
+
+def write_partition_metadata(path, topic_id: str) -> None:
+    """PartitionMetadata.encode: no newline after the topic id, as Kafka writes it."""
+    _files.atomic_write(os.fspath(path), f"version: {CURRENT_VERSION}\ntopic_id: {topic_id}".encode("utf-8"))
+
+
+__all__ = ["EpochEntry", "PartitionMetadata", "read_leader_epoch_checkpoint", "write_leader_epoch_checkpoint",
+           "read_offset_checkpoint", "write_offset_checkpoint", "read_partition_metadata", "write_partition_metadata",
+           "LEADER_EPOCH_CHECKPOINT", "PARTITION_METADATA", "RECOVERY_POINT_CHECKPOINT", "REPLICATION_CHECKPOINT",
+           "LOG_START_OFFSET_CHECKPOINT", "CLEANER_CHECKPOINT", "LOG_DIR_CHECKPOINTS"]

@@ -1,0 +1,142 @@
+"""LeaderEpochFileCache: a partition's (leader epoch -> start offset) map and its checkpoint file.
+
+The rules are Kafka's (storage/.../epoch/LeaderEpochFileCache.java):
+- `assign(epoch, start_offset)` adds an entry unless the latest one has the same epoch and a start
+  offset no larger; entries with an epoch >= the new one or a start offset >= the new one are
+  removed first, so epochs and start offsets both increase. A leader assigns its new epoch at the
+  log end offset when it becomes leader, before any batch carries it; every appended v2 batch
+  assigns (its partition leader epoch, its base offset).
+- `truncate_from_end(end_offset)` removes entries starting at or after end_offset (log truncation);
+  `truncate_from_start(start_offset)` removes entries that start at or before it and re-adds the
+  last removed one at start_offset (the log start offset moved: retention, DeleteRecords).
+- `latest_epoch` answers ListOffsets LATEST; `end_offset_for` answers OffsetForLeaderEpoch.
+The cache writes `leader-epoch-checkpoint` (kbatch.checkpoints) after every change when it has a
+path; kbatch writes synchronously where Kafka flushes truncations in the background.
+"""
+from __future__ import annotations
+
+import bisect
+import os
+
+from . import checkpoints as C
+from .checkpoints import EpochEntry
+from .errors import InvalidOffsetError
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+class LeaderEpochFileCache:
+    """Epoch entries sorted by epoch (and so by start offset); see the module docstring."""
+
+    def __init__(self, entries=(), path=None):
+        self.path = None if path is None else os.fspath(path)
+        self._entries: list = []
+        for e in entries:
+            self._assign(EpochEntry(int(e[0]), int(e[1])))
+
+    @classmethod
+    def load(cls, directory) -> "LeaderEpochFileCache":
+        """The cache of a partition directory, from its leader-epoch-checkpoint (empty when missing)."""
+        path = os.path.join(os.fspath(directory), C.LEADER_EPOCH_CHECKPOINT)
+        entries = C.read_leader_epoch_checkpoint(path) if os.path.exists(path) else []
+        return cls(entries, path)
+
+    # ---- facts
+    def entries(self) -> list:
+        return list(self._entries)
+
+    def __len__(self):
+        return len(self._entries)
+
+    def __bool__(self):
+        return bool(self._entries)
+
+    def latest_entry(self):
+        return self._entries[-1] if self._entries else None
+
+    def latest_epoch(self) -> int | None:
+        return self._entries[-1].epoch if self._entries else None
+
+    def earliest_entry(self):
+        return self._entries[0] if self._entries else None
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        """The epoch whose range holds `offset` (the last entry starting at or before it)."""
+        prev = None
+        for e in self._entries:
+            if e.start_offset == offset:
+                return e.epoch
+            if e.start_offset > offset:
+                return prev
+            prev = e.epoch
+        return prev
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple:
+        """(epoch, end offset) for OffsetForLeaderEpoch: the largest epoch <= requested and the start
+        offset of the next epoch (the log end offset for the latest epoch); (-1, -1) when undefined."""
+        if requested_epoch == UNDEFINED_EPOCH:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if self._entries and self._entries[-1].epoch == requested_epoch:
+            return requested_epoch, log_end_offset
+        epochs = [e.epoch for e in self._entries]
+        hi = bisect.bisect_right(epochs, requested_epoch)
+        if hi >= len(self._entries):
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        higher = self._entries[hi]
+        if hi == 0:  # older than anything cached: the first larger epoch's start
+            return requested_epoch, higher.start_offset
+        return self._entries[hi - 1].epoch, higher.start_offset
+
+    # ---- changes
+    def _update_needed(self, e: EpochEntry) -> bool:
+        last = self.latest_entry()
+        return last is None or e.epoch != last.epoch or e.start_offset < last.start_offset
+
+    def _assign(self, e: EpochEntry) -> bool:
+        if e.epoch < 0 or e.start_offset < 0:
+            raise InvalidOffsetError("Received invalid partition leader epoch entry",
+                                     expected="epoch >= 0 and start offset >= 0", found=f"{e.epoch} {e.start_offset}")
+        if not self._update_needed(e):
+            return False
+        while self._entries and (self._entries[-1].epoch >= e.epoch or self._entries[-1].start_offset >= e.start_offset):
+            self._entries.pop()
+        self._entries.append(e)
+        return True
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Add (epoch, start offset) by Kafka's rules; returns whether the cache changed."""
+        changed = self._assign(EpochEntry(int(epoch), int(start_offset)))
+        if changed:
+            self.flush()
+        return changed
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Remove entries whose start offset >= end_offset."""
+        if end_offset >= 0 and self._entries and self._entries[-1].start_offset >= end_offset:
+            while self._entries and self._entries[-1].start_offset >= end_offset:
+                self._entries.pop()
+            self.flush()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """Remove entries starting at or before start_offset; the last of them stays, moved to start_offset."""
+        removed = None
+        while self._entries and self._entries[0].start_offset <= start_offset:
+            removed = self._entries.pop(0)
+        if removed is not None:
+            self._entries.insert(0, EpochEntry(removed.epoch, start_offset))
+            self.flush()
+
+    def clear(self) -> None:
+        self._entries = []
+        self.flush()
+
+    def flush(self) -> None:
+        if self.path is not None and os.path.isdir(os.path.dirname(self.path) or "."):
+            C.write_leader_epoch_checkpoint(self.path, self._entries)
+
+    def __repr__(self):
+        return f"LeaderEpochFileCache({[tuple(e) for e in self._entries]})"
+
+
+__all__ = ["LeaderEpochFileCache", "EpochEntry", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET"]
