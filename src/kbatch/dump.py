@@ -747,7 +747,7 @@ class Dumper:
             for x, y in reversed(items):
                 w(f"  {x} is followed by {y}\n")
         for p, items in self._notes.items():
-            w(f"Index entries written by older brokers (valid, not counted as problems) in :{a(p)}\n")
+            w(f"Valid index entries kafka-dump-log would flag (older brokers, followers; not problems) in :{a(p)}\n")
             for msg in items:
                 w(f"  {msg}\n")
 
