@@ -92,7 +92,8 @@ def convert_fields(fields, structs) -> tuple:
         elif elem in structs:
             sub = convert_fields(structs[elem]["fields"], structs)
         kind = elem if sub is None else "struct"
-        out.append((camel(f["name"]), ftype.startswith("[]"), kind, versions(f.get("versions")),
+        # FieldSpec: a tagged field without "versions" exists in its taggedVersions
+        out.append((camel(f["name"]), ftype.startswith("[]"), kind, versions(f.get("versions", f.get("taggedVersions"))),
                     versions(f.get("nullableVersions")), versions(f.get("taggedVersions")), f.get("tag"),
                     default_value(ftype, f.get("default"), f.get("nullableVersions")), sub))
     return tuple(out)

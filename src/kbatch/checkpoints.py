@@ -123,7 +123,7 @@ def read_leader_epoch_checkpoint(path) -> list:
 
 
 def write_leader_epoch_checkpoint(path, entries) -> None:
-    _write(path, [f"{e.epoch} {e.start_offset}" for e in entries])
+    _write(path, [f"{int(e[0])} {int(e[1])}" for e in entries])
 
 
 def read_offset_checkpoint(path) -> dict:

@@ -186,6 +186,7 @@ class Log:
         self._validator = None
         self._next_offset = None
         self.partition_leader_epoch = None  # written into appended batches when set
+        self._epoch_cache = None            # LeaderEpochFileCache, loaded on first use
 
     # ---- opening
     @classmethod
@@ -212,9 +213,27 @@ class Log:
         elif bases:
             segments.append(LogSegment.open(path, bases[-1], writable=writable, **seg_kw))
         log = cls(path, segments, cfg, writable)
+        log._load_log_start_offset()
         if writable:
             log._recover()
+            # LogLoader: the epoch cache follows the recovered log's start and end
+            cache = log.leader_epoch_cache
+            cache.truncate_from_end(log.end_offset())
+            cache.truncate_from_start(log.log_start_offset)
         return log
+
+    def _load_log_start_offset(self) -> None:
+        """A broker's log start offset is max(its log-start-offset-checkpoint entry, the first segment's
+        base offset) (LogLoader): DeleteRecords moves it inside a segment."""
+        from .checkpoints import LOG_START_OFFSET_CHECKPOINT, read_offset_checkpoint
+
+        if self.topic is None or not self.segments:
+            return
+        path = os.path.join(os.path.dirname(os.path.abspath(self.directory)), LOG_START_OFFSET_CHECKPOINT)
+        if os.path.exists(path):
+            checkpointed = read_offset_checkpoint(path).get((self.topic, self.partition))
+            if checkpointed is not None:
+                self.log_start_offset = max(checkpointed, self.segments[0].base_offset)
 
     @classmethod
     def create(cls, path, config: LogConfig | None = None, *, now_ms: int | None = None) -> "Log":
@@ -389,22 +408,55 @@ class Log:
         hit = best.max_timestamp_and_offset()
         return None if hit is None else OffsetAndTimestamp(hit.offset, hit.timestamp, hit.leader_epoch)
 
+    # ---- leader epochs (LeaderEpochFileCache)
+    @property
+    def leader_epoch_cache(self):
+        """The partition's LeaderEpochFileCache: its leader-epoch-checkpoint when the file exists;
+        otherwise what a broker's recovery of these batches assigns (kept in memory for a
+        read-only log, written to the file for a writable one)."""
+        from .leader_epoch import LeaderEpochFileCache
+        from .checkpoints import LEADER_EPOCH_CHECKPOINT
+
+        if self._epoch_cache is None:
+            path = os.path.join(self.directory, LEADER_EPOCH_CHECKPOINT)
+            if os.path.exists(path):
+                cache = LeaderEpochFileCache.load(self.directory)
+                cache.path = path if self.writable else None
+            else:
+                cache = LeaderEpochFileCache()
+                for seg in self.segments:  # LogSegment.recover: assign epochs as batches carry them
+                    for s in seg.log.headers():
+                        for ple, base, magic in zip(s["partition_leader_epoch"].tolist(), s["base_offset"].tolist(),
+                                                    s["magic"].tolist()):
+                            latest = cache.latest_epoch()
+                            if magic >= 2 and ple >= 0 and (latest is None or ple > latest):
+                                cache.assign(ple, base)
+                if self.writable:
+                    cache.path = path
+                    cache.flush()
+            self._epoch_cache = cache
+        return self._epoch_cache
+
     def _epoch_at_start(self):
-        for seg in self.segments:
-            for b in seg.log.batches(seg.offset_index.lookup(self.log_start_offset).position, verify_crc=False):
-                if b.last_offset >= self.log_start_offset:
-                    return None if b.partition_leader_epoch < 0 else b.partition_leader_epoch
-        return None
+        """EARLIEST's epoch: the first cached epoch when it starts at or before the log start offset."""
+        first = self.leader_epoch_cache.earliest_entry()
+        return first.epoch if first is not None and first.start_offset <= self.log_start_offset else None
 
     def _epoch_at_end(self):
-        for seg in reversed(self.segments):
-            ple = None
-            for s in seg.log.headers(seg.offset_index.lookup(W.INT64_MAX).position):
-                if len(s["partition_leader_epoch"]):
-                    ple = int(s["partition_leader_epoch"][-1])
-            if ple is not None:
-                return None if ple < 0 else ple
-        return None
+        """LATEST's epoch: the cache's latest epoch (a new leader's epoch before any batch carries it)."""
+        return self.leader_epoch_cache.latest_epoch()
+
+    def assign_epoch_start_offset(self, epoch: int, start_offset: int | None = None) -> None:
+        """Record that `epoch` starts at `start_offset` (default: the log end offset), as a broker does
+        when it becomes leader (UnifiedLog.maybeAssignEpochStartOffset); later appends carry it."""
+        self._check_writable()
+        self.partition_leader_epoch = int(epoch)
+        self.leader_epoch_cache.assign(int(epoch), self.end_offset() if start_offset is None else int(start_offset))
+
+    def end_offset_for_epoch(self, epoch: int):
+        """OffsetForLeaderEpoch: (epoch, end offset) for the largest cached epoch <= `epoch`, or None."""
+        found_epoch, offset = self.leader_epoch_cache.end_offset_for(int(epoch), self.end_offset())
+        return None if offset < 0 else (found_epoch, offset)
 
     # ---- writing
     def _check_writable(self):
@@ -445,7 +497,17 @@ class Log:
                     "position", "size", "last_offset", "max_timestamp", "magic", "attributes"))):
                 seg.append_batch(mv[pos:pos + size], last, max_ts, magic, attrs)
         self._next_offset = info.last_offset + 1
+        self._assign_epochs(rows)
         return info
+
+    def _assign_epochs(self, rows) -> None:
+        """UnifiedLog.append: each v2 batch assigns (its leader epoch, its base offset). (Kafka clears
+        the cache after an append in an older format; Log always writes magic 2.)"""
+        cache = self.leader_epoch_cache
+        for s in rows:
+            for ple, base in zip(s["partition_leader_epoch"].tolist(), s["base_offset"].tolist()):
+                if ple >= 0:
+                    cache.assign(ple, base)
 
     def _maybe_roll(self, messages_size: int, info, now: int) -> LogSegment:
         seg = self.active_segment
@@ -540,6 +602,7 @@ class Log:
             self.segments.remove(seg)
             seg.delete_files()
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         _files.fsync_dir(self.directory)
         return out
 

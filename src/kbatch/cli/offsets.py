@@ -21,17 +21,16 @@ def cmd_offsets(path, *, times=(), earliest=False, latest=False, max_timestamp=F
         log = api("Log").open(d)
         try:
             for label, ts in targets:
-                if label == "earliest":
-                    offset, found_ts = log.beginning_offset(), None
-                elif label == "latest":
-                    offset, found_ts = log.end_offset(), None
+                if label in ("earliest", "latest"):  # epochs from the leader epoch cache, as a broker answers
+                    hit = log.offset_for(api("EARLIEST" if label == "earliest" else "LATEST"))
+                elif label == "max-timestamp":
+                    hit = log.offset_for(api("MAX_TIMESTAMP"))
                 else:
-                    hit = log.offset_for(api("MAX_TIMESTAMP")) if label == "max-timestamp" else \
-                        log.offsets_for_times([ts])[0]
-                    offset, found_ts = (None, None) if hit is None else (hit.offset, hit.timestamp)
+                    hit = log.offsets_for_times([ts])[0]
+                offset, found_ts, epoch = (None, None, None) if hit is None else hit
                 if as_json:
                     emit(out, dict(partition=name, path=d, target=label if ts is None else ts, offset=offset,
-                                    timestamp=found_ts))
+                                    timestamp=found_ts, leader_epoch=epoch))
                 else:
                     shown = label if ts is None else f"{label} ({ts})" if str(ts) != label else label
                     if offset is None:
