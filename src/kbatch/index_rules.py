@@ -18,8 +18,8 @@ Anything else is damage: a lookup of an offset below O could start after its bat
   its max on a strictly larger timestamp);
 - O is B's last offset (recovery in every version; appends from Kafka 3.7 on, followers, compressed
   and converted batches); or
-- O is the first record of B with timestamp T: leaders of Kafka 0.10.1 - 3.6 passed LogValidator's
-  offsetOfMaxTimestamp (the record's offset) to LogSegment.append for uncompressed batches.
+- O is the first record of B with timestamp T: leaders of Kafka 0.11 - 3.6 passed LogValidator's
+  offsetOfMaxTimestamp (the record's offset) to LogSegment.append for uncompressed v2 batches.
 Timestamps increase and offsets do not go back, as TimeIndex.maybeAppend requires.
 
 Each finding is a damage problem (`problem=True`) or a note naming the older broker form.
@@ -39,7 +39,7 @@ NOTE_INDEX_FIRST_OFFSET = ("names the first offset of the batch at its position,
                            "wrote .index entries (2.0+ name the append's last offset)")
 NOTE_INDEX_CHUNK = ("names the last offset of a later batch before the next entry: one entry for a follower's "
                     "append of a fetched chunk of batches")
-NOTE_TIME_RECORD_OFFSET = ("names the record holding the batch's max timestamp, as Kafka 0.10.1-3.6 leaders "
+NOTE_TIME_RECORD_OFFSET = ("names the record holding the batch's max timestamp, as Kafka 0.11-3.6 leaders "
                            "wrote .timeindex entries for uncompressed batches (3.7+ and every recovery name "
                            "the batch's last offset)")
 
