@@ -34,6 +34,7 @@ crc32c = _backend.core.crc32c
 # name -> submodule, imported on first attribute access
 _LAZY = {
     "decode_columns": "arrow", "KAFKA_SCHEMA": "arrow",
+    "encode_columns": "arrow_encode", "iter_encode_columns": "arrow_encode",
     "LogValidator": "validate", "ValidationResult": "validate", "AppendInfo": "validate",
     "check_timestamps": "validate",
     "OffsetIndex": "index", "TimeIndex": "index", "TransactionIndex": "index",

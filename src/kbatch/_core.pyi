@@ -97,3 +97,26 @@ def find_timestamps_v2(data: Buffer, starts: npt.ArrayLike, ends: npt.ArrayLike,
                        target_batches: npt.ArrayLike, targets: npt.ArrayLike,
                        starting_offset: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """(offsets, timestamps) of the first record at or after each target in its batch (see kbatch._core_py)."""
+
+# ---- column encode (Arrow buffers -> magic 2 batches); the contract: kbatch._core_py.ColumnsEncoderV2
+BinaryColumn = tuple[npt.NDArray[Any], npt.NDArray[np.uint8], npt.NDArray[np.uint8] | None, int, int]
+ValueColumn = tuple[npt.NDArray[Any], npt.NDArray[np.uint8] | None, int]
+HeadersColumn = tuple[npt.NDArray[Any], npt.NDArray[np.uint8] | None, int, npt.NDArray[np.uint8] | None, int, int,
+                      BinaryColumn | None, BinaryColumn | None]
+
+class ColumnsEncoderV2:
+    @property
+    def rows(self) -> int: ...
+    @property
+    def last_offset(self) -> int | None: ...
+    @property
+    def sequence(self) -> int: ...
+    @property
+    def pending(self) -> int: ...
+    def __init__(self, base_offset: int, attributes: int, records_per_batch: int, max_batch_bytes: int,
+                 producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+                 partition_leader_epoch: int = -1, log_append_time: int | None = None) -> None: ...
+    def encode(self, n: int, key: BinaryColumn | None, value: BinaryColumn | None, timestamp: ValueColumn | None,
+               ts_divisor: int, tombstone: ValueColumn | None, headers: HeadersColumn | None,
+               offset: ValueColumn | None, final: bool = False) -> tuple[bytes, npt.NDArray[np.int64]]: ...
+    def flush(self) -> tuple[bytes, npt.NDArray[np.int64]]: ...

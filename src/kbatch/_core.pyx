@@ -1587,3 +1587,7 @@ def encode_records_v2(records, base_offset, last_offset, base_timestamp, extende
 
 # ------------------------------------------------------------------------------------ column decode
 include "_columns_kernel.pxi"
+
+
+# ------------------------------------------------------------------------------------ column encode
+include "_encode_kernel.pxi"

@@ -741,3 +741,349 @@ class RecordsEncoderV2:
 
     def section(self) -> bytes:
         return b"".join(self._parts)
+
+
+# ------------------------------------------------------------------------------------ column encode
+# ColumnsEncoderV2: Arrow columns -> magic 2 batches, the inverse of decode_columns_v2. The
+# compiled twin (_encode_kernel.pxi) reads the same Arrow buffers with no Python object per row.
+from .errors import InvalidRequestError, RecordTooLargeError  # noqa: E402
+
+# what went wrong with a row; both backends raise through _raise_encode
+EC_NULL_VALUE = 1         # a null value whose isTombstone is false
+EC_NULL_HEADER_KEY = 2    # a header with a null key
+EC_NULL_HEADER = 3        # a null element in a headers list
+EC_NO_TIMESTAMP = 4       # Long.MIN_VALUE given as a timestamp of an extended batch
+EC_NULL_OFFSET = 5        # a null in the offset column
+EC_OFFSET_ORDER = 6       # an offset not above the one before (a: previous, b: found)
+EC_RECORD_TOO_LARGE = 7   # a record that does not fit a batch alone (a: batch bytes, b: the limit)
+EC_BAD_ARRAY = 8          # Arrow buffers that contradict themselves (a: column code, b: element)
+EC_OFFSET_RANGE = 9       # the next offset would pass Long.MAX_VALUE
+
+# column codes for EC_BAD_ARRAY
+ENCODE_COLUMNS = ("key", "value", "timestamp", "isTombstone", "headers", "headers.key", "headers.value", "offset")
+
+
+def _raise_encode(code: int, row: int, a: int = 0, b: int = 0):
+    """The exception for an encoder error code at table row `row`. Never returns."""
+    if code == EC_NULL_VALUE:
+        raise InvalidRecordError("A record with a null value must be a tombstone (KIP-87)",
+                                 expected="a value, or isTombstone true or null", found="null value, isTombstone false",
+                                 row=row)
+    if code == EC_NULL_HEADER_KEY:
+        raise InvalidRecordError("Null header keys are not permitted", expected="a header key", found="null", row=row)
+    if code == EC_NULL_HEADER:
+        raise InvalidRecordError("Null headers are not permitted", expected="a (key, value) struct", found="null",
+                                 row=row)
+    if code == EC_NO_TIMESTAMP:
+        raise InvalidRecordError("Long.MIN_VALUE is the 'no timestamp' value of an extended batch",
+                                 expected="a null timestamp for 'no timestamp'", found=W.INT64_MIN, row=row)
+    if code == EC_NULL_OFFSET:
+        raise InvalidOffsetError("Null offset", expected="an offset", found="null", row=row)
+    if code == EC_OFFSET_ORDER:
+        raise InvalidOffsetError("Illegal offset, offsets must increase", expected=f"> {a}", found=b, row=row)
+    if code == EC_RECORD_TOO_LARGE:
+        raise RecordTooLargeError("The record does not fit in a batch of max_batch_bytes",
+                                  expected=f"a batch <= {b} bytes", found=f"{a} bytes", row=row)
+    if code == EC_OFFSET_RANGE:
+        raise InvalidOffsetError("Illegal offset, beyond the int64 range", expected=f"<= {W.INT64_MAX}",
+                                 found=W.INT64_MAX + 1, row=row)
+    if code == EC_BAD_ARRAY:
+        raise InvalidRequestError(f"Malformed Arrow column {ENCODE_COLUMNS[a]!r}",
+                                  expected="offsets that rise within the data buffer and buffers covering every "
+                                           "element", found=f"element {b}", row=row)
+    raise InvalidRequestError(f"Unknown encoder error {code}", row=row)
+
+
+def _bit(bitmap, i: int) -> bool:
+    return bool(bitmap[i >> 3] >> (i & 7) & 1)
+
+
+class _Col:
+    """One Arrow array as the encoder reads it (see ColumnsEncoderV2.encode): element i is at
+    `origin + i` of the buffers; None validity = no nulls."""
+
+    __slots__ = ("offsets", "data", "valid", "origin", "length", "code")
+
+    def __init__(self, spec, binary: bool, length: int, code: int, row: int):
+        if binary:
+            offsets, data, valid, origin, length = spec
+            self.offsets = np.ascontiguousarray(offsets)
+            self.data = np.ascontiguousarray(data, dtype=np.uint8).reshape(-1)
+            if self.offsets.dtype not in (np.int32, np.int64) or self.offsets.ndim != 1:
+                raise TypeError(f"the offsets of {ENCODE_COLUMNS[code]} must be a 1-D int32 or int64 array")
+        else:
+            data, valid, origin = spec
+            self.offsets = None
+            self.data = np.ascontiguousarray(data, dtype=np.uint8 if code in (3, 4) else np.int64).reshape(-1)
+        self.valid = None if valid is None else np.ascontiguousarray(valid, dtype=np.uint8).reshape(-1)
+        self.origin = operator.index(origin)
+        self.length = operator.index(length)
+        self.code = code
+        end = self.origin + self.length
+        if self.origin < 0 or self.length < 0:
+            _raise_encode(EC_BAD_ARRAY, row, code, 0)
+        if self.valid is not None and len(self.valid) * 8 < end:
+            _raise_encode(EC_BAD_ARRAY, row, code, self.length)
+        if binary and len(self.offsets) < end + 1:
+            _raise_encode(EC_BAD_ARRAY, row, code, self.length)
+        if not binary and len(self.data) * (8 if code == 3 else 1) < end:  # 3: isTombstone, a bitmap
+            _raise_encode(EC_BAD_ARRAY, row, code, self.length)
+
+    def null(self, i: int) -> bool:
+        return self.valid is not None and not _bit(self.valid, self.origin + i)
+
+    def blob(self, i: int, row: int):
+        """Element i's bytes, or None when null."""
+        if self.null(i):
+            return None
+        lo, hi = int(self.offsets[self.origin + i]), int(self.offsets[self.origin + i + 1])
+        if not 0 <= lo <= hi <= len(self.data):
+            _raise_encode(EC_BAD_ARRAY, row, self.code, i)
+        return self.data[lo:hi].tobytes()
+
+
+def encode_setup(n, ts_divisor, key, value, timestamp, tombstone, headers, offset, row0):
+    """ColumnsEncoderV2.encode's arguments checked and read as _Col objects, in the order both
+    backends check them: (n, divisor, key, value, timestamp, tombstone, offset, headers list,
+    headers struct, header keys, header values); None for an absent column."""
+    n = operator.index(n)
+    if n < 0:
+        raise ValueError(f"n must be >= 0, not {n}")
+    div = operator.index(ts_divisor)
+    if div not in (1, 1000, 1000000):
+        raise ValueError(f"ts_divisor must be 1, 1000 or 1000000, not {div}")
+    kc = None if key is None else _Col(key, True, n, 0, row0)
+    vc = None if value is None else _Col(value, True, n, 1, row0)
+    tc = None if timestamp is None else _Col(timestamp, False, n, 2, row0)
+    bc = None if tombstone is None else _Col(tombstone, False, n, 3, row0)
+    oc = None if offset is None else _Col(offset, False, n, 7, row0)
+    hl = hs = hk = hv = None
+    if headers is not None:
+        lo_, lvalid, lorigin, svalid, sorigin, slength, hkey, hval = headers
+        hl = _Col((lo_, np.zeros(0, np.uint8), lvalid, lorigin, n), True, n, 4, row0)
+        hs = _Col((np.zeros(0, np.uint8), svalid, sorigin), False, 0, 4, row0)  # validity only
+        hs.length = operator.index(slength)
+        if hs.length < 0 or (hs.valid is not None and len(hs.valid) * 8 < hs.origin + hs.length):
+            _raise_encode(EC_BAD_ARRAY, row0, 4, hs.length)
+        hk = _Col(hkey, True, hs.length, 5, row0)
+        hv = _Col(hval, True, hs.length, 6, row0)
+    return n, div, kc, vc, tc, bc, oc, hl, hs, hk, hv
+
+
+class ColumnsEncoderV2:
+    """Arrow columns -> magic 2 record batches (the inverse of decode_columns_v2), row by row in
+    order, batch after batch; what kbatch.encode_columns runs on.
+
+    ColumnsEncoderV2(base_offset, attributes, records_per_batch, max_batch_bytes, producer_id,
+    producer_epoch, base_sequence, partition_leader_epoch, log_append_time):
+      attributes: the batches' attributes (codec bits 0-2, timestamp type bit 3, transactional
+        bit 4, isTimestampExtended bit 7; DESIGN.md decision 1); with codec 0 the batches come
+        out finished (CRC filled in); with a codec the records section is left plain, batchLength
+        counts it and the CRC is 0: the caller compresses each section, then sets both.
+      records_per_batch, max_batch_bytes: a batch closes before the row that would make it hold
+        more records, or more bytes (61-byte header + records), than these; a row that cannot fit
+        in a batch alone raises RecordTooLargeError. A batch also closes before an offset delta
+        beyond Int32.MAX.
+      base_sequence: the first batch's; each next batch's is the previous + its record count,
+        wrapping past Int32.MAX to 0 as Kafka's producer does (NO_SEQUENCE stays -1).
+      log_append_time: maxTimestamp of LogAppendTime batches (bit 3), required with it.
+
+    encode(n, key, value, timestamp, ts_divisor, tombstone, headers, offset) -> (data, ends)
+    encodes n rows; data holds every batch closed by them (whole batches), ends[k] the end of
+    batch k in data (int64). The last batch stays open for the next call; flush() closes it and
+    returns it the same way. Byte for byte what BatchBuilder writes for the same records
+    (append(timestamp, key, value, headers, tombstone, offset) per row, one builder per batch).
+
+    Columns (Arrow buffers as numpy arrays; element i of an array is at `origin + i`; validity is
+    Arrow's bitmap, LSB first, None when the array has no nulls; None for a whole column: every
+    row null):
+      key, value: (offsets int32|int64, data uint8, validity, origin, length) (binary/string)
+      timestamp: (values int64, validity, origin): a row's timestamp is floor(value / ts_divisor)
+        ms (1 for ms, 1000 for us, 1000000 for ns); null = "no timestamp" (-1, or Long.MIN_VALUE
+        with bit 7, which then may not be given as a value)
+      tombstone: (values bitmap uint8, validity, origin): true sets record attribute bit 5
+        (KIP-87: a tombstone may keep its value); null = "the value is null"; false with a null
+        value is refused (DESIGN.md decision 2)
+      headers: (list_offsets int32|int64, list_validity, list_origin, struct_validity,
+        struct_origin, struct_length, key, value): row i's headers are the struct elements
+        list_offsets[list_origin+i] .. list_offsets[list_origin+i+1]; key and value are binary
+        columns as above over the struct's elements (their origin already includes the
+        struct's); null or empty list = no headers; a null element or key is refused
+      offset: (values int64, validity, origin): each row's offset; offsets must increase. None:
+        the previous row's + 1, base_offset for the first.
+    A refused row leaves the encoder as it was before the call; errors name the row (counted
+    over every call) and are the same on both backends.
+    """
+
+    def __init__(self, base_offset, attributes, records_per_batch, max_batch_bytes, producer_id=W.NO_PRODUCER_ID,
+                 producer_epoch=W.NO_PRODUCER_EPOCH, base_sequence=W.NO_SEQUENCE,
+                 partition_leader_epoch=W.NO_PARTITION_LEADER_EPOCH, log_append_time=None):
+        self.base_offset = _int64("base_offset", base_offset)
+        self.attributes = _ranged("attributes", attributes, 0, 0x7FFF)
+        self.records_per_batch = _ranged("records_per_batch", records_per_batch, 1, W.INT32_MAX)
+        self.max_batch_bytes = _ranged("max_batch_bytes", max_batch_bytes, W.RECORD_BATCH_OVERHEAD + 7,
+                                       W.INT32_MAX)
+        self.producer_id = _int64("producer_id", producer_id)
+        self.producer_epoch = _ranged("producer_epoch", producer_epoch, -(2**15), 2**15 - 1)
+        self.base_sequence = _ranged("base_sequence", base_sequence, W.INT32_MIN, W.INT32_MAX)
+        self.partition_leader_epoch = _ranged("partition_leader_epoch", partition_leader_epoch, W.INT32_MIN,
+                                              W.INT32_MAX)
+        lat = bool(self.attributes & W.TIMESTAMP_TYPE_MASK)
+        if lat and log_append_time is None:
+            raise ValueError("a LogAppendTime batch (attributes bit 3) needs log_append_time")
+        self.log_append_time = None if log_append_time is None else _int64("log_append_time", log_append_time)
+        self.extended = bool(self.attributes & W.TIMESTAMP_EXTENDED_FLAG_MASK)
+        self.no_timestamp = W.NO_TIMESTAMP_EXTENDED if self.extended else W.NO_TIMESTAMP
+        self.rows = 0                   # rows encoded, over every call
+        self.last_offset = None         # the offset of the last row encoded
+        self.sequence = self.base_sequence  # the open (or next) batch's base sequence
+        self._section = bytearray()     # the open batch's records
+        self._count = 0
+        self._base_off = self._base_ts = self._max_ts = self._last = None
+
+    def _state(self):
+        return (self.rows, self.last_offset, self.sequence, bytes(self._section), self._count, self._base_off,
+                self._base_ts, self._max_ts, self._last)
+
+    def _restore(self, s):
+        (self.rows, self.last_offset, self.sequence, section, self._count, self._base_off, self._base_ts,
+         self._max_ts, self._last) = s
+        self._section = bytearray(section)
+
+    def encode(self, n, key, value, timestamp, ts_divisor, tombstone, headers, offset, final=False):
+        cols = encode_setup(n, ts_divisor, key, value, timestamp, tombstone, headers, offset, self.rows)
+        saved = self._state()
+        try:
+            return self._encode(*cols, bool(final))
+        except BaseException:
+            self._restore(saved)
+            raise
+
+    def _encode(self, n, div, kc, vc, tc, bc, oc, hl, hs, hk, hv, final):
+        row0 = self.rows
+        out = bytearray()
+        ends = []
+        for i in range(n):
+            row = row0 + i
+            k = None if kc is None else kc.blob(i, row)
+            v = None if vc is None else vc.blob(i, row)
+            if tc is None or tc.null(i):
+                ts = self.no_timestamp
+            else:
+                ts = int(tc.data[tc.origin + i]) // div
+                if self.extended and ts == W.NO_TIMESTAMP_EXTENDED:
+                    _raise_encode(EC_NO_TIMESTAMP, row)
+            if bc is None or bc.null(i):
+                tomb = v is None
+            else:
+                tomb = _bit(bc.data, bc.origin + i)
+                if not tomb and v is None:
+                    _raise_encode(EC_NULL_VALUE, row)
+            hdrs = []
+            if hl is not None and not hl.null(i):
+                a, b = int(hl.offsets[hl.origin + i]), int(hl.offsets[hl.origin + i + 1])
+                if not 0 <= a <= b <= hs.length:
+                    _raise_encode(EC_BAD_ARRAY, row, 4, i)
+                for j in range(a, b):
+                    if hs.valid is not None and not _bit(hs.valid, hs.origin + j):
+                        _raise_encode(EC_NULL_HEADER, row)
+                    hkey = hk.blob(j, row)
+                    if hkey is None:
+                        _raise_encode(EC_NULL_HEADER_KEY, row)
+                    hdrs.append((hkey, hv.blob(j, row)))
+            if oc is not None:
+                if oc.null(i):
+                    _raise_encode(EC_NULL_OFFSET, row)
+                off = int(oc.data[oc.origin + i])
+                if self.last_offset is not None and off <= self.last_offset:
+                    _raise_encode(EC_OFFSET_ORDER, row, self.last_offset, off)
+            elif self.last_offset is None:
+                off = self.base_offset
+            elif self.last_offset == W.INT64_MAX:
+                _raise_encode(EC_OFFSET_RANGE, row)
+            else:
+                off = self.last_offset + 1
+            self._add(out, ends, row, ts, k, v, hdrs, tomb, off)
+        self.rows = row0 + n
+        if final and self._count:
+            self._close(out, ends)
+        return bytes(out), np.array(ends, dtype=np.int64)
+
+    def _add(self, out, ends, row, ts, k, v, hdrs, tomb, off):
+        """Put one record in the open batch, closing it first when the record does not belong."""
+        if self._count and (self._count >= self.records_per_batch or off - self._base_off > W.INT32_MAX):
+            self._close(out, ends)
+        base_ts = ts if not self._count else self._base_ts
+        base_off = off if not self._count else self._base_off
+        body = bytearray([W.RECORD_TOMBSTONE_FLAG_MASK if tomb else 0])
+        _put_varint(body, _s64(ts - base_ts))
+        _put_varint(body, off - base_off)
+        for blob in (k, v):
+            if blob is None:
+                body.append(1)
+            else:
+                _put_varint(body, len(blob))
+                body += blob
+        _put_varint(body, len(hdrs))
+        for hk, hv in hdrs:
+            _put_varint(body, len(hk))
+            body += hk
+            if hv is None:
+                body.append(1)
+            else:
+                _put_varint(body, len(hv))
+                body += hv
+        rec = bytearray()
+        _put_varint(rec, len(body))
+        rec += body
+        if W.RECORD_BATCH_OVERHEAD + len(self._section) + len(rec) > self.max_batch_bytes:
+            if not self._count:
+                _raise_encode(EC_RECORD_TOO_LARGE, row, W.RECORD_BATCH_OVERHEAD + len(rec), self.max_batch_bytes)
+            self._close(out, ends)
+            self._add(out, ends, row, ts, k, v, hdrs, tomb, off)  # deltas from the new batch's base
+            return
+        if not self._count:
+            self._base_off, self._base_ts, self._max_ts = off, ts, self.no_timestamp
+        self._section += rec
+        self._count += 1
+        if ts > self._max_ts:
+            self._max_ts = ts
+        self._last = off
+        self.last_offset = off
+
+    def _close(self, out, ends):
+        lat = bool(self.attributes & W.TIMESTAMP_TYPE_MASK)
+        header = bytearray(_V2_HEADER.pack(
+            self._base_off, W.RECORD_BATCH_OVERHEAD - W.LOG_OVERHEAD + len(self._section),
+            self.partition_leader_epoch, 2, 0, self.attributes, self._last - self._base_off, self._base_ts,
+            self.log_append_time if lat else self._max_ts, self.producer_id, self.producer_epoch, self.sequence,
+            self._count))
+        if not self.attributes & W.COMPRESSION_CODEC_MASK:
+            struct.pack_into(">I", header, W.CRC_OFFSET, crc32c(self._section, crc32c(header[W.ATTRIBUTES_OFFSET:])))
+        out += header
+        out += self._section
+        ends.append(len(out))
+        if self.sequence >= 0:  # DefaultRecordBatch.incrementSequence
+            c = self._count
+            self.sequence = c - (W.INT32_MAX - self.sequence) - 1 if self.sequence > W.INT32_MAX - c else self.sequence + c
+        self._section = bytearray()
+        self._count = 0
+
+    def flush(self):
+        """Close the open batch: (data, ends) as encode returns them (empty when none is open)."""
+        out, ends = bytearray(), []
+        if self._count:
+            self._close(out, ends)
+        return bytes(out), np.array(ends, dtype=np.int64)
+
+    @property
+    def pending(self) -> int:
+        """Rows in the open batch."""
+        return self._count
+
+
+def _ranged(name: str, v, lo: int, hi: int) -> int:
+    v = operator.index(v)
+    if not lo <= v <= hi:
+        raise OverflowError(f"{name} must be in [{lo}, {hi}], not {v}")
+    return v

@@ -13,19 +13,21 @@ class KBatchError(Exception):
     """Base of every kbatch exception.
 
     Attributes: ``position`` (byte position in the input, or None), ``base_offset`` (of the batch
-    being read, or None), ``expected`` / ``found`` (what the reader wanted and what it saw), and
-    ``error_code`` (Kafka's protocol error code, or None).
+    being read, or None), ``row`` (the row of a table being written, or None), ``expected`` /
+    ``found`` (what the reader wanted and what it saw), and ``error_code`` (Kafka's protocol error
+    code, or None).
     """
 
     error_code: int | None = None
 
     def __init__(self, message: str, *, position: int | None = None, base_offset: int | None = None,
-                 expected=None, found=None):
+                 expected=None, found=None, row: int | None = None):
         self.reason = message
         self.position = position
         self.base_offset = base_offset
         self.expected = expected
         self.found = found
+        self.row = row
         super().__init__(self._render())
 
     def _render(self) -> str:
@@ -33,6 +35,8 @@ class KBatchError(Exception):
         if self.expected is not None or self.found is not None:
             parts.append(f"expected {self.expected}, found {self.found}")
         where = []
+        if getattr(self, "row", None) is not None:
+            where.append(f"at row {self.row}")
         if self.position is not None:
             where.append(f"at byte {self.position}")
         if self.base_offset is not None:
