@@ -871,6 +871,40 @@ def test_diff_decode_columns(batches, ops, pre, end_delta, headers, kind):
     same("decode_columns_v2", kind(data), *cols, headers)
 
 
+@DIFF
+@given(batches=st.lists(st.tuples(st.lists(st.tuples(st.none() | st.binary(max_size=6), st.none() | st.binary(max_size=9)),
+                                           min_size=1, max_size=4),
+                                  st.sampled_from([0, 0x80])), min_size=1, max_size=3),
+       ops=MUTATIONS, skip=st.lists(st.booleans(), min_size=3, max_size=3), headers=st.booleans())
+def test_diff_decode_columns_with_crcs(batches, ops, skip, headers):
+    """decode_columns_v2 checking each batch's stored CRC before its records (crcs, -1 = skip) over
+    real, then bit-flipped, truncated or grown batches: the same arrays, or the same error at the
+    same position, on both backends."""
+    from kbatch import BatchBuilder
+
+    data, starts, ends, counts, bases, bts, mts, attrs, crcs = b"", [], [], [], [], [], [], [], []
+    for i, (recs, a) in enumerate(batches):
+        b = BatchBuilder(base_offset=10 * i, timestamp_extended=bool(a))
+        for k, v in recs:
+            b.append(1_000 + i, k, v)
+        one = b.build()
+        base, _len, _ple, _magic, crc, at, _lod, bt, mt, _pid, _ep, _seq, count = struct.unpack_from(
+            ">qiibIhiqqqhii", one)
+        starts.append(len(data) + 61)
+        data += one
+        ends.append(len(data))
+        counts.append(count)
+        bases.append(base)
+        bts.append(bt)
+        mts.append(mt)
+        attrs.append(at)
+        crcs.append(-1 if skip[i] else crc)
+    data = mutate(data, ops)
+    cols = [np.array(x, dt) for x, dt in ((starts, np.int64), (ends, np.int64), (counts, np.int32),
+                                          (bases, np.int64), (bts, np.int64), (mts, np.int64), (attrs, np.int16))]
+    same("decode_columns_v2", data, *cols, headers, np.array(crcs, np.int64))
+
+
 def test_decode_columns_argument_shapes(backend):
     one = [np.zeros(1, np.int64)] * 7
     with pytest.raises(ValueError):

@@ -67,23 +67,75 @@ cdef inline int _dc_varlong(const uint8_t* buf, int64_t pos, int64_t limit, int6
     return 0
 
 
+from libc.string cimport memset
+
+
+cdef struct _DcHdr:
+    # header columns, grown as headers come (most records have none: nothing is reserved for them)
+    int32_t *k_off
+    int32_t *v_off
+    uint8_t *v_val
+    uint8_t *k_dat
+    uint8_t *v_dat
+    int64_t cap_h   # entries of v_val (the offsets hold one more)
+    int64_t cap_k
+    int64_t cap_v
+
+
+cdef inline int _dc_realloc(void **p, int64_t nbytes) noexcept nogil:
+    cdef void *q = realloc(p[0], <size_t>nbytes)
+    if q == NULL:
+        return -1
+    p[0] = q
+    return 0
+
+
+cdef int _dc_hdr_room(_DcHdr *hb, int64_t entries, int64_t kbytes, int64_t vbytes) noexcept nogil:
+    """Room for `entries` headers (their offsets: one more) and kbytes / vbytes of header keys /
+    values, growing by doubling; -1 when memory runs out."""
+    cdef int64_t c
+    if entries > hb.cap_h:
+        c = max(entries, hb.cap_h * 2, 1024)
+        if (_dc_realloc(<void **>&hb.k_off, (c + 1) * 4) < 0 or _dc_realloc(<void **>&hb.v_off, (c + 1) * 4) < 0
+                or _dc_realloc(<void **>&hb.v_val, c) < 0):
+            return -1
+        hb.cap_h = c
+    if kbytes > hb.cap_k:
+        c = max(kbytes, hb.cap_k * 2, 4096)
+        if _dc_realloc(<void **>&hb.k_dat, c) < 0:
+            return -1
+        hb.cap_k = c
+    if vbytes > hb.cap_v:
+        c = max(vbytes, hb.cap_v * 2, 4096)
+        if _dc_realloc(<void **>&hb.v_dat, c) < 0:
+            return -1
+        hb.cap_v = c
+    return 0
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 cdef int _dc_loop(const uint8_t* buf, int64_t nbuf, const int64_t* starts, const int64_t* ends,
                   const int32_t* counts, const int64_t* bases, const int64_t* bts, const int64_t* mts,
-                  const int16_t* attrs, Py_ssize_t nb, bint headers,
+                  const int16_t* attrs, const int64_t* crcs, Py_ssize_t nb, bint headers,
                   int64_t* o_off, int64_t* o_ts, uint8_t* o_tsv, int32_t* o_tt, uint8_t* o_tomb, int32_t* o_bi,
                   int32_t* k_off, uint8_t* k_dat, uint8_t* k_val, int32_t* v_off, uint8_t* v_dat, uint8_t* v_val,
-                  int32_t* h_off, int32_t* hk_off, uint8_t* hk_dat, int32_t* hv_off, uint8_t* hv_dat,
-                  uint8_t* hv_val, int64_t* n_hdr, _DcErr* err) noexcept nogil:
-    # buffers are sized on entry from the section lengths (every output byte comes from a section byte)
+                  int32_t* h_off, _DcHdr* hb, int64_t* n_hdr, _DcErr* err) noexcept nogil:
+    # per-record arrays hold sum(min(count, section bytes // 7)) rows (a record takes >= 7 bytes),
+    # key and value data the section bytes: every output byte comes from a section byte
     cdef Py_ssize_t bi
     cdef int64_t r = 0, h = 0, kd = 0, vd = 0, hkd = 0, hvd = 0
-    cdef int64_t pos, end, rec_start, rec_end, no_ts, ts, ts_delta, lat
+    cdef int64_t pos, end, rec_start, rec_end, no_ts, ts, ts_delta, lat, hv_pos
     cdef int32_t length, off_delta, klen, n, nh, j, count, done_in_batch
+    cdef uint32_t crc
     cdef uint8_t a
     cdef bint is_lat, lat_null
-    k_off[0] = 0; v_off[0] = 0; h_off[0] = 0; hk_off[0] = 0; hv_off[0] = 0
+    k_off[0] = 0; v_off[0] = 0; h_off[0] = 0
+    if headers:
+        if _dc_hdr_room(hb, 1, 0, 0) < 0:
+            err.status = -2
+            return -1
+        hb.k_off[0] = 0; hb.v_off[0] = 0
     for bi in range(nb):
         pos = starts[bi]
         end = ends[bi]
@@ -92,6 +144,17 @@ cdef int _dc_loop(const uint8_t* buf, int64_t nbuf, const int64_t* starts, const
         if pos < 0 or end > nbuf or end < pos:
             err.status = 1; err.pos = pos; err.a = end; err.b = nbuf
             return -1
+        if crcs != NULL and crcs[bi] >= 0:
+            # the CRC covers the batch from its attributes (40 bytes before the records) to its end,
+            # checked here so the decode below reads the batch from cache
+            if pos < RECORD_BATCH_OVERHEAD:
+                err.status = 1; err.pos = pos; err.a = end; err.b = nbuf
+                return -1
+            crc = kb_crc32c(0, buf + pos - (RECORD_BATCH_OVERHEAD - ATTRIBUTES_OFFSET),
+                            <size_t>(end - pos + RECORD_BATCH_OVERHEAD - ATTRIBUTES_OFFSET))
+            if <int64_t>crc != crcs[bi]:
+                err.status = 9; err.pos = pos - RECORD_BATCH_OVERHEAD; err.a = crc; err.b = crcs[bi]
+                return -1
         if count < 0:
             err.status = 12; err.pos = pos; err.a = count
             return -1
@@ -166,28 +229,28 @@ cdef int _dc_loop(const uint8_t* buf, int64_t nbuf, const int64_t* starts, const
                 if klen > rec_end - pos:
                     err.status = 14; err.pos = pos; err.a = klen; err.b = rec_end - pos; err.c = 1
                     return -1
-                if headers:
-                    memcpy(hk_dat + hkd, buf + pos, klen)
-                    hkd += klen
-                pos += klen
-                if _dc_varint(buf, pos, rec_end, &n, &pos, err) < 0:
+                hv_pos = pos + klen
+                if _dc_varint(buf, hv_pos, rec_end, &n, &hv_pos, err) < 0:
                     return -1
-                if n < 0:
-                    if headers:
-                        hv_val[h] = 0
-                else:
-                    if n > rec_end - pos:
-                        err.status = 14; err.pos = pos; err.a = n; err.b = rec_end - pos
-                        return -1
-                    if headers:
-                        memcpy(hv_dat + hvd, buf + pos, n)
-                        hvd += n
-                        hv_val[h] = 1
-                    pos += n
+                if n >= 0 and n > rec_end - hv_pos:
+                    err.status = 14; err.pos = hv_pos; err.a = n; err.b = rec_end - hv_pos
+                    return -1
                 if headers:
+                    if _dc_hdr_room(hb, h + 1, hkd + klen, hvd + (n if n > 0 else 0)) < 0:
+                        err.status = -2
+                        return -1
+                    memcpy(hb.k_dat + hkd, buf + pos, klen)
+                    hkd += klen
+                    if n < 0:
+                        hb.v_val[h] = 0
+                    else:
+                        memcpy(hb.v_dat + hvd, buf + hv_pos, n)
+                        hvd += n
+                        hb.v_val[h] = 1
                     h += 1
-                    hk_off[h] = <int32_t>hkd
-                    hv_off[h] = <int32_t>hvd
+                    hb.k_off[h] = <int32_t>hkd
+                    hb.v_off[h] = <int32_t>hvd
+                pos = hv_pos + (n if n > 0 else 0)
             if pos != rec_end:
                 err.status = 4; err.pos = rec_start; err.a = length; err.b = length - (rec_end - pos)
                 return -1
@@ -213,20 +276,45 @@ cdef int _dc_loop(const uint8_t* buf, int64_t nbuf, const int64_t* starts, const
     return 0
 
 
+cdef object _pa_allocate = None
+
+
+cdef object _arrow_empty(int64_t n, object dtype, bint resizable=False):
+    """(buffer, numpy view) of n uninitialized items from Arrow's memory pool, which keeps freed
+    blocks for the next call: column buffers do not fault in fresh pages chunk after chunk."""
+    global _pa_allocate
+    if _pa_allocate is None:
+        from pyarrow import allocate_buffer
+        _pa_allocate = allocate_buffer
+    dt = np.dtype(dtype)
+    b = _pa_allocate(max(n, 1) * dt.itemsize, resizable=resizable)
+    return b, np.frombuffer(b, dt, count=n)
+
+
+cdef object _arrow_copy(const void *p, int64_t n, object dtype):
+    _b, arr = _arrow_empty(n, dtype)
+    if n:
+        memcpy(cnp.PyArray_DATA(arr), p, <size_t>(n * arr.itemsize))
+    return arr
+
+
 def decode_columns_v2(data, starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes,
-                      include_headers=True):
+                      include_headers=True, crcs=None):
     """Decode the v2 records of many batches into Arrow-layout column arrays (see arrow.py).
 
     data holds each batch's (decompressed) records section at [starts[i], ends[i]); counts,
-    base_offsets, base_timestamps, max_timestamps, attributes are the batches' header fields.
+    base_offsets, base_timestamps, max_timestamps, attributes are the batches' header fields;
+    crcs (optional): stored CRCs to check first, over data[starts[i] - 40:ends[i]] (-1: skip).
     Returns a dict of numpy arrays: offset, timestamp (ms; 0 where null), timestamp_valid,
     timestamp_type, is_tombstone, batch_index, key_/value_ offsets+data+valid, header_offsets,
     header_key_offsets/data, header_value_offsets/data/valid. Errors as decode_records_v2.
+    The arrays live in buffers of Arrow's memory pool.
     """
     cdef const uint8_t[::1] buf = _view(data)
     # 1-D, one entry per batch in each (checked there): the loop indexes all of them by batch
     a_st, a_en, a_ct, a_bo, a_bt, a_mt, a_at = _py._column_arrays(
         starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes)
+    a_crc = _py._crc_array(crcs, len(a_st))
     cdef const int64_t[::1] st = a_st
     cdef const int64_t[::1] en = a_en
     cdef const int32_t[::1] ct = a_ct
@@ -234,58 +322,83 @@ def decode_columns_v2(data, starts, ends, counts, base_offsets, base_timestamps,
     cdef const int64_t[::1] bt = a_bt
     cdef const int64_t[::1] mt = a_mt
     cdef const int16_t[::1] at = a_at
+    cdef const int64_t[::1] cr
+    cdef const int64_t *crp = NULL
+    if a_crc is not None:
+        cr = a_crc
+        crp = &cr[0] if cr.shape[0] else NULL
     cdef Py_ssize_t nb = st.shape[0]
-    cdef int64_t n = 0, total = 0, nbuf = buf.shape[0]
+    cdef int64_t n = 0, total = 0, nbuf = buf.shape[0], span
     cdef Py_ssize_t i
     for i in range(nb):
-        if ct[i] > 0:
-            n += ct[i]
-        if en[i] > st[i]:
-            total += en[i] - st[i]
+        span = en[i] - st[i]
+        if span > 0:
+            total += span
+            if ct[i] > 0:
+                # a record takes >= 7 bytes: a claimed count never sizes more rows than the bytes hold
+                n += ct[i] if ct[i] < span // 7 else span // 7
     cdef bint hdrs = bool(include_headers)
-    cdef int64_t hmax = total // 2 + 1 if hdrs else 1
-    o_off = np.empty(n, np.int64); o_ts = np.empty(n, np.int64); o_tsv = np.empty(n, np.bool_)
-    o_tt = np.empty(n, np.int32); o_tomb = np.empty(n, np.bool_); o_bi = np.empty(n, np.int32)
-    k_off = np.empty(n + 1, np.int32); k_dat = np.empty(total, np.uint8); k_val = np.empty(n, np.bool_)
-    v_off = np.empty(n + 1, np.int32); v_dat = np.empty(total, np.uint8); v_val = np.empty(n, np.bool_)
-    h_off = np.empty(n + 1, np.int32)
-    hk_off = np.empty(hmax + 1, np.int32); hk_dat = np.empty(total if hdrs else 0, np.uint8)
-    hv_off = np.empty(hmax + 1, np.int32); hv_dat = np.empty(total if hdrs else 0, np.uint8)
-    hv_val = np.empty(hmax, np.bool_)
+    _, o_off = _arrow_empty(n, np.int64); _, o_ts = _arrow_empty(n, np.int64)
+    _, o_tsv = _arrow_empty(n, np.bool_); _, o_tt = _arrow_empty(n, np.int32)
+    _, o_tomb = _arrow_empty(n, np.bool_); _, o_bi = _arrow_empty(n, np.int32)
+    _, k_off = _arrow_empty(n + 1, np.int32); _, k_val = _arrow_empty(n, np.bool_)
+    _, v_off = _arrow_empty(n + 1, np.int32); _, v_val = _arrow_empty(n, np.bool_)
+    _, h_off = _arrow_empty(n + 1, np.int32)
+    kb, k_dat = _arrow_empty(total, np.uint8, True)
+    vb, v_dat = _arrow_empty(total, np.uint8, True)
     cdef int64_t[::1] m_off = o_off, m_ts = o_ts
     cdef uint8_t[::1] m_tsv = o_tsv.view(np.uint8), m_tomb = o_tomb.view(np.uint8)
     cdef int32_t[::1] m_tt = o_tt, m_bi = o_bi, m_koff = k_off, m_voff = v_off, m_hoff = h_off
-    cdef int32_t[::1] m_hkoff = hk_off, m_hvoff = hv_off
-    cdef uint8_t[::1] m_kdat = k_dat, m_kval = k_val.view(np.uint8), m_vdat = v_dat, m_vval = v_val.view(np.uint8)
-    cdef uint8_t[::1] m_hkdat = hk_dat, m_hvdat = hv_dat, m_hvval = hv_val.view(np.uint8)
+    cdef uint8_t[::1] m_kval = k_val.view(np.uint8), m_vval = v_val.view(np.uint8)
+    cdef uint8_t *kdp = <uint8_t *>cnp.PyArray_DATA(k_dat)
+    cdef uint8_t *vdp = <uint8_t *>cnp.PyArray_DATA(v_dat)
     cdef _DcErr err
+    cdef _DcHdr hb
     cdef int64_t n_hdr = 0
     cdef int rc
     cdef uint8_t dummy = 0
     err.status = 0; err.pos = 0; err.a = 0; err.b = 0; err.c = 0; err.batch = 0
-    with nogil:
-        rc = _dc_loop(&buf[0] if nbuf > 0 else &dummy, nbuf, &st[0] if nb else NULL, &en[0] if nb else NULL,
-                      &ct[0] if nb else NULL, &bo[0] if nb else NULL, &bt[0] if nb else NULL,
-                      &mt[0] if nb else NULL, &at[0] if nb else NULL, nb, hdrs,
-                      &m_off[0] if n else NULL, &m_ts[0] if n else NULL, &m_tsv[0] if n else NULL,
-                      &m_tt[0] if n else NULL, &m_tomb[0] if n else NULL, &m_bi[0] if n else NULL,
-                      &m_koff[0], &m_kdat[0] if total else &dummy, &m_kval[0] if n else NULL,
-                      &m_voff[0], &m_vdat[0] if total else &dummy, &m_vval[0] if n else NULL,
-                      &m_hoff[0], &m_hkoff[0], &m_hkdat[0] if (total and hdrs) else &dummy,
-                      &m_hvoff[0], &m_hvdat[0] if (total and hdrs) else &dummy, &m_hvval[0],
-                      &n_hdr, &err)
-    if rc < 0:
-        _dc_raise(err, bo, ct)
-    kd = int(k_off[n]); vd = int(v_off[n]); h = int(n_hdr)
+    memset(&hb, 0, sizeof(hb))
+    try:
+        with nogil:
+            rc = _dc_loop(&buf[0] if nbuf > 0 else &dummy, nbuf, &st[0] if nb else NULL, &en[0] if nb else NULL,
+                          &ct[0] if nb else NULL, &bo[0] if nb else NULL, &bt[0] if nb else NULL,
+                          &mt[0] if nb else NULL, &at[0] if nb else NULL, crp, nb, hdrs,
+                          &m_off[0] if n else NULL, &m_ts[0] if n else NULL, &m_tsv[0] if n else NULL,
+                          &m_tt[0] if n else NULL, &m_tomb[0] if n else NULL, &m_bi[0] if n else NULL,
+                          &m_koff[0], kdp, &m_kval[0] if n else NULL,
+                          &m_voff[0], vdp, &m_vval[0] if n else NULL,
+                          &m_hoff[0], &hb, &n_hdr, &err)
+        if rc < 0:
+            if err.status == -2:
+                raise MemoryError()
+            _dc_raise(err, bo, ct)
+        h = n_hdr
+        if hdrs:
+            hk_off = _arrow_copy(hb.k_off, h + 1, np.int32)
+            hv_off = _arrow_copy(hb.v_off, h + 1, np.int32)
+            hk_dat = _arrow_copy(hb.k_dat, hb.k_off[h], np.uint8)
+            hv_dat = _arrow_copy(hb.v_dat, hb.v_off[h], np.uint8)
+            hv_val = _arrow_copy(hb.v_val, h, np.bool_)
+        else:
+            hk_off = np.zeros(1, np.int32); hv_off = np.zeros(1, np.int32)
+            hk_dat = np.zeros(0, np.uint8); hv_dat = np.zeros(0, np.uint8); hv_val = np.zeros(0, np.bool_)
+    finally:
+        free(hb.k_off); free(hb.v_off); free(hb.v_val); free(hb.k_dat); free(hb.v_dat)
+    kd = int(k_off[n]); vd = int(v_off[n])  # every batch decoded its count: n rows
+    # give back what the data buffers did not use (the pool shrinks in place, or copies what is left)
+    del k_dat, v_dat
+    kb.resize(kd, shrink_to_fit=True)
+    vb.resize(vd, shrink_to_fit=True)
     return {
         "offset": o_off, "timestamp": o_ts, "timestamp_valid": o_tsv, "timestamp_type": o_tt,
         "is_tombstone": o_tomb, "batch_index": o_bi,
         "header_offsets": h_off,
-        "key_offsets": k_off, "key_data": k_dat[:kd], "key_valid": k_val,
-        "value_offsets": v_off, "value_data": v_dat[:vd], "value_valid": v_val,
-        "header_key_offsets": hk_off[:h + 1], "header_key_data": hk_dat[:int(hk_off[h])],
-        "header_value_offsets": hv_off[:h + 1], "header_value_data": hv_dat[:int(hv_off[h])],
-        "header_value_valid": hv_val[:h],
+        "key_offsets": k_off, "key_data": np.frombuffer(kb, np.uint8, count=kd), "key_valid": k_val,
+        "value_offsets": v_off, "value_data": np.frombuffer(vb, np.uint8, count=vd), "value_valid": v_val,
+        "header_key_offsets": hk_off, "header_key_data": hk_dat,
+        "header_value_offsets": hv_off, "header_value_data": hv_dat,
+        "header_value_valid": hv_val,
     }
 
 
@@ -294,6 +407,8 @@ cdef _dc_raise(_DcErr err, bo, ct):
     s, p, a, b = err.status, err.pos, err.a, err.b
     if s == 1:
         raise_status(1, p, 1, 0, base)
+    if s == 9:
+        raise_status(9, p, a, b, base)
     if s == 2:
         raise_status(2, p, "at most 5 bytes", "a 5th byte with its MSB set", base)
     if s == 3:
@@ -480,8 +595,8 @@ def find_timestamps_v2(data, starts, ends, counts, base_offsets, base_timestamps
     cdef int64_t n = 0, nbuf = buf.shape[0], start_off = start_obj
     cdef Py_ssize_t i
     for i in range(nb):
-        if ct[i] > 0:
-            n += ct[i]
+        if ct[i] > 0 and en[i] > st[i]:  # a record takes >= 7 bytes (as in decode_columns_v2)
+            n += ct[i] if ct[i] < (en[i] - st[i]) // 7 else (en[i] - st[i]) // 7
     lo_a = np.empty(nb, np.int64); hi_a = np.empty(nb, np.int64)
     run_a = np.empty(n, np.int64); off_a = np.empty(n, np.int64)
     out_off = np.empty(nt, np.int64); out_ts = np.empty(nt, np.int64)

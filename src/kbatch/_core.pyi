@@ -88,7 +88,8 @@ def index_search_many(data: Buffer, entry_size: int, key_kind: Literal[0, 1],
 def decode_columns_v2(data: Buffer, starts: npt.ArrayLike, ends: npt.ArrayLike, counts: npt.ArrayLike,
                       base_offsets: npt.ArrayLike, base_timestamps: npt.ArrayLike,
                       max_timestamps: npt.ArrayLike, attributes: npt.ArrayLike,
-                      include_headers: bool = True) -> dict[str, npt.NDArray[Any]]:
+                      include_headers: bool = True,
+                      crcs: npt.ArrayLike | None = None) -> dict[str, npt.NDArray[Any]]:
     """Arrow-layout columns of the v2 records of many batches (see kbatch._core_py)."""
 
 def find_timestamps_v2(data: Buffer, starts: npt.ArrayLike, ends: npt.ArrayLike, counts: npt.ArrayLike,

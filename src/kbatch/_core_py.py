@@ -14,7 +14,7 @@ import zlib
 import numpy as np
 
 from . import _wire as W
-from .errors import (ST_BAD_COUNT, ST_BAD_MAGIC, ST_BATCH_TOO_SMALL, ST_FIELD_PAST_END,
+from .errors import (ST_BAD_COUNT, ST_BAD_MAGIC, ST_BATCH_TOO_SMALL, ST_CRC, ST_FIELD_PAST_END,
                      ST_HEADER_COUNT_TOO_LARGE, ST_NEG_HEADER_COUNT, ST_NEG_HEADER_KEY,
                      ST_PREMATURE_EOF, ST_RECORD_SIZE, ST_RECORD_TOO_LONG, ST_RECORDS_REMAINING,
                      ST_TRUNCATED, ST_VARINT_TOO_LONG, ST_VARLONG_TOO_LONG, raise_status)
@@ -380,6 +380,16 @@ def _column_arrays(starts, ends, counts, base_offsets, base_timestamps, max_time
     return arrs
 
 
+def _crc_array(crcs, nb: int):
+    """decode_columns_v2's optional stored CRCs as a contiguous int64 array of nb entries (-1: skip)."""
+    if crcs is None:
+        return None
+    a = np.ascontiguousarray(crcs, dtype=np.int64)
+    if a.ndim != 1 or len(a) != nb:
+        raise ValueError(f"crcs must be 1-D with one entry per batch ({nb}), not shape {a.shape}")
+    return a
+
+
 def _offsets_of(lengths) -> np.ndarray:
     out = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(np.array(lengths, dtype=np.int64), out=out[1:])
@@ -387,7 +397,7 @@ def _offsets_of(lengths) -> np.ndarray:
 
 
 def decode_columns_v2(data, starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes,
-                      include_headers=True) -> dict:
+                      include_headers=True, crcs=None) -> dict:
     """Decode the v2 records of many batches into Arrow-layout column arrays (kbatch.arrow).
 
     data holds each batch's (decompressed) records section at [starts[i], ends[i]); counts,
@@ -400,17 +410,28 @@ def decode_columns_v2(data, starts, ends, counts, base_offsets, base_timestamps,
     Arrow binary layouts key_/value_/header_key_/header_value_ offsets (int32) + data (uint8) +
     valid (bool; header keys are never null). Header keys are the raw bytes (UTF-8 is checked by
     the caller). Each batch is checked as decode_records_v2 checks it, in order; a section outside
-    the buffer raises TruncatedDataError at its start.
+    the buffer raises TruncatedDataError at its start. crcs (optional, one per batch, -1 = skip):
+    the stored CRC of a batch whose section lies in `data` right after its 61-byte header; it is
+    checked over data[starts[i] - 40:ends[i]] (attributes to the end, kafka-format.md §1.1) before
+    the batch's records, CrcMismatchError at the batch's first byte (starts[i] - 61).
     """
     buf = _view(data)
     include_headers = bool(include_headers)
-    cols = [a.tolist() for a in _column_arrays(starts, ends, counts, base_offsets, base_timestamps,
-                                               max_timestamps, attributes)]
+    arrays = _column_arrays(starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes)
+    crc_a = _crc_array(crcs, len(arrays[0]))
+    crc_l = None if crc_a is None else crc_a.tolist()
+    cols = [a.tolist() for a in arrays]
     offs, tss, tsv, ttypes, tombs, bidx = [], [], [], [], [], []
     keys, values, hcounts, hkeys, hvals = [], [], [], [], []
     for i, (s, e, c, bo, bt, mt, a) in enumerate(zip(*cols)):
         if s < 0 or e > len(buf) or e < s:
             raise_status(ST_TRUNCATED, s, 1, 0, bo)
+        if crc_l is not None and crc_l[i] >= 0:
+            if s < W.RECORD_BATCH_OVERHEAD:
+                raise_status(ST_TRUNCATED, s, 1, 0, bo)
+            computed = crc32c(buf[s - (W.RECORDS_OFFSET - W.ATTRIBUTES_OFFSET):e])
+            if computed != crc_l[i]:
+                raise_status(ST_CRC, s - W.RECORDS_OFFSET, computed, crc_l[i], bo)
         extended = bool(a & W.TIMESTAMP_EXTENDED_FLAG_MASK)
         no_ts = W.NO_TIMESTAMP_EXTENDED if extended else W.NO_TIMESTAMP
         lat = bool(a & W.TIMESTAMP_TYPE_MASK)

@@ -67,6 +67,7 @@ SPARK_BATCH_DDL = ("producerId bigint, producerEpoch smallint, baseSequence int,
                    "isControl boolean")
 
 DEFAULT_CHUNK_ROWS = 32768
+DEFAULT_CHUNK_BYTES = 16 * 1024 * 1024  # (decompressed) record bytes a chunk holds, about
 _MAX_CHUNK_BYTES = 64 * 1024 * 1024  # records bytes per kernel call (int32 Arrow offsets stay safe)
 _US_LIMIT = (2**63 - 1) // 1000      # largest |ms| whose microseconds fit in int64
 
@@ -167,132 +168,176 @@ def _header_keys(offsets, data):
         return pa.array([b.decode("utf-8", "replace") for b in raw], pa.string())
 
 
+class _Assembler:
+    """Kernel results -> pyarrow.RecordBatch, with the topic and partition columns made once and
+    sliced for each chunk (they hold the same value on every row)."""
+
+    def __init__(self, topic, partition, include_headers: bool, batch_fields: bool, tombstone: bool):
+        self.topic, self.partition = topic, partition
+        self.include_headers, self.batch_fields, self.tombstone = include_headers, batch_fields, tombstone
+        self.schema = schema(include_headers, batch_fields, tombstone)
+        self._consts = None
+
+    def _constant(self, n: int):
+        if self._consts is None or len(self._consts[0]) < n:
+            cap = max(n, DEFAULT_CHUNK_ROWS)
+            self._consts = (pa.repeat(pa.scalar(self.topic, pa.string()), cap),
+                            pa.repeat(pa.scalar(self.partition, pa.int32()), cap))
+        t, p = self._consts
+        return (t, p) if len(t) == n else (t.slice(0, n), p.slice(0, n))
+
+    def __call__(self, cols: dict, batch_fields) -> pa.RecordBatch:
+        """batch_fields: None or per-batch numpy arrays (producer_id, producer_epoch, base_sequence,
+        attributes) indexed by batch_index."""
+        n = len(cols["offset"])
+        ts = cols["timestamp"]  # ms, 0 where null
+        ok = cols["timestamp_valid"]
+        if n and (ts.min() < -_US_LIMIT or ts.max() > _US_LIMIT):  # beyond microseconds: null too
+            ok = ok & (ts >= -_US_LIMIT) & (ts <= _US_LIMIT)
+        vbuf, nulls = _validity(ok)
+        topic, part = self._constant(n)
+        arrays = [
+            _binary(cols["key_offsets"], cols["key_data"], cols["key_valid"]),
+            _binary(cols["value_offsets"], cols["value_data"], cols["value_valid"]),
+            topic, part,
+            pa.array(cols["offset"]),
+            # out-of-range values wrap in the multiply; they are null
+            pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), n, [vbuf, pa.py_buffer(ts * 1000)], null_count=nulls),
+            pa.array(cols["timestamp_type"]),
+        ]
+        if self.include_headers:
+            hoff = cols["header_offsets"]
+            hk = _header_keys(cols["header_key_offsets"], cols["header_key_data"])
+            hv = _binary(cols["header_value_offsets"], cols["header_value_data"], cols["header_value_valid"])
+            struct_arr = pa.StructArray.from_arrays([hk, hv], fields=list(HEADER_TYPE.value_type))
+            if n and hoff[n] == 0:  # no record has headers
+                lvbuf, lnulls = pa.py_buffer(np.zeros((n + 7) // 8, np.uint8)), n
+            else:
+                lvbuf, lnulls = _validity(hoff[1:] != hoff[:-1])
+            arrays.append(pa.Array.from_buffers(HEADER_TYPE, n, [lvbuf, pa.py_buffer(hoff)], null_count=lnulls,
+                                                children=[struct_arr]))
+        if self.tombstone:
+            arrays.append(pa.array(cols["is_tombstone"]))
+        if batch_fields is not None:
+            pid, epoch, seq, attrs = batch_fields
+            bi = cols["batch_index"]
+            arrays += [pa.array(pid[bi].astype(np.int64)), pa.array(epoch[bi].astype(np.int16)),
+                       pa.array(seq[bi].astype(np.int32)),
+                       pa.array((attrs[bi] & W.TRANSACTIONAL_FLAG_MASK) != 0),
+                       pa.array((attrs[bi] & W.CONTROL_FLAG_MASK) != 0)]
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
 def _assemble(cols: dict, topic: str, partition: int, include_headers: bool, batch_fields, tombstone=True):
-    """A pyarrow.RecordBatch from a kernel result. batch_fields: None or per-batch numpy arrays
-    (producer_id, producer_epoch, base_sequence, attributes) indexed by batch_index."""
-    n = len(cols["offset"])
-    ts = cols["timestamp"]
-    ok = cols["timestamp_valid"] & (ts >= -_US_LIMIT) & (ts <= _US_LIMIT)
-    us = np.where(ok, ts, 0) * 1000
-    vbuf, nulls = _validity(ok)
-    arrays = [
-        _binary(cols["key_offsets"], cols["key_data"], cols["key_valid"]),
-        _binary(cols["value_offsets"], cols["value_data"], cols["value_valid"]),
-        pa.repeat(pa.scalar(topic, pa.string()), n),
-        pa.repeat(pa.scalar(partition, pa.int32()), n),
-        pa.array(cols["offset"]),
-        pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), n, [vbuf, pa.py_buffer(us)], null_count=nulls),
-        pa.array(cols["timestamp_type"]),
-    ]
-    if include_headers:
-        hoff = cols["header_offsets"]
-        counts = np.diff(hoff)
-        hk = _header_keys(cols["header_key_offsets"], cols["header_key_data"])
-        hv = _binary(cols["header_value_offsets"], cols["header_value_data"], cols["header_value_valid"])
-        struct_arr = pa.StructArray.from_arrays([hk, hv], fields=list(HEADER_TYPE.value_type))
-        lvbuf, lnulls = _validity(counts > 0)
-        arrays.append(pa.Array.from_buffers(HEADER_TYPE, n, [lvbuf, pa.py_buffer(hoff)], null_count=lnulls,
-                                            children=[struct_arr]))
-    if tombstone:
-        arrays.append(pa.array(cols["is_tombstone"]))
-    if batch_fields is not None:
-        pid, epoch, seq, attrs = batch_fields
-        bi = cols["batch_index"]
-        arrays += [pa.array(pid[bi].astype(np.int64)), pa.array(epoch[bi].astype(np.int16)),
-                   pa.array(seq[bi].astype(np.int32)),
-                   pa.array((attrs[bi] & W.TRANSACTIONAL_FLAG_MASK) != 0),
-                   pa.array((attrs[bi] & W.CONTROL_FLAG_MASK) != 0)]
-    return pa.RecordBatch.from_arrays(arrays, schema=schema(include_headers, batch_fields is not None, tombstone))
+    """A pyarrow.RecordBatch from a kernel result (one-off form of _Assembler)."""
+    return _Assembler(topic, partition, include_headers, batch_fields is not None, tombstone)(cols, batch_fields)
 
 
 # ------------------------------------------------------------------------------------ decoding
-class _Chunk:
-    """Batches gathered for one kernel call (all magic 2, or all legacy)."""
-
-    __slots__ = ("legacy", "rows", "nbytes", "pos", "size", "base", "last", "count", "attrs", "first_ts",
-                 "max_ts", "pid", "epoch", "seq", "crc", "magic")
-
-    def __init__(self, legacy):
-        self.legacy = legacy
-        self.rows = 0
-        self.nbytes = 0
-        for name in ("pos", "size", "base", "last", "count", "attrs", "first_ts", "max_ts", "pid", "epoch",
-                     "seq", "crc", "magic"):
-            setattr(self, name, [])
-
-    def row(self, k):
-        return (self.pos[k], self.size[k], self.magic[k], self.base[k], self.last[k], self.crc[k], self.attrs[k],
-                self.first_ts[k], self.max_ts[k], self.pid[k], self.epoch[k], self.seq[k], self.count[k])
-
-    def add(self, row):
-        (pos, size, magic, base, last, crc, attrs, first_ts, max_ts, pid, epoch, seq, count) = row
-        self.pos.append(pos)
-        self.size.append(size)
-        self.magic.append(magic)
-        self.base.append(base)
-        self.last.append(last)
-        self.crc.append(crc)
-        self.attrs.append(attrs)
-        self.first_ts.append(first_ts)
-        self.max_ts.append(max_ts)
-        self.pid.append(pid)
-        self.epoch.append(epoch)
-        self.seq.append(seq)
-        self.count.append(count)
-        self.rows += max(count, 1)
-        self.nbytes += size
+_SCAN = ("position", "size", "magic", "base_offset", "last_offset", "crc", "attributes", "first_timestamp",
+         "max_timestamp", "producer_id", "producer_epoch", "base_sequence", "record_count")
+_LEGACY, _PLAIN, _COMPRESSED = 0, 1, 2  # kinds of batches a chunk holds (one kind a chunk)
 
 
-def _decode_v2_chunk(buf, ch: _Chunk, include_headers: bool, max_decompressed_bytes: int) -> dict:
-    attrs = np.array(ch.attrs, dtype=np.int16)
-    pos = np.array(ch.pos, dtype=np.int64)
-    size = np.array(ch.size, dtype=np.int64)
-    codecs = attrs & W.COMPRESSION_CODEC_MASK
-    sections = None
-    if codecs.any():
-        # build one buffer of decompressed record sections; remember where each came from
-        parts, starts, ends, at = [], [], [], 0
-        for p, s, a, base in zip(ch.pos, ch.size, ch.attrs, ch.base):
-            raw = buf[p + W.RECORDS_OFFSET:p + s]
-            codec = check_codec(a & W.COMPRESSION_CODEC_MASK, 2, p + W.ATTRIBUTES_OFFSET)
-            if codec != W.Compression.NONE:
-                try:
-                    raw = decompress(codec, raw, 2, max_decompressed_bytes, p + W.RECORDS_OFFSET)
-                except KBatchError as e:
-                    raise e.at(base_offset=base)
+class _Batches:
+    """Header columns (numpy, one entry per batch) of batches decoded together, all of one kind."""
+
+    __slots__ = ("kind", "c")
+
+    def __init__(self, kind: int, c: dict):
+        self.kind = kind
+        self.c = c
+
+    def __len__(self):
+        return len(self.c["position"])
+
+    def take(self, lo: int, hi: int) -> "_Batches":
+        return _Batches(self.kind, {k: v[lo:hi] for k, v in self.c.items()})
+
+    def then(self, other: "_Batches") -> "_Batches":
+        return _Batches(self.kind, {k: np.concatenate((v, other.c[k])) for k, v in self.c.items()})
+
+    def plan(self, chunk_rows: int, chunk_bytes: int) -> list:
+        """[(lo, hi)]: consecutive ranges, each ending at the first batch that brings it to
+        chunk_rows rows, or before the batch that would take it past chunk_bytes (never empty)."""
+        rows = np.cumsum(np.maximum(self.c["record_count"], 1), dtype=np.int64)
+        size = np.cumsum(self.c["size"], dtype=np.int64)
+        out, lo, n = [], 0, len(rows)
+        while lo < n:
+            r0 = rows[lo - 1] if lo else 0
+            b0 = size[lo - 1] if lo else 0
+            hi = min(int(np.searchsorted(rows, r0 + chunk_rows, "left")) + 1,
+                     int(np.searchsorted(size, b0 + chunk_bytes, "right")), n)
+            hi = max(hi, lo + 1)
+            out.append((lo, hi))
+            lo = hi
+        return out
+
+
+def _decode_plain(buf, b: _Batches, include_headers: bool, verify_crc: bool) -> dict:
+    """Uncompressed v2 batches: the kernel reads their records in place and checks each batch's
+    CRC right before its records (so they are read from cache)."""
+    c = b.c
+    starts = c["position"] + W.RECORDS_OFFSET
+    return _backend.core.decode_columns_v2(
+        buf, starts, c["position"] + c["size"], c["record_count"], c["base_offset"], c["first_timestamp"],
+        c["max_timestamp"], c["attributes"], include_headers, c["crc"].astype(np.int64) if verify_crc else None)
+
+
+def _decode_compressed(buf, b: _Batches, include_headers: bool, verify_crc: bool, max_decompressed_bytes: int,
+                       chunk_bytes: int):
+    """Compressed v2 batches: CRC over the stored bytes, decompress, decode; yields (kernel result,
+    index of the run's first batch, index after its last) per run of batches holding up to
+    chunk_bytes decompressed bytes (one batch at least), so no more is decompressed at a time."""
+    c = {k: v.tolist() for k, v in b.c.items()}
+    k, n = 0, len(b)
+    while k < n:
+        parts, starts, ends, at, first = [], [], [], 0, k
+        while k < n and (k == first or at < chunk_bytes):
+            p, s, base = c["position"][k], c["size"][k], c["base_offset"][k]
+            if verify_crc:
+                _check_crc(buf, p, s, 2, base, c["crc"][k])
+            codec = check_codec(c["attributes"][k] & W.COMPRESSION_CODEC_MASK, 2, p + W.ATTRIBUTES_OFFSET)
+            try:
+                raw = decompress(codec, buf[p + W.RECORDS_OFFSET:p + s], 2, max_decompressed_bytes,
+                                 p + W.RECORDS_OFFSET)
+            except KBatchError as e:
+                raise e.at(base_offset=base)
             parts.append(raw)
             starts.append(at)
             at += len(raw)
             ends.append(at)
-        data = b"".join(parts)
-        starts = np.array(starts, dtype=np.int64)
-        ends = np.array(ends, dtype=np.int64)
-        sections = (starts, ends)
-    else:
-        data = buf
-        starts = pos + W.RECORDS_OFFSET
-        ends = pos + size
-    try:
-        return _backend.core.decode_columns_v2(
-            data, starts, ends, np.array(ch.count, dtype=np.int32), np.array(ch.base, dtype=np.int64),
-            np.array(ch.first_ts, dtype=np.int64), np.array(ch.max_ts, dtype=np.int64), attrs, include_headers)
-    except KBatchError as e:
-        if sections is not None and e.position is not None:
-            i = int(np.searchsorted(sections[1], e.position, side="right"))
-            i = min(i, len(ch.pos) - 1)
-            e.reason += (f" (at byte {e.position - int(sections[0][i])} of the decompressed records of the batch "
-                         f"at byte {ch.pos[i]})")
-            e.position = ch.pos[i]
-            e.base_offset = None
-            e.at(base_offset=ch.base[i])
-        raise
+            k += 1
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
+        del parts, raw
+        sel = slice(first, k)
+        try:
+            cols = _backend.core.decode_columns_v2(
+                data, np.array(starts, np.int64), np.array(ends, np.int64), b.c["record_count"][sel],
+                b.c["base_offset"][sel], b.c["first_timestamp"][sel], b.c["max_timestamp"][sel],
+                b.c["attributes"][sel], include_headers)
+        except KBatchError as e:
+            if e.position is not None:
+                i = min(int(np.searchsorted(np.array(ends), e.position, side="right")), k - first - 1)
+                e.reason += (f" (at byte {e.position - starts[i]} of the decompressed records of the batch "
+                             f"at byte {c['position'][first + i]})")
+                e.position = c["position"][first + i]
+                e.base_offset = None
+                e.at(base_offset=c["base_offset"][first + i])
+            raise
+        del data  # the columns hold copies: let the decompressed bytes go before the next run
+        yield cols, first, k
 
 
-def _decode_legacy_chunk(buf, ch: _Chunk, include_headers: bool, max_decompressed_bytes: int, verify_crc) -> dict:
+def _decode_legacy(buf, b: _Batches, include_headers: bool, max_decompressed_bytes: int, verify_crc) -> dict:
     from .legacy import LegacyRecordBatch
 
     per_batch = []
-    for p, s, m, base, crc, a, ts in zip(ch.pos, ch.size, ch.magic, ch.base, ch.crc, ch.attrs, ch.first_ts):
+    c = {k: v.tolist() for k, v in b.c.items()}
+    for p, s, m, base, crc, a, ts in zip(c["position"], c["size"], c["magic"], c["base_offset"], c["crc"],
+                                         c["attributes"], c["first_timestamp"]):
+        if verify_crc:
+            _check_crc(buf, p, s, m, base, crc)
         lb = LegacyRecordBatch(buf, p, s, m, base, crc, a & 0xFF, ts, max_decompressed_bytes, verify_crc)
         per_batch.append((lb.timestamp_type, lb.records()))
     return _columns_from_records(per_batch, include_headers)
@@ -302,9 +347,11 @@ def iter_record_batches(data, topic: str | None = None, partition: int | None = 
                         include_headers: bool = True, batch_fields: bool = False, include_control: bool = False,
                         tombstone: bool = True, verify_crc: bool = True, strict: bool = True,
                         start_offset: int | None = None, end_offset: int | None = None,
-                        chunk_rows: int = DEFAULT_CHUNK_ROWS,
+                        chunk_rows: int = DEFAULT_CHUNK_ROWS, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
                         max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES):
-    """Yield pyarrow.RecordBatch objects of about `chunk_rows` rows (a batch is never split).
+    """Yield pyarrow.RecordBatch objects of about `chunk_rows` rows and at most about
+    `chunk_bytes` bytes of (decompressed) records each; a batch is never split, so a chunk holds
+    one batch at least.
 
     start_offset/end_offset select rows with start_offset <= offset < end_offset; batches wholly
     outside are skipped unread. The generator's return value (StopIteration.value) is the
@@ -313,47 +360,60 @@ def iter_record_batches(data, topic: str | None = None, partition: int | None = 
     buf = _as_view(data)
     lo = W.INT64_MIN if start_offset is None else start_offset
     hi = W.INT64_MAX if end_offset is None else end_offset
+    chunk_bytes = max(1, min(int(chunk_bytes), _MAX_CHUNK_BYTES))
+    assemble = _Assembler(topic, partition, include_headers, batch_fields, tombstone)
     gen = scan_headers(buf)
-    chunk = None
+    pending = None  # the last, possibly unfinished, chunk: more batches of its kind may follow
     done = False
     valid = 0
 
-    def decode(ch):
-        if ch.legacy:
-            cols = _decode_legacy_chunk(buf, ch, include_headers, max_decompressed_bytes, verify_crc)
-            n_b = len(ch.pos)
-            bf = (np.full(n_b, -1, np.int64), np.full(n_b, -1, np.int16), np.full(n_b, -1, np.int32),
-                  np.zeros(n_b, np.int16)) if batch_fields else None
+    def results(b: _Batches):
+        """(kernel result, index in b of its first batch, index after its last batch)."""
+        if b.kind == _PLAIN:
+            yield _decode_plain(buf, b, include_headers, verify_crc), 0, len(b)
+        elif b.kind == _COMPRESSED:
+            yield from _decode_compressed(buf, b, include_headers, verify_crc, max_decompressed_bytes, chunk_bytes)
         else:
-            cols = _decode_v2_chunk(buf, ch, include_headers, max_decompressed_bytes)
-            bf = (np.array(ch.pid, np.int64), np.array(ch.epoch, np.int16), np.array(ch.seq, np.int32),
-                  np.array(ch.attrs, np.int16)) if batch_fields else None
-        if cols["offset"].size == 0:
-            return None
-        rb = _assemble(cols, topic, partition, include_headers, bf, tombstone)
-        if start_offset is not None or end_offset is not None:
-            off = cols["offset"]
-            if off.min() < lo or off.max() >= hi:
-                rb = rb.filter(pa.array((off >= lo) & (off < hi)))
-        return rb
+            yield _decode_legacy(buf, b, include_headers, max_decompressed_bytes, verify_crc), 0, len(b)
 
-    def flush(ch):
+    def decode(b: _Batches):
+        """(record batch or None, index after the last batch it holds), run after run."""
+        for cols, first, end in results(b):
+            rb = None
+            if cols["offset"].size:
+                bf = None
+                if batch_fields:
+                    if b.kind == _LEGACY:
+                        n_b = len(b)
+                        bf = (np.full(n_b, -1, np.int64), np.full(n_b, -1, np.int16), np.full(n_b, -1, np.int32),
+                              np.zeros(n_b, np.int16))
+                    else:
+                        bf = tuple(b.c[k][first:] for k in ("producer_id", "producer_epoch", "base_sequence",
+                                                            "attributes"))
+                rb = assemble(cols, bf)
+                if start_offset is not None or end_offset is not None:
+                    off = cols["offset"]
+                    if off.min() < lo or off.max() >= hi:
+                        rb = rb.filter(pa.array((off >= lo) & (off < hi)))
+            yield (rb if rb is not None and rb.num_rows else None), end
+
+    def flush(b: _Batches):
         """Yield the chunk's rows; on a bad batch, first yield the rows of the good batches
         before it (one batch at a time), then raise the bad batch's error."""
+        done = 0
         try:
-            rb = decode(ch)
-        except KBatchError:
-            if len(ch.pos) == 1:
-                raise
-            for k in range(len(ch.pos)):
-                one = _Chunk(ch.legacy)
-                one.add(ch.row(k))
-                rb = decode(one)  # raises at the bad batch
-                if rb is not None and rb.num_rows:
+            for rb, end in decode(b):
+                if rb is not None:
                     yield rb
+                done = end
+        except KBatchError:
+            if len(b) - done <= 1:
+                raise
+            for k in range(done, len(b)):
+                for rb, _end in decode(b.take(k, k + 1)):  # raises at the bad batch
+                    if rb is not None:
+                        yield rb
             raise
-        if rb is not None and rb.num_rows:
-            yield rb
 
     while not done:
         try:
@@ -362,48 +422,48 @@ def iter_record_batches(data, topic: str | None = None, partition: int | None = 
             valid = stop.value
             break
         except KBatchError:
-            if chunk is not None:
-                yield from flush(chunk)
+            if pending is not None:
+                yield from flush(pending)
             raise
-        cols = [s[name].tolist() for name in ("position", "size", "magic", "base_offset", "last_offset", "crc",
-                                               "attributes", "first_timestamp", "max_timestamp", "producer_id",
-                                               "producer_epoch", "base_sequence", "record_count")]
-        crc_ok = s["crc_valid"]
-        for i, row in enumerate(zip(*cols)):
-            pos, size, magic, base, last = row[:5]
-            attrs = row[6]
-            if base >= hi and magic == 2:
-                done = True
-                valid = pos
-                break
-            if last < lo:
-                continue
-            if magic == 2 and (attrs & W.CONTROL_FLAG_MASK) and not include_control:
-                continue
-            if verify_crc:
-                try:
-                    _check_crc(buf, pos, size, magic, base, row[5], crc_ok, i)
-                except KBatchError:
-                    if chunk is not None:
-                        yield from flush(chunk)
-                    raise
-            legacy = magic != 2
-            if chunk is not None and (chunk.legacy != legacy or chunk.rows >= chunk_rows
-                                      or chunk.nbytes + size > _MAX_CHUNK_BYTES):
-                yield from flush(chunk)
-                chunk = None
-            if chunk is None:
-                chunk = _Chunk(legacy)
-            chunk.add(row)
-    if chunk is not None:
-        yield from flush(chunk)
+        c = {k: s[k] for k in _SCAN}
+        magic, attrs = c["magic"], c["attributes"]
+        v2 = magic == 2
+        past = np.flatnonzero(v2 & (c["base_offset"] >= hi))
+        if len(past):  # offsets only rise: nothing after this batch is wanted
+            cut = int(past[0])
+            done = True
+            valid = int(c["position"][cut])
+            c = {k: v[:cut] for k, v in c.items()}
+            magic, attrs, v2 = magic[:cut], attrs[:cut], v2[:cut]
+        keep = c["last_offset"] >= lo
+        if not include_control:
+            keep &= ~(v2 & ((attrs & W.CONTROL_FLAG_MASK) != 0))
+        idx = np.flatnonzero(keep)
+        if not len(idx):
+            continue
+        kind = np.where(v2, np.where((attrs & W.COMPRESSION_CODEC_MASK) != 0, _COMPRESSED, _PLAIN), _LEGACY)[idx]
+        breaks = np.flatnonzero(kind[1:] != kind[:-1]) + 1
+        for run in np.split(idx, breaks):
+            b = _Batches(int(kind[np.searchsorted(idx, run[0])]), {k: v[run] for k, v in c.items()})
+            if pending is not None:
+                if pending.kind == b.kind:
+                    b = pending.then(b)
+                else:
+                    yield from flush(pending)
+                pending = None
+            ranges = b.plan(chunk_rows, chunk_bytes if b.kind == _PLAIN else _MAX_CHUNK_BYTES)
+            for r_lo, r_hi in ranges[:-1]:
+                yield from flush(b.take(r_lo, r_hi))
+            pending = b.take(*ranges[-1])
+    if pending is not None:
+        yield from flush(pending)
     if strict and not done and valid < len(buf):
         raise truncation_error(buf, valid)
     return valid
 
 
-def _check_crc(buf, pos, size, magic, base, stored, crc_ok, i):
-    # scan ran without CRC checks (so skipped batches cost nothing); check the ones we decode
+def _check_crc(buf, pos, size, magic, base, stored):
+    # the scan ran without CRC checks (so skipped batches cost nothing); check the ones we decode
     if magic == 2:
         computed = _backend.core.crc32c(buf[pos + W.ATTRIBUTES_OFFSET:pos + size])
     else:
@@ -416,7 +476,7 @@ def _check_crc(buf, pos, size, magic, base, stored, crc_ok, i):
 def decode_columns(data, topic: str | None = None, partition: int | None = None, *, include_headers: bool = True,
                    batch_fields: bool = False, include_control: bool = False, verify_crc: bool = True,
                    strict: bool = True, start_offset: int | None = None, end_offset: int | None = None,
-                   chunk_rows: int = DEFAULT_CHUNK_ROWS,
+                   chunk_rows: int = DEFAULT_CHUNK_ROWS, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
                    max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES) -> pa.Table:
     """Decode every record of `data` into a pyarrow.Table with Spark's Kafka-source columns.
 
@@ -427,12 +487,15 @@ def decode_columns(data, topic: str | None = None, partition: int | None = None,
     include_control: also return the records of control batches (transaction markers).
     strict: raise TruncatedDataError for a partial last batch (False: ignore it, as Kafka does).
     start_offset/end_offset: keep rows with start_offset <= offset < end_offset.
-    The table has one chunk per `chunk_rows` rows (a batch is never split across chunks).
+    The table has one chunk per `chunk_rows` rows or `chunk_bytes` bytes of (decompressed) records,
+    whichever comes first (a batch is never split across chunks); no more than about chunk_bytes
+    is decompressed at a time.
     """
     batches = list(iter_record_batches(
         data, topic, partition, include_headers=include_headers, batch_fields=batch_fields,
         include_control=include_control, verify_crc=verify_crc, strict=strict, start_offset=start_offset,
-        end_offset=end_offset, chunk_rows=chunk_rows, max_decompressed_bytes=max_decompressed_bytes))
+        end_offset=end_offset, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes,
+        max_decompressed_bytes=max_decompressed_bytes))
     return pa.Table.from_batches(batches, schema=schema(include_headers, batch_fields))
 
 
