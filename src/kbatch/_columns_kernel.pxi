@@ -21,6 +21,11 @@ cdef inline int _dc_varint(const uint8_t* buf, int64_t pos, int64_t limit, int32
     cdef uint32_t raw = 0
     cdef uint8_t b
     cdef int i
+    if pos < limit and buf[pos] < 0x80:  # one byte: most lengths, deltas and counts
+        raw = buf[pos]
+        npos[0] = pos + 1
+        out[0] = <int32_t>((raw >> 1) ^ (0 - (raw & 1)))
+        return 0
     for i in range(5):
         if pos + i >= limit:
             err.status = 1; err.pos = pos + i
@@ -47,6 +52,11 @@ cdef inline int _dc_varlong(const uint8_t* buf, int64_t pos, int64_t limit, int6
     cdef int shift = 0
     cdef int64_t i = pos
     cdef uint8_t b
+    if pos < limit and buf[pos] < 0x80:  # one byte: timestamp deltas within +-63 ms
+        raw = buf[pos]
+        out[0] = <int64_t>((raw >> 1) ^ (0 - (raw & 1)))
+        npos[0] = pos + 1
+        return 0
     while True:
         if i >= limit:
             err.status = 1; err.pos = i
@@ -120,7 +130,7 @@ cdef int _dc_loop(const uint8_t* buf, int64_t nbuf, const int64_t* starts, const
                   const int16_t* attrs, const int64_t* crcs, Py_ssize_t nb, bint headers,
                   int64_t* o_off, int64_t* o_ts, uint8_t* o_tsv, int32_t* o_tt, uint8_t* o_tomb, int32_t* o_bi,
                   int32_t* k_off, uint8_t* k_dat, uint8_t* k_val, int32_t* v_off, uint8_t* v_dat, uint8_t* v_val,
-                  int32_t* h_off, _DcHdr* hb, int64_t* n_hdr, _DcErr* err) noexcept nogil:
+                  int32_t* h_off, _DcHdr* hb, int64_t* n_hdr, int64_t* stats, _DcErr* err) noexcept nogil:
     # per-record arrays hold sum(min(count, section bytes // 7)) rows (a record takes >= 7 bytes),
     # key and value data the section bytes: every output byte comes from a section byte
     cdef Py_ssize_t bi
@@ -129,7 +139,10 @@ cdef int _dc_loop(const uint8_t* buf, int64_t nbuf, const int64_t* starts, const
     cdef int32_t length, off_delta, klen, n, nh, j, count, done_in_batch
     cdef uint32_t crc
     cdef uint8_t a
-    cdef bint is_lat, lat_null
+    cdef bint is_lat
+    # decode_columns_v2's "stats": null timestamps, smallest and largest timestamp, null keys,
+    # null values, null header values (so the Arrow assembly needs no pass to find them)
+    cdef int64_t ts_nulls = 0, ts_min = INT64_MAX, ts_max = INT64_MIN, k_nulls = 0, v_nulls = 0, hv_nulls = 0
     k_off[0] = 0; v_off[0] = 0; h_off[0] = 0
     if headers:
         if _dc_hdr_room(hb, 1, 0, 0) < 0:
@@ -161,7 +174,6 @@ cdef int _dc_loop(const uint8_t* buf, int64_t nbuf, const int64_t* starts, const
         no_ts = INT64_MIN if attrs[bi] & 0x80 else -1
         is_lat = (attrs[bi] & 0x08) != 0
         lat = mts[bi]
-        lat_null = lat == no_ts
         for done_in_batch in range(count):
             if pos >= end:
                 err.status = 8; err.pos = pos; err.a = count; err.b = done_in_batch
@@ -187,6 +199,7 @@ cdef int _dc_loop(const uint8_t* buf, int64_t nbuf, const int64_t* starts, const
                 return -1
             if n < 0:
                 k_val[r] = 0
+                k_nulls += 1
             else:
                 if n > rec_end - pos:
                     err.status = 14; err.pos = pos; err.a = n; err.b = rec_end - pos
@@ -201,6 +214,7 @@ cdef int _dc_loop(const uint8_t* buf, int64_t nbuf, const int64_t* starts, const
                 return -1
             if n < 0:
                 v_val[r] = 0
+                v_nulls += 1
             else:
                 if n > rec_end - pos:
                     err.status = 14; err.pos = pos; err.a = n; err.b = rec_end - pos
@@ -243,6 +257,7 @@ cdef int _dc_loop(const uint8_t* buf, int64_t nbuf, const int64_t* starts, const
                     hkd += klen
                     if n < 0:
                         hb.v_val[h] = 0
+                        hv_nulls += 1
                     else:
                         memcpy(hb.v_dat + hvd, buf + hv_pos, n)
                         hvd += n
@@ -256,15 +271,16 @@ cdef int _dc_loop(const uint8_t* buf, int64_t nbuf, const int64_t* starts, const
                 return -1
             h_off[r + 1] = <int32_t>h
             o_off[r] = <int64_t>(<uint64_t>bases[bi] + <uint64_t><int64_t>off_delta)
-            if is_lat:
-                o_tsv[r] = 0 if lat_null else 1
-                o_ts[r] = 0 if lat_null else lat
+            ts = lat if is_lat else <int64_t>(<uint64_t>bts[bi] + <uint64_t>ts_delta)
+            if ts == no_ts:
+                o_tsv[r] = 0; o_ts[r] = 0
+                ts_nulls += 1
             else:
-                ts = <int64_t>(<uint64_t>bts[bi] + <uint64_t>ts_delta)
-                if ts == no_ts:
-                    o_tsv[r] = 0; o_ts[r] = 0
-                else:
-                    o_tsv[r] = 1; o_ts[r] = ts
+                o_tsv[r] = 1; o_ts[r] = ts
+                if ts < ts_min:
+                    ts_min = ts
+                if ts > ts_max:
+                    ts_max = ts
             o_tt[r] = 1 if is_lat else 0
             o_tomb[r] = 1 if (v_val[r] == 0 or (a & 0x20)) else 0
             o_bi[r] = <int32_t>bi
@@ -273,6 +289,8 @@ cdef int _dc_loop(const uint8_t* buf, int64_t nbuf, const int64_t* starts, const
             err.status = 7; err.pos = pos; err.a = count; err.b = end - pos
             return -1
     n_hdr[0] = h
+    stats[0] = ts_nulls; stats[1] = ts_min; stats[2] = ts_max
+    stats[3] = k_nulls; stats[4] = v_nulls; stats[5] = hv_nulls
     return 0
 
 
@@ -307,7 +325,7 @@ def decode_columns_v2(data, starts, ends, counts, base_offsets, base_timestamps,
     crcs (optional): stored CRCs to check first, over data[starts[i] - 40:ends[i]] (-1: skip).
     Returns a dict of numpy arrays: offset, timestamp (ms; 0 where null), timestamp_valid,
     timestamp_type, is_tombstone, batch_index, key_/value_ offsets+data+valid, header_offsets,
-    header_key_offsets/data, header_value_offsets/data/valid. Errors as decode_records_v2.
+    header_key_offsets/data, header_value_offsets/data/valid, stats. Errors as decode_records_v2.
     The arrays live in buffers of Arrow's memory pool.
     """
     cdef const uint8_t[::1] buf = _view(data)
@@ -357,6 +375,8 @@ def decode_columns_v2(data, starts, ends, counts, base_offsets, base_timestamps,
     cdef int64_t n_hdr = 0
     cdef int rc
     cdef uint8_t dummy = 0
+    stats_a = np.zeros(6, np.int64)
+    cdef int64_t[::1] m_stats = stats_a
     err.status = 0; err.pos = 0; err.a = 0; err.b = 0; err.c = 0; err.batch = 0
     memset(&hb, 0, sizeof(hb))
     try:
@@ -368,7 +388,7 @@ def decode_columns_v2(data, starts, ends, counts, base_offsets, base_timestamps,
                           &m_tt[0] if n else NULL, &m_tomb[0] if n else NULL, &m_bi[0] if n else NULL,
                           &m_koff[0], kdp, &m_kval[0] if n else NULL,
                           &m_voff[0], vdp, &m_vval[0] if n else NULL,
-                          &m_hoff[0], &hb, &n_hdr, &err)
+                          &m_hoff[0], &hb, &n_hdr, &m_stats[0], &err)
         if rc < 0:
             if err.status == -2:
                 raise MemoryError()
@@ -398,7 +418,7 @@ def decode_columns_v2(data, starts, ends, counts, base_offsets, base_timestamps,
         "value_offsets": v_off, "value_data": np.frombuffer(vb, np.uint8, count=vd), "value_valid": v_val,
         "header_key_offsets": hk_off, "header_key_data": hk_dat,
         "header_value_offsets": hv_off, "header_value_data": hv_dat,
-        "header_value_valid": hv_val,
+        "header_value_valid": hv_val, "stats": stats_a,
     }
 
 

@@ -408,8 +408,9 @@ def decode_columns_v2(data, starts, ends, counts, base_offsets, base_timestamps,
     is_tombstone bool, batch_index int32 (the batch's index in the arguments), header_offsets int32
     (n + 1: each record's headers in the header arrays; all 0 without include_headers), and the
     Arrow binary layouts key_/value_/header_key_/header_value_ offsets (int32) + data (uint8) +
-    valid (bool; header keys are never null). Header keys are the raw bytes (UTF-8 is checked by
-    the caller). Each batch is checked as decode_records_v2 checks it, in order; a section outside
+    valid (bool; header keys are never null), and stats (int64: null timestamps, the smallest and
+    the largest timestamp (Long.MAX_VALUE / Long.MIN_VALUE when none), null keys, null values, null
+    header values). Header keys are the raw bytes (UTF-8 is checked by the caller). Each batch is checked as decode_records_v2 checks it, in order; a section outside
     the buffer raises TruncatedDataError at its start. crcs (optional, one per batch, -1 = skip):
     the stored CRC of a batch whose section lies in `data` right after its 61-byte header; it is
     checked over data[starts[i] - 40:ends[i]] (attributes to the end, kafka-format.md §1.1) before
@@ -464,6 +465,9 @@ def decode_columns_v2(data, starts, ends, counts, base_offsets, base_timestamps,
         out[name + "_data"] = np.frombuffer(b"".join(bytes(b) for b in blobs if b is not None), dtype=np.uint8)
         if name != "header_key":
             out[name + "_valid"] = np.array([b is not None for b in blobs], dtype=np.bool_)
+    stamps = [t for t, ok in zip(tss, tsv) if ok]
+    out["stats"] = np.array([len(tss) - len(stamps), min(stamps, default=W.INT64_MAX), max(stamps, default=W.INT64_MIN),
+                             keys.count(None), values.count(None), hvals.count(None)], dtype=np.int64)
     return out
 
 

@@ -135,6 +135,10 @@ def _columns_from_records(records_per_batch, include_headers: bool) -> dict:
         out[name + "_data"] = np.frombuffer(b"".join(bytes(b) for b in blobs if b is not None), dtype=np.uint8)
         if name != "header_key":
             out[name + "_valid"] = np.array([b is not None for b in blobs], dtype=np.bool_)
+    stamps = [t for t, ok in zip(tss, tsv) if ok]
+    out["stats"] = np.array([len(tss) - len(stamps), min(stamps, default=W.INT64_MAX), max(stamps, default=W.INT64_MIN),
+                             sum(b is None for b in keys), sum(b is None for b in values),
+                             sum(b is None for b in hvals)], dtype=np.int64)
     return out
 
 
@@ -152,9 +156,13 @@ def _validity(valid: np.ndarray):
     return pa.py_buffer(np.packbits(valid, bitorder="little")), int(len(valid) - np.count_nonzero(valid))
 
 
-def _binary(offsets, data, valid, typ=pa.binary()):
+def _binary(offsets, data, valid, typ=pa.binary(), nulls=None):
+    """A binary/string array; `nulls` (when known) spares the pass that counts them."""
     n = len(offsets) - 1
-    vbuf, nulls = (None, 0) if valid is None else _validity(valid)
+    if valid is None or nulls == 0:
+        vbuf, nulls = None, 0
+    else:
+        vbuf, nulls = _validity(valid)
     return pa.Array.from_buffers(typ, n, [vbuf, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls)
 
 
@@ -190,15 +198,18 @@ class _Assembler:
         """batch_fields: None or per-batch numpy arrays (producer_id, producer_epoch, base_sequence,
         attributes) indexed by batch_index."""
         n = len(cols["offset"])
+        ts_nulls, ts_min, ts_max, k_nulls, v_nulls, hv_nulls = cols["stats"].tolist()
         ts = cols["timestamp"]  # ms, 0 where null
-        ok = cols["timestamp_valid"]
-        if n and (ts.min() < -_US_LIMIT or ts.max() > _US_LIMIT):  # beyond microseconds: null too
-            ok = ok & (ts >= -_US_LIMIT) & (ts <= _US_LIMIT)
-        vbuf, nulls = _validity(ok)
+        if ts_min < -_US_LIMIT or ts_max > _US_LIMIT:  # beyond microseconds: null too
+            vbuf, nulls = _validity(cols["timestamp_valid"] & (ts >= -_US_LIMIT) & (ts <= _US_LIMIT))
+        elif ts_nulls:
+            vbuf, nulls = _validity(cols["timestamp_valid"])
+        else:
+            vbuf, nulls = None, 0
         topic, part = self._constant(n)
         arrays = [
-            _binary(cols["key_offsets"], cols["key_data"], cols["key_valid"]),
-            _binary(cols["value_offsets"], cols["value_data"], cols["value_valid"]),
+            _binary(cols["key_offsets"], cols["key_data"], cols["key_valid"], nulls=k_nulls),
+            _binary(cols["value_offsets"], cols["value_data"], cols["value_valid"], nulls=v_nulls),
             topic, part,
             pa.array(cols["offset"]),
             # out-of-range values wrap in the multiply; they are null
@@ -208,7 +219,8 @@ class _Assembler:
         if self.include_headers:
             hoff = cols["header_offsets"]
             hk = _header_keys(cols["header_key_offsets"], cols["header_key_data"])
-            hv = _binary(cols["header_value_offsets"], cols["header_value_data"], cols["header_value_valid"])
+            hv = _binary(cols["header_value_offsets"], cols["header_value_data"], cols["header_value_valid"],
+                         nulls=hv_nulls)
             struct_arr = pa.StructArray.from_arrays([hk, hv], fields=list(HEADER_TYPE.value_type))
             if n and hoff[n] == 0:  # no record has headers
                 lvbuf, lnulls = pa.py_buffer(np.zeros((n + 7) // 8, np.uint8)), n
