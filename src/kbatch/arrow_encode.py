@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 from . import _backend
 from . import _wire as W
 from .compression import check_codec, compress
-from .errors import InvalidRequestError
+from .errors import InvalidRequestError, KBatchError
 
 DEFAULT_CHUNK_BYTES = 16 * 1024 * 1024  # iter_encode_columns: input bytes per kernel call, about
 _TS_DIVISORS = {"ms": 1, "us": 1000, "ns": 1000000}
@@ -240,12 +240,12 @@ def _encoder(compression, records_per_batch, max_batch_bytes, base_offset, times
     return enc, codec
 
 
-def _compressed(data: bytes, ends: np.ndarray, codec, level) -> bytes:
+def _compressed(data: bytes, ends: np.ndarray, codec, level):
     """Compress each batch's records section and set its batchLength and CRC (the kernel left the
-    section plain with every other header field filled in)."""
+    section plain with every other header field filled in) -> (bytes, the batches' new ends)."""
     crc32c = _backend.core.crc32c
-    parts = []
-    start = 0
+    parts, new_ends = [], []
+    start = at = 0
     mv = memoryview(data)
     for end in ends.tolist():
         header = bytearray(mv[start:start + W.RECORDS_OFFSET])
@@ -254,8 +254,26 @@ def _compressed(data: bytes, ends: np.ndarray, codec, level) -> bytes:
         struct.pack_into(">I", header, W.CRC_OFFSET, crc32c(body, crc32c(header[W.ATTRIBUTES_OFFSET:])))
         parts.append(header)
         parts.append(body)
+        at += len(header) + len(body)
+        new_ends.append(at)
         start = end
-    return b"".join(parts)
+    return b"".join(parts), np.array(new_ends, dtype=np.int64)
+
+
+def _encoded(enc, codec, level, pieces, final_last=False):
+    """(bytes, batch ends) of the batches the record batches `pieces` close, then of the last."""
+    pieces = iter(pieces)
+    rb = next(pieces, None)
+    while rb is not None:
+        nxt = next(pieces, None) if final_last else None
+        key, value, ts, div, tomb, hdrs, off = column_specs(rb)
+        out, ends = enc.encode(rb.num_rows, key, value, ts, div, tomb, hdrs, off, final_last and nxt is None)
+        if len(ends):
+            yield (out, ends) if codec == W.Compression.NONE else _compressed(out, ends, codec, level)
+        rb = nxt if final_last else next(pieces, None)
+    out, ends = enc.flush()  # nothing is left open after a final call
+    if len(ends):
+        yield (out, ends) if codec == W.Compression.NONE else _compressed(out, ends, codec, level)
 
 
 def iter_encode_columns(data, *, compression=W.Compression.NONE, compression_level: int | None = None,
@@ -276,14 +294,8 @@ def iter_encode_columns(data, *, compression=W.Compression.NONE, compression_lev
     enc, codec = _encoder(compression, records_per_batch, max_batch_bytes, base_offset, timestamp_type,
                           log_append_time, timestamp_extended, producer_id, producer_epoch, base_sequence,
                           is_transactional, partition_leader_epoch)
-    for rb in _record_batches(data, chunk_bytes):
-        key, value, ts, div, tomb, hdrs, off = column_specs(rb)
-        out, ends = enc.encode(rb.num_rows, key, value, ts, div, tomb, hdrs, off)
-        if len(ends):
-            yield out if codec == W.Compression.NONE else _compressed(out, ends, codec, compression_level)
-    out, ends = enc.flush()
-    if len(ends):
-        yield out if codec == W.Compression.NONE else _compressed(out, ends, codec, compression_level)
+    for out, _ends in _encoded(enc, codec, compression_level, _record_batches(data, chunk_bytes)):
+        yield out
 
 
 def encode_columns(data, *, compression=W.Compression.NONE, compression_level: int | None = None,
@@ -310,17 +322,82 @@ def encode_columns(data, *, compression=W.Compression.NONE, compression_level: i
     enc, codec = _encoder(compression, records_per_batch, max_batch_bytes, base_offset, timestamp_type,
                           log_append_time, timestamp_extended, producer_id, producer_epoch, base_sequence,
                           is_transactional, partition_leader_epoch)
-    pieces = list(_record_batches(data, None))
-    parts = []
-    for k, rb in enumerate(pieces):
-        key, value, ts, div, tomb, hdrs, off = column_specs(rb)
-        out, ends = enc.encode(rb.num_rows, key, value, ts, div, tomb, hdrs, off, k == len(pieces) - 1)
-        if len(ends):
-            parts.append(out if codec == W.Compression.NONE else _compressed(out, ends, codec, compression_level))
-    out, ends = enc.flush()  # nothing left after a final call; an empty input closes nothing
-    if len(ends):
-        parts.append(out if codec == W.Compression.NONE else _compressed(out, ends, codec, compression_level))
+    # the last record batch closes the last batch in the same call: one table in, one bytes out
+    parts = [out for out, _ends in _encoded(enc, codec, compression_level, _record_batches(data, None), True)]
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-__all__ = ["encode_columns", "iter_encode_columns", "column_specs", "DEFAULT_CHUNK_BYTES"]
+# ------------------------------------------------------------------------------------ Log.append_table
+APPEND_PIECE_BYTES = 16 * 1024 * 1024  # batch bytes per Log.append call, at most (and <= segment.bytes)
+
+
+def _merge(infos):
+    """One AppendInfo for several consecutive appends."""
+    from .validate import AppendInfo
+
+    first, last = infos[0], infos[-1]
+    best = first
+    for info in infos[1:]:
+        if info.offset_of_max_timestamp >= 0 and (best.offset_of_max_timestamp < 0
+                                                  or info.max_timestamp > best.max_timestamp):
+            best = info
+    return AppendInfo(first.first_offset, last.last_offset, best.max_timestamp, best.offset_of_max_timestamp,
+                      last.log_append_time, any(i.rebuilt for i in infos), sum(i.record_count for i in infos),
+                      sum(i.batch_count for i in infos), sum(i.validated_bytes for i in infos),
+                      sum(i.size_in_bytes for i in infos))
+
+
+def _without_offsets(pieces):
+    for rb in pieces:
+        i = rb.schema.get_field_index("offset")
+        yield rb if i < 0 else rb.remove_column(i)
+
+
+def append_table(log, data, now_ms: int | None = None, *, compression=None, compression_level: int | None = None,
+                 records_per_batch: int | None = None):
+    """Log.append_table: encode `data` (a Table, RecordBatch, RecordBatchReader or an iterable of
+    record batches) with the kernel and hand whole batches to log.append, at most
+    min(segment.bytes, 16 MiB) a call, so validation, offsets, rolling, indexing and the undo of a
+    failed write stay in Log.append. Offsets come from the log end, as a broker assigns them (an
+    `offset` column is not read); batches take the topic's codec (compression.type; `compression`
+    for a "producer" topic), its max.message.bytes and its timestamp_extended setting, so the
+    validator appends them in place. Each call is all or nothing; when one fails, the ones
+    before it stay appended and the error says which offsets they took (`error.appended`).
+    Returns the AppendInfo of everything appended."""
+    cfg = log.config
+    codec = compression if compression is not None else (cfg.compression or W.Compression.NONE)
+    enc, codec = _encoder(codec, records_per_batch, min(cfg.max_message_bytes, cfg.segment_bytes), 0,
+                          W.TimestampType.CREATE_TIME, None, cfg.timestamp_extended, W.NO_PRODUCER_ID,
+                          W.NO_PRODUCER_EPOCH, W.NO_SEQUENCE, False, W.NO_PARTITION_LEADER_EPOCH)
+    limit = max(1, min(cfg.segment_bytes, APPEND_PIECE_BYTES))
+    now = now_ms
+    if now is None:
+        import time
+        now = time.time_ns() // 1_000_000
+    infos = []
+    pieces = _without_offsets(_record_batches(data, DEFAULT_CHUNK_BYTES))
+    try:
+        for out, ends in _encoded(enc, codec, compression_level, pieces):
+            mv, start, k = memoryview(out), 0, 0
+            while k < len(ends):
+                # whole batches up to the limit (one at least)
+                j = max(k + 1, int(np.searchsorted(ends, start + limit, side="right")))
+                end = int(ends[j - 1])
+                infos.append(log.append(mv[start:end], now, from_client=False))
+                start, k = end, j
+    except KBatchError as e:
+        e.appended = _merge(infos) if infos else None
+        if infos:
+            e.reason += (f" (append_table: the {e.appended.record_count} records before stay appended, "
+                         f"offsets {e.appended.first_offset}..{e.appended.last_offset})")
+            e.args = (e._render(),)
+        raise
+    if not infos:  # no rows: nothing appended (Log.append refuses empty input, as Kafka does)
+        from .validate import AppendInfo
+
+        end = log.end_offset()
+        return AppendInfo(end, end - 1, W.NO_TIMESTAMP, -1, None, False, 0, 0, 0, 0)
+    return _merge(infos)
+
+
+__all__ = ["encode_columns", "iter_encode_columns", "append_table", "column_specs", "DEFAULT_CHUNK_BYTES"]

@@ -500,6 +500,17 @@ class Log:
         self._assign_epochs(rows)
         return info
 
+    def append_table(self, table, now_ms: int | None = None, *, compression=None,
+                     compression_level: int | None = None, records_per_batch: int | None = None):
+        """Append the rows of a pyarrow Table / RecordBatch / RecordBatchReader (decode_columns'
+        columns; or an iterable of record batches) as magic 2 batches written by the encode_columns
+        kernel and handed, whole batches at a time, to append (kbatch.arrow_encode.append_table).
+        Returns the AppendInfo of all of it."""
+        from .arrow_encode import append_table
+
+        return append_table(self, table, now_ms, compression=compression, compression_level=compression_level,
+                            records_per_batch=records_per_batch)
+
     def _assign_epochs(self, rows) -> None:
         """UnifiedLog.append: each v2 batch assigns (its leader epoch, its base offset). (Kafka clears
         the cache after an append in an older format; Log always writes magic 2.)"""
