@@ -345,3 +345,22 @@ def test_round_trip_is_lossless(data, per_batch):
     want_h = [None if not r[3] else [{"key": k, "value": v} for k, v in r[3]] for r in rows]
     assert back.column("headers").to_pylist() == want_h
     assert back.column("isTombstone").to_pylist() == [r[2] is None or bool(r[4]) for r in rows]
+
+
+# ------------------------------------------------------------------------------------ key partitioner
+@settings(deadline=None)
+@given(keys=st.lists(st.one_of(st.none(), st.binary(max_size=40)), max_size=30), cut=st.integers(0, 5))
+def test_murmur2_matches_kafka_python_and_aiokafka(keys, cut):
+    """Kafka's Utils.murmur2 on both backends (a signed int32, as Java's) against the two clients'
+    implementations (which return it unsigned), over a sliced column."""
+    from aiokafka.partitioner import murmur2 as aio_murmur2
+    from kafka.partitioner.default import murmur2 as kp_murmur2
+
+    arr = pa.array([b"pad"] * cut + keys, pa.binary()).slice(cut)
+    spec = E._binary_spec(arr, "key")
+    got = [importlib.import_module(m).murmur2(spec) for m in ("kbatch._core_py", "kbatch._core")]
+    assert got[0].dtype == np.int32 and got[0].tolist() == got[1].tolist()
+    for k, h in zip(keys, got[0].tolist()):
+        if k is not None:
+            assert h & 0xFFFFFFFF == kp_murmur2(k) == aio_murmur2(k)
+    assert _core_py.murmur2(E._binary_spec(pa.array([b"21"]), "key")).tolist() == [-973932308]  # Kafka's UtilsTest

@@ -1112,3 +1112,41 @@ def _ranged(name: str, v, lo: int, hi: int) -> int:
     if not lo <= v <= hi:
         raise OverflowError(f"{name} must be in [{lo}, {hi}], not {v}")
     return v
+
+
+# ------------------------------------------------------------------------------------ key partitioner
+def _murmur2_one(data: bytes) -> int:
+    """Kafka's Utils.murmur2 (int32 arithmetic), the hash of its default key partitioner."""
+    m, length = 0x5BD1E995, len(data)
+    h = (0x9747B28C ^ length) & _MASK32
+    for i in range(0, length - length % 4, 4):
+        k = data[i] | data[i + 1] << 8 | data[i + 2] << 16 | data[i + 3] << 24
+        k = (k * m) & _MASK32
+        k ^= k >> 24
+        k = (k * m) & _MASK32
+        h = ((h * m) & _MASK32) ^ k
+    tail, rest = length - length % 4, length % 4
+    if rest == 3:
+        h ^= data[tail + 2] << 16
+    if rest >= 2:
+        h ^= data[tail + 1] << 8
+    if rest >= 1:
+        h ^= data[tail]
+        h = (h * m) & _MASK32
+    h ^= h >> 13
+    h = (h * m) & _MASK32
+    h ^= h >> 15
+    return _s32(h)
+
+
+def murmur2(keys) -> np.ndarray:
+    """Kafka's murmur2 of every element of a binary column (offsets, data, validity, origin, length;
+    see ColumnsEncoderV2) -> int32 array; 0 where the element is null (the caller decides where
+    null keys go: Kafka's partitioner does not hash them)."""
+    c = _Col(keys, True, keys[4], 0, 0)
+    out = np.zeros(c.length, dtype=np.int32)
+    for i in range(c.length):
+        blob = c.blob(i, i)
+        if blob is not None:
+            out[i] = _murmur2_one(blob)
+    return out

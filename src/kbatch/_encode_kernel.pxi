@@ -516,3 +516,60 @@ cdef class ColumnsEncoderV2:
         self.s.sec_len = 0
         self.carry.len = 0
         return data, np.array([len(data)], np.int64)
+
+
+# ------------------------------------------------------------------------------------ key partitioner
+@cython.boundscheck(False)
+@cython.wraparound(False)
+cdef int _mm2_loop(const _CeBin *c, int64_t n, int32_t *out, int64_t *bad) noexcept nogil:
+    """Kafka's Utils.murmur2 of each element (uint32 arithmetic wraps as Java's int does)."""
+    cdef int64_t i, j, length, tail
+    cdef const uint8_t *p
+    cdef uint32_t h, k, m = 0x5BD1E995
+    for i in range(n):
+        if _ce_get(c, i, &p, &length) < 0:
+            bad[0] = i
+            return -1
+        if length < 0:
+            out[i] = 0
+            continue
+        h = <uint32_t>0x9747B28C ^ <uint32_t>length
+        tail = length - length % 4
+        j = 0
+        while j < tail:
+            k = p[j] | (<uint32_t>p[j + 1] << 8) | (<uint32_t>p[j + 2] << 16) | (<uint32_t>p[j + 3] << 24)
+            k *= m
+            k ^= k >> 24
+            k *= m
+            h *= m
+            h ^= k
+            j += 4
+        if length % 4 == 3:
+            h ^= <uint32_t>p[tail + 2] << 16
+        if length % 4 >= 2:
+            h ^= <uint32_t>p[tail + 1] << 8
+        if length % 4 >= 1:
+            h ^= p[tail]
+            h *= m
+        h ^= h >> 13
+        h *= m
+        h ^= h >> 15
+        out[i] = <int32_t>h
+    return 0
+
+
+def murmur2(keys):
+    """Kafka's murmur2 of every element of a binary column; see kbatch._core_py.murmur2."""
+    c = _py._Col(keys, True, keys[4], 0, 0)
+    cdef _CeBin b
+    _ce_bin(&b, c)
+    out = np.zeros(c.length, np.int32)
+    cdef int32_t[::1] m = out
+    cdef int64_t n = c.length, bad = 0
+    cdef int rc
+    cdef int32_t dummy = 0
+    with nogil:
+        rc = _mm2_loop(&b, n, &m[0] if n else &dummy, &bad)
+    if rc < 0:
+        _py._raise_encode(_py.EC_BAD_ARRAY, bad, 0, bad)
+    return out

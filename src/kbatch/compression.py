@@ -40,6 +40,20 @@ def codec_name(codec: int) -> str:
 _CODECS = tuple(Compression)  # indexed by id: a tuple lookup, not an Enum call, per batch
 
 
+def codec_from_name(name) -> Compression:
+    """A codec by its name as Kafka's compression.type spells it ("none"/"uncompressed", "gzip",
+    "snappy", "lz4", "zstd"; any case), or a Compression / its id."""
+    if isinstance(name, int):
+        return check_codec(int(name), 2)
+    key = str(name).strip().upper()
+    if key == "UNCOMPRESSED":
+        key = "NONE"
+    if key not in Compression.__members__:
+        raise UnsupportedCodecError("Unknown compression type", expected="none, gzip, snappy, lz4 or zstd",
+                                    found=name)
+    return Compression[key]
+
+
 def check_codec(codec: int, magic: int, position: int | None = None) -> Compression:
     """The Compression member for an attributes codec id, or UnsupportedCodecError."""
     if not 0 <= codec < len(_CODECS):

@@ -369,6 +369,12 @@ class KafkaSegmentsDataSource(DataSource):
             return KafkaSegmentsPushdownReader(self.options, schema)
         return KafkaSegmentsReader(self.options, schema)
 
+    def writer(self, schema, overwrite):
+        """df.write.format("kafka-segments"): kbatch.spark.writer (the encode_columns kernel)."""
+        from .writer import KafkaSegmentsWriter
+
+        return KafkaSegmentsWriter(self.options, schema, overwrite)
+
 
 class KafkaSegmentsPushdownDataSource(KafkaSegmentsDataSource):
     """Same source, with the pushdown reader by default (registered by register(pushdown=True))."""

@@ -1,0 +1,192 @@
+"""df.write.format("kafka-segments"): Kafka's key partitioner, task logs joined at commit, nothing
+visible from failed jobs or failed/speculative attempts, append and overwrite."""
+import os
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+pytest.importorskip("pyspark.sql.datasource")
+
+import kbatch  # noqa: E402
+from kbatch import arrow as A  # noqa: E402
+from kbatch.spark import _plan  # noqa: E402
+from kbatch.spark import writer as Wr  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+NOW = 1_750_000_000_000
+FORMAT = "kafka-segments"  # the writer is reached by the short name, as users reach it
+
+
+@pytest.fixture(scope="session")
+def spark():
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    os.environ["PYTHONPATH"] = os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])
+    from pyspark.sql import SparkSession
+
+    s = (SparkSession.builder.master("local[2]").appName("kbatch-tests")
+         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+         .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")
+         .getOrCreate())
+    s.sparkContext.setLogLevel("ERROR")
+    import kbatch.spark as ks
+
+    ks.register(s, pushdown=True)  # as tests/test_spark.py registers it (one session for both)
+    yield s
+
+
+def rows(n, start=0):
+    """An Arrow table with kbatch's columns: headers, null keys, tombstones with payloads, nulls."""
+    i = np.arange(start, start + n)
+    return pa.table({
+        "key": pa.array([None if k % 17 == 0 else b"key-%d" % k for k in i], pa.binary()),
+        "value": pa.array([None if k % 23 == 0 else b"value-%d" % k for k in i], pa.binary()),
+        "timestamp": pa.array((i + NOW) * 1000, pa.timestamp("us", tz="UTC")),
+        "headers": pa.array([[{"key": "n", "value": b"%d" % k}] if k % 5 == 0 else None for k in i], A.HEADER_TYPE),
+        "isTombstone": pa.array([True if k % 29 == 0 else None for k in i], pa.bool_()),
+    })
+
+
+def read_partitions(path):
+    """{(topic, partition): decoded table in offset order}, checking each directory's indexes."""
+    out = {}
+    for tp in _plan.list_partitions(path):
+        assert kbatch.verify_indexes(tp.path).ok
+        data = b"".join(open(s.path, "rb").read() for s in tp.segments)
+        out[(tp.topic, tp.partition)] = kbatch.decode_columns(data, tp.topic, tp.partition)
+    assert not os.path.exists(os.path.join(path, Wr.STAGING))
+    return out
+
+
+def test_key_partitioner_and_read_back(spark, tmp_path):
+    path = str(tmp_path / "out")
+    t = rows(3000)
+    df = spark.createDataFrame(t).repartition(4)
+    df.write.format(FORMAT).mode("append").option("topic", "orders").option("numPartitions", 3) \
+        .option("segment.bytes", 32 * 1024).save(path)
+    parts = read_partitions(path)
+    assert sorted(parts) == [("orders", 0), ("orders", 1), ("orders", 2)]
+    got = pa.concat_tables(parts.values())
+    assert got.num_rows == 3000
+    for (_t, p), tab in parts.items():
+        assert tab.column("offset").to_pylist() == list(range(tab.num_rows))  # tasks joined without gaps
+        keys = [k for k in tab.column("key").to_pylist() if k is not None]
+        assert all((kbatch.spark.writer.partitions_for(pa.array([k]), 3)[0][0]) == p for k in keys)
+    # every row once, with its fields
+    want = {r["timestamp"]: r for r in A.decode_columns(kbatch.encode_columns(t)).to_pylist()}
+    for r in got.to_pylist():
+        w = want.pop(r["timestamp"])
+        assert (r["key"], r["value"], r["headers"], r["isTombstone"]) == (w["key"], w["value"], w["headers"],
+                                                                          w["isTombstone"])
+    assert not want
+    # and the reader reads it
+    assert spark.read.format(FORMAT).load(path).count() == 3000
+
+
+def test_partition_column_round_trip(spark, tmp_path):
+    src, out = str(tmp_path / "src"), str(tmp_path / "copy")
+    for p in range(2):
+        log = kbatch.Log.create(os.path.join(src, f"events-{p}"), kbatch.LogConfig(segment_bytes=16 * 1024))
+        log.append_table(rows(700, start=1000 * p))
+        log.close()
+    df = spark.read.format(FORMAT).option("includeHeaders", "true").load(src)
+    df.write.format(FORMAT).mode("append").option("segment.bytes", 16 * 1024).save(out)  # topic, partition columns
+    a, b = read_partitions(src), read_partitions(out)
+    assert sorted(a) == sorted(b)
+    for k in a:  # offsets, order and fields kept (the reader's tasks come in offset order)
+        for name in ("offset", "key", "value", "timestamp", "headers", "isTombstone"):
+            assert a[k].column(name).equals(b[k].column(name)), (k, name)
+
+
+def test_failed_job_leaves_nothing_visible(spark, tmp_path):
+    path = str(tmp_path / "out")
+    t = rows(400)
+    bad = pa.table({"key": [b"x"], "value": pa.array([None], pa.binary()), "isTombstone": [False]})
+    df = spark.createDataFrame(pa.concat_tables([t.select(["key", "value", "isTombstone"]), bad])).repartition(3)
+    with pytest.raises(Exception, match="must be a tombstone"):
+        df.write.format(FORMAT).mode("append").option("topic", "t").option("numPartitions", 2).save(path)
+    assert os.listdir(path) == []  # no partition directory, no staging left
+
+
+def test_append_continues_offsets_and_overwrite_replaces(spark, tmp_path):
+    path = str(tmp_path / "out")
+
+    def write(t, mode):
+        spark.createDataFrame(t).coalesce(1).write.format(FORMAT).mode(mode).option("topic", "t") \
+            .option("numPartitions", 1).save(path)
+
+    write(rows(100), "append")
+    write(rows(50, start=100), "append")
+    (t0,) = read_partitions(path).values()
+    assert t0.column("offset").to_pylist() == list(range(150))
+    write(rows(10, start=500), "overwrite")
+    (t1,) = read_partitions(path).values()
+    assert t1.column("offset").to_pylist() == list(range(10))
+    assert A.timestamps_ms(t1.column("timestamp")).tolist() == list(range(NOW + 500, NOW + 510))
+
+
+class _Ctx:
+    def __init__(self, task, attempt):
+        self.task, self.attempt = task, attempt
+
+    def partitionId(self):
+        return self.task
+
+    def taskAttemptId(self):
+        return self.attempt
+
+
+def test_commit_uses_only_the_chosen_attempts(tmp_path, monkeypatch):
+    """The protocol without a cluster: task 0's first attempt fails after writing a batch, its
+    retry succeeds; task 1 runs twice (speculation) and Spark keeps one message. The commit
+    joins only the chosen attempts' logs, and removes every attempt's staging."""
+    import pyspark
+
+    from kbatch.spark.datasource import KafkaSegmentsDataSource
+
+    path = str(tmp_path / "out")
+    os.makedirs(path)
+    t = rows(600)
+    schema = pyspark.sql.types.StructType.fromJson(
+        {"type": "struct", "fields": [{"name": n, "type": "binary", "nullable": True, "metadata": {}}
+                                      for n in ("key", "value")]})
+    w = KafkaSegmentsDataSource({"path": path, "topic": "t", "numPartitions": "2"}).writer(schema, False)
+    w = pickle_roundtrip(w)  # tasks get a pickled copy
+
+    def run(task, attempt, table, fail_after=None):
+        monkeypatch.setattr(pyspark.TaskContext, "get", staticmethod(lambda: _Ctx(task, attempt)))
+
+        def batches():
+            for k, rb in enumerate(table.to_batches(max_chunksize=100)):
+                if fail_after is not None and k == fail_after:
+                    raise RuntimeError("executor lost")
+                yield rb
+        return w.write(batches())
+
+    with pytest.raises(RuntimeError):
+        run(0, 1, t.slice(0, 300), fail_after=2)
+    m0 = run(0, 2, t.slice(0, 300))
+    m1 = run(1, 3, t.slice(300))
+    run(1, 4, t.slice(300))  # the speculative copy; its message is dropped
+    assert len(os.listdir(w.job_dir)) == 4
+    w.commit([m0, m1])
+    got = pa.concat_tables(read_partitions(path).values())
+    assert sorted(A.timestamps_ms(got.column("timestamp")).tolist()) == list(range(NOW, NOW + 600))
+    assert sorted(os.listdir(path)) == ["t-0", "t-1"]
+
+
+def pickle_roundtrip(obj):
+    import pickle
+
+    return pickle.loads(pickle.dumps(obj))
+
+
+def test_partitioner_is_kafkas_murmur2():
+    """toPositive(murmur2(key)) % n, Kafka's default partitioner (kafka-python's published
+    vectors for 1000 partitions; null keys round-robin)."""
+    keys = pa.array([b"", b"a", b"ab", b"abc", b"123456789", b"\x00 ", None, None], pa.binary())
+    parts, turn = Wr.partitions_for(keys, 1000, start=7)
+    assert parts.tolist() == [681, 524, 434, 107, 566, 742, 7, 8] and turn == 9
