@@ -19,13 +19,15 @@ from ._common import (EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, INSTALL_HINT, PROGRESS
                       format_time, parse_time, partition_dirs, progress_bar, resolve_segments)
 from .compact import cmd_compact
 from .dump import cmd_dump
+from .export import cmd_export
+from .import_ import cmd_import
 from .offsets import cmd_offsets
 from .reindex import cmd_reindex
 from .validate import cmd_validate, timestamp_report
 from .verify import cmd_verify
 
 # the command modules, in the order `kbatch --help` lists them
-COMMANDS = ("dump", "verify", "reindex", "offsets", "validate", "compact")
+COMMANDS = ("dump", "verify", "reindex", "offsets", "validate", "compact", "export", "import_")
 
 
 def make_app():
@@ -66,5 +68,6 @@ def main(argv=None) -> int:
 
 __all__ = ["main", "make_app", "COMMANDS", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_USAGE", "PROGRESS_MIN_BYTES",
            "UsageProblem", "parse_time", "format_time", "progress_bar", "partition_dirs", "resolve_segments",
-           "cmd_dump", "cmd_verify", "cmd_reindex", "cmd_offsets", "cmd_validate", "cmd_compact",
+           "cmd_dump", "cmd_verify", "cmd_reindex", "cmd_offsets", "cmd_validate", "cmd_compact", "cmd_export",
+           "cmd_import",
            "timestamp_report"]

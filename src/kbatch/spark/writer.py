@@ -37,14 +37,11 @@ import shutil
 import uuid
 from dataclasses import dataclass, field
 
-import numpy as np
-import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from .. import _backend
-from .. import _wire as W
 from .._files import parse_partition_dir
 from ..errors import InvalidRequestError
+from ..partitioner import Router, partitions_for
 
 STAGING = "_kbatch_staging"
 
@@ -71,70 +68,6 @@ class TaskCommit(WriterCommitMessage):
     task: int
     attempt: str
     pieces: list = field(default_factory=list)
-
-
-# ------------------------------------------------------------------------------------ routing rows
-def partitions_for(keys: pa.Array, num_partitions: int, start: int = 0):
-    """Kafka's default partitioner over a key column: toPositive(murmur2(key)) % num_partitions;
-    null keys take partitions in turn from `start` (RoundRobinPartitioner). Returns (int32
-    array, the next round-robin position)."""
-    from ..arrow_encode import _binary_spec
-
-    n = len(keys)
-    spec = _binary_spec(keys, "key")
-    if spec is None:  # every key null
-        out = ((np.arange(n, dtype=np.int64) + start) % num_partitions).astype(np.int32)
-        return out, start + n
-    out = ((_backend.core.murmur2(spec).astype(np.int64) & 0x7FFFFFFF) % num_partitions).astype(np.int32)
-    if keys.null_count:
-        nulls = np.flatnonzero(np.asarray(keys.is_null()))
-        out[nulls] = (np.arange(len(nulls), dtype=np.int64) + start) % num_partitions
-        start += len(nulls)
-    return out, start
-
-
-class _Router:
-    """(topic, partition) of every row of a record batch."""
-
-    def __init__(self, topic, num_partitions):
-        self.topic = topic
-        self.num_partitions = num_partitions
-        self.turn = 0  # the round-robin position for rows without a key
-
-    def _hashed(self, keys, rows):
-        if self.num_partitions is None:
-            raise InvalidRequestError("A row needs a partition", expected="a 'partition' column or the "
-                                      "numPartitions option (Kafka's key partitioner)", found="neither", row=rows)
-        out, self.turn = partitions_for(keys, self.num_partitions, self.turn)
-        return out
-
-    def __call__(self, rb: pa.RecordBatch):
-        n = rb.num_rows
-        names = rb.schema.names
-        keys = rb.column(names.index("key")) if "key" in names else pa.nulls(n, pa.binary())
-        if "partition" in names:
-            col = rb.column(names.index("partition"))
-            parts = np.asarray(col.fill_null(-1).cast(pa.int64()), dtype=np.int64)
-            if (parts < -1).any():
-                bad = int(np.flatnonzero(parts < -1)[0])
-                raise InvalidRequestError("Negative partition", expected="a partition >= 0", found=int(parts[bad]),
-                                          row=bad)
-            if col.null_count:
-                nulls = np.flatnonzero(parts < 0)
-                parts[nulls] = self._hashed(keys.take(pa.array(nulls)), int(nulls[0]))
-        else:
-            parts = self._hashed(keys, 0).astype(np.int64)
-        if self.topic is not None:
-            return [self.topic], np.zeros(n, np.int64), parts
-        if "topic" not in names:
-            raise InvalidRequestError("No topic", expected="the 'topic' option or a 'topic' column",
-                                      found="neither")
-        tcol = rb.column(names.index("topic"))
-        if tcol.null_count:
-            raise InvalidRequestError("Null topic", expected="a topic name", found="null",
-                                      row=int(np.flatnonzero(np.asarray(tcol.is_null()))[0]))
-        enc = tcol.dictionary_encode()
-        return enc.dictionary.to_pylist(), np.asarray(enc.indices, dtype=np.int64), parts
 
 
 # ------------------------------------------------------------------------------------ the writer
@@ -188,24 +121,15 @@ class KafkaSegmentsWriter(DataSourceArrowWriter):
         # the driver made the job directory; mkdir (not makedirs) fails once commit or abort removed it
         task_dir = os.path.join(self.job_dir, f"{task}-{attempt}")
         os.mkdir(task_dir)
-        route = _Router(self.topic, self.num_partitions)
+        route = Router(self.topic, self.num_partitions)
         cfg, codec = self.config(), self._codec()
         logs = {}
         try:
             for rb in iterator:
-                if rb.num_rows == 0:
-                    continue
-                topics, tix, parts = route(rb)
-                code = tix * (1 << 32) + parts
-                order = np.argsort(code, kind="stable")  # rows of one partition together, in row order
-                sorted_code = code[order]
-                cuts = np.flatnonzero(sorted_code[1:] != sorted_code[:-1]) + 1
-                for rows in np.split(order, cuts):
-                    key = (topics[int(tix[rows[0]])], int(parts[rows[0]]))
+                for key, sub in route.groups(rb):
                     log = logs.get(key)
                     if log is None:
                         log = logs[key] = Log.create(os.path.join(task_dir, f"{key[0]}-{key[1]}"), cfg)
-                    sub = rb if len(rows) == rb.num_rows else rb.take(pa.array(rows))
                     log.append_table(sub, compression=codec, compression_level=self.compression_level,
                                      records_per_batch=self.records_per_batch)
         finally:

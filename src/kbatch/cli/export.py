@@ -1,0 +1,179 @@
+"""`kbatch export`: segments to Parquet or JSON lines, with decode_columns' columns.
+
+    kbatch export /data/kafka-logs --to out/                  # out/topic=T/partition=P/<base offset>.parquet
+    kbatch export orders-3/ --to orders.parquet               # one file
+    kbatch export orders-3/ --to out/ --format jsonl
+
+A directory target gets one file per segment, in pyarrow.dataset's hive layout (the topic and
+partition are in the path, not in the files: `pyarrow.dataset.dataset(out, partitioning="hive")`
+gives them back), each written to a temporary name and renamed when whole. `out/.kbatch-export.json`
+records which segment (and how many of its bytes) each file holds, so an interrupted export run
+again skips the segments already done and redoes only the rest, or a segment that has grown.
+A segment that cannot be read in full (bad CRC, truncated, corrupt) gets no file: it is named on
+stderr with its byte position and the command exits 1.
+"""
+
+import json
+import os
+import sys
+
+from .. import _files
+from ..errors import KBatchError
+from ._common import (EXIT_OK, EXIT_PROBLEMS, UsageProblem, emit, options, progress_bar, resolve_segments, run)
+
+FORMATS = ("parquet", "jsonl")
+STATE = ".kbatch-export.json"
+
+
+def _format(to: str, fmt):
+    if fmt is not None:
+        if fmt not in FORMATS:
+            raise UsageProblem(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+        return fmt
+    return "jsonl" if to.endswith((".jsonl", ".json")) else "parquet"
+
+
+def _batches(seg: str, topic, partition, batch_fields: bool):
+    """decode_columns' record batches of one whole segment (a damaged one raises)."""
+    from ..arrow import iter_record_batches
+
+    with open(seg, "rb") as f:
+        data = f.read()
+    yield from iter_record_batches(data, topic, partition, batch_fields=batch_fields, strict=True)
+
+
+class _Sink:
+    """One output file written under a temporary name and renamed into place by done()."""
+
+    def __init__(self, path: str, fmt: str, schema, binary: str):
+        self.path, self.fmt, self.binary = path, fmt, binary
+        d = os.path.dirname(path) or "."
+        os.makedirs(d, exist_ok=True)
+        self.tmp = os.path.join(d, "." + os.path.basename(path) + ".tmp")
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            self.w = pq.ParquetWriter(self.tmp, schema)
+        else:
+            self.w = open(self.tmp, "w", encoding="utf-8")
+        self.rows = 0
+
+    def write(self, rb) -> None:
+        if self.fmt == "parquet":
+            self.w.write_batch(rb)
+        else:
+            from ._jsonl import write_lines
+
+            write_lines(self.w, rb, self.binary)
+        self.rows += rb.num_rows
+
+    def done(self) -> None:
+        self.w.close()
+        with open(self.tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(self.tmp, self.path)
+        _files.fsync_dir(os.path.dirname(self.path) or ".")
+
+    def discard(self) -> None:
+        try:
+            self.w.close()
+        finally:
+            try:
+                os.unlink(self.tmp)
+            except OSError:
+                pass
+
+
+def cmd_export(path, *, to, fmt=None, batch_fields=False, binary="base64", overwrite=False, quiet=False,
+               as_json=False, out=None, err=None) -> int:
+    from ..arrow import schema as arrow_schema
+
+    out = out or sys.stdout
+    err = err or sys.stderr
+    fmt = _format(to, fmt)
+    one_file = to.endswith((".parquet", ".jsonl", ".json"))
+    parts = resolve_segments(path)
+    total = sum(os.path.getsize(s) for _d, segs in parts for s in segs)
+    full = arrow_schema(True, batch_fields)
+    per_file = full.remove(full.get_field_index("partition")).remove(full.get_field_index("topic"))
+    problems = 0
+    state_path = os.path.join(to, STATE)
+    state = {}
+    if not one_file:
+        os.makedirs(to, exist_ok=True)
+        if os.path.exists(state_path) and not overwrite:
+            with open(state_path, encoding="utf-8") as f:
+                state = json.load(f)
+    sink = _Sink(to, fmt, full, binary) if one_file else None
+    try:
+        with progress_bar(total, "export", quiet) as advance:
+            for d, segs in parts:
+                parsed = _files.parse_partition_dir(d)
+                topic, partition = parsed if parsed else (None, None)
+                for seg in segs:
+                    size = os.path.getsize(seg)
+                    base = os.path.basename(seg)[:-len(".log")]
+                    if one_file:
+                        target, key, rows = sink, None, sink.rows
+                    else:
+                        rel = os.path.join(f"topic={topic}", f"partition={partition}", f"{base}.{fmt}")
+                        done = state.get(rel)
+                        if done and done.get("bytes") == size and os.path.exists(os.path.join(to, rel)):
+                            advance(size)
+                            _report(out, as_json, quiet, "skipped", seg, rel, done.get("rows"))
+                            continue
+                        target, key, rows = _Sink(os.path.join(to, rel), fmt, per_file, binary), rel, 0
+                    try:
+                        for rb in _batches(seg, topic, partition, batch_fields):
+                            target.write(rb if one_file else rb.drop_columns(["topic", "partition"]))
+                    except KBatchError as e:
+                        problems += 1
+                        err.write(f"kbatch: {seg}: {e} (not exported)\n")
+                        if not one_file:
+                            target.discard()
+                        advance(size)
+                        continue
+                    if not one_file:
+                        target.done()
+                        state[key] = dict(source=os.path.abspath(seg), bytes=size, rows=target.rows)
+                        _files.atomic_write(state_path, json.dumps(state, indent=1).encode())
+                    advance(size)
+                    _report(out, as_json, quiet, "exported", seg, key or to, target.rows - rows)
+        if one_file:
+            if problems:
+                sink.discard()
+                err.write(f"kbatch: {to} not written: {problems} segment(s) could not be read in full\n")
+            else:
+                sink.done()
+        sink = None
+    finally:
+        if sink is not None:
+            sink.discard()
+    return EXIT_PROBLEMS if problems else EXIT_OK
+
+
+def _report(out, as_json, quiet, what, seg, dest, rows):
+    if as_json:
+        emit(out, dict(type=what, segment=seg, to=dest, rows=rows))
+    elif not quiet:
+        out.write(f"{seg}: {what} {rows} rows -> {dest}\n")
+
+
+def register(app) -> None:
+    from typing import Annotated, Optional
+
+    import typer
+
+    Quiet, Json = options()
+
+    @app.command(help="Export segments to Parquet or JSON lines (decode_columns' columns): a directory gets one file "
+                      "per segment in topic=/partition= folders, resumable; a .parquet/.jsonl path gets one file.")
+    def export(path: Annotated[str, typer.Argument(help="Segment .log file, partition directory or log directory.")],
+               to: Annotated[str, typer.Option("--to", help="Output directory, or a .parquet / .jsonl file.")],
+               fmt: Annotated[Optional[str], typer.Option("--format", help="parquet or jsonl (default: from --to).")] = None,
+               batch_fields: Annotated[bool, typer.Option("--batch-fields", help="Add producerId, producerEpoch, baseSequence, isTransactional, isControl.")] = False,
+               binary: Annotated[str, typer.Option("--binary", help="JSON lines: keys and values as base64 (lossless) or text (UTF-8).")] = "base64",
+               overwrite: Annotated[bool, typer.Option("--overwrite", help="Export every segment again, even those done before.")] = False,
+               as_json: Json = False, quiet: Quiet = False):
+        run(cmd_export, path, to=to, fmt=fmt, batch_fields=batch_fields, binary=binary, overwrite=overwrite,
+            quiet=quiet, as_json=as_json)

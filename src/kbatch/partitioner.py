@@ -1,0 +1,91 @@
+"""Kafka's default producer partitioning over Arrow rows (Utils.murmur2, BuiltInPartitioner,
+RoundRobinPartitioner): where the Spark writer and `kbatch import` send each row."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from . import _backend
+from .errors import InvalidRequestError
+
+
+def partitions_for(keys: pa.Array, num_partitions: int, start: int = 0):
+    """Kafka's default partitioner over a key column: toPositive(murmur2(key)) % num_partitions;
+    null keys take partitions in turn from `start` (RoundRobinPartitioner). Returns (int32
+    array, the next round-robin position)."""
+    from .arrow_encode import _binary_spec
+
+    n = len(keys)
+    spec = _binary_spec(keys, "key")
+    if spec is None:  # every key null
+        out = ((np.arange(n, dtype=np.int64) + start) % num_partitions).astype(np.int32)
+        return out, start + n
+    out = ((_backend.core.murmur2(spec).astype(np.int64) & 0x7FFFFFFF) % num_partitions).astype(np.int32)
+    if keys.null_count:
+        nulls = np.flatnonzero(np.asarray(keys.is_null()))
+        out[nulls] = (np.arange(len(nulls), dtype=np.int64) + start) % num_partitions
+        start += len(nulls)
+    return out, start
+
+
+class Router:
+    """Where rows go: the `topic` given, else each row's `topic` column; each row's `partition`
+    column when there is one (a null there: the key partitioner), else the key partitioner over
+    num_partitions (an error without it)."""
+
+    def __init__(self, topic, num_partitions):
+        self.topic = topic
+        self.num_partitions = num_partitions
+        self.turn = 0  # the round-robin position for rows without a key
+
+    def _hashed(self, keys, rows):
+        if self.num_partitions is None:
+            raise InvalidRequestError("A row needs a partition", expected="a 'partition' column or the "
+                                      "numPartitions option (Kafka's key partitioner)", found="neither", row=rows)
+        out, self.turn = partitions_for(keys, self.num_partitions, self.turn)
+        return out
+
+    def __call__(self, rb: pa.RecordBatch):
+        n = rb.num_rows
+        names = rb.schema.names
+        keys = rb.column(names.index("key")) if "key" in names else pa.nulls(n, pa.binary())
+        if "partition" in names:
+            col = rb.column(names.index("partition"))
+            parts = np.asarray(col.fill_null(-1).cast(pa.int64()), dtype=np.int64)
+            if (parts < -1).any():
+                bad = int(np.flatnonzero(parts < -1)[0])
+                raise InvalidRequestError("Negative partition", expected="a partition >= 0", found=int(parts[bad]),
+                                          row=bad)
+            if col.null_count:
+                nulls = np.flatnonzero(parts < 0)
+                parts[nulls] = self._hashed(keys.take(pa.array(nulls)), int(nulls[0]))
+        else:
+            parts = self._hashed(keys, 0).astype(np.int64)
+        if self.topic is not None:
+            return [self.topic], np.zeros(n, np.int64), parts
+        if "topic" not in names:
+            raise InvalidRequestError("No topic", expected="the 'topic' option or a 'topic' column",
+                                      found="neither")
+        tcol = rb.column(names.index("topic"))
+        if tcol.null_count:
+            raise InvalidRequestError("Null topic", expected="a topic name", found="null",
+                                      row=int(np.flatnonzero(np.asarray(tcol.is_null()))[0]))
+        enc = tcol.dictionary_encode()
+        return enc.dictionary.to_pylist(), np.asarray(enc.indices, dtype=np.int64), parts
+
+
+    def groups(self, rb: pa.RecordBatch):
+        """Yield ((topic, partition), the rows of rb that go there, in row order)."""
+        if rb.num_rows == 0:
+            return
+        topics, tix, parts = self(rb)
+        code = tix * (1 << 32) + parts
+        order = np.argsort(code, kind="stable")  # the rows of one partition together, in row order
+        sorted_code = code[order]
+        cuts = np.flatnonzero(sorted_code[1:] != sorted_code[:-1]) + 1
+        for rows in np.split(order, cuts):
+            key = (topics[int(tix[rows[0]])], int(parts[rows[0]]))
+            yield key, (rb if len(rows) == rb.num_rows else rb.take(pa.array(rows)))
+
+
+__all__ = ["partitions_for", "Router"]
