@@ -50,8 +50,9 @@ def pytest_terminal_summary(terminalreporter, config):
     session = getattr(config, "_benchmarksession", None)
     if session is None or not getattr(session, "benchmarks", None):
         return
-    lines = ratio_lines([b for b in session.benchmarks if "bench_codec" in b.fullname])
-    if lines:
-        terminalreporter.write_sep("-", "kbatch codec: peer time / kbatch time (> 1: kbatch is faster)")
-        for line in lines:
-            terminalreporter.write_line(line)
+    for name in ("bench_codec", "bench_columns"):
+        lines = ratio_lines([b for b in session.benchmarks if name in b.fullname])
+        if lines:
+            terminalreporter.write_sep("-", f"{name}: peer time / kbatch time (> 1: kbatch is faster)")
+            for line in lines:
+                terminalreporter.write_line(line)

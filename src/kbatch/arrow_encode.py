@@ -328,7 +328,7 @@ def encode_columns(data, *, compression=W.Compression.NONE, compression_level: i
 
 
 # ------------------------------------------------------------------------------------ Log.append_table
-APPEND_PIECE_BYTES = 16 * 1024 * 1024  # batch bytes per Log.append call, at most (and <= segment.bytes)
+APPEND_PIECE_BYTES = 1024 * 1024  # batch bytes per Log.append call, at most (and <= segment.bytes), one batch at least
 
 
 def _merge(infos):
@@ -357,7 +357,7 @@ def append_table(log, data, now_ms: int | None = None, *, compression=None, comp
                  records_per_batch: int | None = None):
     """Log.append_table: encode `data` (a Table, RecordBatch, RecordBatchReader or an iterable of
     record batches) with the kernel and hand whole batches to log.append, at most
-    min(segment.bytes, 16 MiB) a call, so validation, offsets, rolling, indexing and the undo of a
+    min(segment.bytes, 1 MiB) a call (a produce request's size), so validation, offsets, rolling, indexing and the undo of a
     failed write stay in Log.append. Offsets come from the log end, as a broker assigns them (an
     `offset` column is not read); batches take the topic's codec (compression.type; `compression`
     for a "producer" topic), its max.message.bytes and its timestamp_extended setting, so the
