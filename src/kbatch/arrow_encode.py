@@ -357,8 +357,8 @@ def append_table(log, data, now_ms: int | None = None, *, compression=None, comp
                  records_per_batch: int | None = None):
     """Log.append_table: encode `data` (a Table, RecordBatch, RecordBatchReader or an iterable of
     record batches) with the kernel and hand whole batches to log.append, at most
-    min(segment.bytes, 1 MiB) a call (a produce request's size), so validation, offsets, rolling, indexing and the undo of a
-    failed write stay in Log.append. Offsets come from the log end, as a broker assigns them (an
+    min(segment.bytes, 1 MiB) a call (a produce request's size), so validation, offsets, rolling,
+    indexing and the undo of a failed write stay in Log.append. Offsets come from the log end, as a broker assigns them (an
     `offset` column is not read); batches take the topic's codec (compression.type; `compression`
     for a "producer" topic), its max.message.bytes and its timestamp_extended setting, so the
     validator appends them in place. Each call is all or nothing; when one fails, the ones

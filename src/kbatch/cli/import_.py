@@ -2,7 +2,7 @@
 
     kbatch import out/ --to /data/replay                    # topic and partition from the rows
     kbatch import events.parquet --to /data/replay --topic events --partitions 6
-    kbatch import events.jsonl --to /data/replay --topic events --config segment.bytes=67108864
+    kbatch import events.jsonl --to /data/replay --topic events --config segment.bytes=1048576
 
 Rows have decode_columns' columns (what `kbatch export` writes; `value` required). A row goes to
 the `--topic` given (else its `topic` column) and to Kafka's key partitioner over `--partitions`
