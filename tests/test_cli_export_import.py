@@ -121,3 +121,12 @@ def test_import_stops_at_a_refused_row_and_says_what_was_appended(tmp_path):
     code, text = invoke("import", tmp_path / "bad.jsonl", "--to", tmp_path / "r2", "--topic", "t")
     assert code == 1 and "Not base64" in text
     assert invoke("import", tmp_path / "missing.parquet", "--to", tmp_path / "r2")[0] == 2
+
+
+def test_topic_names_are_checked_as_kafka_does(tmp_path):
+    """A topic names a directory: Kafka's legal names only (Topic.validate), nothing that walks out."""
+    (tmp_path / "in.jsonl").write_text('{"topic": "../../etc", "value": "dg=="}\n')
+    code, text = invoke("import", tmp_path / "in.jsonl", "--to", tmp_path / "r")
+    assert code == 1 and "Topic name is illegal" in text
+    assert not (tmp_path / "etc-0").exists() and os.listdir(tmp_path / "r") == []
+    assert invoke("import", tmp_path / "in.jsonl", "--to", tmp_path / "r", "--topic", "ok.topic_1-x")[0] == 0

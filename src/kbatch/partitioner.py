@@ -2,11 +2,25 @@
 RoundRobinPartitioner): where the Spark writer and `kbatch import` send each row."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pyarrow as pa
 
 from . import _backend
 from .errors import InvalidRequestError
+
+
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+def check_topic(name) -> str:
+    """Kafka's Topic.validate: 1 to 249 of [a-zA-Z0-9._-], not "." or ".." (a topic names a
+    directory: nothing else may reach the file system)."""
+    if not isinstance(name, str) or not _LEGAL_TOPIC.fullmatch(name) or name in (".", ".."):
+        raise InvalidRequestError("Topic name is illegal", expected="1 to 249 of ASCII alphanumerics, '.', '_' and "
+                                  "'-', not '.' or '..'", found=repr(name))
+    return name
 
 
 def partitions_for(keys: pa.Array, num_partitions: int, start: int = 0):
@@ -34,7 +48,7 @@ class Router:
     num_partitions (an error without it)."""
 
     def __init__(self, topic, num_partitions):
-        self.topic = topic
+        self.topic = None if topic is None else check_topic(topic)
         self.num_partitions = num_partitions
         self.turn = 0  # the round-robin position for rows without a key
 
@@ -71,7 +85,8 @@ class Router:
             raise InvalidRequestError("Null topic", expected="a topic name", found="null",
                                       row=int(np.flatnonzero(np.asarray(tcol.is_null()))[0]))
         enc = tcol.dictionary_encode()
-        return enc.dictionary.to_pylist(), np.asarray(enc.indices, dtype=np.int64), parts
+        topics = [check_topic(t) for t in enc.dictionary.to_pylist()]
+        return topics, np.asarray(enc.indices, dtype=np.int64), parts
 
 
     def groups(self, rb: pa.RecordBatch):
@@ -88,4 +103,4 @@ class Router:
             yield key, (rb if len(rows) == rb.num_rows else rb.take(pa.array(rows)))
 
 
-__all__ = ["partitions_for", "Router"]
+__all__ = ["partitions_for", "check_topic", "Router"]

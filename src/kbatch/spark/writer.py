@@ -41,7 +41,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from .._files import parse_partition_dir
 from ..errors import InvalidRequestError
-from ..partitioner import Router, partitions_for
+from ..partitioner import Router, check_topic, partitions_for
 
 STAGING = "_kbatch_staging"
 
@@ -82,6 +82,8 @@ class KafkaSegmentsWriter(DataSourceArrowWriter):
             raise InvalidRequestError("No 'value' column", expected="a 'value' column (binary or string)",
                                       found=", ".join(schema.fieldNames()))
         self.topic = _opt(options, "topic")
+        if self.topic is not None:
+            check_topic(self.topic)
         n = _opt(options, "numPartitions")
         self.num_partitions = None if n is None else int(n)
         if self.num_partitions is not None and self.num_partitions < 1:
