@@ -127,9 +127,17 @@ cdef int _ce_read_row(const _CeCols *c, const _CeConf *f, int64_t i, int64_t row
         r.ts = f.no_ts
     else:
         v = c.ts[c.ts_origin + i]
-        q = v / c.ts_div  # C truncates; Python's // floors
-        if q * c.ts_div != v and v < 0:
-            q -= 1
+        # constant divisors (a multiply, not a divide instruction); C truncates, Python's // floors
+        if c.ts_div == 1:
+            q = v
+        elif c.ts_div == 1000:
+            q = v / 1000
+            if q * 1000 != v and v < 0:
+                q -= 1
+        else:
+            q = v / 1000000
+            if q * 1000000 != v and v < 0:
+                q -= 1
         r.ts = q
         if f.extended and q == INT64_MIN:
             return _ce_fail(err, 4, row, 0, 0)
@@ -206,7 +214,7 @@ cdef inline void _ce_be(uint8_t *p, uint64_t v, int n) noexcept nogil:
         v >>= 8
 
 
-cdef void _ce_header(uint8_t *h, const _CeConf *f, const _CeState *s) noexcept nogil:
+cdef void _ce_header(uint8_t *h, const _CeConf *f, _CeState s) noexcept nogil:
     """The 61-byte header of the batch in s, whose records follow it; CRC when uncompressed
     (DefaultRecordBatch's field order; _wire.py has the offsets)."""
     _ce_be(h, <uint64_t>s.base_off, 8)                                              # baseOffset
@@ -240,76 +248,79 @@ cdef int _ce_run(const _CeCols *c, const _CeConf *f, _CeState *s, int64_t n, bin
                  uint8_t *out, int64_t out_cap, int64_t *ends, int64_t n_closed, uint8_t *carry,
                  int64_t carry_cap, int64_t *o_total, int64_t *o_closed, int64_t *o_carry,
                  _CeErr *err) noexcept nogil:
-    """Encode n rows from state s. Sizing (write=0): o_total = bytes of the batches that close,
+    """Encode n rows from state st. Sizing (write=0): o_total = bytes of the batches that close,
     o_closed = their number, o_carry = bytes the open batch will hold in the carry buffer.
     Writing (write=1, after sizing with the same state): batches that close go to out (ends[k] =
-    end of batch k), the one left open to carry. The two runs make the same decisions."""
-    cdef int64_t i, row, off, body, rec, pos = 0, hdr = 0, closed = 0, total = 0
+    end of batch k), the one left open to carry. The two runs make the same decisionst."""
+    cdef int64_t i, row, off, body, rec, pos = 0, hdr = 0, closed = 0, total = 0, carry_add = 0
     cdef uint64_t tsd, offd
     cdef _CeRow r
     cdef uint8_t *dst = NULL   # (write) where the open batch's records start
     cdef bint to_out = False
-    if write and s.count > 0:
+    # the state and limits in locals: the byte writes below may alias any memory, so fields read
+    # through pointers would be reloaded after each of them
+    cdef _CeState st = s[0]
+    cdef int64_t rpb = f.rpb, max_bytes = f.max_bytes, no_ts = f.no_ts
+    if write and st.count > 0:
         if n_closed > 0:      # the carried batch closes in this call: it moves to out first
-            if RECORD_BATCH_OVERHEAD + s.sec_len > out_cap:
-                return _ce_fail(err, 10, s.rows, 0, 0)
-            _ce_memcpy(out + RECORD_BATCH_OVERHEAD, carry, s.sec_len)
+            if RECORD_BATCH_OVERHEAD + st.sec_len > out_cap:
+                return _ce_fail(err, 10, st.rows, 0, 0)
+            _ce_memcpy(out + RECORD_BATCH_OVERHEAD, carry, st.sec_len)
             hdr = 0
-            pos = RECORD_BATCH_OVERHEAD + s.sec_len
+            pos = RECORD_BATCH_OVERHEAD + st.sec_len
             dst = out + RECORD_BATCH_OVERHEAD
             to_out = True
         else:
             dst = carry
-    o_carry[0] = 0
     for i in range(n):
-        row = s.rows + i
+        row = st.rows + i
         if _ce_read_row(c, f, i, row, &r, err) < 0:
             return -1
         if c.has_off:
             if _ce_null(c.off_valid, c.off_origin + i):
                 return _ce_fail(err, 5, row, 0, 0)
             off = c.offv[c.off_origin + i]
-            if s.have_last and off <= s.last_off:
-                return _ce_fail(err, 6, row, s.last_off, off)
-        elif not s.have_last:
-            off = s.base_off  # base_offset, kept there until the first row
-        elif s.last_off == INT64_MAX:
+            if st.have_last and off <= st.last_off:
+                return _ce_fail(err, 6, row, st.last_off, off)
+        elif not st.have_last:
+            off = st.base_off  # base_offset, kept there until the first row
+        elif st.last_off == INT64_MAX:
             return _ce_fail(err, 9, row, 0, 0)
         else:
-            off = s.last_off + 1
+            off = st.last_off + 1
         while True:
-            if s.count > 0 and (s.count >= f.rpb or <uint64_t>(off - s.base_off) > <uint64_t>2147483647):
+            if st.count > 0 and (st.count >= rpb or <uint64_t>(off - st.base_off) > <uint64_t>2147483647):
                 pass  # closes below
             else:
-                if s.count > 0:
-                    tsd = _zigzag64(<int64_t>(<uint64_t>r.ts - <uint64_t>s.base_ts))
-                    offd = _zigzag64(off - s.base_off)
+                if st.count > 0:
+                    tsd = _zigzag64(<int64_t>(<uint64_t>r.ts - <uint64_t>st.base_ts))
+                    offd = _zigzag64(off - st.base_off)
                 else:
                     tsd = 0
                     offd = 0
                 body = _ce_body_size(&r, tsd, offd)
                 rec = _uvarint_size(_zigzag64(body)) + body
-                if RECORD_BATCH_OVERHEAD + s.sec_len + rec <= f.max_bytes:
+                if RECORD_BATCH_OVERHEAD + st.sec_len + rec <= max_bytes:
                     break
-                if s.count == 0:
-                    return _ce_fail(err, 7, row, RECORD_BATCH_OVERHEAD + rec, f.max_bytes)
+                if st.count == 0:
+                    return _ce_fail(err, 7, row, RECORD_BATCH_OVERHEAD + rec, max_bytes)
             # close the open batch, then place the row again from a new one
             if write:
                 if to_out:
-                    _ce_header(out + hdr, f, s)
+                    _ce_header(out + hdr, f, st)
                     ends[closed] = pos
                 else:
                     return _ce_fail(err, 10, row, 0, 0)
-            total += RECORD_BATCH_OVERHEAD + s.sec_len
+            total += RECORD_BATCH_OVERHEAD + st.sec_len
             closed += 1
-            _ce_next_sequence(s)
-            s.count = 0
-            s.sec_len = 0
-        if s.count == 0:
-            s.base_off = off
-            s.base_ts = r.ts
-            s.max_ts = f.no_ts
-            o_carry[0] = 0
+            _ce_next_sequence(&st)
+            st.count = 0
+            st.sec_len = 0
+        if st.count == 0:
+            st.base_off = off
+            st.base_ts = r.ts
+            st.max_ts = no_ts
+            carry_add = 0
             if write:
                 if closed < n_closed:
                     if pos + RECORD_BATCH_OVERHEAD > out_cap:
@@ -328,31 +339,33 @@ cdef int _ce_run(const _CeCols *c, const _CeConf *f, _CeState *s, int64_t n, bin
                 _ce_write(out + pos, c, &r, body, tsd, offd)
                 pos += rec
             else:
-                if s.sec_len + rec > carry_cap:
+                if st.sec_len + rec > carry_cap:
                     return _ce_fail(err, 10, row, 0, 0)
-                _ce_write(carry + s.sec_len, c, &r, body, tsd, offd)
-        s.sec_len += rec
-        o_carry[0] += rec
-        s.count += 1
-        if r.ts > s.max_ts:
-            s.max_ts = r.ts
-        s.last_off = off
-        s.have_last = True
-    if final and s.count > 0:
+                _ce_write(carry + st.sec_len, c, &r, body, tsd, offd)
+        st.sec_len += rec
+        carry_add += rec
+        st.count += 1
+        if r.ts > st.max_ts:
+            st.max_ts = r.ts
+        st.last_off = off
+        st.have_last = True
+    if final and st.count > 0:
         if write:
             if not to_out:
-                return _ce_fail(err, 10, s.rows + n, 0, 0)
-            _ce_header(out + hdr, f, s)
+                return _ce_fail(err, 10, st.rows + n, 0, 0)
+            _ce_header(out + hdr, f, st)
             ends[closed] = pos
-        total += RECORD_BATCH_OVERHEAD + s.sec_len
+        total += RECORD_BATCH_OVERHEAD + st.sec_len
         closed += 1
-        _ce_next_sequence(s)
-        s.count = 0
-        s.sec_len = 0
-        o_carry[0] = 0
-    s.rows += n
+        _ce_next_sequence(&st)
+        st.count = 0
+        st.sec_len = 0
+        carry_add = 0
+    st.rows += n
+    s[0] = st
     o_total[0] = total
     o_closed[0] = closed
+    o_carry[0] = carry_add
     return 0
 
 
@@ -510,7 +523,7 @@ cdef class ColumnsEncoderV2:
         data = PyBytes_FromStringAndSize(NULL, RECORD_BATCH_OVERHEAD + self.s.sec_len)
         cdef uint8_t *out = <uint8_t *>PyBytes_AS_STRING(data)
         _ce_memcpy(out + RECORD_BATCH_OVERHEAD, self.carry.buf, self.s.sec_len)
-        _ce_header(out, &self.f, &self.s)
+        _ce_header(out, &self.f, self.s)
         _ce_next_sequence(&self.s)
         self.s.count = 0
         self.s.sec_len = 0
