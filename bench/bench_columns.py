@@ -120,10 +120,8 @@ def test_encode(benchmark, impl, codec):
     assert got.num_rows == N_RECORDS * N_BATCHES
     assert got["value"].combine_chunks().equals(TABLE["value"].combine_chunks())
     assert got["offset"].to_pylist()[-1] == N_RECORDS * N_BATCHES - 1
-    if impl == "kafka-python" or (codec == Compression.GZIP and impl != "kbatch encode_columns"):
-        benchmark.pedantic(fn, args=(codec,), rounds=3, iterations=1)
-    else:
-        benchmark.pedantic(fn, args=(codec,), rounds=5, iterations=1)
+    slow = impl == "kafka-python" or codec == Compression.GZIP
+    benchmark.pedantic(fn, args=(codec,), rounds=3 if slow else 15, iterations=1, warmup_rounds=1)
     benchmark.extra_info.update(records=N_RECORDS * N_BATCHES, bytes=len(data), codec=codec.name)
 
 
@@ -168,7 +166,7 @@ def test_decode(benchmark, segment, impl):
         assert t["offset"].to_pylist()[-1] == n - 1
     elif impl == "aiokafka objects":
         assert fn() == n
-    rounds = 3 if impl == "aiokafka objects" else 7
+    rounds = 3 if impl == "aiokafka objects" else 11
     benchmark.pedantic(fn, rounds=rounds, iterations=1, warmup_rounds=1)
     benchmark.extra_info.update(bytes=len(data), records=n)
 
