@@ -61,6 +61,11 @@ def _np(buf, dtype) -> np.ndarray:
     return np.frombuffer(buf, dtype, count=buf.size // np.dtype(dtype).itemsize)
 
 
+def _is_view(t) -> bool:
+    """binary_view / string_view (pyarrow >= 16; older ones have neither)."""
+    return any(getattr(pa.types, f, lambda _t: False)(t) for f in ("is_binary_view", "is_string_view"))
+
+
 def _binary_spec(arr: pa.Array, name: str):
     """(offsets, data, validity, origin, length) of a binary-like array; None: every row null."""
     t = arr.type
@@ -69,7 +74,7 @@ def _binary_spec(arr: pa.Array, name: str):
     if pa.types.is_dictionary(t):
         arr = arr.dictionary_decode()
         t = arr.type
-    if pa.types.is_binary_view(t) or pa.types.is_string_view(t) or pa.types.is_fixed_size_binary(t):
+    if _is_view(t) or pa.types.is_fixed_size_binary(t):
         arr = arr.cast(pa.binary())
         t = arr.type
     if pa.types.is_binary(t) or pa.types.is_string(t):
