@@ -181,3 +181,51 @@ def test_append_throughput(benchmark, tmp_path, codec):
     RESULTS[f"append-{codec.name}"] = (total, ours, plain)
     print(f"\nappend {codec.name}: {total / ours / 1e6:.1f} MB/s, {1000 * n_batches / ours:,.0f} records/s; "
           f"plain writes {total / plain / 1e6:.1f} MB/s; ratio {ours / plain:.1f}x slower")
+
+
+def _scan_with_log(d):
+    """Every batch of the log through Log.batches (headers + CRC, no record decoding)."""
+    log = kbatch.Log.open(d)
+    try:
+        n = last = 0
+        for b in log.batches(verify_crc=True):
+            n += 1
+            last = b.last_offset
+        return n, last
+    finally:
+        log.close()
+
+
+def _scan_plain_read(d):
+    """Reference in the same run: read each .log whole into memory, then iter_batches over the bytes."""
+    n = last = 0
+    for name in sorted(os.listdir(d)):
+        if name.endswith(".log"):
+            with open(os.path.join(d, name), "rb") as f:
+                data = f.read()
+            for b in kbatch.iter_batches(data, verify_crc=True, strict=False):
+                n += 1
+                last = b.last_offset
+    return n, last
+
+
+def _verify(d):
+    v = kbatch.verify_indexes(d)
+    assert v.ok, str(v)
+    return v
+
+
+@pytest.mark.parametrize("what", ["Log.batches", "verify_indexes", "plain read + iter_batches"])
+def test_read_throughput(benchmark, big_log, what):
+    """Reading a whole segment from disk (page cache warm): Log.batches, verify_indexes, and a
+    plain whole-file read + iter_batches as the in-run reference the ratios are taken against."""
+    log, _targets, n = big_log
+    d = log.directory
+    size = sum(s.size for s in log.segments)
+    assert _scan_with_log(d) == (n, 4 * n - 1) == _scan_plain_read(d)
+    fn = {"Log.batches": _scan_with_log, "verify_indexes": _verify, "plain read + iter_batches": _scan_plain_read}[what]
+    fn(d)  # warm
+    benchmark.pedantic(fn, args=(d,), rounds=5, iterations=1)
+    benchmark.extra_info["bytes"] = size
+    RESULTS[f"read-{what}"] = (size, benchmark.stats.stats.min)
+    print(f"\n{what}: {size / benchmark.stats.stats.min / 1e9:.2f} GB/s (min of 5), {size} bytes")
