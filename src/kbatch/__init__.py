@@ -13,6 +13,8 @@ from .errors import (CorruptIndexError, CorruptRecordError, CrcMismatchError, De
                      InvalidConfigurationError, InvalidOffsetError, InvalidRecordError, InvalidRequestError,
                      InvalidTimestampError, KBatchError, RecordTooLargeError, TruncatedDataError,
                      UnknownTopicOrPartitionError, UnsupportedCodecError, UnsupportedForMessageFormatError)
+from .errors import (FileChangedError, LogDirectoryLockedError, LogWriteError, SegmentTooLargeError,
+                     StorageError, UncleanablePartitionError)
 from .legacy import LegacyRecordBatch
 from .records import ControlRecord, parse_control_record
 
@@ -68,6 +70,7 @@ __all__ = [
     "KBatchError", "CorruptRecordError", "CrcMismatchError", "TruncatedDataError", "InvalidRecordError",
     "UnsupportedCodecError", "RecordTooLargeError", "DecompressionLimitError", "InvalidTimestampError",
     "UnsupportedForMessageFormatError", "InvalidRequestError", "CorruptIndexError", "InvalidOffsetError",
-    "InvalidConfigurationError", "UnknownTopicOrPartitionError",
+    "InvalidConfigurationError", "UnknownTopicOrPartitionError", "StorageError", "LogWriteError",
+    "LogDirectoryLockedError", "FileChangedError", "SegmentTooLargeError", "UncleanablePartitionError",
     *_LAZY,
 ]

@@ -154,6 +154,44 @@ class CorruptCheckpointError(KBatchError, ValueError):
 
 
 # ---------------------------------------------------------------------------------------------
+# Storage: files and directories of a log (log.py, segment.py, index.py, compaction.py)
+class StorageError(KBatchError, OSError):
+    """A log's file or directory cannot be read or written as needed: not a regular file, a
+    dangling symlink, gone while being opened, a failed write. ``path`` names it; ``errno`` is
+    the operating system's code when there is one (ENOSPC, EFBIG, ...)."""
+
+    def __init__(self, message: str, *, path=None, errno: int | None = None, **kw):
+        self.path = None if path is None else str(path)
+        super().__init__(message if path is None else f"{path}: {message}", **kw)
+        self.errno = errno
+        self.filename = self.path
+
+
+class LogWriteError(StorageError):
+    """A write to a log failed (disk full, file size limit, short write); the files were cut back
+    to what they held before the call, so nothing half-written stays."""
+
+
+class LogDirectoryLockedError(StorageError):
+    """Another writer holds the directory's `.lock` (kbatch, or a running Kafka broker holding its
+    log directory's `.lock`)."""
+
+
+class FileChangedError(StorageError):
+    """A file shrank or vanished while it was being read (truncated or replaced by another process)."""
+
+
+class SegmentTooLargeError(KBatchError, ValueError):
+    """A segment beyond Kafka's limit: positions in `.index` are int32, so a segment holds at most
+    2147483647 bytes (segment.bytes is an int)."""
+
+
+class UncleanablePartitionError(KBatchError, ValueError):
+    """Compaction refused a partition it cannot read in full (Kafka's cleaner marks such a
+    partition uncleanable; it never truncates). Nothing was changed."""
+
+
+# ---------------------------------------------------------------------------------------------
 # Kernel status codes. Kernels report (status, position, expected, found); raise_status maps.
 ST_OK = 0
 ST_TRUNCATED = 1            # need `expected` bytes, `found` available
@@ -203,5 +241,7 @@ __all__ = [
     "UnsupportedCodecError", "RecordTooLargeError", "DecompressionLimitError", "InvalidTimestampError",
     "UnsupportedForMessageFormatError", "InvalidRequestError", "CorruptIndexError", "InvalidOffsetError",
     "InvalidConfigurationError", "UnknownTopicOrPartitionError", "CorruptSnapshotError", "CorruptCheckpointError",
+    "StorageError", "LogWriteError", "LogDirectoryLockedError", "FileChangedError", "SegmentTooLargeError",
+    "UncleanablePartitionError",
     "raise_status",
 ]
