@@ -22,18 +22,21 @@ class RecordBatch:
 
     Fields are the header's wire values (timestamps raw int64, e.g. -1 or Long.MIN_VALUE for
     "no timestamp"); records decode on iteration. Keys and values of an uncompressed batch are
-    views into the input buffer, which the batch keeps alive.
+    views into the input buffer, which the batch keeps alive. `origin` is the position of the
+    buffer's first byte when the buffer is a window of a larger file (storage reads windows):
+    `position` and error positions stay file positions.
     """
 
     magic = 2
     __slots__ = ("_buf", "position", "size_in_bytes", "base_offset", "last_offset", "partition_leader_epoch",
                  "crc", "attributes", "first_timestamp", "max_timestamp", "producer_id", "producer_epoch",
-                 "base_sequence", "record_count", "max_decompressed_bytes", "_records")
+                 "base_sequence", "record_count", "max_decompressed_bytes", "_records", "_origin")
 
     def __init__(self, buf, position, size, base_offset, last_offset, ple, crc, attributes, first_ts, max_ts,
                  producer_id, producer_epoch, base_sequence, record_count,
-                 max_decompressed_bytes=W.DEFAULT_MAX_DECOMPRESSED_BYTES):
+                 max_decompressed_bytes=W.DEFAULT_MAX_DECOMPRESSED_BYTES, origin=0):
         self._buf = buf
+        self._origin = origin
         self.position = position
         self.size_in_bytes = size
         self.base_offset = base_offset
@@ -103,10 +106,12 @@ class RecordBatch:
     @property
     def raw(self) -> memoryview:
         """The batch's bytes as a view into the input."""
-        return self._buf[self.position:self.position + self.size_in_bytes]
+        at = self.position - self._origin
+        return self._buf[at:at + self.size_in_bytes]
 
     def compute_crc(self) -> int:
-        return _backend.core.crc32c(self._buf[self.position + W.ATTRIBUTES_OFFSET:self.position + self.size_in_bytes])
+        at = self.position - self._origin
+        return _backend.core.crc32c(self._buf[at + W.ATTRIBUTES_OFFSET:at + self.size_in_bytes])
 
     def is_valid(self) -> bool:
         return self.compute_crc() == self.crc
@@ -119,7 +124,8 @@ class RecordBatch:
 
     def records_bytes(self) -> bytes | memoryview:
         """The records section, decompressed (a view into the input when uncompressed)."""
-        section = self._buf[self.position + W.RECORDS_OFFSET:self.position + self.size_in_bytes]
+        at = self.position - self._origin
+        section = self._buf[at + W.RECORDS_OFFSET:at + self.size_in_bytes]
         codec = self.compression
         if codec == W.Compression.NONE:
             return section
@@ -134,8 +140,9 @@ class RecordBatch:
         if self._records is None:
             attrs = self.attributes
             uncompressed = not attrs & W.COMPRESSION_CODEC_MASK
+            at = self.position - self._origin
             if uncompressed:  # decode in place: no section slice, positions stay input positions
-                buf, start, end = self._buf, self.position + W.RECORDS_OFFSET, self.position + self.size_in_bytes
+                buf, start, end = self._buf, at + W.RECORDS_OFFSET, at + self.size_in_bytes
             else:
                 buf = self.records_bytes()
                 start, end = 0, len(buf)
@@ -146,6 +153,8 @@ class RecordBatch:
                     self.max_timestamp if lat else None, _TIMESTAMP_TYPES[bool(lat)],
                     bool(attrs & W.TIMESTAMP_EXTENDED_FLAG_MASK))
             except KBatchError as e:
+                if uncompressed and self._origin and e.position is not None:
+                    e.position += self._origin  # a window's position -> the file's
                 raise (e.at(base_offset=self.base_offset) if uncompressed
                        else relocate(e, self.position, self.base_offset))
         return self._records

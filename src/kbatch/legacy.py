@@ -62,7 +62,7 @@ class LegacyRecordBatch:
     """One magic 0/1 log entry: a single message, or a compressed wrapper of inner messages."""
 
     __slots__ = ("_buf", "position", "size_in_bytes", "magic", "offset", "crc", "attributes", "timestamp",
-                 "max_decompressed_bytes", "verify_crc", "_records")
+                 "max_decompressed_bytes", "verify_crc", "_records", "_origin")
     is_transactional = False
     is_control = False
     has_delete_horizon = False
@@ -76,8 +76,9 @@ class LegacyRecordBatch:
     no_timestamp = W.NO_TIMESTAMP
 
     def __init__(self, buf, position, size, magic, offset, crc, attributes, timestamp,
-                 max_decompressed_bytes=W.DEFAULT_MAX_DECOMPRESSED_BYTES, verify_crc=True):
+                 max_decompressed_bytes=W.DEFAULT_MAX_DECOMPRESSED_BYTES, verify_crc=True, origin=0):
         self._buf = buf
+        self._origin = origin  # file position of buf[0] when buf is a window (see RecordBatch)
         self.position = position
         self.size_in_bytes = size
         self.magic = magic
@@ -129,11 +130,12 @@ class LegacyRecordBatch:
 
     @property
     def raw(self) -> memoryview:
-        return self._buf[self.position:self.position + self.size_in_bytes]
+        at = self.position - self._origin
+        return self._buf[at:at + self.size_in_bytes]
 
     def compute_crc(self) -> int:
-        return zlib.crc32(self._buf[self.position + W.LOG_OVERHEAD + W.LEGACY_MAGIC_OFFSET:
-                                    self.position + self.size_in_bytes])
+        at = self.position - self._origin
+        return zlib.crc32(self._buf[at + W.LOG_OVERHEAD + W.LEGACY_MAGIC_OFFSET:at + self.size_in_bytes])
 
     def is_valid(self) -> bool:
         return self.compute_crc() == self.crc
@@ -160,9 +162,16 @@ class LegacyRecordBatch:
 
     def _decode(self) -> list:
         Record = _backend.core.Record
-        mpos = self.position + W.LOG_OVERHEAD
-        mend = self.position + self.size_in_bytes
-        _crc, magic, attrs, ts, key, value = parse_message(self._buf, mpos, mend, self.offset)
+        mpos = self.position - self._origin + W.LOG_OVERHEAD
+        mend = self.position - self._origin + self.size_in_bytes
+        try:
+            _crc, magic, attrs, ts, key, value = parse_message(self._buf, mpos, mend, self.offset)
+        except KBatchError as e:
+            if self._origin and e.position is not None:
+                e.position += self._origin
+                e.args = (e._render(),)
+            raise
+        mpos += self._origin
         ttype = self.timestamp_type
         codec = self.compression
         if codec == W.Compression.NONE:
