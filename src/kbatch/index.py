@@ -1,14 +1,14 @@
 """Kafka's segment index files: OffsetIndex (.index), TimeIndex (.timeindex), TransactionIndex (.txnindex).
 
 Layouts and rules are in kafka-format.md §5. An index is a sorted array of fixed-size big-endian
-entries. Reading maps the file (bounded memory for any size) and binary-searches it with the
-backend's `index_search` kernels. Writing appends entries to a trimmed file: kbatch never
-preallocates, so an index on disk always holds exactly its entries (a broker's preallocated,
-zero-tailed files are still read correctly).
+entries. Reading copies the file into memory (never mmap: a file truncated under a mapped reader
+kills it with SIGBUS) and binary-searches it with the backend's `index_search` kernels. Writing
+appends entries to a trimmed file: kbatch never preallocates, so an index on disk always holds
+exactly its entries (a broker's preallocated, zero-tailed files are still read correctly). A
+failed append is cut back off the file, which then holds exactly what it held before.
 """
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 from typing import NamedTuple
@@ -16,8 +16,9 @@ from typing import NamedTuple
 import numpy as np
 
 from . import _backend
+from . import _files
 from . import _wire as W
-from .errors import CorruptIndexError, InvalidOffsetError
+from .errors import CorruptIndexError, InvalidOffsetError, LogWriteError
 
 _OFFSET_ENTRY = struct.Struct(">ii")      # relative offset, position
 _TIME_ENTRY = struct.Struct(">qi")        # timestamp, relative offset
@@ -46,15 +47,6 @@ class AbortedTxn(NamedTuple):
     version: int = 0
 
 
-def _map_file(path):
-    """A read-only mmap of a file, or b"" when it is empty (mmap cannot map 0 bytes)."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            return b""
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-
-
 class _Index:
     """Shared machinery: a buffer of `entry_size` entries, the first `entries` of them valid."""
 
@@ -68,28 +60,40 @@ class _Index:
         self.max_entries = max_index_size // self.entry_size
         self.file_length = len(data)
         self._buf = data
-        self._file = None  # append handle, only for writable indexes
+        self._fd = None  # append handle, only for writable indexes
         self.entries = self._valid_entries(data)
 
     # ---- construction
     @classmethod
     def open(cls, path, base_offset: int | None = None, *, max_index_size: int = W.DEFAULT_SEGMENT_INDEX_BYTES):
-        """Map an existing index file read-only. The base offset defaults to the file name's."""
+        """Read an existing index file. The base offset defaults to the file name's."""
         path = os.fspath(path)
         if base_offset is None:
             base_offset = int(os.path.basename(path).split(".")[0])
-        return cls(base_offset, _map_file(path), path=path, max_index_size=max_index_size)
+        return cls(base_offset, _files.read_whole(path), path=path, max_index_size=max_index_size)
 
     @classmethod
     def writable(cls, path, base_offset: int, *, max_index_size: int = W.DEFAULT_SEGMENT_INDEX_BYTES,
                  entries: bytes = b""):
-        """An index kept in memory and appended to `path` entry by entry; the file is rewritten to
-        hold `entries` (valid entries only) first. A crash mid-write leaves a file that fails the
-        sanity check or differs from a rebuild, and recovery rebuilds it."""
+        """An index kept in memory and appended to `path` entry by entry. The file must hold
+        `entries` (valid entries only) first: a new file is created empty, a file holding anything
+        else is replaced atomically (its mode kept). A crash mid-append leaves a file that fails
+        the sanity check or differs from a rebuild, and recovery rebuilds it."""
+        path = os.fspath(path)
+        entries = bytes(entries)
+        if not entries and not os.path.lexists(path):
+            _files.crash_point(f"create:{os.path.basename(path)}")
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _files.O_CLOEXEC, 0o666)
+        else:
+            try:
+                have = _files.read_whole(path)
+            except FileNotFoundError:
+                have = None
+            if have != entries:
+                _files.atomic_write(path, entries)
+            fd = _files.open_regular(path, writable=True)
         idx = cls(base_offset, bytearray(entries), path=path, max_index_size=max_index_size)
-        idx._file = open(path, "wb", buffering=0)
-        idx._file.write(entries)
-        idx.flush()
+        idx._fd = fd
         return idx
 
     def _valid_entries(self, data) -> int:
@@ -162,33 +166,55 @@ class _Index:
 
     # ---- writing
     def _append_raw(self, entry: bytes) -> None:
-        if self._file is None:
+        """Write one entry at the end of the file, then count it; a failed write is cut back off."""
+        if self._fd is None:
             raise InvalidOffsetError(f"Index {self.path} is read-only", expected="a writable index",
-                                     found="a mapped file")
-        if self.is_full():
-            raise InvalidOffsetError(f"Attempt to append to a full index (size = {self.entries})",
-                                     expected=f"< {self.max_entries} entries", found=self.entries)
+                                     found="a read-only index")
+        at = self.entries * self.entry_size
+        try:
+            _files.write_all(self._fd, entry, at)
+        except OSError as e:
+            try:
+                _files.truncate_back(self._fd, at, self.path)
+            except OSError as e2:
+                raise LogWriteError(f"a failed index append could not be cut back ({e2})", path=self.path,
+                                    errno=e2.errno) from e
+            raise _files.write_error(e, self.path, f"appending an index entry at byte {at}") from e
+        del self._buf[at:]
         self._buf += entry
-        self._file.write(entry)
         self.entries += 1
-        self.file_length += len(entry)
+        self.file_length = at + len(entry)
+
+    def truncate_entries(self, n: int, *, durable: bool = False) -> None:
+        """Keep the first n entries (in memory; also on disk for a writable index)."""
+        if n > self.entries:
+            raise ValueError(f"cannot grow an index by truncating ({n} > {self.entries})")
+        if self._fd is not None:
+            size = n * self.entry_size
+            if durable or os.fstat(self._fd).st_size != size:
+                _files.truncate_back(self._fd, size, self.path)
+            del self._buf[size:]
+            self.file_length = size
+        self.entries = n
 
     def flush(self) -> None:
-        if self._file is not None:
-            self._file.flush()
-            os.fsync(self._file.fileno())
+        if self._fd is not None:
+            os.fsync(self._fd)
+
+    def close_file(self) -> None:
+        """Flush and close the append handle; the entries stay readable in memory."""
+        if self._fd is not None:
+            try:
+                self.flush()
+            finally:
+                os.close(self._fd)
+                self._fd = None
+                self._buf = bytes(self._buf)
 
     def close(self) -> None:
-        if self._file is not None:
-            self.flush()
-            self._file.close()
-            self._file = None
-        buf, self._buf = self._buf, b""
-        if isinstance(buf, mmap.mmap):
-            try:
-                buf.close()
-            except BufferError:  # a view is still alive; the map closes when it goes
-                pass
+        self.close_file()
+        self._buf = b""
+        self.entries = 0
 
 
 class OffsetIndex(_Index):
@@ -244,6 +270,13 @@ class OffsetIndex(_Index):
             raise InvalidOffsetError("Offset does not fit in the index's int32 relative offset",
                                      expected=f"{self.base_offset} <= offset <= {self.base_offset + W.INT32_MAX}",
                                      found=offset)
+        if not 0 <= position <= W.INT32_MAX:
+            from .errors import SegmentTooLargeError
+            raise SegmentTooLargeError("Position does not fit in the index's int32 position",
+                                       expected=f"0 <= position <= {W.INT32_MAX}", found=position)
+        if self.is_full():
+            raise InvalidOffsetError(f"Attempt to append to a full index (size = {self.entries})",
+                                     expected=f"< {self.max_entries} entries", found=self.entries)
         self._append_raw(_OFFSET_ENTRY.pack(rel, position))
 
 
@@ -315,14 +348,7 @@ class TimeIndex(_Index):
         if not 0 <= rel <= W.INT32_MAX:
             raise InvalidOffsetError("Offset does not fit in the index's int32 relative offset",
                                      expected=f">= {self.base_offset}", found=offset)
-        if self._file is None:
-            raise InvalidOffsetError(f"Index {self.path} is read-only", expected="a writable index",
-                                     found="a mapped file")
-        entry = _TIME_ENTRY.pack(timestamp, rel)
-        self._buf += entry
-        self._file.write(entry)
-        self.entries += 1
-        self.file_length += len(entry)
+        self._append_raw(_TIME_ENTRY.pack(timestamp, rel))
         return True
 
 
@@ -341,9 +367,7 @@ class TransactionIndex:
         path = os.fspath(path)
         if base_offset is None:
             base_offset = int(os.path.basename(path).split(".")[0])
-        with open(path, "rb") as f:
-            data = f.read()
-        return cls(base_offset, cls.parse(data, path), path=path)
+        return cls(base_offset, cls.parse(_files.read_whole(path), path), path=path)
 
     @staticmethod
     def parse(data, path=None) -> list:
@@ -369,11 +393,20 @@ class TransactionIndex:
         if self.entries and txn.last_offset <= self.entries[-1].last_offset:
             raise InvalidOffsetError("The last offset of appended transactions must increase sequentially",
                                      expected=f"> {self.entries[-1].last_offset}", found=txn.last_offset)
-        self.entries.append(txn)
         if self.path is not None:
-            with open(self.path, "ab") as f:
-                f.write(_TXN_ENTRY.pack(txn.version, txn.producer_id, txn.first_offset, txn.last_offset,
-                                        txn.last_stable_offset))
+            entry = _TXN_ENTRY.pack(txn.version, txn.producer_id, txn.first_offset, txn.last_offset,
+                                    txn.last_stable_offset)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | _files.O_CLOEXEC, 0o666)
+            try:
+                at = len(self.entries) * W.TXN_INDEX_ENTRY_SIZE
+                try:
+                    _files.write_all(fd, entry, at)
+                except OSError as e:
+                    _files.truncate_back(fd, at, self.path)
+                    raise _files.write_error(e, self.path, "appending an aborted transaction") from e
+            finally:
+                os.close(fd)
+        self.entries.append(txn)
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> list:
         """Aborted transactions overlapping [fetch_offset, upper_bound_offset) (TransactionIndex.collectAbortedTxns)."""

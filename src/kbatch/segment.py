@@ -1,14 +1,26 @@
-"""Segment files: FileRecords (a mapped .log) and LogSegment (.log + .index + .timeindex + .txnindex).
+"""Segment files: FileRecords (a .log read through pread windows) and LogSegment (.log + .index +
+.timeindex + .txnindex).
 
 Reading follows Kafka's FileRecords / LogSegment: a partial last batch is not an error (its bytes
 are reported), offset and timestamp lookups go index first, then scan batch headers from the
 index's position (kafka-format.md §5.1, §5.2, §5.4). `build_indexes` holds the broker's indexing
 rules in one place; recovery, `rebuild_indexes`, `verify_indexes` and the writer all follow it.
+
+Files are never memory-mapped: a .log is read in windows with pread into private buffers, so a
+file truncated by another process gives a kbatch error (FileChangedError), never SIGBUS. A segment
+opens its .log once and keeps that file: a compaction or retention that replaces or deletes it
+later leaves this reader with the old bytes. Index files are read lazily, and only while the .log
+at the segment's path is still the file this segment opened (otherwise they may describe a new
+generation, and the indexes are built from the opened .log instead).
+
+An index entry is used only after the log agrees with it (the batch it names is where it says,
+with the offsets and timestamps it says); when the log contradicts an entry, the segment stops
+trusting its index files, builds its indexes from the .log, says so in `problems` (and the
+"kbatch.segment" logger), and answers from the scan.
 """
 from __future__ import annotations
 
 import logging
-import mmap
 import os
 import struct
 import time
@@ -20,13 +32,15 @@ from . import _backend
 from . import _files
 from . import _wire as W
 from .batch import RecordBatch, scan_headers
-from .errors import CrcMismatchError, InvalidOffsetError, KBatchError
+from .errors import (CrcMismatchError, InvalidOffsetError, KBatchError, LogWriteError, SegmentTooLargeError,
+                     StorageError)
 from .index import OffsetIndex, TimeIndex, TransactionIndex
 
 log = logging.getLogger("kbatch.segment")
 
 _WINDOW = 16 * 1024 * 1024
 _FIRST_WINDOW = 64 * 1024  # lookups usually end within a few batches of the index entry
+MAX_SEGMENT_BYTES = W.INT32_MAX  # positions in .index are int32 (Kafka: segment.bytes is an int)
 
 
 class LogOffsetPosition(NamedTuple):
@@ -47,17 +61,109 @@ def _epoch(ple: int) -> int | None:
     return None if ple < 0 else int(ple)
 
 
-def _batch_at(buf, s, i):
-    """A RecordBatch / LegacyRecordBatch for row i of a scan."""
+# ------------------------------------------------------------------------------------ scanning in windows
+def _move(e: KBatchError, delta: int) -> KBatchError:
+    """A window's error position -> the file's."""
+    if delta and e.position is not None:
+        e.position += delta
+        e.args = (e._render(),)
+    return e
+
+
+def _place(s: dict, buf, origin: int) -> dict:
+    """Kernel columns of a window with file positions, plus the window (buf) and its origin."""
+    if origin:
+        s["position"] = s["position"] + origin
+        s["valid_bytes"] = int(s["valid_bytes"]) + origin
+    s["buf"] = buf
+    s["origin"] = origin
+    return s
+
+
+def _head(s: dict, n: int) -> dict:
+    return {k: (v[:n] if isinstance(v, np.ndarray) else v) for k, v in s.items()}
+
+
+def scan_windows(read, size: int, start: int = 0, verify_crc: bool = False, first_window: int = _WINDOW,
+                 limit: int | None = MAX_SEGMENT_BYTES):
+    """Batch-header columns of bytes [start, size), window by window, with file positions; each
+    dict also holds the window ("buf") and the file position of its first byte ("origin").
+
+    read(position, n) returns n bytes at position. Stops quietly before a partial last batch (or a
+    size running past the end); the return value (StopIteration.value) is where complete batches
+    end. A header the kernel rejects (size below the overhead, bad magic) raises, but only after
+    the complete batches before it were yielded. A batch ending past `limit` raises
+    SegmentTooLargeError (Kafka's int32 positions)."""
+    core = _backend.core
+    pos = start
+    window = first_window
+    while size - pos > W.HEADER_SIZE_UP_TO_MAGIC:
+        n = min(size - pos, window)
+        window = _WINDOW
+        buf = read(pos, n)
+        try:
+            s = core.scan_batches(buf, 0, n, verify_crc)
+        except KBatchError as e:
+            if e.position:  # the batches before the bad header are good: hand them out first
+                s = core.scan_batches(buf, 0, e.position, verify_crc)
+                if len(s["position"]):
+                    yield _place(s, buf, pos)
+            raise _move(e, pos)
+        done = int(s["valid_bytes"])
+        if done == 0:  # the next batch is larger than the window, or runs past the end
+            if pos + n >= size:
+                return pos
+            (sz,) = struct.unpack_from(">i", buf, W.SIZE_OFFSET)
+            need = sz + W.LOG_OVERHEAD
+            if pos + need > size:
+                return pos
+            buf = read(pos, need)
+            try:
+                s = core.scan_batches(buf, 0, need, verify_crc)
+            except KBatchError as e:
+                raise _move(e, pos)
+            done = int(s["valid_bytes"])
+        if limit is not None and pos + done > limit:
+            ends = s["position"] + s["size"] + pos
+            k = int(np.searchsorted(ends, limit, side="right"))
+            if k:
+                yield _place(_head(s, k), buf, pos)
+            bad = int(s["position"][k]) + pos
+            raise SegmentTooLargeError("Segment is larger than Kafka's limit", position=bad,
+                                       expected=f"a segment of at most {limit} bytes (positions in .index are int32)",
+                                       found=f"a batch ending at byte {int(ends[k])}")
+        yield _place(s, buf, pos)
+        pos += done
+    return pos
+
+
+def scan_buffer(buf, start: int = 0, verify_crc: bool = False, first_window: int = _WINDOW,
+                limit: int | None = MAX_SEGMENT_BYTES):
+    """scan_windows over an in-memory buffer (windows are zero-copy slices)."""
+    mv = memoryview(buf).cast("B") if not isinstance(buf, (bytes, memoryview)) else memoryview(buf)
+    return scan_windows(lambda p, n: mv[p:p + n], len(mv), start, verify_crc, first_window, limit)
+
+
+def _batch_at(s, i, max_decompressed_bytes=W.DEFAULT_MAX_DECOMPRESSED_BYTES):
+    """A RecordBatch / LegacyRecordBatch for row i of a window (positions are file positions)."""
+    buf, origin = s["buf"], s["origin"]
     pos, size, magic = int(s["position"][i]), int(s["size"][i]), int(s["magic"][i])
     if magic == 2:
         return RecordBatch(buf, pos, size, int(s["base_offset"][i]), int(s["last_offset"][i]),
                            int(s["partition_leader_epoch"][i]), int(s["crc"][i]), int(s["attributes"][i]),
                            int(s["first_timestamp"][i]), int(s["max_timestamp"][i]), int(s["producer_id"][i]),
-                           int(s["producer_epoch"][i]), int(s["base_sequence"][i]), int(s["record_count"][i]))
+                           int(s["producer_epoch"][i]), int(s["base_sequence"][i]), int(s["record_count"][i]),
+                           max_decompressed_bytes, origin=origin)
     from .legacy import LegacyRecordBatch
     return LegacyRecordBatch(buf, pos, size, magic, int(s["base_offset"][i]), int(s["crc"][i]),
-                             int(s["attributes"][i]) & 0xFF, int(s["first_timestamp"][i]), verify_crc=False)
+                             int(s["attributes"][i]) & 0xFF, int(s["first_timestamp"][i]), max_decompressed_bytes,
+                             verify_crc=False, origin=origin)
+
+
+def _crc_error(s, i) -> CrcMismatchError:
+    b = _batch_at(s, i)
+    return CrcMismatchError(stored=b.crc, computed=b.compute_crc(), position=b.position,
+                            base_offset=int(s["base_offset"][i]))
 
 
 def time_floor(magic: int, attributes: int) -> int:
@@ -109,23 +215,29 @@ _OFF = struct.Struct(">ii")
 _TIME = struct.Struct(">qi")
 
 
-def build_indexes(buf, base_offset: int, index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES, *,
+def _windows(source, start=0, verify_crc=False, first_window=_WINDOW):
+    """scan_windows over a FileRecords or any buffer."""
+    if isinstance(source, FileRecords):
+        return source.scan(start, verify_crc, first_window)
+    return scan_buffer(source, start, verify_crc, first_window)
+
+
+def build_indexes(source, base_offset: int, index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES, *,
                   verify_crc: bool = True, stop_on_error: bool = False) -> IndexBuild:
-    """Index a .log buffer as LogSegment.recover does (kafka-format.md §5.1-5.2):
-    before each batch, if (its position - the last indexed position) > interval, add
+    """Index a .log (a FileRecords or a buffer) as LogSegment.recover does (kafka-format.md
+    §5.1-5.2): before each batch, if (its position - the last indexed position) > interval, add
     (batch last offset, batch position) to .index and (maxTimestampSoFar, offsetOfMax) to
     .timeindex when the timestamp grew; the first batch is never indexed; a final time entry at
     the end. A partial last batch ends the scan. A corrupt batch raises, or with stop_on_error ends
-    the scan there (recovery truncates at it)."""
+    the scan there, every batch before it kept (recovery truncates at it, as Kafka does)."""
     index = bytearray()
     timeindex = bytearray()
     tracker = MaxTimestampTracker()
     last_indexed_pos = 0
-    last_idx_off = None
     last_time_ts = None
     last_offset = None
     error = None
-    gen = scan_headers(buf, 0, None, False)
+    gen = _windows(source, 0, verify_crc)
     valid = 0
     try:
         while True:
@@ -135,10 +247,10 @@ def build_indexes(buf, base_offset: int, index_interval_bytes: int = W.DEFAULT_I
                 valid = stop.value
                 break
             cols = [s[k].tolist() for k in ("position", "size", "magic", "last_offset", "max_timestamp",
-                                            "attributes", "base_offset")]
-            for pos, size, magic, last, max_ts, attrs, first in zip(*cols):
-                if verify_crc:
-                    _check_crc(buf, pos, size, magic, first)
+                                            "attributes", "base_offset", "crc_valid")]
+            for i, (pos, size, magic, last, max_ts, attrs, first, ok) in enumerate(zip(*cols)):
+                if verify_crc and not ok:
+                    raise _crc_error(s, i)
                 rel = last - base_offset
                 if not 0 <= rel <= W.INT32_MAX:
                     raise InvalidOffsetError("Batch offset out of the segment's int32 relative range",
@@ -150,7 +262,6 @@ def build_indexes(buf, base_offset: int, index_interval_bytes: int = W.DEFAULT_I
                 tracker.update(max_ts, last, magic, attrs)
                 if pos - last_indexed_pos > index_interval_bytes:
                     index += _OFF.pack(rel, pos)
-                    last_idx_off = last
                     if tracker.timestamp is not None and (last_time_ts is None or tracker.timestamp > last_time_ts):
                         timeindex += _TIME.pack(tracker.timestamp, tracker.offset - base_offset)
                         last_time_ts = tracker.timestamp
@@ -158,10 +269,9 @@ def build_indexes(buf, base_offset: int, index_interval_bytes: int = W.DEFAULT_I
                 last_offset = last
                 valid = pos + size
     except KBatchError as e:
-        if not stop_on_error:
+        if not stop_on_error or isinstance(e, StorageError):
             raise
         error = e
-    del last_idx_off
     final = tracker.timestamp is not None and (last_time_ts is None or tracker.timestamp > last_time_ts)
     if final:
         timeindex += _TIME.pack(tracker.timestamp, tracker.offset - base_offset)
@@ -169,32 +279,27 @@ def build_indexes(buf, base_offset: int, index_interval_bytes: int = W.DEFAULT_I
                       final, last_indexed_pos)
 
 
-def _check_crc(buf, pos, size, magic, base):
-    if magic == 2:
-        (stored,) = struct.unpack_from(">I", buf, pos + W.CRC_OFFSET)
-        computed = _backend.core.crc32c(buf[pos + W.ATTRIBUTES_OFFSET:pos + size])
-    else:
-        import zlib
-        (stored,) = struct.unpack_from(">I", buf, pos + W.LOG_OVERHEAD)
-        computed = zlib.crc32(buf[pos + W.LOG_OVERHEAD + W.LEGACY_MAGIC_OFFSET:pos + size])
-    if stored != computed:
-        raise CrcMismatchError(stored=stored, computed=computed, position=pos, base_offset=base)
-
-
+# ------------------------------------------------------------------------------------ FileRecords
 class FileRecords:
-    """A `.log` file mapped read-only (Kafka's FileRecords): bounded memory at any size.
+    """A `.log` file (Kafka's FileRecords), read through pread windows: bounded memory at any
+    size, and a kbatch error, never a signal, when another process truncates it.
 
-    A writable FileRecords also appends; its map is refreshed lazily after writes.
+    The file is opened once; a read-only FileRecords reads the bytes it had when opened (its size
+    is fixed then). A writable FileRecords also appends: a failed write is cut back off the file
+    and raises LogWriteError.
     """
 
-    def __init__(self, path, *, writable: bool = False):
+    def __init__(self, path, *, writable: bool = False, create: bool = False):
         self.path = os.fspath(path)
-        self.writable = writable
-        # unbuffered: an append is in the OS as soon as append() returns (a process crash keeps it)
-        self._file = open(self.path, "r+b" if writable else "rb", buffering=0)
-        self._size = os.fstat(self._file.fileno()).st_size
-        self._map = None
-        self._map_size = -1
+        self.writable = writable or create
+        if create:
+            _files.crash_point(f"create:{os.path.basename(self.path)}")
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _files.O_CLOEXEC, 0o666)
+        else:
+            fd = _files.open_regular(self.path, writable=writable)
+        self._fd = fd
+        self.identity = _files.fstat_identity(fd)
+        self._size = os.fstat(fd).st_size
 
     @classmethod
     def open(cls, path, *, writable: bool = False) -> "FileRecords":
@@ -207,21 +312,52 @@ class FileRecords:
     def __len__(self):
         return self._size
 
-    def buffer(self):
-        """The file's bytes (an mmap, or b"" when empty). Views into it stay valid after appends."""
-        if self._map_size != self._size:
-            self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ) if self._size else b""
-            self._map_size = self._size
-        return self._map
+    @property
+    def closed(self) -> bool:
+        return self._fd is None
+
+    def _fd_or_raise(self) -> int:
+        if self._fd is None:
+            raise StorageError("the segment file is closed", path=self.path)
+        return self._fd
+
+    def read(self, position: int, size: int) -> bytes:
+        """`size` bytes at `position` (within the size this FileRecords knows)."""
+        size = max(0, min(size, self._size - position))
+        return _files.pread_exact(self._fd_or_raise(), size, position, self.path) if size else b""
+
+    def scan(self, start: int = 0, verify_crc: bool = False, first_window: int = _WINDOW):
+        """scan_windows over the file (see there)."""
+        return scan_windows(self.read, self._size, start, verify_crc, first_window)
+
+    def headers(self, start: int = 0, verify_crc: bool = False, first_window: int = _WINDOW):
+        return self.scan(start, verify_crc, first_window)
+
+    def buffer(self) -> bytes:
+        """The whole file's bytes (a copy; for small files and tests)."""
+        return self.read(0, self._size)
 
     # ---- reading
-    def headers(self, start: int = 0, verify_crc: bool = False, first_window: int = _WINDOW):
-        return scan_headers(self.buffer(), start, None, verify_crc, first_window)
+    def scan_to_end(self, start: int = 0) -> tuple[int, KBatchError | None]:
+        """(where complete batches end, the framing error that stopped the scan or None)."""
+        good = start
+        gen = self.scan(start)
+        try:
+            while True:
+                s = next(gen)
+                if len(s["position"]):
+                    good = int(s["position"][-1] + s["size"][-1])
+        except StopIteration as stop:
+            return stop.value, None
+        except KBatchError as e:
+            if isinstance(e, StorageError):
+                raise
+            return good, e
 
     @property
     def valid_bytes(self) -> int:
-        """Where complete batches end; bytes after it are a partial (torn) batch."""
-        gen = self.headers()
+        """Where complete batches end; bytes after it are a partial (torn) batch or unreadable."""
+        gen = self.scan()
         while True:
             try:
                 next(gen)
@@ -233,15 +369,13 @@ class FileRecords:
         return self._size - self.valid_bytes
 
     def batches(self, start: int = 0, verify_crc: bool = True):
-        """Complete batches from byte `start` (RecordBatch / LegacyRecordBatch, positions absolute)."""
-        buf = self.buffer()
-        for s in self.headers(start, verify_crc):
+        """Complete batches from byte `start` (RecordBatch / LegacyRecordBatch, file positions)."""
+        for s in self.scan(start, verify_crc):
             ok = s["crc_valid"].tolist()
             for i in range(len(ok)):
-                b = _batch_at(buf, s, i)
                 if verify_crc and not ok[i]:
-                    b.ensure_valid()
-                yield b
+                    raise _crc_error(s, i)
+                yield _batch_at(s, i)
 
     def __iter__(self):
         return self.batches()
@@ -249,7 +383,7 @@ class FileRecords:
     def search_for_offset_with_size(self, target_offset: int, starting_position: int = 0):
         """The first batch from `starting_position` whose last offset >= target, as
         (last offset, position, size), or None (FileRecords.searchForOffsetWithSize)."""
-        for s in self.headers(starting_position, first_window=_FIRST_WINDOW):
+        for s in self.scan(starting_position, first_window=_FIRST_WINDOW):
             hit = np.flatnonzero(s["last_offset"] >= target_offset)
             if len(hit):
                 i = int(hit[0])
@@ -260,11 +394,10 @@ class FileRecords:
         """The first record with timestamp >= target and offset >= starting_offset, scanning from
         `starting_position` and skipping batches whose max timestamp < target
         (FileRecords.searchForTimestamp). Records without a timestamp never match."""
-        buf = self.buffer()
-        for s in self.headers(starting_position, first_window=_FIRST_WINDOW):
+        for s in self.scan(starting_position, first_window=_FIRST_WINDOW):
             cand = np.flatnonzero((s["max_timestamp"] >= target) & (s["last_offset"] >= starting_offset))
             for i in cand.tolist():
-                hit = first_record_at_or_after(_batch_at(buf, s, i), target, starting_offset)
+                hit = first_record_at_or_after(_batch_at(s, i), target, starting_offset)
                 if hit is not None:
                     return hit
         return None
@@ -272,48 +405,62 @@ class FileRecords:
     def largest_timestamp_after(self, starting_position: int) -> int:
         """Largest batch max timestamp from a position (Kafka's version ignores negatives)."""
         best = W.NO_TIMESTAMP
-        for s in self.headers(starting_position):
+        for s in self.scan(starting_position):
             if len(s["max_timestamp"]):
                 best = max(best, int(s["max_timestamp"].max()))
         return best
 
     # ---- writing
-    def append(self, data) -> int:
-        """Append bytes at the end; returns the position they start at."""
+    def _check_writable(self):
         if not self.writable:
             raise KBatchError(f"{self.path} is open read-only", expected="a writable log", found="read-only")
+
+    def append(self, data) -> int:
+        """Append bytes at the end; returns the position they start at. All or nothing: a failed
+        or short write (ENOSPC, EFBIG) is cut back off and raises LogWriteError."""
+        self._check_writable()
         pos = self._size
-        self._file.seek(pos)
-        self._file.write(data)
-        self._size += len(data)
+        n = len(data)
+        if pos + n > MAX_SEGMENT_BYTES:
+            raise SegmentTooLargeError("Appending would take the segment past Kafka's limit", position=pos,
+                                       expected=f"a segment of at most {MAX_SEGMENT_BYTES} bytes (positions in .index "
+                                                f"are int32)", found=f"{pos} + {n} bytes")
+        fd = self._fd_or_raise()
+        try:
+            _files.write_all(fd, data, pos)
+        except OSError as e:
+            self._cut_back(pos)
+            raise _files.write_error(e, self.path, f"appending {n} bytes at byte {pos}") from e
+        self._size = pos + n
         return pos
 
+    def _cut_back(self, size: int) -> None:
+        try:
+            _files.truncate_back(self._fd, size, self.path)
+        except OSError as e:
+            raise LogWriteError(f"a failed append could not be cut back to {size} bytes ({e}); the file may hold a "
+                                f"partial batch at byte {size}, which recovery removes", path=self.path,
+                                errno=e.errno) from e
+
     def flush(self) -> None:
-        if self.writable:
-            self._file.flush()
-            os.fsync(self._file.fileno())
+        if self.writable and self._fd is not None:
+            os.fsync(self._fd)
 
     def truncate_to(self, size: int) -> int:
-        """Cut the file to `size` bytes; returns how many bytes went."""
-        if not self.writable:
-            raise KBatchError(f"{self.path} is open read-only", expected="a writable log", found="read-only")
+        """Cut the file to `size` bytes (durably); returns how many bytes went."""
+        self._check_writable()
         gone = self._size - size
-        self._file.truncate(size)
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        _files.truncate_back(self._fd_or_raise(), size, self.path)
         self._size = size
         return gone
 
     def close(self) -> None:
-        self.flush()
-        self._file.close()
-        m, self._map = self._map, None
-        self._map_size = -1
-        if isinstance(m, mmap.mmap):
+        if self._fd is not None:
             try:
-                m.close()
-            except BufferError:  # batches still point into it; it closes when they go
-                pass
+                self.flush()
+            finally:
+                os.close(self._fd)
+                self._fd = None
 
 
 def first_record_at_or_after(batch, target: int, starting_offset: int = 0):
@@ -330,13 +477,30 @@ def first_record_at_or_after(batch, target: int, starting_offset: int = 0):
     return None
 
 
+class IndexContradiction(Exception):
+    """Internal: an index entry the log does not agree with (the segment falls back to a scan)."""
+
+
+class SegmentMark(NamedTuple):
+    """A writable segment's state before a write, to put it back if the write fails."""
+
+    log_size: int
+    index_entries: int
+    time_entries: int
+    tracker: tuple
+    bytes_since_last_index_entry: int
+    rolling_based_timestamp: int | None
+    writable: bool
+
+
+# ------------------------------------------------------------------------------------ LogSegment
 class LogSegment:
     """One segment: the .log and its indexes, named by the 20-digit base offset.
 
-    Opened for reading, indexes are mapped from disk (or built in memory when missing or corrupt;
-    `index_problem` says why). Opened writable (the active segment of a Log), it keeps the
-    broker's append state: max timestamp so far, bytes since the last index entry, the rolling
-    timestamp and creation time used by segment.ms.
+    Opened for reading, indexes are read from disk (or built in memory when missing, corrupt, of
+    another generation, or contradicted by the log; `index_problem` says why). Opened writable
+    (the active segment of a Log), it keeps the broker's append state: max timestamp so far, bytes
+    since the last index entry, the rolling timestamp and creation time used by segment.ms.
     """
 
     def __init__(self, directory, base_offset: int, *, writable: bool = False,
@@ -347,14 +511,13 @@ class LogSegment:
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
-        self.writable = writable
+        self.writable = writable or _create
         self.roll_jitter_ms = roll_jitter_ms
         self.created_ms = int(time.time() * 1000) if created_ms is None else created_ms
         self.index_problem = None
-        self.recovered_bytes_truncated = 0
-        if _create:
-            open(self.path(_files.LOG_SUFFIX), "xb").close()
-        self.log = FileRecords(self.path(_files.LOG_SUFFIX), writable=writable)
+        self.problems: list[str] = []   # what a reader could not trust or read (also logged)
+        self.indexes_from_scan = False  # indexes built from the .log itself (nothing to verify)
+        self.log = FileRecords(self.path(_files.LOG_SUFFIX), writable=writable, create=_create)
         self._offset_index = None
         self._time_index = None
         self._txn_index = None
@@ -365,6 +528,7 @@ class LogSegment:
             self._tracker = MaxTimestampTracker()
             self._offset_index = OffsetIndex.writable(self.path(".index"), base_offset, max_index_size=max_index_size)
             self._time_index = TimeIndex.writable(self.path(".timeindex"), base_offset, max_index_size=max_index_size)
+            self.indexes_from_scan = True
 
     def path(self, suffix: str) -> str:
         return _files.segment_path(self.directory, self.base_offset, suffix)
@@ -376,22 +540,64 @@ class LogSegment:
 
     @classmethod
     def create(cls, directory, base_offset: int, **kw) -> "LogSegment":
-        return cls(directory, base_offset, writable=True, _create=True, **kw)
+        return cls(directory, base_offset, _create=True, **kw)
+
+    def _read_index_files(self):
+        """The index files as they are now, if they belong to the .log this segment opened."""
+        # .timeindex first: the writer adds a time entry only after the offset entry of the same
+        # batch, so every time entry read here has its offset entry in the .index read next
+        td = _files.read_whole(self.path(".timeindex"))
+        od = _files.read_whole(self.path(".index"))
+        if _files.path_identity(self.path(_files.LOG_SUFFIX)) != self.log.identity:
+            raise StorageError("the .log at this path was replaced (compaction?) after this reader opened it; its "
+                               "index files belong to the new one", path=self.path(_files.LOG_SUFFIX))
+        oi = OffsetIndex(self.base_offset, od, path=self.path(".index"), max_index_size=self.max_index_size)
+        ti = TimeIndex(self.base_offset, td, path=self.path(".timeindex"), max_index_size=self.max_index_size)
+        oi.sanity_check()
+        ti.sanity_check()
+        # entries past the bytes this reader sees describe appends made after it opened the .log
+        n = oi.entries
+        while n and oi.entry(n - 1).position >= self.log.size_in_bytes:
+            n -= 1
+        if n < oi.entries:
+            limit = oi.entry(n - 1).offset if n else self.base_offset - 1
+            m = ti.entries
+            while m and ti.entry(m - 1).offset > limit:
+                m -= 1
+            oi.truncate_entries(n)
+            ti.truncate_entries(m)
+        return oi, ti
 
     def _load_indexes(self) -> None:
-        """Map .index/.timeindex; rebuild them in memory when missing or failing the sanity check."""
+        """Read .index/.timeindex; build them in memory when missing, failing the sanity check, or
+        of another generation of the .log."""
         try:
-            oi = OffsetIndex.open(self.path(".index"), self.base_offset, max_index_size=self.max_index_size)
-            ti = TimeIndex.open(self.path(".timeindex"), self.base_offset, max_index_size=self.max_index_size)
-            oi.sanity_check()
-            ti.sanity_check()
+            oi, ti = self._read_index_files()
         except (OSError, KBatchError) as e:
+            if isinstance(e, FileNotFoundError):
+                e = StorageError("index file is missing", path=e.filename)
             self.index_problem = e
-            built = build_indexes(self.log.buffer(), self.base_offset, self.index_interval_bytes,
-                                  verify_crc=False, stop_on_error=True)
-            oi = OffsetIndex(self.base_offset, built.index, max_index_size=self.max_index_size)
-            ti = TimeIndex(self.base_offset, built.timeindex, max_index_size=self.max_index_size)
+            self._build_in_memory()
+            return
         self._offset_index, self._time_index = oi, ti
+
+    def _build_in_memory(self) -> None:
+        built = build_indexes(self.log, self.base_offset, self.index_interval_bytes, verify_crc=False,
+                              stop_on_error=True)
+        self._offset_index = OffsetIndex(self.base_offset, built.index, max_index_size=self.max_index_size)
+        self._time_index = TimeIndex(self.base_offset, built.timeindex, max_index_size=self.max_index_size)
+        self._tracker = MaxTimestampTracker(built.max_timestamp, built.offset_of_max_timestamp)
+        self.indexes_from_scan = True
+
+    def distrust_indexes(self, why: str) -> None:
+        """The log contradicts an index entry: say so, and answer from indexes built from the log."""
+        msg = f"{self.path('.log')}: {why}; answering from a scan of the log instead"
+        log.warning("%s", msg)
+        self.problems.append(msg)
+        self.index_problem = KBatchError(why)
+        if self.writable:  # the writer's own indexes are exact; never replace them here
+            raise KBatchError(msg)
+        self._build_in_memory()
 
     @property
     def offset_index(self) -> OffsetIndex:
@@ -419,6 +625,56 @@ class LogSegment:
             if old is not None and old not in (offset_index, time_index):
                 old.close()
         self._offset_index, self._time_index, self._tracker = offset_index, time_index, tracker
+        self.indexes_from_scan = True
+
+    # ---- checking index entries against the log
+    def _entry_position(self, target_offset: int) -> int:
+        """Where to start scanning for `target_offset`: the offset index's position, once the log
+        agrees (a batch starts there, its offsets at or below the entry's)."""
+        mapping = self.offset_index.lookup(target_offset)
+        if mapping.position == 0 and mapping.offset == self.base_offset:
+            return 0
+        if self.indexes_from_scan:
+            return mapping.position
+        if mapping.position >= self.log.size_in_bytes:
+            raise IndexContradiction(f".index entry (offset {mapping.offset}, position {mapping.position}) points past "
+                                     f"the end of the log ({self.log.size_in_bytes} bytes)")
+        try:
+            first = next(iter(self.log.scan(mapping.position, first_window=_FIRST_WINDOW)), None)
+        except KBatchError as e:
+            if isinstance(e, StorageError):
+                raise
+            first = None
+        if first is None or not len(first["position"]):
+            raise IndexContradiction(f".index entry (offset {mapping.offset}, position {mapping.position}) points to "
+                                     f"bytes that are not a batch")
+        base, last = int(first["base_offset"][0]), int(first["last_offset"][0])
+        if not (base <= mapping.offset and last <= mapping.offset):
+            raise IndexContradiction(f".index entry says offset {mapping.offset} is at position {mapping.position}, "
+                                     f"but the batch there holds offsets {base}..{last}")
+        return mapping.position
+
+    def _check_time_entry(self, s, entry) -> bool:
+        """Check a .timeindex entry (T, O) against a window holding the batch that ends at or after
+        O: that batch must end at O with a max timestamp <= T. True once checked."""
+        hit = np.flatnonzero(s["last_offset"] >= entry.offset)
+        if not len(hit):
+            return False
+        i = int(hit[0])
+        last, mx = int(s["last_offset"][i]), int(s["max_timestamp"][i])
+        if last != entry.offset or mx > entry.timestamp:
+            raise IndexContradiction(f".timeindex entry (timestamp {entry.timestamp}, offset {entry.offset}) does not "
+                                     f"match the log: the batch there ends at offset {last} with max timestamp {mx}")
+        return True
+
+    def _guarded(self, fn, *args):
+        """Run a lookup; if the log contradicts an index entry it used, distrust the indexes and
+        run it again from indexes built from the log."""
+        try:
+            return fn(*args)
+        except IndexContradiction as e:
+            self.distrust_indexes(str(e))
+            return fn(*args)
 
     # ---- facts
     @property
@@ -427,16 +683,19 @@ class LogSegment:
 
     def _max_tracker(self) -> MaxTimestampTracker:
         if self._tracker is None:
-            # the time index's last entry, then any batches after the last offset-index entry (a
-            # broker's active segment has no final time entry yet)
-            last = self.time_index.last_entry
-            t = MaxTimestampTracker(*(last if last is not None else (None, None)))
-            oi = self.offset_index
-            start = oi.entry(oi.entries - 1).position if oi.entries else 0
-            for s in self.log.headers(start):
-                t.update_rows(s)
-            self._tracker = t
+            self._tracker = self._guarded(self._compute_tracker)
         return self._tracker
+
+    def _compute_tracker(self) -> MaxTimestampTracker:
+        # the time index's last entry, then any batches after the last offset-index entry (a
+        # broker's active segment has no final time entry yet)
+        last = self.time_index.last_entry
+        t = MaxTimestampTracker(*(last if last is not None else (None, None)))
+        oi = self.offset_index
+        start = self._entry_position(oi.entry(oi.entries - 1).offset) if oi.entries else 0
+        for s in self.log.scan(start):
+            t.update_rows(s)
+        return t
 
     @property
     def max_timestamp_so_far(self) -> int | None:
@@ -448,7 +707,10 @@ class LogSegment:
         return self._max_tracker().offset
 
     def last_modified_ms(self) -> int:
-        return _files.mtime_ms(self.log.path)
+        try:
+            return _files.mtime_ms(self.log.path)
+        except FileNotFoundError:  # deleted after this reader opened it: its bytes are still ours
+            return os.fstat(self.log._fd_or_raise()).st_mtime_ns // 1_000_000
 
     @property
     def largest_timestamp(self) -> int:
@@ -458,33 +720,110 @@ class LogSegment:
         return self.last_modified_ms() if ts is None else ts
 
     def read_next_offset(self) -> int:
-        """The offset after the segment's last batch (its base offset when empty)."""
+        """The offset after the segment's last complete batch (its base offset when empty)."""
+        return self.read_end()[0]
+
+    def read_end(self) -> tuple[int, int]:
+        """(next offset, where complete batches end) from the last index entry on. Bytes after the
+        end that are not a complete batch are reported in `problems`."""
+        return self._guarded(self._read_end)
+
+    def _read_end(self):
         oi = self.offset_index
-        start = oi.entry(oi.entries - 1).position if oi.entries else 0
+        start = self._entry_position(oi.entry(oi.entries - 1).offset) if oi.entries else 0
         nxt = self.base_offset
-        for s in self.log.headers(start):
-            if len(s["last_offset"]):
-                nxt = int(s["last_offset"][-1]) + 1
-        return nxt
+        gen = self.log.scan(start)
+        error = None
+        end = start
+        try:
+            while True:
+                s = next(gen)
+                if len(s["last_offset"]):
+                    nxt = int(s["last_offset"][-1]) + 1
+                    end = int(s["position"][-1] + s["size"][-1])
+        except StopIteration as stop:
+            end = stop.value
+        except KBatchError as e:
+            if isinstance(e, StorageError):
+                raise
+            error = e
+        if end < self.size:
+            self.report_unreadable(end, error)
+        return nxt, end
+
+    def report_unreadable(self, position: int, error=None) -> None:
+        why = f": {error}" if error is not None else " (a partial batch: a torn write, a bad length, or not a segment)"
+        msg = f"{self.path('.log')}: {self.size - position} bytes from byte {position} could not be read{why}"
+        if msg not in self.problems:
+            log.warning("%s", msg)
+            self.problems.append(msg)
 
     # ---- lookups
     def translate_offset(self, offset: int, starting_file_position: int = 0):
         """The first batch with last offset >= `offset` as (last offset, position, size), or None
         (LogSegment.translateOffset: index lookup, then scan)."""
-        mapping = self.offset_index.lookup(offset)
-        return self.log.search_for_offset_with_size(offset, max(mapping.position, starting_file_position))
+        return self._guarded(self._translate_offset, offset, starting_file_position)
+
+    def _translate_offset(self, offset, starting_file_position):
+        pos = self._entry_position(offset)
+        return self.log.search_for_offset_with_size(offset, max(pos, starting_file_position))
 
     def find_offset_by_timestamp(self, target: int, starting_offset: int = 0):
         """The first record with timestamp >= target and offset >= starting_offset, as
         TimestampAndOffset, or None (LogSegment.findOffsetByTimestamp)."""
+        return self._guarded(self._find_offset_by_timestamp, target, starting_offset)
+
+    def _find_offset_by_timestamp(self, target, starting_offset):
         ts_off = self.time_index.lookup(target)
-        position = self.offset_index.lookup(max(ts_off.offset, starting_offset)).position
-        return self.log.search_for_timestamp(target, position, starting_offset)
+        has_entry = ts_off.timestamp != W.NO_TIMESTAMP or ts_off.offset != self.base_offset
+        position = self._entry_position(max(ts_off.offset, starting_offset))
+        check = ts_off if has_entry and not self.indexes_from_scan and ts_off.offset >= starting_offset else None
+        for s in self.log.scan(position, first_window=_FIRST_WINDOW):
+            if check is not None and self._check_time_entry(s, check):
+                check = None
+            cand = np.flatnonzero((s["max_timestamp"] >= target) & (s["last_offset"] >= starting_offset))
+            for i in cand.tolist():
+                hit = first_record_at_or_after(_batch_at(s, i), target, starting_offset)
+                if hit is not None:
+                    return hit
+        if check is not None:
+            raise IndexContradiction(f".timeindex entry (timestamp {check.timestamp}, offset {check.offset}) names an "
+                                     f"offset the log does not hold")
+        self._check_max_claim(target)
+        return None
+
+    def _check_max_claim(self, target: int) -> None:
+        """Nothing >= target was found although the indexes say this segment's max is >= target:
+        the batch they name must then really have that max timestamp."""
+        if self.indexes_from_scan:
+            return
+        t = self._max_tracker()
+        if t.timestamp is None or t.timestamp < target:
+            return
+        self._find_max_batch(t)
+
+    def _find_max_batch(self, t):
+        position = self._entry_position(t.offset)
+        for s in self.log.scan(position, first_window=_FIRST_WINDOW):
+            hit = np.flatnonzero(s["last_offset"] >= t.offset)
+            if len(hit):
+                i = int(hit[0])
+                if int(s["last_offset"][i]) != t.offset or int(s["max_timestamp"][i]) != t.timestamp:
+                    raise IndexContradiction(
+                        f"the indexes say the segment's max timestamp {t.timestamp} is in the batch ending at offset "
+                        f"{t.offset}, but the batch there ends at {int(s['last_offset'][i])} with max timestamp "
+                        f"{int(s['max_timestamp'][i])}")
+                return s, i
+        raise IndexContradiction(f"the indexes say the segment's max timestamp {t.timestamp} is at offset {t.offset}, "
+                                 f"which the log does not hold")
 
     def find_offsets_by_timestamps(self, targets: np.ndarray, starting_offset: int = 0):
         """find_offset_by_timestamp for many targets at once -> (offsets, timestamps, epochs) int64
         arrays, offset -1 where there is no record. Headers are scanned once, window by window,
         and each batch holding an answer is decoded once."""
+        return self._guarded(self._find_offsets_by_timestamps, targets, starting_offset)
+
+    def _find_offsets_by_timestamps(self, targets, starting_offset):
         targets = np.asarray(targets, dtype=np.int64)
         order = np.argsort(targets, kind="stable")
         ts_sorted = targets[order]
@@ -495,14 +834,19 @@ class LogSegment:
         if n == 0:
             return out_off, out_ts, out_ep
         # index first: nothing before the lowest target's index position can hold an answer
-        lo_pos = int(self.offset_index.lookup(max(self.time_index.lookup(int(ts_sorted[0])).offset,
-                                                  starting_offset)).position)
-        buf = self.log.buffer()
+        ts_off = self.time_index.lookup(int(ts_sorted[0]))
+        lo_pos = self._entry_position(max(ts_off.offset, starting_offset))
+        has_entry = ts_off.timestamp != W.NO_TIMESTAMP or ts_off.offset != self.base_offset
+        check = ts_off if has_entry and not self.indexes_from_scan and ts_off.offset >= starting_offset else None
         running = W.INT64_MIN
         k = 0  # next unresolved sorted target
-        for s in self.log.headers(lo_pos):
+        for s in self.log.scan(lo_pos):
+            if check is not None and self._check_time_entry(s, check):
+                check = None
             if k >= n:
-                break
+                if check is None:
+                    break
+                continue
             mx = np.where(s["last_offset"] >= starting_offset, s["max_timestamp"], W.INT64_MIN)
             pmax = np.maximum.accumulate(np.maximum(mx, running)) if len(mx) else mx
             if not len(pmax):
@@ -514,7 +858,7 @@ class LogSegment:
             # uncompressed v2 batches: one find_timestamps_v2 kernel call for the whole window
             v2 = (s["magic"][rows] == 2) & ((s["attributes"][rows] & W.COMPRESSION_CODEC_MASK) == 0)
             if v2.any():
-                self._answer_in_sections(buf, s, rows[v2], k + np.flatnonzero(v2), ts_sorted, order,
+                self._answer_in_sections(s, rows[v2], k + np.flatnonzero(v2), ts_sorted, order,
                                          starting_offset, out_off, out_ts, out_ep)
             # the others (compressed, legacy) batch by batch; rows is non-decreasing (targets are
             # sorted), so each batch's targets are one slice
@@ -522,27 +866,32 @@ class LogSegment:
             uniq, first, counts = np.unique(rows[rest], return_index=True, return_counts=True)
             for row, f0, c in zip(uniq.tolist(), first.tolist(), counts.tolist()):
                 sel = k + rest[f0:f0 + c]
-                self._answer_in_batch(_batch_at(buf, s, row), ts_sorted, sel, order, starting_offset,
+                self._answer_in_batch(_batch_at(s, row), ts_sorted, sel, order, starting_offset,
                                       out_off, out_ts, out_ep)
             k = kend
+        if check is not None:
+            raise IndexContradiction(f".timeindex entry (timestamp {check.timestamp}, offset {check.offset}) names an "
+                                     f"offset the log does not hold")
+        if k < n:
+            self._check_max_claim(int(ts_sorted[k]))
         # a candidate batch without a matching record (no timestamps, offsets below the start):
         # finish those one by one from the slow path
         for j in np.flatnonzero(out_off[order[:k]] < 0).tolist():
-            hit = self.find_offset_by_timestamp(int(ts_sorted[j]), starting_offset)
+            hit = self._find_offset_by_timestamp(int(ts_sorted[j]), starting_offset)
             if hit is not None:
                 i = order[j]
                 out_off[i], out_ts[i], out_ep[i] = hit.offset, hit.timestamp, -1 if hit.leader_epoch is None else hit.leader_epoch
         return out_off, out_ts, out_ep
 
     @staticmethod
-    def _answer_in_sections(buf, s, rows, sel, ts_sorted, order, starting_offset, out_off, out_ts, out_ep):
+    def _answer_in_sections(s, rows, sel, ts_sorted, order, starting_offset, out_off, out_ts, out_ep):
         """Answer sorted targets ts_sorted[sel] from the uncompressed v2 batches at scan rows `rows`
         (one per target, non-decreasing) with one find_timestamps_v2 call: each batch is checked as
         decoding it would check it, but no record object is made."""
         uniq, which = np.unique(rows, return_inverse=True)
-        pos = s["position"][uniq]
+        pos = s["position"][uniq] - s["origin"]
         offs, stamps = _backend.core.find_timestamps_v2(
-            buf, pos + W.RECORDS_OFFSET, pos + s["size"][uniq], s["record_count"][uniq], s["base_offset"][uniq],
+            s["buf"], pos + W.RECORDS_OFFSET, pos + s["size"][uniq], s["record_count"][uniq], s["base_offset"][uniq],
             s["first_timestamp"][uniq], s["max_timestamp"][uniq], s["attributes"][uniq], which, ts_sorted[sel],
             starting_offset)
         hit = offs >= 0
@@ -581,14 +930,19 @@ class LogSegment:
     def max_timestamp_and_offset(self):
         """MAX_TIMESTAMP within this segment: the first record of the batch whose max timestamp is
         the segment's max, whose timestamp equals it; None when the segment has no timestamps."""
-        target = self.max_timestamp_so_far
-        if target is None:
+        return self._guarded(self._max_timestamp_and_offset)
+
+    def _max_timestamp_and_offset(self):
+        t = self._max_tracker()
+        if t.timestamp is None:
             return None
-        position = self.offset_index.lookup(self.offset_of_max_timestamp_so_far).position
-        buf = self.log.buffer()
-        for s in self.log.headers(position, first_window=_FIRST_WINDOW):
+        target = t.timestamp
+        if not self.indexes_from_scan:
+            self._find_max_batch(t)
+        position = self._entry_position(t.offset)
+        for s in self.log.scan(position, first_window=_FIRST_WINDOW):
             for i in np.flatnonzero(s["max_timestamp"] == target).tolist():
-                b = _batch_at(buf, s, i)
+                b = _batch_at(s, i)
                 for rec in b:
                     if rec.timestamp == target:
                         return TimestampAndOffset(target, rec.offset, _epoch(b.partition_leader_epoch))
@@ -598,7 +952,7 @@ class LogSegment:
     def load_first_batch_timestamp(self) -> None:
         """The rolling timestamp after a restart: the first batch's max timestamp (getFirstBatchTimestamp)."""
         if self.rolling_based_timestamp is None:
-            for s in self.log.headers(0, first_window=_FIRST_WINDOW):
+            for s in self.log.scan(0, first_window=_FIRST_WINDOW):
                 if len(s["max_timestamp"]):
                     self.rolling_based_timestamp = int(s["max_timestamp"][0])
                 break
@@ -620,9 +974,26 @@ class LogSegment:
                 or self.offset_index.is_full() or self.time_index.is_full()
                 or not 0 <= max_offset_in_messages - self.base_offset <= W.INT32_MAX)
 
+    def mark(self) -> SegmentMark:
+        t = self._max_tracker()
+        return SegmentMark(self.log.size_in_bytes, self.offset_index.entries, self.time_index.entries,
+                           (t.timestamp, t.offset), self.bytes_since_last_index_entry, self.rolling_based_timestamp,
+                           self.writable)
+
+    def rollback(self, m: SegmentMark) -> None:
+        """Put the files and the append state back as they were at `m` (after a failed write)."""
+        if self.log.size_in_bytes != m.log_size:
+            self.log.truncate_to(m.log_size)
+        self.offset_index.truncate_entries(m.index_entries, durable=True)
+        self.time_index.truncate_entries(m.time_entries, durable=True)
+        self._tracker = MaxTimestampTracker(*m.tracker)
+        self.bytes_since_last_index_entry = m.bytes_since_last_index_entry
+        self.rolling_based_timestamp = m.rolling_based_timestamp
+
     def append_batch(self, data, last_offset: int, max_timestamp: int, magic: int, attributes: int) -> int:
         """Append one batch (LogSegment.append): bytes to .log, index entries by the
-        index.interval.bytes rule. Returns the batch's position."""
+        index.interval.bytes rule. Returns the batch's position. A failed write raises
+        LogWriteError with the segment's files and state as they were before the call."""
         if not self.writable:
             raise KBatchError(f"segment {self.base_offset} is read-only", expected="the active segment",
                               found="a read-only segment")
@@ -631,17 +1002,22 @@ class LogSegment:
             raise InvalidOffsetError("Offset out of the segment's int32 relative range",
                                      expected=f"{self.base_offset} <= offset <= {self.base_offset + W.INT32_MAX}",
                                      found=last_offset)
-        position = self.log.append(data)
-        if position == 0:
-            self.rolling_based_timestamp = max_timestamp
-        tracker = self._max_tracker()
-        tracker.update(max_timestamp, last_offset, magic, attributes)
-        if self.bytes_since_last_index_entry > self.index_interval_bytes:
-            self.offset_index.append(last_offset, position)
-            if tracker.timestamp is not None:
-                self.time_index.maybe_append(tracker.timestamp, tracker.offset)
-            self.bytes_since_last_index_entry = 0
-        self.bytes_since_last_index_entry += len(data)
+        before = self.mark()
+        try:
+            position = self.log.append(data)
+            if position == 0:
+                self.rolling_based_timestamp = max_timestamp
+            tracker = self._max_tracker()
+            tracker.update(max_timestamp, last_offset, magic, attributes)
+            if self.bytes_since_last_index_entry > self.index_interval_bytes:
+                self.offset_index.append(last_offset, position)
+                if tracker.timestamp is not None:
+                    self.time_index.maybe_append(tracker.timestamp, tracker.offset)
+                self.bytes_since_last_index_entry = 0
+            self.bytes_since_last_index_entry += len(data)
+        except BaseException:
+            self.rollback(before)
+            raise
         return position
 
     def on_become_inactive(self) -> None:
@@ -650,6 +1026,16 @@ class LogSegment:
         if t.timestamp is not None and self.writable:
             self.time_index.maybe_append(t.timestamp, t.offset, skip_full_check=True)
 
+    def become_read_only(self) -> None:
+        """After a roll: data and indexes flushed, the writer's handles closed; the segment keeps
+        its .log open for reading and its indexes in memory."""
+        self.flush()
+        for idx in (self._offset_index, self._time_index):
+            if idx is not None:
+                idx.close_file()
+        self.log.writable = False
+        self.writable = False
+
     def flush(self) -> None:
         self.log.flush()
         for idx in (self._offset_index, self._time_index):
@@ -657,16 +1043,21 @@ class LogSegment:
                 idx.flush()
 
     def close(self) -> None:
-        if self.writable:
-            self.on_become_inactive()
-        self.log.close()
-        for idx in (self._offset_index, self._time_index):
-            if idx is not None:
-                idx.close()
+        try:
+            if self.writable and not self.log.closed:
+                self.on_become_inactive()
+        finally:
+            self.log.close()
+            for idx in (self._offset_index, self._time_index):
+                if idx is not None:
+                    idx.close()
 
     def delete_files(self) -> None:
+        """Close, then delete the .log first (the segment is gone at once) and then its indexes; a
+        crash in between leaves orphaned index files, which a writer's open removes."""
         self.close()
         for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+            _files.crash_point(f"delete:{os.path.basename(self.path(suffix))}")
             try:
                 os.unlink(self.path(suffix))
             except FileNotFoundError:
@@ -677,4 +1068,4 @@ class LogSegment:
 
 
 __all__ = ["FileRecords", "LogSegment", "LogOffsetPosition", "TimestampAndOffset", "build_indexes",
-           "scan_headers", "MaxTimestampTracker"]
+           "scan_headers", "scan_windows", "scan_buffer", "MaxTimestampTracker", "MAX_SEGMENT_BYTES"]
