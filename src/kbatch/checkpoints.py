@@ -9,12 +9,19 @@ Kafka's CheckpointFile / OffsetCheckpointFile / LeaderEpochCheckpointFile / Part
 - per log directory: `recovery-point-offset-checkpoint`, `replication-offset-checkpoint`,
   `log-start-offset-checkpoint`, `cleaner-offset-checkpoint` (version 0, "topic partition offset").
 
+- kbatch's own, per partition directory: `.kbatch-recovery-checkpoint` (RecoveryCheckpoint below):
+  the recovery point and clean-shutdown flag a kbatch writer keeps, as a broker keeps them per log
+  directory (`recovery-point-offset-checkpoint`, `.kafka_cleanshutdown`). The decision of which
+  segments a writer's open recovers is made here, in one place.
+
 Writes go through a temporary file and an atomic rename, as Kafka's do.
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from . import _files
@@ -180,7 +187,89 @@ def write_partition_metadata(path, topic_id: str) -> None:
     _files.atomic_write(os.fspath(path), f"version: {CURRENT_VERSION}\ntopic_id: {topic_id}".encode("utf-8"))
 
 
+# ------------------------------------------------------------------------------------ kbatch's recovery checkpoint
+# A broker keeps, per log directory, `.kafka_cleanshutdown` (written on a clean shutdown, deleted
+# on start) and `recovery-point-offset-checkpoint` (per partition, the offset below which
+# everything was flushed). After an unclean shutdown it recovers (re-reads, CRC-checks and
+# re-indexes) every segment holding offsets at or above the recovery point; after a clean one,
+# none (LogLoader). kbatch writes partition directories on their own, so it records the same two
+# facts per partition directory, in one file written atomically:
+#
+#     <partition dir>/.kbatch-recovery-checkpoint
+#         kbatch-recovery-checkpoint 0
+#         recovery-point 1234
+#         clean-shutdown false
+#
+# - a writer's open reads it (missing or unreadable: unclean, recovery point 0, so everything is
+#   checked, as a broker does without its checkpoint), recovers, then writes clean-shutdown false
+#   with the recovery point it has proved;
+# - Log.flush() fsyncs and moves the recovery point to the log end offset;
+# - Log.close() fsyncs and writes clean-shutdown true with the log end offset.
+RECOVERY_CHECKPOINT_FILE = ".kbatch-recovery-checkpoint"
+_RECOVERY_VERSION = 0
+logger = logging.getLogger("kbatch.log")
+
+
+@dataclass(frozen=True)
+class RecoveryCheckpoint:
+    """A partition directory's recovery point and clean-shutdown flag."""
+
+    recovery_point: int = 0
+    clean_shutdown: bool = False
+
+    @staticmethod
+    def path(directory) -> str:
+        return os.path.join(os.fspath(directory), RECOVERY_CHECKPOINT_FILE)
+
+    @classmethod
+    def read(cls, directory) -> "RecoveryCheckpoint":
+        """The directory's checkpoint; a missing or unreadable one means "unclean, from offset 0"."""
+        p = cls.path(directory)
+        try:
+            text = _files.read_whole(p).decode("ascii")
+        except FileNotFoundError:
+            return cls()
+        except (OSError, UnicodeDecodeError) as e:
+            logger.warning("Ignoring unreadable recovery checkpoint %s (%s): recovering every segment", p, e)
+            return cls()
+        fields = {}
+        for line in text.splitlines():
+            parts = line.split()
+            if len(parts) == 2:
+                fields[parts[0]] = parts[1]
+        try:
+            if int(fields["kbatch-recovery-checkpoint"]) != _RECOVERY_VERSION:
+                raise ValueError(f"version {fields['kbatch-recovery-checkpoint']}")
+            rp = int(fields["recovery-point"])
+            clean = {"true": True, "false": False}[fields["clean-shutdown"]]
+            if rp < 0:
+                raise ValueError(f"recovery point {rp}")
+        except (KeyError, ValueError) as e:
+            logger.warning("Ignoring malformed recovery checkpoint %s (%s): recovering every segment", p, e)
+            return cls()
+        return cls(rp, clean)
+
+    def write(self, directory) -> None:
+        _files.atomic_write(self.path(directory),
+                            (f"kbatch-recovery-checkpoint {_RECOVERY_VERSION}\nrecovery-point {self.recovery_point}\n"
+                             f"clean-shutdown {'true' if self.clean_shutdown else 'false'}\n").encode("ascii"))
+
+    def segments_to_recover(self, bases: list[int]) -> list[int]:
+        """Base offsets of the segments a writer's open must recover: none after a clean shutdown
+        (the active segment is re-read anyway, to resume appending), else every segment holding
+        offsets at or above the recovery point (LogLoader.recoverLog)."""
+        if self.clean_shutdown:
+            return []
+        out = []
+        for i, base in enumerate(bases):
+            nxt = bases[i + 1] if i + 1 < len(bases) else None
+            if nxt is None or nxt > self.recovery_point:
+                out.append(base)
+        return out
+
+
 __all__ = ["EpochEntry", "PartitionMetadata", "read_leader_epoch_checkpoint", "write_leader_epoch_checkpoint",
            "read_offset_checkpoint", "write_offset_checkpoint", "read_partition_metadata", "write_partition_metadata",
            "LEADER_EPOCH_CHECKPOINT", "PARTITION_METADATA", "RECOVERY_POINT_CHECKPOINT", "REPLICATION_CHECKPOINT",
-           "LOG_START_OFFSET_CHECKPOINT", "CLEANER_CHECKPOINT", "LOG_DIR_CHECKPOINTS"]
+           "LOG_START_OFFSET_CHECKPOINT", "CLEANER_CHECKPOINT", "LOG_DIR_CHECKPOINTS", "RecoveryCheckpoint",
+           "RECOVERY_CHECKPOINT_FILE"]

@@ -56,15 +56,16 @@ class IndexFinding(NamedTuple):
 
 
 class SegmentBatches:
-    """Batch header columns of a .log buffer (up to the first batch that cannot be framed) and the
-    segment's running max timestamp, as the index rules need them."""
+    """Batch header columns of a .log (a buffer, or a segment.FileRecords read in windows) up to
+    the first batch that cannot be framed, and the segment's running max timestamp, as the index
+    rules need them."""
 
     def __init__(self, buf):
         self.buf = buf
         cols = {k: [] for k in ("position", "size", "base_offset", "last_offset", "max_timestamp", "magic",
                                 "attributes")}
         try:
-            for s in scan_headers(buf):
+            for s in (buf.scan(reuse=True) if hasattr(buf, "scan") else scan_headers(buf)):
                 for k in cols:
                     cols[k].append(np.asarray(s[k], dtype=np.int64))
         except KBatchError:
@@ -116,7 +117,8 @@ class SegmentBatches:
     def batch(self, i: int):
         """The batch object of row i (records decoded on demand)."""
         pos, size = int(self.position[i]), int(self.size[i])
-        return next(iter_batches(memoryview(self.buf)[pos:pos + size], verify_crc=False))
+        data = self.buf.read(pos, size) if hasattr(self.buf, "read") else memoryview(self.buf)[pos:pos + size]
+        return next(iter_batches(data, verify_crc=False))
 
     def running_max(self, i: int):
         """The segment's max timestamp over batches 0..i (None when none counts yet)."""

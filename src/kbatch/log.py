@@ -1,13 +1,20 @@
 """A partition's log directory (Kafka's UnifiedLog / LocalLog): reading, lookups by time, writing.
 
 - `Log.open(dir)` reads a `<topic>-<partition>` directory of 20-digit segments (other broker
-  files are ignored). Without a config it is read-only: nothing on disk changes, missing or
-  corrupt indexes are rebuilt in memory, a torn tail is ignored and reported.
-- `Log.open(dir, config)` / `Log.create(dir, config)` open for writing; opening recovers like a
-  broker (indexes rebuilt when missing, corrupt or stale; a torn last batch truncated and logged).
+  files are ignored) and changes nothing on disk: missing, corrupt or contradicted indexes are
+  rebuilt in memory, bytes that are not complete batches are reported in `Log.problems`. It
+  opens every segment's .log at once and reads those files through pread, so a concurrent
+  writer's retention or compaction leaves it with a consistent old view, and a truncation gives
+  a kbatch error, never SIGBUS.
+- `Log.open(dir, config, writable=True)` / `Log.create(dir, config)` open for writing: the
+  directory's `.lock` is taken (a second writer, in this process or another, or a running
+  broker holding the log directory is refused), leftovers of interrupted writes are removed
+  (log_loader), and the log is recovered like a broker recovers it (checkpoints.RecoveryCheckpoint
+  says how much: after an unclean shutdown every segment from the recovery point on).
 - lookups follow ListOffsets (kafka-format.md §5.4, KIP-79), with DESIGN.md decision 3 (special
   targets are OffsetSpec members) and decision 5 (extended batches index negative timestamps).
-- writing follows UnifiedLog.append / maybeRoll / deleteOldSegments (§6.3).
+- writing follows UnifiedLog.append / maybeRoll / deleteOldSegments (§6.3); an append is all or
+  nothing (a failed write is cut back off and the Log stays usable).
 """
 from __future__ import annotations
 
@@ -22,11 +29,15 @@ import numpy as np
 
 from . import _files
 from . import _wire as W
+from . import log_loader
 from ._wire import OffsetSpec
-from .errors import (InvalidConfigurationError, InvalidRequestError, KBatchError, RecordTooLargeError,
-                     UnknownTopicOrPartitionError, UnsupportedForMessageFormatError)
+from .checkpoints import RecoveryCheckpoint
+from .errors import (CorruptRecordError, FileChangedError, InvalidConfigurationError, InvalidRequestError, KBatchError,
+                     RecordTooLargeError, StorageError, UnknownTopicOrPartitionError,
+                     UnsupportedForMessageFormatError)
 from .index import OffsetIndex, TimeIndex
-from .segment import LogSegment, MaxTimestampTracker, build_indexes, scan_headers
+from .segment import (FileRecords, LogSegment, MaxTimestampTracker, _batch_at, _crc_error, build_indexes,
+                      scan_headers)
 
 logger = logging.getLogger("kbatch.log")
 
@@ -89,13 +100,15 @@ class LogConfig:
         if not policies or not policies <= {"delete", "compact"}:
             raise InvalidConfigurationError("Invalid cleanup.policy", expected="delete and/or compact",
                                             found=self.cleanup_policy)
-        for name, low in (("segment_bytes", 14), ("segment_ms", 1), ("segment_jitter_ms", 0),
-                          ("segment_index_bytes", W.TIME_INDEX_ENTRY_SIZE * 2), ("index_interval_bytes", 0),
-                          ("max_message_bytes", 0)):
+        # Kafka's int configs: segment.bytes above 2147483647 would need positions .index cannot hold
+        for name, low, high in (("segment_bytes", 14, W.INT32_MAX), ("segment_ms", 1, W.INT64_MAX),
+                                ("segment_jitter_ms", 0, W.INT64_MAX),
+                                ("segment_index_bytes", W.TIME_INDEX_ENTRY_SIZE * 2, W.INT32_MAX),
+                                ("index_interval_bytes", 0, W.INT32_MAX), ("max_message_bytes", 0, W.INT32_MAX)):
             v = getattr(self, name)
-            if not isinstance(v, int) or v < low:
+            if not isinstance(v, int) or not low <= v <= high:
                 raise InvalidConfigurationError(f"Invalid value for {name.replace('_', '.')}",
-                                                expected=f"an integer >= {low}", found=v)
+                                                expected=f"an integer in [{low}, {high}]", found=v)
 
     @property
     def cleanup_policies(self) -> set:
@@ -149,12 +162,15 @@ class LogConfig:
 
 # ------------------------------------------------------------------------------------ reports
 class RecoveryReport(NamedTuple):
-    """What opening a log for writing changed: bytes cut from a torn/corrupt tail (and why), and
-    the segments whose indexes were rewritten."""
+    """What opening a log for writing changed: bytes cut from a torn/corrupt tail (and why), the
+    segments whose indexes were rewritten, the segments recovered (CRC-checked and re-indexed,
+    because the last shutdown was not clean), and the leftovers removed from the directory."""
 
     truncated_bytes: int
     truncation_reason: str | None
     rebuilt_indexes: tuple
+    recovered_segments: tuple = ()
+    cleaned_up: tuple = ()
 
 
 class DeletedSegment(NamedTuple):
@@ -169,11 +185,35 @@ def _now(now_ms):
     return int(time.time() * 1000) if now_ms is None else int(now_ms)
 
 
+def _open_segments(path: str, seg_kw: dict, writable_last: bool = False, attempts: int = 5) -> list:
+    """Open every segment's .log now, so the Log keeps reading these files whatever retention or
+    compaction does later. A segment deleted between listing and opening (a retention race) makes
+    the listing start again; non-regular files named like segments raise StorageError."""
+    for attempt in range(attempts):
+        bases = _files.list_segment_bases(path)
+        segs = []
+        try:
+            for i, b in enumerate(bases):
+                segs.append(LogSegment.open(path, b, writable=writable_last and i == len(bases) - 1, **seg_kw))
+            return segs
+        except FileNotFoundError as e:
+            for seg in segs:
+                seg.close()
+            if attempt == attempts - 1:
+                raise FileChangedError(f"segments kept disappearing while the log was opened ({e.filename}); "
+                                       f"is retention running with a very short retention.ms?", path=path) from None
+        except BaseException:
+            for seg in segs:
+                seg.close()
+            raise
+    return []
+
+
 # ------------------------------------------------------------------------------------ the log
 class Log:
     """A partition directory of segments (see the module docstring)."""
 
-    def __init__(self, directory, segments: list, config: LogConfig | None, writable: bool):
+    def __init__(self, directory, segments: list, config: LogConfig | None, writable: bool, lock=None):
         self.directory = os.fspath(directory)
         parsed = _files.parse_partition_dir(self.directory)
         self.topic, self.partition = parsed if parsed else (None, None)
@@ -185,41 +225,52 @@ class Log:
         self._rng = random.Random()
         self._validator = None
         self._next_offset = None
+        self._lock = lock
+        self._failed = None            # why writing stopped (a write that could not be undone)
         self.partition_leader_epoch = None  # written into appended batches when set
         self._epoch_cache = None            # LeaderEpochFileCache, loaded on first use
 
     # ---- opening
     @classmethod
-    def open(cls, path, config: LogConfig | None = None, *, writable: bool | None = None,
+    def open(cls, path, config: LogConfig | None = None, *, writable: bool = False,
              now_ms: int | None = None) -> "Log":
-        """Open a partition directory. writable defaults to "a config was given"."""
+        """Open a partition directory: read-only (nothing on disk changes) unless writable=True.
+
+        Writing takes the directory's `.lock` (LogDirectoryLockedError when another writer or a
+        running broker holds it), cleans up what interrupted writes left, and recovers as a broker
+        does after the last shutdown (see checkpoints.RecoveryCheckpoint)."""
         path = os.fspath(path)
         if not os.path.isdir(path):
             raise UnknownTopicOrPartitionError("No such log directory", expected="a partition directory",
                                                found=path)
-        writable = config is not None if writable is None else writable
         cfg = config or LogConfig()
-        if writable:
-            # finish or undo an interrupted compaction (.cleaned/.swap), as a broker's LogLoader does
-            from .compaction import recover
-
-            recover(path)
-        bases = _files.list_segment_bases(path)
         seg_kw = dict(index_interval_bytes=cfg.index_interval_bytes, max_index_size=cfg.segment_index_bytes,
                       created_ms=_now(now_ms))
-        segments = [LogSegment.open(path, b, **seg_kw) for b in bases[:-1]]
-        if writable and not bases:
-            segments = [LogSegment.create(path, 0, **seg_kw)]
-        elif bases:
-            segments.append(LogSegment.open(path, bases[-1], writable=writable, **seg_kw))
-        log = cls(path, segments, cfg, writable)
-        log._load_log_start_offset()
-        if writable:
-            log._recover()
+        if not writable:
+            log = cls(path, _open_segments(path, seg_kw), cfg, False)
+            log._load_log_start_offset()
+            return log
+        lock = _files.DirLock.acquire(path, "open the log for writing")
+        segments = []
+        try:
+            cleaned = tuple(log_loader.clean_directory(path))
+            checkpoint = RecoveryCheckpoint.read(path)
+            segments = _open_segments(path, seg_kw, writable_last=True)
+            if not segments:
+                segments = [LogSegment.create(path, 0, **seg_kw)]
+                _files.fsync_dir(path)
+            log = cls(path, segments, cfg, True, lock)
+            log._load_log_start_offset()
+            log._recover(checkpoint, cleaned)
             # LogLoader: the epoch cache follows the recovered log's start and end
             cache = log.leader_epoch_cache
             cache.truncate_from_end(log.end_offset())
             cache.truncate_from_start(log.log_start_offset)
+        except BaseException:
+            for seg in segments:
+                seg.close()
+            lock.release()
+            raise
         return log
 
     def _load_log_start_offset(self) -> None:
@@ -237,7 +288,7 @@ class Log:
 
     @classmethod
     def create(cls, path, config: LogConfig | None = None, *, now_ms: int | None = None) -> "Log":
-        """Create an empty partition directory (or fail if it already holds segments)."""
+        """Create an empty partition directory (or fail if it already holds segments), open for writing."""
         path = os.fspath(path)
         os.makedirs(path, exist_ok=True)
         if _files.list_segment_bases(path):
@@ -245,34 +296,55 @@ class Log:
                                       found=path)
         return cls.open(path, config or LogConfig(), writable=True, now_ms=now_ms)
 
-    def _recover(self) -> None:
-        """Broker-style recovery: indexes of inactive segments rebuilt when missing or failing the
-        sanity check; the active segment re-indexed from its .log (its torn or corrupt tail cut)."""
-        rebuilt = []
+    def _recover(self, checkpoint: RecoveryCheckpoint, cleaned: tuple = ()) -> None:
+        """Broker-style recovery. Segments the checkpoint names (all, after an unclean shutdown,
+        from the recovery point on) are read in full, CRCs checked, and re-indexed when their
+        indexes differ; other inactive segments get their indexes rebuilt when missing or failing
+        the sanity check. The active segment is always re-read: its indexes resume from a scan and
+        a torn or corrupt tail is cut off at the end of the last valid batch (LogSegment.recover)."""
+        interval = self.config.index_interval_bytes
+        rebuilt, recovered = [], []
+        to_recover = set(checkpoint.segments_to_recover([s.base_offset for s in self.segments]))
         for seg in self.segments[:-1]:
-            seg.offset_index  # loads or rebuilds in memory
+            if seg.base_offset in to_recover:
+                built = build_indexes(seg.log, seg.base_offset, interval, stop_on_error=True)
+                recovered.append(seg.base_offset)
+                if built.error is not None or built.valid_bytes < seg.size:
+                    why = built.error or f"a partial batch of {seg.size - built.valid_bytes} bytes"
+                    raise CorruptRecordError(
+                        f"Segment {seg.path('.log')} holds invalid bytes from byte {built.valid_bytes} ({why}), and "
+                        f"later segments follow it. Kafka's recovery would truncate it there and delete every later "
+                        f"segment; kbatch changes nothing: check it with `kbatch verify`, then repair or move the "
+                        f"segments after it", position=built.valid_bytes,
+                        expected="complete, valid batches up to the next segment", found=str(why))
+                if [_read_or_none(seg.path(x)) for x in (".index", ".timeindex")] != [built.index, built.timeindex]:
+                    _files.atomic_write(seg.path(".index"), built.index)
+                    _files.atomic_write(seg.path(".timeindex"), built.timeindex)
+                    logger.warning("Rewrote the indexes of recovered segment %s", seg.path(".log"))
+                    rebuilt.append(seg.base_offset)
+                seg.use_indexes(OffsetIndex(seg.base_offset, built.index, max_index_size=seg.max_index_size),
+                                TimeIndex(seg.base_offset, built.timeindex, max_index_size=seg.max_index_size),
+                                MaxTimestampTracker(built.max_timestamp, built.offset_of_max_timestamp))
+                continue
+            seg.offset_index  # reads the index files, or builds them in memory and says why
             if seg.index_problem is not None:
-                built = build_indexes(seg.log.buffer(), seg.base_offset, self.config.index_interval_bytes)
+                built = build_indexes(seg.log, seg.base_offset, interval)
                 _files.atomic_write(seg.path(".index"), built.index)
                 _files.atomic_write(seg.path(".timeindex"), built.timeindex)
                 logger.warning("Rebuilt indexes of segment %s: %s", seg.path(".log"), seg.index_problem)
                 rebuilt.append(seg.base_offset)
-                seg._offset_index = seg._time_index = seg._tracker = None
                 seg.index_problem = None
         seg = self.segments[-1]
-        built = build_indexes(seg.log.buffer(), seg.base_offset, self.config.index_interval_bytes,
-                              stop_on_error=True)
+        built = build_indexes(seg.log, seg.base_offset, interval, stop_on_error=True)
+        recovered.append(seg.base_offset)
         cut, reason = 0, None
         if built.valid_bytes < seg.size:
             reason = (str(built.error) if built.error is not None
                       else f"a partial batch of {seg.size - built.valid_bytes} bytes at the end")
-            seg.log._map = None  # release our map before cutting the file
-            seg.log._map_size = -1
             cut = seg.log.truncate_to(built.valid_bytes)
             logger.warning("Truncated %d bytes at byte %d of %s during recovery: %s", cut, built.valid_bytes,
                            seg.path(".log"), reason)
-        on_disk = [_read_or_none(seg.path(s)) for s in (".index", ".timeindex")]
-        if on_disk != [built.index, built.timeindex]:
+        if [_read_or_none(seg.path(s)) for s in (".index", ".timeindex")] != [built.index, built.timeindex]:
             rebuilt.append(seg.base_offset)
         # the active segment continues as if never closed: no close-time entry until it is rolled/closed
         tidx = built.timeindex[:-W.TIME_INDEX_ENTRY_SIZE] if built.final_time_entry else built.timeindex
@@ -284,7 +356,11 @@ class Log:
         seg.bytes_since_last_index_entry = built.valid_bytes - built.last_indexed_position
         seg.roll_jitter_ms = self._jitter()
         self._next_offset = seg.base_offset if built.last_offset is None else built.last_offset + 1
-        self.recovery = RecoveryReport(cut, reason, tuple(rebuilt))
+        seg.flush()
+        self.recovery = RecoveryReport(cut, reason, tuple(rebuilt), tuple(recovered), tuple(cleaned))
+        # everything below the log end offset is now checked and on disk: the next unclean open
+        # starts from here; a crash from now on is an unclean shutdown
+        RecoveryCheckpoint(self._next_offset, clean_shutdown=False).write(self.directory)
 
     def _jitter(self) -> int:
         j = self.config.segment_jitter_ms
@@ -294,6 +370,13 @@ class Log:
     @property
     def active_segment(self) -> LogSegment:
         return self.segments[-1]
+
+    @property
+    def problems(self) -> list:
+        """What this Log could not read or had to work around: index entries the log contradicts
+        (answers then came from a scan) and bytes that are not complete batches. Empty when every
+        answer so far came from data read in full."""
+        return [p for s in self.segments for p in s.problems]
 
     def beginning_offset(self) -> int:
         """The log start offset (EARLIEST)."""
@@ -310,21 +393,54 @@ class Log:
         return sum(s.size for s in self.segments)
 
     def batches(self, verify_crc: bool = True):
+        """Every complete batch, segment by segment. Bytes at the end of a segment that are not a
+        complete batch end that segment's batches and are reported in `problems`."""
         for seg in self.segments:
-            yield from seg.log.batches(verify_crc=verify_crc)
+            gen = seg.log.scan(0, verify_crc)
+            while True:
+                try:
+                    s = next(gen)
+                except StopIteration as stop:
+                    if stop.value < seg.size:
+                        seg.report_unreadable(stop.value)
+                    break
+                ok = s["crc_valid"].tolist()
+                for i in range(len(ok)):
+                    if verify_crc and not ok[i]:
+                        raise _crc_error(s, i)
+                    yield _batch_at(s, i)
+
+    def _last_headers(self, seg, column):
+        """The given header column's value for the segment's last batch (None when empty)."""
+        def run():
+            oi = seg.offset_index
+            start = seg._entry_position(oi.entry(oi.entries - 1).offset) if oi.entries else 0
+            last = None
+            for s in seg.log.scan(start):
+                if len(s[column]):
+                    last = int(s[column][-1])
+            return last
+        return seg._guarded(run)
 
     def magic(self) -> int | None:
         """The message format of the newest batch (None for an empty log)."""
         for seg in reversed(self.segments):
-            last = None
-            for s in seg.log.headers(seg.offset_index.lookup(W.INT64_MAX).position):
-                if len(s["magic"]):
-                    last = int(s["magic"][-1])
+            last = self._last_headers(seg, "magic")
             if last is not None:
                 return last
         return None
 
     # ---- lookups (KIP-79)
+    def _stable(self, fn, *args):
+        """Run a lookup again when a segment stopped trusting its indexes during it (its facts,
+        such as its largest timestamp, may have changed which segment answers)."""
+        for _ in range(len(self.segments) + 1):
+            before = sum(s.indexes_from_scan for s in self.segments)
+            out = fn(*args)
+            if sum(s.indexes_from_scan for s in self.segments) == before:
+                return out
+        return out
+
     def offset_for(self, target) -> OffsetAndTimestamp | None:
         """One ListOffsets answer: an int64 timestamp (first record with ts >= target) or
         EARLIEST / LATEST / MAX_TIMESTAMP."""
@@ -333,12 +449,15 @@ class Log:
                 return OffsetAndTimestamp(self.log_start_offset, None, self._epoch_at_start())
             if target is OffsetSpec.LATEST:
                 return OffsetAndTimestamp(self.end_offset(), None, self._epoch_at_end())
-            return self._max_timestamp()
+            return self._stable(self._max_timestamp)
         if isinstance(target, (bool, np.bool_)) or not isinstance(target, (int, np.integer)):
             raise TypeError(f"a lookup target is an int64 timestamp or an OffsetSpec, not {target!r}")
         t = int(target)
         if not W.INT64_MIN <= t <= W.INT64_MAX:
             raise InvalidRequestError("Target timestamp out of the int64 range", expected="an int64", found=t)
+        return self._stable(self._offset_for_time, t)
+
+    def _offset_for_time(self, t: int):
         seg = self._segment_for_timestamp(t)
         if seg is None:
             return None
@@ -354,7 +473,7 @@ class Log:
         timestamp there is meaningless (any int64 is a valid timestamp, so mask with offsets >= 0).
         """
         if isinstance(targets, np.ndarray):
-            return self._offsets_for_times_array(targets)
+            return self._stable(self._offsets_for_times_array, targets)
         if isinstance(targets, (int, np.integer, OffsetSpec)):
             return self.offset_for(targets)
         return [self.offset_for(t) for t in targets]
@@ -461,13 +580,21 @@ class Log:
     # ---- writing
     def _check_writable(self):
         if not self.writable:
-            raise KBatchError(f"log {self.directory} is open read-only", expected="Log.open(path, config)",
+            raise KBatchError(f"log {self.directory} is open read-only",
+                              expected="Log.open(path, config, writable=True) or Log.create(path, config)",
                               found="read-only")
+        if self._failed is not None:
+            raise StorageError(f"the log stopped accepting writes: {self._failed}; reopen it (Log.open(..., "
+                               f"writable=True)) to recover", path=self.directory)
 
     def append(self, data, now_ms: int | None = None, *, from_client: bool | None = None):
         """Validate `data` (LogValidator: offsets from the log end, timestamps checked or stamped per
         config, whole-batch rejection), roll when Kafka's rules say so, append, index.
         Returns the validator's AppendInfo. Any number of batches per call.
+
+        All or nothing: when writing fails (disk full, the file size limit, a short write) the
+        call raises LogWriteError and the files and the Log are as they were before it (a roll it
+        started is undone too), so the Log takes appends again once there is space.
 
         from_client: True applies a produce request's rules (Kafka's AppendOrigin.CLIENT: one
         batch, base offset 0, no control batches); False accepts log data as a coordinator or
@@ -490,12 +617,29 @@ class Log:
                     raise RecordTooLargeError("Batch is larger than the segment size",
                                               expected=f"<= {self.config.segment_bytes} bytes (segment.bytes)",
                                               found=f"{size} bytes")
-        seg = self._maybe_roll(len(out), info, now)
-        mv = memoryview(out)
-        for s in rows:
-            for pos, size, last, max_ts, magic, attrs in zip(*(s[k].tolist() for k in (
-                    "position", "size", "last_offset", "max_timestamp", "magic", "attributes"))):
-                seg.append_batch(mv[pos:pos + size], last, max_ts, magic, attrs)
+        active = self.active_segment
+        before = active.mark()
+        new_seg = None
+        try:
+            seg = active
+            if active.should_roll(now_ms=now, max_timestamp_in_messages=info.max_timestamp,
+                                  max_offset_in_messages=info.last_offset, messages_size=len(out),
+                                  max_segment_bytes=self.config.segment_bytes,
+                                  max_segment_ms=self.config.segment_ms):
+                new_seg = self._start_segment(info.first_offset, now)
+                seg = new_seg or active
+            mv = memoryview(out)
+            for s in rows:
+                for pos, size, last, max_ts, magic, attrs in zip(*(s[k].tolist() for k in (
+                        "position", "size", "last_offset", "max_timestamp", "magic", "attributes"))):
+                    seg.append_batch(mv[pos:pos + size], last, max_ts, magic, attrs)
+        except BaseException as e:
+            self._undo(active, before, new_seg, e)
+            if isinstance(e, OSError) and not isinstance(e, StorageError):
+                raise _files.write_error(e, self.directory, "appending") from e
+            raise
+        if new_seg is not None:
+            self._finish_roll(active, new_seg)
         self._next_offset = info.last_offset + 1
         self._assign_epochs(rows)
         return info
@@ -520,46 +664,75 @@ class Log:
                 if ple >= 0:
                     cache.assign(ple, base)
 
-    def _maybe_roll(self, messages_size: int, info, now: int) -> LogSegment:
-        seg = self.active_segment
-        if seg.should_roll(now_ms=now, max_timestamp_in_messages=info.max_timestamp,
-                           max_offset_in_messages=info.last_offset, messages_size=messages_size,
-                           max_segment_bytes=self.config.segment_bytes, max_segment_ms=self.config.segment_ms):
-            return self.roll(info.first_offset, now_ms=now)
+    def _start_segment(self, expected_next_offset, now: int):
+        """The first half of a roll: the old segment's final time entry and the new segment's
+        files. None when the active segment is empty and already at that offset."""
+        new_offset = max(expected_next_offset or 0, self.end_offset())
+        old = self.active_segment
+        if old.base_offset == new_offset and old.size == 0:
+            old.created_ms = now
+            return None
+        old.on_become_inactive()
+        seg = LogSegment.create(self.directory, new_offset, index_interval_bytes=self.config.index_interval_bytes,
+                                max_index_size=self.config.segment_index_bytes, created_ms=now,
+                                roll_jitter_ms=self._jitter())
         return seg
+
+    def _finish_roll(self, old: LogSegment, new: LogSegment) -> None:
+        self.segments.append(new)
+        old.become_read_only()
+        _files.fsync_dir(self.directory)
+
+    def _undo(self, active: LogSegment, before, new_seg, cause) -> None:
+        """Put the files back as they were before a failed write; if that fails too, stop writing."""
+        try:
+            if new_seg is not None:
+                new_seg.delete_files()
+                _files.fsync_dir(self.directory)
+            active.rollback(before)
+        except BaseException as e2:
+            self._failed = f"undoing a failed write ({cause}) failed too ({e2})"
+            logger.error("%s: %s", self.directory, self._failed)
 
     def roll(self, expected_next_offset: int | None = None, *, now_ms: int | None = None) -> LogSegment:
         """Start a new active segment at max(expected_next_offset, log end offset); the old one
         gets its final time-index entry. An empty active segment at that offset is kept."""
         self._check_writable()
         now = _now(now_ms)
-        new_offset = max(expected_next_offset or 0, self.end_offset())
-        old = self.active_segment
-        if old.base_offset == new_offset and old.size == 0:
-            old.created_ms = now
-            return old
-        old.on_become_inactive()
-        old.flush()
-        for idx in (old._offset_index, old._time_index):
-            idx.close()
-        old.writable = False
-        old._offset_index = old._time_index = None  # reload read-only from the trimmed files
-        seg = LogSegment.create(self.directory, new_offset, index_interval_bytes=self.config.index_interval_bytes,
-                                max_index_size=self.config.segment_index_bytes, created_ms=now,
-                                roll_jitter_ms=self._jitter())
-        self.segments.append(seg)
-        _files.fsync_dir(self.directory)
+        active = self.active_segment
+        before = active.mark()
+        try:
+            seg = self._start_segment(expected_next_offset, now)
+        except BaseException as e:
+            self._undo(active, before, None, e)
+            if isinstance(e, OSError) and not isinstance(e, StorageError):
+                raise _files.write_error(e, self.directory, "rolling a new segment") from e
+            raise
+        if seg is None:
+            return active
+        self._finish_roll(active, seg)
         return seg
 
     def flush(self) -> None:
-        if self.writable:
+        """fsync the active segment and move the recovery point to the log end offset."""
+        if self.writable and self._failed is None:
             self.active_segment.flush()
+            RecoveryCheckpoint(self.end_offset(), clean_shutdown=False).write(self.directory)
 
     def close(self) -> None:
-        """Final time-index entry on the active segment, flush, release files."""
-        for seg in self.segments:
-            seg.close()
-        self.writable = False
+        """Final time-index entry on the active segment, flush, record a clean shutdown, release
+        the files and the directory lock."""
+        try:
+            clean = self.writable and self._failed is None
+            for seg in self.segments:
+                seg.close()
+            if clean:
+                RecoveryCheckpoint(self.end_offset(), clean_shutdown=True).write(self.directory)
+        finally:
+            self.writable = False
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
 
     def __enter__(self):
         return self
@@ -609,10 +782,17 @@ class Log:
         out = []
         for seg in deletable:
             nxt = self.segments[self.segments.index(seg) + 1].base_offset
-            out.append(DeletedSegment(seg.base_offset, nxt, seg.size, seg.largest_timestamp, reason))
-            self.segments.remove(seg)
-            seg.delete_files()
-        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+            info = DeletedSegment(seg.base_offset, nxt, seg.size, seg.largest_timestamp, reason)
+            try:
+                seg.delete_files()   # the .log goes first: from then on the segment is gone
+            except OSError as e:
+                raise StorageError(f"deleting segment {seg.path('.log')} failed ({e})", path=self.directory,
+                                   errno=e.errno) from e
+            finally:
+                if not os.path.exists(seg.path(".log")):
+                    self.segments.remove(seg)
+                    self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+            out.append(info)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         _files.fsync_dir(self.directory)
         return out
@@ -624,9 +804,8 @@ class Log:
 
 def _read_or_none(path):
     try:
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
+        return _files.read_whole(path)
+    except (FileNotFoundError, StorageError):
         return None
 
 
@@ -686,23 +865,41 @@ def _segment_logs(log_path) -> list:
     return [p]
 
 
+def _base_of(path: str) -> int:
+    name = os.path.basename(path)
+    stem = name[:-len(_files.LOG_SUFFIX)] if name.endswith(_files.LOG_SUFFIX) else ""
+    if len(stem) != 20 or not stem.isdigit():
+        raise InvalidRequestError("Not a segment file name", expected="<20-digit base offset>.log", found=name)
+    return int(stem)
+
+
+def rebuild_segment_indexes(log_path, index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES) -> tuple:
+    """Write one .log's .index and .timeindex as a broker's recovery writes them, trimmed, each
+    atomically. The caller holds the directory's lock (or owns the directory, as compaction's
+    scratch space). Returns (log path, index entries, time entries)."""
+    path = os.fspath(log_path)
+    base = _base_of(path)
+    stem = path[:-len(_files.LOG_SUFFIX)]
+    records = FileRecords(path)
+    try:
+        built = build_indexes(records, base, index_interval_bytes)
+    finally:
+        records.close()
+    _files.atomic_write(stem + ".index", built.index)
+    _files.atomic_write(stem + ".timeindex", built.timeindex)
+    return (path, len(built.index) // W.OFFSET_INDEX_ENTRY_SIZE, len(built.timeindex) // W.TIME_INDEX_ENTRY_SIZE)
+
+
 def rebuild_indexes(log_path, index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES) -> list:
     """Write .index and .timeindex for a .log file (or every segment of a directory) as a broker's
-    recovery writes them, trimmed, atomically. Returns [(log path, index entries, time entries)]."""
-    out = []
-    for path in _segment_logs(log_path):
-        base = int(os.path.basename(path).split(".")[0])
-        stem = path[:-len(_files.LOG_SUFFIX)]
-        rec = LogSegment.open(os.path.dirname(path) or ".", base)
-        try:
-            built = build_indexes(rec.log.buffer(), base, index_interval_bytes)
-        finally:
-            rec.log.close()
-        _files.atomic_write(stem + ".index", built.index)
-        _files.atomic_write(stem + ".timeindex", built.timeindex)
-        out.append((path, len(built.index) // W.OFFSET_INDEX_ENTRY_SIZE,
-                    len(built.timeindex) // W.TIME_INDEX_ENTRY_SIZE))
-    return out
+    recovery writes them, trimmed, atomically (each file keeps its mode). Holds the directory's
+    `.lock` while it writes: a directory another writer (or a running broker) holds is refused
+    with LogDirectoryLockedError. A corrupt batch raises before that segment's files change.
+    Returns [(log path, index entries, time entries)]."""
+    p = os.fspath(log_path)
+    directory = p if os.path.isdir(p) else (os.path.dirname(p) or ".")
+    with _files.DirLock.acquire(directory, "rebuild indexes"):
+        return [rebuild_segment_indexes(path, index_interval_bytes) for path in _segment_logs(p)]
 
 
 MISSING_INDEX = "file is missing (a broker rebuilds it from the .log when it loads the segment)"
@@ -781,21 +978,23 @@ def verify_indexes(log_path, index_interval_bytes: int = W.DEFAULT_INDEX_INTERVA
 
     reports = []
     for path in _segment_logs(log_path):
-        base = int(os.path.basename(path).split(".")[0])
+        base = _base_of(path)
         stem = path[:-len(_files.LOG_SUFFIX)]
         rep = SegmentIndexReport(path)
-        seg = LogSegment.open(os.path.dirname(path) or ".", base)
+        records = FileRecords(path)
         try:
-            buf = seg.log.buffer()
-            built = build_indexes(buf, base, index_interval_bytes, stop_on_error=True)
-            rep.truncated_bytes = seg.size - built.valid_bytes
-            sb = SegmentBatches(buf)
+            built = build_indexes(records, base, index_interval_bytes, stop_on_error=True)
+            rep.truncated_bytes = records.size_in_bytes - built.valid_bytes
+            sb = SegmentBatches(records)
             found = {}
             for cls, suffix in ((OffsetIndex, ".index"), (TimeIndex, ".timeindex")):
                 try:
                     idx = cls.open(stem + suffix, base)
                 except FileNotFoundError:  # a broker rebuilds a missing index when it loads the segment
                     rep.notes.append((stem + suffix, MISSING_INDEX))
+                    continue
+                except StorageError as e:  # not a regular file
+                    rep.sanity_errors.append((stem + suffix, str(e)))
                     continue
                 try:
                     idx.sanity_check()
@@ -822,7 +1021,7 @@ def verify_indexes(log_path, index_interval_bytes: int = W.DEFAULT_INDEX_INTERVA
                 idx.close()
             del sb
         finally:
-            seg.log.close()
+            records.close()
         reports.append(rep)
     return IndexVerification(reports)
 
@@ -839,4 +1038,5 @@ def _describe_difference(suffix, have, want) -> str:
 
 
 __all__ = ["Log", "LogConfig", "OffsetAndTimestamp", "offsets_for_times", "rebuild_indexes", "verify_indexes",
+           "rebuild_segment_indexes",
            "IndexVerification", "SegmentIndexReport", "RecoveryReport", "DeletedSegment"]
