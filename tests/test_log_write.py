@@ -99,7 +99,7 @@ def test_reopen_and_continue(backend, tmp_path):
     for i in range(10):
         log.append(batch([100 + i, 90 + i]), now_ms=i)
     log.close()
-    log = kbatch.Log.open(d, cfg, now_ms=50)
+    log = kbatch.Log.open(d, cfg, writable=True, now_ms=50)
     assert log.end_offset() == 20 and log.recovery.truncated_bytes == 0
     for i in range(10):
         log.append(batch([200 + i]), now_ms=100 + i)
@@ -125,7 +125,7 @@ def test_torn_write_is_truncated_on_open(backend, tmp_path, caplog):
         f.write(batch([9, 9, 9], 200)[:150])
     del log
     with caplog.at_level("WARNING", logger="kbatch.log"):
-        log = kbatch.Log.open(d, cfg, now_ms=10)
+        log = kbatch.Log.open(d, cfg, writable=True, now_ms=10)
     assert log.recovery.truncated_bytes == 150 and "partial batch" in log.recovery.truncation_reason
     assert "Truncated 150 bytes" in caplog.text
     assert os.path.getsize(seg_path) == good_size and log.end_offset() == 10
@@ -146,7 +146,7 @@ def test_corrupt_index_is_rebuilt_on_open(backend, tmp_path):
     good = open(first_index, "rb").read()
     with open(first_index, "wb") as f:
         f.write(good[:-5])
-    log = kbatch.Log.open(d, cfg)
+    log = kbatch.Log.open(d, cfg, writable=True)
     assert 0 in log.recovery.rebuilt_indexes
     log.close()
     assert open(first_index, "rb").read() == good

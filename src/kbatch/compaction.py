@@ -18,8 +18,20 @@ way a broker's cleaner does (kafka-format.md §3, §7):
   for byte. Negative and extended timestamps are carried through unchanged.
 
 Memory is bounded by the number of distinct keys (`OffsetMap`: 16-byte key digest -> offset);
-segments are streamed from mmap one batch at a time. The active (last) segment is not cleaned
-unless ``clean_active_segment=True``; nor is anything from the first open transaction on.
+segments are read through pread windows, one batch at a time. The active (last) segment is not
+cleaned unless ``clean_active_segment=True``; nor is anything from the first open transaction on.
+
+Safety, before anything is written:
+
+* compaction holds the partition directory's `.lock` (a directory another writer or a running
+  broker holds is refused, LogDirectoryLockedError);
+* every segment is read in full first: CRCs, framing, and a complete last batch. A partition with
+  any byte it cannot read (a corrupt or truncated batch, a file named like a segment that is not
+  one, a FIFO, a directory) is refused with UncleanablePartitionError and nothing changes. Kafka's
+  cleaner marks such a partition uncleanable; neither ever truncates;
+* ``dry_run=True`` reads and computes everything and writes nothing (the stats say what would be
+  removed and how many bytes saved); ``output_dir`` writes the compacted partition to a new
+  directory and leaves the input as it is.
 
 Files: each cleaned segment is written to a scratch directory inside the log directory, its
 indexes rebuilt there, then moved beside the input as ``<base>.log.cleaned`` (and index files
@@ -44,7 +56,6 @@ Differences from Kafka, on purpose:
 from __future__ import annotations
 
 import hashlib
-import mmap
 import os
 import shutil
 import struct
@@ -54,15 +65,18 @@ from dataclasses import asdict, dataclass, field
 from . import _backend
 from . import _files
 from . import _wire as W
-from .batch import iter_batches
+from . import log_loader
 from .builder import BatchBuilder
-from .errors import InvalidRecordError, KBatchError
+from .errors import (FileChangedError, InvalidRecordError, KBatchError, LogDirectoryLockedError, LogWriteError,
+                     StorageError, UncleanablePartitionError)
+from .segment import FileRecords
 
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")
-_SCRATCH_PREFIX = ".kbatch-cleaner-"
-_INDEX_SUFFIXES = (_files.INDEX_SUFFIX, _files.TIME_INDEX_SUFFIX)
-_CLEANED = ".cleaned"
-_SWAP = ".swap"
+_SCRATCH_PREFIX = log_loader.SCRATCH_PREFIX
+_INDEX_SUFFIXES = log_loader.SWAPPED_SUFFIXES
+_CLEANED = log_loader.CLEANED
+_SWAP = log_loader.SWAP
+_COPIED_FILES = ("partition.metadata", "leader-epoch-checkpoint")  # copied as they are by output_dir
 
 # BatchRetention (MemoryRecords.RecordFilter.BatchRetention)
 DELETE = "DELETE"
@@ -72,6 +86,7 @@ RETAIN_EMPTY = "RETAIN_EMPTY"
 
 def _checkpoint(step: str) -> None:
     """Called at each step of a compaction (tests replace it to simulate a crash there)."""
+    _files.crash_point(f"compact:{step}")
 
 
 # ------------------------------------------------------------------------------------------
@@ -99,13 +114,23 @@ class CleanerStats:
     delete_horizons_set: int = 0     # batches newly stamped with a horizon
     aborted_records_removed: int = 0
     control_batches_removed: int = 0
-    truncated_bytes: int = 0         # partial batch at the end of a cleaned segment (dropped)
+    truncated_bytes: int = 0         # always 0: a partition with a partial batch is refused
     first_uncleanable_offset: int | None = None
+    dry_run: bool = False            # nothing was written; the counts say what a run would do
+    output_dir: str | None = None    # where the compacted copy went (None: in place)
     elapsed_s: float = 0.0
     map_elapsed_s: float = 0.0
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    @property
+    def bytes_saved(self) -> int:
+        return self.bytes_read - self.bytes_written
+
+    @property
+    def records_removed(self) -> int:
+        return self.records_read - self.records_written
 
 
 class OffsetMap:
@@ -217,6 +242,7 @@ class _Segment:
     path: str
     size: int
     mtime_ns: int
+    records: FileRecords       # opened once: the bytes read are those of this file, whatever happens later
     cleanable: bool = False
 
 
@@ -236,25 +262,11 @@ class _LogScan:
     last_batch_offset: int = -1
 
 
-class _MappedSegment:
-    """A read-only mmap of a segment file, closed on exit when no views remain."""
+class _Discard:
+    """The output of a dry run: counts what would be written."""
 
-    def __init__(self, path: str):
-        self._f = open(path, "rb")
-        size = os.fstat(self._f.fileno()).st_size
-        self.mm = mmap.mmap(self._f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
-
-    def __enter__(self):
-        return self.mm
-
-    def __exit__(self, *exc):
-        if isinstance(self.mm, mmap.mmap):
-            try:
-                self.mm.close()
-            except BufferError:
-                pass  # a record view is still alive; the mapping goes with the last view
-        self._f.close()
-        return False
+    def write(self, data) -> int:
+        return len(data)
 
 
 def _horizon(now_ms: int, delete_retention_ms: int) -> int:
@@ -342,22 +354,64 @@ class LogCleaner:
         self.scan_result: _LogScan | None = None
 
     # -- helpers
-    def _batches(self, buf, segment: _Segment):
+    def _uncleanable(self, what: str, cause=None) -> UncleanablePartitionError:
+        kw = {}
+        if isinstance(cause, KBatchError):
+            kw = dict(position=cause.position, base_offset=cause.base_offset)
+        return UncleanablePartitionError(
+            f"Partition {self.log_dir} cannot be compacted: {what}; nothing was changed (Kafka's cleaner marks such "
+            f"a partition uncleanable and never truncates; `kbatch verify` shows the damage)", **kw)
+
+    def _batches(self, segment: _Segment):
+        """Every batch of a segment, in order; a byte that is not part of a complete, valid batch
+        raises UncleanablePartitionError (compaction must not drop what it cannot read)."""
+        from .segment import _batch_at, _crc_error
+
+        name = os.path.basename(segment.path)
+        gen = segment.records.scan(0, self.verify_crc)
         try:
-            yield from iter_batches(buf, self.verify_crc, strict=False,
-                                    max_decompressed_bytes=self.max_decompressed_bytes)
-        except KBatchError as e:
-            e.reason += f" (segment {os.path.basename(segment.path)})"
-            e.args = (e._render(),)
+            while True:
+                try:
+                    s = next(gen)
+                except StopIteration as stop:
+                    if stop.value < segment.size:
+                        raise self._uncleanable(
+                            f"segment {name} ends with {segment.size - stop.value} bytes from byte {stop.value} that "
+                            f"are not a complete batch (a torn write, a bad length field, or not a segment)") from None
+                    return
+                ok = s["crc_valid"].tolist()
+                for i in range(len(ok)):
+                    if self.verify_crc and not ok[i]:
+                        raise _crc_error(s, i)
+                    yield _batch_at(s, i, self.max_decompressed_bytes)
+        except (UncleanablePartitionError, FileChangedError):
             raise
+        except KBatchError as e:
+            if isinstance(e, StorageError):
+                raise
+            raise self._uncleanable(f"segment {name} cannot be read: {e}", e) from e
 
     def _list_segments(self) -> list[_Segment]:
         segs = []
-        for base in _files.list_segment_bases(self.log_dir):
-            path = _files.segment_path(self.log_dir, base, _files.LOG_SUFFIX)
-            st = os.stat(path)
-            segs.append(_Segment(base, path, st.st_size, st.st_mtime_ns))
+        try:
+            for base in _files.list_segment_bases(self.log_dir):
+                path = _files.segment_path(self.log_dir, base, _files.LOG_SUFFIX)
+                try:
+                    records = FileRecords(path)
+                except StorageError as e:
+                    raise self._uncleanable(f"{os.path.basename(path)} is named like a segment but {e.reason}",
+                                            e) from e
+                st = os.fstat(records._fd)
+                segs.append(_Segment(base, path, st.st_size, st.st_mtime_ns, records))
+        except BaseException:
+            for seg in segs:
+                seg.records.close()
+            raise
         return segs
+
+    def close(self) -> None:
+        for seg in self.segments:
+            seg.records.close()
 
     # -- step 1
     def scan(self) -> _LogScan:
@@ -367,29 +421,28 @@ class LogCleaner:
         self.segments = self._list_segments()
         res = _LogScan()
         for seg in self.segments:
-            with _MappedSegment(seg.path) as buf:
-                for batch in self._batches(buf, seg):
-                    res.last_batch_offset = batch.last_offset
-                    pid = batch.producer_id
-                    if batch.magic < 2 or pid < 0:
-                        continue
-                    st = res.producers.get(pid)
-                    if st is None:
-                        st = res.producers[pid] = _ProducerState()
-                    st.epoch = batch.producer_epoch
-                    if batch.is_control:
-                        controls = batch.control_records()
-                        if controls and controls[0].type in (W.ControlRecordType.ABORT,
-                                                             W.ControlRecordType.COMMIT):
-                            first = res.open_txn_first_offset.pop(pid, None)
-                            if first is not None and controls[0].type == W.ControlRecordType.ABORT:
-                                res.aborted.append(AbortedTxn(pid, first, batch.last_offset))
-                        del controls
-                    else:
-                        st.last_data_offset = batch.last_offset
-                        if batch.is_transactional and pid not in res.open_txn_first_offset:
-                            res.open_txn_first_offset[pid] = batch.base_offset
-                    del batch
+            for batch in self._batches(seg):
+                res.last_batch_offset = batch.last_offset
+                pid = batch.producer_id
+                if batch.magic < 2 or pid < 0:
+                    continue
+                st = res.producers.get(pid)
+                if st is None:
+                    st = res.producers[pid] = _ProducerState()
+                st.epoch = batch.producer_epoch
+                if batch.is_control:
+                    controls = batch.control_records()
+                    if controls and controls[0].type in (W.ControlRecordType.ABORT,
+                                                         W.ControlRecordType.COMMIT):
+                        first = res.open_txn_first_offset.pop(pid, None)
+                        if first is not None and controls[0].type == W.ControlRecordType.ABORT:
+                            res.aborted.append(AbortedTxn(pid, first, batch.last_offset))
+                    del controls
+                else:
+                    st.last_data_offset = batch.last_offset
+                    if batch.is_transactional and pid not in res.open_txn_first_offset:
+                        res.open_txn_first_offset[pid] = batch.base_offset
+                del batch
         first_uncleanable = W.INT64_MAX
         if res.open_txn_first_offset:
             first_uncleanable = min(res.open_txn_first_offset.values())
@@ -418,23 +471,22 @@ class LogCleaner:
         put = self.map.put
         for seg in self.cleanable:
             _checkpoint(f"map:{seg.base_offset}")
-            with _MappedSegment(seg.path) as buf:
-                for batch in self._batches(buf, seg):
-                    if batch.is_control:
-                        txn.on_control_batch_read(batch)
-                        self.stats.map_records_read += 1
-                    elif txn.on_batch_read(batch):
-                        self.stats.map_records_read += batch.record_count
-                    else:
-                        recs = batch.records()
-                        for r in recs:
-                            if r.key is not None:
-                                put(r.key, r.offset)
-                        self.stats.map_records_read += len(recs)
-                        del recs
-                    self.map.update_latest_offset(batch.last_offset)
-                    self.stats.map_bytes_read += batch.size_in_bytes
-                    del batch
+            for batch in self._batches(seg):
+                if batch.is_control:
+                    txn.on_control_batch_read(batch)
+                    self.stats.map_records_read += 1
+                elif txn.on_batch_read(batch):
+                    self.stats.map_records_read += batch.record_count
+                else:
+                    recs = batch.records()
+                    for r in recs:
+                        if r.key is not None:
+                            put(r.key, r.offset)
+                    self.stats.map_records_read += len(recs)
+                    del recs
+                self.map.update_latest_offset(batch.last_offset)
+                self.stats.map_bytes_read += batch.size_in_bytes
+                del batch
         self.stats.distinct_keys = len(self.map)
         self.stats.map_elapsed_s = time.perf_counter() - t0
         return self.map
@@ -467,154 +519,188 @@ class LogCleaner:
         retain_legacy_deletes = seg.mtime_ns // 1_000_000 > legacy_horizon
         last_log_offset = self.scan_result.last_batch_offset
         omap = self.map
-        with _MappedSegment(seg.path) as buf:
-            valid = 0
-            for batch in self._batches(buf, seg):
-                valid = batch.position + batch.size_in_bytes
-                stats.batches_read += 1
-                stats.bytes_read += batch.size_in_bytes
-                v2 = batch.magic == 2
-                horizon = batch.delete_horizon_ms
-                # checkBatchRetention
+        for batch in self._batches(seg):
+            stats.batches_read += 1
+            stats.bytes_read += batch.size_in_bytes
+            v2 = batch.magic == 2
+            horizon = batch.delete_horizon_ms
+            # checkBatchRetention
+            if batch.is_control:
+                can_discard = txn.on_control_batch_read(batch)
+                discard_records = can_discard and horizon is not None and horizon <= now
+                aborted = False
+            else:
+                can_discard = aborted = txn.on_batch_read(batch)
+                discard_records = can_discard
+            if v2 and batch.producer_id >= 0 and self._is_last_of_producer(batch):
+                retention = RETAIN_EMPTY
+            elif v2 and self.clean_active_segment and batch.last_offset == last_log_offset:
+                retention = RETAIN_EMPTY  # keep the log end offset
+            elif discard_records:
+                retention = DELETE
+            else:
+                retention = DELETE_EMPTY
+            marker_for_empty_txn = can_discard and batch.is_control
+
+            records = batch.records() if retention != DELETE else ()
+            stats.records_read += batch.record_count
+            if retention == DELETE:
                 if batch.is_control:
-                    can_discard = txn.on_control_batch_read(batch)
-                    discard_records = can_discard and horizon is not None and horizon <= now
-                    aborted = False
-                else:
-                    can_discard = aborted = txn.on_batch_read(batch)
-                    discard_records = can_discard
-                if v2 and batch.producer_id >= 0 and self._is_last_of_producer(batch):
-                    retention = RETAIN_EMPTY
-                elif v2 and self.clean_active_segment and batch.last_offset == last_log_offset:
-                    retention = RETAIN_EMPTY  # keep the log end offset
-                elif discard_records:
-                    retention = DELETE
-                else:
-                    retention = DELETE_EMPTY
-                marker_for_empty_txn = can_discard and batch.is_control
-
-                records = batch.records() if retention != DELETE else ()
-                stats.records_read += batch.record_count
-                if retention == DELETE:
-                    if batch.is_control:
-                        stats.control_batches_removed += 1
+                    stats.control_batches_removed += 1
+                if aborted:
+                    stats.aborted_records_removed += batch.record_count
+                continue
+            retained = []
+            for r in records:
+                if discard_records:
                     if aborted:
-                        stats.aborted_records_removed += batch.record_count
+                        stats.aborted_records_removed += 1
                     continue
-                retained = []
-                for r in records:
-                    if discard_records:
-                        if aborted:
-                            stats.aborted_records_removed += 1
-                        continue
-                    if batch.is_control or r.offset > omap.latest_offset:
-                        retained.append(r)
-                        continue
-                    key = r.key
-                    if key is None:
-                        stats.invalid_records += 1
-                        continue
-                    if r.offset < omap.get(key):
-                        stats.superseded_records += 1
-                        continue
-                    if r.is_tombstone:
-                        keep = (horizon is None or now < horizon) if v2 else retain_legacy_deletes
-                        if not keep:
-                            stats.tombstones_removed += 1
-                            continue
+                if batch.is_control or r.offset > omap.latest_offset:
                     retained.append(r)
-
-                if retained:
-                    n_tombs = 0 if batch.is_control else sum(1 for r in retained if r.is_tombstone)
-                    stats.tombstones_kept += n_tombs
-                    need_horizon = v2 and (n_tombs > 0 or marker_for_empty_txn) and horizon is None
-                    if len(retained) == len(records) and not need_horizon:
-                        data = batch.raw
-                        stats.batches_copied += 1
-                    else:
-                        if need_horizon:
-                            horizon = new_horizon
-                            stats.delete_horizons_set += 1
-                        data = rebuild_batch(batch, retained, horizon)
-                        stats.batches_rebuilt += 1
-                    stats.records_written += len(retained)
-                    if not batch.is_control:
-                        txn.on_batch_kept(batch)
-                elif retention == RETAIN_EMPTY:
-                    if batch.record_count == 0:
-                        data = batch.raw
-                        stats.batches_copied += 1
-                    else:
-                        data = empty_batch_header(batch)
-                        stats.empty_batches_written += 1
-                    if not batch.is_control:
-                        txn.on_batch_kept(batch)
-                else:
-                    if batch.is_control:
-                        stats.control_batches_removed += 1
                     continue
-                out.write(data)
-                stats.batches_written += 1
-                stats.bytes_written += len(data)
-                del data, retained, records, batch
-            stats.truncated_bytes += len(buf) - valid if len(buf) > valid else 0
+                key = r.key
+                if key is None:
+                    stats.invalid_records += 1
+                    continue
+                if r.offset < omap.get(key):
+                    stats.superseded_records += 1
+                    continue
+                if r.is_tombstone:
+                    keep = (horizon is None or now < horizon) if v2 else retain_legacy_deletes
+                    if not keep:
+                        stats.tombstones_removed += 1
+                        continue
+                retained.append(r)
+
+            if retained:
+                n_tombs = 0 if batch.is_control else sum(1 for r in retained if r.is_tombstone)
+                stats.tombstones_kept += n_tombs
+                need_horizon = v2 and (n_tombs > 0 or marker_for_empty_txn) and horizon is None
+                if len(retained) == len(records) and not need_horizon:
+                    data = batch.raw
+                    stats.batches_copied += 1
+                else:
+                    if need_horizon:
+                        horizon = new_horizon
+                        stats.delete_horizons_set += 1
+                    data = rebuild_batch(batch, retained, horizon)
+                    stats.batches_rebuilt += 1
+                stats.records_written += len(retained)
+                if not batch.is_control:
+                    txn.on_batch_kept(batch)
+            elif retention == RETAIN_EMPTY:
+                if batch.record_count == 0:
+                    data = batch.raw
+                    stats.batches_copied += 1
+                else:
+                    data = empty_batch_header(batch)
+                    stats.empty_batches_written += 1
+                if not batch.is_control:
+                    txn.on_batch_kept(batch)
+            else:
+                if batch.is_control:
+                    stats.control_batches_removed += 1
+                continue
+            out.write(data)
+            stats.batches_written += 1
+            stats.bytes_written += len(data)
+            del data, retained, records, batch
 
     # -- step 4
     def _write_indexes(self, scratch: str, base: int) -> None:
-        rebuild = _index_rebuilder()
-        if rebuild is not None:
-            rebuild(_files.segment_path(scratch, base, _files.LOG_SUFFIX), self.index_interval_bytes)
+        from .log import rebuild_segment_indexes
 
-    def clean(self) -> CleanerStats:
+        rebuild_segment_indexes(_files.segment_path(scratch, base, _files.LOG_SUFFIX), self.index_interval_bytes)
+
+    def _write_segment(self, seg: _Segment, directory: str, txn, legacy_horizon: int) -> None:
+        """The cleaned .log of `seg` in `directory`, fsynced, with its indexes, keeping the source's
+        lastModified (Kafka: cleaned.lastModified)."""
+        path = _files.segment_path(directory, seg.base_offset, _files.LOG_SUFFIX)
+        with open(path, "xb") as out:
+            self.clean_segment(seg, out, txn, legacy_horizon)
+            out.flush()
+            os.fsync(out.fileno())
+        self._write_indexes(directory, seg.base_offset)
+        for suffix in (_files.LOG_SUFFIX, *_INDEX_SUFFIXES):
+            os.utime(_files.segment_path(directory, seg.base_offset, suffix), ns=(seg.mtime_ns, seg.mtime_ns))
+        self.stats.segments_cleaned += 1
+
+    def clean(self, *, dry_run: bool = False, output_dir=None) -> CleanerStats:
+        """The whole round. dry_run: read and compute, write nothing. output_dir: write the
+        compacted partition there (a new or empty directory) and leave the input as it is."""
         t0 = time.perf_counter()
-        recover(self.log_dir)
+        self.stats.dry_run = dry_run
+        lock = None
+        try:
+            if not dry_run and output_dir is None:
+                lock = _files.DirLock.acquire(self.log_dir, "compact")
+                log_loader.clean_directory(self.log_dir, checkpoint=_checkpoint)  # finish an interrupted one first
+            try:
+                self._round(dry_run, output_dir)
+            except (UncleanablePartitionError, LogDirectoryLockedError, LogWriteError, FileChangedError):
+                raise
+            except StorageError as e:
+                raise self._uncleanable(str(e), e) from e
+            except KBatchError as e:
+                raise self._uncleanable(f"a batch cannot be read: {e}", e) from e
+            except OSError as e:
+                if isinstance(e, FileNotFoundError) and e.filename and str(e.filename).startswith(self.log_dir):
+                    raise FileChangedError(f"{e.filename} vanished during compaction; nothing was changed",
+                                           path=self.log_dir) from e
+                raise LogWriteError(f"compaction failed writing ({e}); nothing was changed", path=self.log_dir,
+                                    errno=e.errno) from e
+        finally:
+            self.close()
+            if lock is not None:
+                lock.release()
+        self.stats.elapsed_s = time.perf_counter() - t0
+        return self.stats
+
+    def _round(self, dry_run: bool, output_dir) -> None:
         self.scan()
         _checkpoint("scanned")
         cleanable = self.cleanable
+        if output_dir is not None:
+            self._write_copy(os.fspath(output_dir), cleanable)
+            return
         if not cleanable:
-            self.stats.elapsed_s = time.perf_counter() - t0
-            return self.stats
+            return
         self.build_offset_map()
         _checkpoint("mapped")
+        txn = CleanedTransactionMetadata(self.scan_result.aborted)
+        legacy_horizon = self._legacy_horizon()
+        if dry_run:
+            for seg in cleanable:
+                self.clean_segment(seg, _Discard(), txn, legacy_horizon)
+                self.stats.segments_cleaned += 1
+            return
         scratch = os.path.join(self.log_dir, f"{_SCRATCH_PREFIX}{os.getpid()}")
         created: list[str] = []  # .cleaned / .swap files this run made (removed on failure)
         swapping = False
         try:
             shutil.rmtree(scratch, ignore_errors=True)
             os.mkdir(scratch)
-            txn = CleanedTransactionMetadata(self.scan_result.aborted)
-            legacy_horizon = self._legacy_horizon()
             for seg in cleanable:
                 _checkpoint(f"clean:{seg.base_offset}")
-                tmp_log = _files.segment_path(scratch, seg.base_offset, _files.LOG_SUFFIX)
-                with open(tmp_log, "wb") as out:
-                    self.clean_segment(seg, out, txn, legacy_horizon)
-                    out.flush()
-                    os.fsync(out.fileno())
-                self._write_indexes(scratch, seg.base_offset)
+                self._write_segment(seg, scratch, txn, legacy_horizon)
                 for suffix in (_files.LOG_SUFFIX, *_INDEX_SUFFIXES):
                     src = _files.segment_path(scratch, seg.base_offset, suffix)
-                    if os.path.exists(src):
-                        # a cleaned segment keeps its source's lastModified (Kafka: cleaned.lastModified)
-                        os.utime(src, ns=(seg.mtime_ns, seg.mtime_ns))
-                        dst = _files.segment_path(self.log_dir, seg.base_offset, suffix + _CLEANED)
-                        os.replace(src, dst)
-                        created.append(dst)
-                self.stats.segments_cleaned += 1
+                    dst = _files.segment_path(self.log_dir, seg.base_offset, suffix + _CLEANED)
+                    os.replace(src, dst)
+                    created.append(dst)
             _files.fsync_dir(self.log_dir)
             _checkpoint("cleaned")
             # .cleaned -> .swap, earliest first: the set of .swap files is always a prefix
-            swaps = []
             for path in list(created):
                 swap = path[: -len(_CLEANED)] + _SWAP
                 os.replace(path, swap)
                 created[created.index(path)] = swap
-                swaps.append(swap)
                 _checkpoint(f"swap-rename:{os.path.basename(swap)}")
             _files.fsync_dir(self.log_dir)
             swapping = True
             _checkpoint("swapping")
-            _complete_swaps(self.log_dir)
+            log_loader.complete_swaps(self.log_dir, checkpoint=_checkpoint)
         except BaseException:
             if not swapping:
                 for path in created:
@@ -622,8 +708,58 @@ class LogCleaner:
             raise
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-        self.stats.elapsed_s = time.perf_counter() - t0
-        return self.stats
+
+    def _write_copy(self, output_dir: str, cleanable: list) -> None:
+        """The compacted partition as a new directory: cleaned segments rewritten, the others
+        copied byte for byte (as far as this run read them), indexes rebuilt, partition.metadata,
+        leader-epoch-checkpoint, .txnindex and .snapshot files copied. Staged beside the target and
+        renamed into place, so a failure leaves no partial output."""
+        src = os.path.realpath(self.log_dir)
+        dst = os.path.realpath(output_dir)
+        if dst == src or dst.startswith(src + os.sep):
+            raise self._uncleanable(f"the output directory {output_dir} is the input or inside it")
+        if os.path.lexists(dst) and (not os.path.isdir(dst) or os.listdir(dst)):
+            raise LogWriteError("the output directory must not exist or be empty", path=output_dir)
+        parent = os.path.dirname(dst)
+        os.makedirs(parent, exist_ok=True)
+        stage = os.path.join(parent, f".{os.path.basename(dst)}.kbatch-compact-{os.getpid()}")
+        shutil.rmtree(stage, ignore_errors=True)
+        os.mkdir(stage)
+        try:
+            if cleanable:
+                self.build_offset_map()
+            txn = CleanedTransactionMetadata(self.scan_result.aborted if self.scan_result else [])
+            legacy_horizon = self._legacy_horizon()
+            cleaned = {s.base_offset for s in cleanable}
+            for seg in self.segments:
+                if seg.base_offset in cleaned:
+                    self._write_segment(seg, stage, txn, legacy_horizon)
+                    continue
+                path = _files.segment_path(stage, seg.base_offset, _files.LOG_SUFFIX)
+                with open(path, "xb") as out:
+                    pos = 0
+                    while pos < seg.size:
+                        chunk = seg.records.read(pos, min(16 << 20, seg.size - pos))
+                        out.write(chunk)
+                        pos += len(chunk)
+                    out.flush()
+                    os.fsync(out.fileno())
+                self._write_indexes(stage, seg.base_offset)
+                os.utime(path, ns=(seg.mtime_ns, seg.mtime_ns))
+            for name in sorted(os.listdir(self.log_dir)):
+                if name in _COPIED_FILES or name.endswith((_files.TXN_INDEX_SUFFIX, ".snapshot")):
+                    p = os.path.join(self.log_dir, name)
+                    if os.path.isfile(p):
+                        shutil.copy2(p, os.path.join(stage, name))
+            _files.fsync_dir(stage)
+            if os.path.isdir(dst):
+                os.rmdir(dst)
+            os.rename(stage, dst)
+            _files.fsync_dir(parent)
+        except BaseException:
+            shutil.rmtree(stage, ignore_errors=True)
+            raise
+        self.stats.output_dir = dst
 
 
 def _unlink(path: str) -> None:
@@ -633,70 +769,33 @@ def _unlink(path: str) -> None:
         pass
 
 
-def _index_rebuilder():
-    """The storage module's index writer, once it exists: f(log_file_path, index_interval_bytes)."""
-    try:
-        from . import log as _log
-    except ImportError:
-        return None
-    fn = getattr(_log, "rebuild_segment_indexes", None)
-    if fn is not None:
-        return fn
-    rebuild = getattr(_log, "rebuild_indexes", None)
-    if rebuild is None:
-        return None
-    return lambda path, interval: rebuild(path, index_interval_bytes=interval)
-
-
-def _complete_swaps(log_dir: str) -> None:
-    """Rename every `<base>.<suffix>.swap` over its original, earliest segment first; for each
-    segment the old index files go before the new log lands, so no stale index ever describes a
-    new log (a missing index is rebuilt by any reader, as a broker does)."""
-    swaps: dict[int, list[str]] = {}
-    for name in os.listdir(log_dir):
-        if name.endswith(_SWAP) and len(name) > 20 and name[:20].isdigit():
-            swaps.setdefault(int(name[:20]), []).append(name[: -len(_SWAP)])
-    for base in sorted(swaps):
-        _checkpoint(f"swap-in:{base}")
-        targets = swaps[base]
-        log_name = _files.filename_prefix(base) + _files.LOG_SUFFIX
-        if log_name in targets:
-            for suffix in _INDEX_SUFFIXES:  # old indexes must not outlive the old log
-                _unlink(_files.segment_path(log_dir, base, suffix))
-        for t in sorted(targets, key=lambda t: t != log_name):  # the log first, then its indexes
-            os.replace(os.path.join(log_dir, t + _SWAP), os.path.join(log_dir, t))
-    _files.fsync_dir(log_dir)
-
-
 def recover(log_dir) -> None:
-    """Finish or undo an interrupted compaction, as a broker's LogLoader does: `.cleaned` files
-    and scratch directories are deleted; `.swap` files (written only once every cleaned segment
-    was complete) are renamed over their originals."""
-    log_dir = os.fspath(log_dir)
-    for name in os.listdir(log_dir):
-        path = os.path.join(log_dir, name)
-        if name.startswith(_SCRATCH_PREFIX):
-            shutil.rmtree(path, ignore_errors=True)
-        elif name.endswith(_CLEANED):
-            _unlink(path)
-    _complete_swaps(log_dir)
+    """Finish or undo an interrupted compaction, as a broker's LogLoader does (log_loader.clean_directory),
+    holding the directory's lock: `.cleaned` files and scratch directories are deleted; `.swap`
+    files (written only once every cleaned segment was complete) are renamed over their originals."""
+    with _files.DirLock.acquire(log_dir, "recover"):
+        log_loader.clean_directory(log_dir)
 
 
 def compact(log_dir, now_ms: int, delete_retention_ms: int = 86_400_000, *, clean_active_segment: bool = False,
             legacy_delete_horizon_ms: int | None = None,
             index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES, verify_crc: bool = True,
-            max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES) -> CleanerStats:
+            max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES, dry_run: bool = False,
+            output_dir=None) -> CleanerStats:
     """Compact the partition directory `log_dir` as a broker's log cleaner does (see module doc).
 
     now_ms: the cleaner's clock (delete horizons are now_ms + delete_retention_ms; tombstones and
     markers whose horizon is <= now_ms go). clean_active_segment: also clean the last segment.
     legacy_delete_horizon_ms: override the legacy (magic 0/1) tombstone horizon.
-    Returns CleanerStats. The input files are never modified in place.
+    dry_run: write nothing; the stats say what a run would remove (records_removed, bytes_saved).
+    output_dir: write the compacted partition to this new (or empty) directory instead.
+    Returns CleanerStats. The input files are never modified in place; a partition that cannot be
+    read in full raises UncleanablePartitionError and nothing changes.
     """
     return LogCleaner(log_dir, now_ms, delete_retention_ms, clean_active_segment=clean_active_segment,
                       legacy_delete_horizon_ms=legacy_delete_horizon_ms,
                       index_interval_bytes=index_interval_bytes, verify_crc=verify_crc,
-                      max_decompressed_bytes=max_decompressed_bytes).clean()
+                      max_decompressed_bytes=max_decompressed_bytes).clean(dry_run=dry_run, output_dir=output_dir)
 
 
 __all__ = ["compact", "recover", "LogCleaner", "CleanerStats", "OffsetMap", "CleanedTransactionMetadata",
