@@ -2,7 +2,8 @@
 
     python -m kbatch.demo [--dir ./sample-data] [--records 20000] [--no-spark]
 
-1. writes ./sample-data/<topic>-<partition>/ folders of segments with indexes: several
+1. writes ./sample-data/<topic>-<partition>/ folders of segments with indexes (only into a new or
+   empty directory, or one an earlier run made and marked with a `.kbatch-demo` file): several
    partitions and segments, every codec, legacy magic 0/1 message sets, historical negative
    timestamps (KIP-228 extended flag), records with future timestamps, tombstones that keep a
    payload (KIP-87), and a transaction committed and one aborted (control batches);
@@ -126,9 +127,40 @@ def _writer(path: str, segment_bytes: int, now_ms: int, legacy: bool = False):
 
 
 # ------------------------------------------------------------------------------------ sample data
+MARKER = ".kbatch-demo"   # marks a directory the demo made; only such a directory's topics are replaced
+TOPICS = ("orders-0", "orders-1", "orders-2", "payments-0", "legacy-0")
+
+
+class DemoDirectoryError(Exception):
+    """The demo was pointed at a directory it did not make and that is not empty."""
+
+
+def prepare_root(root: str) -> None:
+    """Make `root` ready for the sample topics without touching anything the demo did not write:
+    a missing or empty directory is created/used and marked as the demo's (MARKER); in a marked
+    directory only the demo's own topic directories are replaced; any other directory is refused."""
+    if os.path.lexists(root) and not os.path.isdir(root):
+        raise DemoDirectoryError(f"{root} exists and is not a directory; give --dir a new or empty directory")
+    if os.path.isdir(root):
+        names = os.listdir(root)
+        if names and MARKER not in names:
+            raise DemoDirectoryError(
+                f"{root} is not empty and was not made by the demo (no {MARKER} file in it); the demo writes only "
+                f"into a new or empty directory, or one it made itself. Give --dir another directory.")
+        for name in TOPICS:
+            p = os.path.join(root, name)
+            if os.path.isdir(p) and not os.path.islink(p):
+                shutil.rmtree(p)
+    else:
+        os.makedirs(root)
+    with open(os.path.join(root, MARKER), "w") as f:
+        f.write("Sample topics written by `python -m kbatch.demo`; the demo replaces them when run again here.\n")
+
+
 def generate(root: str, records: int = 20000, now_ms: int | None = None, seed: int = 7,
              segment_bytes: int = 96 * 1024) -> dict:
-    """Write the sample topics under `root` (replacing it). Returns a summary dict."""
+    """Write the sample topics under `root` (see prepare_root: only a new, empty or demo-made
+    directory). Returns a summary dict."""
     import random
 
     import logging
@@ -136,9 +168,7 @@ def generate(root: str, records: int = 20000, now_ms: int | None = None, seed: i
     logging.getLogger("kbatch.validate").setLevel(logging.ERROR)  # the demo says it once, below
     rng = random.Random(seed)
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    if os.path.exists(root):
-        shutil.rmtree(root)
-    os.makedirs(root)
+    prepare_root(root)
     summary = {"now_ms": now_ms, "partitions": {}}
     per_part = max(records // 3, 50)
     seg_bytes = segment_bytes
@@ -325,7 +355,11 @@ def main(argv=None) -> int:
     ap.add_argument("--records", type=int, default=20000, help="records across the orders partitions")
     ap.add_argument("--no-spark", action="store_true", help="only generate the sample data")
     args = ap.parse_args(argv)
-    return run(args.dir, args.records, not args.no_spark)
+    try:
+        return run(args.dir, args.records, not args.no_spark)
+    except DemoDirectoryError as e:
+        print(f"[kbatch.demo] {e}", file=sys.stderr, flush=True)
+        return 2
 
 
 if __name__ == "__main__":

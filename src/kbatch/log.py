@@ -416,7 +416,7 @@ class Log:
             oi = seg.offset_index
             start = seg._entry_position(oi.entry(oi.entries - 1).offset) if oi.entries else 0
             last = None
-            for s in seg.log.scan(start):
+            for s in seg.log.scan(start, reuse=True):
                 if len(s[column]):
                     last = int(s[column][-1])
             return last

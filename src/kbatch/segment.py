@@ -99,7 +99,7 @@ def scan_windows(read, size: int, start: int = 0, verify_crc: bool = False, firs
     window = first_window
     while size - pos > W.HEADER_SIZE_UP_TO_MAGIC:
         n = min(size - pos, window)
-        window = _WINDOW
+        window = min(window * 16, _WINDOW)  # a lookup that did not end in the first window goes on in larger ones
         buf = read(pos, n)
         try:
             s = core.scan_batches(buf, 0, n, verify_crc)
@@ -218,7 +218,7 @@ _TIME = struct.Struct(">qi")
 def _windows(source, start=0, verify_crc=False, first_window=_WINDOW):
     """scan_windows over a FileRecords or any buffer."""
     if isinstance(source, FileRecords):
-        return source.scan(start, verify_crc, first_window)
+        return source.scan(start, verify_crc, first_window, reuse=True)
     return scan_buffer(source, start, verify_crc, first_window)
 
 
@@ -326,9 +326,25 @@ class FileRecords:
         size = max(0, min(size, self._size - position))
         return _files.pread_exact(self._fd_or_raise(), size, position, self.path) if size else b""
 
-    def scan(self, start: int = 0, verify_crc: bool = False, first_window: int = _WINDOW):
-        """scan_windows over the file (see there)."""
-        return scan_windows(self.read, self._size, start, verify_crc, first_window)
+    def scan(self, start: int = 0, verify_crc: bool = False, first_window: int = _WINDOW, *, reuse: bool = False):
+        """scan_windows over the file (see there). reuse=True reads every window into one buffer
+        (no allocation per window): only for callers that keep nothing (no batch, record, key or
+        value view) from a window once they ask for the next one."""
+        return scan_windows(self._reusing_reader() if reuse else self.read, self._size, start, verify_crc,
+                            first_window)
+
+    def _reusing_reader(self):
+        holder = [None]
+
+        def read(position: int, size: int):
+            size = max(0, min(size, self._size - position))
+            buf = holder[0]
+            if buf is None or len(buf) < size:
+                buf = holder[0] = bytearray(max(size, _FIRST_WINDOW))
+            mv = memoryview(buf)[:size]
+            _files.pread_into(self._fd_or_raise(), mv, position, self.path)
+            return mv
+        return read
 
     def headers(self, start: int = 0, verify_crc: bool = False, first_window: int = _WINDOW):
         return self.scan(start, verify_crc, first_window)
@@ -341,7 +357,7 @@ class FileRecords:
     def scan_to_end(self, start: int = 0) -> tuple[int, KBatchError | None]:
         """(where complete batches end, the framing error that stopped the scan or None)."""
         good = start
-        gen = self.scan(start)
+        gen = self.scan(start, reuse=True)
         try:
             while True:
                 s = next(gen)
@@ -357,7 +373,7 @@ class FileRecords:
     @property
     def valid_bytes(self) -> int:
         """Where complete batches end; bytes after it are a partial (torn) batch or unreadable."""
-        gen = self.scan()
+        gen = self.scan(reuse=True)
         while True:
             try:
                 next(gen)
@@ -383,7 +399,7 @@ class FileRecords:
     def search_for_offset_with_size(self, target_offset: int, starting_position: int = 0):
         """The first batch from `starting_position` whose last offset >= target, as
         (last offset, position, size), or None (FileRecords.searchForOffsetWithSize)."""
-        for s in self.scan(starting_position, first_window=_FIRST_WINDOW):
+        for s in self.scan(starting_position, first_window=_FIRST_WINDOW, reuse=True):
             hit = np.flatnonzero(s["last_offset"] >= target_offset)
             if len(hit):
                 i = int(hit[0])
@@ -394,7 +410,7 @@ class FileRecords:
         """The first record with timestamp >= target and offset >= starting_offset, scanning from
         `starting_position` and skipping batches whose max timestamp < target
         (FileRecords.searchForTimestamp). Records without a timestamp never match."""
-        for s in self.scan(starting_position, first_window=_FIRST_WINDOW):
+        for s in self.scan(starting_position, first_window=_FIRST_WINDOW, reuse=True):
             cand = np.flatnonzero((s["max_timestamp"] >= target) & (s["last_offset"] >= starting_offset))
             for i in cand.tolist():
                 hit = first_record_at_or_after(_batch_at(s, i), target, starting_offset)
@@ -405,7 +421,7 @@ class FileRecords:
     def largest_timestamp_after(self, starting_position: int) -> int:
         """Largest batch max timestamp from a position (Kafka's version ignores negatives)."""
         best = W.NO_TIMESTAMP
-        for s in self.scan(starting_position):
+        for s in self.scan(starting_position, reuse=True):
             if len(s["max_timestamp"]):
                 best = max(best, int(s["max_timestamp"].max()))
         return best
@@ -475,6 +491,32 @@ def first_record_at_or_after(batch, target: int, starting_offset: int = 0):
         if rec.timestamp is not None and rec.timestamp >= target and rec.offset >= starting_offset:
             return TimestampAndOffset(rec.timestamp, rec.offset, _epoch(batch.partition_leader_epoch))
     return None
+
+
+_V2_OFFSETS = struct.Struct(">qiibIhi")  # baseOffset .. lastOffsetDelta
+
+
+def _header_offsets(head: bytes, available: int):
+    """(base offset, last offset) of the batch whose header starts `head`, or None when these
+    bytes cannot start a complete batch of the `available` bytes (wrong size or magic)."""
+    if len(head) < W.HEADER_SIZE_UP_TO_MAGIC:
+        return None
+    offset, size = struct.unpack_from(">qi", head, 0)
+    magic = head[W.MAGIC_OFFSET]
+    if magic == 2:
+        if size + W.LOG_OVERHEAD < W.RECORD_BATCH_OVERHEAD or len(head) < W.RECORD_BATCH_OVERHEAD:
+            return None
+        delta = _V2_OFFSETS.unpack_from(head, 0)[6]
+        last = offset + delta
+    elif magic in (0, 1):
+        if size < W.RECORD_OVERHEAD_V0:
+            return None
+        last = offset
+    else:
+        return None
+    if size + W.LOG_OVERHEAD > available:
+        return None
+    return offset, last
 
 
 class IndexContradiction(Exception):
@@ -636,19 +678,13 @@ class LogSegment:
             return 0
         if self.indexes_from_scan:
             return mapping.position
-        if mapping.position >= self.log.size_in_bytes:
-            raise IndexContradiction(f".index entry (offset {mapping.offset}, position {mapping.position}) points past "
-                                     f"the end of the log ({self.log.size_in_bytes} bytes)")
-        try:
-            first = next(iter(self.log.scan(mapping.position, first_window=_FIRST_WINDOW)), None)
-        except KBatchError as e:
-            if isinstance(e, StorageError):
-                raise
-            first = None
-        if first is None or not len(first["position"]):
+        head = self.log.read(mapping.position, W.RECORD_BATCH_OVERHEAD)
+        found = _header_offsets(head, self.log.size_in_bytes - mapping.position)
+        if found is None:
             raise IndexContradiction(f".index entry (offset {mapping.offset}, position {mapping.position}) points to "
-                                     f"bytes that are not a batch")
-        base, last = int(first["base_offset"][0]), int(first["last_offset"][0])
+                                     f"bytes that are not the start of a batch (the log has {self.log.size_in_bytes} "
+                                     f"bytes)")
+        base, last = found
         if not (base <= mapping.offset and last <= mapping.offset):
             raise IndexContradiction(f".index entry says offset {mapping.offset} is at position {mapping.position}, "
                                      f"but the batch there holds offsets {base}..{last}")
@@ -693,7 +729,7 @@ class LogSegment:
         t = MaxTimestampTracker(*(last if last is not None else (None, None)))
         oi = self.offset_index
         start = self._entry_position(oi.entry(oi.entries - 1).offset) if oi.entries else 0
-        for s in self.log.scan(start):
+        for s in self._scan(start):
             t.update_rows(s)
         return t
 
@@ -732,7 +768,7 @@ class LogSegment:
         oi = self.offset_index
         start = self._entry_position(oi.entry(oi.entries - 1).offset) if oi.entries else 0
         nxt = self.base_offset
-        gen = self.log.scan(start)
+        gen = self.log.scan(start, reuse=True)
         error = None
         end = start
         try:
@@ -750,6 +786,19 @@ class LogSegment:
         if end < self.size:
             self.report_unreadable(end, error)
         return nxt, end
+
+    def _scan(self, start: int, first_window: int = _WINDOW):
+        """The .log's windows from `start` (reused buffers); a scan that reaches the end short of
+        the file's size reports the bytes it could not read."""
+        gen = self.log.scan(start, first_window=first_window, reuse=True)
+        while True:
+            try:
+                s = next(gen)
+            except StopIteration as stop:
+                if stop.value < self.size:
+                    self.report_unreadable(stop.value)
+                return
+            yield s
 
     def report_unreadable(self, position: int, error=None) -> None:
         why = f": {error}" if error is not None else " (a partial batch: a torn write, a bad length, or not a segment)"
@@ -778,7 +827,7 @@ class LogSegment:
         has_entry = ts_off.timestamp != W.NO_TIMESTAMP or ts_off.offset != self.base_offset
         position = self._entry_position(max(ts_off.offset, starting_offset))
         check = ts_off if has_entry and not self.indexes_from_scan and ts_off.offset >= starting_offset else None
-        for s in self.log.scan(position, first_window=_FIRST_WINDOW):
+        for s in self._scan(position, _FIRST_WINDOW):
             if check is not None and self._check_time_entry(s, check):
                 check = None
             cand = np.flatnonzero((s["max_timestamp"] >= target) & (s["last_offset"] >= starting_offset))
@@ -804,7 +853,7 @@ class LogSegment:
 
     def _find_max_batch(self, t):
         position = self._entry_position(t.offset)
-        for s in self.log.scan(position, first_window=_FIRST_WINDOW):
+        for s in self._scan(position, _FIRST_WINDOW):
             hit = np.flatnonzero(s["last_offset"] >= t.offset)
             if len(hit):
                 i = int(hit[0])
@@ -840,7 +889,7 @@ class LogSegment:
         check = ts_off if has_entry and not self.indexes_from_scan and ts_off.offset >= starting_offset else None
         running = W.INT64_MIN
         k = 0  # next unresolved sorted target
-        for s in self.log.scan(lo_pos):
+        for s in self._scan(lo_pos):
             if check is not None and self._check_time_entry(s, check):
                 check = None
             if k >= n:
@@ -940,7 +989,7 @@ class LogSegment:
         if not self.indexes_from_scan:
             self._find_max_batch(t)
         position = self._entry_position(t.offset)
-        for s in self.log.scan(position, first_window=_FIRST_WINDOW):
+        for s in self._scan(position, _FIRST_WINDOW):
             for i in np.flatnonzero(s["max_timestamp"] == target).tolist():
                 b = _batch_at(s, i)
                 for rec in b:
@@ -952,7 +1001,7 @@ class LogSegment:
     def load_first_batch_timestamp(self) -> None:
         """The rolling timestamp after a restart: the first batch's max timestamp (getFirstBatchTimestamp)."""
         if self.rolling_based_timestamp is None:
-            for s in self.log.scan(0, first_window=_FIRST_WINDOW):
+            for s in self.log.scan(0, first_window=_FIRST_WINDOW, reuse=True):
                 if len(s["max_timestamp"]):
                     self.rolling_based_timestamp = int(s["max_timestamp"][0])
                 break

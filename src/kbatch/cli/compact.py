@@ -1,41 +1,57 @@
-"""`kbatch compact`: the log cleaner over partition directories."""
+"""`kbatch compact`: the log cleaner over partition directories.
+
+A partition is compacted only if it can be read in full and nobody else writes it: a corrupt,
+truncated or foreign segment makes compaction refuse that partition (exit 1, nothing changed),
+and a directory another writer or a running broker holds is refused (exit 2). `--dry-run`
+writes nothing; `--output DIR` writes the compacted copy to DIR/<partition> instead.
+"""
 
 import os
 import sys
 
-from ._common import (EXIT_OK, api, emit, now_ms, options, partition_dirs, run, time_value)
+from ..errors import KBatchError, StorageError
+from ._common import (EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, UsageProblem, api, emit, now_ms, options, partition_dirs,
+                      run, time_value)
 
 
-def _report_dict(report) -> dict:
-    """The KIP-937 report as a plain dict, whatever shape validate.py returns it in."""
-    if isinstance(report, dict):
-        return dict(report)
-    for attr in ("as_dict", "_asdict", "to_dict"):
-        f = getattr(report, attr, None)
-        if f is not None:
-            return dict(f())
-    import dataclasses
-    if dataclasses.is_dataclass(report):
-        return dataclasses.asdict(report)
-    return {k: v for k, v in vars(report).items() if not k.startswith("_")}
-
-
-def cmd_compact(path, *, now=None, delete_retention_ms=86_400_000, as_json=False, quiet=False,
-                out=None, err=None) -> int:
+def cmd_compact(path, *, now=None, delete_retention_ms=86_400_000, dry_run=False, output=None, as_json=False,
+                quiet=False, out=None, err=None) -> int:
     out = out or sys.stdout
+    err = err or sys.stderr
     now_value = now_ms() if now is None else now
+    if dry_run and output is not None:
+        raise UsageProblem("--dry-run writes nothing; leave out --output")
+    code = EXIT_OK
     for d in partition_dirs(path):
         name = os.path.basename(os.path.abspath(d))
-        stats = api("compact")(d, now_ms=now_value, delete_retention_ms=delete_retention_ms)
-        rep = _report_dict(stats)
+        target = None if output is None else os.path.join(output, name)
+        try:
+            stats = api("compact")(d, now_ms=now_value, delete_retention_ms=delete_retention_ms, dry_run=dry_run,
+                                   output_dir=target)
+        except StorageError as e:  # locked, unwritable, changed under us: the partition was not compacted
+            err.write(f"kbatch: {name}: {e}\n")
+            code = max(code, EXIT_USAGE)
+            continue
+        except KBatchError as e:   # cannot be read in full: refused, nothing changed
+            err.write(f"kbatch: {name}: {e}\n")
+            code = max(code, EXIT_PROBLEMS)
+            continue
+        rep = stats.as_dict()
         if as_json:
-            emit(out, dict(partition=name, path=d, now=now_value, delete_retention_ms=delete_retention_ms, **rep))
+            emit(out, dict(partition=name, path=d, now=now_value, delete_retention_ms=delete_retention_ms,
+                           records_removed=stats.records_removed, bytes_saved=stats.bytes_saved, **rep))
         elif not quiet:
-            out.write(f"{name}: {rep.get('segments_cleaned', 0)} segment(s) cleaned, "
-                      f"{rep.get('records_read', 0)} records read, {rep.get('records_written', 0)} kept, "
-                      f"{rep.get('bytes_read', 0)} -> {rep.get('bytes_written', 0)} bytes, "
-                      f"{rep.get('tombstones_removed', 0)} tombstones removed\n")
-    return EXIT_OK
+            verb = "would clean" if dry_run else "cleaned"
+            line = (f"{name}: {verb} {stats.segments_cleaned} segment(s): {stats.records_read} records read, "
+                    f"{stats.records_written} kept ({stats.records_removed} removed), {stats.bytes_read} -> "
+                    f"{stats.bytes_written} bytes ({stats.bytes_saved} saved), {stats.tombstones_removed} tombstones "
+                    f"removed")
+            if dry_run:
+                line += "; dry run, nothing written"
+            elif target is not None:
+                line += f"; written to {stats.output_dir}"
+            out.write(line + "\n")
+    return code
 
 
 def register(app) -> None:
@@ -46,10 +62,13 @@ def register(app) -> None:
     Quiet, Json = options()
 
     @app.command(help="Compact partition(s) as the broker's log cleaner does (KIP-87 tombstones, KIP-534 delete "
-                      "horizons).")
+                      "horizons). A partition that cannot be read in full is refused (exit 1, nothing changed); a "
+                      "directory another writer or a running broker holds is refused (exit 2).")
     def compact(path: Annotated[str, typer.Argument(help="Partition directory or log directory.")],
                 now: Annotated[Optional[str], typer.Option("--now", help="The cleaner's clock (epoch ms or ISO-8601); default: now.")] = None,
                 delete_retention_ms: Annotated[int, typer.Option("--delete-retention-ms", help="delete.retention.ms")] = 86_400_000,
+                dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing; say what would be removed and how many bytes saved.")] = False,
+                output: Annotated[Optional[str], typer.Option("--output", help="Write the compacted partitions to DIR/<partition> and leave the input as it is.")] = None,
                 as_json: Json = False, quiet: Quiet = False):
-        run(cmd_compact, path, now=time_value(now), delete_retention_ms=delete_retention_ms, as_json=as_json,
-            quiet=quiet)
+        run(cmd_compact, path, now=time_value(now), delete_retention_ms=delete_retention_ms, dry_run=dry_run,
+            output=output, as_json=as_json, quiet=quiet)

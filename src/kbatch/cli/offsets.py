@@ -1,24 +1,37 @@
-"""`kbatch offsets`: ListOffsets per partition (KIP-79)."""
+"""`kbatch offsets`: ListOffsets per partition (KIP-79).
+
+Answers come from the log: an index entry is used only once the log agrees with it (otherwise the
+segment is scanned, and stderr says so), and bytes that are not complete batches are named on
+stderr. Either makes the exit code 1; the answers printed are still the log's.
+"""
 
 import os
 import sys
 
-from ._common import (EXIT_OK, UsageProblem, api, emit, format_time, options, parse_time,
+from ..errors import KBatchError, StorageError
+from ._common import (EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, UsageProblem, api, emit, format_time, options, parse_time,
                       partition_dirs, run, time_value)
 
 
 def cmd_offsets(path, *, times=(), earliest=False, latest=False, max_timestamp=False, as_json=False,
                 quiet=False, out=None, err=None) -> int:
     out = out or sys.stdout
+    err = err or sys.stderr
     targets = [("earliest", None)] if earliest else []
     targets += [("latest", None)] if latest else []
     targets += [("max-timestamp", None)] if max_timestamp else []
     targets += [(t, parse_time(t)) for t in times]
     if not targets:
         raise UsageProblem("say what to look up: --time T (repeatable), --earliest, --latest or --max-timestamp")
+    code = EXIT_OK
     for d in partition_dirs(path):
         name = os.path.basename(os.path.abspath(d))
-        log = api("Log").open(d)
+        try:
+            log = api("Log").open(d)
+        except StorageError as e:
+            err.write(f"kbatch: {name}: {e}\n")
+            code = max(code, EXIT_USAGE)
+            continue
         try:
             for label, ts in targets:
                 if label in ("earliest", "latest"):  # epochs from the leader epoch cache, as a broker answers
@@ -40,11 +53,19 @@ def cmd_offsets(path, *, times=(), earliest=False, latest=False, max_timestamp=F
                     else:
                         out.write(f"{name}\t{shown}\toffset {offset}\ttimestamp {found_ts} "
                                   f"({format_time(found_ts)})\n")
+        except StorageError as e:
+            err.write(f"kbatch: {name}: {e}\n")
+            code = max(code, EXIT_USAGE)
+        except KBatchError as e:
+            err.write(f"kbatch: {name}: {e}\n")
+            code = max(code, EXIT_PROBLEMS)
         finally:
-            close = getattr(log, "close", None)
-            if close is not None:
-                close()
-    return EXIT_OK
+            for problem in log.problems:
+                err.write(f"kbatch: {name}: {problem}\n")
+            if log.problems:
+                code = max(code, EXIT_PROBLEMS)
+            log.close()
+    return code
 
 
 def register(app) -> None:
@@ -55,7 +76,8 @@ def register(app) -> None:
     Quiet, Json = options()
 
     @app.command(help="Look up offsets per partition: by time (first record with timestamp >= T), earliest, "
-                      "latest (log end offset) or the record with the largest timestamp.")
+                      "latest (log end offset) or the record with the largest timestamp. Exit 1 when an index "
+                      "disagreed with the log or bytes could not be read (stderr says which).")
     def offsets(path: Annotated[str, typer.Argument(help="Partition directory or log directory.")],
                 time_: Annotated[Optional[List[str]], typer.Option("--time", "-t", help="Epoch ms (negative allowed) or ISO-8601, e.g. 2024-05-01T09:00:00Z. Repeatable.")] = None,
                 earliest: Annotated[bool, typer.Option("--earliest", help="The log start offset.")] = False,

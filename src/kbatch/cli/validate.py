@@ -1,5 +1,10 @@
-"""`kbatch validate`: the KIP-937 timestamp report."""
+"""`kbatch validate`: the KIP-937 timestamp report.
 
+Every byte is read (CRCs checked); anything that cannot be read is named with its file, byte
+position and size, and makes the exit code 1, as timestamps outside the window do.
+"""
+
+import contextlib
 import os
 import sys
 
@@ -8,39 +13,85 @@ from ..errors import KBatchError
 from ._common import (EXIT_OK, EXIT_PROBLEMS, UsageProblem, api, emit, format_time, now_ms, options, progress_bar, resolve_segments, run, time_value)
 
 
+def _segment_records(seg, rep, advance):
+    """(offsets, timestamps) of every record of one segment file that can be read; everything that
+    cannot (a file that is not a regular file, a bad CRC, a batch that does not decode, a header
+    that does not parse, bytes at the end that are not a complete batch) goes to rep["unreadable"]
+    with its byte count in rep["unread_bytes"]."""
+    from ..segment import FileRecords, _batch_at
+
+    offsets, stamps = [], []
+    try:
+        f = FileRecords(seg)
+    except (OSError, KBatchError) as e:
+        rep["unreadable"].append(dict(file=seg, position=None, message=str(e)))
+        return offsets, stamps
+    try:
+        size = f.size_in_bytes
+        done = 0
+        gen = f.scan(0, verify_crc=True)
+        try:
+            while True:
+                try:
+                    s = next(gen)
+                except StopIteration as stop:
+                    done = stop.value
+                    if done < size:
+                        rep["unreadable"].append(dict(
+                            file=seg, position=done, bytes=size - done,
+                            message=f"{size - done} bytes at the end are not a complete batch (torn write, bad length "
+                                    f"field, or not a segment)"))
+                        rep["unread_bytes"] += size - done
+                    break
+                ok = s["crc_valid"].tolist()
+                for i in range(len(ok)):
+                    batch = _batch_at(s, i)
+                    if not ok[i]:
+                        rep["unreadable"].append(dict(file=seg, position=batch.position, bytes=batch.size_in_bytes,
+                                                      message=f"CRC mismatch: stored {batch.crc}, computed "
+                                                              f"{batch.compute_crc()}"))
+                        rep["unread_bytes"] += batch.size_in_bytes
+                        continue
+                    try:
+                        records = batch.records()
+                    except KBatchError as e:
+                        rep["unreadable"].append(dict(file=seg, position=batch.position, bytes=batch.size_in_bytes,
+                                                      message=str(e)))
+                        rep["unread_bytes"] += batch.size_in_bytes
+                        continue
+                    for r in records:
+                        if r.timestamp is None:
+                            rep["no_timestamp"] += 1
+                        else:
+                            offsets.append(r.offset)
+                            stamps.append(r.timestamp)
+                    rep["records"] += len(records)
+                    advance(batch.size_in_bytes)
+                    records = batch = None
+                if len(s["position"]):
+                    done = int(s["position"][-1] + s["size"][-1])
+        except KBatchError as e:  # a header that cannot be parsed: the rest of the file is unread
+            rep["unreadable"].append(dict(file=seg, position=done, bytes=size - done,
+                                          message=f"cannot read from here on: {e}"))
+            rep["unread_bytes"] += size - done
+    finally:
+        f.close()
+    return offsets, stamps
+
+
 def timestamp_report(segments, now: int, before_max_ms: int, after_max_ms: int, advance=lambda n: None) -> dict:
     """KIP-937 over the records of a partition's segments: how many timestamps fall outside
     [now - before_max_ms, now + after_max_ms] (saturated, DESIGN.md decision 4), and the first
-    offending offsets. Records without a timestamp are skipped, as Kafka skips -1."""
+    offending offsets. Records without a timestamp are skipped, as Kafka skips -1. Bytes that could
+    not be read are listed in "unreadable" ("unread_bytes" in all)."""
     import numpy as np
-
-    from ..dump import MappedFile, batches_until_error
 
     check = api("check_timestamps")
     rep = dict(records=0, no_timestamp=0, too_old=0, too_new=0, first_too_old_offset=None,
                first_too_old_timestamp=None, first_too_new_offset=None, first_too_new_timestamp=None,
-               lower_bound=None, upper_bound=None, unreadable=[], message=None)
+               lower_bound=None, upper_bound=None, unreadable=[], unread_bytes=0, message=None)
     for seg in segments:
-        offsets, stamps = [], []
-        with MappedFile(seg) as f:
-            errors = []
-            for batch in batches_until_error(f.data, errors):
-                try:
-                    records = batch.records()
-                except KBatchError as e:
-                    rep["unreadable"].append(dict(file=seg, position=batch.position, message=str(e)))
-                    continue
-                for r in records:
-                    if r.timestamp is None:
-                        rep["no_timestamp"] += 1
-                    else:
-                        offsets.append(r.offset)
-                        stamps.append(r.timestamp)
-                rep["records"] += len(records)
-                advance(batch.size_in_bytes)
-                records = batch = None
-            for e in errors:
-                rep["unreadable"].append(dict(file=seg, position=e.batch_position, message=str(e)))
+        offsets, stamps = _segment_records(seg, rep, advance)
         ts = np.array(stamps, dtype=np.int64)
         res = check(ts, now_ms=now, before_max_ms=before_max_ms, after_max_ms=after_max_ms, no_timestamp=None)
         rep["lower_bound"], rep["upper_bound"] = res.lower_bound, res.upper_bound
@@ -68,7 +119,11 @@ def cmd_validate(path, *, before_max_ms=W.INT64_MAX, after_max_ms=W.INT64_MAX, n
     if before_max_ms < 0 or after_max_ms < 0:
         raise UsageProblem("--before-max-ms and --after-max-ms must be >= 0")
     parts = resolve_segments(path)
-    total = sum(os.path.getsize(s) for _d, segs in parts for s in segs)
+    total = 0
+    for _d, segs in parts:
+        for s in segs:
+            with contextlib.suppress(OSError):
+                total += os.path.getsize(s)
     bad = 0
     with progress_bar(total, "validate", quiet) as advance:
         for d, segs in parts:
@@ -80,6 +135,8 @@ def cmd_validate(path, *, before_max_ms=W.INT64_MAX, after_max_ms=W.INT64_MAX, n
                                 after_max_ms=after_max_ms, **rep))
                 continue
             line = f"{name}: {rep['records']} records, {rep['too_old']} too old, {rep['too_new']} too new"
+            if rep["unreadable"]:
+                line += f", {rep['unread_bytes']} bytes NOT READ ({len(rep['unreadable'])} place(s), below)"
             if rep["no_timestamp"]:
                 line += f", {rep['no_timestamp']} without timestamp"
             if rep["first_too_old_offset"] is not None:
@@ -92,7 +149,8 @@ def cmd_validate(path, *, before_max_ms=W.INT64_MAX, after_max_ms=W.INT64_MAX, n
             if rep["message"]:
                 out.write(f"  {rep['message']}\n")
             for u in rep["unreadable"]:
-                out.write(f"  {u['file']} at byte {u['position']}: cannot read: {u['message']}\n")
+                where = f" at byte {u['position']}" if u["position"] is not None else ""
+                out.write(f"  {u['file']}{where}: cannot read: {u['message']}\n")
     if not as_json and not quiet:
         lo, hi = _sat(now_value - before_max_ms), _sat(now_value + after_max_ms)
         out.write(f"allowed: [{lo}, {hi}] = [{format_time(lo)}, {format_time(hi)}], now {now_value} "
@@ -112,7 +170,8 @@ def register(app) -> None:
     Quiet, Json = options()
 
     @app.command(help="KIP-937 timestamp report: per partition, records older than now - before-max-ms or newer "
-                      "than now + after-max-ms, and the first offending offsets. Exit 1 if any.")
+                      "than now + after-max-ms, and the first offending offsets. Exit 1 if any, or if any byte "
+                      "could not be read (bad CRC, torn or undecodable batch; each is named).")
     def validate(path: Annotated[str, typer.Argument(help="Segment .log file, partition directory or log directory.")],
                  before_max_ms: Annotated[int, typer.Option("--before-max-ms", help="message.timestamp.before.max.ms")] = W.INT64_MAX,
                  after_max_ms: Annotated[int, typer.Option("--after-max-ms", help="message.timestamp.after.max.ms")] = W.INT64_MAX,

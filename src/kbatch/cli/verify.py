@@ -1,4 +1,8 @@
-"""`kbatch verify`: every batch, record and index entry of a segment, partition or log directory checked."""
+"""`kbatch verify`: every batch, record and index entry of a segment, partition or log directory checked.
+
+Segments are read with pread (never mmap): a file truncated while it is read, or a FIFO,
+directory or dangling symlink named like a segment, is a problem (exit 1), not a crash or a hang.
+"""
 
 import contextlib
 import os
@@ -45,51 +49,61 @@ class _Verifier:
 
     def segment(self, path, base: int, prev_last):
         """Check one .log file and its indexes; returns its last offset (None when empty)."""
-        from ..dump import MappedFile, batches_until_error
+        from ..errors import StorageError
         from ..index_rules import SegmentBatches
+        from ..segment import FileRecords
 
         self.segments += 1
         last_offset = None
         try:
-            mf = MappedFile(path)
+            f = FileRecords(path)
+        except StorageError as e:  # a FIFO, directory or dangling symlink named like a segment
+            self.problem(path, None, f"cannot read: {e.reason}", kind="file")
+            return None
         except OSError as e:
             raise UsageProblem(f"{path}: {e.strerror or e}") from None
-        with mf:
-            data = mf.data
-            size = len(data)
+        try:
+            size = f.size_in_bytes
+            state = {}
             valid = 0
-            errors = []
-            for batch in batches_until_error(data, errors):
-                self.batches += 1
-                pos = batch.position
-                where = f"batch at byte {pos} (base offset {batch.base_offset})"
-                if not batch.is_valid():
-                    self.problem(path, pos, f"CRC mismatch in {where}: stored {batch.crc}, "
-                                            f"computed {batch.compute_crc()}", kind="crc")
-                if batch.base_offset < base:
-                    self.problem(path, pos, f"{where} is below the segment's base offset {base}", kind="offsets")
-                floor = last_offset if last_offset is not None else prev_last
-                if floor is not None and batch.base_offset <= floor:
-                    self.problem(path, pos, f"offsets go backwards or overlap: {where} follows offset {floor}",
-                                 kind="offsets")
-                if batch.last_offset < batch.base_offset:
-                    self.problem(path, pos, f"{where} has last offset {batch.last_offset} below its base offset",
-                                 kind="offsets")
-                if self.deep:
-                    self._records(path, batch, where)
-                last_offset = batch.last_offset if last_offset is None else max(last_offset, batch.last_offset)
-                valid = pos + batch.size_in_bytes
-                self.bytes += batch.size_in_bytes
-                self.advance(batch.size_in_bytes)
-            batch = None
-            for e in errors:
-                self.problem(path, e.batch_position, f"corrupt batch: {e}", kind="framing")
-                valid = None
-            if valid is not None and valid < size:
+            try:
+                for batch in _file_batches(f, state):
+                    self.batches += 1
+                    pos = batch.position
+                    where = f"batch at byte {pos} (base offset {batch.base_offset})"
+                    if not batch.is_valid():
+                        self.problem(path, pos, f"CRC mismatch in {where}: stored {batch.crc}, "
+                                                f"computed {batch.compute_crc()}", kind="crc")
+                    if batch.base_offset < base:
+                        self.problem(path, pos, f"{where} is below the segment's base offset {base}", kind="offsets")
+                    floor = last_offset if last_offset is not None else prev_last
+                    if floor is not None and batch.base_offset <= floor:
+                        self.problem(path, pos, f"offsets go backwards or overlap: {where} follows offset {floor}",
+                                     kind="offsets")
+                    if batch.last_offset < batch.base_offset:
+                        self.problem(path, pos, f"{where} has last offset {batch.last_offset} below its base offset",
+                                     kind="offsets")
+                    if self.deep:
+                        self._records(path, batch, where)
+                    last_offset = batch.last_offset if last_offset is None else max(last_offset, batch.last_offset)
+                    valid = pos + batch.size_in_bytes
+                    self.bytes += batch.size_in_bytes
+                    self.advance(batch.size_in_bytes)
+                batch = None
+            except StorageError as e:  # the file changed under us
+                self.problem(path, None, f"cannot read: {e.reason}", kind="file")
+                return last_offset
+            e = state.get("error")
+            if e is not None:
+                self.problem(path, e.batch_position, f"corrupt batch: {e}; the {size - e.batch_position} bytes from "
+                                                     f"byte {e.batch_position} could not be read", kind="framing")
+            elif valid < size:
                 self.problem(path, valid, f"{size - valid} bytes at the end of the file are not a complete batch "
                                           f"(truncated or partially written tail)", kind="truncated")
                 self.advance(size - valid)
-            self._indexes(path, base, SegmentBatches(data))
+            self._indexes(path, base, SegmentBatches(f))
+        finally:
+            f.close()
         return last_offset
 
     def _records(self, path, batch, where) -> None:
@@ -135,9 +149,9 @@ class _Verifier:
         for suffix, cls, check in ((".index", OffsetIndex, check_offset_index),
                                    (".timeindex", TimeIndex, check_time_index)):
             ipath = sibling(log_path, suffix)
-            if not os.path.exists(ipath):
+            index = self._open_index(cls, ipath, base)
+            if index is None:
                 continue
-            index = cls.open(ipath, base)
             try:
                 if self._sanity(ipath, index):
                     for f in check(ipath, list(index), sb):
@@ -148,6 +162,21 @@ class _Verifier:
             finally:
                 index.close()
 
+    def _open_index(self, cls, path, base):
+        """The index file, or None when it is missing (a broker rebuilds it); one that cannot be
+        read (not a regular file) is a problem."""
+        from ..errors import StorageError
+
+        if not os.path.lexists(path):
+            return None
+        try:
+            return cls.open(path, base)
+        except StorageError as e:
+            self.problem(path, None, f"cannot read: {e.reason}", kind="index")
+        except FileNotFoundError:
+            pass
+        return None
+
     def _sanity(self, path, index) -> bool:
         try:
             index.sanity_check()
@@ -155,6 +184,28 @@ class _Verifier:
             self.problem(path, e.position, f"sanity check failed: {e}", kind="index")
             return False
         return True
+
+
+def _file_batches(records, state: dict):
+    """Every complete batch of a FileRecords, in order (file positions). A header that cannot be
+    parsed ends the scan: its error goes to state["error"], with .batch_position where the bad
+    batch starts; a torn tail ends it quietly."""
+    from ..errors import StorageError
+    from ..segment import _batch_at
+
+    done = 0
+    gen = records.scan(0)
+    try:
+        for s in gen:
+            for i in range(len(s["position"])):
+                b = _batch_at(s, i)
+                done = b.position + b.size_in_bytes
+                yield b
+    except KBatchError as e:
+        if isinstance(e, StorageError):
+            raise
+        e.batch_position = done
+        state["error"] = e
 
 
 def cmd_verify(path, *, quiet=False, as_json=False, out=None, err=None) -> int:
