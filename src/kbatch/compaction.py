@@ -35,12 +35,14 @@ Safety, before anything is written:
 
 Files: each cleaned segment is written to a scratch directory inside the log directory, its
 indexes rebuilt there, then moved beside the input as ``<base>.log.cleaned`` (and index files
-likewise), renamed to ``.swap`` once every segment is written, and finally renamed over the
-originals, earliest segment first. Until the first ``.swap`` exists a failure removes the new
-files and leaves the input untouched; after that, `recover(log_dir)` (called by `compact` on
-entry) completes the swap. Swapping earliest-first means every intermediate state is a valid,
-partly compacted log: a record removed from an earlier segment is always superseded by one still
-present in a later segment.
+likewise). Once every segment is written, a commit marker (``.kbatch-compaction-commit``) is
+written atomically; then the ``.cleaned`` files are renamed to ``.swap`` and finally over the
+originals, earliest segment first, and the marker goes. Before the marker exists a failure or a
+kill leaves the input untouched (a writer's next open removes the new files); after it, a
+writer's open (log_loader.clean_directory, also run by `compact` on entry) completes the swap. So
+a crash at any point leaves the original log or the compacted one, never a mix; and while the
+swap runs, every intermediate state is still a valid, partly compacted log (a record removed from
+an earlier segment is superseded by one still present in a later segment).
 
 Differences from Kafka, on purpose:
 
@@ -691,16 +693,20 @@ class LogCleaner:
                     created.append(dst)
             _files.fsync_dir(self.log_dir)
             _checkpoint("cleaned")
-            # .cleaned -> .swap, earliest first: the set of .swap files is always a prefix
+            # the commit point: once the marker exists, a crash is completed, not undone
+            _files.atomic_write(os.path.join(self.log_dir, log_loader.COMMIT_MARKER), b"")
+            swapping = True
+            _checkpoint("committed")
+            # .cleaned -> .swap, earliest first
             for path in list(created):
                 swap = path[: -len(_CLEANED)] + _SWAP
                 os.replace(path, swap)
-                created[created.index(path)] = swap
                 _checkpoint(f"swap-rename:{os.path.basename(swap)}")
             _files.fsync_dir(self.log_dir)
-            swapping = True
             _checkpoint("swapping")
             log_loader.complete_swaps(self.log_dir, checkpoint=_checkpoint)
+            _unlink(os.path.join(self.log_dir, log_loader.COMMIT_MARKER))
+            _files.fsync_dir(self.log_dir)
         except BaseException:
             if not swapping:
                 for path in created:

@@ -166,6 +166,9 @@ class StorageError(KBatchError, OSError):
         self.errno = errno
         self.filename = self.path
 
+    def __str__(self):  # the kbatch message, not OSError's "[Errno n] strerror: filename"
+        return str(self.args[0]) if self.args else ""
+
 
 class LogWriteError(StorageError):
     """A write to a log failed (disk full, file size limit, short write); the files were cut back

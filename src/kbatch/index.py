@@ -216,6 +216,11 @@ class _Index:
         self._buf = b""
         self.entries = 0
 
+    def close_quietly(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
 
 class OffsetIndex(_Index):
     """`.index`: (relative offset int32, position int32) entries; an entry names the last offset of

@@ -198,13 +198,13 @@ def _open_segments(path: str, seg_kw: dict, writable_last: bool = False, attempt
             return segs
         except FileNotFoundError as e:
             for seg in segs:
-                seg.close()
+                seg.release()
             if attempt == attempts - 1:
                 raise FileChangedError(f"segments kept disappearing while the log was opened ({e.filename}); "
                                        f"is retention running with a very short retention.ms?", path=path) from None
         except BaseException:
             for seg in segs:
-                seg.close()
+                seg.release()
             raise
     return []
 
@@ -268,7 +268,7 @@ class Log:
             cache.truncate_from_start(log.log_start_offset)
         except BaseException:
             for seg in segments:
-                seg.close()
+                seg.release()  # nothing is written on the way out of a failed open
             lock.release()
             raise
         return log
@@ -799,7 +799,7 @@ class Log:
 
     def __repr__(self):
         return (f"Log({self.directory!r}, segments={len(self.segments)}, start={self.log_start_offset}, "
-                f"end={self.end_offset()})")
+                f"writable={self.writable})")
 
 
 def _read_or_none(path):

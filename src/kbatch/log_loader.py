@@ -18,6 +18,9 @@ from . import _files
 logger = logging.getLogger("kbatch.log")
 
 SCRATCH_PREFIX = ".kbatch-cleaner-"   # compaction's scratch directories
+# written (atomically) once every `.cleaned` file of a compaction is complete: from then on the
+# compaction is committed, and a crash is finished rather than undone
+COMMIT_MARKER = ".kbatch-compaction-commit"
 CLEANED = ".cleaned"
 SWAP = ".swap"
 DELETED = ".deleted"
@@ -60,22 +63,30 @@ def complete_swaps(log_dir: str, checkpoint=None) -> list[str]:
 
 def clean_directory(log_dir, checkpoint=None) -> list[str]:
     """Finish an interrupted compaction and remove leftovers, as a broker's LogLoader does:
-    `.cleaned` files, compaction scratch directories, kbatch's temp files and `.deleted`
-    segments go; `.swap` files (written only once every cleaned segment was complete) are renamed
-    over their originals; index files whose `.log` is gone (a deletion or creation cut short) go.
-    Returns the names removed or swapped in (each also logged)."""
+    compaction scratch directories, kbatch's temp files and `.deleted` segments go; `.cleaned`
+    files go too unless the compaction was committed (COMMIT_MARKER), in which case they become
+    `.swap` files; `.swap` files are renamed over their originals; index files whose `.log` is
+    gone (a deletion or creation cut short) go. So an interrupted compaction leaves the original
+    log or the compacted one, never a mix. Returns the names removed or swapped in (each also
+    logged)."""
     log_dir = os.fspath(log_dir)
+    committed = os.path.exists(os.path.join(log_dir, COMMIT_MARKER))
     touched = []
-    for name in os.listdir(log_dir):
+    for name in sorted(os.listdir(log_dir)):
         path = os.path.join(log_dir, name)
         if name.startswith(SCRATCH_PREFIX):
             shutil.rmtree(path, ignore_errors=True)
+        elif name.endswith(CLEANED) and committed:
+            os.replace(path, path[:-len(CLEANED)] + SWAP)
         elif name.endswith((CLEANED, DELETED)) or _files.TEMP_RE.match(name):
             _unlink(path)
         else:
             continue
         touched.append(name)
     touched += complete_swaps(log_dir, checkpoint)
+    if committed:
+        _unlink(os.path.join(log_dir, COMMIT_MARKER))
+        touched.append(COMMIT_MARKER)
     names = set(os.listdir(log_dir))
     for name in sorted(names):
         m = _INDEX_RE.match(name)
@@ -88,4 +99,4 @@ def clean_directory(log_dir, checkpoint=None) -> list[str]:
     return touched
 
 
-__all__ = ["clean_directory", "complete_swaps"]
+__all__ = ["clean_directory", "complete_swaps", "COMMIT_MARKER"]

@@ -478,6 +478,11 @@ class FileRecords:
                 os.close(self._fd)
                 self._fd = None
 
+    def close_quietly(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
 
 def first_record_at_or_after(batch, target: int, starting_offset: int = 0):
     """(timestamp, offset, leader epoch) of the batch's first record with ts >= target and
@@ -568,9 +573,15 @@ class LogSegment:
         self.rolling_based_timestamp = None
         if _create:
             self._tracker = MaxTimestampTracker()
-            self._offset_index = OffsetIndex.writable(self.path(".index"), base_offset, max_index_size=max_index_size)
-            self._time_index = TimeIndex.writable(self.path(".timeindex"), base_offset, max_index_size=max_index_size)
             self.indexes_from_scan = True
+            try:
+                self._offset_index = OffsetIndex.writable(self.path(".index"), base_offset,
+                                                          max_index_size=max_index_size)
+                self._time_index = TimeIndex.writable(self.path(".timeindex"), base_offset,
+                                                      max_index_size=max_index_size)
+            except BaseException:  # a segment is created whole or not at all
+                self.delete_files()
+                raise
 
     def path(self, suffix: str) -> str:
         return _files.segment_path(self.directory, self.base_offset, suffix)
@@ -1100,6 +1111,13 @@ class LogSegment:
             for idx in (self._offset_index, self._time_index):
                 if idx is not None:
                     idx.close()
+
+    def release(self) -> None:
+        """Close the files without writing anything (a writer's open that failed)."""
+        self.log.close_quietly()
+        for idx in (self._offset_index, self._time_index):
+            if idx is not None:
+                idx.close_quietly()
 
     def delete_files(self) -> None:
         """Close, then delete the .log first (the segment is gone at once) and then its indexes; a

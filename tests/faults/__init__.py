@@ -1,0 +1,1 @@
+"""Fault injection for kbatch's storage: see helper.py and tests/test_faults.py."""

@@ -1,0 +1,530 @@
+"""Fault injection for the storage layer (issue 15): kills, full disks, concurrent writers and readers.
+
+Two tiers. The quick tier runs by default in bounded time; `KBATCH_FAULTS=long` runs the long
+tier (hundreds of kills, every crash point, hundreds of short-write trials) and prints what each
+loop did. Crashes are real: a forked child (tests/faults/helper.py) is SIGKILLed, at a random
+moment or at the k-th durable step (kbatch's crash-point hook: every rename, truncation, file
+creation and deletion, and every compaction step). After each, everything acknowledged must be on
+disk byte for byte, offsets contiguous, indexes verified, and the log must take appends.
+"""
+from __future__ import annotations
+
+import os
+import random
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import kbatch
+from kbatch import _files
+from kbatch.errors import FileChangedError, LogDirectoryLockedError, LogWriteError
+
+from faults import helper
+
+LONG = os.environ.get("KBATCH_FAULTS", "") == "long"
+NOW = 10_000
+HERE = Path(__file__).parent
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="fault injection forks a child process (POSIX)")
+
+
+def tier(quick, long):
+    return long if LONG else quick
+
+
+def report(name, **counts):
+    """One line per loop, printed (run with -s to see them): what the loop did and found."""
+    print(f"\n[faults] {name}: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
+
+
+def killed(status) -> bool:
+    return os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+
+
+def records(directory):
+    """(offset, key, value) of every record, read-only."""
+    log = kbatch.Log.open(directory)
+    try:
+        return [(r.offset, bytes(r.key) if r.key is not None else None, bytes(r.value) if r.value is not None else None)
+                for b in log.batches() for r in b]
+    finally:
+        log.close()
+
+
+def keyed_log(directory, n_appends=70):
+    """A log for compaction: keys repeat, so a cleaner has work; no retention."""
+    log = kbatch.Log.create(directory, helper.config(retention_ms=-1))
+    try:
+        for i in range(n_appends):
+            log.append(b"".join(helper.make_batches(i, log.end_offset())), now_ms=i, from_client=False)
+    finally:
+        log.close()
+
+
+# ------------------------------------------------------------------------------------ SIGKILL at random moments
+def test_sigkill_writer_at_random_moments(tmp_path):
+    """A writer with frequent rolls, retention, flushes and reopens, SIGKILLed at random moments."""
+    d, acks = str(tmp_path / "t-0"), str(tmp_path / "acks")
+    rng = random.Random(15)
+    rounds = tier(8, 300)
+    stats = dict(kills=0, exited=0, acks=0, truncated_bytes=0, torn_tails=0, cleaned_up=0, recovered_segments=0)
+    for k in range(rounds):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            try:
+                os.write(w, b"x")
+                helper.writer(d, acks, seed=k)
+            finally:
+                os._exit(3)
+        os.close(w)
+        os.read(r, 1)  # the child has started
+        os.close(r)
+        time.sleep(rng.uniform(0.0, 0.25))
+        os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+        assert killed(status), status
+        stats["kills"] += 1
+        got = helper.check(d, acks)
+        stats["truncated_bytes"] += got["truncated_bytes"]
+        stats["torn_tails"] += got["truncated_bytes"] > 0
+        stats["cleaned_up"] += len(got["cleaned_up"])
+        stats["recovered_segments"] += got["recovered_segments"]
+        stats["acks"] = got["acks"]
+    helper.append_one(d, acks)
+    helper.check(d, acks)
+    assert stats["acks"] > rounds  # the writer made progress between kills
+    report("sigkill writer", **stats)
+
+
+# ------------------------------------------------------------------------------------ SIGKILL at every crash point
+def _sample(names, per_kind):
+    """Crash points to kill at: all of them, or the first `per_kind` of each kind."""
+    if per_kind is None:
+        return list(range(1, len(names) + 1))
+    seen, out = {}, []
+    for k, name in enumerate(names, 1):
+        kind = name.split(":")[0] + ":" + "".join(c for c in name.split(":", 1)[-1] if not c.isdigit())
+        if seen.get(kind, 0) < per_kind:
+            seen[kind] = seen.get(kind, 0) + 1
+            out.append(k)
+    return out
+
+
+def test_sigkill_writer_at_every_crash_point(tmp_path):
+    """The writer (appends, rolls, retention, flush, close/reopen) killed at its durable steps."""
+    names = []
+    probe = tmp_path / "probe"
+
+    def run(directory, acks):
+        helper.writer(directory, acks, stop_after=110, seed=3)
+
+    with helper.recording_crash_points(names):
+        run(str(probe / "t-0"), str(probe / "acks"))
+    assert {n.split(":")[0] for n in names} >= {"create", "delete", "replace"}, set(names)
+    ks = _sample(names, tier(2, None))
+    for k in ks:
+        d, acks = tmp_path / f"k{k}" / "t-0", tmp_path / f"k{k}" / "acks"
+
+        def child(k=k, d=d, acks=acks):
+            helper.kill_at(k)
+            run(str(d), str(acks))
+        status, out = helper.in_child(child)
+        assert killed(status), (k, names[k - 1], out)
+        helper.check(str(d), str(acks))
+        helper.append_one(str(d), str(acks))
+        helper.check(str(d), str(acks))
+    report("writer crash points", points=len(names), kills=len(ks), kinds=len({n.split(":")[0] for n in names}))
+
+
+def test_sigkill_compaction_at_every_crash_point(tmp_path):
+    """compact() killed at every step and rename: the log reads as the original or the compacted
+    one, a writer's open finishes the swap, indexes verify, and compacting again gives the result."""
+    pristine = tmp_path / "pristine" / "t-0"
+    keyed_log(pristine)
+    original = records(pristine)
+    probe = tmp_path / "probe" / "t-0"
+    shutil.copytree(pristine, probe)
+    names = []
+    with helper.recording_crash_points(names):
+        kbatch.compact(probe, NOW, index_interval_bytes=100)
+    compacted = records(probe)
+    assert len(compacted) < len(original)
+    assert any(n.startswith("compact:swap-in") for n in names) and any(n.startswith("compact:swap-rename") for n in names)
+    ks = _sample(names, tier(3, None))
+    outcomes = {"original": 0, "compacted": 0}
+    for k in ks:
+        d = tmp_path / f"k{k}" / "t-0"
+        shutil.copytree(pristine, d)
+
+        def child(k=k, d=d):
+            helper.kill_at(k)
+            kbatch.compact(d, NOW, index_interval_bytes=100)
+        status, out = helper.in_child(child)
+        assert killed(status), (k, names[k - 1], out)
+        view = records(d)  # readable as it is, before any recovery
+        assert view == original or len(view) <= len(original), names[k - 1]
+        log = kbatch.Log.open(d, helper.config(retention_ms=-1), writable=True)  # finishes or undoes the swap
+        log.close()
+        got = records(d)
+        assert got in (original, compacted), names[k - 1]
+        outcomes["original" if got == original else "compacted"] += 1
+        assert not [n for n in os.listdir(d) if n.endswith((".cleaned", ".swap", ".tmp"))
+                    or n.startswith(".kbatch-cleaner")], names[k - 1]
+        assert kbatch.verify_indexes(d, index_interval_bytes=100).ok, names[k - 1]
+        kbatch.compact(d, NOW, index_interval_bytes=100)
+        assert records(d) == compacted, names[k - 1]
+        helper.append_one(str(d), str(d.parent / "acks"))
+    report("compaction crash points", points=len(names), kills=len(ks), **outcomes)
+
+
+def test_sigkill_rebuild_indexes_at_every_crash_point(tmp_path):
+    pristine = tmp_path / "pristine" / "t-0"
+    keyed_log(pristine, 40)
+    segs = sorted(p for p in os.listdir(pristine) if p.endswith(".log"))
+    good = {n: (pristine / n).read_bytes() for n in os.listdir(pristine) if n.endswith((".index", ".timeindex"))}
+    (pristine / segs[0].replace(".log", ".index")).unlink()
+    damaged = pristine / segs[1].replace(".log", ".timeindex")
+    damaged.write_bytes(damaged.read_bytes()[:-5])
+    names = []
+    probe = tmp_path / "probe" / "t-0"
+    shutil.copytree(pristine, probe)
+    with helper.recording_crash_points(names):
+        kbatch.rebuild_indexes(probe, index_interval_bytes=100)
+    assert names and all(n.startswith("replace:") for n in names)
+    for k in range(1, len(names) + 1):
+        d = tmp_path / f"k{k}" / "t-0"
+        shutil.copytree(pristine, d)
+
+        def child(k=k, d=d):
+            helper.kill_at(k)
+            kbatch.rebuild_indexes(d, index_interval_bytes=100)
+        status, out = helper.in_child(child)
+        assert killed(status), (k, out)
+        for n, data in good.items():  # every index file is the old one or the new one, never half
+            p = d / n
+            assert not p.exists() or p.read_bytes() in (data, (pristine / n).read_bytes() if (pristine / n).exists()
+                                                        else None), (names[k - 1], n)
+        log = kbatch.Log.open(d, helper.config(retention_ms=-1), writable=True)  # removes the temp file left
+        log.close()
+        assert not [n for n in os.listdir(d) if n.endswith(".tmp")]
+        kbatch.rebuild_indexes(d, index_interval_bytes=100)
+        assert kbatch.verify_indexes(d, index_interval_bytes=100).ok
+    report("rebuild_indexes crash points", points=len(names), kills=len(names))
+
+
+# ------------------------------------------------------------------------------------ short writes, full disks
+def _fill_until_failure(d, acks, limit_setter=None, **cfg):
+    """Append until a write fails; the failing call must leave every file as it was, and the Log
+    must take appends again once space returns (limit_setter(False) gives it back). Acks are
+    written once the limit is lifted (the ack file must not hit it)."""
+    log = helper.open_log(d, **cfg)
+    done = []
+    i = len(helper.read_acks(acks))
+    try:
+        if limit_setter:
+            limit_setter(True)
+        for _ in range(20000):
+            before = helper.snapshot(d)
+            data = b"".join(helper.make_batches(i, log.end_offset()))
+            try:
+                info = log.append(data, now_ms=i, from_client=False)
+            except LogWriteError as e:
+                after = helper.snapshot(d)
+                assert after == before, sorted(set(after.items()) ^ set(before.items()))[:4]
+                failed = dict(errno=e.errno, at=i, log_size=log.active_segment.size)
+                break
+            done.append((i, info.first_offset, info.last_offset, helper.sha(data)))
+            i += 1
+        else:
+            raise AssertionError("no write failed")
+        if limit_setter:
+            limit_setter(False)
+        data = b"".join(helper.make_batches(i, log.end_offset()))  # space is back: the Log goes on
+        info = log.append(data, now_ms=i, from_client=False)
+        done.append((i, info.first_offset, info.last_offset, helper.sha(data)))
+        return failed
+    finally:
+        log.close()
+        fd = os.open(acks, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        for ack in done:
+            helper.record_ack(fd, *ack)
+        os.close(fd)
+
+
+def test_short_writes_via_rlimit_fsize(tmp_path):
+    """RLIMIT_FSIZE gives a short write, then EFBIG, exactly as a full disk does to one file (no
+    root needed). The limit lands at many places inside batches and segments."""
+    limits = [300 + 97 * j for j in range(tier(6, 200))]
+    errnos = {}
+    for n, limit in enumerate(limits):
+        d, acks = str(tmp_path / f"l{n}" / "t-0"), str(tmp_path / f"l{n}" / "acks")
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+
+        def setter(on, limit=limit, hard=hard):
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit if on else hard, hard))
+
+        # segment.bytes above the limit, so the .log reaches it before a roll
+        def child(d=d, acks=acks, setter=setter):
+            return _fill_until_failure(d, acks, setter, segment_bytes=1 << 20)
+        status, out = helper.in_child(child)
+        assert status == 0 and "result" in out, out
+        errnos[out["result"]["errno"]] = errnos.get(out["result"]["errno"], 0) + 1
+        helper.check(d, acks)
+    report("RLIMIT_FSIZE short writes", trials=len(limits), errnos=errnos)
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root (CI may run unprivileged); RLIMIT_FSIZE covers short writes")
+    mnt = tmp_path / "tmpfs"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({r.stderr.strip() or r.returncode})")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True)
+
+
+def test_enospc_on_a_small_tmpfs(small_tmpfs):
+    """A real full disk: ENOSPC can hit the .log, an index, a new segment's files or a checkpoint."""
+    trials = tier(4, 60)
+    errnos, sizes = {}, []
+    for n in range(trials):
+        for p in small_tmpfs.iterdir():
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
+        d, acks = str(small_tmpfs / "t-0"), str(small_tmpfs.parent / f"acks{n}")
+        os.makedirs(d)
+        free = os.statvfs(small_tmpfs).f_bavail * os.statvfs(small_tmpfs).f_frsize
+        filler = small_tmpfs / "filler"
+        with open(filler, "wb") as f:  # leave a different amount of room each trial
+            f.write(b"\0" * max(0, free - 4096 * (4 + n % 12) - 37 * n))
+        try:
+            failed = _fill_until_failure(d, acks, lambda on, filler=filler: None if on else filler.unlink())
+        finally:
+            if filler.exists():
+                filler.unlink()
+        errnos[failed["errno"]] = errnos.get(failed["errno"], 0) + 1
+        sizes.append(failed["log_size"])
+        helper.check(d, acks)
+    report("tmpfs ENOSPC", trials=trials, errnos=errnos, distinct_log_sizes_at_failure=len(set(sizes)))
+
+
+# ------------------------------------------------------------------------------------ two writers
+def test_two_writers_in_one_process(tmp_path):
+    d = tmp_path / "t-0"
+    a = kbatch.Log.create(d, helper.config())
+    try:
+        with pytest.raises(LogDirectoryLockedError):
+            kbatch.Log.open(d, helper.config(), writable=True)
+        with pytest.raises(LogDirectoryLockedError):
+            kbatch.compact(d, NOW, index_interval_bytes=100)
+        with pytest.raises(LogDirectoryLockedError):
+            kbatch.rebuild_indexes(d)
+        kbatch.Log.open(d).close()  # readers are welcome
+    finally:
+        a.close()
+    kbatch.Log.open(d, helper.config(), writable=True).close()  # released on close
+
+
+def test_two_writers_in_two_processes(tmp_path):
+    """A real second interpreter holds the directory for writing: every writer here is refused,
+    the CLI's write commands exit 2, and the directory is free again when it exits."""
+    d = tmp_path / "t-0"
+    helper.writer(str(d), str(tmp_path / "acks"), stop_after=5)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), *sys.path]))
+    holder = subprocess.Popen([sys.executable, str(HERE / "faults" / "helper.py"), "hold", str(d)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    try:
+        assert holder.stdout.readline() == b"holding\n"
+        with pytest.raises(LogDirectoryLockedError) as e:
+            kbatch.Log.open(d, helper.config(), writable=True)
+        assert "another writer holds" in str(e.value)
+        with pytest.raises(LogDirectoryLockedError):
+            kbatch.compact(d, NOW, index_interval_bytes=100)
+        with pytest.raises(LogDirectoryLockedError):
+            kbatch.rebuild_indexes(d)
+        pytest.importorskip("typer")
+        from kbatch.cli import main
+        assert main(["compact", str(d), "--now", str(NOW)]) == 2
+        assert main(["reindex", str(d)]) == 2
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    kbatch.Log.open(d, helper.config(), writable=True).close()
+
+
+@pytest.fixture(scope="module")
+def java():
+    exe = shutil.which("java")
+    if exe is None:
+        pytest.skip("no java on PATH (the broker-lock test runs Kafka's FileChannel.tryLock in a JVM)")
+    return exe
+
+
+def _hold_with_jvm(java, path):
+    p = subprocess.Popen([java, str(HERE / "faults" / "LockHolder.java"), str(path)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    line = p.stdout.readline().decode().strip()
+    return p, line
+
+
+def test_a_log_dir_held_by_a_jvm_like_a_broker_is_refused(tmp_path, java):
+    """A running broker holds <log.dir>/.lock with FileChannel.tryLock (a POSIX record lock on
+    Linux). kbatch writers refuse its partition directories; readers still read them."""
+    logdir = tmp_path / "kafka-logs"
+    d = logdir / "orders-0"
+    helper.writer(str(d), str(tmp_path / "acks"), stop_after=5)
+    jvm, line = _hold_with_jvm(java, logdir / ".lock")
+    try:
+        assert line == "locked", jvm.stderr.read().decode()
+        with pytest.raises(LogDirectoryLockedError) as e:
+            kbatch.Log.open(d, helper.config(), writable=True)
+        assert "Kafka broker" in str(e.value) and str(jvm.pid) in str(e.value)
+        with pytest.raises(LogDirectoryLockedError):
+            kbatch.compact(d, NOW, index_interval_bytes=100)
+        with pytest.raises(LogDirectoryLockedError):
+            kbatch.rebuild_indexes(d)
+        assert kbatch.Log.open(d).end_offset() > 0
+        pytest.importorskip("typer")
+        from kbatch.cli import main
+        assert main(["compact", str(logdir), "--now", str(NOW)]) == 2
+    finally:
+        jvm.stdin.close()
+        jvm.wait(timeout=60)
+    kbatch.Log.open(d, helper.config(), writable=True).close()
+
+
+def test_a_jvm_cannot_lock_what_a_kbatch_writer_holds(tmp_path, java):
+    """The other way round: kbatch's open-file-description lock is seen by Java's tryLock."""
+    d = tmp_path / "t-0"
+    log = kbatch.Log.create(d, helper.config())
+    try:
+        jvm, line = _hold_with_jvm(java, d / ".lock")
+        jvm.stdin.close()
+        jvm.wait(timeout=60)
+        assert line == "refused"
+    finally:
+        log.close()
+
+
+# ------------------------------------------------------------------------------------ readers under writers
+def test_reader_while_a_writer_rolls_and_deletes(tmp_path, backend):
+    """Readers open, read and look up while another process appends, rolls and deletes segments:
+    every view is consistent (contiguous offsets, valid CRCs, acknowledged appends byte for
+    byte); a torn tail at the very end is the writer's append in flight, reported not raised."""
+    d, acks = str(tmp_path / "t-0"), str(tmp_path / "acks")
+    helper.writer(d, acks, stop_after=5)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            os.write(w, b"x")
+            helper.writer(d, acks, seed=1)
+        finally:
+            os._exit(3)
+    os.close(w)
+    os.read(r, 1)
+    os.close(r)
+    reads = checked = 0
+    deadline = time.monotonic() + tier(1.5, 30)
+    try:
+        while time.monotonic() < deadline:
+            log = kbatch.Log.open(d)
+            try:
+                seen = [(b.base_offset, b.last_offset, bytes(b.raw)) for b in log.batches()]
+                start = log.log_start_offset
+                hit = log.offset_for(0)
+                assert hit is None or hit.offset >= start
+                assert all("could not be read" in p for p in log.problems), log.problems
+            finally:
+                log.close()
+            expect = start
+            for base, last, _raw in seen:
+                assert base == expect
+                expect = last + 1
+            by_base = {base: raw for base, _last, raw in seen}
+            for i, first, last, digest in helper.read_acks(acks):
+                if first in by_base and last < expect:
+                    got, off = b"", first
+                    while off <= last:
+                        raw = by_base[off]
+                        got += raw
+                        off = next(la for b, la, _ in seen if b == off) + 1
+                    assert helper.sha(got) == digest
+                    checked += 1
+            reads += 1
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    assert reads >= 2
+    report("reader under a writer", reads=reads, acks_checked=checked)
+
+
+def test_reader_held_across_a_compaction_swap(tmp_path, backend):
+    """A reader opened before compact() swapped the segments answers from the old generation
+    throughout: no CorruptRecordError, the same lookups as before."""
+    d = tmp_path / "t-0"
+    keyed_log(d)
+    reader = kbatch.Log.open(d)
+    try:
+        targets = list(range(-1, 75, 3))
+        before = [reader.offset_for(t) for t in targets]
+        fresh = kbatch.Log.open(d)
+        old_records = [(r.offset, bytes(r.value)) for b in fresh.batches() for r in b]
+        fresh.close()
+        reader2 = kbatch.Log.open(d)  # opened before, indexes not yet read
+        stats = kbatch.compact(d, NOW)
+        assert stats.segments_cleaned > 0
+        assert [reader2.offset_for(t) for t in targets] == before
+        assert [reader2.offset_for(kbatch.MAX_TIMESTAMP), reader2.end_offset()] == \
+            [reader.offset_for(kbatch.MAX_TIMESTAMP), reader.end_offset()]
+        assert [(r.offset, bytes(r.value)) for b in reader2.batches() for r in b] == old_records
+        assert not reader2.problems
+        reader2.close()
+        assert len(records(d)) < len(old_records)  # a new reader sees the compacted log
+    finally:
+        reader.close()
+
+
+def test_file_truncated_under_a_reader(tmp_path):
+    """Another process truncates segment files under an open reader: the reader gets a kbatch
+    error (or the bytes it already read), never SIGBUS."""
+    d = tmp_path / "t-0"
+    keyed_log(d)
+
+    def child():
+        log = kbatch.Log.open(d)
+        outcomes = []
+        for p in sorted(d.iterdir()):
+            if p.suffix in (".log", ".index", ".timeindex"):
+                os.truncate(p, p.stat().st_size // 3)
+        for what in ("batches", "lookup", "latest", "max"):
+            try:
+                if what == "batches":
+                    sum(len(b.records()) for b in log.batches())
+                elif what == "lookup":
+                    [log.offset_for(t) for t in range(0, 70, 7)]
+                elif what == "latest":
+                    log.end_offset()
+                else:
+                    log.offset_for(kbatch.MAX_TIMESTAMP)
+                outcomes.append("ok")
+            except FileChangedError:
+                outcomes.append("FileChangedError")
+        log.close()
+        return outcomes
+
+    status, out = helper.in_child(child)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, (status, out)
+    assert "FileChangedError" in out["result"], out
