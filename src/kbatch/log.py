@@ -18,6 +18,7 @@
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import random
@@ -185,6 +186,20 @@ def _now(now_ms):
     return int(time.time() * 1000) if now_ms is None else int(now_ms)
 
 
+def _raise_open_files_limit() -> bool:
+    """Raise this process's soft limit on open files to the hard limit (as a broker's start script
+    asks for); True if that gave more room."""
+    try:
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or hard > soft:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            return True
+    except (ImportError, ValueError, OSError):
+        pass
+    return False
+
+
 def _open_segments(path: str, seg_kw: dict, writable_last: bool = False, attempts: int = 5) -> list:
     """Open every segment's .log now, so the Log keeps reading these files whatever retention or
     compaction does later. A segment deleted between listing and opening (a retention race) makes
@@ -202,6 +217,14 @@ def _open_segments(path: str, seg_kw: dict, writable_last: bool = False, attempt
             if attempt == attempts - 1:
                 raise FileChangedError(f"segments kept disappearing while the log was opened ({e.filename}); "
                                        f"is retention running with a very short retention.ms?", path=path) from None
+        except OSError as e:
+            for seg in segs:
+                seg.release()
+            if e.errno != errno.EMFILE or attempt == attempts - 1 or not _raise_open_files_limit():
+                if e.errno == errno.EMFILE:
+                    raise StorageError(f"too many open files: a Log keeps the .log of each of its {len(bases)} segments "
+                                       f"open; raise the limit (ulimit -n)", path=path, errno=e.errno) from None
+                raise
         except BaseException:
             for seg in segs:
                 seg.release()
@@ -227,6 +250,7 @@ class Log:
         self._next_offset = None
         self._lock = lock
         self._failed = None            # why writing stopped (a write that could not be undone)
+        self._recovery_point = None    # what the checkpoint file says (writers)
         self.partition_leader_epoch = None  # written into appended batches when set
         self._epoch_cache = None            # LeaderEpochFileCache, loaded on first use
 
@@ -361,6 +385,7 @@ class Log:
         # everything below the log end offset is now checked and on disk: the next unclean open
         # starts from here; a crash from now on is an unclean shutdown
         RecoveryCheckpoint(self._next_offset, clean_shutdown=False).write(self.directory)
+        self._recovery_point = self._next_offset
 
     def _jitter(self) -> int:
         j = self.config.segment_jitter_ms
@@ -714,10 +739,13 @@ class Log:
         return seg
 
     def flush(self) -> None:
-        """fsync the active segment and move the recovery point to the log end offset."""
+        """fsync the active segment and move the recovery point to the log end offset (the
+        checkpoint file is rewritten only when the point moved)."""
         if self.writable and self._failed is None:
             self.active_segment.flush()
-            RecoveryCheckpoint(self.end_offset(), clean_shutdown=False).write(self.directory)
+            if self._recovery_point != self.end_offset():
+                RecoveryCheckpoint(self.end_offset(), clean_shutdown=False).write(self.directory)
+                self._recovery_point = self.end_offset()
 
     def close(self) -> None:
         """Final time-index entry on the active segment, flush, record a clean shutdown, release

@@ -5,6 +5,7 @@ segment is scanned, and stderr says so), and bytes that are not complete batches
 stderr. Either makes the exit code 1; the answers printed are still the log's.
 """
 
+import logging
 import os
 import sys
 
@@ -24,6 +25,8 @@ def cmd_offsets(path, *, times=(), earliest=False, latest=False, max_timestamp=F
     if not targets:
         raise UsageProblem("say what to look up: --time T (repeatable), --earliest, --latest or --max-timestamp")
     code = EXIT_OK
+    # the storage layer logs what it works around; here each problem is printed once, below
+    logging.getLogger("kbatch.segment").addHandler(logging.NullHandler())
     for d in partition_dirs(path):
         name = os.path.basename(os.path.abspath(d))
         try:
