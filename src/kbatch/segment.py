@@ -39,7 +39,7 @@ from .index import OffsetIndex, TimeIndex, TransactionIndex
 log = logging.getLogger("kbatch.segment")
 
 _WINDOW = 16 * 1024 * 1024
-_FIRST_WINDOW = 64 * 1024  # lookups usually end within a few batches of the index entry
+_FIRST_WINDOW = 16 * 1024  # lookups usually end within a few batches of the index entry (4 KiB apart)
 MAX_SEGMENT_BYTES = W.INT32_MAX  # positions in .index are int32 (Kafka: segment.bytes is an int)
 
 
