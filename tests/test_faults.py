@@ -68,7 +68,9 @@ def keyed_log(directory, n_appends=70):
 
 # ------------------------------------------------------------------------------------ SIGKILL at random moments
 def test_sigkill_writer_at_random_moments(tmp_path):
-    """A writer with frequent rolls, retention, flushes and reopens, SIGKILLed at random moments."""
+    """A writer with frequent rolls, retention, flushes and reopens, SIGKILLed at random moments
+    (every other round its writes are split in two with a pause between, so kills land inside
+    batches and leave torn tails for recovery to cut)."""
     d, acks = str(tmp_path / "t-0"), str(tmp_path / "acks")
     rng = random.Random(15)
     rounds = tier(8, 300)
@@ -79,6 +81,8 @@ def test_sigkill_writer_at_random_moments(tmp_path):
         if pid == 0:
             os.close(r)
             try:
+                if k % 2:
+                    helper.split_writes(0.003)  # every other round, kills can land inside a batch
                 os.write(w, b"x")
                 helper.writer(d, acks, seed=k)
             finally:
@@ -238,7 +242,8 @@ def _fill_until_failure(d, acks, limit_setter=None, **cfg):
             except LogWriteError as e:
                 after = helper.snapshot(d)
                 assert after == before, sorted(set(after.items()) ^ set(before.items()))[:4]
-                failed = dict(errno=e.errno, at=i, log_size=log.active_segment.size)
+                failed = dict(errno=e.errno, at=i, log_size=log.active_segment.size,
+                              file=os.path.splitext(e.path or "")[1] or os.path.basename(e.path or "?"))
                 break
             done.append((i, info.first_offset, info.last_offset, helper.sha(data)))
             i += 1
@@ -298,7 +303,7 @@ def small_tmpfs(tmp_path):
 def test_enospc_on_a_small_tmpfs(small_tmpfs):
     """A real full disk: ENOSPC can hit the .log, an index, a new segment's files or a checkpoint."""
     trials = tier(4, 60)
-    errnos, sizes = {}, []
+    errnos, sizes, where = {}, [], {}
     for n in range(trials):
         for p in small_tmpfs.iterdir():
             shutil.rmtree(p) if p.is_dir() else p.unlink()
@@ -314,9 +319,10 @@ def test_enospc_on_a_small_tmpfs(small_tmpfs):
             if filler.exists():
                 filler.unlink()
         errnos[failed["errno"]] = errnos.get(failed["errno"], 0) + 1
+        where[failed["file"]] = where.get(failed["file"], 0) + 1
         sizes.append(failed["log_size"])
         helper.check(d, acks)
-    report("tmpfs ENOSPC", trials=trials, errnos=errnos, distinct_log_sizes_at_failure=len(set(sizes)))
+    report("tmpfs ENOSPC", trials=trials, errnos=errnos, failed_in=where, distinct_log_sizes_at_failure=len(set(sizes)))
 
 
 # ------------------------------------------------------------------------------------ two writers

@@ -80,6 +80,22 @@ def open_log(directory, **kw):
     return kbatch.Log.create(directory, config(**kw))
 
 
+def split_writes(pause_s: float = 0.0005) -> None:
+    """Make every write of more than 64 bytes a short write of half the bytes followed by a pause,
+    so that a kill can land inside a batch (kbatch continues a short write; a power cut or a full
+    disk can stop it there). For a forked writer only."""
+    import time
+    real = os.pwrite
+
+    def half(fd, data, offset):
+        if len(data) > 64:
+            n = real(fd, bytes(memoryview(data)[:len(data) // 2]), offset)
+            time.sleep(pause_s)
+            return n
+        return real(fd, data, offset)
+    os.pwrite = half
+
+
 def writer(directory, ack_path, *, stop_after: int | None = None, seed: int = 0) -> int:
     """Append forever (or `stop_after` appends): roll, retain, flush, close and reopen now and
     then. Returns the number of appends made."""
