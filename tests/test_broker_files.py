@@ -153,7 +153,7 @@ def test_recovery_truncates_the_epoch_cache(tmp_path):
     log.append(batch(0, 3, -1), now_ms=1_700_000_000_000)
     log.close()
     C.write_leader_epoch_checkpoint(d / "leader-epoch-checkpoint", [(2, 0), (7, 50)])  # stale: 50 > log end
-    log = kbatch.Log.open(d, kbatch.LogConfig())
+    log = kbatch.Log.open(d, kbatch.LogConfig(), writable=True)
     assert log.leader_epoch_cache.entries() == [(2, 0)]
     log.close()
     assert C.read_leader_epoch_checkpoint(d / "leader-epoch-checkpoint") == [(2, 0)]

@@ -31,8 +31,10 @@ LOCK_FILE = ".lock"   # Kafka's name (LogManager.LockFileName), here per partiti
 
 _SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
 _PARTITION_DIR_RE = re.compile(r"^(.+)-(\d+)$")
-# atomic_write's temp files: "." + target name + "." + random + ".tmp"
-TEMP_RE = re.compile(r"^\.(\d{20}\.[a-z]+|\.kbatch-[a-z-]+)\.[0-9a-f_]{6,}\.tmp$")
+# atomic_write's temp files in a partition directory: "." + target name + "." + random + ".tmp",
+# for segment files, kbatch's own files and the broker text files kbatch writes there
+TEMP_RE = re.compile(r"^\.(\d{20}\.[a-z]+|\.kbatch-[a-z-]+|leader-epoch-checkpoint|partition\.metadata)"
+                     r"\.[0-9a-z_]{6,}\.tmp$")
 O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 

@@ -644,6 +644,7 @@ class Log:
                                               found=f"{size} bytes")
         active = self.active_segment
         before = active.mark()
+        epochs_before = self.leader_epoch_cache.entries()
         new_seg = None
         try:
             seg = active
@@ -658,15 +659,16 @@ class Log:
                 for pos, size, last, max_ts, magic, attrs in zip(*(s[k].tolist() for k in (
                         "position", "size", "last_offset", "max_timestamp", "magic", "attributes"))):
                     seg.append_batch(mv[pos:pos + size], last, max_ts, magic, attrs)
+            self._assign_epochs(rows)  # may write leader-epoch-checkpoint: part of the all-or-nothing
         except BaseException as e:
             self._undo(active, before, new_seg, e)
+            self.leader_epoch_cache._entries = list(epochs_before)  # its file was replaced atomically or not at all
             if isinstance(e, OSError) and not isinstance(e, StorageError):
                 raise _files.write_error(e, self.directory, "appending") from e
             raise
         if new_seg is not None:
             self._finish_roll(active, new_seg)
         self._next_offset = info.last_offset + 1
-        self._assign_epochs(rows)
         return info
 
     def append_table(self, table, now_ms: int | None = None, *, compression=None,

@@ -166,10 +166,16 @@ def check(directory, ack_path) -> dict:
         assert off == last + 1 and sha(got) == digest, f"acknowledged append {i} ({first}..{last}) differs"
         present += 1
     v = kbatch.verify_indexes(directory, index_interval_bytes=CONFIG["index_interval_bytes"])
-    assert v.ok, str(v)
+    assert v.ok and v.matches_rebuild, str(v)  # valid, and exactly what a broker's recovery writes
     return dict(acks=len(acks), present=present, removed_by_retention=removed, batches=len(batches),
                 truncated_bytes=report.truncated_bytes, recovered_segments=len(report.recovered_segments),
                 cleaned_up=list(report.cleaned_up))
+
+
+def indexes_exact(directory, index_interval_bytes=CONFIG["index_interval_bytes"]) -> bool:
+    """The indexes are valid and exactly what a broker's recovery writes for the .log files."""
+    v = kbatch.verify_indexes(directory, index_interval_bytes=index_interval_bytes)
+    return v.ok and v.matches_rebuild
 
 
 def append_one(directory, ack_path) -> None:
