@@ -617,3 +617,21 @@ def test_item10_a_retention_race_while_opening_is_retried(tmp_path, monkeypatch)
     monkeypatch.setattr(_files, "list_segment_bases", lambda directory: [0] + real(directory))
     with pytest.raises(FileChangedError, match="disappearing"):
         kbatch.Log.open(d)
+
+
+def test_item5_an_index_entry_for_an_append_in_flight_is_not_damage(backend, tmp_path):
+    """A reader opened while a writer's batch was half on disk, the index entry for it already
+    there when the reader reads the index: that entry describes bytes the reader does not see, so
+    it is set aside (not reported as damage), and answers come from what the reader sees."""
+    d = tmp_path / "t-0"
+    data = b"".join(batches(60, value_size=80))
+    p = write_log(d, data)
+    kbatch.rebuild_indexes(d, index_interval_bytes=200)
+    last_entry_pos = struct.unpack_from(">i", (d / f"{SEG}.index").read_bytes()[-8:], 4)[0]
+    os.truncate(p, last_entry_pos + 30)  # the batch the last entry names is cut
+    log = kbatch.Log.open(d)
+    size = len(batch(0, value_size=80))  # every batch has the same size
+    assert last_entry_pos % size == 0 and log.end_offset() == 3 * (last_entry_pos // size)
+    assert all("could not be read" in m for m in log.problems) and log.problems
+    assert log.offset_for(NOW + 10).offset == 10
+    log.close()

@@ -609,8 +609,12 @@ class LogSegment:
         oi.sanity_check()
         ti.sanity_check()
         # entries past the bytes this reader sees describe appends made after it opened the .log
+        # (or one in flight when it did: its batch runs past the size this reader saw)
         n = oi.entries
-        while n and oi.entry(n - 1).position >= self.log.size_in_bytes:
+        size = self.log.size_in_bytes
+        while n and oi.entry(n - 1).position >= size:
+            n -= 1
+        if n and self._cut_by_snapshot(oi.entry(n - 1).position):
             n -= 1
         if n < oi.entries:
             limit = oi.entry(n - 1).offset if n else self.base_offset - 1
@@ -620,6 +624,14 @@ class LogSegment:
             oi.truncate_entries(n)
             ti.truncate_entries(m)
         return oi, ti
+
+    def _cut_by_snapshot(self, position: int) -> bool:
+        """Whether a batch header at `position` declares a batch that ends past this reader's size."""
+        head = self.log.read(position, W.HEADER_SIZE_UP_TO_MAGIC)
+        if len(head) < W.HEADER_SIZE_UP_TO_MAGIC or head[W.MAGIC_OFFSET] not in (0, 1, 2):
+            return False  # not a batch header: left for the checks at use to report
+        (sz,) = struct.unpack_from(">i", head, W.SIZE_OFFSET)
+        return sz >= 0 and position + W.LOG_OVERHEAD + sz > self.log.size_in_bytes
 
     def _load_indexes(self) -> None:
         """Read .index/.timeindex; build them in memory when missing, failing the sanity check, or
