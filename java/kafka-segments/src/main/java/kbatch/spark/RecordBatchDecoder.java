@@ -339,25 +339,48 @@ final class RecordBatchDecoder {
         keys.add(b, pos, len);
     }
 
-    // ------------------------------------------------------------------ the control record key
+    // ------------------------------------------------------------------ the control record
     /**
-     * The type of the control record of a control batch at b[p] (0 ABORT, 1 COMMIT, ...; -1
-     * unknown), for read_committed's check of aborted transactions against the log.
+     * The type of the control record of a control batch at b[p] (0 ABORT, 1 COMMIT, ...; -1 for a
+     * type Kafka does not know), checked as kbatch.records.parse_control_record checks it (a key
+     * of at least 4 bytes, version >= 0; a transaction marker's value of at least 6 bytes, version
+     * >= 0), for read_committed's check of aborted transactions against the log.
      */
     int controlType(byte[] b, int p, long delta, BatchHeader h) {
-        RecordColumns keyOnly = new RecordColumns(true, false, false, false, false, false, false, false);
-        decodeV2(b, p, delta, h, keyOnly, Long.MIN_VALUE, Long.MAX_VALUE, true);
-        if (keyOnly.rows == 0 || keyOnly.keys.nulls[0] || keyOnly.keys.offsets[1] < 4) {
-            throw KafkaSegmentsException.invalidRecord("Invalid control record key", h.position, "a 4-byte key",
-                    keyOnly.rows == 0 ? "no record" : "a shorter key", h.baseOffset);
+        RecordColumns kv = new RecordColumns(true, true, false, false, false, false, false, false);
+        decodeV2(b, p, delta, h, kv, Long.MIN_VALUE, Long.MAX_VALUE, true);
+        int type = -1;
+        for (int i = 0; i < kv.rows; i++) {
+            int klen = kv.keys.offsets[i + 1] - kv.keys.offsets[i];
+            if (kv.keys.nulls[i] || klen < 4) {
+                throw KafkaSegmentsException.invalidRecord("Invalid control record key", h.position, ">= 4 bytes",
+                        kv.keys.nulls[i] ? null : klen + " bytes", h.baseOffset);
+            }
+            int at = kv.keys.offsets[i];
+            int version = Wire.i16(kv.keys.data, at);
+            if (version < 0) {
+                throw KafkaSegmentsException.invalidRecord("Invalid version found for control record", h.position,
+                        ">= 0", version, h.baseOffset);
+            }
+            int t = Wire.i16(kv.keys.data, at + 2);
+            t = t >= 0 && t <= 6 ? t : -1;
+            if (t == Wire.CONTROL_ABORT || t == Wire.CONTROL_COMMIT) {
+                int vlen = kv.values.offsets[i + 1] - kv.values.offsets[i];
+                if (kv.values.nulls[i] || vlen < 6) {
+                    throw KafkaSegmentsException.invalidRecord("Invalid end transaction marker value", h.position,
+                            ">= 6 bytes", kv.values.nulls[i] ? null : vlen + " bytes", h.baseOffset);
+                }
+                int mversion = Wire.i16(kv.values.data, kv.values.offsets[i]);
+                if (mversion < 0) {
+                    throw KafkaSegmentsException.invalidRecord("Invalid version found for end transaction marker",
+                            h.position, ">= 0", mversion, h.baseOffset);
+                }
+            }
+            if (i == 0) {
+                type = t;
+            }
         }
-        int version = Wire.i16(keyOnly.keys.data, 0);
-        if (version < 0) {
-            throw KafkaSegmentsException.invalidRecord("Invalid version found for control record", h.position,
-                    ">= 0", version, h.baseOffset);
-        }
-        int type = Wire.i16(keyOnly.keys.data, 2);
-        return type >= 0 && type <= 6 ? type : -1;
+        return type;
     }
 
     // ------------------------------------------------------------------ magic 0 and 1
