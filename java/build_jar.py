@@ -114,6 +114,7 @@ def compile_jar(out: Path, version: str) -> Path:
                "-cp", str(jars / "*"), "-d", str(classes), *java_files]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
+            out.unlink(missing_ok=True)  # never leave a jar of older sources behind
             raise JarUnavailable("javac failed:\n" + proc.stdout + proc.stderr)
         if proc.stderr.strip():
             print(proc.stderr, file=sys.stderr)

@@ -65,6 +65,31 @@ final class RecordColumns {
         }
     }
 
+    private int markRows;
+    private int markHeaders;
+
+    /** Remember the row count before a batch, to drop its rows if the batch turns out bad. */
+    void mark() {
+        markRows = rows;
+        markHeaders = headerCount;
+        for (Binary b : new Binary[] {keys, values, headerKeys, headerValues}) {
+            if (b != null) {
+                b.mark();
+            }
+        }
+    }
+
+    /** Drop the rows added since mark(): a bad batch gives no rows (its good records neither). */
+    void rollback() {
+        rows = markRows;
+        headerCount = markHeaders;
+        for (Binary b : new Binary[] {keys, values, headerKeys, headerValues}) {
+            if (b != null) {
+                b.rollback();
+            }
+        }
+    }
+
     /** Room for `n` more rows in every column this scan fills. */
     void reserve(int n) {
         int need = rows + n;
@@ -113,17 +138,23 @@ final class RecordColumns {
         boolean[] nulls = new boolean[0];
         int nullCount;
 
-        /** Offsets and raw millisecond timestamps only (time lookups on the driver). */
-    static RecordColumns raw() {
-        RecordColumns c = new RecordColumns(false, false, true, true, false, false, false, false);
-        c.rawTimestamps = true;
-        return c;
-    }
+        private int markN;
+        private int markNulls;
 
-    void reset() {
+        void reset() {
             n = 0;
             nullCount = 0;
             offsets[0] = 0;
+        }
+
+        void mark() {
+            markN = n;
+            markNulls = nullCount;
+        }
+
+        void rollback() {
+            n = markN;
+            nullCount = markNulls;
         }
 
         void reserveRows(int cap) {

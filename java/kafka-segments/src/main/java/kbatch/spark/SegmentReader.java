@@ -95,7 +95,13 @@ final class SegmentReader implements Closeable {
                     }
                     continue;
                 }
-                process(headers[next++]);
+                out.mark();
+                try {
+                    process(headers[next++]);
+                } catch (KafkaSegmentsException e) {
+                    out.rollback(); // a bad batch gives no rows, as in the Python reader
+                    throw e;
+                }
                 if (stopped) {
                     finished = true;
                     break;

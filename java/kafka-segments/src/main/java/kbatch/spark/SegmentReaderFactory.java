@@ -130,7 +130,9 @@ final class SegmentReaderFactory implements PartitionReaderFactory {
                 done = true;
                 e.inFile(slice.path);
                 if (options.failOnDataLoss()) {
-                    throw e;
+                    // a JDK class, message only: the driver deserializes task failures with Spark's
+                    // class loader, which does not see a jar added at runtime (ADD JAR)
+                    throw new IOException(e.getMessage());
                 }
                 LOG.warn("kafka-segments: skipping the rest of {} from byte {} to {}: {} (failOnDataLoss=false)",
                         slice.path, e.position(), slice.end, e.getMessage());
