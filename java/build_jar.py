@@ -14,6 +14,7 @@ Also runnable by hand: `python java/build_jar.py OUT.jar`.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -80,19 +81,25 @@ def sources() -> list[Path]:
     return sorted(p for p in SOURCES.rglob("*") if p.is_file())
 
 
+def source_digest() -> str:
+    """SHA-256 over the sources' paths and bytes, and this script: names what a jar was built from."""
+    h = hashlib.sha256()
+    for p in sources() + [Path(__file__)]:
+        h.update(p.relative_to(HERE).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()[:40]  # a manifest line holds at most 72 bytes
+
+
 def _manifest(version: str, spark: str) -> str:
     return ("Manifest-Version: 1.0\r\n"
             "Implementation-Title: kbatch kafka-segments JVM reader\r\n"
             f"Implementation-Version: {version}\r\n"
             f"Built-Against-Spark: {spark}\r\n"
-            f"Built-With-Release: {RELEASE}\r\n\r\n")
+            f"Built-With-Release: {RELEASE}\r\n"
+            f"Source-Digest: {source_digest()}\r\n\r\n")
 
 
 def up_to_date(out: Path, version: str, spark: str) -> bool:
     if not out.exists():
-        return False
-    newest = max(p.stat().st_mtime for p in sources() + [Path(__file__)])
-    if out.stat().st_mtime < newest:
         return False
     try:
         with zipfile.ZipFile(out) as z:
