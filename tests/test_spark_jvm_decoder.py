@@ -38,12 +38,16 @@ def _jar():
     return jar
 
 
-def java_decode(paths, verify_crc=True, strict=True) -> dict:
+def java_decode(paths, verify_crc=True, strict=True, windows=False, window_bytes=None) -> dict:
+    """DecodeMain over the files: mapped as the Spark reader maps local files, or through read
+    windows as it reads remote ones (window_bytes: their size instead of kbatch's 16 MiB)."""
     import pyspark
 
     jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
-    args = ["java", "-cp", f"{jars}/*{os.pathsep}{_jar()}", "kbatch.spark.DecodeMain"]
-    args += ([] if verify_crc else ["--no-crc"]) + ([] if strict else ["--lenient"]) + list(paths)
+    args = ["java"] + ([f"-Dkbatch.spark.scanWindow={window_bytes}"] if window_bytes else [])
+    args += ["-cp", f"{jars}/*{os.pathsep}{_jar()}", "kbatch.spark.DecodeMain"]
+    args += ([] if verify_crc else ["--no-crc"]) + ([] if strict else ["--lenient"]) + (["--windows"] if windows else [])
+    args += list(paths)
     out = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     res = {}
@@ -79,8 +83,8 @@ def python_decode(path, verify_crc=True, strict=True):
     return cols, err
 
 
-def _agree(paths, verify_crc=True, strict=True):
-    got = java_decode(paths, verify_crc, strict)
+def _agree(paths, verify_crc=True, strict=True, **how):
+    got = java_decode(paths, verify_crc, strict, **how)
     errors = 0
     for p in paths:
         cols, err = python_decode(p, verify_crc, strict)
@@ -119,7 +123,22 @@ def test_corner_segment_equals_decode_columns(corpus):
     assert len(cols["offset"]) > 90
 
 
-@pytest.mark.parametrize("verify_crc,strict", [(True, True), (False, True), (True, False), (False, False)])
-def test_random_and_damaged_segments(corpus, verify_crc, strict):
-    errors = _agree(corpus, verify_crc, strict)
+@pytest.mark.parametrize("verify_crc,strict,windows", [(True, True, False), (False, True, True), (True, False, True),
+                                                       (False, False, False)])
+def test_random_and_damaged_segments(corpus, verify_crc, strict, windows):
+    errors = _agree(corpus, verify_crc, strict, windows=windows)
     assert 0 < errors < len(corpus)  # the damage is found, and clean files read clean
+
+
+def test_read_windows_smaller_than_a_segment(tmp_path):
+    """Reading through windows far smaller than the file (as from HDFS or S3: 4 KiB here instead
+    of 16 MiB) gives the same rows: batches are never split, and rows referring to one window are
+    handed out before the next is read."""
+    _jar()
+    rng = random.Random(99)
+    files = []
+    for i in range(3):
+        p = tmp_path / f"w{i}.log"
+        p.write_bytes(b"".join(segment_corpus.random_segment(rng, batches=40) for _ in range(3)))
+        files.append(str(p))
+    assert _agree(files, windows=True, window_bytes=4096) == 0

@@ -1,5 +1,7 @@
 package kbatch.spark;
 
+import java.nio.ByteBuffer;
+
 /**
  * The header fields of one log entry as a scan reads them (kbatch's scan_batches columns): a magic
  * 2 batch, or a legacy magic 0/1 entry (base = last = the entry's offset, no producer fields).
@@ -23,27 +25,27 @@ final class BatchHeader {
      * Read the header at b[p] (file position `position`), the entry's `size` bytes being in b.
      * Framing was checked by the scan.
      */
-    void read(byte[] b, int p, long position, int size) {
+    void read(ByteBuffer b, int p, long position, int size) {
         this.position = position;
         this.size = size;
-        magic = b[p + Wire.MAGIC_OFFSET];
-        baseOffset = Wire.i64(b, p);
+        magic = b.get(p + Wire.MAGIC_OFFSET);
+        baseOffset = b.getLong(p);
         if (magic == 2) {
-            crc = Wire.i32(b, p + Wire.CRC_OFFSET) & 0xffffffffL;
-            attributes = Wire.i16(b, p + Wire.ATTRIBUTES_OFFSET);
-            lastOffset = baseOffset + Wire.i32(b, p + Wire.LAST_OFFSET_DELTA_OFFSET);
-            firstTimestamp = Wire.i64(b, p + Wire.BASE_TIMESTAMP_OFFSET);
-            maxTimestamp = Wire.i64(b, p + Wire.MAX_TIMESTAMP_OFFSET);
-            producerId = Wire.i64(b, p + Wire.PRODUCER_ID_OFFSET);
-            producerEpoch = Wire.i16(b, p + Wire.PRODUCER_EPOCH_OFFSET);
-            baseSequence = Wire.i32(b, p + Wire.BASE_SEQUENCE_OFFSET);
-            recordCount = Wire.i32(b, p + Wire.RECORDS_COUNT_OFFSET);
+            crc = b.getInt(p + Wire.CRC_OFFSET) & 0xffffffffL;
+            attributes = b.getShort(p + Wire.ATTRIBUTES_OFFSET);
+            lastOffset = baseOffset + b.getInt(p + Wire.LAST_OFFSET_DELTA_OFFSET);
+            firstTimestamp = b.getLong(p + Wire.BASE_TIMESTAMP_OFFSET);
+            maxTimestamp = b.getLong(p + Wire.MAX_TIMESTAMP_OFFSET);
+            producerId = b.getLong(p + Wire.PRODUCER_ID_OFFSET);
+            producerEpoch = b.getShort(p + Wire.PRODUCER_EPOCH_OFFSET);
+            baseSequence = b.getInt(p + Wire.BASE_SEQUENCE_OFFSET);
+            recordCount = b.getInt(p + Wire.RECORDS_COUNT_OFFSET);
         } else {
             int m = p + Wire.LOG_OVERHEAD;
-            crc = Wire.i32(b, m) & 0xffffffffL;
-            attributes = b[m + Wire.LEGACY_ATTRIBUTES_OFFSET] & 0xff;
+            crc = b.getInt(m) & 0xffffffffL;
+            attributes = b.get(m + Wire.LEGACY_ATTRIBUTES_OFFSET) & 0xff;
             lastOffset = baseOffset;
-            firstTimestamp = maxTimestamp = magic == 1 ? Wire.i64(b, m + Wire.LEGACY_TIMESTAMP_OFFSET) : Wire.NO_TIMESTAMP;
+            firstTimestamp = maxTimestamp = magic == 1 ? b.getLong(m + Wire.LEGACY_TIMESTAMP_OFFSET) : Wire.NO_TIMESTAMP;
             producerId = -1;
             producerEpoch = -1;
             baseSequence = -1;

@@ -15,21 +15,35 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 /**
  * The JVM decoder without Spark, for differential tests against kbatch.decode_columns:
  *
- * <pre>java -cp 'pyspark/jars/*:kbatch-kafka-segments.jar' kbatch.spark.DecodeMain [--no-crc] [--lenient] FILE...</pre>
+ * <pre>java -cp 'pyspark/jars/*:kbatch-kafka-segments.jar' kbatch.spark.DecodeMain [--no-crc] [--lenient] [--windows] FILE...</pre>
  *
  * prints one JSON line per file: every column of every row decoded before the first error (all
  * columns, headers and batch fields included; keys, values and header keys/values in hex;
  * timestamps in microseconds as Spark holds them), and the error's kbatch class, byte position and
- * base offset. --lenient ignores a partial last batch (decode_columns(strict=False)).
+ * base offset. --lenient ignores a partial last batch (decode_columns(strict=False)); --windows reads
+ * through 16 MiB read windows (as from a remote file system) instead of one mapping.
  */
 public final class DecodeMain {
     private DecodeMain() {}
 
+    /** Reads a local file by windows, or (mapped) as the Spark reader reads local files. */
     private static final class FileSource implements SegmentReader.Source {
         private final RandomAccessFile f;
+        private final boolean map;
+        private java.nio.MappedByteBuffer mapping;
 
-        FileSource(String path) throws IOException {
+        FileSource(String path, boolean map) throws IOException {
             f = new RandomAccessFile(path, "r");
+            this.map = map;
+        }
+
+        @Override
+        public java.nio.ByteBuffer map(long from, long to) throws IOException {
+            if (!map) {
+                return null;
+            }
+            mapping = f.getChannel().map(java.nio.channels.FileChannel.MapMode.READ_ONLY, from, to - from);
+            return mapping;
         }
 
         @Override
@@ -41,6 +55,9 @@ public final class DecodeMain {
         @Override
         public void close() throws IOException {
             f.close();
+            if (mapping != null) {
+                Mappings.unmap(mapping);
+            }
         }
     }
 
@@ -57,12 +74,14 @@ public final class DecodeMain {
     private static List<Object> binaries(RecordColumns.Binary b, int from, int to) {
         List<Object> out = new ArrayList<>();
         for (int i = from; i < to; i++) {
-            out.add(b.nulls[i] ? null : hex(b.data, b.offsets[i], b.offsets[i + 1] - b.offsets[i]));
+            byte[] v = b.get(i);
+            out.add(v == null ? null : hex(v, 0, v.length));
         }
         return out;
     }
 
-    static Map<String, Object> decode(String path, boolean verifyCrc, boolean strict) throws IOException {
+    static Map<String, Object> decode(String path, boolean verifyCrc, boolean strict, boolean map)
+            throws IOException {
         Map<String, List<Object>> cols = new LinkedHashMap<>();
         for (String n : new String[] {"key", "value", "offset", "timestamp", "timestampType", "headers",
                 "isTombstone", "producerId", "producerEpoch", "baseSequence", "isTransactional", "isControl"}) {
@@ -75,7 +94,7 @@ public final class DecodeMain {
             size = f.length();
         }
         RecordColumns c = new RecordColumns(true, true, true, true, true, true, true, true);
-        try (SegmentReader r = new SegmentReader(new FileSource(path), 0, size, strict ? size + 1 : size, verifyCrc,
+        try (SegmentReader r = new SegmentReader(new FileSource(path, map), 0, size, strict ? size + 1 : size, verifyCrc,
                 Long.MIN_VALUE, Long.MAX_VALUE, null, c, 1000, new RecordBatchDecoder(Wire.DEFAULT_MAX_DECOMPRESSED_BYTES))) {
             while (r.next()) {
                 cols.get("key").addAll(binaries(c.keys, 0, c.rows));
@@ -120,6 +139,7 @@ public final class DecodeMain {
     public static void main(String[] args) throws IOException {
         boolean verifyCrc = true;
         boolean strict = true;
+        boolean map = true;
         ObjectMapper json = new ObjectMapper();
         BufferedWriter out = new BufferedWriter(new OutputStreamWriter(System.out, StandardCharsets.UTF_8));
         for (String a : args) {
@@ -127,8 +147,10 @@ public final class DecodeMain {
                 verifyCrc = false;
             } else if (a.equals("--lenient")) {
                 strict = false;
+            } else if (a.equals("--windows")) {
+                map = false;
             } else {
-                out.write(json.writeValueAsString(decode(a, verifyCrc, strict)));
+                out.write(json.writeValueAsString(decode(a, verifyCrc, strict, map)));
                 out.newLine();
             }
         }

@@ -1,6 +1,7 @@
 package kbatch.spark;
 
 import java.io.IOException;
+import java.nio.ByteBuffer;
 import java.util.Arrays;
 
 /**
@@ -12,7 +13,7 @@ import java.util.Arrays;
 final class HeaderScan {
     interface Visitor {
         /** b[p, p + h.size) holds the batch; `delta` maps buffer indexes to file positions. False stops. */
-        boolean visit(BatchHeader h, byte[] b, int p, long delta) throws IOException;
+        boolean visit(BatchHeader h, ByteBuffer b, int p, long delta) throws IOException;
     }
 
     private static final int WINDOW = 1 << 20;
@@ -21,6 +22,7 @@ final class HeaderScan {
 
     static void scan(SegmentReader.Source src, long from, long size, Visitor visitor) throws IOException {
         byte[] buf = new byte[(int) Math.min(WINDOW, Math.max(64, size - from))];
+        ByteBuffer bb = ByteBuffer.wrap(buf);
         BatchHeader h = new BatchHeader();
         long pos = from;
         while (size - pos > Wire.HEADER_SIZE_UP_TO_MAGIC) {
@@ -46,8 +48,8 @@ final class HeaderScan {
                 } else if (magic < 0 || magic > 2) {
                     throw KafkaSegmentsException.badMagic(pos + p + Wire.MAGIC_OFFSET, magic, offset);
                 }
-                h.read(buf, p, pos + p, (int) total);
-                if (!visitor.visit(h, buf, p, pos)) {
+                h.read(bb, p, pos + p, (int) total);
+                if (!visitor.visit(h, bb, p, pos)) {
                     return;
                 }
                 p += (int) total;
@@ -58,6 +60,7 @@ final class HeaderScan {
                     return;
                 }
                 buf = Arrays.copyOf(buf, (int) total);
+                bb = ByteBuffer.wrap(buf);
                 continue;
             }
             pos += p;

@@ -199,7 +199,7 @@ final class KafkaVectors {
         }
     }
 
-    /** Binary or string values in Arrow's layout. */
+    /** Binary or string values (references into the input, or copies). */
     static final class Binaries extends Base {
         private final RecordColumns.Binary b;
 
@@ -220,10 +220,7 @@ final class KafkaVectors {
 
         @Override
         public byte[] getBinary(int rowId) {
-            if (isNullAt(rowId)) {
-                return null;
-            }
-            return Arrays.copyOfRange(b.data, b.offsets[rowId], b.offsets[rowId + 1]);
+            return b.get(rowId);
         }
 
         @Override
@@ -231,8 +228,10 @@ final class KafkaVectors {
             if (isNullAt(rowId)) {
                 return null;
             }
-            int s = b.offsets[rowId];
-            return UTF8String.fromBytes(b.data, s, b.offsets[rowId + 1] - s);
+            if (b.source[rowId] == 0) { // a copy: a view of it, no second copy
+                return UTF8String.fromBytes(b.data, b.starts[rowId], b.lengths[rowId]);
+            }
+            return UTF8String.fromBytes(b.get(rowId));
         }
     }
 

@@ -2,6 +2,7 @@ package kbatch.spark;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -229,7 +230,8 @@ final class Planner {
     }
 
     /** kbatch.segment.first_record_at_or_after: {offset, timestamp} or null. */
-    private long[] firstRecordAtOrAfter(BatchHeader h, byte[] b, int p, long delta, long target, long startOffset) {
+    private long[] firstRecordAtOrAfter(BatchHeader h, ByteBuffer b, int p, long delta, long target,
+                                        long startOffset) {
         if (h.magic == 2 && (h.attributes & Wire.TIMESTAMP_TYPE_MASK) != 0) {
             long noTs = (h.attributes & Wire.TIMESTAMP_EXTENDED_FLAG_MASK) != 0 ? Long.MIN_VALUE : Wire.NO_TIMESTAMP;
             if (h.maxTimestamp != noTs && h.maxTimestamp >= target && h.baseOffset >= startOffset
@@ -239,9 +241,9 @@ final class Planner {
         }
         RecordColumns rc = RecordColumns.raw();
         if (h.magic == 2) {
-            decoder.decodeV2(b, p, delta, h, rc, Long.MIN_VALUE, Long.MAX_VALUE, true);
+            decoder.decodeV2(b, p, delta, h, rc, Long.MIN_VALUE, Long.MAX_VALUE, true, false);
         } else {
-            decoder.decodeLegacy(b, p, delta, h, rc, Long.MIN_VALUE, Long.MAX_VALUE, false);
+            decoder.decodeLegacy(b, p, delta, h, rc, Long.MIN_VALUE, Long.MAX_VALUE, false, false);
         }
         for (int i = 0; i < rc.rows; i++) {
             if (!rc.timestampNull[i] && rc.timestampsUs[i] >= target && rc.offsets[i] >= startOffset) {

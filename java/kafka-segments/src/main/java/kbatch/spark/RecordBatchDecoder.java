@@ -38,16 +38,16 @@ final class RecordBatchDecoder {
 
     // ------------------------------------------------------------------ checksums
     /** The stored CRC of a framed entry at b[p] is wrong: CrcMismatchError (kbatch's _check_crc). */
-    void checkCrc(byte[] b, int p, BatchHeader h) {
+    void checkCrc(ByteBuffer b, int p, BatchHeader h) {
         long computed;
         if (h.magic == 2) {
             crc32c.reset();
-            crc32c.update(b, p + Wire.ATTRIBUTES_OFFSET, h.size - Wire.ATTRIBUTES_OFFSET);
+            crc32c.update(slice(b, p + Wire.ATTRIBUTES_OFFSET, p + h.size));
             computed = crc32c.getValue();
         } else {
             int from = Wire.LOG_OVERHEAD + Wire.LEGACY_MAGIC_OFFSET;
             crc32.reset();
-            crc32.update(b, p + from, h.size - from);
+            crc32.update(slice(b, p + from, p + h.size));
             computed = crc32.getValue();
         }
         if (computed != h.crc) {
@@ -55,19 +55,46 @@ final class RecordBatchDecoder {
         }
     }
 
+    private ByteBuffer view;
+    private ByteBuffer viewOf;
+
+    /** b[from, to) as a buffer whose position/limit can be moved (one duplicate per input buffer). */
+    private ByteBuffer slice(ByteBuffer b, int from, int to) {
+        if (viewOf != b) {
+            view = b.duplicate();
+            viewOf = b;
+        }
+        view.limit(to).position(from);
+        return view;
+    }
+
     // ------------------------------------------------------------------ varints (ByteUtils)
-    private int varint(byte[] b, int pos, int limit) {
-        if (pos < limit && b[pos] >= 0) {
-            next = pos + 1;
-            int raw = b[pos];
-            return (raw >>> 1) ^ -(raw & 1);
+    private int varint(ByteBuffer b, int pos, int limit) {
+        if (pos + 1 < limit) { // the common 1- and 2-byte forms
+            int x0 = b.get(pos);
+            if (x0 >= 0) {
+                next = pos + 1;
+                return (x0 >>> 1) ^ -(x0 & 1);
+            }
+            int x1 = b.get(pos + 1);
+            if (x1 >= 0) {
+                int raw = (x0 & 0x7f) | (x1 << 7);
+                next = pos + 2;
+                return (raw >>> 1) ^ -(raw & 1);
+            }
+        } else if (pos < limit) {
+            int x0 = b.get(pos);
+            if (x0 >= 0) {
+                next = pos + 1;
+                return (x0 >>> 1) ^ -(x0 & 1);
+            }
         }
         int raw = 0;
         for (int i = 0; i < 5; i++) {
             if (pos + i >= limit) {
                 throw KafkaSegmentsException.truncated(pos + i, 1, 0, errBase);
             }
-            int x = b[pos + i] & 0xff;
+            int x = b.get(pos + i) & 0xff;
             if (i == 4) {
                 if ((x & 0x80) != 0) {
                     throw KafkaSegmentsException.varintTooLong(pos, errBase);
@@ -85,7 +112,20 @@ final class RecordBatchDecoder {
         return (raw >>> 1) ^ -(raw & 1);
     }
 
-    private long varlong(byte[] b, int pos, int limit) {
+    private long varlong(ByteBuffer b, int pos, int limit) {
+        if (pos + 1 < limit) { // the common 1- and 2-byte forms
+            int x0 = b.get(pos);
+            if (x0 >= 0) {
+                next = pos + 1;
+                return (x0 >>> 1) ^ -(x0 & 1);
+            }
+            int x1 = b.get(pos + 1);
+            if (x1 >= 0) {
+                int raw = (x0 & 0x7f) | (x1 << 7);
+                next = pos + 2;
+                return (raw >>> 1) ^ -(raw & 1);
+            }
+        }
         long raw = 0;
         int shift = 0;
         int i = pos;
@@ -93,7 +133,7 @@ final class RecordBatchDecoder {
             if (i >= limit) {
                 throw KafkaSegmentsException.truncated(i, 1, 0, errBase);
             }
-            int x = b[i++] & 0xff;
+            int x = b.get(i++) & 0xff;
             if ((x & 0x80) != 0) {
                 raw |= (long) (x & 0x7f) << shift;
                 shift += 7;
@@ -111,7 +151,7 @@ final class RecordBatchDecoder {
 
     /** A varint length and that many bytes; a negative length is null (Utils.readBytes). Sets
      * `next`; returns the length (-1 for null); the bytes start at next - length. */
-    private int sized(byte[] b, int pos, int limit) {
+    private int sized(ByteBuffer b, int pos, int limit) {
         int n = varint(b, pos, limit);
         if (n < 0) {
             return -1;
@@ -130,28 +170,32 @@ final class RecordBatchDecoder {
     /**
      * Decode the batch framed at b[p] (header h, already CRC-checked if asked) into `out`, keeping
      * rows with lo <= offset < hi when `emit` (an aborted transaction's batch is walked and checked
-     * but gives no rows). `delta` maps buffer indexes to file positions.
+     * but gives no rows). `delta` maps buffer indexes to file positions; `stable`: b outlives the
+     * output batch, so uncompressed keys and values are referenced, not copied.
      */
-    void decodeV2(byte[] b, int p, long delta, BatchHeader h, RecordColumns out, long lo, long hi, boolean emit) {
+    void decodeV2(ByteBuffer b, int p, long delta, BatchHeader h, RecordColumns out, long lo, long hi, boolean emit,
+                  boolean stable) {
         int codec = h.attributes & Wire.COMPRESSION_CODEC_MASK;
-        byte[] data = b;
+        ByteBuffer data = b;
         int start = p + Wire.RECORDS_OFFSET;
         int end = p + h.size;
         long shift = delta;
         if (codec != Wire.NONE) {
             Compression.checkCodec(codec, 2, h.position + Wire.ATTRIBUTES_OFFSET);
+            byte[] src = packedCopy(b, start, end - start);
             try {
-                codecs.decompress(codec, b, start, end - start, 2, h.position + Wire.RECORDS_OFFSET);
+                codecs.decompress(codec, src, packedOffset, end - start, 2, h.position + Wire.RECORDS_OFFSET);
             } catch (KafkaSegmentsException e) {
                 throw e.at(null, h.baseOffset);
             }
-            data = codecs.out;
+            data = decompressed();
             start = 0;
             end = codecs.length;
             shift = 0;
+            stable = false;
         }
         try {
-            walkV2(data, start, end, h, out, lo, hi, emit);
+            walkV2(data, start, end, h, out, lo, hi, emit, stable);
         } catch (KafkaSegmentsException e) {
             if (codec != Wire.NONE) {
                 throw e.relocate(h.position, h.baseOffset, "the decompressed records");
@@ -160,8 +204,38 @@ final class RecordBatchDecoder {
         }
     }
 
-    private void walkV2(byte[] b, int start, int end, BatchHeader h, RecordColumns out, long lo, long hi,
-                        boolean emit) {
+    private byte[] packed = new byte[1 << 16];
+
+    /** The compressed bytes b[from, from + len) in a reusable array (the codecs read arrays). */
+    private byte[] packedCopy(ByteBuffer b, int from, int len) {
+        if (b.hasArray()) {
+            if (b.arrayOffset() == 0) {
+                packedOffset = from;
+                return b.array();
+            }
+        }
+        if (packed.length < len) {
+            packed = new byte[Math.max(len, packed.length * 2)];
+        }
+        b.get(from, packed, 0, len);
+        packedOffset = 0;
+        return packed;
+    }
+
+    private int packedOffset;
+    private ByteBuffer outView;
+    private byte[] outViewOf;
+
+    private ByteBuffer decompressed() {
+        if (outViewOf != codecs.out) {
+            outView = ByteBuffer.wrap(codecs.out);
+            outViewOf = codecs.out;
+        }
+        return outView;
+    }
+
+    private void walkV2(ByteBuffer b, int start, int end, BatchHeader h, RecordColumns out, long lo, long hi,
+                        boolean emit, boolean stable) {
         errBase = h.baseOffset;
         int count = h.recordCount;
         if (count < 0) {
@@ -193,7 +267,7 @@ final class RecordBatchDecoder {
                 throw KafkaSegmentsException.invalidRecord(
                         "Found invalid record structure, a field runs past the end of the record", pos, 1, 0, errBase);
             }
-            recAttributes = b[pos] & 0xff;
+            recAttributes = b.get(pos) & 0xff;
             pos++;
             tsDelta = varlong(b, pos, recEnd);
             offDelta = varint(b, next, recEnd);
@@ -238,10 +312,10 @@ final class RecordBatchDecoder {
             }
             if (keep) {
                 long ts = lat ? h.maxTimestamp : h.firstTimestamp + tsDelta;
-                appendRow(out, b, offset, ts, ts != noTs, lat ? 1 : 0,
+                appendRow(out, b, stable, offset, ts, ts != noTs, lat ? 1 : 0,
                         valueLen < 0 || (recAttributes & Wire.RECORD_TOMBSTONE_FLAG_MASK) != 0, h);
                 if (out.headers) {
-                    appendHeaders(out, b, headersAt, nHeaders, recEnd);
+                    appendHeaders(out, b, headersAt, nHeaders, recEnd, stable);
                 }
             }
         }
@@ -252,8 +326,8 @@ final class RecordBatchDecoder {
         }
     }
 
-    private void appendRow(RecordColumns out, byte[] b, long offset, long ts, boolean hasTs, int tsType,
-                           boolean tombstone, BatchHeader h) {
+    private void appendRow(RecordColumns out, ByteBuffer b, boolean stable, long offset, long ts, boolean hasTs,
+                           int tsType, boolean tombstone, BatchHeader h) {
         int r = out.rows;
         if (out.offset) {
             out.offsets[r] = offset;
@@ -278,14 +352,14 @@ final class RecordBatchDecoder {
             if (keyLen < 0) {
                 out.keys.addNull();
             } else {
-                out.keys.add(b, keyPos, keyLen);
+                out.keys.add(b, keyPos, keyLen, stable);
             }
         }
         if (out.value) {
             if (valueLen < 0) {
                 out.values.addNull();
             } else {
-                out.values.add(b, valuePos, valueLen);
+                out.values.add(b, valuePos, valueLen, stable);
             }
         }
         if (out.batchFields) {
@@ -302,7 +376,7 @@ final class RecordBatchDecoder {
     }
 
     /** Headers of the row just appended (already checked by the walk). */
-    private void appendHeaders(RecordColumns out, byte[] b, int pos, int n, int recEnd) {
+    private void appendHeaders(RecordColumns out, ByteBuffer b, int pos, int n, int recEnd, boolean stable) {
         for (int k = 0; k < n; k++) {
             int klen = varint(b, pos, recEnd);
             pos = next;
@@ -312,7 +386,7 @@ final class RecordBatchDecoder {
             if (vlen < 0) {
                 out.headerValues.addNull();
             } else {
-                out.headerValues.add(b, next - vlen, vlen);
+                out.headerValues.add(b, next - vlen, vlen, stable);
             }
             pos = next;
         }
@@ -320,23 +394,28 @@ final class RecordBatchDecoder {
         out.headerStart[out.rows] = out.headerCount;
     }
 
-    /** Header keys are strings: invalid UTF-8 is decoded with replacement, as kbatch.arrow does. */
-    private void addHeaderKey(RecordColumns.Binary keys, byte[] b, int pos, int len) {
+    /**
+     * Header keys are strings: copied (Spark reads them as UTF8String views of the copy), invalid
+     * UTF-8 decoded with replacement, as kbatch.arrow does.
+     */
+    private void addHeaderKey(RecordColumns.Binary keys, ByteBuffer b, int pos, int len) {
         boolean ascii = true;
         for (int i = pos; i < pos + len && ascii; i++) {
-            ascii = b[i] >= 0;
+            ascii = b.get(i) >= 0;
         }
         if (!ascii) {
+            byte[] raw = new byte[len];
+            b.get(pos, raw, 0, len);
             try {
                 utf8.reset();
-                utf8.decode(ByteBuffer.wrap(b, pos, len));
+                utf8.decode(ByteBuffer.wrap(raw));
             } catch (CharacterCodingException e) {
-                byte[] fixed = Utf8.replaceInvalid(b, pos, len);
-                keys.add(fixed, 0, fixed.length);
-                return;
+                raw = Utf8.replaceInvalid(raw, 0, len);
             }
+            keys.add(ByteBuffer.wrap(raw), 0, raw.length, false);
+            return;
         }
-        keys.add(b, pos, len);
+        keys.add(b, pos, len, false);
     }
 
     // ------------------------------------------------------------------ the control record
@@ -346,31 +425,30 @@ final class RecordBatchDecoder {
      * of at least 4 bytes, version >= 0; a transaction marker's value of at least 6 bytes, version
      * >= 0), for read_committed's check of aborted transactions against the log.
      */
-    int controlType(byte[] b, int p, long delta, BatchHeader h) {
+    int controlType(ByteBuffer b, int p, long delta, BatchHeader h) {
         RecordColumns kv = new RecordColumns(true, true, false, false, false, false, false, false);
-        decodeV2(b, p, delta, h, kv, Long.MIN_VALUE, Long.MAX_VALUE, true);
+        decodeV2(b, p, delta, h, kv, Long.MIN_VALUE, Long.MAX_VALUE, true, false);
         int type = -1;
         for (int i = 0; i < kv.rows; i++) {
-            int klen = kv.keys.offsets[i + 1] - kv.keys.offsets[i];
-            if (kv.keys.nulls[i] || klen < 4) {
+            byte[] key = kv.keys.get(i);
+            if (key == null || key.length < 4) {
                 throw KafkaSegmentsException.invalidRecord("Invalid control record key", h.position, ">= 4 bytes",
-                        kv.keys.nulls[i] ? null : klen + " bytes", h.baseOffset);
+                        key == null ? null : key.length + " bytes", h.baseOffset);
             }
-            int at = kv.keys.offsets[i];
-            int version = Wire.i16(kv.keys.data, at);
+            int version = Wire.i16(key, 0);
             if (version < 0) {
                 throw KafkaSegmentsException.invalidRecord("Invalid version found for control record", h.position,
                         ">= 0", version, h.baseOffset);
             }
-            int t = Wire.i16(kv.keys.data, at + 2);
+            int t = Wire.i16(key, 2);
             t = t >= 0 && t <= 6 ? t : -1;
             if (t == Wire.CONTROL_ABORT || t == Wire.CONTROL_COMMIT) {
-                int vlen = kv.values.offsets[i + 1] - kv.values.offsets[i];
-                if (kv.values.nulls[i] || vlen < 6) {
+                byte[] value = kv.values.get(i);
+                if (value == null || value.length < 6) {
                     throw KafkaSegmentsException.invalidRecord("Invalid end transaction marker value", h.position,
-                            ">= 6 bytes", kv.values.nulls[i] ? null : vlen + " bytes", h.baseOffset);
+                            ">= 6 bytes", value == null ? null : value.length + " bytes", h.baseOffset);
                 }
-                int mversion = Wire.i16(kv.values.data, kv.values.offsets[i]);
+                int mversion = Wire.i16(value, 0);
                 if (mversion < 0) {
                     throw KafkaSegmentsException.invalidRecord("Invalid version found for end transaction marker",
                             h.position, ">= 0", mversion, h.baseOffset);
@@ -389,10 +467,10 @@ final class RecordBatchDecoder {
     private long lmCrc, lmTimestamp;
     private int lmKeyPos, lmKeyLen, lmValuePos, lmValueLen;
 
-    private void parseMessage(byte[] b, int m, int mend, long delta, Long base) {
-        lmCrc = Wire.i32(b, m) & 0xffffffffL;
-        lmMagic = b[m + Wire.LEGACY_MAGIC_OFFSET];
-        lmAttributes = b[m + Wire.LEGACY_ATTRIBUTES_OFFSET] & 0xff;
+    private void parseMessage(ByteBuffer b, int m, int mend, long delta, Long base) {
+        lmCrc = b.getInt(m) & 0xffffffffL;
+        lmMagic = b.get(m + Wire.LEGACY_MAGIC_OFFSET);
+        lmAttributes = b.get(m + Wire.LEGACY_ATTRIBUTES_OFFSET) & 0xff;
         if (lmMagic != 0 && lmMagic != 1) {
             throw KafkaSegmentsException.corrupt("Invalid magic found in record", m + Wire.LEGACY_MAGIC_OFFSET + delta,
                     "magic 0 or 1", lmMagic, base);
@@ -404,7 +482,7 @@ final class RecordBatchDecoder {
         }
         int p;
         if (lmMagic == 1) {
-            lmTimestamp = Wire.i64(b, m + Wire.LEGACY_TIMESTAMP_OFFSET);
+            lmTimestamp = b.getLong(m + Wire.LEGACY_TIMESTAMP_OFFSET);
             p = m + Wire.LEGACY_KEY_SIZE_OFFSET_V1;
         } else {
             lmTimestamp = Wire.NO_TIMESTAMP;
@@ -420,12 +498,12 @@ final class RecordBatchDecoder {
         }
     }
 
-    private int legacySized(byte[] b, int p, int mend, long delta, Long base) {
+    private int legacySized(ByteBuffer b, int p, int mend, long delta, Long base) {
         if (mend - p < 4) {
             throw KafkaSegmentsException.corrupt("Truncated legacy message", p + delta, "4-byte length",
                     (mend - p) + " bytes", base);
         }
-        int n = Wire.i32(b, p);
+        int n = b.getInt(p);
         p += 4;
         if (n < 0) {
             next = p;
@@ -440,8 +518,8 @@ final class RecordBatchDecoder {
     }
 
     /** Decode one legacy entry framed at b[p] (kbatch.legacy.LegacyRecordBatch._decode). */
-    void decodeLegacy(byte[] b, int p, long delta, BatchHeader h, RecordColumns out, long lo, long hi,
-                      boolean verifyCrc) {
+    void decodeLegacy(ByteBuffer b, int p, long delta, BatchHeader h, RecordColumns out, long lo, long hi,
+                      boolean verifyCrc, boolean stable) {
         int m = p + Wire.LOG_OVERHEAD;
         int mend = p + h.size;
         parseMessage(b, m, mend, delta, h.baseOffset);
@@ -458,7 +536,7 @@ final class RecordBatchDecoder {
                 keyLen = lmKeyLen;
                 valuePos = lmValuePos;
                 valueLen = lmValueLen;
-                appendRow(out, b, h.baseOffset, ts, ts != Wire.NO_TIMESTAMP, tsType, lmValueLen < 0, h);
+                appendRow(out, b, stable, h.baseOffset, ts, ts != Wire.NO_TIMESTAMP, tsType, lmValueLen < 0, h);
             }
             return;
         }
@@ -466,12 +544,13 @@ final class RecordBatchDecoder {
             throw KafkaSegmentsException.invalidRecord("Found invalid compressed record set with null value",
                     m + delta, "a compressed value", "null", h.baseOffset);
         }
+        byte[] src = packedCopy(b, lmValuePos, lmValueLen);
         try {
-            codecs.decompress(codec, b, lmValuePos, lmValueLen, magic, m + delta);
+            codecs.decompress(codec, src, packedOffset, lmValueLen, magic, m + delta);
         } catch (KafkaSegmentsException e) {
             throw e.at(null, h.baseOffset);
         }
-        byte[] inner = codecs.out;
+        ByteBuffer inner = decompressed();
         int n = codecs.length;
         int count;
         try {
@@ -500,7 +579,7 @@ final class RecordBatchDecoder {
                 continue;
             }
             int q = innerPositions[i];
-            parseMessage(inner, q + Wire.LOG_OVERHEAD, q + Wire.LOG_OVERHEAD + Wire.i32(inner, q + Wire.SIZE_OFFSET), 0,
+            parseMessage(inner, q + Wire.LOG_OVERHEAD, q + Wire.LOG_OVERHEAD + inner.getInt(q + Wire.SIZE_OFFSET), 0,
                     null);
             long t = lat ? ts : lmTimestamp;
             if (lmMagic == 0) {
@@ -510,7 +589,7 @@ final class RecordBatchDecoder {
             keyLen = lmKeyLen;
             valuePos = lmValuePos;
             valueLen = lmValueLen;
-            appendRow(out, inner, offset, t, t != Wire.NO_TIMESTAMP, tsType, lmValueLen < 0, h);
+            appendRow(out, inner, false, offset, t, t != Wire.NO_TIMESTAMP, tsType, lmValueLen < 0, h);
         }
     }
 
@@ -518,12 +597,12 @@ final class RecordBatchDecoder {
     private int[] innerPositions = new int[64];
 
     /** The inner messages of a decompressed wrapper value; positions are inner positions. */
-    private int innerEntries(byte[] inner, int n, boolean verifyCrc) {
+    private int innerEntries(ByteBuffer inner, int n, boolean verifyCrc) {
         int count = 0;
         int q = 0;
         while (n - q >= Wire.LOG_OVERHEAD) { // a partial trailing inner entry is ignored, as Kafka does
-            long ioff = Wire.i64(inner, q);
-            int isize = Wire.i32(inner, q + Wire.SIZE_OFFSET);
+            long ioff = inner.getLong(q);
+            int isize = inner.getInt(q + Wire.SIZE_OFFSET);
             if (isize < Wire.RECORD_OVERHEAD_V0) {
                 throw KafkaSegmentsException.corrupt("Inner message size is smaller than the minimum overhead",
                         (long) q, ">= " + Wire.RECORD_OVERHEAD_V0, isize, null);
@@ -541,7 +620,7 @@ final class RecordBatchDecoder {
             }
             if (verifyCrc) {
                 crc32.reset();
-                crc32.update(inner, ms + Wire.LEGACY_MAGIC_OFFSET, isize - Wire.LEGACY_MAGIC_OFFSET);
+                crc32.update(slice(inner, ms + Wire.LEGACY_MAGIC_OFFSET, me));
                 if (crc32.getValue() != lmCrc) {
                     throw KafkaSegmentsException.crc("Inner record is corrupt", lmCrc, crc32.getValue(), (long) q, null);
                 }

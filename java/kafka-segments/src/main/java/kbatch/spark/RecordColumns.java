@@ -1,5 +1,6 @@
 package kbatch.spark;
 
+import java.nio.ByteBuffer;
 import java.util.Arrays;
 
 /**
@@ -130,66 +131,129 @@ final class RecordColumns {
 
     private int capacity;
 
-    /** Nullable binary values: Arrow's layout (offsets n + 1, one data array, a null flag per row). */
+    /**
+     * Nullable binary values. A value is either a reference into the input (a stable buffer: the
+     * mapped segment range, or the read window, which lives until the next output batch) or a
+     * copy (values from decompressed records, whose buffer is reused by the next batch).
+     */
     static final class Binary {
         int n;
-        int[] offsets = new int[1];
-        byte[] data = new byte[1 << 12];
-        boolean[] nulls = new boolean[0];
         int nullCount;
+        boolean[] nulls = new boolean[0];
+        int[] starts = new int[0];
+        int[] lengths = new int[0];
+        /** Which buffer each value is in: 0 = the copies in `data`, else an index into `sources`. */
+        byte[] source = new byte[0];
+        byte[] data = new byte[1 << 12];
+        int dataLength;
+        final ByteBuffer[] sources = new ByteBuffer[8];
+        int sourceCount = 1;
+        long totalBytes;
 
         private int markN;
         private int markNulls;
+        private int markData;
+        private long markTotal;
 
         void reset() {
             n = 0;
             nullCount = 0;
-            offsets[0] = 0;
+            dataLength = 0;
+            totalBytes = 0;
+            sourceCount = 1;
         }
 
         void mark() {
             markN = n;
             markNulls = nullCount;
+            markData = dataLength;
+            markTotal = totalBytes;
         }
 
         void rollback() {
             n = markN;
             nullCount = markNulls;
+            dataLength = markData;
+            totalBytes = markTotal;
         }
 
         void reserveRows(int cap) {
-            if (offsets.length < cap + 1) {
-                offsets = Arrays.copyOf(offsets, cap + 1);
-                nulls = Arrays.copyOf(nulls, cap);
+            if (starts.length < cap) {
+                int c = Math.max(cap, starts.length * 2);
+                starts = Arrays.copyOf(starts, c);
+                lengths = Arrays.copyOf(lengths, c);
+                source = Arrays.copyOf(source, c);
+                nulls = Arrays.copyOf(nulls, c);
             }
         }
 
         void addNull() {
             reserveRows(n + 1);
             nulls[n] = true;
+            starts[n] = 0;
+            lengths[n] = 0;
+            source[n] = 0;
             nullCount++;
-            offsets[n + 1] = offsets[n];
             n++;
         }
 
-        void add(byte[] src, int off, int len) {
+        /** A value at src[pos, pos + len): referenced when `stable`, else copied. */
+        void add(ByteBuffer src, int pos, int len, boolean stable) {
             reserveRows(n + 1);
-            int end = offsets[n];
-            if (end + len > data.length) {
-                long cap = Math.max((long) end + len, (long) data.length * 2);
-                if (cap > Integer.MAX_VALUE - 8) {
-                    cap = Integer.MAX_VALUE - 8;
-                }
-                data = Arrays.copyOf(data, (int) cap);
-            }
-            System.arraycopy(src, off, data, end, len);
             nulls[n] = false;
-            offsets[n + 1] = end + len;
+            lengths[n] = len;
+            totalBytes += len;
+            if (stable) {
+                int k = sourceCount - 1;
+                if (k == 0 || sources[k] != src) {
+                    k = sourceCount;
+                    for (int i = 1; i < sourceCount; i++) {
+                        if (sources[i] == src) {
+                            k = i;
+                        }
+                    }
+                    if (k == sourceCount) {
+                        if (k == sources.length) { // more stable buffers than expected: copy
+                            stable = false;
+                        } else {
+                            sources[sourceCount++] = src;
+                        }
+                    }
+                }
+                if (stable) {
+                    source[n] = (byte) k;
+                    starts[n] = pos;
+                    n++;
+                    return;
+                }
+            }
+            if (dataLength + len > data.length) {
+                long cap = Math.max((long) dataLength + len, (long) data.length * 2);
+                data = Arrays.copyOf(data, (int) Math.min(cap, Integer.MAX_VALUE - 8));
+            }
+            src.get(pos, data, dataLength, len);
+            source[n] = 0;
+            starts[n] = dataLength;
+            dataLength += len;
             n++;
         }
 
-        int bytes() {
-            return offsets[n];
+        /** A copy of value i (null for a null value). */
+        byte[] get(int i) {
+            if (nulls[i]) {
+                return null;
+            }
+            byte[] out = new byte[lengths[i]];
+            if (source[i] == 0) {
+                System.arraycopy(data, starts[i], out, 0, out.length);
+            } else {
+                sources[source[i]].get(starts[i], out, 0, out.length);
+            }
+            return out;
+        }
+
+        long bytes() {
+            return totalBytes;
         }
     }
 }

@@ -3,6 +3,7 @@ package kbatch.spark;
 import java.io.Closeable;
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
 
 /**
  * Reads the batches of bytes [start, end) of one segment into {@link RecordColumns}, batch after
@@ -15,13 +16,22 @@ import java.io.UncheckedIOException;
  * range ends at the end of the file (where Kafka ignores it).
  */
 final class SegmentReader implements Closeable {
-    static final int SCAN_WINDOW = 16 * 1024 * 1024;
+    /** kbatch.batch's scan window; the system property kbatch.spark.scanWindow changes it (tests). */
+    static final int SCAN_WINDOW = Integer.getInteger("kbatch.spark.scanWindow", 16 * 1024 * 1024);
     /** Output batches end after the Kafka batch that takes them past this many key+value bytes. */
     static final int MAX_OUTPUT_BYTES = 64 * 1024 * 1024;
 
     /** Positioned reads of one file. */
     interface Source extends Closeable {
         void readFully(long position, byte[] b, int off, int len) throws IOException;
+
+        /**
+         * Bytes [from, to) of the file mapped read-only (big-endian), or null where the file
+         * system cannot map (anything but local files). A mapping lives until close().
+         */
+        default ByteBuffer map(long from, long to) throws IOException {
+            return null;
+        }
     }
 
     private final Source src;
@@ -36,7 +46,10 @@ final class SegmentReader implements Closeable {
     private final int rowsPerBatch;
     private final RecordBatchDecoder decoder;
 
-    private byte[] buf = new byte[0];
+    /** The bytes being read: the mapped range (whole), or the current read window. */
+    private ByteBuffer buf;
+    private byte[] window = new byte[0];
+    private boolean mapped;
     private long bufPos;
     private long pos;
     private BatchHeader[] headers = new BatchHeader[0];
@@ -89,6 +102,9 @@ final class SegmentReader implements Closeable {
         try {
             while (true) {
                 if (next == count) {
+                    if (out.rows > 0 && !mapped) {
+                        return true; // the rows refer to this window: hand them out before it is reloaded
+                    }
                     if (stopped || !scanWindow()) {
                         finished = true;
                         break;
@@ -126,7 +142,7 @@ final class SegmentReader implements Closeable {
         return out.rows > 0;
     }
 
-    private int outputBytes() {
+    private long outputBytes() {
         return (out.key ? out.keys.bytes() : 0) + (out.value ? out.values.bytes() : 0);
     }
 
@@ -153,7 +169,7 @@ final class SegmentReader implements Closeable {
                 decoder.checkCrc(buf, p, h);
             }
             boolean emit = aborted == null || !h.isTransactional() || !aborted.isAborted(h.producerId, h.baseOffset);
-            decoder.decodeV2(buf, p, bufPos, h, out, lo, hi, emit);
+            decoder.decodeV2(buf, p, bufPos, h, out, lo, hi, emit, true);
         } else {
             if (h.lastOffset < lo) {
                 return;
@@ -161,17 +177,30 @@ final class SegmentReader implements Closeable {
             if (verifyCrc) {
                 decoder.checkCrc(buf, p, h);
             }
-            decoder.decodeLegacy(buf, p, bufPos, h, out, lo, hi, verifyCrc);
+            decoder.decodeLegacy(buf, p, bufPos, h, out, lo, hi, verifyCrc, true);
         }
     }
 
     // ------------------------------------------------------------------ framing (scan_headers)
+    /** Make bytes [from, to) of the file addressable in buf: the whole range is mapped once where
+     * the file system can map, else read into the window array. */
     private void load(long from, long to) throws IOException {
-        int n = (int) (to - from);
-        if (buf.length < n) {
-            buf = new byte[Math.max(n, Math.min(SCAN_WINDOW, (int) Math.min(Integer.MAX_VALUE - 8, end - start)))];
+        if (buf == null && end - start < Integer.MAX_VALUE) {
+            buf = src.map(start, end);
+            mapped = buf != null;
+            bufPos = start;
         }
-        src.readFully(from, buf, 0, n);
+        if (mapped) {
+            return;
+        }
+        int n = (int) (to - from);
+        if (window.length < n) {
+            window = new byte[Math.max(n, Math.min(SCAN_WINDOW, (int) Math.min(Integer.MAX_VALUE - 8, end - start)))];
+            buf = ByteBuffer.wrap(window);
+        } else if (buf == null) {
+            buf = ByteBuffer.wrap(window);
+        }
+        src.readFully(from, window, 0, n);
         bufPos = from;
     }
 
@@ -191,7 +220,7 @@ final class SegmentReader implements Closeable {
                 validEnd = pos;
                 return false;
             }
-            long need = (long) Wire.i32(buf, (int) (pos - bufPos) + Wire.SIZE_OFFSET) + Wire.LOG_OVERHEAD;
+            long need = (long) buf.getInt((int) (pos - bufPos) + Wire.SIZE_OFFSET) + Wire.LOG_OVERHEAD;
             if (pos + need > end) {
                 validEnd = pos;
                 return false;
@@ -208,8 +237,8 @@ final class SegmentReader implements Closeable {
         long p = from;
         while (to - p > Wire.HEADER_SIZE_UP_TO_MAGIC) {
             int i = (int) (p - bufPos);
-            long offset = Wire.i64(buf, i);
-            int size = Wire.i32(buf, i + Wire.SIZE_OFFSET);
+            long offset = buf.getLong(i);
+            int size = buf.getInt(i + Wire.SIZE_OFFSET);
             if (size < Wire.RECORD_OVERHEAD_V0) {
                 throw KafkaSegmentsException.batchTooSmall(p, "size >= " + Wire.RECORD_OVERHEAD_V0, size, offset);
             }
@@ -217,7 +246,7 @@ final class SegmentReader implements Closeable {
             if (total > to - p) {
                 break;
             }
-            int magic = buf[i + Wire.MAGIC_OFFSET];
+            int magic = buf.get(i + Wire.MAGIC_OFFSET);
             if (magic == 2) {
                 if (total < Wire.RECORD_BATCH_OVERHEAD) {
                     throw KafkaSegmentsException.batchTooSmall(p, "size >= " + Wire.RECORD_BATCH_OVERHEAD, total, offset);
