@@ -210,6 +210,24 @@ def test_pushdown_gives_the_same_rows_as_spark_filtering(spark, fmt, data_dir):
     assert pushed.rdd.getNumPartitions() < plain.rdd.getNumPartitions()
 
 
+def test_one_dataframe_queried_with_and_without_pushed_filters(spark, fmt, data_dir):
+    """A DataFrame first queried with pushed-down filters, then without: the JVM reader plans each
+    query afresh. Spark 4.1-4.3 keeps a Python data source's pushed-down read plan on the
+    DataFrame's relation and reuses it for the next query of the same DataFrame (fixed in Spark's
+    master: PythonScanBuilder keeps it per scan), so the Python reader then returns the filtered
+    rows; this names that difference (docs/spark.md, known issues)."""
+    import pyspark
+
+    df = spark.read.format(fmt).load(data_dir)
+    full = spark.read.format(fmt).load(data_dir).count()
+    filtered = df.where("topic = 'orders' and offset >= 500").count()
+    again = df.count()
+    if fmt == READERS["python"] and pyspark.__version__.split(".")[:2] in (["4", "1"], ["4", "2"], ["4", "3"]):
+        assert again == filtered < full  # Spark's stale plan, not kbatch's
+    else:
+        assert again == full
+
+
 def test_topics_and_pattern(spark, fmt, data_dir):
     a = spark.read.format(fmt).option("topics", "payments,legacy").load(data_dir)
     b = spark.read.format(fmt).option("topicPattern", "pay.*|leg.*").load(data_dir)
