@@ -320,6 +320,99 @@ def test_a_given_schema_selects_columns(spark, fmt, data_dir):
             spark.read.format(fmt).schema(bad).load(data_dir).count()
 
 
+# ------------------------------------------------------------------------------------ real broker bytes
+def _start_offsets_by_time(spark, fmt, root, targets) -> dict:
+    """{(topic, partition): first offset read} with startingOffsetsByTimestamp = targets, one query."""
+    spec = {}
+    for (topic, part), t in targets.items():
+        spec.setdefault(topic, {})[str(part)] = t
+    df = spark.read.format(fmt).option("startingOffsetsByTimestamp", json.dumps(spec)).load(root)
+    got = {(r[0], r[1]): r[2] for r in df.groupBy("topic", "partition").agg({"offset": "min"}).collect()}
+    return {k: got.get(k) for k in targets}
+
+
+def _log_offsets(root, targets) -> dict:
+    """The same from kbatch.Log (Kafka's offsetsForTimes rules; None: the partition's end)."""
+    out = {}
+    for tp in _plan.list_partitions(root):
+        if (tp.topic, tp.partition) in targets:
+            log = kbatch.Log.open(tp.path)
+            try:
+                hit = log.offsets_for_times([targets[(tp.topic, tp.partition)]])[0]
+            finally:
+                log.close()
+            out[(tp.topic, tp.partition)] = None if hit is None else hit.offset
+    return out
+
+
+def _first_rows_from(local, starts) -> dict:
+    """The first row offset at or after each start offset (a start may name a control record,
+    which is not a row); None when nothing is read."""
+    out = {}
+    for (topic, part), v in starts.items():
+        t = local.filter(pc.and_(pc.equal(local["topic"], topic), pc.equal(local["partition"], part)))
+        off = t["offset"].to_numpy()
+        out[(topic, part)] = None if v is None or not (off >= v).any() else int(off[off >= v].min())
+    return out
+
+
+def _stamps(local, topic, part):
+    t = local.filter(pc.and_(pc.equal(local["topic"], topic), pc.equal(local["partition"], part)))
+    return sorted(set(A.timestamps_ms(t["timestamp"]).tolist()) - {kbatch.NO_TIMESTAMP_EXTENDED})
+
+
+def test_real_broker_directories(spark, fmt, tmp_path):
+    """Data directories written by Kafka 2.1, 2.7.1 (compacted), 3.1.0 and 3.7.0 (KRaft metadata,
+    whose control records are not rows) read as decode_columns reads them; start times resolve
+    through the brokers' own indexes as kbatch.Log resolves them (JVM reader: its own lookups;
+    the Python reader uses kbatch.Log itself)."""
+    from test_broker_data import BROKER_DIRS, broker_copy
+
+    for name in BROKER_DIRS:
+        root = str(broker_copy(name, tmp_path))
+        df = spark.read.format(fmt).options(includeHeaders="true", includeBatchFields="true").load(root)
+        local = local_table(root, True, True)
+        _same(spark_table(df), local)
+        if fmt != READERS["jvm"]:
+            continue
+        tps = [(tp.topic, tp.partition) for tp in _plan.list_partitions(root)]
+        for q in (0, 0.5, 1):
+            targets = {}
+            for topic, part in tps:
+                st = _stamps(local, topic, part)
+                if st:
+                    targets[(topic, part)] = st[min(int(q * len(st)), len(st) - 1)] + (1 if q == 1 else 0)
+            got = _start_offsets_by_time(spark, fmt, root, targets)
+            assert got == _first_rows_from(local, _log_offsets(root, targets)), (name, q)
+
+
+def test_index_forms_of_every_broker_era(spark, fmt, tmp_path):
+    """Segments indexed as brokers of 0.11-1.1, 2.0-3.6 and 3.7+ wrote them (first-offset .index
+    entries, record-offset .timeindex entries, follower chunks, restarts): offset and time ranges
+    and splits at index entries give the rows decode_columns gives."""
+    from test_broker_data import broker_partition
+
+    from broker_eras import ERAS
+
+    root = tmp_path / "eras"
+    for k, era in enumerate(ERAS):
+        (root / f"era{k}-0").mkdir(parents=True)
+        broker_partition(root / f"era{k}-0", era, seed=k)
+    root = str(root)
+    local = local_table(root, include_headers=False)
+    df = spark.read.format(fmt).options(maxPartitionBytes="8192", startingOffsets=json.dumps(
+        {f"era{k}": {"0": 40 + k} for k in range(len(ERAS))}), endingOffsets=json.dumps(
+        {f"era{k}": {"0": 300 - k} for k in range(len(ERAS))})).load(root)
+    off = local["offset"].to_numpy()
+    topic = local["topic"].to_pylist()
+    keep = [o >= 40 + int(t[3]) and o < 300 - int(t[3]) for o, t in zip(off, topic)]
+    _same(spark_table(df), local.filter(pa.array(keep)))
+    assert df.rdd.getNumPartitions() > 3
+    targets = {(f"era{k}", 0): _stamps(local, f"era{k}", 0)[len(_stamps(local, f"era{k}", 0)) // 2]
+               for k in range(len(ERAS))}
+    assert _start_offsets_by_time(spark, fmt, root, targets) == _first_rows_from(local, _log_offsets(root, targets))
+
+
 # ------------------------------------------------------------------------------------ read_committed
 def committed_oracle(root, topics) -> pa.Table:
     """What a read_committed consumer returns, from decode_columns alone: per producer, the

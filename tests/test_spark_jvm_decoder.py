@@ -142,3 +142,15 @@ def test_read_windows_smaller_than_a_segment(tmp_path):
         p.write_bytes(b"".join(segment_corpus.random_segment(rng, batches=40) for _ in range(3)))
         files.append(str(p))
     assert _agree(files, windows=True, window_bytes=4096) == 0
+
+
+def test_real_broker_segments(tmp_path):
+    """Every segment of tests/data/brokers (Kafka 2.1 to 3.7.0, compacted consumer offsets, KRaft
+    metadata with its control batches), mapped and through read windows: decode_columns' rows."""
+    _jar()
+    from test_broker_data import BROKER_DIRS, broker_copy
+
+    files = [str(p) for name in BROKER_DIRS for p in sorted(broker_copy(name, tmp_path).rglob("*.log"))]
+    assert len(files) >= 10
+    assert _agree(files) == 0
+    assert _agree(files, windows=True, window_bytes=65536) == 0
