@@ -563,6 +563,28 @@ def test_reader_choice_without_a_jvm():
         jvm.load(Connect(), "scala")
 
 
+def test_reader_choice_without_a_jar(monkeypatch):
+    """A classic session, but a kbatch built without the jar: the Python reader, saying why."""
+    from kbatch.spark import jvm
+
+    class NoGateway:
+        def __getattr__(self, name):
+            raise RuntimeError("no JVM here")
+
+    class Context:
+        _jvm = NoGateway()
+
+    class Classic:
+        _jsparkSession = NoGateway()
+        sparkContext = Context()
+
+    monkeypatch.setattr(jvm, "jar_path", lambda: None)
+    r = jvm.load(Classic(), "auto")
+    assert not r.is_jvm and "has no jar" in str(r) and "KBATCH_JAR=1" in str(r)
+    with pytest.raises(RuntimeError, match="has no jar"):
+        jvm.load(Classic(), "jvm")
+
+
 def test_jar_is_built_from_the_sources_in_this_tree():
     """kbatch.spark.jar_path() is the jar java/build_jar.py builds from java/kafka-segments: its
     manifest names this kbatch version, and no source is newer than it."""
