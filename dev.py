@@ -59,7 +59,27 @@ def ensure_venv(extras: str, build_env: dict | None = None) -> None:
             "numpy>=1.26")
         run(PY, "-m", "pip", "install", "-q", "--no-build-isolation", "-e", f".[{extras}]")
         stamp.touch()
+    ensure_javac()
     build(build_env or {})
+
+
+def ensure_javac() -> None:
+    """kbatch.spark's JVM reader compiles with javac (java/build_jar.py, run by the build). Spark
+    already needs Java 17; where only a JRE is present, install the JDK if this is Debian/Ubuntu and
+    we may (root), else say that the Python reader will serve Spark."""
+    if os.environ.get("KBATCH_JAR", "auto").strip().lower() in ("0", "false", "skip") or shutil.which("javac"):
+        return
+    if os.environ.get("JAVA_HOME") and (Path(os.environ["JAVA_HOME"]) / "bin" / "javac").exists():
+        return
+    if shutil.which("apt-get") and hasattr(os, "geteuid") and os.geteuid() == 0:
+        say("installing a JDK (openjdk-17-jdk-headless) to build kbatch.spark's JVM reader")
+        quiet = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        if subprocess.call(["apt-get", "install", "-y", "-q", "openjdk-17-jdk-headless"], env=quiet) != 0:
+            subprocess.call(["apt-get", "update", "-q"], env=quiet)
+            subprocess.call(["apt-get", "install", "-y", "-q", "openjdk-17-jdk-headless"], env=quiet)
+    if not shutil.which("javac"):
+        say("no javac: the JVM reader's jar is not built; kbatch.spark uses the Python reader "
+            "(install a JDK 17 to build it, e.g. apt-get install openjdk-17-jdk-headless)")
 
 
 def build(flags: dict) -> None:
@@ -70,7 +90,7 @@ def build(flags: dict) -> None:
     stamp = ROOT / "build" / "kbatch-flavour"
     force = not stamp.exists() or stamp.read_text() != flavour
     env = dict(os.environ, **flags)
-    say(f"building the Cython core ({flavour})")
+    say(f"building the Cython core ({flavour}) and kbatch.spark's JVM reader")
     run(PY, "setup.py", "-q", "build_ext", "--inplace", *(["--force"] if force else []), env=env)
     stamp.parent.mkdir(exist_ok=True)
     stamp.write_text(flavour)

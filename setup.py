@@ -92,4 +92,28 @@ compat_ext = Extension(
     extra_link_args=link_args,
 )
 
-setup(ext_modules=cythonize([ext, compat_ext], compiler_directives=directives, annotate=flag("KBATCH_ANNOTATE")))
+# kbatch.spark's JVM reader: java/kafka-segments compiled against the installed pyspark's jars
+# into kbatch/spark/jars/ (java/build_jar.py; KBATCH_JAR=1 requires it, KBATCH_JAR=0 skips it)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "java"))
+from build_jar import build as build_jar  # noqa: E402
+
+from setuptools.command.build_ext import build_ext  # noqa: E402
+from setuptools.command.build_py import build_py  # noqa: E402
+
+
+class BuildPyWithJar(build_py):
+    def run(self):
+        super().run()
+        if not self.editable_mode:
+            build_jar(os.path.join(self.build_lib, "kbatch", "spark", "jars"), self.distribution.get_version())
+
+
+class BuildExtWithJar(build_ext):
+    def run(self):
+        super().run()
+        if self.inplace:  # dev.py build / editable installs read package data from src/
+            build_jar(os.path.join("src", "kbatch", "spark", "jars"), self.distribution.get_version())
+
+
+setup(ext_modules=cythonize([ext, compat_ext], compiler_directives=directives, annotate=flag("KBATCH_ANNOTATE")),
+      cmdclass={"build_py": BuildPyWithJar, "build_ext": BuildExtWithJar})

@@ -1,8 +1,16 @@
-"""The kafka-segments data source and kbatch.spark helpers, in one small local Spark session."""
+"""The kafka-segments data source and kbatch.spark helpers, in one small local Spark session.
+
+Every data-source test runs on both readers, the Python one (`kafka-segments-python`) and the
+JVM one (`kafka-segments-jvm`, skipped with the reason when its jar cannot load), on the same
+files, and compares with kbatch.decode_columns.
+"""
 import json
 import os
+import re
 import shutil
+import struct
 import sys
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -12,13 +20,19 @@ import pytest
 pytest.importorskip("pyspark.sql.datasource")
 
 import kbatch  # noqa: E402
+from kbatch import _wire as W  # noqa: E402
 from kbatch import arrow as A  # noqa: E402
 from kbatch import demo  # noqa: E402
 from kbatch.spark import _plan  # noqa: E402
 
+from pyspark.sql.datasource import DataSourceWriter, WriterCommitMessage  # noqa: E402
+
+import segment_corpus  # noqa: E402
+
 pytestmark = pytest.mark.spark
 
 NOW = 1_750_000_000_000
+READERS = {"python": "kafka-segments-python", "jvm": "kafka-segments-jvm"}
 
 
 @pytest.fixture(scope="session")
@@ -35,22 +49,48 @@ def spark():
     s.sparkContext.setLogLevel("ERROR")
     import kbatch.spark as ks
 
-    ks.register(s, pushdown=True)  # sets the pushdown switch; option pushdown=false picks the plain reader
+    # sets the Python pushdown switch; option pushdown=false picks the plain readers
+    s.kbatch_reader = ks.register(s, pushdown=True)
     yield s
     s.stop()
+
+
+@pytest.fixture(scope="session", params=sorted(READERS))
+def fmt(request, spark):
+    """The format name of one reader; every test taking it runs on both."""
+    if request.param == "jvm" and not spark.kbatch_reader.is_jvm:
+        pytest.skip(f"the JVM reader is not live: {spark.kbatch_reader.reason}")
+    return READERS[request.param]
+
+
+def _txn_index(entries) -> bytes:
+    """.txnindex bytes: AbortedTxn(version 0, producer id, first offset, last offset, last stable offset)."""
+    return b"".join(struct.pack(">hqqqq", 0, pid, first, last, last) for pid, first, last in entries)
 
 
 @pytest.fixture(scope="session")
 def data_dir(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("segments") / "logs")
     demo.generate(root, records=3000, now_ms=NOW, segment_bytes=24 * 1024)
+    # every corner of the format in one segment (no index files)
+    os.makedirs(os.path.join(root, "corners-0"))
+    with open(os.path.join(root, "corners-0", "0" * 20 + ".log"), "wb") as f:
+        f.write(segment_corpus.corner_segment())
+    # payments again, with the .txnindex a broker writes for its aborted transaction
+    shutil.copytree(os.path.join(root, "payments-0"), os.path.join(root, "txnidx-0"))
+    tp = _plan.list_partitions(os.path.join(root, "txnidx-0"))[0]
+    aborted = _plan.aborted_transactions(tp)
+    assert len(aborted) == 1
+    for seg in tp.segments:
+        with open(seg.path[:-4] + ".txnindex", "wb") as f:
+            f.write(_txn_index([t for t in aborted if seg.base_offset <= t[2]]) if seg is tp.segments[0] else b"")
     return root
 
 
-def local_table(root, include_headers=True, batch_fields=False) -> pa.Table:
+def local_table(root, include_headers=True, batch_fields=False, topics=None) -> pa.Table:
     """decode_columns over every segment, in (topic, partition, offset) order."""
     parts = []
-    for tp in _plan.list_partitions(root):
+    for tp in _plan.list_partitions(root, topics):
         for seg in tp.segments:
             with open(seg.path, "rb") as f:
                 parts.append(kbatch.decode_columns(f.read(), tp.topic, tp.partition, include_headers=include_headers,
@@ -76,9 +116,9 @@ def _same(spark_t: pa.Table, local_t: pa.Table):
         assert a.to_pylist() == b.to_pylist(), name
 
 
-def test_dataframe_equals_decode_columns(spark, data_dir):
-    df = spark.read.format("kafka-segments").options(includeHeaders="true", includeBatchFields="true",
-                                                     pushdown="false").load(data_dir)
+def test_dataframe_equals_decode_columns(spark, fmt, data_dir):
+    df = spark.read.format(fmt).options(includeHeaders="true", includeBatchFields="true",
+                                        pushdown="false").load(data_dir)
     assert [f.name for f in df.schema][:8] == ["key", "value", "topic", "partition", "offset", "timestamp",
                                                  "timestampType", "headers"]
     assert df.schema["timestamp"].dataType.typeName() == "timestamp"
@@ -86,38 +126,47 @@ def test_dataframe_equals_decode_columns(spark, data_dir):
     _same(spark_table(df), local_table(data_dir, True, True))
 
 
-def test_headers_off_by_default_and_control_rows_absent(spark, data_dir):
-    df = spark.read.format("kafka-segments").load(data_dir)
+def test_both_readers_have_one_schema(spark, data_dir):
+    for opts in ({}, {"includeHeaders": "true"}, {"includeHeaders": "true", "includeBatchFields": "true"}):
+        py = spark.read.format(READERS["python"]).options(**opts).load(data_dir).schema
+        if spark.kbatch_reader.is_jvm:
+            assert spark.read.format(READERS["jvm"]).options(**opts).load(data_dir).schema == py
+
+
+def test_headers_off_by_default_and_control_rows_absent(spark, fmt, data_dir):
+    df = spark.read.format(fmt).load(data_dir)
     assert "headers" not in df.columns and "isTombstone" in df.columns
     counts = {(r["topic"], r["partition"]): r["count"] for r in df.groupBy("topic", "partition").count().collect()}
     assert counts[("payments", 0)] == 90  # 3 transactions x 30 records; the 3 markers are not rows
 
 
-def test_large_segments_split_at_batch_boundaries(spark, data_dir):
-    base = spark.read.format("kafka-segments").option("pushdown", "false").load(data_dir)
-    small = spark.read.format("kafka-segments").options(maxPartitionBytes="20000", pushdown="false").load(data_dir)
+def test_large_segments_split_at_batch_boundaries(spark, fmt, data_dir):
+    base = spark.read.format(fmt).option("pushdown", "false").load(data_dir)
+    small = spark.read.format(fmt).options(maxPartitionBytes="20000", pushdown="false").load(data_dir)
     assert small.rdd.getNumPartitions() > base.rdd.getNumPartitions()
     _same(spark_table(small), spark_table(base))
 
 
-def test_offset_ranges_match_spark_filter(spark, data_dir):
-    starting = json.dumps({"orders": {"0": 100, "1": -2}, "legacy": {"0": 60}})
-    ending = json.dumps({"orders": {"0": 2500, "2": 40}})
-    ranged = spark.read.format("kafka-segments").options(
-        startingOffsets=starting, endingOffsets=ending, pushdown="false").load(data_dir)
-    full = spark.read.format("kafka-segments").option("pushdown", "false").load(data_dir)
+def test_offset_ranges_match_spark_filter(spark, fmt, data_dir):
+    starting = json.dumps({"orders": {"0": 100, "1": -2}, "legacy": {"0": 60}, "corners": {"0": 9}})
+    ending = json.dumps({"orders": {"0": 2500, "2": 40}, "corners": {"0": 30}})
+    ranged = spark.read.format(fmt).options(startingOffsets=starting, endingOffsets=ending,
+                                            pushdown="false").load(data_dir)
+    full = spark.read.format(fmt).option("pushdown", "false").load(data_dir)
     expect = full.where(
         "(topic = 'orders' and partition = 0 and offset >= 100 and offset < 2500) or "
         "(topic = 'orders' and partition = 1) or (topic = 'orders' and partition = 2 and offset < 40) or "
-        "(topic = 'legacy' and offset >= 60) or topic = 'payments'")
+        "(topic = 'legacy' and offset >= 60) or (topic = 'corners' and offset >= 9 and offset < 30) or "
+        "topic = 'payments' or topic = 'txnidx'")
     _same(spark_table(ranged), spark_table(expect))
 
 
-def test_timestamp_ranges_resolve_like_offsets_for_times(spark, data_dir):
+def test_timestamp_ranges_resolve_like_offsets_for_times(spark, fmt, data_dir):
     start, end = NOW - 18 * 3_600_000, NOW - 6 * 3_600_000
-    ranged = spark.read.format("kafka-segments").options(
-        startingTimestamp=str(start), endingTimestamp=str(end), pushdown="false").load(data_dir)
-    local = local_table(data_dir, include_headers=False)
+    topics = "orders,legacy,payments"
+    ranged = spark.read.format(fmt).options(startingTimestamp=str(start), endingTimestamp=str(end), topics=topics,
+                                            pushdown="false").load(data_dir)
+    local = local_table(data_dir, include_headers=False, topics=topics.split(","))
     keep = []
     for (topic, part) in sorted({(t, p) for t, p in zip(local["topic"].to_pylist(), local["partition"].to_pylist())}):
         m = pc.and_(pc.equal(local["topic"], topic), pc.equal(local["partition"], part))
@@ -136,11 +185,22 @@ def test_timestamp_ranges_resolve_like_offsets_for_times(spark, data_dir):
     _same(spark_table(ranged), _sorted(pa.concat_tables(keep)))
 
 
-def test_pushdown_gives_the_same_rows_as_spark_filtering(spark, data_dir):
+def test_timestamp_options_on_extreme_timestamps_agree(spark, data_dir):
+    """The corner segment (no index files: lookups scan it) holds timestamps from -2**62 to
+    Long.MAX_VALUE: both readers resolve every start time to the same rows."""
+    if not spark.kbatch_reader.is_jvm:
+        pytest.skip(f"the JVM reader is not live: {spark.kbatch_reader.reason}")
+    for target in (-(2**62), -5, -1, 0, NOW, NOW + 1, 2**62, W.INT64_MAX):
+        got = [spark_table(spark.read.format(f).options(startingTimestamp=str(target), topics="corners")
+                           .load(data_dir))["offset"].to_pylist() for f in (READERS["python"], READERS["jvm"])]
+        assert got[0] == got[1], target
+
+
+def test_pushdown_gives_the_same_rows_as_spark_filtering(spark, fmt, data_dir):
     where = ("partition in (0, 2) and offset >= 500 and offset <= 1700 and topic = 'orders' "
              "and timestamp >= timestamp_millis({})".format(NOW - 20 * 3_600_000))
-    pushed = spark.read.format("kafka-segments").load(data_dir).where(where)
-    plain = spark.read.format("kafka-segments").option("pushdown", "false").load(data_dir).where(where)
+    pushed = spark.read.format(fmt).load(data_dir).where(where)
+    plain = spark.read.format(fmt).option("pushdown", "false").load(data_dir).where(where)
     plan = pushed._jdf.queryExecution().executedPlan().toString()
     assert "offset" not in plan.split("BatchScan")[0] or "500" not in plan.split("BatchScan")[0]
     p, q = spark_table(pushed), spark_table(plain)
@@ -150,14 +210,32 @@ def test_pushdown_gives_the_same_rows_as_spark_filtering(spark, data_dir):
     assert pushed.rdd.getNumPartitions() < plain.rdd.getNumPartitions()
 
 
-def test_topics_and_pattern(spark, data_dir):
-    a = spark.read.format("kafka-segments").option("topics", "payments,legacy").load(data_dir)
-    b = spark.read.format("kafka-segments").option("topicPattern", "pay.*|leg.*").load(data_dir)
+def test_one_dataframe_queried_with_and_without_pushed_filters(spark, fmt, data_dir):
+    """A DataFrame first queried with pushed-down filters, then without: the JVM reader plans each
+    query afresh. Spark 4.1-4.3 keeps a Python data source's pushed-down read plan on the
+    DataFrame's relation and reuses it for the next query of the same DataFrame (fixed in Spark's
+    master: PythonScanBuilder keeps it per scan), so the Python reader then returns the filtered
+    rows; this names that difference (docs/spark.md, known issues)."""
+    import pyspark
+
+    df = spark.read.format(fmt).load(data_dir)
+    full = spark.read.format(fmt).load(data_dir).count()
+    filtered = df.where("topic = 'orders' and offset >= 500").count()
+    again = df.count()
+    if fmt == READERS["python"] and pyspark.__version__.split(".")[:2] in (["4", "1"], ["4", "2"], ["4", "3"]):
+        assert again == filtered < full  # Spark's stale plan, not kbatch's
+    else:
+        assert again == full
+
+
+def test_topics_and_pattern(spark, fmt, data_dir):
+    a = spark.read.format(fmt).option("topics", "payments,legacy").load(data_dir)
+    b = spark.read.format(fmt).option("topicPattern", "pay.*|leg.*").load(data_dir)
     assert sorted({r["topic"] for r in a.select("topic").distinct().collect()}) == ["legacy", "payments"]
     assert a.count() == b.count() == 90 + 225
 
 
-def test_bad_segment_named_with_byte_position(spark, data_dir, tmp_path):
+def test_bad_segment_named_with_byte_position(spark, fmt, data_dir, tmp_path):
     bad = str(tmp_path / "bad")
     shutil.copytree(os.path.join(data_dir, "orders-1"), os.path.join(bad, "orders-1"))
     seg = sorted(f for f in os.listdir(os.path.join(bad, "orders-1")) if f.endswith(".log"))[1]
@@ -169,19 +247,19 @@ def test_bad_segment_named_with_byte_position(spark, data_dir, tmp_path):
         b = f.read(1)
         f.seek(-1, 1)
         f.write(bytes([b[0] ^ 0xFF]))
-    df = spark.read.format("kafka-segments").load(bad)
+    df = spark.read.format(fmt).load(bad)
     with pytest.raises(Exception) as ei:
         df.count()
     msg = str(ei.value)
-    assert seg in msg and f"at byte {victim.position}" in msg and "crc" in msg.lower()
-    skipped = spark.read.format("kafka-segments").option("failOnDataLoss", "false").load(bad)
+    assert seg in msg and f"at byte {victim.position}" in msg and "CrcMismatchError" in msg
+    skipped = spark.read.format(fmt).option("failOnDataLoss", "false").load(bad)
     rows = skipped.count()
-    total = spark.read.format("kafka-segments").load(os.path.join(data_dir, "orders-1")).count()
+    total = spark.read.format(fmt).load(os.path.join(data_dir, "orders-1")).count()
     before_bad = sum(len(x) for x in batches[:3])
     assert total - sum(len(x) for x in batches) + before_bad == rows
     # badRecordsPath: the same skipping, and a report per skipped range the job can read back
     reports = str(tmp_path / "reports")
-    reported = spark.read.format("kafka-segments").option("badRecordsPath", reports).load(bad)
+    reported = spark.read.format(fmt).option("badRecordsPath", reports).load(bad)
     assert reported.count() == rows
     (rep,) = [r.asDict() for r in spark.read.json(reports).collect()]
     assert (rep["path"], rep["topic"], rep["partition"]) == (path, "orders", 1)
@@ -190,11 +268,47 @@ def test_bad_segment_named_with_byte_position(spark, data_dir, tmp_path):
     assert rep["errorClass"] == "CrcMismatchError" and seg in rep["error"]
 
 
-def test_a_given_schema_selects_columns(spark, data_dir):
-    full = spark_table(spark.read.format("kafka-segments").options(includeHeaders="true", pushdown="false")
-                       .load(data_dir))
-    df = (spark.read.format("kafka-segments").schema("offset long, value binary, topic string, partition int, "
-                                                     "headers array<struct<key: string, value: binary>>")
+def _kbatch_error(msg: str):
+    """(kbatch error class, byte position, base offset) named in a failed job's message."""
+    cls = re.search(r"(\w+Error): ", msg)
+    where = re.findall(r"\(at byte (\d+)(?:, in batch with base offset (-?\d+))?\)", msg)
+    return (cls.group(1) if cls else msg[:300], where[-1] if where else None)
+
+
+def test_damaged_records_fail_alike_on_both_readers(spark, tmp_path):
+    """A record damaged under a valid CRC, a cut in the middle of a split segment, and a bad
+    magic: both readers fail with the same kbatch error class at the same byte, and skip the
+    same rows with failOnDataLoss=false."""
+    if not spark.kbatch_reader.is_jvm:
+        pytest.skip(f"the JVM reader is not live: {spark.kbatch_reader.reason}")
+    import random
+
+    rng = random.Random(7)
+    failed = 0
+    for case in range(4):
+        root = tmp_path / f"case{case}" / "t-0"
+        root.mkdir(parents=True)
+        data = segment_corpus.random_segment(rng, batches=8)
+        data = segment_corpus.damaged(data, rng)
+        (root / ("0" * 20 + ".log")).write_bytes(data + (b"" if case % 2 else segment_corpus.random_segment(rng, 2)))
+        errors, counts = [], []
+        for f in (READERS["python"], READERS["jvm"]):
+            try:
+                spark.read.format(f).load(str(root)).count()
+                errors.append(None)
+            except Exception as e:  # noqa: BLE001 - the message is what is compared
+                errors.append(_kbatch_error(str(e)))
+            counts.append(spark.read.format(f).option("failOnDataLoss", "false").load(str(root)).count())
+        assert errors[0] == errors[1], case
+        assert counts[0] == counts[1], case
+        failed += errors[0] is not None
+    assert failed
+
+
+def test_a_given_schema_selects_columns(spark, fmt, data_dir):
+    full = spark_table(spark.read.format(fmt).options(includeHeaders="true", pushdown="false").load(data_dir))
+    df = (spark.read.format(fmt).schema("offset long, value binary, topic string, partition int, "
+                                        "headers array<struct<key: string, value: binary>>")
           .option("pushdown", "false").load(data_dir))
     assert df.columns == ["offset", "value", "topic", "partition", "headers"]
     got = spark_table(df)
@@ -203,9 +317,301 @@ def test_a_given_schema_selects_columns(spark, data_dir):
         assert got[name].to_pylist() == full[name].to_pylist(), name
     for bad, word in (("offset long, nope binary", "unknown column"), ("offset int", "wrong type")):
         with pytest.raises(Exception, match=word):
-            spark.read.format("kafka-segments").schema(bad).load(data_dir).count()
+            spark.read.format(fmt).schema(bad).load(data_dir).count()
 
 
+# ------------------------------------------------------------------------------------ real broker bytes
+def _start_offsets_by_time(spark, fmt, root, targets) -> dict:
+    """{(topic, partition): first offset read} with startingOffsetsByTimestamp = targets, one query."""
+    spec = {}
+    for (topic, part), t in targets.items():
+        spec.setdefault(topic, {})[str(part)] = t
+    df = spark.read.format(fmt).option("startingOffsetsByTimestamp", json.dumps(spec)).load(root)
+    got = {(r[0], r[1]): r[2] for r in df.groupBy("topic", "partition").agg({"offset": "min"}).collect()}
+    return {k: got.get(k) for k in targets}
+
+
+def _log_offsets(root, targets) -> dict:
+    """The same from kbatch.Log (Kafka's offsetsForTimes rules; None: the partition's end)."""
+    out = {}
+    for tp in _plan.list_partitions(root):
+        if (tp.topic, tp.partition) in targets:
+            log = kbatch.Log.open(tp.path)
+            try:
+                hit = log.offsets_for_times([targets[(tp.topic, tp.partition)]])[0]
+            finally:
+                log.close()
+            out[(tp.topic, tp.partition)] = None if hit is None else hit.offset
+    return out
+
+
+def _first_rows_from(local, starts) -> dict:
+    """The first row offset at or after each start offset (a start may name a control record,
+    which is not a row); None when nothing is read."""
+    out = {}
+    for (topic, part), v in starts.items():
+        t = local.filter(pc.and_(pc.equal(local["topic"], topic), pc.equal(local["partition"], part)))
+        off = t["offset"].to_numpy()
+        out[(topic, part)] = None if v is None or not (off >= v).any() else int(off[off >= v].min())
+    return out
+
+
+def _stamps(local, topic, part):
+    t = local.filter(pc.and_(pc.equal(local["topic"], topic), pc.equal(local["partition"], part)))
+    return sorted(set(A.timestamps_ms(t["timestamp"]).tolist()) - {kbatch.NO_TIMESTAMP_EXTENDED})
+
+
+def test_real_broker_directories(spark, fmt, tmp_path):
+    """Data directories written by Kafka 2.1, 2.7.1 (compacted), 3.1.0 and 3.7.0 (KRaft metadata,
+    whose control records are not rows) read as decode_columns reads them; start times resolve
+    through the brokers' own indexes as kbatch.Log resolves them (JVM reader: its own lookups;
+    the Python reader uses kbatch.Log itself)."""
+    from test_broker_data import BROKER_DIRS, broker_copy
+
+    for name in BROKER_DIRS:
+        root = str(broker_copy(name, tmp_path))
+        df = spark.read.format(fmt).options(includeHeaders="true", includeBatchFields="true").load(root)
+        local = local_table(root, True, True)
+        _same(spark_table(df), local)
+        if fmt != READERS["jvm"]:
+            continue
+        tps = [(tp.topic, tp.partition) for tp in _plan.list_partitions(root)]
+        for q in (0, 0.5, 1):
+            targets = {}
+            for topic, part in tps:
+                st = _stamps(local, topic, part)
+                if st:
+                    targets[(topic, part)] = st[min(int(q * len(st)), len(st) - 1)] + (1 if q == 1 else 0)
+            got = _start_offsets_by_time(spark, fmt, root, targets)
+            assert got == _first_rows_from(local, _log_offsets(root, targets)), (name, q)
+
+
+def test_index_forms_of_every_broker_era(spark, fmt, tmp_path):
+    """Segments indexed as brokers of 0.11-1.1, 2.0-3.6 and 3.7+ wrote them (first-offset .index
+    entries, record-offset .timeindex entries, follower chunks, restarts): offset and time ranges
+    and splits at index entries give the rows decode_columns gives."""
+    from test_broker_data import broker_partition
+
+    from broker_eras import ERAS
+
+    root = tmp_path / "eras"
+    for k, era in enumerate(ERAS):
+        (root / f"era{k}-0").mkdir(parents=True)
+        broker_partition(root / f"era{k}-0", era, seed=k)
+    root = str(root)
+    local = local_table(root, include_headers=False)
+    df = spark.read.format(fmt).options(maxPartitionBytes="8192", startingOffsets=json.dumps(
+        {f"era{k}": {"0": 40 + k} for k in range(len(ERAS))}), endingOffsets=json.dumps(
+        {f"era{k}": {"0": 300 - k} for k in range(len(ERAS))})).load(root)
+    off = local["offset"].to_numpy()
+    topic = local["topic"].to_pylist()
+    keep = [o >= 40 + int(t[3]) and o < 300 - int(t[3]) for o, t in zip(off, topic)]
+    _same(spark_table(df), local.filter(pa.array(keep)))
+    assert df.rdd.getNumPartitions() > 3
+    targets = {(f"era{k}", 0): _stamps(local, f"era{k}", 0)[len(_stamps(local, f"era{k}", 0)) // 2]
+               for k in range(len(ERAS))}
+    assert _start_offsets_by_time(spark, fmt, root, targets) == _first_rows_from(local, _log_offsets(root, targets))
+
+
+# ------------------------------------------------------------------------------------ read_committed
+def committed_oracle(root, topics) -> pa.Table:
+    """What a read_committed consumer returns, from decode_columns alone: per producer, the
+    transactional records between its previous marker and an ABORT marker are left out."""
+    out = []
+    for tp in _plan.list_partitions(root, topics):
+        data = b"".join(open(s.path, "rb").read() for s in tp.segments)
+        t = kbatch.decode_columns(data, tp.topic, tp.partition, include_headers=False, batch_fields=True,
+                                  include_control=True, strict=False)
+        pid = t["producerId"].to_pylist()
+        txn = t["isTransactional"].to_pylist()
+        ctrl = t["isControl"].to_pylist()
+        keys = t["key"].to_pylist()
+        keep = [True] * t.num_rows
+        pending = {}  # producer -> rows of its open transaction
+        for i in range(t.num_rows):
+            if ctrl[i]:
+                keep[i] = False
+                rows = pending.pop(pid[i], [])
+                if struct.unpack(">hh", keys[i][:4])[1] == W.ControlRecordType.ABORT:
+                    for r in rows:
+                        keep[r] = False
+            elif txn[i]:
+                pending.setdefault(pid[i], []).append(i)
+        out.append(t.filter(pa.array(keep)).drop_columns(list(A.schema(False, True).names[8:])))
+    return _sorted(pa.concat_tables(out))
+
+
+def test_read_committed_leaves_out_aborted_transactions(spark, fmt, data_dir):
+    topics = ["payments", "txnidx", "corners", "legacy"]
+    df = spark.read.format(fmt).options(**{"isolation.level": "read_committed", "topics": ",".join(topics)})
+    got = spark_table(df.load(data_dir))
+    expect = committed_oracle(data_dir, topics)
+    _same(got, expect)
+    counts = dict(zip(*np.unique(got["topic"].to_numpy(zero_copy_only=False), return_counts=True)))
+    assert counts["payments"] == counts["txnidx"] == 60  # 3 transactions of 30, one aborted
+    uncommitted = spark.read.format(fmt).options(**{"isolation.level": "read_uncommitted"}).load(data_dir)
+    assert uncommitted.where("topic = 'payments'").count() == 90
+    with pytest.raises(Exception, match="isolation.level"):
+        spark.read.format(fmt).option("isolation.level", "serializable").load(data_dir).count()
+
+
+def test_read_committed_refuses_a_txnindex_the_log_contradicts(spark, fmt, data_dir, tmp_path):
+    part = tmp_path / "lying" / "txnidx-0"
+    shutil.copytree(os.path.join(data_dir, "txnidx-0"), part)
+    tp = _plan.list_partitions(str(part))[0]
+    ((pid, first, last),) = _plan.aborted_transactions(tp)
+    (seg,) = tp.segments
+    markers = [b for b in kbatch.iter_batches(open(seg.path, "rb").read()) if b.is_control]
+    commit = next(b for b in markers if b.base_offset < first)  # the first transaction's COMMIT
+    with open(seg.path[:-4] + ".txnindex", "wb") as f:
+        f.write(_txn_index([(pid, 0, commit.base_offset)]))
+    with pytest.raises(Exception) as ei:
+        spark.read.format(fmt).option("isolation.level", "read_committed").load(str(part)).count()
+    msg = str(ei.value)
+    assert "CorruptIndexError" in msg and "contradicts the log" in msg and f"at byte {commit.position}" in msg
+
+
+# ------------------------------------------------------------------------------------ the JVM reader
+def _jvm(spark):
+    if not spark.kbatch_reader.is_jvm:
+        pytest.skip(f"the JVM reader is not live: {spark.kbatch_reader.reason}")
+
+
+def test_register_makes_the_jvm_reader_serve_kafka_segments(spark, data_dir):
+    import kbatch.spark as ks
+
+    _jvm(spark)
+    assert ks.live_reader(spark).is_jvm and "JVM reader" in str(spark.kbatch_reader)
+    assert ks.register(spark, pushdown=True).is_jvm  # again: already live, no second ADD JAR
+    df = (spark.read.format("kafka-segments").load(data_dir)
+          .where("topic = 'orders' and offset >= 10").select("offset", "value"))
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    assert "ColumnarToRow" in plan and "JVM reader" in plan
+    scan = plan[plan.index("BatchScan"):]
+    assert "value" in scan and "key" not in scan.split("RuntimeFilters")[0].split("columns=")[1]  # pruned
+    assert df.count() == spark.read.format(READERS["python"]).load(data_dir).where(
+        "topic = 'orders' and offset >= 10").count()
+
+
+def test_hadoop_filesystem_paths(spark, data_dir):
+    """The JVM reader lists and reads through Hadoop's FileSystem: a file: URI reads the same rows."""
+    _jvm(spark)
+    uri = spark.read.format(READERS["jvm"]).option("includeHeaders", "true").load("file://" + data_dir)
+    _same(spark_table(uri), local_table(data_dir))
+
+
+@dataclass
+class _Written(WriterCommitMessage):
+    rows: int
+
+
+class _Writer(DataSourceWriter):
+    """Counts the rows it is given and, on commit, writes the count to the save path."""
+
+    def __init__(self, path, overwrite):
+        self.path, self.overwrite = path, overwrite
+
+    def write(self, iterator):
+        return _Written(sum(1 for _ in iterator))
+
+    def commit(self, messages):
+        with open(self.path, "w") as f:
+            json.dump({"rows": sum(m.rows for m in messages), "overwrite": self.overwrite}, f)
+
+
+def test_writes_reach_the_python_writer(spark, tmp_path):
+    """A JVM provider that takes the short name also receives df.write.format(...): the JVM table
+    hands writes to the Python source of the same name, whose writer() kbatch's Spark writer is."""
+    import pyspark.cloudpickle as cloudpickle
+
+    import kbatch.spark as ks
+    from kbatch.spark.datasource import KafkaSegmentsPushdownDataSource
+
+    _jvm(spark)
+
+    class Writing(KafkaSegmentsPushdownDataSource):
+        def writer(self, schema, overwrite):
+            return _Writer(self.options["path"], overwrite)
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    try:
+        spark.dataSource.register(Writing)
+        df = spark.range(25).selectExpr("cast(cast(id as string) as binary) as value")
+        for mode in ("append", "overwrite"):
+            out = str(tmp_path / f"{mode}.json")
+            df.write.format("kafka-segments").mode(mode).save(out)
+            assert json.load(open(out)) == {"rows": 25, "overwrite": mode == "overwrite"}
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+        assert ks.register(spark, pushdown=True).is_jvm
+
+
+def test_reader_choice_without_a_jvm():
+    """A Spark Connect session (no JVM gateway) keeps the Python reader and says why; asking for
+    the JVM reader there fails loudly."""
+    from kbatch.spark import jvm
+
+    class Connect:
+        pass
+
+    r = jvm.load(Connect(), "auto")
+    assert not r.is_jvm and "Spark Connect" in str(r)
+    with pytest.raises(RuntimeError, match="JVM reader was asked for"):
+        jvm.load(Connect(), "jvm")
+    assert not jvm.load(Connect(), "python").is_jvm
+    with pytest.raises(ValueError):
+        jvm.load(Connect(), "scala")
+
+
+def test_reader_choice_without_a_jar(monkeypatch):
+    """A classic session, but a kbatch built without the jar: the Python reader, saying why."""
+    from kbatch.spark import jvm
+
+    class NoGateway:
+        def __getattr__(self, name):
+            raise RuntimeError("no JVM here")
+
+    class Context:
+        _jvm = NoGateway()
+
+    class Classic:
+        _jsparkSession = NoGateway()
+        sparkContext = Context()
+
+    monkeypatch.setattr(jvm, "jar_path", lambda: None)
+    r = jvm.load(Classic(), "auto")
+    assert not r.is_jvm and "has no jar" in str(r) and "KBATCH_JAR=1" in str(r)
+    with pytest.raises(RuntimeError, match="has no jar"):
+        jvm.load(Classic(), "jvm")
+
+
+def test_jar_is_built_from_the_sources_in_this_tree():
+    """kbatch.spark.jar_path() is the jar java/build_jar.py builds from java/kafka-segments: its
+    manifest names this kbatch version, and no source is newer than it."""
+    import zipfile
+
+    import kbatch.spark as ks
+
+    jar = ks.jar_path()
+    if jar is None:
+        pytest.skip("this kbatch build has no JVM reader jar (no javac or pyspark at build time)")
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, os.path.join(here, "java"))
+    try:
+        import build_jar
+    finally:
+        sys.path.pop(0)
+    with zipfile.ZipFile(jar) as z:
+        manifest = z.read("META-INF/MANIFEST.MF").decode()
+        names = set(z.namelist())
+    assert "Built-With-Release: 17" in manifest
+    assert "META-INF/services/org.apache.spark.sql.sources.DataSourceRegister" in names
+    assert "kbatch/spark/KafkaSegmentsSource.class" in names
+    if os.path.isdir(build_jar.SOURCES):  # an installed wheel has no java/ tree
+        assert build_jar.source_digest() in manifest, "the jar is older than java/kafka-segments: rebuild"
+
+
+# ------------------------------------------------------------------------------------ helpers
 def test_decode_batches_over_binary_column(spark, data_dir):
     import kbatch.spark as ks
 
@@ -241,10 +647,12 @@ def test_timestamp_report(spark, data_dir):
 def test_offsets_for_times_on_executors(spark, data_dir):
     import kbatch.spark as ks
 
-    local = local_table(data_dir, include_headers=False)
+    local = local_table(data_dir, include_headers=False, topics=["orders", "legacy", "payments"])
     for target in (NOW - 12 * 3_600_000, -(10**12), NOW + 10 * 86_400_000):
         got = {(r["topic"], r["partition"]): (r["offset"], r["timestamp"])
-               for r in ks.offsets_for_times(data_dir, target, spark).collect()}
+               for r in ks.offsets_for_times(data_dir, target, spark, topics=["orders", "legacy", "payments"])
+               .collect()}
+        assert len(got) == 5
         for (topic, part), (o, t) in got.items():
             tt = local.filter(pc.and_(pc.equal(local["topic"], topic), pc.equal(local["partition"], part)))
             ts = A.timestamps_ms(tt["timestamp"])

@@ -124,7 +124,7 @@ def _driver(archive: str, data_dir: str, out_dir: str, kbatch_parent: str) -> No
     driver_env = os.path.join(SparkFiles.getRootDirectory(), "environment")
     os.symlink(driver_env, "environment")
 
-    kbatch.spark.register(spark)
+    reader = str(kbatch.spark.register(spark))  # the JVM reader, shipped to the executors' JVMs, when built
     t = time.time()
     table = (spark.read.format("kafka-segments").options(includeHeaders="true", includeBatchFields="true")
              .load(data_dir).toArrow())
@@ -160,7 +160,7 @@ def _driver(archive: str, data_dir: str, out_dir: str, kbatch_parent: str) -> No
     rows = spark.read.format("kafka-segments-reporting").load(data_dir).count()
     with open(os.path.join(out_dir, "driver.json"), "w") as f:
         json.dump({"driver_env": os.path.realpath(driver_env), "rows": rows, "read_s": read_s,
-                   "backend": kbatch._backend.BACKEND, "kbatch": kbatch.__file__}, f)
+                   "backend": kbatch._backend.BACKEND, "kbatch": kbatch.__file__, "reader": reader}, f)
     spark.stop()
 
 
@@ -218,8 +218,11 @@ def test_kafka_segments_reads_with_a_packed_environment(tmp_path):
     expect = local_table(data_dir, include_headers=True, batch_fields=True)
     with pa.OSFile(str(out_dir / "rows.arrow"), "rb") as f:
         rows = pa.ipc.open_file(f).read_all()
-    _same(_sorted(rows), expect)
-    assert driver["rows"] == expect.num_rows
+    _same(_sorted(rows), expect)  # read by the JVM reader on the executors when the jar is built
+    assert driver["rows"] == expect.num_rows  # the Python reader, from the archive
+    import kbatch.spark
+
+    assert ("JVM reader" in driver["reader"]) == (kbatch.spark.jar_path() is not None), driver["reader"]
     # pytest keeps the last runs' tmp_path: drop the ~90 MB archive and ~250 MB unpacked copy
     os.remove(archive)
     shutil.rmtree(os.path.join(home, "work"))

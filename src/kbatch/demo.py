@@ -7,7 +7,8 @@
    partitions and segments, every codec, legacy magic 0/1 message sets, historical negative
    timestamps (KIP-228 extended flag), records with future timestamps, tombstones that keep a
    payload (KIP-87), and a transaction committed and one aborted (control batches);
-2. starts a local Spark session and reads them with the `kafka-segments` data source;
+2. starts a local Spark session and reads them with the `kafka-segments` data source (the JVM
+   reader where its jar loads, the Python one otherwise; the demo says which);
 3. prints counts per partition, the KIP-937 timestamp report, offsets for a chosen time, and
    what compaction saves (kbatch.compact on a copy, when kbatch has it).
 """
@@ -289,7 +290,8 @@ def run(root: str = "./sample-data", records: int = 20000, spark_enabled: bool =
     import kbatch.spark as ks
     from pyspark.sql import functions as F
 
-    ks.register(spark, pushdown=True)
+    reader = ks.register(spark, pushdown=True)  # the JVM reader where its jar loads, else the Python one
+    say(f"{reader}")
     say("reading with spark.read.format('kafka-segments') (control batches are not rows) ...")
     df = spark.read.format("kafka-segments").option("includeHeaders", "true").load(root)
     counts = (df.groupBy("topic", "partition")

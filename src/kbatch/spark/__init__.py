@@ -1,8 +1,13 @@
 """kbatch on Spark: the `kafka-segments` data source and helpers that run on executors.
 
     import kbatch.spark
-    kbatch.spark.register(spark)                      # or register(spark, pushdown=True)
+    print(kbatch.spark.register(spark))               # "kafka-segments: JVM reader (...)" or Python
     df = spark.read.format("kafka-segments").load("/data/kafka-logs")
+
+Two readers serve `kafka-segments`: a Java DataSource V2 (columnar, column pruning, filter
+pushdown, Hadoop FileSystem paths) where its jar can be loaded (kbatch.spark.jar_path(), added by
+register), and the Python data source everywhere else; both give the same rows and errors.
+`kafka-segments-jvm` and `kafka-segments-python` name one of them explicitly.
 
     kbatch.spark.decode_batches(df, "content")        # raw batches in a binary column -> records
     kbatch.spark.timestamp_report(df_or_path, before_max_ms, after_max_ms, now)   # KIP-937
@@ -18,23 +23,35 @@ import os
 import time
 from datetime import datetime
 
-from .datasource import (NAME, KafkaSegmentsDataSource, KafkaSegmentsPushdownDataSource, _to_ms,
-                         spark_schema)
+from .datasource import (NAME, PYTHON_NAME, KafkaSegmentsDataSource, KafkaSegmentsPushdownDataSource,
+                         KafkaSegmentsPythonDataSource, KafkaSegmentsPythonPushdownDataSource, _to_ms, spark_schema)
+from .jvm import JVM_NAME, Reader, jar_path, live_reader
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
-def register(spark, pushdown: bool = False) -> None:
-    """Register the `kafka-segments` data source on a session.
+def register(spark, pushdown: bool = False, reader: str = "auto") -> Reader:
+    """Register `kafka-segments` on a session and return which reader serves it (also logged).
 
-    pushdown=True also sets `spark.sql.python.filterPushdown.enabled` (Spark's switch for Python
-    data source filter pushdown) and registers the reader that prunes partitions and byte ranges
-    from filters on partition, topic, offset and timestamp. Without it the source still reads
-    everything correctly; Spark then filters the rows.
+    The Python data source is always registered (under `kafka-segments` and
+    `kafka-segments-python`): it is the fallback, and writes go to it. Then the JVM reader's jar
+    is added (`ADD JAR`) unless reader="python" (or KBATCH_SPARK_READER=python); where it cannot
+    load (no jar in this build, a Spark Connect session, a cluster that refuses jars) the Python
+    reader keeps the name and the returned Reader says why. reader="jvm" raises instead.
+
+    pushdown=True sets `spark.sql.python.filterPushdown.enabled` (Spark's switch for Python data
+    source filter pushdown) so that the Python reader prunes partitions and byte ranges from
+    filters on partition, topic, offset and timestamp; the JVM reader always does.
     """
+    from . import jvm
+
     if pushdown:
         spark.conf.set(PUSHDOWN_CONF, "true")
     spark.dataSource.register(KafkaSegmentsPushdownDataSource if pushdown else KafkaSegmentsDataSource)
+    spark.dataSource.register(KafkaSegmentsPythonPushdownDataSource if pushdown else KafkaSegmentsPythonDataSource)
+    live = jvm.load(spark, reader)
+    jvm.log.info("kbatch.spark: %s", live)
+    return live
 
 
 def _session(spark=None):
@@ -51,7 +68,8 @@ def _session(spark=None):
 def read(path, spark=None, **options):
     """spark.read.format('kafka-segments').options(**options).load(path), registering the source."""
     spark = _session(spark)
-    register(spark, pushdown=spark.conf.get(PUSHDOWN_CONF, "false").lower() == "true")
+    if not live_reader(spark).is_jvm:
+        register(spark, pushdown=spark.conf.get(PUSHDOWN_CONF, "false").lower() == "true")
     return spark.read.format(NAME).options(**{k: str(v) for k, v in options.items()}).load(os.fspath(path))
 
 
@@ -218,5 +236,6 @@ def _lookup(t, target):
     return (topic, partition, None, None) if found is None else (topic, partition, found[0], found[1])
 
 
-__all__ = ["register", "read", "decode_batches", "timestamp_report", "offsets_for_times", "spark_schema",
-           "KafkaSegmentsDataSource", "KafkaSegmentsPushdownDataSource", "NAME", "PUSHDOWN_CONF"]
+__all__ = ["register", "read", "jar_path", "live_reader", "Reader", "decode_batches", "timestamp_report",
+           "offsets_for_times", "spark_schema", "KafkaSegmentsDataSource", "KafkaSegmentsPushdownDataSource",
+           "KafkaSegmentsPythonDataSource", "NAME", "PYTHON_NAME", "JVM_NAME", "PUSHDOWN_CONF"]

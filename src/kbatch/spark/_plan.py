@@ -23,6 +23,7 @@ _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _SEGMENT = re.compile(r"^(?P<base>\d{20})\.log$")
 _OFFSET_ENTRY = np.dtype([("rel", ">i4"), ("pos", ">i4")])
 _TIME_ENTRY = np.dtype([("ts", ">i8"), ("rel", ">i4")])
+INT64_MIN, INT64_MAX = W.INT64_MIN, W.INT64_MAX
 
 
 @dataclass
@@ -182,11 +183,99 @@ def end_offset(tp: TopicPartition) -> int:
     return tp.segments[0].base_offset if tp.segments else 0
 
 
+# ------------------------------------------------------------------------------------ transactions
+def aborted_transactions(tp: TopicPartition) -> list:
+    """The partition's aborted transactions as (producer id, first offset, last offset) tuples, the
+    last offset being the ABORT marker's (AbortedTxn, kafka-format.md 3 and 5.5).
+
+    From the segments' `.txnindex` files when every segment has one; otherwise from the log itself
+    (a broker writes a `.txnindex` only for a segment holding an ABORT marker, so a missing one says
+    nothing): per producer, its transactional batches from the first after its previous marker up
+    to an ABORT marker. The JVM reader computes the same list (Planner.abortedTransactions).
+    """
+    from ..index import TransactionIndex
+
+    paths = [seg.path[:-4] + ".txnindex" for seg in tp.segments]
+    if tp.segments and all(os.path.exists(p) for p in paths):
+        out = []
+        for p in paths:
+            with open(p, "rb") as f:
+                out += [(t.producer_id, t.first_offset, t.last_offset) for t in TransactionIndex.parse(f.read(), p)]
+        return out
+    out, open_txn = [], {}
+    for seg in tp.segments:
+        for b in iter_batches(_read_range(seg.path, 0, seg.size), verify_crc=False, strict=False):
+            if b.magic != 2 or not b.is_transactional:
+                continue
+            if not b.is_control:
+                open_txn.setdefault(b.producer_id, b.base_offset)
+                continue
+            kind = marker_type(b)
+            first = open_txn.pop(b.producer_id, None)
+            if kind == W.ControlRecordType.ABORT:
+                out.append((b.producer_id, b.base_offset if first is None else first, b.base_offset))
+            elif kind != W.ControlRecordType.COMMIT and first is not None:
+                open_txn[b.producer_id] = first  # not a transaction marker
+    return out
+
+
+def marker_type(batch) -> int:
+    """The type of a control batch's first control record (UNKNOWN when it has none), checked by
+    kbatch.records.parse_control_record; errors name the batch."""
+    from ..errors import KBatchError
+
+    try:
+        recs = batch.control_records()
+    except KBatchError as e:
+        raise e.at(position=batch.position, base_offset=batch.base_offset)
+    return recs[0].type if recs else W.ControlRecordType.UNKNOWN
+
+
+def check_markers(data, start: int, aborted: list, lo: int, hi: int, verify_crc: bool) -> None:
+    """read_committed: every transaction marker of data (bytes from file position `start`) with an
+    offset in [lo, hi) must agree with the aborted list (an ABORT marker is the last offset of an
+    aborted transaction of its producer, a COMMIT marker is not): an index that contradicts the log
+    gives no answer. Raises CorruptIndexError at the marker batch."""
+    from ..errors import CorruptIndexError, KBatchError
+
+    last = {(pid, last_offset) for pid, _first, last_offset in aborted}
+    for b in iter_batches(data, verify_crc=False, strict=False):
+        if b.magic != 2 or not b.is_control or not lo <= b.base_offset < hi:
+            continue
+        try:
+            if verify_crc:
+                b.ensure_valid()
+            kind = marker_type(b)
+        except KBatchError as e:
+            if e.position is not None:  # positions in `data` -> in the file
+                e.position += start
+                e.args = (e._render(),)
+            raise
+        if kind not in (W.ControlRecordType.ABORT, W.ControlRecordType.COMMIT):
+            continue
+        listed = (b.producer_id, b.base_offset) in last
+        if listed != (kind == W.ControlRecordType.ABORT):
+            raise CorruptIndexError(
+                "The transaction index contradicts the log", position=start + b.position, base_offset=b.base_offset,
+                expected=f"{'an ABORT' if listed else 'a COMMIT'} marker of producer {b.producer_id} at offset "
+                         f"{b.base_offset}", found=kind.name)
+
+
+def aborted_mask(pid, transactional, offsets, aborted: list):
+    """Rows of aborted transactions: transactional rows of a producer between the first offset and
+    the marker of one of its aborted transactions."""
+    mask = np.zeros(len(offsets), dtype=bool)
+    for p, first, last_offset in aborted:
+        mask |= transactional & (pid == p) & (offsets >= first) & (offsets <= last_offset)
+    return mask
+
+
 # ------------------------------------------------------------------------------------ planning
 @dataclass
 class Slice:
     """One input partition: bytes [start, end) of one segment, rows with offset in
-    [start_offset, end_offset) (None: unbounded)."""
+    [start_offset, end_offset) (None: unbounded), and for read_committed the partition's aborted
+    transactions overlapping those offsets (None for read_uncommitted)."""
 
     topic: str
     partition: int
@@ -196,13 +285,18 @@ class Slice:
     file_size: int
     start_offset: int | None
     end_offset: int | None
+    aborted: list | None = None
 
 
 def plan_partition(tp: TopicPartition, start_offset: int | None, end_offset: int | None,
-                   max_bytes: int) -> list:
+                   max_bytes: int, aborted: list | None = None) -> list:
     """Slices covering [start_offset, end_offset) of one partition, at most `max_bytes` each
     where the `.index` offers a batch boundary to split at."""
     out = []
+    if aborted is not None:
+        lo = INT64_MIN if start_offset is None else start_offset
+        hi = INT64_MAX if end_offset is None else end_offset
+        aborted = [t for t in aborted if t[2] >= lo and t[1] < hi]  # TransactionIndex.collectAbortedTxns
     segs = tp.segments
     for k, seg in enumerate(segs):
         next_base = segs[k + 1].base_offset if k + 1 < len(segs) else None
@@ -226,8 +320,5 @@ def plan_partition(tp: TopicPartition, start_offset: int | None, end_offset: int
                     cuts.append(p)
         cuts.append(hi)
         for a, b in zip(cuts, cuts[1:]):
-            out.append(Slice(tp.topic, tp.partition, seg.path, a, b, seg.size, start_offset, end_offset))
+            out.append(Slice(tp.topic, tp.partition, seg.path, a, b, seg.size, start_offset, end_offset, aborted))
     return out
-
-
-INT64_MIN, INT64_MAX = W.INT64_MIN, W.INT64_MAX

@@ -28,6 +28,11 @@ Options (names as Spark's Kafka source where it has one):
   maxPartitionBytes             split segments larger than this (default 64 MiB)
   rowsPerBatch                  rows per Arrow batch (default 32768)
   verifyCrc                     "false" skips CRC checks (default true)
+  isolation.level               "read_committed" leaves out the records of aborted transactions
+                                (from `.txnindex`, or from the log's ABORT markers where a
+                                segment has no `.txnindex`), as a Kafka consumer does;
+                                "read_uncommitted" (the default, as Spark's Kafka source) keeps
+                                them. Control records are never rows.
   pushdown                      "true" uses the reader with filter pushdown (needs
                                 spark.sql.python.filterPushdown.enabled, which
                                 kbatch.spark.register(spark, pushdown=True) sets)
@@ -42,8 +47,10 @@ from __future__ import annotations
 
 import json
 import logging
+import mmap
 import os
 import uuid
+from contextlib import contextmanager
 from datetime import datetime, timezone
 
 from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, GreaterThan, GreaterThanOrEqual, In,
@@ -51,6 +58,7 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, Great
 from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, IntegerType, LongType, ShortType, StringType,
                                StructField, StructType, TimestampType)
 
+from .. import arrow as A
 from .._files import atomic_write
 from ..errors import InvalidRequestError, KBatchError
 from . import _plan
@@ -58,6 +66,7 @@ from . import _plan
 log = logging.getLogger("kbatch.spark")
 
 NAME = "kafka-segments"
+PYTHON_NAME = "kafka-segments-python"
 DEFAULT_MAX_PARTITION_BYTES = 64 * 1024 * 1024
 DEFAULT_ROWS_PER_BATCH = 32768
 
@@ -148,6 +157,7 @@ class SegmentSlice(InputPartition):
         self.topic, self.partition, self.path = s.topic, s.partition, s.path
         self.start, self.end, self.file_size = s.start, s.end, s.file_size
         self.start_offset, self.end_offset = s.start_offset, s.end_offset
+        self.aborted = s.aborted
 
     def __repr__(self):
         return (f"SegmentSlice({self.path}[{self.start}:{self.end}], offsets "
@@ -166,8 +176,10 @@ class KafkaSegmentsReader(DataSourceReader):
         self.columns = _columns(schema)
         self.include_headers = "headers" in self.columns
         self.batch_fields = any(c in _BATCH_FIELDS for c in self.columns)
+        self.tombstone = "isTombstone" in self.columns
+        self.read_committed = _isolation(self.options)
         # None: read() yields every column it builds, in order (the source's own schema)
-        built = spark_schema(self.include_headers, self.batch_fields).fieldNames()
+        built = [f.name for f in A.schema(self.include_headers, self.batch_fields, self.tombstone)]
         self.select = None if self.columns == built else self.columns
         self.bad_records_path = _opt(self.options, "badRecordsPath")
         self.fail_on_data_loss = (_bool(self.options, "failOnDataLoss", True) and not _bool(
@@ -238,7 +250,8 @@ class KafkaSegmentsReader(DataSourceReader):
             start, end = self._bounds(tp)
             if start is not None and end is not None and end <= start:
                 continue
-            out.extend(SegmentSlice(s) for s in _plan.plan_partition(tp, start, end, self.max_bytes))
+            aborted = _plan.aborted_transactions(tp) if self.read_committed else None
+            out.extend(SegmentSlice(s) for s in _plan.plan_partition(tp, start, end, self.max_bytes, aborted))
         return out or [SegmentSlice(_plan.Slice("", 0, "", 0, 0, 0, 0, 0))]
 
     # -------------------------------------------------------------------------------- reading
@@ -247,31 +260,95 @@ class KafkaSegmentsReader(DataSourceReader):
 
         if not partition.path or partition.end <= partition.start:
             return
-        with open(partition.path, "rb") as f:
-            f.seek(partition.start)
-            data = f.read(partition.end - partition.start)
-        at_eof = partition.end >= partition.file_size
-        gen = iter_record_batches(
-            data, partition.topic, partition.partition, include_headers=self.include_headers,
-            batch_fields=self.batch_fields, verify_crc=self.verify_crc, strict=not at_eof,
-            start_offset=partition.start_offset, end_offset=partition.end_offset, chunk_rows=self.rows_per_batch)
-        try:
-            if self.select is None:
-                yield from gen
-            else:  # a user-given schema: only its columns leave the worker
+        committed = self.read_committed and partition.aborted is not None
+        select = self.select
+        if committed and select is None and (not self.batch_fields or not self.tombstone):
+            select = self.columns  # the batch fields read_committed needs are not the query's
+        with _mapped(partition.path, partition.start, partition.end) as data:
+            at_eof = partition.end >= partition.file_size
+            # only the columns the schema selects are built (headers, batch fields, isTombstone)
+            gen = iter_record_batches(
+                data, partition.topic, partition.partition, include_headers=self.include_headers,
+                batch_fields=self.batch_fields or committed, include_control=committed,
+                tombstone=self.tombstone, verify_crc=self.verify_crc, strict=not at_eof,
+                start_offset=partition.start_offset, end_offset=partition.end_offset,
+                chunk_rows=self.rows_per_batch)
+            try:
+                if committed:
+                    lo = _plan.INT64_MIN if partition.start_offset is None else partition.start_offset
+                    hi = _plan.INT64_MAX if partition.end_offset is None else partition.end_offset
+                    _plan.check_markers(data, 0, partition.aborted, lo, hi, self.verify_crc)
+                    gen = _committed(gen, partition.aborted)
                 for rb in gen:
-                    yield rb.select(self.select)
-        except KBatchError as e:
-            if e.position is not None:
-                e.position += partition.start
-            e.reason = f"{e.reason} [kafka-segments: {partition.path}]"
-            e.args = (e._render(),)
-            if self.fail_on_data_loss:
-                raise
-            log.warning("kafka-segments: skipping the rest of %s from byte %s to %s: %s "
-                        "(failOnDataLoss=false)", partition.path, e.position, partition.end, e)
-            if self.bad_records_path is not None:
-                _report_skipped(self.bad_records_path, partition, e)
+                    yield rb if select is None else rb.select(select)
+            except KBatchError as e:
+                self._bad_range(partition, e)
+
+    def _bad_range(self, partition: SegmentSlice, e: KBatchError) -> None:
+        """A bad batch in the slice: fail (positions in the file, the file named), or skip the rest
+        of the slice, log it and, with badRecordsPath, report it."""
+        if e.position is not None:
+            e.position += partition.start
+        e.reason = f"{e.reason} [kafka-segments: {partition.path}]"
+        e.args = (e._render(),)
+        if self.fail_on_data_loss:
+            raise e
+        log.warning("kafka-segments: skipping the rest of %s from byte %s to %s: %s "
+                    "(failOnDataLoss=false)", partition.path, e.position, partition.end, e)
+        if self.bad_records_path is not None:
+            _report_skipped(self.bad_records_path, partition, e)
+
+
+def _isolation(options) -> bool:
+    """True for isolation.level=read_committed (also Spark's Kafka-source spelling kafka.isolation.level)."""
+    v = _opt(options, "isolation.level", "kafka.isolation.level", "isolationLevel")
+    if v is None:
+        return False
+    v = str(v).strip().lower()
+    if v not in ("read_committed", "read_uncommitted"):
+        raise InvalidRequestError("kafka-segments: unknown isolation.level",
+                                  expected="read_uncommitted or read_committed", found=v)
+    return v == "read_committed"
+
+
+def _committed(gen, aborted):
+    """read_committed: leave out control rows and the rows of aborted transactions."""
+    import numpy as np
+    import pyarrow as pa
+
+    for rb in gen:
+        pid = rb.column("producerId").to_numpy(zero_copy_only=False)
+        txn = rb.column("isTransactional").to_numpy(zero_copy_only=False)
+        ctrl = rb.column("isControl").to_numpy(zero_copy_only=False)
+        off = rb.column("offset").to_numpy(zero_copy_only=False)
+        drop = ctrl | _plan.aborted_mask(pid, txn, off, aborted)
+        if drop.any():
+            rb = rb.filter(pa.array(~drop))
+        if rb.num_rows:
+            yield rb
+
+
+@contextmanager
+def _mapped(path: str, start: int, end: int):
+    """Bytes [start, end) of a file, memory-mapped read-only (no copy into the Python heap); the
+    decoded columns are copies, so nothing refers to the map once it is closed."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        end = min(end, size)
+        if end <= start:
+            yield memoryview(b"")
+            return
+        base = start - start % mmap.ALLOCATIONGRANULARITY
+        m = mmap.mmap(f.fileno(), end - base, access=mmap.ACCESS_READ, offset=base)
+        view = memoryview(m)[start - base:end - base]
+        try:
+            yield view
+        finally:
+            view.release()
+            try:
+                m.close()
+            except BufferError:  # a view still exported (an exception kept a frame alive): let GC close it
+                pass
 
 
 def _report_skipped(directory: str, partition: SegmentSlice, e: KBatchError) -> None:
@@ -382,5 +459,19 @@ class KafkaSegmentsPushdownDataSource(KafkaSegmentsDataSource):
     pushdown = True
 
 
-__all__ = ["KafkaSegmentsDataSource", "KafkaSegmentsPushdownDataSource", "KafkaSegmentsReader",
-           "KafkaSegmentsPushdownReader", "SegmentSlice", "spark_schema", "NAME"]
+class KafkaSegmentsPythonDataSource(KafkaSegmentsDataSource):
+    """The Python reader under its own name, `kafka-segments-python`, so it can be asked for while
+    the JVM reader serves `kafka-segments` (tests run every query on both)."""
+
+    @classmethod
+    def name(cls):
+        return PYTHON_NAME
+
+
+class KafkaSegmentsPythonPushdownDataSource(KafkaSegmentsPythonDataSource):
+    pushdown = True
+
+
+__all__ = ["KafkaSegmentsDataSource", "KafkaSegmentsPushdownDataSource", "KafkaSegmentsPythonDataSource",
+           "KafkaSegmentsPythonPushdownDataSource", "KafkaSegmentsReader", "KafkaSegmentsPushdownReader",
+           "SegmentSlice", "spark_schema", "NAME", "PYTHON_NAME"]

@@ -1,0 +1,178 @@
+package kbatch.spark;
+
+/**
+ * Every error of the JVM reader: the name of the kbatch exception class the Python reader raises
+ * for the same bytes (CrcMismatchError, InvalidRecordError, ...), what was expected, what was
+ * found, the byte position in the file and the batch's base offset, rendered as kbatch renders
+ * them (kbatch/errors.py), so both readers fail with the same words.
+ */
+public final class KafkaSegmentsException extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    private final String errorClass;
+    private String reason;
+    private Long position;
+    private Long baseOffset;
+    private final String expected;
+    private final String found;
+
+    KafkaSegmentsException(String errorClass, String reason, Long position, Long baseOffset, Object expected,
+                           Object found) {
+        super(reason);
+        this.errorClass = errorClass;
+        this.reason = reason;
+        this.position = position;
+        this.baseOffset = baseOffset;
+        this.expected = expected == null ? null : String.valueOf(expected);
+        this.found = found == null ? null : String.valueOf(found);
+    }
+
+    /** The kbatch exception class name, e.g. "CrcMismatchError". */
+    public String errorClass() {
+        return errorClass;
+    }
+
+    public String reason() {
+        return reason;
+    }
+
+    /** Byte position in the file (or null). */
+    public Long position() {
+        return position;
+    }
+
+    public Long baseOffset() {
+        return baseOffset;
+    }
+
+    String expected() {
+        return expected;
+    }
+
+    String found() {
+        return found;
+    }
+
+    /** The message without the class name, as str() of the kbatch exception. */
+    public String render() {
+        StringBuilder sb = new StringBuilder(reason);
+        if (expected != null || found != null) {
+            sb.append(": expected ").append(expected == null ? "None" : expected).append(", found ")
+              .append(found == null ? "None" : found);
+        }
+        if (position != null || baseOffset != null) {
+            sb.append(" (");
+            if (position != null) {
+                sb.append("at byte ").append(position);
+            }
+            if (baseOffset != null) {
+                sb.append(position != null ? ", " : "").append("in batch with base offset ").append(baseOffset);
+            }
+            sb.append(')');
+        }
+        return sb.toString();
+    }
+
+    @Override
+    public String getMessage() {
+        return errorClass + ": " + render();
+    }
+
+    /** Fill in location details not known where the error was raised (kbatch's KBatchError.at). */
+    KafkaSegmentsException at(Long position, Long baseOffset) {
+        if (this.position == null && position != null) {
+            this.position = position;
+        }
+        if (this.baseOffset == null && baseOffset != null) {
+            this.baseOffset = baseOffset;
+        }
+        return this;
+    }
+
+    /** Point an error found inside decompressed records at the batch (kbatch.compression.relocate). */
+    KafkaSegmentsException relocate(long batchPosition, long baseOffset, String what) {
+        if (position != null) {
+            reason = reason + " (at byte " + position + " of " + what + " of the batch at byte " + batchPosition + ")";
+        }
+        position = batchPosition;
+        this.baseOffset = null;
+        return at(batchPosition, baseOffset);
+    }
+
+    /** Name the file, as the Python reader does: "<reason> [kafka-segments: <path>]". */
+    KafkaSegmentsException inFile(String path) {
+        reason = reason + " [kafka-segments: " + path + "]";
+        return this;
+    }
+
+    KafkaSegmentsException shift(long delta) {
+        if (position != null) {
+            position = position + delta;
+        }
+        return this;
+    }
+
+    // ---------------------------------------------------------------------- the kernels' statuses
+    // (kbatch/errors.py _MESSAGES: same classes, same reasons)
+    static KafkaSegmentsException truncated(long pos, Object expected, Object found, Long base) {
+        return new KafkaSegmentsException("TruncatedDataError", "Truncated data", pos, base, expected, found);
+    }
+
+    static KafkaSegmentsException varintTooLong(long pos, Long base) {
+        return new KafkaSegmentsException("CorruptRecordError",
+                "Varint is too long, the most significant bit in the 5th byte is set", pos, base, "at most 5 bytes",
+                "a 5th byte with its MSB set");
+    }
+
+    static KafkaSegmentsException varlongTooLong(long pos, Long base) {
+        return new KafkaSegmentsException("CorruptRecordError",
+                "Varlong is too long, most significant bit in the 10th byte is set", pos, base, "at most 10 bytes",
+                "a 10th byte with its MSB set");
+    }
+
+    static KafkaSegmentsException invalidRecord(String reason, long pos, Object expected, Object found, Long base) {
+        return new KafkaSegmentsException("InvalidRecordError", reason, pos, base, expected, found);
+    }
+
+    static KafkaSegmentsException corrupt(String reason, Long pos, Object expected, Object found, Long base) {
+        return new KafkaSegmentsException("CorruptRecordError", reason, pos, base, expected, found);
+    }
+
+    static KafkaSegmentsException batchTooSmall(long pos, Object expected, Object found, long base) {
+        return corrupt("Record batch is corrupt (the size is smaller than the minimum allowed overhead)", pos,
+                expected, found, base);
+    }
+
+    static KafkaSegmentsException badMagic(long pos, int magic, long base) {
+        return corrupt("Invalid magic found in record", pos, "magic 0, 1 or 2", magic, base);
+    }
+
+    static KafkaSegmentsException crc(String message, long stored, long computed, Long pos, Long base) {
+        return new KafkaSegmentsException("CrcMismatchError",
+                message + " (stored crc = " + stored + ", computed crc = " + computed + ")", pos, base,
+                "crc " + computed, "stored crc " + stored);
+    }
+
+    static KafkaSegmentsException unsupportedCodec(String reason, Long pos, Object expected, Object found) {
+        return new KafkaSegmentsException("UnsupportedCodecError", reason, pos, null, expected, found);
+    }
+
+    static KafkaSegmentsException decompressionLimit(long maxBytes, Long pos) {
+        return new KafkaSegmentsException("DecompressionLimitError",
+                "Decompressed batch exceeds the decompression limit", pos, null,
+                "at most " + maxBytes + " decompressed bytes", "more");
+    }
+
+    static KafkaSegmentsException truncatedBatch(long pos, Object expected, Object found) {
+        return new KafkaSegmentsException("TruncatedDataError", "Truncated batch at the end of the data", pos, null,
+                expected, found);
+    }
+
+    static KafkaSegmentsException corruptIndex(String reason, Long pos, Object expected, Object found) {
+        return new KafkaSegmentsException("CorruptIndexError", reason, pos, null, expected, found);
+    }
+
+    static KafkaSegmentsException invalidRequest(String reason, Object expected, Object found) {
+        return new KafkaSegmentsException("InvalidRequestError", reason, null, null, expected, found);
+    }
+}

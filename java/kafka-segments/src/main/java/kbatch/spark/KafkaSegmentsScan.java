@@ -1,0 +1,101 @@
+package kbatch.spark;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.util.List;
+import java.util.Map;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.spark.SparkContext;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.connector.read.Batch;
+import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.connector.read.PartitionReaderFactory;
+import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.types.StructType;
+
+/** One planned read: the pruned schema, and input partitions planned once (one per segment byte range). */
+final class KafkaSegmentsScan implements Scan, Batch {
+    private final ReadOptions options;
+    private final StructType readSchema;
+    private final KafkaSegmentsScanBuilder filters;
+    private InputPartition[] partitions;
+    private SerializableConfiguration conf;
+
+    KafkaSegmentsScan(ReadOptions options, StructType readSchema, KafkaSegmentsScanBuilder filters) {
+        this.options = options;
+        this.readSchema = readSchema;
+        this.filters = filters;
+    }
+
+    @Override
+    public StructType readSchema() {
+        return readSchema;
+    }
+
+    @Override
+    public String description() {
+        return "kafka-segments (JVM reader " + KafkaSegmentsSource.VERSION + ") " + options.get("path")
+                + " columns=" + readSchema.simpleString();
+    }
+
+    @Override
+    public Batch toBatch() {
+        return this;
+    }
+
+    @Override
+    public ColumnarSupportMode columnarSupportMode() {
+        return ColumnarSupportMode.SUPPORTED;
+    }
+
+    /** Hadoop settings of the session (spark.hadoop.*, the session's SQL conf) plus fs.* options of the read. */
+    private Configuration hadoopConf() {
+        Configuration c = new Configuration(SparkContext.getOrCreate().hadoopConfiguration());
+        SparkSession session = SparkSession.getActiveSession().isDefined() ? SparkSession.getActiveSession().get()
+                : null;
+        if (session != null) {
+            Map<String, String> all = scala.jdk.javaapi.CollectionConverters.asJava(session.conf().getAll());
+            for (Map.Entry<String, String> e : all.entrySet()) {
+                if (e.getKey().startsWith("spark.hadoop.")) {
+                    c.set(e.getKey().substring("spark.hadoop.".length()), e.getValue());
+                } else if (!e.getKey().startsWith("spark.")) {
+                    c.set(e.getKey(), e.getValue());
+                }
+            }
+        }
+        for (String prefix : new String[] {"fs.", "dfs.", "hadoop."}) {
+            options.putMatching(prefix, c);
+        }
+        return c;
+    }
+
+    @Override
+    public InputPartition[] planInputPartitions() {
+        if (partitions == null) {
+            Configuration c = hadoopConf();
+            conf = new SerializableConfiguration(c);
+            try {
+                Planner planner = new Planner(LogDirectory.fileSystem(options.path(), c), options);
+                planner.partitionsIn = filters.partitionsIn;
+                planner.topicsIn = filters.topicsIn;
+                planner.offsetLo = filters.offsetLo;
+                planner.offsetHi = filters.offsetHi;
+                planner.timestampLo = filters.timestampLo;
+                List<SegmentSlice> slices = planner.plan();
+                partitions = slices.toArray(new InputPartition[0]);
+            } catch (IOException e) {
+                throw new UncheckedIOException("kafka-segments: planning " + options.get("path") + ": " + e, e);
+            }
+        }
+        return partitions;
+    }
+
+    @Override
+    public PartitionReaderFactory createReaderFactory() {
+        if (conf == null) {
+            planInputPartitions();
+        }
+        return new SegmentReaderFactory(options, readSchema, conf);
+    }
+}

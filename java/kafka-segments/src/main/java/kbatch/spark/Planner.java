@@ -1,0 +1,370 @@
+package kbatch.spark;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.regex.Pattern;
+
+import org.apache.hadoop.fs.FileSystem;
+
+/**
+ * Planning a read on the driver: partitions, their offset bounds (options and pushed filters;
+ * timestamps resolved through `.timeindex`/`.index` as Kafka's offsetsForTimes), and the byte
+ * ranges of segments that hold them (split at `.index` batch boundaries), so skipped bytes are
+ * never read. The same answers as kbatch.spark._plan and KafkaSegmentsReader._bounds; time lookups
+ * follow kbatch.Log (Kafka's UnifiedLog/LogSegment rules).
+ */
+final class Planner {
+    private final FileSystem fs;
+    private final ReadOptions options;
+    private final RecordBatchDecoder decoder = new RecordBatchDecoder(Wire.DEFAULT_MAX_DECOMPRESSED_BYTES);
+
+    // narrowed by pushed filters
+    Set<Integer> partitionsIn;
+    Set<String> topicsIn;
+    Long offsetLo;  // inclusive
+    Long offsetHi;  // exclusive
+    Long timestampLo;  // ms: rows before the first offset with a timestamp >= it are skipped
+
+    Planner(FileSystem fs, ReadOptions options) {
+        this.fs = fs;
+        this.options = options;
+    }
+
+    List<SegmentSlice> plan() throws IOException {
+        Set<String> topics = options.topics();
+        if (topicsIn != null) {
+            if (topics == null) {
+                topics = topicsIn;
+            } else {
+                topics.retainAll(topicsIn);
+            }
+        }
+        String pattern = options.topicPattern();
+        boolean readCommitted = options.readCommitted();
+        List<SegmentSlice> out = new ArrayList<>();
+        for (LogDirectory.TopicPartition tp : LogDirectory.list(fs, options.path(), topics,
+                pattern == null ? null : Pattern.compile(pattern))) {
+            if (partitionsIn != null && !partitionsIn.contains(tp.partition)) {
+                continue;
+            }
+            Long[] b = bounds(tp);
+            if (b[0] != null && b[1] != null && b[1] <= b[0]) {
+                continue;
+            }
+            AbortedTransactions aborted = readCommitted ? abortedTransactions(tp) : null;
+            out.addAll(planPartition(tp, b[0], b[1], options.maxPartitionBytes(), aborted));
+        }
+        return out;
+    }
+
+    // ------------------------------------------------------------------ bounds (datasource._bounds)
+    Long[] bounds(LogDirectory.TopicPartition tp) throws IOException {
+        Long start = null;
+        Long end = null;
+        String startTs = options.get("startingTimestamp");
+        String startByTs = options.get("startingOffsetsByTimestamp");
+        String startOffs = options.get("startingOffsets");
+        if (startTs != null) {
+            start = offsetForTimeOrEnd(tp, parseLong("startingTimestamp", startTs));
+        } else if (startByTs != null) {
+            Long ts = lookup(ReadOptions.json("startingOffsetsByTimestamp", startByTs), tp);
+            if (ts != null) {
+                start = offsetForTimeOrEnd(tp, ts);
+            }
+        } else if (startOffs != null && !startOffs.trim().equalsIgnoreCase("earliest")) {
+            if (startOffs.trim().equalsIgnoreCase("latest")) {
+                start = endOffset(tp);
+            } else {
+                Long v = lookup(ReadOptions.json("startingOffsets", startOffs), tp);
+                long x = v == null ? -2 : v;
+                start = x == -2 ? null : (x == -1 ? endOffset(tp) : x);
+            }
+        }
+        String endTs = options.get("endingTimestamp");
+        String endByTs = options.get("endingOffsetsByTimestamp");
+        String endOffs = options.get("endingOffsets");
+        if (endTs != null) {
+            end = offsetForTimeOrEnd(tp, parseLong("endingTimestamp", endTs));
+        } else if (endByTs != null) {
+            Long ts = lookup(ReadOptions.json("endingOffsetsByTimestamp", endByTs), tp);
+            if (ts != null) {
+                end = offsetForTimeOrEnd(tp, ts);
+            }
+        } else if (endOffs != null && !endOffs.trim().equalsIgnoreCase("latest")) {
+            Long v = lookup(ReadOptions.json("endingOffsets", endOffs), tp);
+            long x = v == null ? -1 : v;
+            end = x == -1 ? null : x;
+        }
+        if (offsetLo != null) {
+            start = start == null ? offsetLo : Math.max(start, offsetLo);
+        }
+        if (offsetHi != null) {
+            end = end == null ? offsetHi : Math.min(end, offsetHi);
+        }
+        if (timestampLo != null) {
+            long t = offsetForTimeOrEnd(tp, timestampLo);
+            start = start == null ? t : Math.max(start, t);
+        }
+        return new Long[] {start, end};
+    }
+
+    private static long parseLong(String name, String v) {
+        try {
+            return Long.parseLong(v.trim());
+        } catch (NumberFormatException e) {
+            throw KafkaSegmentsException.invalidRequest("kafka-segments: option " + name + " is not an integer",
+                    "milliseconds since the epoch", v);
+        }
+    }
+
+    private static Long lookup(Map<String, Map<Integer, Long>> m, LogDirectory.TopicPartition tp) {
+        Map<Integer, Long> parts = m.get(tp.topic);
+        return parts == null ? null : parts.get(tp.partition);
+    }
+
+    private long offsetForTimeOrEnd(LogDirectory.TopicPartition tp, long ts) throws IOException {
+        long[] found = offsetForTime(tp, ts);
+        return found == null ? endOffset(tp) : found[0];
+    }
+
+    // ------------------------------------------------------------------ end offset (_plan.end_offset)
+    private final Map<String, Long> endOffsets = new HashMap<>();
+
+    long endOffset(LogDirectory.TopicPartition tp) throws IOException {
+        Long cached = endOffsets.get(tp.path);
+        if (cached != null) {
+            return cached;
+        }
+        long result = tp.segments.isEmpty() ? 0 : tp.segments.get(0).baseOffset;
+        for (int k = tp.segments.size() - 1; k >= 0; k--) {
+            LogDirectory.Segment seg = tp.segments.get(k);
+            OffsetIndex idx = planIndex(seg);
+            long from = idx.size() > 0 ? idx.values[idx.size() - 1] : 0;
+            long[] last = {Long.MIN_VALUE};
+            boolean[] any = {false};
+            try (SegmentReader.Source src = new LogDirectory.FsSource(fs, seg.path)) {
+                HeaderScan.scan(src, from, seg.size, (h, b, p, d) -> {
+                    last[0] = h.lastOffset;
+                    any[0] = true;
+                    return true;
+                });
+            }
+            if (any[0]) {
+                result = last[0] + 1;
+                break;
+            }
+        }
+        endOffsets.put(tp.path, result);
+        return result;
+    }
+
+    private OffsetIndex planIndex(LogDirectory.Segment seg) throws IOException {
+        if (seg.planIndex == null) {
+            seg.planIndex = OffsetIndex.forPlanning(fs, seg, false);
+        }
+        return seg.planIndex;
+    }
+
+    // ------------------------------------------------------------------ offsets for times (kbatch.Log)
+    /**
+     * {offset, timestamp} of the first record of the partition with a timestamp >= target (any
+     * int64), or null: the first segment whose largest timestamp >= target, then its time index,
+     * offset index and a scan of batches from there (Kafka's fetchOffsetByTimestamp).
+     */
+    long[] offsetForTime(LogDirectory.TopicPartition tp, long target) throws IOException {
+        if (tp.segments.isEmpty()) {
+            return null;
+        }
+        long logStart = tp.segments.get(0).baseOffset;
+        for (LogDirectory.Segment seg : tp.segments) {
+            OffsetIndex offsets = OffsetIndex.forLookup(fs, seg, false);
+            OffsetIndex times = OffsetIndex.forLookup(fs, seg, true);
+            if (largestTimestamp(seg, offsets, times) >= target) {
+                return findOffsetByTimestamp(seg, offsets, times, target, logStart);
+            }
+        }
+        return null;
+    }
+
+    /** LogSegment.largestTimestamp: the max batch timestamp so far (DESIGN.md decision 5 floors), else the mtime. */
+    private long largestTimestamp(LogDirectory.Segment seg, OffsetIndex offsets, OffsetIndex times)
+            throws IOException {
+        boolean indexed = offsets.usable && times.usable;
+        Long[] max = {indexed && times.size() > 0 ? times.keys[times.size() - 1] : null};
+        long from = indexed && offsets.size() > 0 ? offsets.values[offsets.size() - 1] : 0;
+        try (SegmentReader.Source src = new LogDirectory.FsSource(fs, seg.path)) {
+            HeaderScan.scan(src, from, seg.size, (h, b, p, d) -> {
+                long floor = h.magic == 2 && (h.attributes & Wire.TIMESTAMP_EXTENDED_FLAG_MASK) != 0
+                        ? Long.MIN_VALUE : Wire.NO_TIMESTAMP;
+                if (h.maxTimestamp > floor && (max[0] == null || h.maxTimestamp > max[0])) {
+                    max[0] = h.maxTimestamp;
+                }
+                return true;
+            });
+        }
+        return max[0] != null ? max[0] : seg.modificationTime;
+    }
+
+    private long[] findOffsetByTimestamp(LogDirectory.Segment seg, OffsetIndex offsets, OffsetIndex times,
+                                         long target, long startOffset) throws IOException {
+        int t = times.floor(target);
+        long fromOffset = t < 0 ? seg.baseOffset : times.values[t];
+        int o = offsets.floor(Math.max(fromOffset, startOffset));
+        long position = o < 0 ? 0 : offsets.values[o];
+        long[][] hit = {null};
+        try (SegmentReader.Source src = new LogDirectory.FsSource(fs, seg.path)) {
+            HeaderScan.scan(src, position, seg.size, (h, b, p, delta) -> {
+                if (h.maxTimestamp >= target && h.lastOffset >= startOffset) {
+                    hit[0] = firstRecordAtOrAfter(h, b, p, delta, target, startOffset);
+                }
+                return hit[0] == null;
+            });
+        }
+        return hit[0];
+    }
+
+    /** kbatch.segment.first_record_at_or_after: {offset, timestamp} or null. */
+    private long[] firstRecordAtOrAfter(BatchHeader h, ByteBuffer b, int p, long delta, long target,
+                                        long startOffset) {
+        if (h.magic == 2 && (h.attributes & Wire.TIMESTAMP_TYPE_MASK) != 0) {
+            long noTs = (h.attributes & Wire.TIMESTAMP_EXTENDED_FLAG_MASK) != 0 ? Long.MIN_VALUE : Wire.NO_TIMESTAMP;
+            if (h.maxTimestamp != noTs && h.maxTimestamp >= target && h.baseOffset >= startOffset
+                    && h.recordCount > 0 && !h.isControl()) {
+                return new long[] {h.baseOffset, h.maxTimestamp};
+            }
+        }
+        RecordColumns rc = RecordColumns.raw();
+        if (h.magic == 2) {
+            decoder.decodeV2(b, p, delta, h, rc, Long.MIN_VALUE, Long.MAX_VALUE, true, false);
+        } else {
+            decoder.decodeLegacy(b, p, delta, h, rc, Long.MIN_VALUE, Long.MAX_VALUE, false, false);
+        }
+        for (int i = 0; i < rc.rows; i++) {
+            if (!rc.timestampNull[i] && rc.timestampsUs[i] >= target && rc.offsets[i] >= startOffset) {
+                return new long[] {rc.offsets[i], rc.timestampsUs[i]};
+            }
+        }
+        return null;
+    }
+
+    // ------------------------------------------------------------------ slices (_plan.plan_partition)
+    List<SegmentSlice> planPartition(LogDirectory.TopicPartition tp, Long start, Long end, long maxBytes,
+                                     AbortedTransactions aborted) throws IOException {
+        List<SegmentSlice> out = new ArrayList<>();
+        List<LogDirectory.Segment> segs = tp.segments;
+        for (int k = 0; k < segs.size(); k++) {
+            LogDirectory.Segment seg = segs.get(k);
+            Long nextBase = k + 1 < segs.size() ? segs.get(k + 1).baseOffset : null;
+            if (end != null && seg.baseOffset >= end) {
+                break;
+            }
+            if (start != null && nextBase != null && nextBase <= start) {
+                continue;
+            }
+            if (seg.size == 0) {
+                continue;
+            }
+            long lo = 0;
+            if (start != null && start > seg.baseOffset) {
+                OffsetIndex idx = planIndex(seg);
+                int i = idx.floor(start);
+                lo = i >= 0 ? idx.values[i] : 0;
+            }
+            long hi = seg.size;
+            if (end != null && (nextBase == null || end < nextBase)) {
+                OffsetIndex idx = planIndex(seg);
+                int i = idx.ceiling(end);
+                hi = i + 1 < idx.size() ? idx.values[i + 1] : seg.size;
+            }
+            if (hi <= lo) {
+                continue;
+            }
+            List<Long> cuts = new ArrayList<>();
+            cuts.add(lo);
+            if (hi - lo > maxBytes) {
+                for (long p : planIndex(seg).values) {
+                    long last = cuts.get(cuts.size() - 1);
+                    if (last < p && p < hi && p - last >= maxBytes) {
+                        cuts.add(p);
+                    }
+                }
+            }
+            cuts.add(hi);
+            for (int c = 0; c + 1 < cuts.size(); c++) {
+                out.add(new SegmentSlice(tp.topic, tp.partition, seg.path, cuts.get(c), cuts.get(c + 1), seg.size,
+                        start, end, aborted));
+            }
+        }
+        return out;
+    }
+
+    // ------------------------------------------------------------------ aborted transactions
+    /**
+     * The partition's aborted transactions: from the segments' `.txnindex` files when every segment
+     * has one, otherwise from the log itself (a broker writes a `.txnindex` only for a segment that
+     * holds an ABORT marker, so a missing one says nothing): per producer, its transactional batches
+     * from the first after its previous marker up to an ABORT marker (kafka-format.md 3).
+     */
+    AbortedTransactions abortedTransactions(LogDirectory.TopicPartition tp) throws IOException {
+        List<long[]> entries = new ArrayList<>();
+        boolean allIndexed = !tp.segments.isEmpty();
+        List<byte[]> files = new ArrayList<>();
+        for (LogDirectory.Segment seg : tp.segments) {
+            byte[] raw = LogDirectory.readAll(fs, seg.sibling(".txnindex"));
+            files.add(raw);
+            allIndexed &= raw != null;
+        }
+        if (allIndexed) {
+            for (int k = 0; k < files.size(); k++) {
+                byte[] raw = files.get(k);
+                String path = tp.segments.get(k).sibling(".txnindex");
+                if (raw.length % Wire.TXN_INDEX_ENTRY_SIZE != 0) {
+                    throw KafkaSegmentsException.corruptIndex("Transaction index " + path
+                            + " is corrupt, its size is not a multiple of " + Wire.TXN_INDEX_ENTRY_SIZE,
+                            (long) (raw.length - raw.length % Wire.TXN_INDEX_ENTRY_SIZE),
+                            "a multiple of " + Wire.TXN_INDEX_ENTRY_SIZE + " bytes", raw.length + " bytes");
+                }
+                for (int p = 0; p < raw.length; p += Wire.TXN_INDEX_ENTRY_SIZE) {
+                    int version = Wire.i16(raw, p);
+                    if (version != 0) {
+                        throw KafkaSegmentsException.corruptIndex("Unexpected aborted transaction version in " + path,
+                                (long) p, 0, version);
+                    }
+                    entries.add(new long[] {Wire.i64(raw, p + 2), Wire.i64(raw, p + 10), Wire.i64(raw, p + 18)});
+                }
+            }
+            return AbortedTransactions.of(entries);
+        }
+        Map<Long, Long> open = new HashMap<>(); // producer -> first offset of its open transaction
+        for (LogDirectory.Segment seg : tp.segments) {
+            try (SegmentReader.Source src = new LogDirectory.FsSource(fs, seg.path)) {
+                HeaderScan.scan(src, 0, seg.size, (h, b, p, delta) -> {
+                    if (!h.isTransactional()) {
+                        return true;
+                    }
+                    if (!h.isControl()) {
+                        open.putIfAbsent(h.producerId, h.baseOffset);
+                        return true;
+                    }
+                    int type = decoder.controlType(b, p, delta, h);
+                    Long first = open.remove(h.producerId);
+                    if (type == Wire.CONTROL_ABORT) {
+                        entries.add(new long[] {h.producerId, first == null ? h.baseOffset : first, h.baseOffset});
+                    } else if (type != Wire.CONTROL_COMMIT && first != null) {
+                        open.put(h.producerId, first); // not a transaction marker
+                    }
+                    return true;
+                });
+            } catch (UncheckedIOException e) {
+                throw e.getCause();
+            }
+        }
+        return AbortedTransactions.of(entries);
+    }
+}

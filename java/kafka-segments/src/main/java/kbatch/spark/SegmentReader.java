@@ -1,0 +1,292 @@
+package kbatch.spark;
+
+import java.io.Closeable;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+
+/**
+ * Reads the batches of bytes [start, end) of one segment into {@link RecordColumns}, batch after
+ * batch, with the flow of kbatch.arrow.iter_record_batches: batch headers are scanned window by
+ * window (16 MiB, as kbatch.batch.scan_headers, so framing errors surface where they surface in the
+ * Python reader), then each batch in order: a magic 2 batch at or past the end offset stops the
+ * read, batches before the start offset are skipped unread, control batches are not rows, the CRC
+ * is checked, records are decoded. On a bad batch the rows of the batches before it are returned
+ * first and the error is thrown by the following call. A partial last batch is an error unless the
+ * range ends at the end of the file (where Kafka ignores it).
+ */
+final class SegmentReader implements Closeable {
+    /** kbatch.batch's scan window; the system property kbatch.spark.scanWindow changes it (tests). */
+    static final int SCAN_WINDOW = Integer.getInteger("kbatch.spark.scanWindow", 16 * 1024 * 1024);
+    /** Output batches end after the Kafka batch that takes them past this many key+value bytes. */
+    static final int MAX_OUTPUT_BYTES = 64 * 1024 * 1024;
+
+    /** Positioned reads of one file. */
+    interface Source extends Closeable {
+        void readFully(long position, byte[] b, int off, int len) throws IOException;
+
+        /**
+         * Bytes [from, to) of the file mapped read-only (big-endian), or null where the file
+         * system cannot map (anything but local files). A mapping lives until close().
+         */
+        default ByteBuffer map(long from, long to) throws IOException {
+            return null;
+        }
+    }
+
+    private final Source src;
+    private final long start;
+    private final long end;
+    private final boolean strict;
+    private final boolean verifyCrc;
+    private final long lo;
+    private final long hi;
+    private final AbortedTransactions aborted;
+    private final RecordColumns out;
+    private final int rowsPerBatch;
+    private final RecordBatchDecoder decoder;
+
+    /** The bytes being read: the mapped range (whole), or the current read window. */
+    private ByteBuffer buf;
+    private byte[] window = new byte[0];
+    private boolean mapped;
+    private long bufPos;
+    private long pos;
+    private BatchHeader[] headers = new BatchHeader[0];
+    private int count;
+    private int next;
+    private boolean finished;
+    private boolean stopped;
+    private long validEnd;
+    private KafkaSegmentsException pending;
+
+    /**
+     * @param lo first offset to keep (inclusive), hi: end offset (exclusive)
+     * @param aborted the partition's aborted transactions for read_committed; null for read_uncommitted
+     */
+    SegmentReader(Source src, long start, long end, long fileSize, boolean verifyCrc, long lo, long hi,
+                  AbortedTransactions aborted, RecordColumns out, int rowsPerBatch, RecordBatchDecoder decoder) {
+        this.src = src;
+        this.start = start;
+        this.end = end;
+        this.strict = end < fileSize;
+        this.verifyCrc = verifyCrc;
+        this.lo = lo;
+        this.hi = hi;
+        this.aborted = aborted;
+        this.out = out;
+        this.rowsPerBatch = Math.max(1, rowsPerBatch);
+        this.decoder = decoder;
+        this.pos = start;
+    }
+
+    /** Where the bytes read so far end as whole batches (the error position of a truncation). */
+    long position() {
+        return pos;
+    }
+
+    /**
+     * The next rows into `out` (reset first): true when there are some. Throws the first error of
+     * the range, after returning the rows of the batches before it.
+     */
+    boolean next() {
+        if (pending != null) {
+            KafkaSegmentsException e = pending;
+            pending = null;
+            throw e;
+        }
+        out.reset();
+        if (finished) {
+            return false;
+        }
+        try {
+            while (true) {
+                if (next == count) {
+                    if (out.rows > 0 && !mapped) {
+                        return true; // the rows refer to this window: hand them out before it is reloaded
+                    }
+                    if (stopped || !scanWindow()) {
+                        finished = true;
+                        break;
+                    }
+                    continue;
+                }
+                out.mark();
+                try {
+                    process(headers[next++]);
+                } catch (KafkaSegmentsException e) {
+                    out.rollback(); // a bad batch gives no rows, as in the Python reader
+                    throw e;
+                }
+                if (stopped) {
+                    finished = true;
+                    break;
+                }
+                if (out.rows >= rowsPerBatch || outputBytes() >= MAX_OUTPUT_BYTES) {
+                    return true;
+                }
+            }
+            if (strict && !stopped && validEnd < end) {
+                throw truncation(validEnd);
+            }
+        } catch (KafkaSegmentsException e) {
+            finished = true;
+            if (out.rows > 0) {
+                pending = e;
+                return true;
+            }
+            throw e;
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        return out.rows > 0;
+    }
+
+    private long outputBytes() {
+        return (out.key ? out.keys.bytes() : 0) + (out.value ? out.values.bytes() : 0);
+    }
+
+    private void process(BatchHeader h) {
+        int p = (int) (h.position - bufPos);
+        if (h.magic == 2) {
+            if (h.baseOffset >= hi) {
+                stopped = true;
+                return;
+            }
+            if (h.lastOffset < lo) {
+                return;
+            }
+            if (h.isControl()) {
+                if (aborted != null) { // read_committed: markers are checked against the aborted list
+                    if (verifyCrc) {
+                        decoder.checkCrc(buf, p, h);
+                    }
+                    aborted.checkMarker(h, decoder.controlType(buf, p, bufPos, h));
+                }
+                return;
+            }
+            if (verifyCrc) {
+                decoder.checkCrc(buf, p, h);
+            }
+            boolean emit = aborted == null || !h.isTransactional() || !aborted.isAborted(h.producerId, h.baseOffset);
+            decoder.decodeV2(buf, p, bufPos, h, out, lo, hi, emit, true);
+        } else {
+            if (h.lastOffset < lo) {
+                return;
+            }
+            if (verifyCrc) {
+                decoder.checkCrc(buf, p, h);
+            }
+            decoder.decodeLegacy(buf, p, bufPos, h, out, lo, hi, verifyCrc, true);
+        }
+    }
+
+    // ------------------------------------------------------------------ framing (scan_headers)
+    /** Make bytes [from, to) of the file addressable in buf: the whole range is mapped once where
+     * the file system can map, else read into the window array. */
+    private void load(long from, long to) throws IOException {
+        if (buf == null && end - start < Integer.MAX_VALUE) {
+            buf = src.map(start, end);
+            mapped = buf != null;
+            bufPos = start;
+        }
+        if (mapped) {
+            return;
+        }
+        int n = (int) (to - from);
+        if (window.length < n) {
+            window = new byte[Math.max(n, Math.min(SCAN_WINDOW, (int) Math.min(Integer.MAX_VALUE - 8, end - start)))];
+            buf = ByteBuffer.wrap(window);
+        } else if (buf == null) {
+            buf = ByteBuffer.wrap(window);
+        }
+        src.readFully(from, window, 0, n);
+        bufPos = from;
+    }
+
+    /** Scan the next window's headers; false when no whole batch is left. */
+    private boolean scanWindow() throws IOException {
+        count = 0;
+        next = 0;
+        if (end - pos <= Wire.HEADER_SIZE_UP_TO_MAGIC) {
+            validEnd = pos;
+            return false;
+        }
+        long wend = Math.min(end, pos + SCAN_WINDOW);
+        load(pos, wend);
+        long valid = scan(pos, wend);
+        if (valid == pos) { // the next batch is larger than the window, or truncated
+            if (wend == end) {
+                validEnd = pos;
+                return false;
+            }
+            long need = (long) buf.getInt((int) (pos - bufPos) + Wire.SIZE_OFFSET) + Wire.LOG_OVERHEAD;
+            if (pos + need > end) {
+                validEnd = pos;
+                return false;
+            }
+            load(pos, pos + need);
+            valid = scan(pos, pos + need);
+        }
+        pos = valid;
+        return true;
+    }
+
+    /** kbatch's scan_batches over [from, to) of the loaded window: framing errors, then headers. */
+    private long scan(long from, long to) {
+        long p = from;
+        while (to - p > Wire.HEADER_SIZE_UP_TO_MAGIC) {
+            int i = (int) (p - bufPos);
+            long offset = buf.getLong(i);
+            int size = buf.getInt(i + Wire.SIZE_OFFSET);
+            if (size < Wire.RECORD_OVERHEAD_V0) {
+                throw KafkaSegmentsException.batchTooSmall(p, "size >= " + Wire.RECORD_OVERHEAD_V0, size, offset);
+            }
+            long total = (long) size + Wire.LOG_OVERHEAD;
+            if (total > to - p) {
+                break;
+            }
+            int magic = buf.get(i + Wire.MAGIC_OFFSET);
+            if (magic == 2) {
+                if (total < Wire.RECORD_BATCH_OVERHEAD) {
+                    throw KafkaSegmentsException.batchTooSmall(p, "size >= " + Wire.RECORD_BATCH_OVERHEAD, total, offset);
+                }
+            } else if (magic == 0 || magic == 1) {
+                if (magic == 1 && size < Wire.RECORD_OVERHEAD_V1) {
+                    throw KafkaSegmentsException.batchTooSmall(p, "size >= " + Wire.RECORD_OVERHEAD_V1, size, offset);
+                }
+            } else {
+                throw KafkaSegmentsException.badMagic(p + Wire.MAGIC_OFFSET, magic, offset);
+            }
+            if (count == headers.length) {
+                BatchHeader[] more = java.util.Arrays.copyOf(headers, Math.max(64, count * 2));
+                for (int k = count; k < more.length; k++) {
+                    more[k] = new BatchHeader();
+                }
+                headers = more;
+            }
+            headers[count++].read(buf, i, p, (int) total);
+            p += total;
+        }
+        return p;
+    }
+
+    /** kbatch.batch.truncation_error: a partial batch where the range should end with a whole one. */
+    private KafkaSegmentsException truncation(long valid) throws IOException {
+        long left = end - valid;
+        String expected;
+        if (left >= Wire.LOG_OVERHEAD) {
+            byte[] size = new byte[4];
+            src.readFully(valid + Wire.SIZE_OFFSET, size, 0, 4);
+            expected = ((long) Wire.i32(size, 0) + Wire.LOG_OVERHEAD) + " bytes for the batch";
+        } else {
+            expected = "at least " + Wire.HEADER_SIZE_UP_TO_MAGIC + " bytes of batch header";
+        }
+        return KafkaSegmentsException.truncatedBatch(valid, expected, left + " bytes");
+    }
+
+    @Override
+    public void close() throws IOException {
+        src.close();
+    }
+}
