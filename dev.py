@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 VENV = Path(os.environ.get("KBATCH_VENV", ROOT / ".venv"))
 PY = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-EXTRAS = {"demo": "spark,cli", "test": "test,spark,cli", "bench": "test,spark,cli", "fuzz": "test",
+EXTRAS = {"demo": "spark,cli", "test": "test,spark,cli,serve", "bench": "test,spark,cli,serve", "fuzz": "test",
           "build": "test"}
 BUILD_FLAGS = {"--debug": "KBATCH_DEBUG", "--sanitize": "KBATCH_SANITIZE", "--coverage": "KBATCH_COVERAGE",
                "--fuzz": "KBATCH_FUZZ"}

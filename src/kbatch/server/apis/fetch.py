@@ -1,0 +1,99 @@
+"""Fetch (key 1): record bytes straight from segment files (Partition.read gives FileSlices; the
+connection sends them with os.sendfile), KIP-74 limits (max_bytes over the response,
+partition_max_bytes per partition, the first batch whole even when larger), long polling
+(max_wait_ms until min_bytes are there or an append wakes us), isolation levels (read_committed
+stops at the last stable offset and lists aborted transactions from `.txnindex`).
+
+No fetch sessions (KIP-227) are kept: every answer is a full response with session id 0, which
+tells a client to keep sending full requests; an unknown session id gets FETCH_SESSION_ID_NOT_FOUND.
+"""
+import asyncio
+import time
+
+from . import _errors as E
+
+
+async def handle(broker, request, client_host):
+    body, v = request.body, request.version
+    read_committed = body.isolation_level == 1
+    if v >= 7 and body.session_id != 0:
+        return request.response(throttle_time_ms=0, error_code=E.FETCH_SESSION_ID_NOT_FOUND, session_id=0,
+                                responses=[])
+    if v >= 7 and body.session_epoch > 0:
+        return request.response(throttle_time_ms=0, error_code=E.INVALID_FETCH_SESSION_EPOCH, session_id=0,
+                                responses=[])
+    wanted = [(t.topic, p) for t in body.topics for p in t.partitions]
+    if read_committed:
+        for topic, p in wanted:
+            part = broker.partition(topic, p.partition)
+            if part is not None:
+                await part.ensure_producer_state()
+    deadline = time.monotonic() + max(0, body.max_wait_ms) / 1000.0
+    while True:
+        results, total, errors = _read_all(broker, wanted, body, v, read_committed)
+        remaining = deadline - time.monotonic()
+        if total >= body.min_bytes or errors or remaining <= 0 or broker.closing:
+            break
+        waiters = [p.waiter() for p in {broker.partition(t, q.partition) for t, q in wanted} if p is not None]
+        waiters.append(broker.closing_waiter())
+        done, pending = await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+        for f in pending:
+            f.cancel()
+        if not done:
+            results, total, errors = _read_all(broker, wanted, body, v, read_committed)
+            break
+    return _response(request, results)
+
+
+def _read_all(broker, wanted, body, v, read_committed):
+    remaining = body.max_bytes if v >= 3 else 2 ** 31 - 1
+    min_one = True   # KIP-74: the first non-empty partition may exceed the limits by one batch
+    results, total, errors = [], 0, False
+    for topic, p in wanted:
+        part = broker.partition(topic, p.partition)
+        if part is None:
+            results.append((topic, p.partition, E.UNKNOWN_TOPIC_OR_PARTITION, None, None))
+            errors = True
+            continue
+        err = E.check_leader_epoch(p.current_leader_epoch, part.leader_epoch) if v >= 9 else E.NONE
+        if err:
+            results.append((topic, p.partition, err, part, None))
+            errors = True
+            continue
+        limit = min(p.partition_max_bytes, remaining)
+        rr = part.read(p.fetch_offset, limit, min_one, read_committed) if (limit > 0 or min_one) else None
+        if rr is None:
+            results.append((topic, p.partition, E.NONE, part, None))
+            continue
+        if rr.error_code:
+            errors = True
+        if rr.records is not None:
+            total += rr.records.size
+            remaining -= rr.records.size
+            min_one = False
+        results.append((topic, p.partition, rr.error_code, part, rr))
+    return results, total, errors
+
+
+def _response(request, results):
+    cls = request.api.response
+    T = cls.FetchableTopicResponse
+    P = T.PartitionData
+    topics, slices = [], []
+    for topic, index, err, part, rr in results:
+        if not topics or topics[-1].topic != topic:
+            topics.append(T(topic=topic, partitions=[]))
+        aborted = None
+        if rr is not None and rr.aborted is not None:
+            aborted = [P.AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+                       for a in rr.aborted]
+        pd = P(partition_index=index, error_code=err,
+               high_watermark=part.high_watermark if part is not None else -1,
+               last_stable_offset=part.last_stable_offset if part is not None else -1,
+               log_start_offset=part.log_start_offset if part is not None else -1,
+               aborted_transactions=aborted, preferred_read_replica=-1, records=b"")
+        if rr is not None and rr.records is not None:
+            slices.append((pd, rr.records))
+        topics[-1].partitions.append(pd)
+    resp = request.response(throttle_time_ms=0, error_code=E.NONE, session_id=0, responses=topics)
+    return resp, slices

@@ -1,0 +1,12 @@
+"""FindCoordinator (key 10): this node coordinates every group; transaction coordinators are not served."""
+from . import _errors as E
+
+
+async def handle(broker, request, client_host):
+    body, v = request.body, request.version
+    if v >= 1 and body.key_type != 0:
+        return request.response(throttle_time_ms=0, error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                error_message="kbatch serve has no transaction coordinator",
+                                node_id=-1, host="", port=-1)
+    return request.response(throttle_time_ms=0, error_code=E.NONE, error_message=None, node_id=broker.node_id,
+                            host=broker.host, port=broker.port)

@@ -1,0 +1,18 @@
+"""InitProducerId (key 22): a new producer id (epoch 0) for an idempotent producer, or, when a v3+
+request names its current id and epoch (KIP-360), the same id with the epoch bumped. Transactional
+ids are refused: kbatch serve has no transaction coordinator."""
+from . import _errors as E
+
+MAX_EPOCH = 32767
+
+
+async def handle(broker, request, client_host):
+    body, v = request.body, request.version
+    if body.transactional_id is not None:
+        return request.response(throttle_time_ms=0, error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                producer_id=-1, producer_epoch=-1)
+    if v >= 3 and body.producer_id >= 0 and 0 <= body.producer_epoch < MAX_EPOCH - 1:
+        return request.response(throttle_time_ms=0, error_code=E.NONE, producer_id=body.producer_id,
+                                producer_epoch=body.producer_epoch + 1)
+    return request.response(throttle_time_ms=0, error_code=E.NONE, producer_id=broker.producer_ids.generate(),
+                            producer_epoch=0)

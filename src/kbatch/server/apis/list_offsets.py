@@ -1,0 +1,62 @@
+"""ListOffsets (key 2): KIP-79 lookups exactly as `Log.offset_for` (first record with timestamp >=
+target, from the log start), -1 EARLIEST, -2 LATEST (the high watermark, or the last stable offset
+for read_committed), -3 MAX_TIMESTAMP (v7+); any other negative target, or a special one on too old
+a version, gets UNSUPPORTED_VERSION; a partition named twice gets INVALID_REQUEST (KafkaApis)."""
+import asyncio
+
+from ... import _wire as W
+from ...errors import KBatchError
+from . import _errors as E
+
+_SPECS = {-1: W.OffsetSpec.LATEST, -2: W.OffsetSpec.EARLIEST, -3: W.OffsetSpec.MAX_TIMESTAMP}
+_MIN_VERSION = {-1: 1, -2: 1, -3: 7}
+
+
+async def handle(broker, request, client_host):
+    body, v = request.body, request.version
+    cls = request.api.response
+    P = cls.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
+    read_committed = v >= 2 and body.isolation_level == 1
+    seen, dupes = set(), set()
+    for t in body.topics:
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            (dupes if tp in seen else seen).add(tp)
+    topics = []
+    for t in body.topics:
+        parts = []
+        for p in t.partitions:
+            err, ts, off, epoch = await _lookup(broker, t.name, p, v, read_committed, (t.name, p.partition_index) in dupes)
+            parts.append(P(partition_index=p.partition_index, error_code=err, timestamp=ts, offset=off, leader_epoch=epoch))
+        topics.append(cls.ListOffsetsTopicResponse(name=t.name, partitions=parts))
+    return request.response(throttle_time_ms=0, topics=topics)
+
+
+async def _lookup(broker, topic, p, version, read_committed, duplicate):
+    if duplicate:
+        return E.INVALID_REQUEST, -1, -1, -1
+    part = broker.partition(topic, p.partition_index)
+    if part is None:
+        return E.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1
+    if version >= 4:
+        err = E.check_leader_epoch(p.current_leader_epoch, part.leader_epoch)
+        if err:
+            return err, -1, -1, -1
+    t = p.timestamp
+    if t < 0 and (t not in _SPECS or version < _MIN_VERSION[t]):
+        return E.UNSUPPORTED_VERSION, -1, -1, -1
+    if read_committed:
+        await part.ensure_producer_state()
+    fetchable = part.last_stable_offset if read_committed else part.high_watermark
+    if t == -1:
+        return E.NONE, -1, fetchable, part.leader_epoch
+    try:
+        if t >= 0 and part.magic() == W.MAGIC_VALUE_V0:
+            return E.UNSUPPORTED_FOR_MESSAGE_FORMAT, -1, -1, -1
+        hit = await asyncio.to_thread(part.offset_for, _SPECS.get(t, t))
+    except KBatchError as e:
+        return E.code_of(e, f"ListOffsets on {part.name}"), -1, -1, -1
+    if hit is None or (t != -2 and hit.offset >= fetchable):
+        return E.NONE, -1, -1, -1
+    ts = -1 if hit.timestamp is None else hit.timestamp
+    return E.NONE, ts, hit.offset, -1 if hit.leader_epoch is None else hit.leader_epoch

@@ -1,0 +1,51 @@
+"""Metadata (key 3): this node as the only broker, leader of every partition; topics from the
+served directory, created on request when auto-creation is on (auto.create.topics.enable)."""
+import uuid
+
+from ..group_coordinator import OFFSETS_TOPIC
+
+UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_TOPIC_EXCEPTION = 17
+NO_AUTHORIZED_OPERATIONS = None  # encodes as Integer.MIN_VALUE: "not requested"
+
+
+async def handle(broker, request, client_host):
+    body, v = request.body, request.version
+    cls = request.api.response
+    known = broker.topics()
+    if body.topics is None or (v == 0 and not body.topics):
+        names = list(known)
+    else:
+        by_id = {broker.topic_id(t): t for t in known}
+        names = []
+        for t in body.topics:
+            name = t.name
+            if name is None and v >= 10:
+                name = by_id.get(t.topic_id)
+            if name is not None:
+                names.append(name)
+    allow_create = v < 4 or body.allow_auto_topic_creation
+    topics = []
+    for name in names:
+        if name not in known and allow_create and name != OFFSETS_TOPIC and await broker.create_topic(name):
+            known = broker.topics()
+        if name not in known:
+            err = INVALID_TOPIC_EXCEPTION if not name or len(name) > 249 else UNKNOWN_TOPIC_OR_PARTITION
+            topics.append(_topic(cls, err, name, uuid.UUID(int=0), False, []))
+            continue
+        parts = []
+        for index in known[name]:
+            p = broker.partition(name, index)
+            parts.append(cls.MetadataResponseTopic.MetadataResponsePartition(
+                error_code=0, partition_index=index, leader_id=broker.node_id, leader_epoch=p.leader_epoch,
+                replica_nodes=[broker.node_id], isr_nodes=[broker.node_id], offline_replicas=[]))
+        topics.append(_topic(cls, 0, name, broker.topic_id(name), name == OFFSETS_TOPIC, parts))
+    brokers = [cls.MetadataResponseBroker(node_id=broker.node_id, host=broker.host, port=broker.port, rack=None)]
+    return request.response(throttle_time_ms=0, brokers=brokers, cluster_id=broker.cluster_id,
+                            controller_id=broker.node_id, topics=topics,
+                            authorized_operations=NO_AUTHORIZED_OPERATIONS)
+
+
+def _topic(cls, error, name, topic_id, internal, partitions):
+    return cls.MetadataResponseTopic(error_code=error, name=name, topic_id=topic_id, is_internal=internal,
+                                     partitions=partitions, authorized_operations=NO_AUTHORIZED_OPERATIONS)

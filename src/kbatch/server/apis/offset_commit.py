@@ -1,0 +1,20 @@
+"""OffsetCommit (key 8): offsets are appended to `__consumer_offsets` before the answer."""
+
+
+async def handle(broker, request, client_host):
+    body, v = request.body, request.version
+    cls = request.api.response
+    offsets = {}
+    for t in body.topics:
+        for p in t.partitions:
+            offsets[(t.name, p.partition_index)] = (p.committed_offset, p.committed_leader_epoch if v >= 6 else -1,
+                                                    p.committed_metadata)
+    errors = await broker.coordinator.commit_offsets(group_id=body.group_id,
+                                                     generation_id=body.generation_id_or_member_epoch,
+                                                     member_id=body.member_id, offsets=offsets)
+    topics = []
+    for t in body.topics:
+        T = cls.OffsetCommitResponseTopic
+        topics.append(T(name=t.name, partitions=[T.OffsetCommitResponsePartition(
+            partition_index=p.partition_index, error_code=errors[(t.name, p.partition_index)]) for p in t.partitions]))
+    return request.response(throttle_time_ms=0, topics=topics)

@@ -1,0 +1,21 @@
+"""OffsetFetch (key 9): committed offsets (-1 and empty metadata where none is committed);
+topics null (v2+) asks for every committed partition of the group."""
+from . import _errors as E
+
+
+async def handle(broker, request, client_host):
+    body, v = request.body, request.version
+    cls = request.api.response
+    T = cls.OffsetFetchResponseTopic
+    P = T.OffsetFetchResponsePartition
+    wanted = None if body.topics is None else [(t.name, i) for t in body.topics for i in t.partition_indexes]
+    found = broker.coordinator.fetch_offsets(body.group_id, wanted)
+    topics = []
+    for (topic, index), value in found:
+        if not topics or topics[-1].name != topic:
+            topics.append(T(name=topic, partitions=[]))
+        topics[-1].partitions.append(P(
+            partition_index=index, committed_offset=-1 if value is None else value.offset,
+            committed_leader_epoch=-1 if value is None else value.leader_epoch,
+            metadata="" if value is None else value.metadata, error_code=E.NONE))
+    return request.response(throttle_time_ms=0, topics=topics, error_code=E.NONE)

@@ -1,0 +1,10 @@
+"""SyncGroup (key 14): the leader's assignment is relayed to every member."""
+
+
+async def handle(broker, request, client_host):
+    body, v = request.body, request.version
+    res = await broker.coordinator.sync_group(
+        group_id=body.group_id, generation_id=body.generation_id, member_id=body.member_id,
+        protocol_type=body.protocol_type if v >= 5 else None, protocol_name=body.protocol_name if v >= 5 else None,
+        assignments=[(a.member_id, bytes(a.assignment)) for a in body.assignments])
+    return request.response(throttle_time_ms=0, error_code=res["error_code"], assignment=res.get("assignment", b""))

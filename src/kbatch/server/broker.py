@@ -1,0 +1,246 @@
+"""The served log directory as a single-node broker: its partitions, configuration and API handlers.
+
+Topics are the `<topic>-<partition>` directories under the served directory, each opened as a
+kbatch `Log` (writable unless read-only, so a writer holds each directory's lock). Requests are
+dispatched to one handler per API (`kbatch.server.apis`, named after Kafka's API names).
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import re
+import time
+import uuid
+
+from .. import _files
+from ..log import Log, LogConfig
+from . import apis
+from .group_coordinator import OFFSETS_TOPIC, GroupCoordinator, partition_for
+from .partition import Partition
+from .producer_state import ProducerIdManager
+
+logger = logging.getLogger("kbatch.server")
+
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+@dataclasses.dataclass
+class ServerConfig:
+    """What `kbatch serve` is told (Kafka's broker config names in snake_case where one exists).
+
+    topic_config: Kafka topic configs applied to every topic ("message.timestamp.after.max.ms": ...);
+    topic_configs: per-topic overrides {topic: {name: value}}. flush_messages: Kafka's
+    flush.messages (fsync after this many records before answering; None = the OS page cache, as
+    Kafka's default). The group settings default to Kafka's (group.initial.rebalance.delay.ms 3 s).
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 9092
+    advertised_host: str | None = None
+    read_only: bool = False
+    auto_create_topics: bool = False
+    num_partitions: int = 1
+    node_id: int | None = None
+    cluster_id: str | None = None
+    topic_config: dict = dataclasses.field(default_factory=dict)
+    topic_configs: dict = dataclasses.field(default_factory=dict)
+    flush_messages: int | None = None
+    offsets_topic_num_partitions: int = 1
+    group_initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1800000
+    socket_request_max_bytes: int = 104857600
+    shutdown_timeout_s: float = 10.0
+
+
+def _read_properties(path: str) -> dict:
+    out = {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                line = line.strip()
+                if line and not line.startswith("#") and "=" in line:
+                    k, v = line.split("=", 1)
+                    out[k.strip()] = v.strip()
+    except OSError:
+        pass
+    return out
+
+
+class Broker:
+    def __init__(self, directory, config: ServerConfig):
+        self.directory = os.path.abspath(os.fspath(directory))
+        if not os.path.isdir(self.directory):
+            raise FileNotFoundError(f"kbatch serve: {self.directory} is not a directory")
+        self.config = config
+        self.read_only = config.read_only
+        meta = _read_properties(os.path.join(self.directory, "meta.properties"))
+        self.node_id = config.node_id if config.node_id is not None else \
+            int(meta.get("node.id", meta.get("broker.id", 0)))
+        self.cluster_id = config.cluster_id or meta.get("cluster.id") or _stable_cluster_id(self.directory)
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.topic_ids: dict[str, bytes] = {}
+        self.host = config.advertised_host or (config.host if config.host not in ("", "0.0.0.0", "::") else "127.0.0.1")
+        self.port = config.port
+        self.producer_ids = ProducerIdManager(None if self.read_only else self.directory, int(time.time() * 1000))
+        self.coordinator = GroupCoordinator(self, initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+                                            min_session_timeout_ms=config.group_min_session_timeout_ms,
+                                            max_session_timeout_ms=config.group_max_session_timeout_ms)
+        self.handlers = apis.HANDLERS
+        self._create_lock = None
+        self.closing = False
+        self._closing_future = None
+
+    def closing_waiter(self):
+        """An awaitable that completes when shutdown begins (long polls wait on it too)."""
+        if self._closing_future is None:
+            self._closing_future = asyncio.get_running_loop().create_future()
+        return asyncio.shield(self._closing_future)
+
+    def begin_shutdown(self) -> None:
+        self.closing = True
+        if self._closing_future is not None and not self._closing_future.done():
+            self._closing_future.set_result(None)
+
+    # ---- opening and closing
+    def open(self) -> None:
+        """Open every partition directory (recovery and locks as `Log` does for a writer)."""
+        names = sorted(os.listdir(self.directory))
+        try:
+            for name in names:
+                path = os.path.join(self.directory, name)
+                parsed = _files.parse_partition_dir(name)
+                if parsed is None or not os.path.isdir(path):
+                    continue
+                topic, index = parsed
+                self._open_partition(topic, index, path)
+            self.coordinator.load()
+        except BaseException:
+            self.close()
+            raise
+
+    def _open_partition(self, topic: str, index: int, path: str) -> Partition:
+        cfg = self.log_config(topic)
+        log = Log.open(path, cfg, writable=not self.read_only)
+        part = Partition(topic, index, log, flush_messages=self.config.flush_messages)
+        self.partitions[(topic, index)] = part
+        tid = _topic_id(path)
+        if tid is not None:
+            self.topic_ids.setdefault(topic, tid)
+        return part
+
+    def log_config(self, topic: str) -> LogConfig:
+        props = dict(self.config.topic_config)
+        if topic == OFFSETS_TOPIC:
+            props.update({"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)})
+        props.update(self.config.topic_configs.get(topic, {}))
+        return LogConfig.from_properties(props)
+
+    def close(self) -> None:
+        self.coordinator.shutdown()
+        for part in self.partitions.values():
+            try:
+                part.close()
+            except Exception as e:  # close what can be closed; report the rest
+                logger.error("Closing %s failed: %s", part.name, e)
+        self.partitions.clear()
+
+    # ---- topics
+    def topics(self) -> dict:
+        out: dict = {}
+        for (topic, index) in self.partitions:
+            out.setdefault(topic, []).append(index)
+        return {t: sorted(p) for t, p in sorted(out.items())}
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    def has_partition(self, topic: str, index: int) -> bool:
+        return (topic, index) in self.partitions
+
+    def topic_id(self, topic: str) -> uuid.UUID:
+        """From partition.metadata when a broker wrote one, else the zero UUID (no topic id)."""
+        return uuid.UUID(bytes=self.topic_ids.get(topic, bytes(16)))
+
+    async def create_topic(self, topic: str) -> bool:
+        """Auto-create a topic with num_partitions partitions (auto.create.topics.enable)."""
+        if self.read_only or not self.config.auto_create_topics or not _LEGAL_TOPIC.match(topic) \
+                or topic in (".", ".."):
+            return False
+        if self._create_lock is None:
+            self._create_lock = asyncio.Lock()
+        async with self._create_lock:
+            if topic in self.topics():
+                return True
+            for i in range(self.config.num_partitions):
+                path = os.path.join(self.directory, f"{topic}-{i}")
+                os.makedirs(path, exist_ok=True)
+                self._open_partition(topic, i, path)
+            logger.info("Created topic %s with %d partition(s)", topic, self.config.num_partitions)
+        return True
+
+    # ---- __consumer_offsets
+    def offsets_partitions(self) -> list:
+        return [p for (t, _), p in sorted(self.partitions.items()) if t == OFFSETS_TOPIC]
+
+    def offsets_topic_partition_count(self) -> int:
+        existing = [i for (t, i) in self.partitions if t == OFFSETS_TOPIC]
+        return max(existing) + 1 if existing else self.config.offsets_topic_num_partitions
+
+    async def offsets_partition_for(self, group_id: str) -> Partition:
+        n = self.offsets_topic_partition_count()
+        index = partition_for(group_id, n)
+        part = self.partition(OFFSETS_TOPIC, index)
+        if part is None:
+            if self._create_lock is None:
+                self._create_lock = asyncio.Lock()
+            async with self._create_lock:
+                part = self.partition(OFFSETS_TOPIC, index)
+                if part is None:
+                    for i in range(n):
+                        if self.partition(OFFSETS_TOPIC, i) is None:
+                            path = os.path.join(self.directory, f"{OFFSETS_TOPIC}-{i}")
+                            os.makedirs(path, exist_ok=True)
+                            self._open_partition(OFFSETS_TOPIC, i, path)
+                    part = self.partition(OFFSETS_TOPIC, index)
+        return part
+
+    # ---- dispatch
+    async def handle(self, request, client_host: str):
+        handler = self.handlers[request.api.key]
+        return await handler(self, request, client_host)
+
+
+def _topic_id(path: str) -> bytes | None:
+    """The topic id in `partition.metadata` (version: 0 / topic_id: <base64 uuid>), if any."""
+    props = {}
+    try:
+        with open(os.path.join(path, "partition.metadata"), encoding="utf-8") as f:
+            for line in f:
+                if ":" in line:
+                    k, v = line.split(":", 1)
+                    props[k.strip()] = v.strip()
+    except OSError:
+        return None
+    import base64
+
+    raw = props.get("topic_id")
+    if not raw:
+        return None
+    try:
+        data = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4))
+    except ValueError:
+        return None
+    return data if len(data) == 16 else None
+
+
+def _stable_cluster_id(directory: str) -> str:
+    import base64
+
+    u = uuid.uuid5(uuid.NAMESPACE_URL, "kbatch-serve:" + directory)
+    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
+
+
+__all__ = ["Broker", "ServerConfig"]

@@ -1,0 +1,205 @@
+"""One served partition: its `Log`, appends in order, reads for Fetch, waiters for long polls.
+
+Kafka's Partition / UnifiedLog.read in small: a single node is its own only replica, so the high
+watermark is the log end offset once an append has returned. Appends are serialized by a lock and
+run off the event loop (validation runs in nogil kernels); readers on the loop only ever look
+below the high watermark, whose byte position is recorded when an append finishes, so a batch
+being written is never served.
+
+Record bytes are not read for Fetch: `read` returns a FileSlice of the segment file (position and
+size, as LogSegment.read does), sent later with os.sendfile or os.pread on a file descriptor of
+our own (a truncated file gives a short read, never a SIGBUS).
+"""
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+import os
+import time
+
+from .. import _wire as W
+from ..batch import iter_batches
+from ..errors import KBatchError
+from .producer_state import ProducerStateError, ProducerStateManager
+from .protocol import FileSlice
+
+logger = logging.getLogger("kbatch.server")
+
+
+class AppendResult:
+    __slots__ = ("first_offset", "last_offset", "log_append_time", "duplicate")
+
+    def __init__(self, first_offset, last_offset, log_append_time, duplicate=False):
+        self.first_offset, self.last_offset = first_offset, last_offset
+        self.log_append_time, self.duplicate = log_append_time, duplicate
+
+
+class ReadResult:
+    __slots__ = ("error_code", "records", "aborted")
+
+    def __init__(self, error_code=0, records=None, aborted=None):
+        self.error_code, self.records, self.aborted = error_code, records, aborted
+
+
+class Partition:
+    def __init__(self, topic: str, index: int, log, *, flush_messages: int | None = None):
+        self.topic = topic
+        self.index = index
+        self.name = f"{topic}-{index}"
+        self.log = log
+        self.flush_messages = flush_messages
+        self._unflushed = 0
+        self.producer_state = ProducerStateManager(self.name)
+        self._state_lock = asyncio.Lock()
+        self._append_lock = asyncio.Lock()
+        self._waiters: set = set()
+        self._fds: dict[int, int] = {}
+        latest = log.offset_for(W.OffsetSpec.LATEST)
+        self.leader_epoch = latest.leader_epoch if latest.leader_epoch is not None else 0
+        if log.writable:
+            log.partition_leader_epoch = self.leader_epoch
+        self._set_high_watermark()
+
+    # ---- facts
+    def _set_high_watermark(self) -> None:
+        self.high_watermark = self.log.end_offset()
+        seg = self.log.segments[-1] if self.log.segments else None
+        self._hw_segment = None if seg is None else seg.base_offset
+        self._hw_position = 0 if seg is None else seg.size
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.beginning_offset()
+
+    @property
+    def last_stable_offset(self) -> int:
+        fuo = self.producer_state.first_unstable_offset() if self.producer_state.loaded else None
+        return self.high_watermark if fuo is None else min(fuo, self.high_watermark)
+
+    async def ensure_producer_state(self) -> None:
+        """Rebuild the producer state from the log's batch headers once (off the event loop)."""
+        if self.producer_state.loaded:
+            return
+        async with self._state_lock:
+            if not self.producer_state.loaded:
+                segments = list(self.log.segments)
+                await asyncio.to_thread(self.producer_state.load_from_headers,
+                                        (s for seg in segments for s in seg.log.headers()))
+
+    # ---- appends
+    async def append(self, data, now_ms: int | None = None) -> AppendResult:
+        """Validate and append one produce request's records (Log.append, client origin), after the
+        idempotence checks; returns the assigned offsets. Raises KBatchError or ProducerStateError."""
+        first = None
+        try:
+            for b in iter_batches(data, verify_crc=False, strict=False):
+                first = b
+                break
+        except KBatchError:
+            first = None  # Log.append reports the exact error
+        if first is not None and first.magic >= 2 and first.producer_id >= 0:
+            await self.ensure_producer_state()
+        async with self._append_lock:
+            if first is not None and first.magic >= 2 and first.producer_id >= 0:
+                dup = self.producer_state.check(first, self.log.end_offset())
+                if dup is not None:
+                    return AppendResult(dup.first_offset, dup.last_offset, None, duplicate=True)
+            now = int(time.time() * 1000) if now_ms is None else now_ms
+            info = await asyncio.to_thread(self._append_durably, data, now)
+            if first is not None and first.magic >= 2 and first.producer_id >= 0:
+                self.producer_state.update(first, info.first_offset, info.last_offset, info.max_timestamp)
+            self._set_high_watermark()
+        self._wake()
+        return AppendResult(info.first_offset, info.last_offset, info.log_append_time)
+
+    def _append_durably(self, data, now: int):
+        info = self.log.append(data, now_ms=now, from_client=True)
+        self._unflushed += info.record_count
+        if self.flush_messages is not None and self._unflushed >= self.flush_messages:
+            self.log.flush()
+            self._unflushed = 0
+        return info
+
+    # ---- long polls
+    def waiter(self) -> asyncio.Future:
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.add(fut)
+        fut.add_done_callback(self._waiters.discard)
+        return fut
+
+    def _wake(self) -> None:
+        for fut in list(self._waiters):
+            if not fut.done():
+                fut.set_result(None)
+
+    # ---- reads (UnifiedLog.read / LogSegment.read)
+    def read(self, fetch_offset: int, max_bytes: int, min_one_message: bool, read_committed: bool) -> ReadResult:
+        hw = self.high_watermark
+        if fetch_offset < self.log_start_offset or fetch_offset > hw:
+            return ReadResult(1)  # OFFSET_OUT_OF_RANGE
+        upper = self.last_stable_offset if read_committed else hw
+        if fetch_offset >= upper:
+            return ReadResult(0, None, [] if read_committed else None)
+        segments = self.log.segments
+        bases = [s.base_offset for s in segments]
+        i = max(0, bisect.bisect_right(bases, fetch_offset) - 1)
+        while i < len(segments):
+            seg = segments[i]
+            start = seg.translate_offset(fetch_offset)
+            if start is None or start.offset < fetch_offset:
+                i += 1
+                continue
+            if seg.base_offset == self._hw_segment and upper == hw:
+                max_position = self._hw_position
+            elif upper < (bases[i + 1] if i + 1 < len(bases) else hw + 1):
+                end = seg.translate_offset(upper)
+                max_position = end.position if end is not None else seg.size
+            else:
+                max_position = seg.size
+            if start.position >= max_position:
+                return ReadResult(0, None, [] if read_committed else None)
+            limit = max(max_bytes, start.size) if min_one_message else max_bytes
+            size = min(max_position - start.position, limit)
+            if size <= 0:
+                return ReadResult(0, None, [] if read_committed else None)
+            aborted = self._aborted(i, fetch_offset, hw) if read_committed else None
+            return ReadResult(0, FileSlice(self._fd(seg), start.position, size), aborted)
+        return ReadResult(0, None, [] if read_committed else None)
+
+    def _aborted(self, i: int, fetch_offset: int, upper: int) -> list:
+        """Aborted transactions overlapping [fetch_offset, upper) from the segments' .txnindex."""
+        out = []
+        for seg in self.log.segments[i:]:
+            if seg.base_offset >= upper:
+                break
+            out += seg.txn_index.collect_aborted_txns(fetch_offset, upper)
+        return out
+
+    def _fd(self, seg) -> int:
+        fd = self._fds.get(seg.base_offset)
+        if fd is None:
+            fd = self._fds[seg.base_offset] = os.open(seg.log.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        return fd
+
+    # ---- lookups
+    def offset_for(self, target):
+        return self.log.offset_for(target)
+
+    def magic(self):
+        return self.log.magic()
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._fds.clear()
+        for fut in list(self._waiters):
+            if not fut.done():
+                fut.cancel()
+        self.log.close()
+
+
+__all__ = ["Partition", "AppendResult", "ReadResult", "ProducerStateError"]

@@ -1,0 +1,209 @@
+"""Kafka protocol messages for `kbatch serve`: which APIs and versions are served, and the codec.
+
+Request and response layouts come from kafka-python's protocol classes, which are generated from
+Kafka's own JSON message schemas (one class per API, a `version` argument, unknown tagged fields
+skipped). This module adds only what a server needs around them: the advertised version table,
+the request header peek (api key and version decide whether the header is flexible), and the
+framing of responses, including Fetch responses whose record bytes are sent straight from
+segment files (`encode_with_slices`).
+"""
+from __future__ import annotations
+
+import io
+import os
+import struct
+from dataclasses import dataclass
+
+from ..errors import InvalidRequestError
+
+try:
+    from kafka.protocol.api_header import RequestHeader
+    from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+    from kafka.protocol.consumer.group import (HeartbeatRequest, HeartbeatResponse, JoinGroupRequest,
+                                               JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse,
+                                               OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
+                                               OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse)
+    from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
+    from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
+    from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+    from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
+    from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
+    from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
+    from kafka.protocol.schemas.fields.codecs import UnsignedVarInt32
+except ImportError as e:  # pragma: no cover - the serve extra is missing
+    raise ImportError("kbatch serve needs kafka-python's protocol classes (kafka-python >= 3): "
+                      "pip install 'kafka-kbatch[serve]'") from e
+
+
+@dataclass(frozen=True)
+class Api:
+    key: int
+    name: str
+    request: type
+    response: type
+    min_version: int
+    max_version: int
+    first_flexible: int
+
+
+# What is advertised (protocol-notes.md §2.4): every range is implemented and tested, reaches down
+# to the oldest version a client of the test matrix sends (aiokafka, kafka-python 2.0.2, kcat) and
+# up to the newest (librdkafka 2.16, kafka-python 3). Fetch stops at 12 (topic names, no topic ids)
+# and ListOffsets at 7 (MAX_TIMESTAMP; no tiered-storage specs).
+APIS = {a.key: a for a in (
+    Api(0, "Produce", ProduceRequest, ProduceResponse, 3, 9, 9),
+    Api(1, "Fetch", FetchRequest, FetchResponse, 4, 12, 12),
+    Api(2, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, 1, 7, 6),
+    Api(3, "Metadata", MetadataRequest, MetadataResponse, 0, 12, 9),
+    Api(8, "OffsetCommit", OffsetCommitRequest, OffsetCommitResponse, 2, 8, 8),
+    Api(9, "OffsetFetch", OffsetFetchRequest, OffsetFetchResponse, 1, 7, 6),
+    Api(10, "FindCoordinator", FindCoordinatorRequest, FindCoordinatorResponse, 0, 3, 3),
+    Api(11, "JoinGroup", JoinGroupRequest, JoinGroupResponse, 0, 5, 6),
+    Api(12, "Heartbeat", HeartbeatRequest, HeartbeatResponse, 0, 3, 4),
+    Api(13, "LeaveGroup", LeaveGroupRequest, LeaveGroupResponse, 0, 2, 4),
+    Api(14, "SyncGroup", SyncGroupRequest, SyncGroupResponse, 0, 3, 4),
+    Api(18, "ApiVersions", ApiVersionsRequest, ApiVersionsResponse, 0, 4, 3),
+    Api(22, "InitProducerId", InitProducerIdRequest, InitProducerIdResponse, 0, 4, 2),
+)}
+API_VERSIONS_KEY = 18
+PRODUCE_KEY = 0
+FETCH_KEY = 1
+
+
+class Request:
+    """One decoded request: the header fields and the body (a kafka-python message object)."""
+
+    __slots__ = ("api", "version", "correlation_id", "client_id", "body", "size")
+
+    def __init__(self, api, version, correlation_id, client_id, body, size):
+        self.api, self.version, self.correlation_id = api, version, correlation_id
+        self.client_id, self.body, self.size = client_id, body, size
+
+    def response(self, **fields):
+        """A response object of this request's API and version."""
+        return self.api.response(version=self.version, **fields)
+
+
+class UnsupportedApiVersion(InvalidRequestError):
+    """ApiVersions at a version above the advertised range (answered at v0, KIP-511)."""
+
+    def __init__(self, correlation_id: int, version: int):
+        self.correlation_id = correlation_id
+        self.version = version
+        super().__init__("Unsupported ApiVersions version", expected=f"version <= {APIS[18].max_version}",
+                         found=version)
+
+
+def peek_header(frame) -> tuple[int, int, int]:
+    """(api key, api version, correlation id) from the first 8 bytes of a request frame."""
+    if len(frame) < 8:
+        raise InvalidRequestError("Request is shorter than its header", position=0, expected="at least 8 bytes",
+                                  found=f"{len(frame)} bytes")
+    return struct.unpack_from(">hhi", frame, 0)
+
+
+def decode_request(frame) -> Request:
+    """Decode a request frame (without its 4-byte size). Unknown keys and versions outside the
+    advertised range raise InvalidRequestError (the connection is closed, as Kafka does), except
+    ApiVersions above its range, which raises UnsupportedApiVersion (answered at v0)."""
+    key, version, correlation_id = peek_header(frame)
+    api = APIS.get(key)
+    if api is None:
+        raise InvalidRequestError("Unknown API key", position=0, expected=f"one of {sorted(APIS)}", found=key)
+    if not api.min_version <= version <= api.max_version:
+        if key == API_VERSIONS_KEY and version > api.max_version:
+            raise UnsupportedApiVersion(correlation_id, version)
+        raise InvalidRequestError(f"Unsupported {api.name} version", position=2,
+                                  expected=f"{api.min_version}-{api.max_version}", found=version)
+    flexible = version >= api.first_flexible
+    data = io.BytesIO(bytes(frame))
+    try:
+        header = RequestHeader.decode(data, flexible=flexible)
+        start = data.tell()
+        body = api.request.decode(memoryview(frame)[start:], version=version)
+    except InvalidRequestError:
+        raise
+    except Exception as e:  # the library's own errors (struct.error, ValueError, ...) for malformed bytes
+        raise InvalidRequestError(f"Malformed {api.name} v{version} request: {type(e).__name__}: {e}",
+                                  expected=f"a valid {api.name} v{version} body", found=f"{len(frame)} bytes") from e
+    return Request(api, version, correlation_id, header.client_id, body, len(frame))
+
+
+def encode_response(request: Request, response) -> bytes:
+    """The framed response (size, header, body). ApiVersions always uses header v0 (the library's
+    ApiVersionsResponse does that), every other flexible version header v1."""
+    if response.version != request.version:
+        raise ValueError(f"response version {response.version} for a v{request.version} request")
+    response.with_header(correlation_id=request.correlation_id)
+    return response.encode(header=True, framed=True)
+
+
+def encode_api_versions_fallback(correlation_id: int) -> bytes:
+    """Kafka's answer to an ApiVersions request above its range: v0 layout, error 35
+    UNSUPPORTED_VERSION, and the ApiVersions range so the client can retry (KIP-511)."""
+    api = APIS[API_VERSIONS_KEY]
+    resp = ApiVersionsResponse(version=0, error_code=35, api_keys=[
+        ApiVersionsResponse.ApiVersion(api_key=api.key, min_version=api.min_version, max_version=api.max_version)])
+    resp.with_header(correlation_id=correlation_id)
+    return resp.encode(header=True, framed=True)
+
+
+# ------------------------------------------------------------------------------------ file slices
+class FileSlice:
+    """Record bytes of a Fetch response that stay in a segment file: `size` bytes at `position`
+    of the open file `fd` (sent with os.sendfile, or read with os.pread)."""
+
+    __slots__ = ("fd", "position", "size")
+
+    def __init__(self, fd: int, position: int, size: int):
+        self.fd, self.position, self.size = fd, position, size
+
+    def read(self) -> bytes:
+        data = os.pread(self.fd, self.size, self.position)
+        if len(data) != self.size:
+            raise InvalidRequestError("Segment file is shorter than expected", position=self.position,
+                                      expected=f"{self.size} bytes", found=f"{len(data)} bytes")
+        return data
+
+
+def encode_with_slices(request: Request, response, slices: list) -> list:
+    """Frame a Fetch response whose partitions' `records` are FileSlice objects without reading
+    them: the library encodes the response with a unique placeholder in each records field, then
+    each placeholder (and its length prefix) is replaced by the slice's real length prefix and the
+    slice itself. Returns the pieces in order: bytes and FileSlice objects. The result is byte for
+    byte what encode_response gives with the bytes read (tests check this)."""
+    flexible = request.version >= request.api.first_flexible
+    marks = []
+    for i, (part, sl) in enumerate(slices):
+        mark = b"\x00kbatch-slice" + struct.pack(">I", i) + os.urandom(8)
+        part.records = mark
+        marks.append((mark, sl))
+    raw = encode_response(request, response)
+    pieces, pos, total = [], 4, 0
+    for mark, sl in marks:
+        at = raw.find(mark, pos)
+        if at < 0:
+            raise AssertionError("placeholder not found in the encoded response")
+        prefix = _length_prefix(len(mark), flexible)
+        head = raw[pos:at - len(prefix)]
+        if raw[at - len(prefix):at] != prefix:
+            raise AssertionError("unexpected length prefix before a records placeholder")
+        new_prefix = _length_prefix(sl.size, flexible)
+        pieces.append(head + new_prefix)
+        pieces.append(sl)
+        total += len(head) + len(new_prefix) + sl.size
+        pos = at + len(mark)
+    tail = raw[pos:]
+    pieces.append(tail)
+    total += len(tail)
+    pieces[0] = struct.pack(">i", total) + pieces[0]
+    return pieces
+
+
+def _length_prefix(n: int, flexible: bool) -> bytes:
+    # the records field is NULLABLE_BYTES (int32 length) or COMPACT_NULLABLE_BYTES (uvarint length + 1)
+    return UnsignedVarInt32.encode(n + 1) if flexible else struct.pack(">i", n)
+
+
+__all__ = ["APIS", "Api", "Request", "FileSlice", "UnsupportedApiVersion", "decode_request", "encode_response",
+           "encode_api_versions_fallback", "encode_with_slices", "peek_header"]
