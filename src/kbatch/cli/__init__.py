@@ -23,11 +23,12 @@ from .export import cmd_export
 from .import_ import cmd_import
 from .offsets import cmd_offsets
 from .reindex import cmd_reindex
+from .serve import cmd_serve
 from .validate import cmd_validate, timestamp_report
 from .verify import cmd_verify
 
 # the command modules, in the order `kbatch --help` lists them
-COMMANDS = ("dump", "verify", "reindex", "offsets", "validate", "compact", "export", "import_")
+COMMANDS = ("dump", "verify", "reindex", "offsets", "validate", "compact", "export", "import_", "serve")
 
 
 def make_app():
@@ -69,5 +70,5 @@ def main(argv=None) -> int:
 __all__ = ["main", "make_app", "COMMANDS", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_USAGE", "PROGRESS_MIN_BYTES",
            "UsageProblem", "parse_time", "format_time", "progress_bar", "partition_dirs", "resolve_segments",
            "cmd_dump", "cmd_verify", "cmd_reindex", "cmd_offsets", "cmd_validate", "cmd_compact", "cmd_export",
-           "cmd_import",
+           "cmd_import", "cmd_serve",
            "timestamp_report"]
