@@ -1,0 +1,116 @@
+"""kafka-python driver (3.x, and 2.0.2 under the system Python)."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _plan import hexb, main, unhex  # noqa: E402
+
+import kafka  # noqa: E402
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
+
+V3 = int(kafka.__version__.split(".")[0]) >= 3
+
+
+def run_step(bootstrap, step):
+    op = step["op"]
+    if op == "version":
+        return {"version": kafka.__version__}
+    if op == "produce":
+        kw = dict(bootstrap_servers=bootstrap, acks=step.get("acks", "all"), retries=0 if step.get("expect_error") else 3,
+                  compression_type=step.get("codec"), request_timeout_ms=10000)
+        if V3:
+            kw["enable_idempotence"] = step.get("idempotent", False)
+        elif step.get("idempotent"):
+            return {"error": "kafka-python 2.0.2 has no idempotent producer"}
+        p = KafkaProducer(**kw)
+        futures = []
+        for key, value, ts, headers in step["records"]:
+            futures.append(p.send(step["topic"], key=unhex(key), value=unhex(value), partition=step["partition"],
+                                  timestamp_ms=ts, headers=[(k, unhex(v)) for k, v in headers]))
+        p.flush(timeout=20)
+        out = {}
+        try:
+            out["offsets"] = [f.get(timeout=20).offset for f in futures]
+        except Exception as e:
+            out["error"] = type(e).__name__
+            out["errno"] = getattr(e, "errno", None)
+        p.close(timeout=10)
+        return out
+    if op == "consume":
+        kw = {}
+        if step.get("isolation"):
+            if not V3:
+                return {"unsupported": "kafka-python 2.0.2 has no isolation_level"}
+            kw["isolation_level"] = step["isolation"]
+        c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=8000, **kw)
+        tp = TopicPartition(step["topic"], step["partition"])
+        c.assign([tp])
+        c.seek(tp, step["offset"])
+        recs = []
+        for m in c:
+            recs.append([m.offset, m.timestamp, hexb(m.key), hexb(m.value), [[k, hexb(v)] for k, v in m.headers]])
+            if len(recs) >= step["count"]:
+                break
+        c.close()
+        return {"records": recs}
+    if op == "times":
+        c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        tp = TopicPartition(step["topic"], step["partition"])
+        out = []
+        for t in step["targets"]:
+            r = c.offsets_for_times({tp: t})[tp]
+            out.append(None if r is None else [r.offset, r.timestamp])
+        c.close()
+        return {"answers": out}
+    if op == "group":
+        c = KafkaConsumer(step["topic"], group_id=step["group"], bootstrap_servers=bootstrap,
+                          auto_offset_reset="earliest", enable_auto_commit=False, consumer_timeout_ms=10000,
+                          session_timeout_ms=10000, heartbeat_interval_ms=1000)
+        offsets = []
+        for m in c:
+            offsets.append(m.offset)
+            if len(offsets) >= step["count"]:
+                break
+        if offsets:
+            c.commit({TopicPartition(step["topic"], 0): _meta(offsets[-1] + 1)})
+        committed = c.committed(TopicPartition(step["topic"], 0))
+        c.close()
+        return {"offsets": offsets, "committed": committed}
+    if op == "rebalance":
+        # two members of one group on a two-partition topic, then one leaves
+        def member():
+            return KafkaConsumer(step["topic"], group_id=step["group"], bootstrap_servers=bootstrap,
+                                 auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=10000,
+                                 heartbeat_interval_ms=500, max_poll_interval_ms=60000)
+        a, b = member(), member()
+        both = _poll_until([a, b], lambda: len(a.assignment()) == 1 and len(b.assignment()) == 1)
+        split = sorted([sorted(tp.partition for tp in a.assignment()), sorted(tp.partition for tp in b.assignment())])
+        b.close()
+        alone = _poll_until([a], lambda: len(a.assignment()) == 2)
+        out = {"split": split, "after_leave": sorted(tp.partition for tp in a.assignment()), "ok": [both, alone]}
+        a.close()
+        return out
+    raise ValueError(op)
+
+
+def _poll_until(consumers, done, seconds=30):
+    import time
+    end = time.time() + seconds
+    while time.time() < end:
+        for c in consumers:
+            c.poll(timeout_ms=100)
+        if done():
+            return True
+    return False
+
+
+def _meta(offset):
+    from kafka.structs import OffsetAndMetadata
+    try:
+        return OffsetAndMetadata(offset, "kbatch-test", -1)
+    except TypeError:  # 2.0.2: (offset, metadata)
+        return OffsetAndMetadata(offset, "kbatch-test")
+
+
+if __name__ == "__main__":
+    main(run_step)

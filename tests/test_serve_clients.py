@@ -1,0 +1,259 @@
+"""kbatch serve with real Kafka clients, each in a subprocess with a timeout, over loopback:
+confluent-kafka (librdkafka 2.x), kafka-python 3.x, kafka-python 2.0.2 (Debian's python3-kafka under
+the system Python), aiokafka and kcat (librdkafka 2.0, Debian).
+
+Per client: produce every codec it has (idempotent where it can) and read every record back byte for
+byte, and from disk with kbatch; offsetsForTimes against Log.offsets_for_times over data that holds
+negative timestamps; a future timestamp gets error 32 and nothing is appended; a group commits,
+the server restarts, and the group resumes at its commit. Rebalances of two members; a directory
+written by a real broker's rules (leader epochs, transactions) consumed by every client."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("kafka.protocol.api_message", reason="kbatch serve needs kafka-python >= 3 (the serve extra)")
+
+import kbatch  # noqa: E402
+from kbatch import coordinator_records as cr  # noqa: E402
+from kbatch.server import serve  # noqa: E402
+
+from serve_support import NOW, log_records, write_topic, write_transactions  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DRIVERS = os.path.join(HERE, "serve_clients")
+SYSTEM_PY = "/usr/bin/python3"
+RUN_TIMEOUT = 90
+FUTURE_LIMIT_MS = 3_600_000
+SERVER_OPTIONS = dict(group_initial_rebalance_delay_ms=0,
+                      topic_config={"message.timestamp.after.max.ms": str(FUTURE_LIMIT_MS)})
+
+
+def _has(module, python=sys.executable):
+    return subprocess.run([python, "-c", f"import {module}"], capture_output=True, timeout=60).returncode == 0
+
+
+def _kp2():
+    if not os.path.exists(SYSTEM_PY):
+        return "no /usr/bin/python3"
+    r = subprocess.run([SYSTEM_PY, "-c", "import kafka; print(kafka.__version__)"], capture_output=True, text=True,
+                       timeout=60)
+    if r.returncode != 0 or not r.stdout.startswith("2."):
+        return "Debian's python3-kafka (kafka-python 2.0.2) is not installed (python3 dev.py test installs it as root)"
+    return None
+
+
+# name: (command, codecs, idempotent producer, reason to skip or None)
+CLIENTS = {
+    "confluent-kafka": ([sys.executable, os.path.join(DRIVERS, "confluent.py")],
+                        ["none", "gzip", "snappy", "lz4", "zstd"], True,
+                        None if _has("confluent_kafka") else "confluent-kafka is not installed"),
+    "kafka-python": ([sys.executable, os.path.join(DRIVERS, "kafka_python.py")],
+                     [None, "gzip", "snappy", "lz4", "zstd"], True, None),
+    "aiokafka": ([sys.executable, os.path.join(DRIVERS, "aiokafka_client.py")],
+                 [None, "gzip", "snappy", "lz4", "zstd"], True, None if _has("aiokafka") else "aiokafka is not installed"),
+    "kafka-python-2.0.2": ([SYSTEM_PY, os.path.join(DRIVERS, "kafka_python.py")], [None, "gzip"], False, _kp2()),
+}
+
+
+def run_plan(client, bootstrap, plan):
+    cmd = CLIENTS[client][0]
+    env = dict(os.environ, PYTHONPATH="") if cmd[0] == SYSTEM_PY else None
+    r = subprocess.run(cmd + [bootstrap], input=json.dumps(plan), capture_output=True, text=True,
+                       timeout=RUN_TIMEOUT, env=env)
+    assert r.returncode == 0, f"{client} driver failed:\n{r.stderr[-3000:]}"
+    return json.loads(r.stdout)
+
+
+def hexb(b):
+    return None if b is None else bytes(b).hex()
+
+
+def records_to_send(n, start_ts, tag):
+    out = []
+    for i in range(n):
+        key = None if i == 1 else b"%s-k%d" % (tag, i)
+        value = None if i == 2 else b"%s-value-%d-" % (tag, i) + bytes(range(i * 7 % 256))
+        out.append([hexb(key), hexb(value), start_ts + i, [["h", hexb(b"%d" % i)], ["trace", hexb(b"")]]])
+    return out
+
+
+def make_dir(root):
+    """p-0: empty (clients produce); g-0: 30 records (groups); r-0: records with negative and
+    out-of-order timestamps (offsets for times)."""
+    os.makedirs(os.path.join(root, "p-0"))
+    write_topic(root, "g", 0, batches=6, per_batch=5, codecs=[kbatch.Compression.NONE, kbatch.Compression.GZIP])
+    path = os.path.join(root, "r-0")
+    log = kbatch.Log.create(path, kbatch.LogConfig(), now_ms=NOW)
+    stamps = [[-86_400_000, -5, 0, 7], [100, 50, 200], [NOW - 5000, NOW - 9000, NOW - 1000]]
+    try:
+        for group in stamps:
+            b = kbatch.BatchBuilder(magic=2, timestamp_extended=False)
+            for ts in group:
+                b.append(ts, b"k", b"ts=%d" % ts)
+            log.append(b.build(), now_ms=NOW)
+    finally:
+        log.close()
+    return [t for g in stamps for t in g]
+
+
+@pytest.fixture
+def served_dir(tmp_path):
+    root = str(tmp_path / "logs")
+    os.makedirs(root)
+    stamps = make_dir(root)
+    return root, stamps
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_client_produces_consumes_looks_up_and_resumes_a_group(client, served_dir):
+    _cmd, codecs, idempotent, skip = CLIENTS[client]
+    if skip:
+        pytest.skip(skip)
+    root, stamps = served_dir
+    sent, plan = [], [{"op": "version"}]
+    for i, codec in enumerate(codecs):
+        recs = records_to_send(6, NOW - 60_000 + i * 100, (codec or "none").encode())
+        sent += recs
+        plan.append({"op": "produce", "topic": "p", "partition": 0, "codec": codec, "records": recs,
+                     "idempotent": idempotent and i % 2 == 0, "acks": "all" if i % 2 == 0 else 1})
+    plan.append({"op": "consume", "topic": "p", "partition": 0, "offset": 0, "count": len(sent)})
+    targets = [0, 1, 7, 8, 60, 150, 201, NOW - 9000, NOW - 4999, NOW]
+    plan.append({"op": "times", "topic": "r", "partition": 0, "targets": targets})
+    future = [[hexb(b"f"), hexb(b"future"), int(time.time() * 1000) + 2 * FUTURE_LIMIT_MS, []]]
+    plan.append({"op": "produce", "topic": "p", "partition": 0, "codec": codecs[0], "records": future,
+                 "expect_error": True})
+    plan.append({"op": "group", "topic": "g", "group": f"grp-{client}", "count": 12})
+
+    with serve(root, **SERVER_OPTIONS) as srv:
+        out = run_plan(client, srv.bootstrap, plan)
+    version, *produced, consumed, times, refused, group = out
+    print(client, version)
+
+    # every record back, byte for byte, at the offsets the producer was told; and on disk
+    offsets = [o for p in produced for o in p["offsets"]]
+    assert offsets == list(range(len(sent))), produced
+    want = [[o, ts, k, v, h] for o, (k, v, ts, h) in enumerate(sent)]
+    assert consumed["records"] == want
+    disk = [[o, ts, hexb(k), hexb(v), [[hk, hexb(hv)] for hk, hv in h]] for o, ts, k, v, h in log_records(
+        os.path.join(root, "p-0"))]
+    assert disk == want
+
+    # offsets for times: exactly kbatch's answers (KIP-79), over negative and out-of-order timestamps
+    log = kbatch.Log.open(os.path.join(root, "r-0"))
+    try:
+        expect = [None if a is None else [a.offset, a.timestamp] for a in log.offsets_for_times(targets)]
+    finally:
+        log.close()
+    if client == "confluent-kafka":  # librdkafka gives the offset only
+        expect = [None if a is None else [a[0], t] for a, t in zip(expect, targets)]
+    assert times["answers"] == expect
+
+    # a record an hour and more ahead: error 32 (INVALID_TIMESTAMP), nothing appended
+    assert "offsets" not in refused, refused
+    assert refused.get("code") == 32 or "InvalidTimestamp" in refused.get("error", ""), refused
+    assert len(log_records(os.path.join(root, "p-0"))) == len(sent)
+
+    # a group: 12 records, commit, restart, resume at 12
+    assert group["offsets"] == list(range(12)) and group["committed"] == 12
+    with serve(root, **SERVER_OPTIONS) as srv:
+        [again] = run_plan(client, srv.bootstrap, [{"op": "group", "topic": "g", "group": f"grp-{client}", "count": 5}])
+    assert again["offsets"] == list(range(12, 17)) and again["committed"] == 17
+    commits = _committed_records(root, f"grp-{client}")
+    assert commits[-1] == 17
+
+
+def _committed_records(root, group):
+    out = []
+    for name in sorted(os.listdir(root)):
+        if not name.startswith("__consumer_offsets-"):
+            continue
+        for o, ts, k, v, _ in log_records(os.path.join(root, name)):
+            key, value = cr.decode(k, v)
+            if isinstance(key, cr.OffsetCommitKey) and key.group == group:
+                assert value.metadata in ("", "kbatch-test") and value.version == 3 and key.version == 1
+                out.append(value.offset)
+    return out
+
+
+def test_kcat(served_dir):
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        pytest.skip("kcat is not installed (Debian package kcat; python3 dev.py test installs it as root)")
+    root, _stamps = served_dir
+    lines = [f"k{i}:value {i}" for i in range(20)]
+
+    def run(*args, stdin=None):
+        r = subprocess.run([kcat, "-b", srv.bootstrap, *args], input=stdin, capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    with serve(root, **SERVER_OPTIONS) as srv:
+        for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
+            run("-P", "-t", "p", "-p", "0", "-K:", "-z", codec, "-X", "enable.idempotence=true", stdin="\n".join(lines) + "\n")
+        got = run("-C", "-t", "p", "-p", "0", "-o", "beginning", "-e", "-f", "%o|%k|%s\n").splitlines()
+        assert got == [f"{i}|k{i % 20}|value {i % 20}" for i in range(100)]
+        disk = [(o, k.decode(), v.decode()) for o, _ts, k, v, _h in log_records(os.path.join(root, "p-0"))]
+        assert disk == [(i, f"k{i % 20}", f"value {i % 20}") for i in range(100)]
+        # kcat -Q: offsets by time (ListOffsets v2 from librdkafka 2.0)
+        log = kbatch.Log.open(os.path.join(root, "r-0"))
+        try:
+            for t in (0, 8, 150, NOW - 9000):
+                want = log.offset_for(t)
+                out = run("-Q", "-t", f"r:0:{t}")
+                assert f"offset {want.offset}" in out, out
+        finally:
+            log.close()
+        got = run("-G", "grp-kcat", "-c", "12", "-f", "%o\n", "-X", "auto.offset.reset=earliest", "g").split()
+        assert got == [str(i) for i in range(12)]
+    with serve(root, **SERVER_OPTIONS) as srv:
+        got = run("-G", "grp-kcat", "-c", "5", "-f", "%o\n", "-X", "auto.offset.reset=earliest", "g").split()
+        assert got == [str(i) for i in range(12, 17)]
+        # read-only refuses produce with an authorization error, and the data stays as it was
+    with serve(root, read_only=True, **SERVER_OPTIONS) as srv:
+        r = subprocess.run([kcat, "-b", srv.bootstrap, "-P", "-t", "p", "-p", "0"], input="x\n", capture_output=True,
+                           text=True, timeout=60)
+        assert "authoriz" in (r.stderr + r.stdout).lower()
+    assert len(log_records(os.path.join(root, "p-0"))) == 100
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "confluent-kafka"])
+def test_two_members_rebalance_and_one_leaves(client, tmp_path):
+    if CLIENTS[client][3]:
+        pytest.skip(CLIENTS[client][3])
+    root = str(tmp_path / "logs")
+    os.makedirs(root)
+    write_topic(root, "m", 0, batches=1)
+    write_topic(root, "m", 1, batches=1)
+    with serve(root, **SERVER_OPTIONS) as srv:
+        [out] = run_plan(client, srv.bootstrap, [{"op": "rebalance", "topic": "m", "group": "pair"}])
+    assert out.get("ok") == [True, True], out
+    assert out["split"] == [[0], [1]] and out["after_leave"] == [0, 1]
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_read_committed_and_transactions_with_every_client(client, tmp_path):
+    """Data with a committed, an aborted and an open transaction (as a broker writes them, with the
+    .txnindex entry): read_committed consumers see the committed and plain records only."""
+    if CLIENTS[client][3]:
+        pytest.skip(CLIENTS[client][3])
+    root = str(tmp_path / "logs")
+    os.makedirs(root)
+    visible = write_transactions(root)
+    with serve(root, read_only=True) as srv:
+        [rc, ru] = run_plan(client, srv.bootstrap, [
+            {"op": "consume", "topic": "tx", "partition": 0, "offset": 0, "count": len(visible), "isolation": "read_committed"},
+            {"op": "consume", "topic": "tx", "partition": 0, "offset": 0, "count": 7}])
+    got = [r[0] for r in ru["records"]]
+    if "unsupported" in rc:  # kafka-python 2.0.2 reads uncommitted only, and hands out the two
+        assert got == [0, 1, 2, 3, 4, 5, 6]  # transaction markers (2, 5) as records: its own behaviour
+    else:
+        assert [r[0] for r in rc["records"]] == visible
+        assert got == [0, 1, 3, 4, 6, 7, 8]
