@@ -533,3 +533,99 @@ def test_copy_of_a_served_directory_is_unchanged_by_reading(logdir, tmp_path):
         for f in fs:
             rel = os.path.relpath(os.path.join(dp, f), copy)
             assert open(os.path.join(logdir, rel), "rb").read() == open(os.path.join(dp, f), "rb").read()
+
+
+# ------------------------------------------------------------------------------------ groups, every version
+def _group_cycle(c, v_join, v_sync, v_hb, v_leave, v_commit, v_fetch, v_find, group):
+    J, S, H, L = request_class(11), request_class(14), request_class(12), request_class(13)
+    OC, OF, FC = request_class(8), request_class(9), request_class(10)
+    checked = []
+
+    def call(req, v, key):
+        r, body = c.call(req, v)
+        if HAVE_KIO and v >= _KIO_MIN.get(key, 0):
+            _, again = kio_decode(key, v, "response", body)
+            assert again == body, (key, v)
+            checked.append((key, v))
+        return r
+
+    r = call(FC(key=group, key_type=0), v_find, 10)
+    assert r.error_code == 0 and r.port == c.sock.getpeername()[1]
+    proto = [J.JoinGroupRequestProtocol(name="range", metadata=b"\x00\x01sub")]
+    join = J(group_id=group, session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
+             group_instance_id=None, protocol_type="consumer", protocols=proto)
+    r = call(join, v_join, 11)
+    if v_join >= 4:  # KIP-394: an unknown member first gets its id
+        assert r.error_code == 79 and r.member_id
+        join.member_id = r.member_id
+        r = call(join, v_join, 11)
+    assert r.error_code == 0 and r.leader == r.member_id and r.generation_id == 1
+    assert [(m.member_id, bytes(m.metadata)) for m in r.members] == [(r.member_id, b"\x00\x01sub")]
+    member, gen = r.member_id, r.generation_id
+    r = call(S(group_id=group, generation_id=gen, member_id=member, group_instance_id=None,
+               assignments=[S.SyncGroupRequestAssignment(member_id=member, assignment=b"assigned")]), v_sync, 14)
+    assert r.error_code == 0 and bytes(r.assignment) == b"assigned"
+    assert call(H(group_id=group, generation_id=gen, member_id=member, group_instance_id=None), v_hb, 12).error_code == 0
+    assert call(H(group_id=group, generation_id=gen + 1, member_id=member, group_instance_id=None), v_hb,
+                12).error_code == 22
+    T = OC.OffsetCommitRequestTopic
+    r = call(OC(group_id=group, generation_id_or_member_epoch=gen, member_id=member, group_instance_id=None,
+                retention_time_ms=-1, topics=[T(name="t", partitions=[T.OffsetCommitRequestPartition(
+                    partition_index=0, committed_offset=17, committed_leader_epoch=0, committed_metadata="md")])]),
+             v_commit, 8)
+    assert r.topics[0].partitions[0].error_code == 0
+    r = call(OF(group_id=group, topics=[OF.OffsetFetchRequestTopic(name="t", partition_indexes=[0, 1])],
+                require_stable=False), v_fetch, 9)
+    got = [(p.partition_index, p.committed_offset, p.metadata) for p in r.topics[0].partitions]
+    assert got == [(0, 17, "md"), (1, -1, "")]
+    leave = L(group_id=group, member_id=member, members=[L.MemberIdentity(member_id=member, group_instance_id=None)])
+    r = call(leave, v_leave, 13)
+    assert r.error_code == 0
+    return checked
+
+
+_KIO_MIN = {8: 2, 9: 1, 11: 2}  # kio (Kafka 4.x schemas) lacks the versions KIP-896 removed
+
+
+def test_group_apis_every_version(server):
+    from kbatch.server.protocol import APIS
+
+    top = max(APIS[k].max_version for k in (8, 9, 10, 11, 12, 13, 14))
+    with RawClient(server.bootstrap) as c:
+        for i in range(top + 1):
+            v = {k: min(max(i, APIS[k].min_version), APIS[k].max_version) for k in (8, 9, 10, 11, 12, 13, 14)}
+            _group_cycle(c, v[11], v[14], v[12], v[13], v[8], v[9], v[10], f"grp-{i}")
+
+
+def test_committed_offsets_are_records_of_consumer_offsets_and_survive_a_restart(logdir):
+    from kbatch import coordinator_records as cr
+
+    write_topic(str(logdir), "t", 0, batches=1)
+    with serve(str(logdir), group_initial_rebalance_delay_ms=0) as srv, RawClient(srv.bootstrap) as c:
+        _group_cycle(c, 5, 3, 3, 2, 8, 7, 3, "restart-me")
+    records = log_records(str(logdir / "__consumer_offsets-0"))
+    decoded = [cr.decode(k, v) for _, _, k, v, _ in records]
+    commits = [(k, v) for k, v in decoded if isinstance(k, cr.OffsetCommitKey)]
+    assert [(k.group, k.topic, k.partition, v.offset, v.metadata, v.leader_epoch) for k, v in commits] == \
+        [("restart-me", "t", 0, 17, "md", 0)]
+    groups = [(k, v) for k, v in decoded if isinstance(k, cr.GroupMetadataKey)]
+    assert groups[0][1].generation == 1 and groups[0][1].protocol == "range" and len(groups[0][1].members) == 1
+    assert groups[-1][1].members == ()  # the member left: an empty group, generation 2
+    OF = request_class(9)
+    with serve(str(logdir), read_only=True) as srv, RawClient(srv.bootstrap) as c:
+        r, _ = c.call(OF(group_id="restart-me", topics=None, require_stable=False), 7)
+        assert [(t.name, p.partition_index, p.committed_offset) for t in r.topics for p in t.partitions] == \
+            [("t", 0, 17)]
+
+
+def test_session_timeout_removes_a_silent_member(logdir):
+    write_topic(str(logdir), "t", 0, batches=1)
+    J, H = request_class(11), request_class(12)
+    with serve(str(logdir), group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=100) as srv, \
+            RawClient(srv.bootstrap) as c:
+        r, _ = c.call(J(group_id="g", session_timeout_ms=300, rebalance_timeout_ms=300, member_id="",
+                        protocol_type="consumer", protocols=[J.JoinGroupRequestProtocol(name="range", metadata=b"")]), 3)
+        assert r.error_code == 0
+        time.sleep(1.0)
+        r, _ = c.call(H(group_id="g", generation_id=r.generation_id, member_id=r.member_id), 3)
+        assert r.error_code == 25  # UNKNOWN_MEMBER_ID: expired

@@ -65,6 +65,8 @@ async def handle_connection(broker, reader: asyncio.StreamReader, writer: asynci
             except KBatchError as e:
                 logger.warning("Closing connection from %s: %s", name, e)
                 return
+            if logger.isEnabledFor(logging.DEBUG):
+                logger.debug("%s v%d from %s (%s)", request.api.name, request.version, name, request.client_id)
             response = await broker.handle(request, host)
             if response is None:   # Produce with acks=0
                 continue
