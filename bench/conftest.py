@@ -50,7 +50,7 @@ def pytest_terminal_summary(terminalreporter, config):
     session = getattr(config, "_benchmarksession", None)
     if session is None or not getattr(session, "benchmarks", None):
         return
-    for name in ("bench_codec", "bench_columns"):
+    for name in ("bench_codec", "bench_columns", "bench_serve"):
         lines = ratio_lines([b for b in session.benchmarks if name in b.fullname])
         if lines:
             terminalreporter.write_sep("-", f"{name}: peer time / kbatch time (> 1: kbatch is faster)")

@@ -629,3 +629,52 @@ def test_session_timeout_removes_a_silent_member(logdir):
         time.sleep(1.0)
         r, _ = c.call(H(group_id="g", generation_id=r.generation_id, member_id=r.member_id), 3)
         assert r.error_code == 25  # UNKNOWN_MEMBER_ID: expired
+
+
+# ------------------------------------------------------------------------------------ a broker's directory
+def _broker_dir(root):
+    """What a broker leaves: meta.properties, partition.metadata with a topic id, batches stamped
+    with leader epoch 4 and a leader-epoch-checkpoint."""
+    import base64
+    import uuid
+
+    (root / "meta.properties").write_text("version=1\nnode.id=3\ncluster.id=Kb4tchTestClusterId0001\n")
+    write_topic(str(root), "b", 0, batches=2)
+    path = root / "b-0"
+    log = kbatch.Log.open(str(path), kbatch.LogConfig(), writable=True)
+    try:
+        log.partition_leader_epoch = 4
+        log.append(batch([(NOW, b"k", b"epoch-4")]), now_ms=NOW)
+    finally:
+        log.close()
+    tid = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
+    (path / "partition.metadata").write_text(
+        f"version: 0\ntopic_id: {base64.urlsafe_b64encode(tid.bytes).decode().rstrip('=')}\n")
+    (path / "leader-epoch-checkpoint").write_text("0\n2\n0 0\n4 10\n")
+    return tid
+
+
+def test_a_brokers_directory_keeps_its_node_cluster_topic_id_and_leader_epoch(logdir):
+    tid = _broker_dir(logdir)
+    with serve(str(logdir)) as srv, RawClient(srv.bootstrap) as c:
+        r, _ = c.call(MetadataRequest(topics=None, allow_auto_topic_creation=False), 12)
+        assert [b.node_id for b in r.brokers] == [3] and r.cluster_id == "Kb4tchTestClusterId0001"
+        assert r.controller_id == 3
+        [t] = r.topics
+        assert t.topic_id == tid and t.partitions[0].leader_id == 3 and t.partitions[0].leader_epoch == 4
+        lo, _ = c.call(list_offsets_req([(("b", 0), -1)], 7), 7)
+        assert (lo.topics[0].partitions[0].offset, lo.topics[0].partitions[0].leader_epoch) == (11, 4)
+        lo, _ = c.call(list_offsets_req([(("b", 0), NOW)], 7), 7)
+        assert (lo.topics[0].partitions[0].offset, lo.topics[0].partitions[0].leader_epoch) == (10, 4)
+        for epoch, err in ((4, 0), (-1, 0), (3, 74), (5, 75)):  # FENCED / UNKNOWN_LEADER_EPOCH
+            req = fetch_req("b", 0, 0, 12)
+            req.topics[0].partitions[0].current_leader_epoch = epoch
+            r, _ = c.call(req, 12)
+            assert r.responses[0].partitions[0].error_code == err
+        r, _ = c.call(produce_req("b", 0, batch([(NOW, b"k", b"new")])), 9)
+        assert r.responses[0].partition_responses[0].base_offset == 11
+    log = kbatch.Log.open(str(logdir / "b-0"))
+    try:
+        assert [b.partition_leader_epoch for b in log.batches()][-2:] == [4, 4]  # appends keep the leader epoch
+    finally:
+        log.close()
