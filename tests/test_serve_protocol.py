@@ -444,10 +444,15 @@ def test_produce_request_rules(server):
         assert c.call(produce_req("t", 0, zstd), 7)[0].responses[0].partition_responses[0].error_code == 0
         assert c.call(produce_req("t", 0, bytes(corrupt)), 9)[0].responses[0].partition_responses[0].error_code == 2
         assert c.call(produce_req("nope", 0, zstd), 9)[0].responses[0].partition_responses[0].error_code == 3
+        assert c.call(produce_req("__consumer_offsets", 0, zstd), 9)[0].responses[0] \
+            .partition_responses[0].error_code in (3, 17)  # internal topic: never appended to by clients
         # acks=0: no response at all; the next answer belongs to the next request
         c.send_frame(c.request_bytes(produce_req("t", 0, zstd, acks=0), 9))
         r, _ = c.call(ApiVersionsRequest(), 0)
         assert r.error_code == 0
+        # a failed acks=0 produce closes the connection, as Kafka does, so the client learns of it
+        c.send_frame(c.request_bytes(produce_req("nope", 0, zstd, acks=0), 9))
+        assert c.closed_by_server()
 
 
 def _idem(pid, epoch, seq, values):
@@ -678,3 +683,52 @@ def test_a_brokers_directory_keeps_its_node_cluster_topic_id_and_leader_epoch(lo
         assert [b.partition_leader_epoch for b in log.batches()][-2:] == [4, 4]  # appends keep the leader epoch
     finally:
         log.close()
+
+
+# ------------------------------------------------------------------------------------ the command
+def test_kbatch_serve_command_serves_until_sigterm(logdir):
+    import re
+    import signal
+    import subprocess
+    import sys
+
+    pytest.importorskip("typer", reason="the CLI needs the cli extra")
+    write_topic(str(logdir), "t", 0, batches=1)
+    proc = subprocess.Popen([sys.executable, "-m", "kbatch.cli", "serve", str(logdir), "--listen", "127.0.0.1:0",
+                             "--read-only"], stderr=subprocess.PIPE, text=True)
+    try:
+        bootstrap = None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and bootstrap is None:
+            m = re.search(r" on (127\.0\.0\.1:\d+)", proc.stderr.readline())
+            bootstrap = m.group(1) if m else None
+        assert bootstrap, "no listening line on stderr"
+        with RawClient(bootstrap) as c:
+            r, _ = c.call(fetch_req("t", 0, 0, 12), 12)
+            assert r.responses[0].partitions[0].error_code == 0
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    bad = subprocess.run([sys.executable, "-m", "kbatch.cli", "serve", str(logdir / "missing")], capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and "not a directory" in bad.stderr
+    bad = subprocess.run([sys.executable, "-m", "kbatch.cli", "serve", str(logdir), "--listen", "nowhere"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "HOST:PORT" in bad.stderr
+
+
+def test_log_append_time_topic_stamps_the_append_time(logdir):
+    os.makedirs(logdir / "lat-0")
+    with serve(str(logdir), topic_configs={"lat": {"message.timestamp.type": "LogAppendTime"}}) as srv, \
+            RawClient(srv.bootstrap) as c:
+        before = int(time.time() * 1000)
+        r, _ = c.call(produce_req("lat", 0, batch([(123, b"a", b"1"), (456, b"b", b"2")])), 9)
+        pr = r.responses[0].partition_responses[0]
+        assert pr.error_code == 0 and before <= pr.log_append_time_ms <= int(time.time() * 1000)
+        fr, _ = c.call(fetch_req("lat", 0, 0, 12), 12)
+        [b] = list(kbatch.iter_batches(bytes(fr.responses[0].partitions[0].records)))
+        assert b.timestamp_type == W.TimestampType.LOG_APPEND_TIME
+        assert [rec.timestamp for rec in b] == [pr.log_append_time_ms] * 2

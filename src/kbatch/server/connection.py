@@ -17,8 +17,8 @@ import os
 import struct
 
 from ..errors import KBatchError
-from .protocol import (FileSlice, UnsupportedApiVersion, decode_request, encode_api_versions_fallback,
-                       encode_response, encode_with_slices)
+from .protocol import (CloseConnection, FileSlice, UnsupportedApiVersion, decode_request,
+                       encode_api_versions_fallback, encode_response, encode_with_slices)
 
 logger = logging.getLogger("kbatch.server")
 
@@ -67,7 +67,11 @@ async def handle_connection(broker, reader: asyncio.StreamReader, writer: asynci
                 return
             if logger.isEnabledFor(logging.DEBUG):
                 logger.debug("%s v%d from %s (%s)", request.api.name, request.version, name, request.client_id)
-            response = await broker.handle(request, host)
+            try:
+                response = await broker.handle(request, host)
+            except CloseConnection as e:
+                logger.info("Closing connection from %s: %s", name, e)
+                return
             if response is None:   # Produce with acks=0
                 continue
             if isinstance(response, tuple):

@@ -94,6 +94,10 @@ class UnsupportedApiVersion(InvalidRequestError):
                          found=version)
 
 
+class CloseConnection(Exception):
+    """Raised by a handler when Kafka would close the connection instead of answering."""
+
+
 def peek_header(frame) -> tuple[int, int, int]:
     """(api key, api version, correlation id) from the first 8 bytes of a request frame."""
     if len(frame) < 8:
@@ -205,5 +209,5 @@ def _length_prefix(n: int, flexible: bool) -> bytes:
     return UnsignedVarInt32.encode(n + 1) if flexible else struct.pack(">i", n)
 
 
-__all__ = ["APIS", "Api", "Request", "FileSlice", "UnsupportedApiVersion", "decode_request", "encode_response",
+__all__ = ["APIS", "Api", "Request", "FileSlice", "UnsupportedApiVersion", "CloseConnection", "decode_request", "encode_response",
            "encode_api_versions_fallback", "encode_with_slices", "peek_header"]

@@ -4,7 +4,9 @@ KIP-228), idempotence checks (producer_state), offsets assigned by the Log. The 
 after the append has returned (and been fsynced when flush_messages says so); acks=0 gets none."""
 from ...batch import iter_batches
 from ...errors import KBatchError
+from ..group_coordinator import OFFSETS_TOPIC
 from ..partition import ProducerStateError
+from ..protocol import CloseConnection
 from . import _errors as E
 
 
@@ -35,6 +37,10 @@ async def handle(broker, request, client_host):
                                           for i, m in res["record_errors"]]))
         topics.append(cls.TopicProduceResponse(name=t.name, partition_responses=parts))
     if acks == 0:
+        # no answer; but a failed acks=0 produce closes the connection so the client notices (KafkaApis)
+        failed = [p for t in topics for p in t.partition_responses if p.error_code]
+        if failed:
+            raise CloseConnection(f"an acks=0 produce failed with error {failed[0].error_code}")
         return None
     return request.response(responses=topics, throttle_time_ms=0)
 
@@ -43,6 +49,8 @@ async def _append(broker, topic, index, records, version) -> dict:
     part = broker.partition(topic, index)
     if part is None:
         return dict(error_code=E.UNKNOWN_TOPIC_OR_PARTITION)
+    if topic == OFFSETS_TOPIC:
+        return dict(error_code=E.INVALID_TOPIC_EXCEPTION, error_message=f"Cannot append to internal topic {topic}")
     if broker.read_only:
         return dict(error_code=E.TOPIC_AUTHORIZATION_FAILED,
                     error_message="kbatch serve --read-only: this directory is not written to")
