@@ -186,3 +186,30 @@ def log_records(path):
     finally:
         log.close()
     return out
+
+
+def write_broker_dir(root):
+    """What a broker leaves: meta.properties, partition.metadata with a topic id, batches stamped
+    with leader epoch 4 and a leader-epoch-checkpoint."""
+    import base64
+    import pathlib
+    import uuid
+
+    root = pathlib.Path(root)
+
+    (root / "meta.properties").write_text("version=1\nnode.id=3\ncluster.id=Kb4tchTestClusterId0001\n")
+    write_topic(str(root), "b", 0, batches=2, codecs=[W.Compression.NONE, W.Compression.GZIP])
+    path = root / "b-0"
+    log = kbatch.Log.open(str(path), kbatch.LogConfig(), writable=True)
+    try:
+        log.partition_leader_epoch = 4
+        b = kbatch.BatchBuilder(magic=2, timestamp_extended=False)
+        b.append(NOW, b"k", b"epoch-4")
+        log.append(b.build(), now_ms=NOW)
+    finally:
+        log.close()
+    tid = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
+    (path / "partition.metadata").write_text(
+        f"version: 0\ntopic_id: {base64.urlsafe_b64encode(tid.bytes).decode().rstrip('=')}\n")
+    (path / "leader-epoch-checkpoint").write_text("0\n2\n0 0\n4 10\n")
+    return tid

@@ -20,7 +20,8 @@ from kbatch import _wire as W  # noqa: E402
 from kbatch.server import protocol as P  # noqa: E402
 from kbatch.server import serve  # noqa: E402
 
-from serve_support import NOW, RawClient, kio_decode, log_records, request_class, write_topic, write_transactions  # noqa: E402
+from serve_support import (NOW, RawClient, kio_decode, log_records, request_class, write_broker_dir,  # noqa: E402
+                           write_topic, write_transactions)
 
 try:
     import kio  # noqa: F401
@@ -637,30 +638,8 @@ def test_session_timeout_removes_a_silent_member(logdir):
 
 
 # ------------------------------------------------------------------------------------ a broker's directory
-def _broker_dir(root):
-    """What a broker leaves: meta.properties, partition.metadata with a topic id, batches stamped
-    with leader epoch 4 and a leader-epoch-checkpoint."""
-    import base64
-    import uuid
-
-    (root / "meta.properties").write_text("version=1\nnode.id=3\ncluster.id=Kb4tchTestClusterId0001\n")
-    write_topic(str(root), "b", 0, batches=2)
-    path = root / "b-0"
-    log = kbatch.Log.open(str(path), kbatch.LogConfig(), writable=True)
-    try:
-        log.partition_leader_epoch = 4
-        log.append(batch([(NOW, b"k", b"epoch-4")]), now_ms=NOW)
-    finally:
-        log.close()
-    tid = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
-    (path / "partition.metadata").write_text(
-        f"version: 0\ntopic_id: {base64.urlsafe_b64encode(tid.bytes).decode().rstrip('=')}\n")
-    (path / "leader-epoch-checkpoint").write_text("0\n2\n0 0\n4 10\n")
-    return tid
-
-
 def test_a_brokers_directory_keeps_its_node_cluster_topic_id_and_leader_epoch(logdir):
-    tid = _broker_dir(logdir)
+    tid = write_broker_dir(logdir)
     with serve(str(logdir)) as srv, RawClient(srv.bootstrap) as c:
         r, _ = c.call(MetadataRequest(topics=None, allow_auto_topic_creation=False), 12)
         assert [b.node_id for b in r.brokers] == [3] and r.cluster_id == "Kb4tchTestClusterId0001"
