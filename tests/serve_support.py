@@ -213,3 +213,23 @@ def write_broker_dir(root):
         f"version: 0\ntopic_id: {base64.urlsafe_b64encode(tid.bytes).decode().rstrip('=')}\n")
     (path / "leader-epoch-checkpoint").write_text("0\n2\n0 0\n4 10\n")
     return tid
+
+
+def write_legacy(root, topic="legacy", partition=0, magic=1):
+    """A partition of legacy message sets as an old broker wrote them (magic 0 or 1, plain and gzip),
+    indexed by kbatch.rebuild_indexes. Returns [(offset, timestamp or None, key, value)]."""
+    path = os.path.join(root, f"{topic}-{partition}")
+    os.makedirs(path)
+    out, data, offset = [], b"", 0
+    for codec in (W.Compression.NONE, W.Compression.GZIP, W.Compression.NONE):
+        b = kbatch.BatchBuilder(magic=magic, compression=codec, base_offset=offset)
+        for _ in range(3):
+            ts = NOW - 10_000 + offset
+            b.append(ts, b"lk%d" % offset, b"legacy-%d" % offset)
+            out.append((offset, ts if magic else None, b"lk%d" % offset, b"legacy-%d" % offset))
+            offset += 1
+        data += b.build()
+    with open(os.path.join(path, "00000000000000000000.log"), "wb") as f:
+        f.write(data)
+    kbatch.rebuild_indexes(path)
+    return out

@@ -24,7 +24,7 @@ import kbatch  # noqa: E402
 from kbatch import coordinator_records as cr  # noqa: E402
 from kbatch.server import serve  # noqa: E402
 
-from serve_support import NOW, log_records, write_broker_dir, write_topic, write_transactions  # noqa: E402
+from serve_support import NOW, log_records, write_broker_dir, write_legacy, write_topic, write_transactions  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DRIVERS = os.path.join(HERE, "serve_clients")
@@ -241,7 +241,8 @@ def test_two_members_rebalance_and_one_leaves(client, tmp_path):
 @pytest.mark.parametrize("client", list(CLIENTS))
 def test_broker_shaped_directory_and_transactions_with_every_client(client, tmp_path):
     """A directory as a broker leaves it (meta.properties, partition.metadata with a topic id, leader
-    epoch 4 and its checkpoint), and data with a committed, an aborted and an open transaction (with
+    epoch 4 and its checkpoint), a partition of magic 1 message sets as an older broker wrote them
+    (served as they are), and data with a committed, an aborted and an open transaction (with
     the .txnindex entry): every client reads it; read_committed consumers see the committed and
     plain records only."""
     if CLIENTS[client][3]:
@@ -250,14 +251,17 @@ def test_broker_shaped_directory_and_transactions_with_every_client(client, tmp_
     os.makedirs(root)
     visible = write_transactions(root)
     write_broker_dir(root)
+    legacy = write_legacy(root, "legacy", 0, magic=1)
     want_b = [[o, ts, hexb(k), hexb(v), [[hk, hexb(hv)] for hk, hv in h]]
               for o, ts, k, v, h in log_records(os.path.join(root, "b-0"))]
     with serve(root, read_only=True) as srv:
-        [rc, ru, b] = run_plan(client, srv.bootstrap, [
+        [rc, ru, b, lg] = run_plan(client, srv.bootstrap, [
             {"op": "consume", "topic": "tx", "partition": 0, "offset": 0, "count": len(visible), "isolation": "read_committed"},
             {"op": "consume", "topic": "tx", "partition": 0, "offset": 0, "count": 7},
-            {"op": "consume", "topic": "b", "partition": 0, "offset": 0, "count": len(want_b)}])
+            {"op": "consume", "topic": "b", "partition": 0, "offset": 0, "count": len(want_b)},
+            {"op": "consume", "topic": "legacy", "partition": 0, "offset": 0, "count": len(legacy)}])
     assert b["records"] == want_b
+    assert [r[:4] for r in lg["records"]] == [[o, ts, hexb(k), hexb(v)] for o, ts, k, v in legacy]
     got = [r[0] for r in ru["records"]]
     if "unsupported" in rc:  # kafka-python 2.0.2 reads uncommitted only, and hands out the two
         assert got == [0, 1, 2, 3, 4, 5, 6]  # transaction markers (2, 5) as records: its own behaviour

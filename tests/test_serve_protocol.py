@@ -711,3 +711,27 @@ def test_log_append_time_topic_stamps_the_append_time(logdir):
         [b] = list(kbatch.iter_batches(bytes(fr.responses[0].partitions[0].records)))
         assert b.timestamp_type == W.TimestampType.LOG_APPEND_TIME
         assert [rec.timestamp for rec in b] == [pr.log_append_time_ms] * 2
+
+
+def test_legacy_message_sets_are_served_as_they_are(logdir):
+    from serve_support import write_legacy
+
+    v1 = write_legacy(str(logdir), "legacy", 0, magic=1)
+    write_legacy(str(logdir), "old", 0, magic=0)
+    with serve(str(logdir), read_only=True) as srv, RawClient(srv.bootstrap) as c:
+        r, _ = c.call(fetch_req("legacy", 0, 4, 12), 12)
+        raw = bytes(r.responses[0].partitions[0].records)
+        seg = _segment_bytes(logdir, "legacy-0")
+        starts = [b.position for b in kbatch.iter_batches(seg)]  # 3 messages, a gzip wrapper of 3, 3 messages
+        assert raw == seg[starts[3]:]  # offset 4 is inside the wrapper: served from the wrapper on
+        got = [(rec.offset, rec.timestamp, bytes(rec.key), bytes(rec.value)) for b in kbatch.iter_batches(raw)
+               for rec in b]
+        assert got[-6:] == v1[3:]
+        lo, _ = c.call(list_offsets_req([(("legacy", 0), v1[5][1])], 7), 7)
+        assert lo.topics[0].partitions[0].offset == 5
+        lo, _ = c.call(list_offsets_req([(("old", 0), NOW - 10_000), (("old", 0), -2)], 7), 7)
+        assert [p.error_code for p in lo.topics[0].partitions] == [42, 42]  # the duplicate rule comes first
+        lo, _ = c.call(list_offsets_req([(("old", 0), NOW - 10_000)], 7), 7)
+        assert lo.topics[0].partitions[0].error_code == 43  # magic 0: no timestamps to search
+        lo, _ = c.call(list_offsets_req([(("old", 0), -1)], 7), 7)
+        assert lo.topics[0].partitions[0].offset == 9

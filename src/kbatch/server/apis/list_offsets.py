@@ -32,6 +32,16 @@ async def handle(broker, request, client_host):
     return request.response(throttle_time_ms=0, topics=topics)
 
 
+_MAGIC_V0 = object()
+
+
+def _search(part, t):
+    """Off the event loop: the lookup (index search and header scans in nogil kernels)."""
+    if t >= 0 and part.magic() == W.MAGIC_VALUE_V0:  # magic 0 has no timestamps (error 43, as Kafka)
+        return _MAGIC_V0
+    return part.offset_for(_SPECS.get(t, t))
+
+
 async def _lookup(broker, topic, p, version, read_committed, duplicate):
     if duplicate:
         return E.INVALID_REQUEST, -1, -1, -1
@@ -51,11 +61,11 @@ async def _lookup(broker, topic, p, version, read_committed, duplicate):
     if t == -1:
         return E.NONE, -1, fetchable, part.leader_epoch
     try:
-        if t >= 0 and part.magic() == W.MAGIC_VALUE_V0:
-            return E.UNSUPPORTED_FOR_MESSAGE_FORMAT, -1, -1, -1
-        hit = await asyncio.to_thread(part.offset_for, _SPECS.get(t, t))
+        hit = await asyncio.to_thread(_search, part, t)
     except KBatchError as e:
         return E.code_of(e, f"ListOffsets on {part.name}"), -1, -1, -1
+    if hit is _MAGIC_V0:
+        return E.UNSUPPORTED_FOR_MESSAGE_FORMAT, -1, -1, -1
     if hit is None or (t != -2 and hit.offset >= fetchable):
         return E.NONE, -1, -1, -1
     ts = -1 if hit.timestamp is None else hit.timestamp
