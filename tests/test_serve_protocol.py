@@ -1,7 +1,8 @@
 """kbatch serve over raw sockets: negotiation, every advertised version against a second codec (kio),
 Fetch bytes against the segment files, Produce through the validator (KIP-937 error 32),
 idempotence, ListOffsets against Log.offset_for, and malformed input that must close only the
-offending connection. Loopback only; every socket has a timeout."""
+offending connection. Loopback only; every socket has a timeout. The tests taking `backend` run the
+server on both kernel backends (it runs in this process, on kbatch._backend.core)."""
 from __future__ import annotations
 
 import os
@@ -323,7 +324,7 @@ def test_long_poll_times_out_with_nothing(server):
         assert bytes(r.responses[0].partitions[0].records) == b""
 
 
-def test_read_committed_stops_at_the_last_stable_offset_and_lists_aborted_transactions(logdir):
+def test_read_committed_stops_at_the_last_stable_offset_and_lists_aborted_transactions(logdir, backend):
     visible = write_transactions(str(logdir))
     with serve(str(logdir)) as srv, RawClient(srv.bootstrap) as c:
         r, _ = c.call(fetch_req("tx", 0, 0, 12, isolation=1), 12)
@@ -344,7 +345,7 @@ def test_read_committed_stops_at_the_last_stable_offset_and_lists_aborted_transa
 
 
 # ------------------------------------------------------------------------------------ list offsets
-def test_list_offsets_matches_log_offset_for_at_every_version(server, logdir):
+def test_list_offsets_matches_log_offset_for_at_every_version(server, logdir, backend):
     recs = server.records
     first_ts, last_ts = recs[0][1], recs[-1][1]
     targets = [first_ts - 10 ** 6, first_ts, first_ts + 1, recs[12][1], last_ts, last_ts + 1, 0]
@@ -387,7 +388,7 @@ def test_list_offsets_special_and_negative_targets(server):
 
 # ------------------------------------------------------------------------------------ produce
 @pytest.mark.parametrize("version", range(3, 10))
-def test_produce_every_version_appends_what_the_validator_writes(server, logdir, version):
+def test_produce_every_version_appends_what_the_validator_writes(server, logdir, backend, version):
     data = batch([(NOW, b"a", b"1"), (NOW + 1, None, b"2"), (NOW + 2, b"c", None)])
     with RawClient(server.bootstrap) as c:
         r, body = c.call(produce_req("t", 0, data), version)
@@ -401,7 +402,7 @@ def test_produce_every_version_appends_what_the_validator_writes(server, logdir,
                                                          (32, NOW + 2, b"c", None)]
 
 
-def test_future_timestamp_gets_error_32_with_kafkas_message_and_nothing_is_appended(logdir):
+def test_future_timestamp_gets_error_32_with_kafkas_message_and_nothing_is_appended(logdir, backend):
     write_topic(str(logdir), "t", 0, batches=1)
     before = _segment_bytes(logdir)
     with serve(str(logdir), topic_config={"message.timestamp.after.max.ms": "3600000"}) as srv, \
@@ -460,7 +461,7 @@ def _idem(pid, epoch, seq, values):
     return batch([(NOW, b"k", v) for v in values], producer_id=pid, producer_epoch=epoch, base_sequence=seq)
 
 
-def test_idempotent_producer_duplicates_gaps_and_epochs(server, logdir):
+def test_idempotent_producer_duplicates_gaps_and_epochs(server, logdir, backend):
     with RawClient(server.bootstrap) as c:
         r, _ = c.call(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000), 4)
         pid, epoch = r.producer_id, r.producer_epoch
@@ -713,7 +714,7 @@ def test_log_append_time_topic_stamps_the_append_time(logdir):
         assert [rec.timestamp for rec in b] == [pr.log_append_time_ms] * 2
 
 
-def test_legacy_message_sets_are_served_as_they_are(logdir):
+def test_legacy_message_sets_are_served_as_they_are(logdir, backend):
     from serve_support import write_legacy
 
     v1 = write_legacy(str(logdir), "legacy", 0, magic=1)
