@@ -736,3 +736,29 @@ def test_legacy_message_sets_are_served_as_they_are(logdir, backend):
         assert lo.topics[0].partitions[0].error_code == 43  # magic 0: no timestamps to search
         lo, _ = c.call(list_offsets_req([(("old", 0), -1)], 7), 7)
         assert lo.topics[0].partitions[0].offset == 9
+
+
+def test_a_writer_holds_the_directory_lock_as_a_broker_does(logdir):
+    """A process holding `<dir>/.lock` (as a running broker does, with a POSIX lock) keeps a writing
+    kbatch serve out; read-only serving still works."""
+    import subprocess
+    import sys
+
+    from kbatch.errors import DirectoryLockedError
+
+    write_topic(str(logdir), "t", 0, batches=1)
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time; "
+                               f"fd = os.open({str(logdir / '.lock')!r}, os.O_RDWR | os.O_CREAT); "
+                               "fcntl.lockf(fd, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(DirectoryLockedError, match="locked by another process"):
+            serve(str(logdir)).start()
+        with serve(str(logdir), read_only=True) as srv, RawClient(srv.bootstrap) as c:
+            assert c.call(fetch_req("t", 0, 0, 12), 12)[0].responses[0].partitions[0].error_code == 0
+    finally:
+        holder.kill()
+        holder.wait(10)
+    with serve(str(logdir)) as srv:  # released: a writer may serve it now
+        assert srv.port > 0

@@ -15,6 +15,7 @@ import time
 import uuid
 
 from .. import _files
+from ..errors import DirectoryLockedError
 from ..log import Log, LogConfig
 from . import apis
 from .group_coordinator import OFFSETS_TOPIC, GroupCoordinator, partition_for
@@ -106,7 +107,10 @@ class Broker:
 
     # ---- opening and closing
     def open(self) -> None:
-        """Open every partition directory (recovery and locks as `Log` does for a writer)."""
+        """Lock the directory (a writer), then open every partition directory (recovery and locks
+        as `Log` does for a writer)."""
+        if not self.read_only:
+            self._lock_directory()
         names = sorted(os.listdir(self.directory))
         try:
             for name in names:
@@ -138,6 +142,22 @@ class Broker:
         props.update(self.config.topic_configs.get(topic, {}))
         return LogConfig.from_properties(props)
 
+    def _lock_directory(self) -> None:
+        """Kafka's `<log dir>/.lock`: an exclusive POSIX record lock (what a broker's FileChannel.tryLock
+        takes), so a running broker and a writing kbatch serve refuse each other."""
+        import fcntl
+
+        path = os.path.join(self.directory, ".lock")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise DirectoryLockedError(f"{self.directory} is locked by another process (a running broker or "
+                                       f"kbatch serve?); serve it with --read-only, or stop that process",
+                                       expected="an unlocked log directory", found=path) from None
+        self._lock_fd = fd
+
     def close(self) -> None:
         self.coordinator.shutdown()
         for part in self.partitions.values():
@@ -146,6 +166,9 @@ class Broker:
             except Exception as e:  # close what can be closed; report the rest
                 logger.error("Closing %s failed: %s", part.name, e)
         self.partitions.clear()
+        fd, self._lock_fd = getattr(self, "_lock_fd", None), None
+        if fd is not None:
+            os.close(fd)  # releases the lock
 
     # ---- topics
     def topics(self) -> dict:
