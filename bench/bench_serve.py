@@ -205,3 +205,73 @@ def test_offsets_for_times_latency(benchmark, loaded):
         benchmark.pedantic(lookup, rounds=200, iterations=1, warmup_rounds=5)
     finally:
         c.close()
+
+
+class RawFetcher:
+    """A minimal Fetch client (requests from kafka-python's schema classes, responses read as
+    frames, the records' last offset read from the batch headers): what the server does per byte,
+    with almost no client work in the way."""
+
+    def __init__(self, bootstrap, part_max=1 << 20):
+        import socket
+
+        from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=30)
+        self.req_cls, self.resp_cls = FetchRequest, FetchResponse
+        self.part_max = part_max
+        self.correlation = 0
+
+    def fetch(self, topic, offset):
+        R = self.req_cls
+        req = R(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=self.part_max, isolation_level=0,
+                session_id=0, session_epoch=-1, topics=[R.FetchTopic(topic=topic, partitions=[
+                    R.FetchTopic.FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=offset,
+                                                log_start_offset=-1, partition_max_bytes=self.part_max)])],
+                forgotten_topics_data=[], rack_id="")
+        self.correlation += 1
+        req.with_header(correlation_id=self.correlation, client_id="bench")
+        self.sock.sendall(req.encode(version=11, header=True, framed=True))
+        size = int.from_bytes(self._read(4), "big")
+        frame = self._read(size)
+        records = self.resp_cls.decode(memoryview(frame)[4:], version=11).responses[0].partitions[0].records
+        last = None
+        for b in kbatch.iter_batches(records, verify_crc=False, strict=False):
+            last = b.last_offset
+        return len(records), last
+
+    def _read(self, n):
+        buf = bytearray(n)
+        view, got = memoryview(buf), 0
+        while got < n:
+            k = self.sock.recv_into(view[got:])
+            if not k:
+                raise ConnectionError("closed")
+            got += k
+        return buf
+
+    def read_all(self, topic):
+        offset, total = 0, 0
+        while offset < N_CONSUME:
+            n, last = self.fetch(topic, offset)
+            total += n
+            offset = last + 1
+        return total, offset
+
+    def close(self):
+        self.sock.close()
+
+
+@pytest.mark.parametrize("impl", ["kbatch-serve", "librdkafka-mock"])
+def test_fetch_raw(benchmark, loaded, impl):
+    benchmark.group = "serve-fetch-raw"
+    f = RawFetcher(loaded[impl])
+    try:
+        total, end = f.read_all("consume-me")
+        assert end == N_CONSUME
+        benchmark.extra_info.update(bytes=total)
+        assert benchmark.pedantic(f.read_all, args=("consume-me",), rounds=20, iterations=1,
+                                  warmup_rounds=2) == (total, N_CONSUME)
+    finally:
+        f.close()

@@ -77,31 +77,52 @@ def run_step(bootstrap, step):
         c.close()
         return {"offsets": offsets, "committed": committed}
     if op == "rebalance":
-        # two members of one group on a two-partition topic, then one leaves
+        # two members of one group on a two-partition topic, each polled by its own thread (a
+        # kafka-python poll waits for a pending join, so one thread cannot drive two members),
+        # the second joining a stable group; then one leaves
+        import threading
+        import time
+
         def member():
             return KafkaConsumer(step["topic"], group_id=step["group"], bootstrap_servers=bootstrap,
                                  auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=10000,
                                  heartbeat_interval_ms=500, max_poll_interval_ms=60000)
+
+        stop = {}
+
+        def run(c, key):
+            while not stop.get(key):
+                c.poll(timeout_ms=100)
+
+        def parts(c):
+            return sorted(tp.partition for tp in c.assignment())
+
+        def wait(cond, seconds=30):
+            end = time.time() + seconds
+            while time.time() < end:
+                if cond():
+                    return True
+                time.sleep(0.05)
+            return False
+
         a, b = member(), member()
-        both = _poll_until([a, b], lambda: len(a.assignment()) == 1 and len(b.assignment()) == 1)
-        split = sorted([sorted(tp.partition for tp in a.assignment()), sorted(tp.partition for tp in b.assignment())])
+        ta = threading.Thread(target=run, args=(a, "a"))
+        ta.start()
+        alone_first = wait(lambda: parts(a) == [0, 1])
+        tb = threading.Thread(target=run, args=(b, "b"))
+        tb.start()
+        both = wait(lambda: len(parts(a)) == 1 and len(parts(b)) == 1)
+        split = sorted([parts(a), parts(b)])
+        stop["b"] = True
+        tb.join()
         b.close()
-        alone = _poll_until([a], lambda: len(a.assignment()) == 2)
-        out = {"split": split, "after_leave": sorted(tp.partition for tp in a.assignment()), "ok": [both, alone]}
+        alone = wait(lambda: parts(a) == [0, 1])
+        out = {"split": split, "after_leave": parts(a), "ok": [alone_first and both, alone]}
+        stop["a"] = True
+        ta.join()
         a.close()
         return out
     raise ValueError(op)
-
-
-def _poll_until(consumers, done, seconds=30):
-    import time
-    end = time.time() + seconds
-    while time.time() < end:
-        for c in consumers:
-            c.poll(timeout_ms=100)
-        if done():
-            return True
-    return False
 
 
 def _meta(offset):

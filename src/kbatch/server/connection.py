@@ -115,9 +115,15 @@ async def _send_fetch(writer, request, response, slices) -> None:
 
 
 async def _sendfile(loop, writer, piece: FileSlice) -> int:
+    transport = writer.transport
+    sock = transport.get_extra_info("socket")
+    if sock is not None and transport.get_write_buffer_size() == 0 and hasattr(os, "sendfile"):
+        # the transport has nothing queued, so the socket is ours until this returns: os.sendfile
+        # straight from the segment file, waiting for writability only when the socket is full
+        return await _sendfile_on_socket(loop, sock.fileno(), piece)
     f = os.fdopen(piece.fd, "rb", closefd=False, buffering=0)
     try:
-        return await loop.sendfile(writer.transport, f, piece.position, piece.size, fallback=False)
+        return await loop.sendfile(transport, f, piece.position, piece.size, fallback=False)
     except (asyncio.SendfileNotAvailableError, NotImplementedError):
         pass  # e.g. an event loop without sendfile (uvloop): positional reads, no shared file offset
     sent = 0
@@ -129,6 +135,32 @@ async def _sendfile(loop, writer, piece: FileSlice) -> int:
         await writer.drain()
         sent += len(data)
     return sent
+
+
+async def _sendfile_on_socket(loop, sockfd: int, piece: FileSlice) -> int:
+    sent = 0
+    while sent < piece.size:
+        try:
+            n = os.sendfile(sockfd, piece.fd, piece.position + sent, piece.size - sent)
+        except BlockingIOError:
+            n = None
+        if n == 0:
+            break  # the file ended early
+        if n is None:
+            fut = loop.create_future()
+            loop.add_writer(sockfd, _set_done, fut)
+            try:
+                await fut
+            finally:
+                loop.remove_writer(sockfd)
+            continue
+        sent += n
+    return sent
+
+
+def _set_done(fut) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 __all__ = ["handle_connection", "SENDFILE_MIN_BYTES"]
