@@ -138,7 +138,7 @@ def consume(c, topic, check=False):
     n, crc, last = 0, 0, -1
     end = time.time() + 120
     while n < N_CONSUME and time.time() < end:
-        msgs = c.consume(min(N_CONSUME - n, 100000), 5.0)  # returns once that many are in
+        msgs = c.consume(min(N_CONSUME - n, 10000), 5.0)  # returns once that many are in
         if check:
             for m in msgs:
                 if not m.error():
