@@ -7,7 +7,6 @@ record must encode to the same bytes both ways and decode back. Hand-checked byt
 layouts Kafka writes today (key v1 + value v3, group key v2 + value v3)."""
 from __future__ import annotations
 
-import io
 import struct
 
 import pytest

@@ -134,7 +134,6 @@ def test_unknown_tagged_field_in_a_flexible_request_is_skipped(server):
         raw = struct.pack(">i", len(raw) - 4) + raw[4:]
         c.send_frame(raw)
         frame = c.read_frame()
-        resp = request_class(18).__module__  # noqa: F841
         from kbatch.server.protocol import APIS
         r = APIS[18].response.decode(frame[4:], version=3)
         assert r.error_code == 0 and len(r.api_keys) == len(APIS)

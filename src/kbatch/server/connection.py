@@ -24,7 +24,7 @@ logger = logging.getLogger("kbatch.server")
 
 # Fetch responses with less record data than this are read and sent in one write; larger ones go
 # through sendfile (fewer syscalls for small polls, no copy for large ones).
-SENDFILE_MIN_BYTES = int(os.environ.get("KBATCH_SERVE_SENDFILE_MIN_BYTES", 64 * 1024))
+SENDFILE_MIN_BYTES = 64 * 1024
 _SENDFILE_CHUNK = 1 << 20
 
 

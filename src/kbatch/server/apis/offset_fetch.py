@@ -4,7 +4,7 @@ from . import _errors as E
 
 
 async def handle(broker, request, client_host):
-    body, v = request.body, request.version
+    body = request.body
     cls = request.api.response
     T = cls.OffsetFetchResponseTopic
     P = T.OffsetFetchResponsePartition
