@@ -233,3 +233,25 @@ def write_legacy(root, topic="legacy", partition=0, magic=1):
         f.write(data)
     kbatch.rebuild_indexes(path)
     return out
+
+
+BROKER_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "brokers")
+
+
+def broker_data_copy(name, dst):
+    """A copy of tests/data/brokers/<name> (real broker data directories) with its .xz files
+    decompressed, as tests/test_broker_data.py uses them."""
+    import lzma
+    import shutil
+
+    shutil.copytree(os.path.join(BROKER_DATA, name), dst)
+    for dirpath, _dirs, files in os.walk(dst):
+        for f in files:
+            if f.endswith(".xz"):
+                src = os.path.join(dirpath, f)
+                with open(src, "rb") as fh:
+                    data = lzma.decompress(fh.read())
+                with open(src[:-3], "wb") as fh:
+                    fh.write(data)
+                os.unlink(src)
+    return dst

@@ -268,3 +268,69 @@ def test_broker_shaped_directory_and_transactions_with_every_client(client, tmp_
     else:
         assert [r[0] for r in rc["records"]] == visible
         assert got == [0, 1, 3, 4, 6, 7, 8]
+
+
+def _broker_data_names():
+    from serve_support import BROKER_DATA
+
+    return sorted(n for n in os.listdir(BROKER_DATA) if os.path.isdir(os.path.join(BROKER_DATA, n))) \
+        if os.path.isdir(BROKER_DATA) else []
+
+
+@pytest.mark.parametrize("name", _broker_data_names())
+def test_real_broker_directories_with_every_client(name, tmp_path):
+    """The data directories real brokers wrote (tests/data/brokers: Kafka 2.1, 2.7.1, 3.1.0, 3.7.0)
+    served read-only: every client reads every data partition back as kbatch reads it from disk
+    (offsets, timestamps, keys, values, headers), and the groups committed in the archived
+    __consumer_offsets are answered by OffsetFetch with their last commits."""
+    from serve_support import RawClient, broker_data_copy, request_class
+
+    root = broker_data_copy(name, str(tmp_path / name))
+    parts = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d))
+                   and not d.startswith("__") and d.rsplit("-", 1)[-1].isdigit())
+    want = {}
+    for d in parts:
+        log = kbatch.Log.open(os.path.join(root, d))
+        try:
+            codecs = {int(b.compression) for b in log.batches()}
+            start = log.beginning_offset()
+        finally:
+            log.close()
+        recs = [[o, ts, hexb(k), hexb(v), [[hk, hexb(hv)] for hk, hv in h]]
+                for o, ts, k, v, h in log_records(os.path.join(root, d))]
+        want[d] = (start, recs, codecs)
+    commits = {}
+    for d in sorted(os.listdir(root)):
+        if d.startswith("__consumer_offsets-"):
+            for _o, _ts, k, v, _h in log_records(os.path.join(root, d)):
+                key, value = cr.decode(k, v)
+                if isinstance(key, cr.OffsetCommitKey):
+                    if value is None:
+                        commits.pop((key.group, key.topic, key.partition), None)
+                    else:
+                        commits[(key.group, key.topic, key.partition)] = value.offset
+    with serve(root, read_only=True) as srv:
+        for client, (_cmd, codecs, _idem, skip) in CLIENTS.items():
+            if skip:
+                continue
+            plan = []
+            for d, (start, recs, used) in want.items():
+                topic, index = d.rsplit("-", 1)
+                if recs and (used <= {kbatch.Compression.NONE, kbatch.Compression.GZIP} or len(codecs) > 2):
+                    plan.append({"op": "consume", "topic": topic, "partition": int(index), "offset": start,
+                                 "count": len(recs)})
+            results = run_plan(client, srv.bootstrap, plan)
+            for step, got in zip(plan, results):
+                expect = want[f"{step['topic']}-{step['partition']}"][1]
+                assert got.get("records") == expect, (client, step["topic"], got)
+        OF, MD = request_class(9), request_class(3)
+        with RawClient(srv.bootstrap) as c:
+            md, _ = c.call(MD(topics=None, allow_auto_topic_creation=False), 12)
+            served = sorted(f"{t.name}-{p.partition_index}" for t in md.topics for p in t.partitions)
+            assert served == sorted(d for d in os.listdir(root) if d.rsplit("-", 1)[-1].isdigit()
+                                    and not d.startswith("__cluster_metadata"))
+            for group in sorted({g for g, _, _ in commits}):
+                r, _ = c.call(OF(group_id=group, topics=None, require_stable=False), 7)
+                got = {(group, t.name, p.partition_index): p.committed_offset for t in r.topics for p in t.partitions}
+                assert got == {k: v for k, v in commits.items() if k[0] == group}
+    print(name, {d: len(w[1]) for d, w in want.items()}, "groups:", sorted({g for g, _, _ in commits}))

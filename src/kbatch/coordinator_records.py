@@ -6,14 +6,23 @@ Both keys start with an int16: for `__consumer_offsets` it is the record type (0
 version; the value starts with its own int16 version. A null value is a tombstone (`<DELETE>`).
 `format_offsets_record` / `format_transaction_record` give the key and payload text
 `kafka-dump-log --offsets-decoder` / `--transaction-log-decoder` print.
+
+Typed records for the classic group protocol (what `kbatch serve` writes and reads back):
+`OffsetCommitKey` (key versions 0 and 1) with `OffsetCommitValue` (versions 0-4; 1 is the only one
+with expireTimestamp, 3 adds leaderEpoch, 4 is flexible), `GroupMetadataKey` (version 2) with
+`GroupMetadataValue` (versions 0-4); `encode_key` / `encode_value` / `decode` go through the same
+schema tables. What Kafka writes today (MetadataVersion.offsetCommitValueVersion /
+groupMetadataValueVersion): key 1 + value 3 (value 1 when an expire timestamp is given), group key
+2 + value 3; those are the defaults. Key types 3-15 decode as `OtherGroupRecord` (schema dicts).
 """
 from __future__ import annotations
 
 import json
 import struct
+from dataclasses import dataclass, field
 
 from .errors import CorruptRecordError
-from .schema import MESSAGES, read_message, to_json
+from .schema import MESSAGES, read_message, to_json, write_message
 
 # GroupCoordinatorRecordSerde.apiMessageKeyFor / apiMessageValueFor
 GROUP_RECORD_TYPES = {
@@ -153,6 +162,124 @@ def format_transaction_record(key, value) -> tuple:
                       f"txnTimeoutMs={v['transactionTimeoutMs']}")
 
 
+# ------------------------------------------------------------------------------------ typed records
+@dataclass(frozen=True)
+class OffsetCommitKey:
+    group: str
+    topic: str
+    partition: int
+    version: int = 1
+
+
+@dataclass(frozen=True)
+class GroupMetadataKey:
+    group: str
+    version: int = 2
+
+
+@dataclass(frozen=True)
+class OffsetCommitValue:
+    """A committed offset. leader_epoch -1 = unknown; expire_timestamp exists only in version 1."""
+
+    offset: int
+    metadata: str = ""
+    commit_timestamp: int = -1
+    leader_epoch: int = -1
+    expire_timestamp: int = -1
+    version: int = 3
+
+
+@dataclass(frozen=True)
+class MemberMetadata:
+    member_id: str
+    client_id: str
+    client_host: str
+    session_timeout: int
+    subscription: bytes = b""
+    assignment: bytes = b""
+    rebalance_timeout: int = -1
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True)
+class GroupMetadataValue:
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    members: tuple = field(default_factory=tuple)
+    current_state_timestamp: int = -1
+    version: int = 3
+
+
+@dataclass(frozen=True)
+class OtherGroupRecord:
+    """A key of record types 3-15 (KIP-848 consumer groups, share groups) as the schema's dict."""
+
+    record_type: int
+    key: dict
+
+
+_VALUE_FIELDS = {"offset": "offset", "leaderEpoch": "leader_epoch", "metadata": "metadata",
+                 "commitTimestamp": "commit_timestamp", "expireTimestamp": "expire_timestamp"}
+_GROUP_FIELDS = {"protocolType": "protocol_type", "generation": "generation", "protocol": "protocol",
+                 "leader": "leader", "currentStateTimestamp": "current_state_timestamp"}
+_MEMBER_FIELDS = {"memberId": "member_id", "groupInstanceId": "group_instance_id", "clientId": "client_id",
+                  "clientHost": "client_host", "rebalanceTimeout": "rebalance_timeout",
+                  "sessionTimeout": "session_timeout", "subscription": "subscription", "assignment": "assignment"}
+
+
+def encode_key(key) -> bytes:
+    """A typed key as `__consumer_offsets` stores it (int16 record type, then the key message)."""
+    if isinstance(key, OffsetCommitKey):
+        body = write_message("OffsetCommitKey", key.version,
+                             {"group": key.group, "topic": key.topic, "partition": key.partition})
+    elif isinstance(key, GroupMetadataKey):
+        body = write_message("GroupMetadataKey", key.version, {"group": key.group})
+    else:
+        raise TypeError(f"not a classic __consumer_offsets key: {key!r}")
+    return struct.pack(">h", key.version) + body
+
+
+def encode_value(value) -> bytes | None:
+    """A typed value (int16 version, then the value message); None stays None (a tombstone)."""
+    if value is None:
+        return None
+    if isinstance(value, OffsetCommitValue):
+        data = {k: getattr(value, a) for k, a in _VALUE_FIELDS.items()}
+        body = write_message("OffsetCommitValue", value.version, data)
+    elif isinstance(value, GroupMetadataValue):
+        data = {k: getattr(value, a) for k, a in _GROUP_FIELDS.items()}
+        data["members"] = [{k: getattr(m, a) for k, a in _MEMBER_FIELDS.items()} for m in value.members]
+        body = write_message("GroupMetadataValue", value.version, data)
+    else:
+        raise TypeError(f"not a classic __consumer_offsets value: {value!r}")
+    return struct.pack(">h", value.version) + body
+
+
+def decode(key, value) -> tuple:
+    """(typed key, typed value or None) of one `__consumer_offsets` record: OffsetCommitKey /
+    GroupMetadataKey with their values, or (OtherGroupRecord, value dict or None) for record
+    types 3-15. Raises CorruptRecordError (with the byte position) for bytes the schemas reject."""
+    rtype, key_data, vversion, value_data = read_group_record(key, value)
+    if rtype in (0, 1):
+        k = OffsetCommitKey(key_data["group"], key_data["topic"], key_data["partition"], version=rtype)
+        if value_data is None:
+            return k, None
+        return k, OffsetCommitValue(version=vversion, **{a: value_data[n] for n, a in _VALUE_FIELDS.items()
+                                                         if n in value_data})
+    if rtype == 2:
+        k = GroupMetadataKey(key_data["group"], version=rtype)
+        if value_data is None:
+            return k, None
+        fields = {a: value_data[n] for n, a in _GROUP_FIELDS.items() if n in value_data}
+        members = tuple(MemberMetadata(**{a: m[n] for n, a in _MEMBER_FIELDS.items() if n in m})
+                        for m in value_data["members"])
+        return k, GroupMetadataValue(version=vversion, members=members, **fields)
+    return OtherGroupRecord(rtype, key_data), value_data
+
+
 __all__ = ["GROUP_RECORD_TYPES", "TRANSACTION_STATES", "UnknownRecordTypeError", "read_group_record",
            "group_record_json", "format_offsets_record", "read_transaction_record", "format_transaction_record",
-           "transaction_state_name"]
+           "transaction_state_name", "OffsetCommitKey", "OffsetCommitValue", "GroupMetadataKey", "GroupMetadataValue",
+           "MemberMetadata", "OtherGroupRecord", "encode_key", "encode_value", "decode"]

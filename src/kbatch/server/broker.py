@@ -48,7 +48,7 @@ class ServerConfig:
     topic_config: dict = dataclasses.field(default_factory=dict)
     topic_configs: dict = dataclasses.field(default_factory=dict)
     flush_messages: int | None = None
-    offsets_topic_num_partitions: int = 1
+    offsets_topic_num_partitions: int | None = None
     group_initial_rebalance_delay_ms: int = 3000
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1800000
@@ -119,6 +119,8 @@ class Broker:
                 if parsed is None or not os.path.isdir(path):
                     continue
                 topic, index = parsed
+                if topic == "__cluster_metadata":  # KRaft's own log: a broker never serves it to clients
+                    continue
                 self._open_partition(topic, index, path)
             self.coordinator.load()
         except BaseException:
@@ -209,8 +211,13 @@ class Broker:
         return [p for (t, _), p in sorted(self.partitions.items()) if t == OFFSETS_TOPIC]
 
     def offsets_topic_partition_count(self) -> int:
+        """offsets.topic.num.partitions: as configured; else, for a directory that already holds
+        __consumer_offsets partitions (a broker's), Kafka's default 50 (or more, to cover them);
+        else 1 (a single node needs no more)."""
+        if self.config.offsets_topic_num_partitions is not None:
+            return self.config.offsets_topic_num_partitions
         existing = [i for (t, i) in self.partitions if t == OFFSETS_TOPIC]
-        return max(existing) + 1 if existing else self.config.offsets_topic_num_partitions
+        return max(50, max(existing) + 1) if existing else 1
 
     async def offsets_partition_for(self, group_id: str) -> Partition:
         n = self.offsets_topic_partition_count()
@@ -221,13 +228,10 @@ class Broker:
                 self._create_lock = asyncio.Lock()
             async with self._create_lock:
                 part = self.partition(OFFSETS_TOPIC, index)
-                if part is None:
-                    for i in range(n):
-                        if self.partition(OFFSETS_TOPIC, i) is None:
-                            path = os.path.join(self.directory, f"{OFFSETS_TOPIC}-{i}")
-                            os.makedirs(path, exist_ok=True)
-                            self._open_partition(OFFSETS_TOPIC, i, path)
-                    part = self.partition(OFFSETS_TOPIC, index)
+                if part is None:  # only the partition this group needs
+                    path = os.path.join(self.directory, f"{OFFSETS_TOPIC}-{index}")
+                    os.makedirs(path, exist_ok=True)
+                    part = self._open_partition(OFFSETS_TOPIC, index, path)
         return part
 
     # ---- dispatch
