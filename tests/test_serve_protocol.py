@@ -617,11 +617,25 @@ def test_committed_offsets_are_records_of_consumer_offsets_and_survive_a_restart
     groups = [(k, v) for k, v in decoded if isinstance(k, cr.GroupMetadataKey)]
     assert groups[0][1].generation == 1 and groups[0][1].protocol == "range" and len(groups[0][1].members) == 1
     assert groups[-1][1].members == ()  # the member left: an empty group, generation 2
+    # `kbatch dump --offsets-decoder` reads what the server wrote, as kafka-dump-log would
+    import io as _io
+
+    from kbatch.cli import cmd_dump
+
+    out = _io.StringIO()
+    assert cmd_dump([str(logdir / "__consumer_offsets-0" / "00000000000000000000.log")], decoder="offsets",
+                    print_data_log=True, out=out, err=_io.StringIO()) == 0
+    text = out.getvalue()
+    assert '"group":"restart-me","topic":"t","partition":0' in text and '"offset":17' in text
     OF = request_class(9)
     with serve(str(logdir), read_only=True) as srv, RawClient(srv.bootstrap) as c:
         r, _ = c.call(OF(group_id="restart-me", topics=None, require_stable=False), 7)
         assert [(t.name, p.partition_index, p.committed_offset) for t in r.topics for p in t.partitions] == \
             [("t", 0, 17)]
+    with serve(str(logdir), group_initial_rebalance_delay_ms=0) as srv, RawClient(srv.bootstrap) as c:
+        _group_cycle(c, 5, 3, 3, 2, 8, 7, 3, "another-group")  # a restarted server keeps one partition
+    assert sorted(p.name for p in logdir.iterdir() if p.name.startswith("__consumer_offsets")) == \
+        ["__consumer_offsets-0"]
 
 
 def test_session_timeout_removes_a_silent_member(logdir):

@@ -93,6 +93,7 @@ class Broker:
         self._create_lock = None
         self.closing = False
         self._closing_future = None
+        self._offsets_partitions = None
 
     def closing_waiter(self):
         """An awaitable that completes when shutdown begins (long polls wait on it too)."""
@@ -122,6 +123,7 @@ class Broker:
                 if topic == "__cluster_metadata":  # KRaft's own log: a broker never serves it to clients
                     continue
                 self._open_partition(topic, index, path)
+            self.offsets_topic_partition_count()
             self.coordinator.load()
         except BaseException:
             self.close()
@@ -211,13 +213,23 @@ class Broker:
         return [p for (t, _), p in sorted(self.partitions.items()) if t == OFFSETS_TOPIC]
 
     def offsets_topic_partition_count(self) -> int:
-        """offsets.topic.num.partitions: as configured; else, for a directory that already holds
-        __consumer_offsets partitions (a broker's), Kafka's default 50 (or more, to cover them);
-        else 1 (a single node needs no more)."""
-        if self.config.offsets_topic_num_partitions is not None:
-            return self.config.offsets_topic_num_partitions
-        existing = [i for (t, i) in self.partitions if t == OFFSETS_TOPIC]
-        return max(50, max(existing) + 1) if existing else 1
+        """offsets.topic.num.partitions, fixed when the directory is opened: as configured; else the
+        count of the directory's __consumer_offsets partitions when they are 0..n-1 (kbatch creates
+        one; a whole broker directory has Kafka's 50); else, for a partial copy of a broker's,
+        Kafka's default 50; 1 when there are none."""
+        if self._offsets_partitions is None:
+            if self.config.offsets_topic_num_partitions is not None:
+                n = self.config.offsets_topic_num_partitions
+            else:
+                existing = sorted(i for (t, i) in self.partitions if t == OFFSETS_TOPIC)
+                if not existing:
+                    n = 1
+                elif existing == list(range(len(existing))):
+                    n = len(existing)
+                else:
+                    n = max(50, existing[-1] + 1)
+            self._offsets_partitions = n
+        return self._offsets_partitions
 
     async def offsets_partition_for(self, group_id: str) -> Partition:
         n = self.offsets_topic_partition_count()
