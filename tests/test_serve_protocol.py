@@ -335,7 +335,7 @@ def test_read_committed_stops_at_the_last_stable_offset_and_lists_aborted_transa
         assert offsets == visible and max(b.last_offset for b in kbatch.iter_batches(bytes(p.records))) < 7
         r, _ = c.call(fetch_req("tx", 0, 0, 12, isolation=0), 12)
         p = r.responses[0].partitions[0]
-        assert p.aborted_transactions is None
+        assert p.aborted_transactions is None and p.last_stable_offset == 7
         assert max(b.last_offset for b in kbatch.iter_batches(bytes(p.records))) == 8
         lo, _ = c.call(list_offsets_req([(("tx", 0), -1)], 7, isolation=1), 7)
         assert lo.topics[0].partitions[0].offset == 7
@@ -775,3 +775,21 @@ def test_a_writer_holds_the_directory_lock_as_a_broker_does(logdir):
         holder.wait(10)
     with serve(str(logdir)) as srv:  # released: a writer may serve it now
         assert srv.port > 0
+
+
+def test_flush_messages_fsyncs_before_the_answer(logdir, monkeypatch):
+    """flush.messages=N: the log is flushed (fsync) once N records are unflushed, before the answer;
+    the default, like Kafka's, leaves it to the OS page cache."""
+    write_topic(str(logdir), "t", 0, batches=1)
+    flushed = []
+    real = kbatch.Log.flush
+    monkeypatch.setattr(kbatch.Log, "flush", lambda self: (flushed.append(self.topic), real(self))[1])
+    with serve(str(logdir), flush_messages=2) as srv, RawClient(srv.bootstrap) as c:
+        for i in range(3):
+            assert c.call(produce_req("t", 0, batch([(NOW, b"k", b"%d" % i)])), 9)[0].responses[0] \
+                .partition_responses[0].error_code == 0
+            assert flushed.count("t") == (i + 1) // 2   # after the 2nd record, not the 1st or 3rd
+    flushed.clear()
+    with serve(str(logdir)) as srv, RawClient(srv.bootstrap) as c:
+        c.call(produce_req("t", 0, batch([(NOW, b"k", b"x")])), 9)
+        assert flushed == []

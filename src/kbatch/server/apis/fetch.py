@@ -23,11 +23,10 @@ async def handle(broker, request, client_host):
         return request.response(throttle_time_ms=0, error_code=E.INVALID_FETCH_SESSION_EPOCH, session_id=0,
                                 responses=[])
     wanted = [(t.topic, p) for t in body.topics for p in t.partitions]
-    if read_committed:
-        for topic, p in wanted:
-            part = broker.partition(topic, p.partition)
-            if part is not None:
-                await part.ensure_producer_state()
+    for topic, p in wanted:  # the last stable offset (in every answer) needs the open transactions
+        part = broker.partition(topic, p.partition)
+        if part is not None:
+            await part.ensure_producer_state()
     deadline = time.monotonic() + max(0, body.max_wait_ms) / 1000.0
     while True:
         results, total, errors = _read_all(broker, wanted, body, v, read_committed)
