@@ -5,8 +5,10 @@ the system Python), aiokafka and kcat (librdkafka 2.0, Debian).
 Per client: produce every codec it has (idempotent where it can) and read every record back byte for
 byte, and from disk with kbatch; offsetsForTimes against Log.offsets_for_times over data that holds
 negative timestamps; a future timestamp gets error 32 and nothing is appended; a group commits,
-the server restarts, and the group resumes at its commit. Rebalances of two members; a directory
-written by a real broker's rules (leader epochs, transactions) consumed by every client."""
+the server restarts, and the group resumes at its commit. Rebalances of two members (a second member
+joining a stable group, one leaving; eager and cooperative assignors); broker-shaped directories,
+legacy message sets, transactions, and the real broker directories of tests/data/brokers, consumed
+by every client."""
 from __future__ import annotations
 
 import json
@@ -224,18 +226,76 @@ def test_kcat(served_dir):
     assert len(log_records(os.path.join(root, "p-0"))) == 100
 
 
-@pytest.mark.parametrize("client", ["kafka-python", "confluent-kafka"])
-def test_two_members_rebalance_and_one_leaves(client, tmp_path):
-    if CLIENTS[client][3]:
-        pytest.skip(CLIENTS[client][3])
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_two_members_rebalance_and_one_leaves_confluent(strategy, tmp_path):
+    """Two librdkafka members of one group share a two-partition topic; when one leaves the other
+    gets both partitions (eager and cooperative assignors: the coordinator relays either)."""
+    if CLIENTS["confluent-kafka"][3]:
+        pytest.skip(CLIENTS["confluent-kafka"][3])
     root = str(tmp_path / "logs")
     os.makedirs(root)
     write_topic(root, "m", 0, batches=1)
     write_topic(root, "m", 1, batches=1)
     with serve(root, **SERVER_OPTIONS) as srv:
-        [out] = run_plan(client, srv.bootstrap, [{"op": "rebalance", "topic": "m", "group": "pair"}])
+        [out] = run_plan("confluent-kafka", srv.bootstrap, [{"op": "rebalance", "topic": "m", "group": "pair",
+                                                             "strategy": strategy}])
     assert out.get("ok") == [True, True], out
     assert out["split"] == [[0], [1]] and out["after_leave"] == [0, 1]
+
+
+def test_a_second_member_joins_a_stable_group_and_leaves_kafka_python(tmp_path):
+    """kafka-python members, one process each: A alone holds both partitions; B joins the stable
+    group (A learns of the rebalance from its heartbeat and rejoins), they split; B leaves, A gets both."""
+    import threading
+
+    root = str(tmp_path / "logs")
+    os.makedirs(root)
+    write_topic(root, "m", 0, batches=1)
+    write_topic(root, "m", 1, batches=1)
+    cmd = CLIENTS["kafka-python"][0]
+
+    def start(name):
+        stop = str(tmp_path / f"stop-{name}")
+        p = subprocess.Popen(cmd + [srv.bootstrap], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        p.stdin.write(json.dumps([{"op": "member", "topic": "m", "group": "pair", "stop_file": stop}]))
+        p.stdin.close()
+        seen = []
+        threading.Thread(target=lambda: [seen.append(json.loads(line.split(" ", 1)[1]))
+                                         for line in p.stderr if line.startswith("assignment ")],
+                         daemon=True).start()
+        return p, stop, seen
+
+    def wait_for(seen, want, seconds=40):
+        end = time.time() + seconds
+        while time.time() < end:
+            if seen and seen[-1] == want:
+                return True
+            time.sleep(0.05)
+        return False
+
+    with serve(root, **SERVER_OPTIONS) as srv:
+        a, a_stop, a_seen = start("a")
+        b = None
+        try:
+            assert wait_for(a_seen, [0, 1]), a_seen
+            b, b_stop, b_seen = start("b")
+            deadline = time.time() + 40
+            while time.time() < deadline and not (a_seen[-1:] and b_seen[-1:] and
+                                                  sorted([a_seen[-1], b_seen[-1]]) == [[0], [1]]):
+                time.sleep(0.05)
+            assert sorted([a_seen[-1], b_seen[-1]]) == [[0], [1]], (a_seen, b_seen)
+            open(b_stop, "w").close()
+            assert b.wait(30) == 0
+            assert wait_for(a_seen, [0, 1]), a_seen
+        finally:
+            open(a_stop, "w").close()
+            for p in (a, b):
+                if p is not None:
+                    try:
+                        p.wait(30)
+                    except subprocess.TimeoutExpired:
+                        p.kill()
 
 
 @pytest.mark.parametrize("client", list(CLIENTS))

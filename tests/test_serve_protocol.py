@@ -793,3 +793,43 @@ def test_flush_messages_fsyncs_before_the_answer(logdir, monkeypatch):
     with serve(str(logdir)) as srv, RawClient(srv.bootstrap) as c:
         c.call(produce_req("t", 0, batch([(NOW, b"k", b"x")])), 9)
         assert flushed == []
+
+
+def test_oversized_batch_gets_message_too_large(logdir):
+    write_topic(str(logdir), "t", 0, batches=1)
+    with serve(str(logdir), topic_config={"max.message.bytes": "1000"}) as srv, RawClient(srv.bootstrap) as c:
+        pr = c.call(produce_req("t", 0, batch([(NOW, b"k", b"x" * 2000)])), 9)[0].responses[0].partition_responses[0]
+        assert pr.error_code == 10 and "exceeds the maximum configured value of 1000" in pr.error_message
+
+
+def test_decode_request_never_fails_with_anything_but_a_kbatch_error():
+    """Any frame is a request or an InvalidRequestError naming why (hypothesis: truncations, bit
+    flips and random bytes around valid requests of every advertised API)."""
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from kbatch.errors import InvalidRequestError
+
+    samples = []
+    with_header = RawClient.__new__(RawClient)
+    with_header.correlation_id = 0
+    samples.append(with_header.request_bytes(fetch_req("t", 0, 5, 12), 12)[4:])
+    samples.append(with_header.request_bytes(produce_req("t", 0, batch([(NOW, b"k", b"v")])), 9)[4:])
+    samples.append(with_header.request_bytes(list_offsets_req([(("t", 0), 5)], 7), 7)[4:])
+    samples.append(with_header.request_bytes(MetadataRequest(topics=None, allow_auto_topic_creation=False), 12)[4:])
+    samples.append(with_header.request_bytes(ApiVersionsRequest(client_software_name="a", client_software_version="1"), 3)[4:])
+
+    @given(st.sampled_from(samples), st.integers(0, 400), st.integers(0, 255), st.integers(0, 400),
+           st.binary(max_size=64))
+    def check(frame, at, xor, cut, junk):
+        data = bytearray(frame)
+        if at < len(data):
+            data[at] ^= xor
+        data = bytes(data[:cut] if cut < len(data) else data) + junk
+        try:
+            req = P.decode_request(data)
+        except InvalidRequestError:
+            return
+        assert req.api.min_version <= req.version <= req.api.max_version
+
+    check()

@@ -83,7 +83,8 @@ def run_step(bootstrap, step):
 
         def member():
             c = Consumer({"bootstrap.servers": bootstrap, "group.id": step["group"], "auto.offset.reset": "earliest",
-                          "enable.auto.commit": False, "session.timeout.ms": 10000, "heartbeat.interval.ms": 500})
+                          "enable.auto.commit": False, "session.timeout.ms": 10000, "heartbeat.interval.ms": 500,
+                          "partition.assignment.strategy": step.get("strategy") or "range"})
             c.subscribe([step["topic"]])
             return c
 
