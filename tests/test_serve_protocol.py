@@ -757,7 +757,7 @@ def test_a_writer_holds_the_directory_lock_as_a_broker_does(logdir):
     import subprocess
     import sys
 
-    from kbatch.errors import DirectoryLockedError
+    from kbatch.errors import LogDirectoryLockedError
 
     write_topic(str(logdir), "t", 0, batches=1)
     holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time; "
@@ -766,7 +766,7 @@ def test_a_writer_holds_the_directory_lock_as_a_broker_does(logdir):
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
-        with pytest.raises(DirectoryLockedError, match="locked by another process"):
+        with pytest.raises(LogDirectoryLockedError, match="another writer holds"):
             serve(str(logdir)).start()
         with serve(str(logdir), read_only=True) as srv, RawClient(srv.bootstrap) as c:
             assert c.call(fetch_req("t", 0, 0, 12), 12)[0].responses[0].partitions[0].error_code == 0

@@ -1,7 +1,7 @@
 """The served log directory as a single-node broker: its partitions, configuration and API handlers.
 
 Topics are the `<topic>-<partition>` directories under the served directory, each opened as a
-kbatch `Log` (writable unless read-only, so a writer holds each directory's lock). Requests are
+kbatch `Log` (writable unless read-only, so a writer holds each directory's lock; the served directory's own `.lock` is held too, as a broker holds its log directory's). Requests are
 dispatched to one handler per API (`kbatch.server.apis`, named after Kafka's API names).
 """
 from __future__ import annotations
@@ -15,7 +15,6 @@ import time
 import uuid
 
 from .. import _files
-from ..errors import DirectoryLockedError
 from ..log import Log, LogConfig
 from . import apis
 from .group_coordinator import OFFSETS_TOPIC, GroupCoordinator, partition_for
@@ -147,20 +146,10 @@ class Broker:
         return LogConfig.from_properties(props)
 
     def _lock_directory(self) -> None:
-        """Kafka's `<log dir>/.lock`: an exclusive POSIX record lock (what a broker's FileChannel.tryLock
-        takes), so a running broker and a writing kbatch serve refuse each other."""
-        import fcntl
-
-        path = os.path.join(self.directory, ".lock")
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise DirectoryLockedError(f"{self.directory} is locked by another process (a running broker or "
-                                       f"kbatch serve?); serve it with --read-only, or stop that process",
-                                       expected="an unlocked log directory", found=path) from None
-        self._lock_fd = fd
+        """`<dir>/.lock`, held while serving, as a broker holds its log directory's (kbatch's DirLock:
+        a running broker or another writer is refused with LogDirectoryLockedError; the partitions'
+        own writers then see that this process owns the log directory)."""
+        self._dir_lock = _files.DirLock.acquire(self.directory, "serve")
 
     def close(self) -> None:
         self.coordinator.shutdown()
@@ -170,9 +159,9 @@ class Broker:
             except Exception as e:  # close what can be closed; report the rest
                 logger.error("Closing %s failed: %s", part.name, e)
         self.partitions.clear()
-        fd, self._lock_fd = getattr(self, "_lock_fd", None), None
-        if fd is not None:
-            os.close(fd)  # releases the lock
+        lock, self._dir_lock = getattr(self, "_dir_lock", None), None
+        if lock is not None:
+            lock.release()
 
     # ---- topics
     def topics(self) -> dict:
