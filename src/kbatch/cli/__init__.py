@@ -9,11 +9,16 @@ draws progress bars. Exit codes (docs/cli.md):
     1  the command ran and found problems (corrupt batches, bad indexes, invalid timestamps)
     2  usage error, or a file/directory that cannot be read or written
 
-typer and rich come with the `cli` extra; without them `main()` says so and exits 2.
+typer and rich come with the `cli` extra; without them `main()` says so and exits 2, except for
+`kbatch --version` (`-V`), which needs neither.
 """
+
+from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Sequence
+from typing import Any
 
 from ._common import (EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, INSTALL_HINT, PROGRESS_MIN_BYTES, UsageProblem,
                       format_time, parse_time, partition_dirs, progress_bar, resolve_segments)
@@ -31,7 +36,14 @@ from .verify import cmd_verify
 COMMANDS = ("dump", "verify", "reindex", "offsets", "validate", "compact", "export", "import_", "serve")
 
 
-def make_app():
+def version_line() -> str:
+    """What `kbatch --version` prints: the version, and which kernel backend is live."""
+    from .. import BACKEND, __version__
+
+    return f"kbatch {__version__} (backend: {BACKEND}, Python {sys.version.split()[0]})"
+
+
+def make_app() -> Any:
     """The typer application (imports typer; see main() for what happens without it)."""
     import rich  # noqa: F401  (progress bars; part of the cli extra)
     import typer
@@ -40,20 +52,35 @@ def make_app():
                       help="Inspect, check and repair Apache Kafka log segments. "
                            "Exit codes: 0 ok, 1 problems found, 2 usage or I/O error.",
                       context_settings={"help_option_names": ["-h", "--help"]})
+
+    def show_version(value: bool) -> None:
+        if value:
+            typer.echo(version_line())
+            raise typer.Exit(EXIT_OK)
+
+    @app.callback()
+    def _root(version: bool = typer.Option(False, "--version", "-V", callback=show_version, is_eager=True,
+                                           help="Print the kbatch version and backend, then exit.")) -> None:
+        """Inspect, check and repair Apache Kafka log segments.
+        Exit codes: 0 ok, 1 problems found, 2 usage or I/O error."""
+
     for name in COMMANDS:
         importlib.import_module(f"{__name__}.{name}").register(app)
     return app
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Console-script entry point (`kbatch = "kbatch.cli:main"`)."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args in (["--version"], ["-V"]):  # answered without typer, so it works without the cli extra
+        print(version_line())
+        return EXIT_OK
     try:
         app = make_app()
     except ImportError as e:
         missing = getattr(e, "name", None) or str(e)
         sys.stderr.write(f"kbatch: the command line needs typer and rich ({missing} is missing): {INSTALL_HINT}\n")
         return EXIT_USAGE
-    args = sys.argv[1:] if argv is None else list(argv)
     try:
         app(args=args, prog_name="kbatch")
     except SystemExit as e:
@@ -68,7 +95,7 @@ def main(argv=None) -> int:
 
 
 __all__ = ["main", "make_app", "COMMANDS", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_USAGE", "PROGRESS_MIN_BYTES",
-           "UsageProblem", "parse_time", "format_time", "progress_bar", "partition_dirs", "resolve_segments",
+           "UsageProblem", "version_line", "parse_time", "format_time", "progress_bar", "partition_dirs", "resolve_segments",
            "cmd_dump", "cmd_verify", "cmd_reindex", "cmd_offsets", "cmd_validate", "cmd_compact", "cmd_export",
            "cmd_import", "cmd_serve",
            "timestamp_report"]
