@@ -12,7 +12,8 @@ from .builder import BatchBuilder, build_batch, build_end_txn_marker
 from .errors import (CorruptIndexError, CorruptRecordError, CrcMismatchError, DecompressionLimitError,
                      InvalidConfigurationError, InvalidOffsetError, InvalidRecordError, InvalidRequestError,
                      InvalidTimestampError, KBatchError, RecordTooLargeError, TruncatedDataError,
-                     UnknownTopicOrPartitionError, UnsupportedCodecError, UnsupportedForMessageFormatError)
+                     UnknownTopicOrPartitionError, UnsupportedCodecError, UnsupportedForMessageFormatError,
+                     MissingDependencyError, NoCompiledCoreWarning)
 from .errors import (FileChangedError, LogDirectoryLockedError, LogWriteError, SegmentTooLargeError,
                      StorageError, UncleanablePartitionError)
 from .legacy import LegacyRecordBatch
@@ -72,5 +73,6 @@ __all__ = [
     "UnsupportedForMessageFormatError", "InvalidRequestError", "CorruptIndexError", "InvalidOffsetError",
     "InvalidConfigurationError", "UnknownTopicOrPartitionError", "StorageError", "LogWriteError",
     "LogDirectoryLockedError", "FileChangedError", "SegmentTooLargeError", "UncleanablePartitionError",
+    "MissingDependencyError", "NoCompiledCoreWarning", "__version__",
     *_LAZY,
 ]

@@ -11,16 +11,14 @@ import os
 import warnings
 from types import ModuleType
 
+from .errors import NoCompiledCoreWarning
+
 _CHOICES = ("auto", "cython", "python")
 
 NO_CORE_HINT = (
     "install a kbatch wheel built for this platform and Python, or build the extension from a source "
     "checkout (`python3 dev.py build`, or `pip install .` with a C compiler); set KBATCH_BACKEND=python "
     "to choose the pure-Python backend and silence this warning")
-
-
-class NoCompiledCoreWarning(RuntimeWarning):
-    """kbatch runs on its pure-Python backend because kbatch._core could not be imported."""
 
 
 def load(choice: str | None = None) -> ModuleType:

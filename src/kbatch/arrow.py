@@ -28,8 +28,14 @@ alive). Legacy (magic 0/1) batches go through the record objects of `legacy.py`.
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
+
+from .errors import MissingDependencyError
+
+try:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+except ModuleNotFoundError as e:  # Arrow is optional: the codec, storage and CLI run without it
+    raise MissingDependencyError("kbatch's Arrow columns (kbatch.arrow, decode_columns)", "pyarrow", "arrow") from e
 
 from . import _backend
 from . import _wire as W

@@ -153,6 +153,21 @@ class CorruptCheckpointError(KBatchError, ValueError):
     partition.metadata, ...) that Kafka's reader would reject; `position` is the byte where the bad line starts."""
 
 
+class MissingDependencyError(KBatchError, ImportError):
+    """An optional dependency is not installed: pyarrow for columns (the `arrow` extra), typer and
+    rich for the CLI (`cli`), pyspark for Spark (`spark`). The message names the pip command."""
+
+    def __init__(self, feature: str, package: str, extra: str):
+        super().__init__(f"{feature} needs {package}, which is not installed: "
+                         f"pip install {package} (kafka-kbatch's '{extra}' extra)")
+        self.name = package  # ImportError's attribute: the module that is missing
+
+
+class NoCompiledCoreWarning(RuntimeWarning):
+    """Warned once at import when kbatch runs on its pure-Python backend because the compiled core
+    (kbatch._core) could not be imported and KBATCH_BACKEND=python was not asked for."""
+
+
 # ---------------------------------------------------------------------------------------------
 # Storage: files and directories of a log (log.py, segment.py, index.py, compaction.py)
 class StorageError(KBatchError, OSError):
@@ -245,6 +260,6 @@ __all__ = [
     "UnsupportedForMessageFormatError", "InvalidRequestError", "CorruptIndexError", "InvalidOffsetError",
     "InvalidConfigurationError", "UnknownTopicOrPartitionError", "CorruptSnapshotError", "CorruptCheckpointError",
     "StorageError", "LogWriteError", "LogDirectoryLockedError", "FileChangedError", "SegmentTooLargeError",
-    "UncleanablePartitionError",
+    "UncleanablePartitionError", "MissingDependencyError", "NoCompiledCoreWarning",
     "raise_status",
 ]

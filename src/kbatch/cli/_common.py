@@ -20,7 +20,7 @@ EXIT_USAGE = 2
 PROGRESS_MIN_BYTES = 4 * 1024 * 1024
 
 _SEGMENT_NAME = re.compile(r"^\d{20}\.log$")
-INSTALL_HINT = "pip install 'kafka-kbatch[cli]'"
+INSTALL_HINT = "pip install typer rich (kafka-kbatch's 'cli' extra)"
 
 
 class UsageProblem(Exception):

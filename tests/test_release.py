@@ -1,0 +1,192 @@
+"""What a user meets on day one, installed from a wheel or the sdist: the version, the warning when
+the compiled core is missing, the extras (pyarrow optional), and an sdist that carries the suite.
+
+The full release check (build the sdist, a wheel from it, auditwheel repair, strip, install into
+fresh venvs without a compiler, run this suite there) is `python3 dev.py wheel` (tools/release.py):
+it builds and installs, so it is too slow for the default tier.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import os
+import subprocess
+import sys
+import tarfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import kbatch
+from kbatch import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+# the kbatch under test (an installed wheel, or src/ of a checkout) for the child processes
+KBATCH_PARENT = str(Path(kbatch.__file__).resolve().parents[1])
+
+
+def run_python(code: str, env: dict[str, str] | None = None, **kw) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "PYTHONPATH": KBATCH_PARENT, **(env or {})}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env=full_env, timeout=120, **kw)
+
+
+# ------------------------------------------------------------------------------------ version
+def test_version_is_the_distribution_version():
+    assert kbatch.__version__ == importlib.metadata.version("kafka-kbatch")
+
+
+def test_kbatch_version(capsys):
+    assert cli.main(["--version"]) == 0
+    out = capsys.readouterr().out
+    assert out == f"kbatch {kbatch.__version__} (backend: {kbatch.BACKEND}, Python {sys.version.split()[0]})\n"
+    assert cli.main(["-V"]) == 0
+
+
+def test_kbatch_version_without_the_cli_extra(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "typer", None)  # import typer -> ImportError
+    assert cli.main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith(f"kbatch {kbatch.__version__} ")
+    assert cli.main(["verify", "."]) == 2  # everything else still needs the extra
+
+
+@pytest.mark.parametrize("module", ["kbatch", "kbatch.cli"])
+def test_python_m_version(module):
+    proc = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": KBATCH_PARENT})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"kbatch {kbatch.__version__} (backend: ")
+
+
+# ------------------------------------------------------------------------------------ missing compiled core
+NO_CORE = """
+    import sys, warnings
+    warnings.simplefilter("default")
+    sys.modules["kbatch._core"] = None   # what a checkout without a build (or a broken wheel) looks like
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        import kbatch
+        import kbatch.cli, kbatch.validate, kbatch.log   # more imports, still one warning
+    print(kbatch.BACKEND)
+    for w in caught:
+        print(w.category.__name__, "|", w.message)
+"""
+
+
+def test_missing_core_warns_once_and_says_how_to_fix():
+    proc = run_python(NO_CORE, env={"KBATCH_BACKEND": "auto"})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "python"
+    warned = [line for line in lines[1:] if line.startswith("NoCompiledCoreWarning")]
+    assert len(warned) == 1
+    assert "kbatch._core is not importable" in warned[0]
+    assert "KBATCH_BACKEND=python" in warned[0] and "python3 dev.py build" in warned[0]
+
+
+def test_missing_core_asked_for_python_is_quiet():
+    proc = run_python(NO_CORE, env={"KBATCH_BACKEND": "python"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["python"]
+
+
+def test_missing_core_asked_for_cython_fails():
+    proc = run_python(NO_CORE, env={"KBATCH_BACKEND": "cython"})
+    assert proc.returncode != 0
+    assert "KBATCH_BACKEND=cython but the compiled extension kbatch._core is not importable" in proc.stderr
+
+
+def test_import_does_not_warn_when_the_core_is_there():
+    if kbatch.BACKEND != "cython":
+        pytest.skip("this environment has no compiled core")
+    proc = run_python("import warnings; warnings.simplefilter('error'); import kbatch; print(kbatch.BACKEND)",
+                      env={"KBATCH_BACKEND": "auto"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "cython"
+
+
+# ------------------------------------------------------------------------------------ pyarrow is optional
+WITHOUT_PYARROW = """
+    import io, json, sys
+    sys.modules["pyarrow"] = None        # pyarrow unimportable, as without the arrow extra
+    import kbatch
+    from kbatch.cli import main
+
+    T0 = 1_714_554_000_000
+    b = kbatch.BatchBuilder(compression=kbatch.Compression.ZSTD)
+    for i in range(10):
+        b.append(T0 + i, b"k%d" % (i % 3), b"v%d" % i, headers=[("h", b"x")])
+    data = b.build()
+    assert [bytes(r.value) for batch in kbatch.iter_batches(data) for r in batch] == [b"v%d" % i for i in range(10)]
+    kbatch.LogValidator(before_max_ms=3_600_000, after_max_ms=3_600_000).validate(data, now_ms=T0)
+
+    log = kbatch.Log.create(sys.argv[1] + "/orders-0", kbatch.LogConfig(segment_bytes=1 << 20))
+    for n in range(3):
+        log.append(data, now_ms=T0)
+    log.close()
+    assert kbatch.Log.open(sys.argv[1] + "/orders-0").end_offset() == 30
+
+    for args in (["dump", sys.argv[1] + "/orders-0/00000000000000000000.log", "--deep-iteration"],
+                 ["verify", sys.argv[1], "-q"], ["offsets", sys.argv[1], "--time", str(T0 + 5)],
+                 ["validate", sys.argv[1], "--now", str(T0), "-q"], ["reindex", sys.argv[1], "-q"],
+                 ["compact", sys.argv[1] + "/orders-0", "--now", str(T0 + 10**9), "-q"]):
+        assert main(args) == 0, args
+    try:
+        kbatch.decode_columns(data, topic="orders", partition=0)
+    except kbatch.MissingDependencyError as e:
+        print("columns:", e)
+    assert "pyarrow" not in sys.modules or sys.modules["pyarrow"] is None
+"""
+
+
+def test_codec_storage_and_cli_run_without_pyarrow(tmp_path):
+    pytest.importorskip("typer")
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(WITHOUT_PYARROW), str(tmp_path)], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": KBATCH_PARENT})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert ("columns: kbatch's Arrow columns (kbatch.arrow, decode_columns) needs pyarrow, which is not "
+            "installed: pip install pyarrow (kafka-kbatch's 'arrow' extra)") in proc.stdout
+
+
+def test_missing_pyarrow_is_a_kbatch_error_and_an_import_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    monkeypatch.delitem(sys.modules, "kbatch.arrow", raising=False)
+    with pytest.raises(ImportError) as info:
+        importlib.import_module("kbatch.arrow")
+    assert isinstance(info.value, kbatch.MissingDependencyError) and isinstance(info.value, kbatch.KBatchError)
+    assert info.value.name == "pyarrow"
+
+
+# ------------------------------------------------------------------------------------ the sdist
+def test_sdist_carries_what_the_suite_needs(tmp_path):
+    """`setup.py sdist` (what `python -m build --sdist` runs) packs the build inputs, LICENSE,
+    py.typed and stubs, and every file of tests/ and the other folders the suite reads."""
+    if not (ROOT / "setup.py").exists() or not (ROOT / ".git").exists():
+        pytest.skip("not a source checkout (this suite runs from an sdist or a copy)")
+    proc = subprocess.run([sys.executable, "setup.py", "-q", "sdist", "-d", str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (sdist,) = tmp_path.glob("kafka_kbatch-*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+    tracked = subprocess.run(["git", "ls-files", "tests", "fuzz", "docs", "tools", "src"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout.split()
+    need = {f for f in tracked if not f.endswith((".c", ".so"))}
+    need |= {"LICENSE", "README.md", "pyproject.toml", "setup.py", "dev.py", "src/kbatch/py.typed",
+             "src/kbatch/_core.pyi", "tests/conftest.py", "tests/vectors.py"}
+    assert sorted(need - names) == []
+    assert not [n for n in names if n.endswith((".so", ".pyc"))]
+
+
+def test_license_is_apache_2():
+    path = ROOT / "LICENSE"
+    if not path.exists():  # an installed wheel: the license travels in the dist-info
+        dist = importlib.metadata.distribution("kafka-kbatch")
+        files = [f for f in dist.files or () if f.name == "LICENSE"]
+        assert files, "no LICENSE in the installed distribution"
+        text = files[0].read_text()
+    else:
+        text = path.read_text()
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    assert importlib.metadata.metadata("kafka-kbatch")["License-Expression"] == "Apache-2.0"
