@@ -50,6 +50,8 @@ def test_brief_fuzz_run(name, tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("clang") is None, reason="the --fuzz build flavour needs clang (CI has gcc only)")
+@pytest.mark.skipif(not (ROOT / "src" / "kbatch").is_dir(),
+                    reason="builds kbatch from source: no source tree beside the tests (an installed package is tested)")
 def test_fuzz_flavour_feeds_native_coverage(tmp_path):
     """KBATCH_FUZZ=1 (python3 dev.py build --fuzz): built with clang in a copy of the tree (never the
     in-place extension), kbatch._core hands libFuzzer its 8-bit counters, fuzz.run loads atheris'
