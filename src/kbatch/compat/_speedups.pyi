@@ -4,16 +4,20 @@ Internal: kbatch.compat uses these; the clients' own record objects come out of 
 typed as `Any` (kafka-python and aiokafka ship no type information for them).
 """
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, final
+
+from typing_extensions import Self, disjoint_base
 
 from typing_extensions import Buffer
 
 _Headers = Sequence[tuple[str, Buffer | None]]
 
+@disjoint_base
 class SlotFactory:
     def __init__(self, cls: type, names: Sequence[str]) -> None: ...
     def make(self, *values: object) -> Any: ...
 
+@final
 class AioDefaultRecord:
     def __init__(self, offset: int, timestamp: int | None, timestamp_type: int, key: bytes | None,
                  value: bytes | None, headers: list[tuple[str, bytes | None]]) -> None: ...
@@ -35,10 +39,12 @@ class AioDefaultRecord:
 
 def slot_read_properties(cls: type, names: Mapping[str, str]) -> None: ...
 
+@disjoint_base
+@disjoint_base
 class V2Records(Iterator[Any]):
-    def __init__(self, buf: Buffer, pos: int, count: int, base_offset: int, first_ts: int, max_ts: int,
+    def __new__(cls, buf: Buffer, pos: int, count: int, base_offset: int, first_ts: int, max_ts: int,
                  log_append: bool, flavour: int, factory: SlotFactory, ts_type: object,
-                 fallback: Callable[[int], Iterator[Any]], stats: dict[str, int] | None = None) -> None: ...
+                fallback: Callable[[int], Iterator[Any]], stats: dict[str, int] | None = None) -> Self: ...
     def __iter__(self) -> V2Records: ...
     def __next__(self) -> Any: ...
     @property
@@ -49,6 +55,7 @@ def decode_v2(buf: Buffer, pos: int, count: int, base_offset: int, first_ts: int
 def append_v2(buf: bytearray, offset_delta: int, timestamp_delta: int, key: Buffer | None, value: Buffer | None,
               headers: _Headers, batch_size: int, first: bool) -> int: ...
 
+@disjoint_base
 class MetaMaker:
     def __init__(self, cls: type) -> None: ...
     def __call__(self, offset: int, size: int, timestamp: int) -> Any: ...
@@ -56,6 +63,7 @@ class MetaMaker:
 def setup_aiokafka(meta_cls: type, compress: Callable[[int, bytes], bytes], now_ms: Callable[[], int],
                    stats: dict[str, int]) -> None: ...
 
+@disjoint_base
 class AioRecordBatchBuilder:
     @property
     def producer_id(self) -> int: ...
@@ -63,8 +71,8 @@ class AioRecordBatchBuilder:
     def producer_epoch(self) -> int: ...
     @property
     def base_sequence(self) -> int: ...
-    def __init__(self, magic: int, compression_type: int, is_transactional: int, producer_id: int,
-                 producer_epoch: int, base_sequence: int, batch_size: int) -> None: ...
+    def __new__(cls, magic: int, compression_type: int, is_transactional: int, producer_id: int,
+                producer_epoch: int, base_sequence: int, batch_size: int) -> Self: ...
     def set_producer_state(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None: ...
     def append(self, offset: int, timestamp: int | None, key: Buffer | None, value: Buffer | None,
                headers: list[tuple[str, Buffer | None]] | None) -> Any: ...
