@@ -3,6 +3,8 @@
 Public names only; see ../shared/docs/DESIGN.md for the contract. Storage, validation, Arrow
 and compaction names load on first use so `import kbatch` stays light.
 """
+from typing import TYPE_CHECKING, Any
+
 from . import _backend
 from . import _wire
 from ._wire import (NO_TIMESTAMP, NO_TIMESTAMP_EXTENDED, Compression, ControlRecordType, OffsetSpec,
@@ -21,17 +23,24 @@ from .records import ControlRecord, parse_control_record
 
 __version__ = "0.1.0"
 
-BACKEND = _backend.BACKEND
-Record = _backend.core.Record
-ByteView = _backend.core.ByteView   # type of keys, values, header values (memoryview on the pure backend)
+BACKEND: str = _backend.BACKEND
+if TYPE_CHECKING:  # what type checkers see: the contract both backends share (_core.pyi)
+    from ._core import ByteView, Record, crc32c
+    from .arrow import KAFKA_SCHEMA, decode_columns
+    from .compaction import compact
+    from .index import OffsetIndex, TimeIndex, TransactionIndex
+    from .log import Log, LogConfig, OffsetAndTimestamp, offsets_for_times, rebuild_indexes, verify_indexes
+    from .segment import FileRecords, LogSegment
+    from .validate import AppendInfo, LogValidator, ValidationResult, check_timestamps
+else:
+    Record = _backend.core.Record
+    ByteView = _backend.core.ByteView   # type of keys, values, header values (memoryview on the pure backend)
+    # CRC-32C (Castagnoli) of any buffer, continuing from `value` (like zlib.crc32): the live kernel
+    # itself, bound at import so a call costs no extra Python frame.
+    crc32c = _backend.core.crc32c
 EARLIEST = OffsetSpec.EARLIEST
 LATEST = OffsetSpec.LATEST
 MAX_TIMESTAMP = OffsetSpec.MAX_TIMESTAMP
-
-
-# CRC-32C (Castagnoli) of any buffer, continuing from `value` (like zlib.crc32): the live kernel
-# itself, bound at import so a call costs no extra Python frame.
-crc32c = _backend.core.crc32c
 
 
 # name -> submodule, imported on first attribute access
@@ -48,7 +57,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     mod = _LAZY.get(name)
     if mod is None:
         raise AttributeError(f"module 'kbatch' has no attribute {name!r}")
@@ -59,7 +68,7 @@ def __getattr__(name):
     return value
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(list(globals()) + list(_LAZY))
 
 
@@ -74,5 +83,8 @@ __all__ = [
     "InvalidConfigurationError", "UnknownTopicOrPartitionError", "StorageError", "LogWriteError",
     "LogDirectoryLockedError", "FileChangedError", "SegmentTooLargeError", "UncleanablePartitionError",
     "MissingDependencyError", "NoCompiledCoreWarning", "__version__",
-    *_LAZY,
+    # the lazily imported names (_LAZY), spelled out so type checkers see them exported
+    "decode_columns", "KAFKA_SCHEMA", "LogValidator", "ValidationResult", "AppendInfo", "check_timestamps",
+    "OffsetIndex", "TimeIndex", "TransactionIndex", "FileRecords", "LogSegment", "Log", "LogConfig",
+    "OffsetAndTimestamp", "offsets_for_times", "rebuild_indexes", "verify_indexes", "compact",
 ]

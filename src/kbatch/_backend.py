@@ -10,6 +10,7 @@ import importlib
 import os
 import warnings
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from .errors import NoCompiledCoreWarning
 
@@ -41,5 +42,10 @@ def load(choice: str | None = None) -> ModuleType:
         return importlib.import_module("kbatch._core_py")
 
 
-core = load()
+if TYPE_CHECKING:  # both backends have the contract that _core.pyi states
+    from . import _core as core
+else:
+    core = load()
 BACKEND: str = core.BACKEND
+
+__all__ = ["BACKEND", "NO_CORE_HINT", "core", "load"]

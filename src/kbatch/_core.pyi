@@ -154,9 +154,7 @@ class ColumnsEncoderV2:
 def murmur2(keys: BinaryColumn) -> npt.NDArray[np.int32]:
     """Kafka's Utils.murmur2 of each element (0 where null); see kbatch._core_py.murmur2."""
 
-# one record to encode: (timestamp, key, value, headers, tombstone, offset), as BatchBuilder.append takes them
-_EncRecord = tuple[int | None, Buffer | None, Buffer | None, Iterable[tuple[str | bytes, Buffer | None]], bool | None,
-                   int | None]
+from kbatch._typing import Headers, RecordTuple as _EncRecord
 
 @final
 class RecordsEncoderV2:
@@ -177,7 +175,7 @@ class RecordsEncoderV2:
                  extended: bool = False) -> None: ...
     def section(self) -> bytes: ...
     def append(self, timestamp: int | None, key: Buffer | None, value: Buffer | None,
-               headers: Iterable[tuple[str | bytes, Buffer | None]] = (), tombstone: bool | None = None,
+               headers: Headers = (), tombstone: bool | None = None,
                offset: int | None = None) -> int: ...
     def extend(self, records: Iterable[_EncRecord]) -> int: ...
 

@@ -6,12 +6,20 @@ memory stays bounded on multi-gigabyte mmap'd segments; records are decoded per 
 from __future__ import annotations
 
 import struct
+from collections.abc import Generator, Iterator
+from typing import TYPE_CHECKING, Any
 
 from . import _backend
 from . import _wire as W
 from .compression import check_codec, decompress, relocate
 from .errors import CrcMismatchError, KBatchError, TruncatedDataError
-from .records import parse_control_record
+from .records import ControlRecord, parse_control_record
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
+
+    from ._core import Record
+    from .legacy import LegacyRecordBatch
 
 _SCAN_WINDOW = 16 * 1024 * 1024
 _TIMESTAMP_TYPES = (W.TimestampType.CREATE_TIME, W.TimestampType.LOG_APPEND_TIME)  # by attribute bit 3
@@ -32,9 +40,25 @@ class RecordBatch:
                  "crc", "attributes", "first_timestamp", "max_timestamp", "producer_id", "producer_epoch",
                  "base_sequence", "record_count", "max_decompressed_bytes", "_records", "_origin")
 
-    def __init__(self, buf, position, size, base_offset, last_offset, ple, crc, attributes, first_ts, max_ts,
-                 producer_id, producer_epoch, base_sequence, record_count,
-                 max_decompressed_bytes=W.DEFAULT_MAX_DECOMPRESSED_BYTES, origin=0):
+    position: int
+    size_in_bytes: int
+    base_offset: int
+    last_offset: int
+    partition_leader_epoch: int
+    crc: int
+    attributes: int
+    first_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+    max_decompressed_bytes: int
+
+    def __init__(self, buf: memoryview, position: int, size: int, base_offset: int, last_offset: int, ple: int,
+                 crc: int, attributes: int, first_ts: int, max_ts: int, producer_id: int, producer_epoch: int,
+                 base_sequence: int, record_count: int,
+                 max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES, origin: int = 0) -> None:
         self._buf = buf
         self._origin = origin
         self.position = position
@@ -51,7 +75,7 @@ class RecordBatch:
         self.base_sequence = base_sequence
         self.record_count = record_count
         self.max_decompressed_bytes = max_decompressed_bytes
-        self._records = None
+        self._records: list[Record] | None = None
 
     # -- attributes
     @property
@@ -135,12 +159,13 @@ class RecordBatch:
             raise e.at(base_offset=self.base_offset)
 
     # -- records
-    def records(self) -> list:
+    def records(self) -> list[Record]:
         """Every record, decoded once and kept (uncompressed: keys and values view the input)."""
         if self._records is None:
             attrs = self.attributes
             uncompressed = not attrs & W.COMPRESSION_CODEC_MASK
             at = self.position - self._origin
+            buf: bytes | memoryview
             if uncompressed:  # decode in place: no section slice, positions stay input positions
                 buf, start, end = self._buf, at + W.RECORDS_OFFSET, at + self.size_in_bytes
             else:
@@ -159,31 +184,31 @@ class RecordBatch:
                        else relocate(e, self.position, self.base_offset))
         return self._records
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Record]:
         return iter(self.records())
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.record_count
 
-    def control_records(self) -> list:
+    def control_records(self) -> list[ControlRecord]:
         """The batch's control records decoded (empty for a data batch)."""
         return [parse_control_record(r) for r in self.records()] if self.is_control else []
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"RecordBatch(magic=2, base_offset={self.base_offset}, last_offset={self.last_offset}, "
                 f"count={self.record_count}, compression={self.compression.name}, "
                 f"timestamp_type={self.timestamp_type.name}, position={self.position}, size={self.size_in_bytes})")
 
 
-def _as_view(data) -> memoryview:
+def _as_view(data: Buffer) -> memoryview:
     mv = data if isinstance(data, memoryview) else memoryview(data)
     if mv.ndim != 1 or mv.format not in ("B", "b", "c") or not mv.c_contiguous:
         mv = mv.cast("B")
     return mv.toreadonly()
 
 
-def scan_headers(buf, start: int = 0, end: int | None = None, verify_crc: bool = False,
-                 first_window: int = _SCAN_WINDOW):
+def scan_headers(buf: memoryview, start: int = 0, end: int | None = None, verify_crc: bool = False,
+                 first_window: int = _SCAN_WINDOW) -> Generator[dict[str, Any], None, int]:
     """Yield the backend's batch-header columns (absolute positions) for buf[start:end], window by
     window so memory stays bounded; stops quietly before a partial last batch (scan_batches raises
     for a size below the format's overhead). Returns (StopIteration.value) the position where
@@ -209,8 +234,9 @@ def scan_headers(buf, start: int = 0, end: int | None = None, verify_crc: bool =
     return pos
 
 
-def iter_batches(data, verify_crc: bool = True, *, strict: bool = True,
-                 max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES):
+def iter_batches(data: Buffer, verify_crc: bool = True, *, strict: bool = True,
+                 max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES
+                 ) -> Iterator[RecordBatch | LegacyRecordBatch]:
     """Iterate the batches (magic 0, 1, 2, mixed) of any buffer.
 
     verify_crc: raise CrcMismatchError for a batch whose stored CRC is wrong.
@@ -248,12 +274,12 @@ def iter_batches(data, verify_crc: bool = True, *, strict: bool = True,
         raise truncation_error(buf, valid)
 
 
-def _legacy_crc(buf, pos, size):
+def _legacy_crc(buf: memoryview, pos: int, size: int) -> int:
     import zlib
     return zlib.crc32(buf[pos + W.LOG_OVERHEAD + W.LEGACY_MAGIC_OFFSET:pos + size])
 
 
-def truncation_error(buf, valid: int) -> TruncatedDataError:
+def truncation_error(buf: memoryview, valid: int) -> TruncatedDataError:
     left = len(buf) - valid
     if left >= W.LOG_OVERHEAD:
         (size,) = struct.unpack_from(">i", buf, valid + W.SIZE_OFFSET)
@@ -271,12 +297,12 @@ class MemoryRecords:
     `truncated_bytes` how many bytes follow, as Kafka's FileRecords reports them.
     """
 
-    def __init__(self, data, *, verify_crc: bool = True,
-                 max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES):
+    def __init__(self, data: Buffer, *, verify_crc: bool = True,
+                 max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES) -> None:
         self._buf = _as_view(data)
         self.verify_crc = verify_crc
         self.max_decompressed_bytes = max_decompressed_bytes
-        self._valid = None
+        self._valid: int | None = None
 
     @property
     def size_in_bytes(self) -> int:
@@ -298,13 +324,13 @@ class MemoryRecords:
     def truncated_bytes(self) -> int:
         return len(self._buf) - self.valid_bytes
 
-    def batches(self, *, strict: bool = False):
+    def batches(self, *, strict: bool = False) -> Iterator[RecordBatch | LegacyRecordBatch]:
         return iter_batches(self._buf, self.verify_crc, strict=strict,
                             max_decompressed_bytes=self.max_decompressed_bytes)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[RecordBatch | LegacyRecordBatch]:
         return self.batches()
 
-    def records(self):
+    def records(self) -> Iterator[Record]:
         for b in self.batches():
             yield from b

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from . import _backend
 from . import _wire as W
@@ -15,10 +17,13 @@ from .compression import check_codec, compress
 from .errors import InvalidOffsetError, InvalidRecordError, UnsupportedForMessageFormatError
 from .records import control_key, end_txn_marker_value
 
+if TYPE_CHECKING:
+    from ._typing import Buffer, Headers, RecordTuple
+
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")
 
 
-def _blob(v):
+def _blob(v: Buffer | None) -> bytes | None:
     return None if v is None else bytes(memoryview(v))  # any bytes-like; never bytes(int)
 
 
@@ -34,13 +39,13 @@ class BatchBuilder:
     build() -> bytes.
     """
 
-    def __init__(self, magic: int = 2, compression: int = W.Compression.NONE, base_offset: int = 0,
-                 timestamp_type: int = W.TimestampType.CREATE_TIME, timestamp_extended: bool = True,
+    def __init__(self, magic: int = 2, compression: W.Compression = W.Compression.NONE, base_offset: int = 0,
+                 timestamp_type: W.TimestampType = W.TimestampType.CREATE_TIME, timestamp_extended: bool = True,
                  producer_id: int = W.NO_PRODUCER_ID, producer_epoch: int = W.NO_PRODUCER_EPOCH,
                  base_sequence: int = W.NO_SEQUENCE, is_transactional: bool = False, *,
                  is_control: bool = False, partition_leader_epoch: int = W.NO_PARTITION_LEADER_EPOCH,
                  log_append_time: int | None = None, delete_horizon_ms: int | None = None,
-                 compression_level: int | None = None):
+                 compression_level: int | None = None) -> None:
         if magic not in (0, 1, 2):
             raise ValueError(f"magic must be 0, 1 or 2, not {magic}")
         self.magic = magic
@@ -72,27 +77,27 @@ class BatchBuilder:
             # a record costs no Python frame of ours
             self._encoder = _backend.core.RecordsEncoderV2(base_offset, None, delete_horizon_ms,
                                                           self.timestamp_extended)
-            self.append = self._encoder.append
+            self.append = self._encoder.append  # type: ignore[method-assign]  # same signature, compiled
         else:
-            self._messages = []  # (offset, timestamp, key, value), encoded by build()
-            self._last_offset = None
+            self._messages: list[tuple[int, int, bytes | None, bytes | None]] = []  # encoded by build()
+            self._last_offset: int | None = None
 
     @property
     def no_timestamp(self) -> int:
         return W.NO_TIMESTAMP_EXTENDED if self.timestamp_extended else W.NO_TIMESTAMP
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self._encoder.count if self.magic == 2 else len(self._messages)
 
-    def append(self, timestamp, key, value, headers=(), tombstone=None, offset=None) -> int:
+    def append(self, timestamp: int | None, key: Buffer | None, value: Buffer | None, headers: Headers = (),
+               tombstone: bool | None = None, offset: int | None = None) -> int:
         """Add a record; returns its offset. A refused record leaves the builder as it was.
         (A magic 2 builder's instances use their encoder's append directly: the same rules.)"""
         if self.magic == 2:
             return self._encoder.append(timestamp, key, value, headers, tombstone, offset)
-        self._append_legacy(timestamp, key, value, headers, tombstone, offset)
-        return self._last_offset
+        return self._append_legacy(timestamp, key, value, headers, tombstone, offset)
 
-    def extend(self, records) -> None:
+    def extend(self, records: Iterable[RecordTuple]) -> None:
         """Add (timestamp, key, value[, headers[, tombstone[, offset]]]) tuples, in order. Magic 2
         encodes them in one kernel call (the fast way to build a batch), and a refused record
         refuses them all; magic 0/1 appends them one by one."""
@@ -102,7 +107,8 @@ class BatchBuilder:
             for rec in records:
                 self._append_legacy(*rec)
 
-    def _append_legacy(self, timestamp, key, value, headers=(), tombstone=None, offset=None) -> None:
+    def _append_legacy(self, timestamp: int | None, key: Buffer | None, value: Buffer | None,
+                       headers: Headers = (), tombstone: bool | None = None, offset: int | None = None) -> int:
         """Magic 0/1: encode_records_v2's offset, timestamp and tombstone rules (no int32 offset
         deltas here), then the KIP-87 down-conversion: a tombstone is a null value."""
         last = self._last_offset
@@ -124,6 +130,7 @@ class BatchBuilder:
                                                    expected="magic 2", found=f"magic {self.magic}")
         self._messages.append((offset, ts, _blob(key), None if tombstone else _blob(value)))
         self._last_offset = offset
+        return offset
 
     # ------------------------------------------------------------------------------------ v2
     def _attributes(self) -> int:
@@ -142,6 +149,7 @@ class BatchBuilder:
 
     def _build_v2(self) -> bytes:
         enc = self._encoder
+        assert enc.last_offset is not None and enc.base_timestamp is not None  # build() checked len(self)
         body = enc.section()
         lat = self.timestamp_type == W.TimestampType.LOG_APPEND_TIME
         if self.compression != W.Compression.NONE:
@@ -156,7 +164,7 @@ class BatchBuilder:
         return bytes(header) + body
 
     # ------------------------------------------------------------------------------------ legacy
-    def _message(self, magic: int, attrs: int, ts: int, key, value) -> bytes:
+    def _message(self, magic: int, attrs: int, ts: int, key: bytes | None, value: bytes | None) -> bytes:
         body = bytearray(struct.pack(">bB", magic, attrs))
         if magic == 1:
             body += struct.pack(">q", ts)
@@ -174,11 +182,12 @@ class BatchBuilder:
         out = bytearray()
         max_ts = W.NO_TIMESTAMP
         entries = []
+        lat_ts = W.NO_TIMESTAMP if self.log_append_time is None else self.log_append_time  # set when lat
         for offset, ts, key, value in self._messages:
             if magic == 0:
                 ts = W.NO_TIMESTAMP
             elif lat:
-                ts = self.log_append_time
+                ts = lat_ts
             max_ts = max(max_ts, ts)
             entries.append((offset, self._message(magic, ts_bit, ts, key, value)))
         if self.compression == W.Compression.NONE:
@@ -190,7 +199,7 @@ class BatchBuilder:
             rel = offset if magic == 0 else offset - self.base_offset  # v1: relative inner offsets
             inner += struct.pack(">qi", rel, len(msg)) + msg
         wrapped = compress(self.compression, inner, magic, self.compression_level)
-        wrapper_ts = self.log_append_time if lat else max_ts
+        wrapper_ts = lat_ts if lat else max_ts
         msg = self._message(magic, int(self.compression) | ts_bit, wrapper_ts, None, wrapped)
         return struct.pack(">qi", self._last_offset, len(msg)) + msg
 
@@ -214,7 +223,7 @@ def build_end_txn_marker(*, producer_id: int, producer_epoch: int, commit: bool,
     return b.build()
 
 
-def build_batch(records, **kwargs) -> bytes:
+def build_batch(records: Iterable[RecordTuple], **kwargs: Any) -> bytes:
     """Convenience: BatchBuilder(**kwargs) with each (timestamp, key, value[, headers]) appended."""
     b = BatchBuilder(**kwargs)
     b.extend(records)

@@ -7,17 +7,24 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from . import _backend
 from . import _wire as W
 from .compression import check_codec, decompress, relocate
 from .errors import CorruptRecordError, CrcMismatchError, InvalidRecordError, KBatchError
 
+if TYPE_CHECKING:
+    from ._core import ByteView, Record
+    from .records import ControlRecord
+
 _ENTRY = struct.Struct(">qi")
 _I32 = struct.Struct(">i")
 
 
-def parse_message(buf, mpos: int, mend: int, base_offset=None):
+def parse_message(buf: memoryview | bytes, mpos: int, mend: int, base_offset: int | None = None
+                  ) -> tuple[int, int, int, int, ByteView | None, ByteView | None]:
     """Parse one legacy message in buf[mpos:mend] -> (crc, magic, attributes, timestamp, key, value).
 
     timestamp is the raw field (-1 for magic 0). Key/value are read-only views or None.
@@ -44,7 +51,7 @@ def parse_message(buf, mpos: int, mend: int, base_offset=None):
     return crc, magic, attrs, ts, key, value
 
 
-def _sized(buf, p, mend, base_offset):
+def _sized(buf: memoryview | bytes, p: int, mend: int, base_offset: int | None) -> tuple[ByteView | None, int]:
     if mend - p < 4:
         raise CorruptRecordError("Truncated legacy message", position=p, base_offset=base_offset,
                                  expected="4-byte length", found=f"{mend - p} bytes")
@@ -72,11 +79,12 @@ class LegacyRecordBatch:
     base_sequence = W.NO_SEQUENCE
     last_sequence = W.NO_SEQUENCE
     partition_leader_epoch = W.NO_PARTITION_LEADER_EPOCH
-    delete_horizon_ms = None
+    delete_horizon_ms: int | None = None
     no_timestamp = W.NO_TIMESTAMP
 
-    def __init__(self, buf, position, size, magic, offset, crc, attributes, timestamp,
-                 max_decompressed_bytes=W.DEFAULT_MAX_DECOMPRESSED_BYTES, verify_crc=True, origin=0):
+    def __init__(self, buf: memoryview, position: int, size: int, magic: int, offset: int, crc: int,
+                 attributes: int, timestamp: int, max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES,
+                 verify_crc: bool = True, origin: int = 0) -> None:
         self._buf = buf
         self._origin = origin  # file position of buf[0] when buf is a window (see RecordBatch)
         self.position = position
@@ -88,7 +96,7 @@ class LegacyRecordBatch:
         self.timestamp = timestamp
         self.max_decompressed_bytes = max_decompressed_bytes
         self.verify_crc = verify_crc
-        self._records = None
+        self._records: list[Record] | None = None
 
     @property
     def compression(self) -> W.Compression:
@@ -146,21 +154,21 @@ class LegacyRecordBatch:
             raise CrcMismatchError(stored=self.crc, computed=computed, position=self.position,
                                    base_offset=self.offset)
 
-    def records(self) -> list:
+    def records(self) -> list[Record]:
         if self._records is None:
             self._records = self._decode()
         return self._records
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Record]:
         return iter(self.records())
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.record_count
 
-    def control_records(self) -> list:
+    def control_records(self) -> list[ControlRecord]:
         return []
 
-    def _decode(self) -> list:
+    def _decode(self) -> list[Record]:
         Record = _backend.core.Record
         mpos = self.position - self._origin + W.LOG_OVERHEAD
         mend = self.position - self._origin + self.size_in_bytes
@@ -211,7 +219,7 @@ class LegacyRecordBatch:
                               iattrs))
         return out
 
-    def _inner_entries(self, inner) -> list:
+    def _inner_entries(self, inner: bytes | memoryview) -> list[tuple[Any, ...]]:
         """The inner messages of a decompressed wrapper value; positions are inner positions."""
         entries = []
         p = 0
@@ -240,6 +248,6 @@ class LegacyRecordBatch:
                                      expected="at least one inner message", found="none")
         return entries
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"LegacyRecordBatch(magic={self.magic}, offset={self.offset}, compression={self.compression.name}, "
                 f"position={self.position}, size={self.size_in_bytes})")

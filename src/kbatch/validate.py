@@ -22,7 +22,7 @@ import operator
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -34,6 +34,11 @@ from .compression import decompress
 from .errors import (InvalidOffsetError, InvalidRecordError, InvalidTimestampError, KBatchError, RecordTooLargeError,
                      UnsupportedForMessageFormatError)
 from .legacy import parse_message
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from ._typing import Buffer
 
 log = logging.getLogger("kbatch.validate")
 _TIMESTAMP = operator.attrgetter("timestamp")
@@ -111,7 +116,7 @@ def _as_int64_column(timestamps, no_timestamp):
     return np.ascontiguousarray(arr)
 
 
-def check_timestamps(timestamps, now_ms: int, before_max_ms: int = LONG_MAX, after_max_ms: int = LONG_MAX,
+def check_timestamps(timestamps: npt.ArrayLike, now_ms: int, before_max_ms: int = LONG_MAX, after_max_ms: int = LONG_MAX,
                      no_timestamp: int | None = W.NO_TIMESTAMP) -> TimestampCheck:
     """KIP-937's range check over a whole column of timestamps at once.
 
@@ -236,12 +241,13 @@ class LogValidator:
     topic_partition: named in error messages as Kafka names it ("in topic partition t-0").
     """
 
-    def __init__(self, timestamp_type=W.TimestampType.CREATE_TIME, before_max_ms: int = LONG_MAX,
+    def __init__(self, timestamp_type: W.TimestampType = W.TimestampType.CREATE_TIME, before_max_ms: int = LONG_MAX,
                  after_max_ms: int = LONG_MAX, *, difference_max_ms: int | None = None, compacted: bool = False,
                  max_message_bytes: int = W.DEFAULT_MAX_MESSAGE_BYTES, magic: int = W.CURRENT_MAGIC_VALUE,
-                 compression=None, timestamp_extended: bool = False, monotonic_log_append_time: bool = False,
-                 allow_drop_headers: bool = False, topic_partition: str | None = None,
-                 max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES):
+                 compression: W.Compression | None = None, timestamp_extended: bool = False,
+                 monotonic_log_append_time: bool = False, allow_drop_headers: bool = False,
+                 topic_partition: str | None = None,
+                 max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES) -> None:
         self.timestamp_type = W.TimestampType(timestamp_type)
         if self.timestamp_type == W.TimestampType.NO_TIMESTAMP_TYPE:
             raise ValueError("a topic's timestamp type is CREATE_TIME or LOG_APPEND_TIME")
@@ -275,18 +281,18 @@ class LogValidator:
             return self.difference_max_ms
         return self.after_max_ms_config
 
-    def bounds(self, now_ms: int):
+    def bounds(self, now_ms: int) -> tuple[int, int]:
         """The accepted CreateTime range [now - before, now + after], saturated (DESIGN.md 4)."""
         return _backend.core.timestamp_bounds(_int64("now_ms", now_ms), self.before_max_ms, self.after_max_ms)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"LogValidator(timestamp_type={self.timestamp_type.name}, before_max_ms={self.before_max_ms}, "
                 f"after_max_ms={self.after_max_ms}, compacted={self.compacted}, magic={self.magic}, "
                 f"compression={'producer' if self.compression is None else self.compression.name}, "
                 f"timestamp_extended={self.timestamp_extended})")
 
     # -- public
-    def validate(self, data, now_ms: int, *, from_client: bool = True) -> ValidationResult:
+    def validate(self, data: Buffer, now_ms: int, *, from_client: bool = True) -> ValidationResult:
         """Check `data` as a broker checks an append; raise the first failing batch's error.
 
         from_client=True: `data` is a produce request (Kafka's AppendOrigin.CLIENT): one batch when
@@ -312,8 +318,9 @@ class LogValidator:
         return ValidationResult(n_batches, n_records, n_missing, None if best is None else best[0],
                                 None if best is None else best[1], lo, hi, warned, mv.nbytes)
 
-    def validate_and_assign(self, data, next_offset: int, now_ms: int, *, partition_leader_epoch: int | None = None,
-                            from_client: bool = True):
+    def validate_and_assign(self, data: Buffer, next_offset: int, now_ms: int, *,
+                            partition_leader_epoch: int | None = None,
+                            from_client: bool = True) -> tuple[bytes, AppendInfo]:
         """Validate, then assign offsets from `next_offset` and convert to the topic's format.
 
         Returns (bytes to append, AppendInfo). Batches keep their bytes and are patched in place

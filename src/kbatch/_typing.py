@@ -1,0 +1,21 @@
+"""Type aliases of the public API, for annotations only (they exist while type checking; at run
+time this module is empty, so kbatch needs no typing_extensions installed)."""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer, TypeAlias
+
+    #: a record header as given to a builder: (key, value or None)
+    HeaderIn: TypeAlias = "tuple[str, Buffer | None]"
+    Headers: TypeAlias = "Iterable[HeaderIn]"
+    #: one record for BatchBuilder.extend / build_batch: (timestamp, key, value[, headers[, tombstone[, offset]]])
+    RecordTuple: TypeAlias = (
+        "tuple[int | None, Buffer | None, Buffer | None]"
+        " | tuple[int | None, Buffer | None, Buffer | None, Headers]"
+        " | tuple[int | None, Buffer | None, Buffer | None, Headers, bool | None]"
+        " | tuple[int | None, Buffer | None, Buffer | None, Headers, bool | None, int | None]")
+
+__all__ = ["Buffer", "HeaderIn", "Headers", "RecordTuple"]
