@@ -139,8 +139,11 @@ def main(argv: list[str]) -> int:
         ensure_debian_clients()
         return run(PY, "-m", "pytest", "tests", "-q", *args, env=env, check=False)
     if cmd == "bench":
+        results = ROOT / "bench" / "results"
+        results.mkdir(exist_ok=True)
+        env["KBATCH_BENCH_RESULTS"] = str(results / "latest.md")  # bench/conftest.py writes the tables
         return run(PY, "-m", "pytest", "bench", "--benchmark-only", "--benchmark-columns=min,median,ops",
-                   *args, env=env, check=False)
+                   f"--benchmark-json={results / 'latest.json'}", *args, env=env, check=False)
     if cmd == "wheel":
         run(PY, "-m", "pip", "install", "-q", *RELEASE_TOOLS)
         return run(PY, ROOT / "tools" / "release.py", *args, check=False)
