@@ -113,6 +113,24 @@ def test_storage_xfails_are_still_needed(mypy_report):
         assert codes <= {"no-untyped-call"}, f"{name} is caught now: remove it from NEEDS_STORAGE_ANNOTATIONS"
 
 
+# kbatch's own modules that are fully annotated and pass `mypy --strict` (keep them so); the others
+# annotate their public signatures (validate.py's internals, arrow.py, dump.py, cli/, compat/, spark/
+# and the storage modules log.py, segment.py, index.py, _files.py, compaction.py, demo.py are not there yet)
+STRICT_MODULES = ["__init__.py", "_backend.py", "_typing.py", "_wire.py", "errors.py", "records.py", "batch.py",
+                  "legacy.py", "builder.py", "compression.py"]
+
+
+def test_annotated_modules_pass_strict(tmp_path):
+    pkg = Path(kbatch.__file__).resolve().parent
+    ini = tmp_path / "mypy.ini"
+    ini.write_text("[mypy]\nstrict = True\n[mypy-lz4.*,cramjam.*,zstandard.*,pyarrow.*]\nignore_missing_imports = True\n")
+    proc = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(ini), "--follow-imports=silent",
+                           "--cache-dir", str(tmp_path / "cache"), *[str(pkg / m) for m in STRICT_MODULES]],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                          env={**os.environ, "MYPYPATH": ""})
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-2000:]
+
+
 def test_stubs_match_the_compiled_modules(tmp_path):
     modules = ["kbatch._core", "kbatch.compat._speedups"]
     for module in modules:

@@ -14,6 +14,7 @@ import enum
 import importlib
 import inspect
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -52,7 +53,12 @@ class _Raw:
 
 
 def _plain(annotation: object) -> object:
-    return _Raw(annotation) if isinstance(annotation, str) else annotation
+    # kbatch's modules name the wire enums through `_wire as W`; a reader knows them as kbatch.*
+    return _Raw(re.sub(r"\bW\.", "", annotation)) if isinstance(annotation, str) else annotation
+
+
+def _default(value: object) -> object:
+    return _Raw(f"{type(value).__name__}.{value.name}") if isinstance(value, enum.Enum) else value
 
 
 def _signature(obj: object) -> str:
@@ -60,8 +66,9 @@ def _signature(obj: object) -> str:
         sig = inspect.signature(obj)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return "(...)"
-    params = [p.replace(annotation=_plain(p.annotation)) for p in sig.parameters.values()]
-    return str(sig.replace(parameters=params, return_annotation=_plain(sig.return_annotation)))
+    params = [p.replace(annotation=_plain(p.annotation), default=_default(p.default)) for p in sig.parameters.values()]
+    text = str(sig.replace(parameters=params, return_annotation=_plain(sig.return_annotation)))
+    return text[:-len(" -> None")] if inspect.isclass(obj) and text.endswith(" -> None") else text
 
 
 def _doc(obj: object) -> str:

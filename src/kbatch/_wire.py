@@ -133,8 +133,8 @@ class OffsetSpec(IntEnum):
     EARLIEST = -2
     MAX_TIMESTAMP = -3
 
-    def __eq__(self, other):  # an int timestamp target must never compare equal to a member
+    def __eq__(self, other: object) -> bool:  # an int timestamp target must never compare equal to a member
         return self is other
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((OffsetSpec, self.value))

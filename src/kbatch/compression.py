@@ -8,6 +8,7 @@ from __future__ import annotations
 import struct
 import threading
 import zlib
+from typing import TYPE_CHECKING, Any
 
 import cramjam
 import lz4.frame
@@ -15,6 +16,9 @@ import zstandard
 
 from . import _wire as W
 from .errors import CorruptRecordError, DecompressionLimitError, KBatchError, UnsupportedCodecError
+
+if TYPE_CHECKING:
+    from ._typing import Buffer
 
 Compression = W.Compression
 
@@ -67,7 +71,7 @@ def check_codec(codec: int, magic: int, position: int | None = None) -> Compress
 
 
 # ------------------------------------------------------------------------------------ compress
-def compress(codec: int, data, magic: int = 2, level: int | None = None) -> bytes:
+def compress(codec: int, data: Buffer, magic: int = 2, level: int | None = None) -> bytes:
     """Compress `data` the way Kafka's producer frames it for `codec`."""
     codec = check_codec(codec, magic)
     data = bytes(data)
@@ -77,13 +81,13 @@ def compress(codec: int, data, magic: int = 2, level: int | None = None) -> byte
         c = zlib.compressobj(6 if level is None or level < 0 else level, zlib.DEFLATED, 31)
         return c.compress(data) + c.flush()
     if codec == Compression.SNAPPY:
-        out = bytearray(XERIAL_HEADER)
+        framed = bytearray(XERIAL_HEADER)
         for i in range(0, len(data), XERIAL_BLOCK_SIZE) or [0]:
             block = bytes(cramjam.snappy.compress_raw(data[i:i + XERIAL_BLOCK_SIZE]))
-            out += struct.pack(">i", len(block)) + block
-        return bytes(out)
+            framed += struct.pack(">i", len(block)) + block
+        return bytes(framed)
     if codec == Compression.LZ4:
-        out = lz4.frame.compress(
+        out: bytes = lz4.frame.compress(
             data, compression_level=0 if level is None else level, block_size=lz4.frame.BLOCKSIZE_MAX64KB,
             block_linked=False, content_checksum=False, store_size=False, return_bytearray=False)
         if magic == 0:
@@ -92,15 +96,15 @@ def compress(codec: int, data, magic: int = 2, level: int | None = None) -> byte
             out = out[:6] + bytes([(xxh32(out[0:6]) >> 8) & 0xFF]) + out[7:]
         return out
     # ZSTD: streaming frame without content size, as zstd-jni's output stream writes it
-    cache = _zstd_local.__dict__.setdefault("compressors", {})
-    c = cache.get(level)
-    if c is None:
-        c = cache[level] = zstandard.ZstdCompressor(level=3 if level is None else level, write_content_size=False)
-    return c.compress(data)
+    cache: dict[int | None, zstandard.ZstdCompressor] = _zstd_local.__dict__.setdefault("compressors", {})
+    z = cache.get(level)
+    if z is None:
+        z = cache[level] = zstandard.ZstdCompressor(level=3 if level is None else level, write_content_size=False)
+    return z.compress(data)
 
 
 # ------------------------------------------------------------------------------------ decompress
-def decompress(codec: int, data, magic: int = 2, max_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES,
+def decompress(codec: int, data: Buffer, magic: int = 2, max_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES,
                position: int | None = None) -> bytes:
     """Decompress a Kafka-framed payload; raise DecompressionLimitError beyond `max_bytes`."""
     codec = check_codec(codec, magic, position)
@@ -133,12 +137,12 @@ def relocate(err: KBatchError, batch_position: int, base_offset: int) -> KBatchE
     return err.at(position=batch_position, base_offset=base_offset)
 
 
-def _too_big(max_bytes, position):
+def _too_big(max_bytes: int, position: int | None) -> DecompressionLimitError:
     return DecompressionLimitError("Decompressed batch exceeds the decompression limit", position=position,
                                    expected=f"at most {max_bytes} decompressed bytes", found="more")
 
 
-def _gunzip(data, max_bytes, position):
+def _gunzip(data: Buffer, max_bytes: int, position: int | None) -> bytes:
     out = bytearray()
     rest = bytes(data)
     while rest:
@@ -167,8 +171,8 @@ def _raw_snappy_len(block: bytes) -> int:
     raise CorruptRecordError("Invalid snappy block length preamble")
 
 
-def _unsnappy(data, max_bytes, position):
-    data = bytes(data)
+def _unsnappy(buf: Buffer, max_bytes: int, position: int | None) -> bytes:
+    data = bytes(buf)
     if not data.startswith(XERIAL_MAGIC):  # raw block, as snappy-java's SnappyInputStream accepts
         if _raw_snappy_len(data) > max_bytes:
             raise _too_big(max_bytes, position)
@@ -195,8 +199,8 @@ def _unsnappy(data, max_bytes, position):
     return bytes(out)
 
 
-def _unlz4(data, magic, max_bytes, position):
-    data = bytes(data)
+def _unlz4(buf: Buffer, magic: int, max_bytes: int, position: int | None) -> bytes:
+    data = bytes(buf)
     if len(data) < 7 or data[:4] != LZ4_MAGIC:
         raise CorruptRecordError("Invalid lz4 frame", position=position, expected="magic 04 22 4D 18",
                                  found=data[:4].hex(" "))
@@ -215,13 +219,14 @@ def _unlz4(data, magic, max_bytes, position):
     return _bounded(d, data, 0, max_bytes, position, _LZ4_RATIO_SHIFT, "lz4")[0]
 
 
-def _unzstd(data, max_bytes, position):
+def _unzstd(buf: Buffer, max_bytes: int, position: int | None) -> bytes:
     # Streaming, frame after frame (zstd-jni's input stream reads across frames); frames written
     # by Kafka carry no content size, so one-shot decompression is not an option.
-    data = bytes(data)
+    data = bytes(buf)
     local = _zstd_local.__dict__
-    dctx = local.get("dctx") or local.setdefault("dctx", zstandard.ZstdDecompressor())
-    parts, pos, total = [], 0, 0
+    dctx: zstandard.ZstdDecompressor = local.get("dctx") or local.setdefault("dctx", zstandard.ZstdDecompressor())
+    parts: list[bytes] = []
+    pos = total = 0
     while pos < len(data):
         out, pos = _bounded(dctx.decompressobj(), data, pos, max_bytes - total, position, _ZSTD_RATIO_SHIFT,
                             "zstd")
@@ -238,10 +243,12 @@ _ZSTD_RATIO_SHIFT = 15
 _MIN_STEP = 64
 
 
-def _bounded(d, data, pos, max_bytes, position, ratio_shift, name):
+def _bounded(d: Any, data: bytes, pos: int, max_bytes: int, position: int | None, ratio_shift: int,
+             name: str) -> tuple[bytes, int]:
     """Decompress the one frame at data[pos:] with the streaming decompressor `d` (lz4 or zstd:
     decompress(), eof, unused_data) under `max_bytes`. Returns (output, position after the frame)."""
-    parts, total, n = [], 0, len(data)
+    parts: list[bytes] = []
+    total, n = 0, len(data)
     while not d.eof:
         if pos >= n:
             raise CorruptRecordError(f"Truncated {name} frame", position=position, expected=f"{name} end of frame",
@@ -261,7 +268,7 @@ _P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 3747613
 _M = 0xFFFFFFFF
 
 
-def _rotl(x, r):
+def _rotl(x: int, r: int) -> int:
     return ((x << r) | (x >> (32 - r))) & _M
 
 

@@ -8,6 +8,9 @@ code where Kafka has one.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any, NoReturn
+
 
 class KBatchError(Exception):
     """Base of every kbatch exception.
@@ -21,7 +24,7 @@ class KBatchError(Exception):
     error_code: int | None = None
 
     def __init__(self, message: str, *, position: int | None = None, base_offset: int | None = None,
-                 expected=None, found=None, row: int | None = None):
+                 expected: object = None, found: object = None, row: int | None = None) -> None:
         self.reason = message
         self.position = position
         self.base_offset = base_offset
@@ -63,7 +66,7 @@ class CorruptRecordError(KBatchError, ValueError):
 class CrcMismatchError(CorruptRecordError):
     """Stored and computed checksums differ (CRC-32C for magic 2, CRC-32 for magic 0/1)."""
 
-    def __init__(self, message="Record is corrupt", *, stored: int, computed: int, **kw):
+    def __init__(self, message: str = "Record is corrupt", *, stored: int, computed: int, **kw: Any) -> None:
         self.stored = stored
         self.computed = computed
         kw.setdefault("expected", f"crc {computed}")
@@ -107,7 +110,7 @@ class InvalidTimestampError(KBatchError, ValueError):
 
     error_code = 32
 
-    def __init__(self, message: str, record_errors=(), **kw):
+    def __init__(self, message: str, record_errors: Iterable[tuple[int, int, int, str]] = (), **kw: Any) -> None:
         self.record_errors = list(record_errors)
         super().__init__(message, **kw)
 
@@ -157,7 +160,7 @@ class MissingDependencyError(KBatchError, ImportError):
     """An optional dependency is not installed: pyarrow for columns (the `arrow` extra), typer and
     rich for the CLI (`cli`), pyspark for Spark (`spark`). The message names the pip command."""
 
-    def __init__(self, feature: str, package: str, extra: str):
+    def __init__(self, feature: str, package: str, extra: str) -> None:
         super().__init__(f"{feature} needs {package}, which is not installed: "
                          f"pip install {package} (kafka-kbatch's '{extra}' extra)")
         self.name = package  # ImportError's attribute: the module that is missing
@@ -246,7 +249,8 @@ _MESSAGES = {
 }
 
 
-def raise_status(status: int, position: int, expected=None, found=None, base_offset: int | None = None):
+def raise_status(status: int, position: int, expected: Any = None, found: Any = None,
+                 base_offset: int | None = None) -> NoReturn:
     """Raise the exception for a kernel status code. Never returns."""
     if status == ST_CRC:
         raise CrcMismatchError(stored=found, computed=expected, position=position, base_offset=base_offset)

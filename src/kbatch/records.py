@@ -6,10 +6,13 @@ pure twin); both compare equal field by field.
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from . import _wire as W
 from .errors import InvalidRecordError
+
+if TYPE_CHECKING:
+    from ._core import Record
 
 
 class ControlRecord(NamedTuple):
@@ -21,7 +24,7 @@ class ControlRecord(NamedTuple):
     coordinator_epoch: int | None
 
 
-def parse_control_record(record) -> ControlRecord:
+def parse_control_record(record: Record) -> ControlRecord:
     """Read a control record's key (version, type) and, for transaction markers, its value.
 
     Kafka's rules: a key shorter than 4 bytes or with a negative version is invalid; an unknown

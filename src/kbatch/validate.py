@@ -36,9 +36,17 @@ from .errors import (InvalidOffsetError, InvalidRecordError, InvalidTimestampErr
 from .legacy import parse_message
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+    from typing import Any, NoReturn, SupportsInt, TypeAlias
+
     import numpy.typing as npt
 
+    from ._core import Record
     from ._typing import Buffer
+    from .batch import RecordBatch
+    from .legacy import LegacyRecordBatch
+
+    Batch: TypeAlias = "RecordBatch | LegacyRecordBatch"
 
 log = logging.getLogger("kbatch.validate")
 _TIMESTAMP = operator.attrgetter("timestamp")
@@ -78,21 +86,21 @@ class TimestampCheck(NamedTuple):
         return self.too_old + self.too_new
 
 
-def _int64(name: str, value) -> int:
+def _int64(name: str, value: SupportsInt) -> int:
     v = int(value)
     if not W.INT64_MIN <= v <= W.INT64_MAX:
         raise ValueError(f"{name} must fit in an int64, not {v}")
     return v
 
 
-def _limit(name: str, value) -> int:
+def _limit(name: str, value: SupportsInt) -> int:
     v = _int64(name, value)
     if v < 0:  # Kafka's configs are atLeast(0)
         raise ValueError(f"{name} must be >= 0, not {v}")
     return v
 
 
-def _as_int64_column(timestamps, no_timestamp):
+def _as_int64_column(timestamps: Any, no_timestamp: int | None) -> npt.NDArray[np.int64]:
     """A contiguous int64 numpy column from numpy, pyarrow (nulls -> no_timestamp) or a sequence."""
     if type(timestamps).__module__.startswith("pyarrow"):
         import pyarrow as pa
@@ -188,7 +196,8 @@ class _Checked:
 
     __slots__ = ("index", "batch", "_records", "offsets", "ts", "missing", "inner_offsets")
 
-    def __init__(self, index, batch, records, offsets, ts, missing, inner_offsets):
+    def __init__(self, index: int, batch: Batch, records: Sequence[Record] | None, offsets: npt.NDArray[np.int64],
+                 ts: npt.NDArray[np.int64], missing: int, inner_offsets: list[int] | None) -> None:
         self.index = index
         self.batch = batch
         self._records = records       # None: decoded on first use (the v2 checks read columns)
@@ -198,20 +207,20 @@ class _Checked:
         self.inner_offsets = inner_offsets  # legacy compressed: raw inner offsets, else None
 
     @property
-    def records(self):
+    def records(self) -> Sequence[Record]:
         if self._records is None:
             self._records = self.batch.records()
         return self._records
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.ts)
 
-    def release(self):
+    def release(self) -> None:
         self._records = None
         self.batch._records = None  # the batch caches its decoded records
 
 
-def _record_repr(batch, rec) -> str:
+def _record_repr(batch: Batch, rec: Record) -> str:
     raw = batch.no_timestamp if rec.timestamp is None else rec.timestamp
     klen = 0 if rec.key is None else len(rec.key)
     vlen = 0 if rec.value is None else len(rec.value)
@@ -373,7 +382,7 @@ class LogValidator:
     def _where(self) -> str:
         return f" in topic partition {self.topic_partition}" if self.topic_partition else ""
 
-    def _checked(self, data, now: int, from_client: bool, monotonic: bool = True):
+    def _checked(self, data: Buffer, now: int, from_client: bool, monotonic: bool = True) -> Iterator[_Checked]:
         """Yield a _Checked per batch, raising the first batch-level or record-level failure."""
         before, after = self.before_max_ms, self.after_max_ms
         lo, hi = _backend.core.timestamp_bounds(now, before, after)
@@ -396,7 +405,7 @@ class LogValidator:
             raise InvalidRecordError("Record batch has no batches at all", position=0,
                                      expected="at least one batch", found=f"{memoryview(data).nbytes} bytes")
 
-    def _check_batch(self, batch, first, from_client: bool, prev_last):
+    def _check_batch(self, batch: Batch, first: Batch, from_client: bool, prev_last: int | None) -> None:
         where = self._where()
         pos, base = batch.position, batch.base_offset if batch.magic >= 2 else batch.offset
         if batch.size_in_bytes > self.max_message_bytes:
@@ -450,7 +459,8 @@ class LogValidator:
                                                    f"{self.magic}", position=pos, base_offset=base,
                                                    expected="magic 2", found=f"magic {self.magic}")
 
-    def _check_records(self, index, batch, now, before, after, lo, hi) -> _Checked:
+    def _check_records(self, index: int, batch: Batch, now: int, before: int, after: int, lo: int,
+                       hi: int) -> _Checked:
         no_ts = batch.no_timestamp
         cols = _v2_columns(batch) if batch.magic == 2 else None
         if cols is not None:  # the column kernel: no Record object per record
@@ -510,7 +520,7 @@ class LogValidator:
             self._raise_record_errors(index, batch, records, errors, lo, hi)
         return _Checked(index, batch, records if isinstance(records, list) else None, offsets, ts, missing, inner)
 
-    def _inner_entries(self, batch):
+    def _inner_entries(self, batch: Batch) -> list[tuple[int, int]]:
         """(inner offset, inner magic) of each message in a legacy wrapper (decoding already checked them)."""
         buf = batch._buf
         mpos = batch.position + W.LOG_OVERHEAD
@@ -527,7 +537,8 @@ class LogValidator:
             p += W.LOG_OVERHEAD + size
         return out
 
-    def _raise_record_errors(self, index, batch, records, errors, lo, hi):
+    def _raise_record_errors(self, index: int, batch: Batch, records: Sequence[Record],
+                             errors: list[tuple[int, str]], lo: int, hi: int) -> NoReturn:
         errors.sort(key=lambda e: e[0])
         record_errors = [RecordError(index, i, records[i].offset, msg) for i, _t, msg in errors]
         base = batch.base_offset if batch.magic >= 2 else batch.offset
@@ -545,7 +556,7 @@ class LogValidator:
         err.record_errors = record_errors  # as InvalidTimestampError carries them
         raise err
 
-    def _maybe_warn_future(self, chk, now, found) -> int:
+    def _maybe_warn_future(self, chk: _Checked, now: int, found: tuple[int, int] | None) -> int:
         """One WARN per accepted CreateTime batch holding a record more than an hour ahead of now."""
         if self.timestamp_type != W.TimestampType.CREATE_TIME or found is None or found[0] - now <= FUTURE_WARN_MS:
             return 0
@@ -559,7 +570,7 @@ class LogValidator:
         return 1
 
     # -- assignment
-    def _in_place(self, group) -> bool:
+    def _in_place(self, group: list[_Checked]) -> bool:
         """Kafka's rule for patching bytes instead of re-building (LogValidator, §4.2 item 6)."""
         first = group[0].batch
         source = W.Compression.NONE
@@ -596,7 +607,8 @@ class LogValidator:
                     return False
         return in_place
 
-    def _patch(self, chk, next_offset, stamp, ple, tracker):
+    def _patch(self, chk: _Checked, next_offset: int, stamp: int | None, ple: int | None,
+               tracker: _MaxTracker) -> tuple[bytes, int]:
         b = chk.batch
         chunk = bytearray(b.raw)
         if b.magic >= 2:
@@ -646,7 +658,8 @@ class LogValidator:
                 _U32.pack_into(chunk, _LEGACY_CRC_AT, zlib.crc32(memoryview(chunk)[_LEGACY_MAGIC_AT:]))
         return chunk, last + 1
 
-    def _rebuild(self, group, next_offset, stamp, ple, tracker):
+    def _rebuild(self, group: list[_Checked], next_offset: int, stamp: int | None, ple: int | None,
+                 tracker: _MaxTracker) -> tuple[bytes, int]:
         first = group[0].batch
         to_magic = self.magic
         source = W.Compression.NONE
@@ -696,7 +709,7 @@ class LogValidator:
             tracker.offer(best, best_off)
         return builder.build(), offset
 
-    def _check_output_sizes(self, data) -> int:
+    def _check_output_sizes(self, data: bytes) -> int:
         s = _backend.core.scan_batches(data, 0, -1, False)
         sizes = s["size"]
         if len(sizes) and int(sizes.max()) > self.max_message_bytes:
@@ -713,17 +726,17 @@ class _LazyRecords:
 
     __slots__ = ("batch",)
 
-    def __init__(self, batch):
+    def __init__(self, batch: Batch) -> None:
         self.batch = batch
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> Record:
         return self.batch.records()[i]
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.batch.record_count
 
 
-def _v2_columns(batch):
+def _v2_columns(batch: RecordBatch) -> dict[str, Any]:
     """The columns validate needs (offset, timestamp, key validity) of one v2 batch from the
     decode_columns_v2 kernel, or None when the bytes are bad: batch.records() then raises the
     canonical error (positions inside compressed data mapped to the batch)."""
@@ -748,11 +761,11 @@ class _MaxTracker:
 
     __slots__ = ("value", "offset")
 
-    def __init__(self):
-        self.value = None
+    def __init__(self) -> None:
+        self.value: int | None = None
         self.offset = -1
 
-    def offer(self, value, offset):
+    def offer(self, value: int, offset: int) -> None:
         if self.value is None:
             self.value, self.offset = value, offset
         elif value > self.value:
@@ -766,7 +779,7 @@ def _s16(v: int) -> int:
     return v - 0x10000 if v & 0x8000 else v
 
 
-def _column_max(chk):
+def _column_max(chk: _Checked) -> tuple[int, int] | None:
     """(max timestamp, record index) over records that have one, or None."""
     ts = chk.ts
     n = len(ts)
@@ -780,7 +793,7 @@ def _column_max(chk):
     return int(ts[j]), j
 
 
-def _batch_max(chk, start):
+def _batch_max(chk: _Checked, start: int) -> tuple[int, int]:
     """Kafka's running max from `start` (strictly greater): (value, record index or -1)."""
     found = _column_max(chk)
     if found is None or found[0] <= start:
