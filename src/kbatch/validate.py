@@ -197,7 +197,7 @@ class _Checked:
     __slots__ = ("index", "batch", "_records", "offsets", "ts", "missing", "inner_offsets")
 
     def __init__(self, index: int, batch: Batch, records: Sequence[Record] | None, offsets: npt.NDArray[np.int64],
-                 ts: npt.NDArray[np.int64], missing: int, inner_offsets: list[int] | None) -> None:
+                 ts: npt.NDArray[np.int64], missing: int, inner_offsets: list[tuple[int, int]] | None) -> None:
         self.index = index
         self.batch = batch
         self._records = records       # None: decoded on first use (the v2 checks read columns)
@@ -537,8 +537,8 @@ class LogValidator:
             p += W.LOG_OVERHEAD + size
         return out
 
-    def _raise_record_errors(self, index: int, batch: Batch, records: Sequence[Record],
-                             errors: list[tuple[int, str]], lo: int, hi: int) -> NoReturn:
+    def _raise_record_errors(self, index: int, batch: Batch, records: Sequence[Record] | _LazyRecords,
+                             errors: list[tuple[int, bool, str]], lo: int, hi: int) -> NoReturn:
         errors.sort(key=lambda e: e[0])
         record_errors = [RecordError(index, i, records[i].offset, msg) for i, _t, msg in errors]
         base = batch.base_offset if batch.magic >= 2 else batch.offset
@@ -608,7 +608,7 @@ class LogValidator:
         return in_place
 
     def _patch(self, chk: _Checked, next_offset: int, stamp: int | None, ple: int | None,
-               tracker: _MaxTracker) -> tuple[bytes, int]:
+               tracker: _MaxTracker) -> tuple[bytes | bytearray, int]:
         b = chk.batch
         chunk = bytearray(b.raw)
         if b.magic >= 2:
@@ -659,7 +659,7 @@ class LogValidator:
         return chunk, last + 1
 
     def _rebuild(self, group: list[_Checked], next_offset: int, stamp: int | None, ple: int | None,
-                 tracker: _MaxTracker) -> tuple[bytes, int]:
+                 tracker: _MaxTracker) -> tuple[bytes | bytearray, int]:
         first = group[0].batch
         to_magic = self.magic
         source = W.Compression.NONE
