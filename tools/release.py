@@ -63,11 +63,14 @@ def cibw_config() -> dict:
 def find_python(version: str) -> str:
     if version in ("", "current"):
         return sys.executable
-    cands = [shutil.which(f"python{version}")]
-    cands += sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{version}*/bin/python{version}")))
-    for c in cands:
+    cands = sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{version}*/bin/python{version}")))
+    cands.append(shutil.which(f"python{version}"))
+    for c in cands:  # the first that runs and is that version (a pyenv shim may name one it cannot run)
         if c and os.path.exists(c):
-            return c
+            probe = subprocess.run([c, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                                   capture_output=True, text=True)
+            if probe.returncode == 0 and probe.stdout.strip() == version:
+                return c
     raise SystemExit(f"[release] no python{version} found on PATH or under ~/.pyenv/versions")
 
 
