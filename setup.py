@@ -44,6 +44,8 @@ def use_clang() -> None:
 
 compile_args, link_args, macros = [], [], [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
 if sys.platform != "win32":
+    # a CPython function a new version stops declaring must not compile to a call returning int
+    compile_args += ["-Werror=implicit-function-declaration"]
     if fuzz:  # what OSS-Fuzz builds with: -O1 keeps the branches the counters measure
         compile_args += ["-O1", "-gline-tables-only"]
     else:

@@ -537,7 +537,21 @@ cdef int _raise_scan(ScanErr *err) except -1:
 cdef extern from "Python.h":
     Py_buffer *PyMemoryView_GET_BUFFER(object mview)
     void PyObject_GC_UnTrack(void *op)
-    Py_hash_t _Py_HashBytes(const void *src, Py_ssize_t len)
+
+# hash(bytes) of a buffer: Py_HashBuffer from 3.14; before that CPython's _Py_HashBytes, which 3.13
+# no longer declares in Python.h (an undeclared call returns a truncated int: hashes unequal to bytes')
+cdef extern from *:
+    """
+    #if PY_VERSION_HEX >= 0x030E0000
+    #define kb_hash_bytes(p, n) Py_HashBuffer((p), (n))
+    #else
+    #if PY_VERSION_HEX >= 0x030D0000
+    PyAPI_FUNC(Py_hash_t) _Py_HashBytes(const void *, Py_ssize_t);
+    #endif
+    #define kb_hash_bytes(p, n) _Py_HashBytes((p), (n))
+    #endif
+    """
+    Py_hash_t kb_hash_bytes(const void *src, Py_ssize_t len)
 
 _TIMESTAMP_TYPE_OBJECTS = (W.TimestampType.CREATE_TIME, W.TimestampType.LOG_APPEND_TIME)
 
@@ -781,7 +795,7 @@ cdef class ByteView:
 
     def __hash__(self):
         hash(self._owner.obj)  # memoryview's rule: a view of a mutable (unhashable) buffer is unhashable
-        return _Py_HashBytes(self._p, self._n)
+        return kb_hash_bytes(self._p, self._n)
 
     def __eq__(self, other):
         cdef Py_buffer b
