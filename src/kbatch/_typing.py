@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing_extensions import Buffer, TypeAlias
 
+    #: what the Kafka clients hand their record builders (sized, sliceable)
+    BytesLike: TypeAlias = "bytes | bytearray | memoryview"
     #: a record header as given to a builder: (key, value or None)
     HeaderIn: TypeAlias = "tuple[str, Buffer | None]"
     Headers: TypeAlias = "Iterable[HeaderIn]"
@@ -18,4 +20,4 @@ if TYPE_CHECKING:
         " | tuple[int | None, Buffer | None, Buffer | None, Headers, bool | None]"
         " | tuple[int | None, Buffer | None, Buffer | None, Headers, bool | None, int | None]")
 
-__all__ = ["Buffer", "HeaderIn", "Headers", "RecordTuple"]
+__all__ = ["Buffer", "BytesLike", "HeaderIn", "Headers", "RecordTuple"]

@@ -8,6 +8,8 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable, Iterator
+from typing import IO, Any, NoReturn
 
 from .. import _wire as W
 from ..errors import KBatchError
@@ -36,7 +38,7 @@ def stderr_is_terminal() -> bool:
 
 
 @contextlib.contextmanager
-def progress_bar(total_bytes: int, label: str, quiet: bool = False):
+def progress_bar(total_bytes: int, label: str, quiet: bool = False) -> Iterator[Callable[[int], object]]:
     """Yield `advance(n_bytes)`; draws a rich progress bar on stderr only when the work is over
     PROGRESS_MIN_BYTES, stderr is a terminal and not --quiet. Otherwise advance does nothing."""
     if quiet or total_bytes < PROGRESS_MIN_BYTES or not stderr_is_terminal():
@@ -88,7 +90,7 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def partition_dirs(path) -> list[str]:
+def partition_dirs(path: str | os.PathLike[str]) -> list[str]:
     """The partition directories PATH names: itself when it holds segments (or is a partition
     directory name), else its subdirectories that hold segments (a broker's log directory)."""
     path = os.fspath(path)
@@ -107,11 +109,11 @@ def partition_dirs(path) -> list[str]:
     return subs
 
 
-def segment_files(directory) -> list[str]:
+def segment_files(directory: str) -> list[str]:
     return sorted(os.path.join(directory, n) for n in os.listdir(directory) if _SEGMENT_NAME.match(n))
 
 
-def resolve_segments(path) -> list[tuple[str, list[str]]]:
+def resolve_segments(path: str | os.PathLike[str]) -> list[tuple[str, list[str]]]:
     """[(partition dir, [segment .log paths])] for a segment file, a partition dir or a log dir."""
     path = os.fspath(path)
     if os.path.isfile(path):
@@ -123,7 +125,7 @@ def resolve_segments(path) -> list[tuple[str, list[str]]]:
     return [(d, segment_files(d)) for d in partition_dirs(path)]
 
 
-def api(name: str):
+def api(name: str) -> Any:
     """A kbatch library name the command builds on (kbatch.Log, kbatch.compact, ...)."""
     import kbatch
 
@@ -133,13 +135,13 @@ def api(name: str):
         raise UsageProblem(f"this command needs kbatch.{name}, which this installation lacks ({e})") from None
 
 
-def emit(out, obj) -> None:
+def emit(out: IO[str], obj: object) -> None:
     out.write(json.dumps(obj, separators=(", ", ": ")) + "\n")
 
 
 
 # ------------------------------------------------------------------------------------ typer glue
-def run(fn, *args, **kwargs):
+def run(fn: Callable[..., int], *args: Any, **kwargs: Any) -> NoReturn:
     """Call a command function and leave with its exit code: usage problems and unreadable paths
     exit 2, kbatch errors exit 1, each said once on stderr."""
     import typer
@@ -162,7 +164,7 @@ def run(fn, *args, **kwargs):
     raise typer.Exit(code)
 
 
-def time_value(text):
+def time_value(text: str | None) -> int | None:
     """A --time/--now option's value as epoch ms (None stays None); a bad one is typer's usage error."""
     import typer
 
@@ -174,7 +176,7 @@ def time_value(text):
         raise typer.BadParameter(str(e)) from None
 
 
-def options():
+def options() -> tuple[Any, Any]:
     """The options every command takes: (Quiet, Json) as typer annotations."""
     from typing import Annotated
 

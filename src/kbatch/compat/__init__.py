@@ -26,8 +26,13 @@ import importlib
 import struct
 import sys
 import time
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from .. import _backend
+
+if TYPE_CHECKING:
+    from .._typing import BytesLike
 
 __all__ = ["install", "uninstall", "installed", "ClientNotInstalledError", "STATS"]
 
@@ -48,7 +53,7 @@ STATS = {"decoded_batches": 0, "decoded_records": 0, "fallback_batches": 0, "bui
          "built_batches": 0}
 
 # name -> list of (module, attribute, original object)
-_patched: dict[str, list] = {}
+_patched: dict[str, list[tuple[ModuleType, str, object]]] = {}
 
 
 def _canonical(name: str) -> str:
@@ -59,7 +64,7 @@ def _canonical(name: str) -> str:
     return key
 
 
-def _load(key: str):
+def _load(key: str) -> ModuleType:
     mod_name, pkg = _CLIENTS[key]
     try:
         importlib.import_module(pkg)
@@ -111,14 +116,15 @@ def _wrap64(v: int) -> int:
     return v - (1 << 64) if v >> 63 else v
 
 
-_SPEEDUPS = []
+_SPEEDUPS: list[ModuleType | None] = []
 
 
-def speedups():
+def speedups() -> ModuleType | None:
     """kbatch.compat._speedups when the live kbatch backend is the compiled one, else None."""
     if _backend.core.BACKEND != "cython":
         return None
     if not _SPEEDUPS:
+        sp: ModuleType | None
         try:
             from . import _speedups as sp
         except ImportError:
@@ -131,7 +137,8 @@ _BYTES_LIKE = (bytes, bytearray, memoryview)
 _CRC_STRUCT = struct.Struct(">I")
 
 
-def append_v2(builder, offset, timestamp, key, value, headers):
+def append_v2(builder: Any, offset: int, timestamp: int | None, key: BytesLike | None, value: BytesLike | None,
+              headers: list[tuple[str, BytesLike | None]]) -> Any:
     """DefaultRecordBatchBuilder.append of both clients' pure builders (same checks, messages and
     batch state), with the record encoded by kbatch: write one record (magic 2); returns the
     client's DefaultRecordMetadata, or None when the batch is full. Installed as the method itself
@@ -174,7 +181,7 @@ def append_v2(builder, offset, timestamp, key, value, headers):
     return (builder._compiled_metadata or builder._bind_compiled_metadata(sp))(offset, size, timestamp)
 
 
-def write_v2_header(builder, partition_leader_epoch: int, use_compression_type: bool) -> None:
+def write_v2_header(builder: Any, partition_leader_epoch: int, use_compression_type: bool) -> None:
     """Both clients' DefaultRecordBatchBuilder header write, with kbatch's CRC-32C."""
     buf = builder._buffer
     builder.HEADER_STRUCT.pack_into(
@@ -187,8 +194,8 @@ def write_v2_header(builder, partition_leader_epoch: int, use_compression_type: 
     STATS["built_batches"] += 1
 
 
-def decode_v2_tuples(buf, pos: int, count: int, base_offset: int, first_ts: int, max_ts: int,
-                     log_append: bool):
+def decode_v2_tuples(buf: BytesLike, pos: int, count: int, base_offset: int, first_ts: int, max_ts: int,
+                     log_append: bool) -> list[tuple[Any, ...]] | None:
     """Decode the records of an uncompressed v2 records section buf[pos:] with the clients' rules.
 
     Returns a list of (length, offset, timestamp, key, value, headers) with key/value bytes or
@@ -249,7 +256,8 @@ def decode_v2_tuples(buf, pos: int, count: int, base_offset: int, first_ts: int,
     return out
 
 
-def encode_v2_record(offset_delta: int, timestamp_delta: int, key, value, headers) -> bytes:
+def encode_v2_record(offset_delta: int, timestamp_delta: int, key: BytesLike | None, value: BytesLike | None,
+                     headers: list[tuple[str, BytesLike | None]]) -> bytes:
     """One v2 record (length prefix included) as the clients' builders write it."""
     core = _backend.core
     wv = core.write_varlong  # the clients zigzag every varint as int64
