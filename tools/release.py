@@ -190,7 +190,10 @@ def cross_compile_aarch64(sdist_root: Path) -> str:
     work = WORK / "aarch64"
     shutil.copytree(sdist_root / "src", work / "src")
     pyx = [str(work / "src" / "kbatch" / "_core.pyx"), str(work / "src" / "kbatch" / "compat" / "_speedups.pyx")]
-    cythonize(pyx, compiler_directives={"language_level": "3"}, quiet=True)
+    # setup.py's release directives, so the C is the C a wheel is built from
+    cythonize(pyx, quiet=True, compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False,
+                                                     "initializedcheck": False, "cdivision": True,
+                                                     "embedsignature": True})
     notes = []
     for f in pyx:
         c = f[:-4] + ".c"
