@@ -114,11 +114,11 @@ def test_storage_xfails_are_still_needed(mypy_report):
 
 
 # kbatch's own modules that are fully annotated and pass `mypy --strict` (keep them so); the others
-# annotate their public signatures (validate.py's internals, arrow.py, dump.py, the cli command modules,
+# annotate their public signatures (arrow.py, dump.py, the cli command modules,
 # compat/, spark/
 # and the storage modules log.py, segment.py, index.py, _files.py, compaction.py, demo.py are not there yet)
 STRICT_MODULES = ["kbatch", "kbatch._backend", "kbatch._typing", "kbatch._wire", "kbatch.errors", "kbatch.records",
-                  "kbatch.batch", "kbatch.legacy", "kbatch.builder", "kbatch.compression", "kbatch.cli",
+                  "kbatch.batch", "kbatch.legacy", "kbatch.builder", "kbatch.compression", "kbatch.validate", "kbatch.cli",
                   "kbatch.cli._common"]
 
 

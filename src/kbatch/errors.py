@@ -81,9 +81,13 @@ class TruncatedDataError(KBatchError, EOFError):
 
 
 class InvalidRecordError(KBatchError, ValueError):
-    """A record that parses but breaks a rule (Kafka's InvalidRecordException, error 87)."""
+    """A record that parses but breaks a rule (Kafka's InvalidRecordException, error 87).
+
+    When LogValidator rejects records, ``record_errors`` lists them (kbatch.validate.RecordError).
+    """
 
     error_code = 87
+    record_errors: list[Any]
 
 
 class UnsupportedCodecError(KBatchError, ValueError):

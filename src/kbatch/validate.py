@@ -22,18 +22,18 @@ import operator
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 import numpy as np
 
 from . import _backend
 from . import _wire as W
-from .batch import iter_batches
+from .batch import RecordBatch, iter_batches
 from .builder import BatchBuilder
 from .compression import decompress
 from .errors import (InvalidOffsetError, InvalidRecordError, InvalidTimestampError, KBatchError, RecordTooLargeError,
                      UnsupportedForMessageFormatError)
-from .legacy import parse_message
+from .legacy import LegacyRecordBatch, parse_message
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -43,9 +43,6 @@ if TYPE_CHECKING:
 
     from ._core import Record
     from ._typing import Buffer
-    from .batch import RecordBatch
-    from .legacy import LegacyRecordBatch
-
     Batch: TypeAlias = "RecordBatch | LegacyRecordBatch"
 
 log = logging.getLogger("kbatch.validate")
@@ -220,6 +217,11 @@ class _Checked:
         self.batch._records = None  # the batch caches its decoded records
 
 
+def _entry_offset(batch: Batch) -> int:
+    """The offset Kafka's messages name a batch by: baseOffset (v2), the log entry's offset (legacy)."""
+    return batch.base_offset if isinstance(batch, RecordBatch) else batch.offset
+
+
 def _record_repr(batch: Batch, rec: Record) -> str:
     raw = batch.no_timestamp if rec.timestamp is None else rec.timestamp
     klen = 0 if rec.key is None else len(rec.key)
@@ -365,7 +367,7 @@ class LogValidator:
         n_out = self._check_output_sizes(result) if rebuilt else len(checked)
         for chk in checked:  # accepted: now the migration WARN
             self._maybe_warn_future(chk, now, _column_max(chk))
-        if lat:
+        if stamp is not None:  # a LogAppendTime topic (stamp is set exactly then)
             self.last_log_append_time = stamp
             max_ts, off_max = stamp, (first_offset if next_offset > first_offset else -1)
             if self.magic == 0:
@@ -407,7 +409,7 @@ class LogValidator:
 
     def _check_batch(self, batch: Batch, first: Batch, from_client: bool, prev_last: int | None) -> None:
         where = self._where()
-        pos, base = batch.position, batch.base_offset if batch.magic >= 2 else batch.offset
+        pos, base = batch.position, _entry_offset(batch)
         if batch.size_in_bytes > self.max_message_bytes:
             raise RecordTooLargeError(f"The record batch size in the append is {batch.size_in_bytes} bytes which "
                                       f"exceeds the maximum configured value of {self.max_message_bytes}{where}",
@@ -462,7 +464,8 @@ class LogValidator:
     def _check_records(self, index: int, batch: Batch, now: int, before: int, after: int, lo: int,
                        hi: int) -> _Checked:
         no_ts = batch.no_timestamp
-        cols = _v2_columns(batch) if batch.magic == 2 else None
+        cols = _v2_columns(batch) if isinstance(batch, RecordBatch) else None
+        records: Sequence[Record] | _LazyRecords
         if cols is not None:  # the column kernel: no Record object per record
             records = _LazyRecords(batch)
             valid = cols["timestamp_valid"]
@@ -485,7 +488,7 @@ class LogValidator:
             key_null = np.fromiter((r.key is None for r in records), np.bool_, n)
         inner = None
         errors = []  # (record index, is_timestamp_error, message)
-        if batch.magic < 2 and batch.attributes & W.LEGACY_COMPRESSION_CODEC_MASK:
+        if isinstance(batch, LegacyRecordBatch) and batch.attributes & W.LEGACY_COMPRESSION_CODEC_MASK:
             inner = self._inner_entries(batch)
             for i, (_off, imagic) in enumerate(inner):
                 if imagic != batch.magic:
@@ -520,13 +523,14 @@ class LogValidator:
             self._raise_record_errors(index, batch, records, errors, lo, hi)
         return _Checked(index, batch, records if isinstance(records, list) else None, offsets, ts, missing, inner)
 
-    def _inner_entries(self, batch: Batch) -> list[tuple[int, int]]:
+    def _inner_entries(self, batch: LegacyRecordBatch) -> list[tuple[int, int]]:
         """(inner offset, inner magic) of each message in a legacy wrapper (decoding already checked them)."""
         buf = batch._buf
         mpos = batch.position + W.LOG_OVERHEAD
         _crc, magic, _a, _ts, _key, value = parse_message(buf, mpos, batch.position + batch.size_in_bytes,
                                                           batch.offset)
-        inner = decompress(batch.compression, value, magic, self.max_decompressed_bytes, mpos)
+        # a wrapper's value is its compressed inner set (decoding the batch already checked it is there)
+        inner = decompress(batch.compression, cast("Buffer", value), magic, self.max_decompressed_bytes, mpos)
         out = []
         p, n = 0, len(inner)
         while n - p >= W.LOG_OVERHEAD:
@@ -541,7 +545,7 @@ class LogValidator:
                              errors: list[tuple[int, bool, str]], lo: int, hi: int) -> NoReturn:
         errors.sort(key=lambda e: e[0])
         record_errors = [RecordError(index, i, records[i].offset, msg) for i, _t, msg in errors]
-        base = batch.base_offset if batch.magic >= 2 else batch.offset
+        base = _entry_offset(batch)
         n_ts = sum(1 for e in errors if e[1])
         if n_ts:
             raise InvalidTimestampError(INVALID_TIMESTAMP_MESSAGE, record_errors, position=batch.position,
@@ -566,7 +570,7 @@ class LogValidator:
         log.warning("Batch %d at byte %d (base offset %d) has %d record(s) with a CreateTime more than one hour "
                     "ahead of now (%d); the largest is %d. Kafka 4.0 rejects these by default "
                     "(message.timestamp.after.max.ms = %d).", chk.index, b.position,
-                    b.base_offset if b.magic >= 2 else b.offset, n_new, now, found[0], FUTURE_WARN_MS)
+                    _entry_offset(b), n_new, now, found[0], FUTURE_WARN_MS)
         return 1
 
     # -- assignment
@@ -640,7 +644,7 @@ class LogValidator:
         n = len(chk)
         last = next_offset + n - 1
         _Q.pack_into(chunk, W.OFFSET_OFFSET, last)
-        if b.magic == 1:
+        if isinstance(b, LegacyRecordBatch) and b.magic == 1:
             attrs = b.attributes
             if stamp is not None:
                 new_attrs, new_ts = attrs | W.LEGACY_TIMESTAMP_TYPE_MASK, stamp
@@ -731,6 +735,9 @@ class _LazyRecords:
 
     def __getitem__(self, i: int) -> Record:
         return self.batch.records()[i]
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(self.batch.records())
 
     def __len__(self) -> int:
         return self.batch.record_count
