@@ -27,8 +27,13 @@ def _rate(bench) -> str:
     info, t = bench.extra_info, bench.stats.min
     if info.get("records"):
         return f"{info['records'] / t / 1e6:8.2f} M records/s"
+    if info.get("rows"):
+        return f"{info['rows'] / t / 1e6:8.2f} M rows/s"
     if info.get("bytes"):
         return f"{info['bytes'] / t / 1e9:8.2f} GB/s"
+    mb = info.get("MB") or info.get("input_mb")
+    if mb:
+        return f"{mb / t:8.1f} MB/s"
     return ""
 
 
@@ -76,8 +81,8 @@ def results_markdown(benchmarks) -> str:
            "Absolute times drift on a shared machine; read the ratios. The curated numbers and targets "
            "are in bench/README.md and the results-*.md files.", ""]
     groups = {}
-    for b in benchmarks:
-        groups.setdefault(str(b.group), []).append(b)
+    for b in benchmarks:  # an ungrouped benchmark stands alone, under its own name
+        groups.setdefault(str(b.group) if b.group else b.fullname.split("/")[-1], []).append(b)
     for group in sorted(groups):
         items = sorted(groups[group], key=lambda b: b.stats.median)
         fastest = items[0].stats.median
