@@ -6,6 +6,7 @@ Blocks are fenced and tagged:
   ```bash    runs with `bash -euo pipefail` in an empty temporary directory, with the interpreter's
              bin directory (python, kbatch) first on PATH;
   ```text    output, file layouts and tables: not code, never run.
+Blocks that are one example in steps (RUN_IN_SEQUENCE) run in order in tests/test_docs_columns.py.
 A python/bash block that cannot run here says so to the reader in its first line,
 `# (not run by the docs test: <why>)`, and must be in NOT_RUN below with the reason: keep it tiny.
 Untagged fences and indented code blocks are refused, so no code hides from this test.
@@ -48,6 +49,17 @@ NOT_RUN = {
 }
 
 
+# Sections whose blocks are one example in steps (later blocks use what earlier ones made):
+# tests/test_docs_columns.py runs each of them in order, in one directory and one namespace.
+# file -> (from this heading, up to this one or the end)
+RUN_IN_SEQUENCE = {
+    "columns.md": ("", None),
+    "cli.md": ("## `kbatch export", None),
+    "spark.md": ("## Writing", "## Building wheels"),
+}
+SEQUENCE_TEST = Path(__file__).resolve().parent / "test_docs_columns.py"
+
+
 @dataclass
 class Block:
     path: Path
@@ -62,6 +74,16 @@ class Block:
     def first_command(self) -> str:
         lines = [ln for ln in self.code.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
         return lines[0].split("  #")[0].strip() if lines else ""
+
+    def in_sequence(self) -> bool:
+        """In a RUN_IN_SEQUENCE section, so run (in order, with the blocks before it) elsewhere."""
+        span = RUN_IN_SEQUENCE.get(self.path.name)
+        if span is None:
+            return False
+        lines = self.path.read_text().splitlines()
+        start = next((i for i, ln in enumerate(lines) if ln.startswith(span[0])), None) if span[0] else 0
+        end = next((i for i, ln in enumerate(lines) if span[1] and ln.startswith(span[1])), len(lines))
+        return start is not None and start < self.line <= end
 
     def not_run_reason(self) -> str | None:
         first = self.code.splitlines()[0] if self.code else ""
@@ -103,7 +125,8 @@ def _in_list(lines: list[str], i: int) -> bool:
 
 ALL = [(b, p) for path in DOCS for b, p in [parse(path)]]
 BLOCKS = [b for blocks, _ in ALL for b in blocks]
-RUNNABLE = [b for b in BLOCKS if b.lang in ("python", "bash") and b.not_run_reason() is None]
+RUNNABLE = [b for b in BLOCKS if b.lang in ("python", "bash") and b.not_run_reason() is None
+            and not b.in_sequence()]
 
 
 def test_docs_found():
@@ -120,6 +143,14 @@ def test_text_blocks_hold_no_commands():
     """`text` is for output and layouts: a block that starts like a command must be bash."""
     looks_like_code = re.compile(r"^(\$ |kbatch |python3? |pip |import |from \S+ import )")
     assert [b.id for b in BLOCKS if b.lang == "text" and looks_like_code.match(b.code.lstrip())] == []
+
+
+def test_blocks_in_sequence_are_run_there():
+    """Every RUN_IN_SEQUENCE section has blocks, and test_docs_columns.py reads exactly those sections."""
+    source = SEQUENCE_TEST.read_text()
+    for name, (start, end) in RUN_IN_SEQUENCE.items():
+        assert [b for b in BLOCKS if b.path.name == name and b.in_sequence()], name
+        assert f'"{name}"' in source and (not start or start in source) and (not end or end in source), name
 
 
 def test_blocks_not_run_are_marked_and_justified():

@@ -27,6 +27,7 @@ BACKEND: str = _backend.BACKEND
 if TYPE_CHECKING:  # what type checkers see: the contract both backends share (_core.pyi)
     from ._core import ByteView, Record, crc32c
     from .arrow import KAFKA_SCHEMA, decode_columns
+    from .arrow_encode import encode_columns, iter_encode_columns
     from .compaction import compact
     from .index import OffsetIndex, TimeIndex, TransactionIndex
     from .log import Log, LogConfig, OffsetAndTimestamp, offsets_for_times, rebuild_indexes, verify_indexes
@@ -84,7 +85,7 @@ __all__ = [
     "LogDirectoryLockedError", "FileChangedError", "SegmentTooLargeError", "UncleanablePartitionError",
     "MissingDependencyError", "NoCompiledCoreWarning", "__version__",
     # the lazily imported names (_LAZY), spelled out so type checkers see them exported
-    "decode_columns", "KAFKA_SCHEMA", "LogValidator", "ValidationResult", "AppendInfo", "check_timestamps",
+    "decode_columns", "KAFKA_SCHEMA", "encode_columns", "iter_encode_columns", "LogValidator", "ValidationResult", "AppendInfo", "check_timestamps",
     "OffsetIndex", "TimeIndex", "TransactionIndex", "FileRecords", "LogSegment", "Log", "LogConfig",
     "OffsetAndTimestamp", "offsets_for_times", "rebuild_indexes", "verify_indexes", "compact",
 ]

@@ -297,12 +297,28 @@ cdef int _dc_loop(const uint8_t* buf, int64_t nbuf, const int64_t* starts, const
 cdef object _pa_allocate = None
 
 
+class _NumpyBuffer(np.ndarray):
+    """Column memory from numpy when pyarrow is not installed (validation and storage read these
+    columns without Arrow): resize() keeps the memory; readers take `count` items of it."""
+
+    def resize(self, *args, **kwargs):
+        pass
+
+
+def _numpy_allocate(nbytes, resizable=False):
+    return np.empty(nbytes, np.uint8).view(_NumpyBuffer)
+
+
 cdef object _arrow_empty(int64_t n, object dtype, bint resizable=False):
     """(buffer, numpy view) of n uninitialized items from Arrow's memory pool, which keeps freed
-    blocks for the next call: column buffers do not fault in fresh pages chunk after chunk."""
+    blocks for the next call: column buffers do not fault in fresh pages chunk after chunk.
+    Without pyarrow (an optional dependency), from numpy."""
     global _pa_allocate
     if _pa_allocate is None:
-        from pyarrow import allocate_buffer
+        try:
+            from pyarrow import allocate_buffer
+        except ImportError:
+            allocate_buffer = _numpy_allocate
         _pa_allocate = allocate_buffer
     dt = np.dtype(dtype)
     b = _pa_allocate(max(n, 1) * dt.itemsize, resizable=resizable)

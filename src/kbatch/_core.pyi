@@ -6,6 +6,8 @@ import numpy as np
 import numpy.typing as npt
 from typing_extensions import Buffer
 
+from kbatch._typing import Headers, RecordTuple as _EncRecord
+
 BACKEND: Final[Literal["cython"]]
 SCAN_FIELDS: tuple[tuple[str, type[np.generic]], ...]
 
@@ -111,11 +113,12 @@ def find_timestamps_v2(data: Buffer, starts: npt.ArrayLike, ends: npt.ArrayLike,
     """(offsets, timestamps) of the first record at or after each target in its batch (see kbatch._core_py)."""
 
 # ---- column encode (Arrow buffers -> magic 2 batches); the contract: kbatch._core_py.ColumnsEncoderV2
-BinaryColumn = tuple[npt.NDArray[Any], npt.NDArray[np.uint8], npt.NDArray[np.uint8] | None, int, int]
-ValueColumn = tuple[npt.NDArray[Any], npt.NDArray[np.uint8] | None, int]
-HeadersColumn = tuple[npt.NDArray[Any], npt.NDArray[np.uint8] | None, int, npt.NDArray[np.uint8] | None, int, int,
-                      BinaryColumn | None, BinaryColumn | None]
+_BinaryColumn = tuple[npt.NDArray[Any], npt.NDArray[np.uint8], npt.NDArray[np.uint8] | None, int, int]
+_ValueColumn = tuple[npt.NDArray[Any], npt.NDArray[np.uint8] | None, int]
+_HeadersColumn = tuple[npt.NDArray[Any], npt.NDArray[np.uint8] | None, int, npt.NDArray[np.uint8] | None, int, int,
+                      _BinaryColumn | None, _BinaryColumn | None]
 
+@final
 class ColumnsEncoderV2:
     @property
     def base_offset(self) -> int: ...
@@ -146,15 +149,13 @@ class ColumnsEncoderV2:
     def __init__(self, base_offset: int, attributes: int, records_per_batch: int, max_batch_bytes: int,
                  producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
                  partition_leader_epoch: int = -1, log_append_time: int | None = None) -> None: ...
-    def encode(self, n: int, key: BinaryColumn | None, value: BinaryColumn | None, timestamp: ValueColumn | None,
-               ts_divisor: int, tombstone: ValueColumn | None, headers: HeadersColumn | None,
-               offset: ValueColumn | None, final: bool = False) -> tuple[bytes, npt.NDArray[np.int64]]: ...
+    def encode(self, n: int, key: _BinaryColumn | None, value: _BinaryColumn | None, timestamp: _ValueColumn | None,
+               ts_divisor: int, tombstone: _ValueColumn | None, headers: _HeadersColumn | None,
+               offset: _ValueColumn | None, final: bool = False) -> tuple[bytes, npt.NDArray[np.int64]]: ...
     def flush(self) -> tuple[bytes, npt.NDArray[np.int64]]: ...
 
-def murmur2(keys: BinaryColumn) -> npt.NDArray[np.int32]:
+def murmur2(keys: _BinaryColumn) -> npt.NDArray[np.int32]:
     """Kafka's Utils.murmur2 of each element (0 where null); see kbatch._core_py.murmur2."""
-
-from kbatch._typing import Headers, RecordTuple as _EncRecord
 
 @final
 class RecordsEncoderV2:

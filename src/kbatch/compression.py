@@ -44,7 +44,7 @@ def codec_name(codec: int) -> str:
 _CODECS = tuple(Compression)  # indexed by id: a tuple lookup, not an Enum call, per batch
 
 
-def codec_from_name(name) -> Compression:
+def codec_from_name(name: str | int) -> Compression:
     """A codec by its name as Kafka's compression.type spells it ("none"/"uncompressed", "gzip",
     "snappy", "lz4", "zstd"; any case), or a Compression / its id."""
     if isinstance(name, int):
@@ -55,7 +55,7 @@ def codec_from_name(name) -> Compression:
     if key not in Compression.__members__:
         raise UnsupportedCodecError("Unknown compression type", expected="none, gzip, snappy, lz4 or zstd",
                                     found=name)
-    return Compression[key]
+    return W.Compression[key]
 
 
 def check_codec(codec: int, magic: int, position: int | None = None) -> Compression:
