@@ -132,6 +132,15 @@ WITHOUT_PYARROW = """
                  ["validate", sys.argv[1], "--now", str(T0), "-q"], ["reindex", sys.argv[1], "-q"],
                  ["compact", sys.argv[1] + "/orders-0", "--now", str(T0 + 10**9), "-q"]):
         assert main(args) == 0, args
+    # export / import write and read Parquet: without pyarrow they say so and exit 2, as without typer
+    err = io.StringIO()
+    sys.stderr, saved = err, sys.stderr
+    try:
+        assert main(["export", sys.argv[1], "--to", sys.argv[1] + "/out"]) == 2
+        assert main(["import", sys.argv[1] + "/rows.jsonl", "--to", sys.argv[1] + "/in"]) == 2
+    finally:
+        sys.stderr = saved
+    assert err.getvalue().count("needs pyarrow, which is not installed: pip install pyarrow") == 2, err.getvalue()
     try:
         kbatch.decode_columns(data, topic="orders", partition=0)
     except kbatch.MissingDependencyError as e:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any, NoReturn
 
 from .. import _wire as W
-from ..errors import KBatchError
+from ..errors import KBatchError, MissingDependencyError
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -22,6 +22,8 @@ EXIT_USAGE = 2
 PROGRESS_MIN_BYTES = 4 * 1024 * 1024
 
 _SEGMENT_NAME = re.compile(r"^\d{20}\.log$")
+# optional packages a command may need -> the kafka-kbatch extra that installs them
+OPTIONAL_DEPENDENCIES = {"pyarrow": "arrow", "pyspark": "spark"}
 INSTALL_HINT = "pip install typer rich (kafka-kbatch's 'cli' extra)"
 
 
@@ -143,11 +145,23 @@ def emit(out: IO[str], obj: object) -> None:
 # ------------------------------------------------------------------------------------ typer glue
 def run(fn: Callable[..., int], *args: Any, **kwargs: Any) -> NoReturn:
     """Call a command function and leave with its exit code: usage problems and unreadable paths
-    exit 2, kbatch errors exit 1, each said once on stderr."""
+    exit 2, kbatch errors exit 1, each said once on stderr. A missing optional dependency (pyarrow
+    for export/import) is said with the pip command and exits 2, as a missing typer does."""
     import typer
 
     try:
         code = fn(*args, **kwargs)
+    except MissingDependencyError as e:
+        typer.echo(f"kbatch: {e}", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    except ModuleNotFoundError as e:
+        top = (e.name or "").split(".")[0]
+        if top not in OPTIONAL_DEPENDENCIES:
+            raise
+        missing = MissingDependencyError(f"this command ({fn.__name__.removeprefix('cmd_')})", top,
+                                         OPTIONAL_DEPENDENCIES[top])
+        typer.echo(f"kbatch: {missing}", err=True)
+        raise typer.Exit(EXIT_USAGE)
     except BrokenPipeError:  # `kbatch dump ... | head`: stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
