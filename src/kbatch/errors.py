@@ -182,13 +182,13 @@ class StorageError(KBatchError, OSError):
     dangling symlink, gone while being opened, a failed write. ``path`` names it; ``errno`` is
     the operating system's code when there is one (ENOSPC, EFBIG, ...)."""
 
-    def __init__(self, message: str, *, path=None, errno: int | None = None, **kw):
+    def __init__(self, message: str, *, path: object = None, errno: int | None = None, **kw: Any) -> None:
         self.path = None if path is None else str(path)
         super().__init__(message if path is None else f"{path}: {message}", **kw)
         self.errno = errno
         self.filename = self.path
 
-    def __str__(self):  # the kbatch message, not OSError's "[Errno n] strerror: filename"
+    def __str__(self) -> str:  # the kbatch message, not OSError's "[Errno n] strerror: filename"
         return str(self.args[0]) if self.args else ""
 
 
