@@ -6,8 +6,12 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import os
+
     from typing_extensions import Buffer, TypeAlias
 
+    #: a file or directory path
+    PathLike: TypeAlias = "str | os.PathLike[str]"
     #: what the Kafka clients hand their record builders (sized, sliceable)
     BytesLike: TypeAlias = "bytes | bytearray | memoryview"
     #: a record header as given to a builder: (key, value or None)
@@ -20,4 +24,4 @@ if TYPE_CHECKING:
         " | tuple[int | None, Buffer | None, Buffer | None, Headers, bool | None]"
         " | tuple[int | None, Buffer | None, Buffer | None, Headers, bool | None, int | None]")
 
-__all__ = ["Buffer", "BytesLike", "HeaderIn", "Headers", "RecordTuple"]
+__all__ = ["Buffer", "BytesLike", "PathLike", "HeaderIn", "Headers", "RecordTuple"]

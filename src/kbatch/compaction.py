@@ -63,6 +63,7 @@ import shutil
 import struct
 import time
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 from . import _backend
 from . import _files
@@ -72,6 +73,9 @@ from .builder import BatchBuilder
 from .errors import (FileChangedError, InvalidRecordError, KBatchError, LogDirectoryLockedError, LogWriteError,
                      StorageError, UncleanablePartitionError)
 from .segment import FileRecords
+
+if TYPE_CHECKING:
+    from ._typing import PathLike
 
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")
 _SCRATCH_PREFIX = log_loader.SCRATCH_PREFIX
@@ -783,11 +787,11 @@ def recover(log_dir) -> None:
         log_loader.clean_directory(log_dir)
 
 
-def compact(log_dir, now_ms: int, delete_retention_ms: int = 86_400_000, *, clean_active_segment: bool = False,
+def compact(log_dir: PathLike, now_ms: int, delete_retention_ms: int = 86_400_000, *, clean_active_segment: bool = False,
             legacy_delete_horizon_ms: int | None = None,
             index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES, verify_crc: bool = True,
             max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES, dry_run: bool = False,
-            output_dir=None) -> CleanerStats:
+            output_dir: PathLike | None = None) -> CleanerStats:
     """Compact the partition directory `log_dir` as a broker's log cleaner does (see module doc).
 
     now_ms: the cleaner's clock (delete horizons are now_ms + delete_retention_ms; tombstones and

@@ -24,7 +24,8 @@ import os
 import random
 import time
 from dataclasses import dataclass, field, fields
-from typing import NamedTuple
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 import numpy as np
 
@@ -37,6 +38,14 @@ from .errors import (CorruptRecordError, FileChangedError, InvalidConfigurationE
                      RecordTooLargeError, StorageError, UnknownTopicOrPartitionError,
                      UnsupportedForMessageFormatError)
 from .index import OffsetIndex, TimeIndex
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from ._typing import Buffer, PathLike
+    from .batch import RecordBatch
+    from .legacy import LegacyRecordBatch
+    from .validate import AppendInfo
 from .segment import (FileRecords, LogSegment, MaxTimestampTracker, _batch_at, _crc_error, build_indexes,
                       scan_headers)
 
@@ -256,7 +265,7 @@ class Log:
 
     # ---- opening
     @classmethod
-    def open(cls, path, config: LogConfig | None = None, *, writable: bool = False,
+    def open(cls, path: PathLike, config: LogConfig | None = None, *, writable: bool = False,
              now_ms: int | None = None) -> "Log":
         """Open a partition directory: read-only (nothing on disk changes) unless writable=True.
 
@@ -311,7 +320,7 @@ class Log:
                 self.log_start_offset = max(checkpointed, self.segments[0].base_offset)
 
     @classmethod
-    def create(cls, path, config: LogConfig | None = None, *, now_ms: int | None = None) -> "Log":
+    def create(cls, path: PathLike, config: LogConfig | None = None, *, now_ms: int | None = None) -> "Log":
         """Create an empty partition directory (or fail if it already holds segments), open for writing."""
         path = os.fspath(path)
         os.makedirs(path, exist_ok=True)
@@ -417,7 +426,7 @@ class Log:
     def size(self) -> int:
         return sum(s.size for s in self.segments)
 
-    def batches(self, verify_crc: bool = True):
+    def batches(self, verify_crc: bool = True) -> Iterator[RecordBatch | LegacyRecordBatch]:
         """Every complete batch, segment by segment. Bytes at the end of a segment that are not a
         complete batch end that segment's batches and are reported in `problems`."""
         for seg in self.segments:
@@ -466,7 +475,7 @@ class Log:
                 return out
         return out
 
-    def offset_for(self, target) -> OffsetAndTimestamp | None:
+    def offset_for(self, target: int | np.integer[Any] | OffsetSpec) -> OffsetAndTimestamp | None:
         """One ListOffsets answer: an int64 timestamp (first record with ts >= target) or
         EARLIEST / LATEST / MAX_TIMESTAMP."""
         if isinstance(target, OffsetSpec):
@@ -489,7 +498,15 @@ class Log:
         hit = seg.find_offset_by_timestamp(t, self.log_start_offset)
         return None if hit is None else OffsetAndTimestamp(hit.offset, hit.timestamp, hit.leader_epoch)
 
-    def offsets_for_times(self, targets):
+    @overload
+    def offsets_for_times(self, targets: npt.NDArray[np.integer[Any]]
+                          ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]: ...
+    @overload
+    def offsets_for_times(self, targets: int | OffsetSpec) -> OffsetAndTimestamp | None: ...
+    @overload
+    def offsets_for_times(self, targets: Iterable[int | OffsetSpec]) -> list[OffsetAndTimestamp | None]: ...
+
+    def offsets_for_times(self, targets: Any) -> Any:
         """Answers for many targets.
 
         A list/tuple gives a list of OffsetAndTimestamp | None in the same order (targets may be
@@ -612,7 +629,7 @@ class Log:
             raise StorageError(f"the log stopped accepting writes: {self._failed}; reopen it (Log.open(..., "
                                f"writable=True)) to recover", path=self.directory)
 
-    def append(self, data, now_ms: int | None = None, *, from_client: bool | None = None):
+    def append(self, data: Buffer, now_ms: int | None = None, *, from_client: bool | None = None) -> AppendInfo:
         """Validate `data` (LogValidator: offsets from the log end, timestamps checked or stamped per
         config, whole-batch rejection), roll when Kafka's rules say so, append, index.
         Returns the validator's AppendInfo. Any number of batches per call.
@@ -920,7 +937,7 @@ def rebuild_segment_indexes(log_path, index_interval_bytes: int = W.DEFAULT_INDE
     return (path, len(built.index) // W.OFFSET_INDEX_ENTRY_SIZE, len(built.timeindex) // W.TIME_INDEX_ENTRY_SIZE)
 
 
-def rebuild_indexes(log_path, index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES) -> list:
+def rebuild_indexes(log_path: PathLike, index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES) -> list:
     """Write .index and .timeindex for a .log file (or every segment of a directory) as a broker's
     recovery writes them, trimmed, atomically (each file keeps its mode). Holds the directory's
     `.lock` while it writes: a directory another writer (or a running broker) holds is refused
@@ -999,7 +1016,7 @@ class IndexVerification:
         return "\n".join(self.lines())
 
 
-def verify_indexes(log_path, index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES) -> IndexVerification:
+def verify_indexes(log_path: PathLike, index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES) -> IndexVerification:
     """Check existing .index/.timeindex files against their .log: Kafka's sanity checks and every
     entry by the rules a broker of any version writes by (kbatch.index_rules); whether they equal
     what rebuild_indexes would write with `index_interval_bytes` is reported as information.

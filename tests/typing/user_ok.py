@@ -4,6 +4,8 @@ from __future__ import annotations
 import tempfile
 import time
 
+import numpy as np
+
 import kbatch
 
 
@@ -44,7 +46,9 @@ def validate(data: bytes, now: int) -> int:
     except kbatch.InvalidTimestampError as e:
         code: int | None = e.error_code
         assert code == 32
-    out, info = v.validate_and_assign(build(now)[:0] or data, next_offset=42, now_ms=now)
+    good = kbatch.build_batch([(now, b"k", b"v")])
+    out, info = v.validate_and_assign(good, next_offset=42, now_ms=now)
+    assert info.first_offset == 42
     assert isinstance(out, (bytes, bytearray, memoryview))
     return kbatch.crc32c(data) ^ kbatch.crc32c(b"more", 1)
 
@@ -59,6 +63,13 @@ def storage(data: bytes, now: int) -> None:
         if hit is not None:
             first: int = hit.offset
             assert first == 0
+        hits = log.offsets_for_times([now, kbatch.LATEST])
+        at_now = hits[0]
+        if at_now is not None:
+            found: int = at_now.offset
+            assert found >= 0
+        offsets, timestamps = log.offsets_for_times(np.array([now, now + 1], dtype=np.int64))
+        assert offsets.dtype == np.int64 and len(timestamps) == 2
         end: int = log.end_offset()
         assert end >= log.beginning_offset()
         stats = kbatch.compact(f"{d}/t-0", now_ms=now, delete_retention_ms=86_400_000)
