@@ -41,6 +41,8 @@ NOT_RUN = {
         "builds and installs a release (minutes); `python3 dev.py wheel` is its own check",
     ("spark.md", "python -m venv pyspark_env && source pyspark_env/bin/activate"):
         "needs spark-submit and a wheelhouse; tests/test_spark_packed.py runs the same steps",
+    ("spark.md", "KBATCH_JAR=$(python -c 'import kbatch.spark; print(kbatch.spark.jar_path())')"):
+        "needs spark-submit and a job; tests/test_spark_packed.py ships the jar to executors the same way",
     ("spark.md", "pip install cibuildwheel"):
         "cibuildwheel needs a container engine; the wheels workflow runs it",
     ("compat.md", "PYTHONPATH=src .venv/bin/python tools/peer_suites.py --kafka-python ../kafka-python "
