@@ -145,8 +145,27 @@ def run_tests(python: Path, test_dir: Path, cfg: dict, env: dict[str, str], labe
     return summary
 
 
-def check_wheel(whl: Path) -> list[str]:
-    """A manylinux tag, stubs and py.typed and LICENSE inside, no debug sections in any shared library."""
+def jar_build_env() -> tuple[dict[str, str], str]:
+    """The wheel carries kbatch.spark's JVM reader when this machine can build it: javac and the jars
+    of the pyspark installed beside this interpreter (the isolated build has no pyspark, so
+    KBATCH_SPARK_JARS points at them and KBATCH_JAR=1 makes a failed jar build fail the wheel)."""
+    env = dict(os.environ)
+    try:
+        import pyspark
+    except ImportError:
+        return env, "JVM reader jar: not built into the wheels (no pyspark beside the release tools)"
+    jars = Path(pyspark.__file__).resolve().parent / "jars"
+    javac = shutil.which("javac") or (os.environ.get("JAVA_HOME") and shutil.which(
+        "javac", path=os.path.join(os.environ["JAVA_HOME"], "bin")))
+    if not javac or not jars.is_dir():
+        return env, f"JVM reader jar: not built into the wheels (javac: {javac or 'none'}, Spark jars: {jars})"
+    env.update(KBATCH_JAR="1", KBATCH_SPARK_JARS=str(jars))
+    return env, f"JVM reader jar: built into every wheel (javac {javac}, against pyspark {pyspark.__version__}'s jars)"
+
+
+def check_wheel(whl: Path, with_jar: bool = False) -> list[str]:
+    """A manylinux tag, stubs and py.typed and LICENSE inside, no debug sections in any shared
+    library; the JVM reader's jar when it was built."""
     from elftools.elf.elffile import ELFFile  # auditwheel's own dependency
 
     notes = []
@@ -159,6 +178,10 @@ def check_wheel(whl: Path) -> list[str]:
                 raise SystemExit(f"[release] {whl.name} lacks {need}")
         if not any(n.endswith(".dist-info/licenses/LICENSE") for n in names):
             raise SystemExit(f"[release] {whl.name} lacks its LICENSE")
+        jars = [n for n in names if n.startswith("kbatch/spark/jars/") and n.endswith(".jar")]
+        if with_jar and not jars:
+            raise SystemExit(f"[release] {whl.name} lacks the JVM reader's jar")
+        notes += [f"{n}: {z.getinfo(n).file_size // 1024} KiB" for n in jars]
         sos = [n for n in names if n.endswith(".so")]
         if len(sos) < 2:
             raise SystemExit(f"[release] {whl.name} should hold kbatch._core and kbatch.compat._speedups: {sos}")
@@ -236,18 +259,20 @@ def main(argv: list[str]) -> int:
     report.append(f"sdist: {sdist.relative_to(ROOT)} ({sdist.stat().st_size // 1024} KiB)")
     report.append(cross_compile_aarch64(sdist_root))
 
+    jar_env, jar_note = jar_build_env()
+    report.append(jar_note)
     for python in pythons:
         ver = py_tag(python)
         label = f"wheel py{ver}"
         # 2. a wheel from the sdist, repaired and stripped
         raw = WORK / f"raw-{ver}"
-        run(python, "-m", "pip", "wheel", "-q", "--no-deps", "--no-cache-dir", "-w", raw, sdist)
+        run(python, "-m", "pip", "wheel", "-q", "--no-deps", "--no-cache-dir", "-w", raw, sdist, env=jar_env)
         (built,) = raw.glob("kafka_kbatch-*.whl")
         repaired_dir = WORK / f"repaired-{ver}"
         run(sys.executable, "-m", "auditwheel", "repair", "--strip", "-w", repaired_dir, built)
         (whl,) = repaired_dir.glob("kafka_kbatch-*.whl")
         run(sys.executable, "-m", "auditwheel", "show", whl)
-        notes = check_wheel(whl)
+        notes = check_wheel(whl, with_jar=jar_env.get("KBATCH_JAR") == "1")
         for old in WHEELHOUSE.glob(f"kafka_kbatch-*-cp{ver.replace('.', '')}-*.whl"):
             old.unlink()
         final = Path(shutil.copy2(whl, WHEELHOUSE / whl.name))
