@@ -43,6 +43,10 @@ NOT_RUN = {
         "needs spark-submit and a wheelhouse; tests/test_spark_packed.py runs the same steps",
     ("spark.md", "KBATCH_JAR=$(python -c 'import kbatch.spark; print(kbatch.spark.jar_path())')"):
         "needs spark-submit and a job; tests/test_spark_packed.py ships the jar to executors the same way",
+    ("README.md", "pip install '<wheel or checkout>[serve,cli]'"):
+        "kcat (not a Python package) against a server left running; docs/serve.md's Python example runs",
+    ("serve.md", "pip install '<wheel or checkout>[serve,cli]'"):
+        "kcat against a server left running; the Python example after it runs, tests/test_serve*.py more",
     ("spark.md", "pip install cibuildwheel"):
         "cibuildwheel needs a container engine; the wheels workflow runs it",
     ("compat.md", "PYTHONPATH=src .venv/bin/python tools/peer_suites.py --kafka-python ../kafka-python "
