@@ -81,8 +81,9 @@ def results_markdown(benchmarks) -> str:
            "Absolute times drift on a shared machine; read the ratios. The curated numbers and targets "
            "are in bench/README.md and the results-*.md files.", ""]
     groups = {}
-    for b in benchmarks:  # an ungrouped benchmark stands alone, under its own name
-        groups.setdefault(str(b.group) if b.group else b.fullname.split("/")[-1], []).append(b)
+    for b in benchmarks:  # groups per file (two files may name a group alike); ungrouped: under its own name
+        module = b.fullname.split("::")[0].split("/")[-1]
+        groups.setdefault(f"{module}: {b.group}" if b.group else b.fullname.split("/")[-1], []).append(b)
     for group in sorted(groups):
         items = sorted(groups[group], key=lambda b: b.stats.median)
         fastest = items[0].stats.median
