@@ -953,9 +953,62 @@ class Log:
             raise
         return seg
 
+    def _all_or_nothing(self) -> "_AppendGroup":
+        """Several appends made one (append_table): see _AppendGroup."""
+        self._check_writable()
+        return _AppendGroup(self)
+
     def __repr__(self):
         return (f"Log({self.directory!r}, segments={len(self.segments)}, start={self.log_start_offset}, "
                 f"writable={self.writable})")
+
+
+class _AppendGroup:
+    """Appends made all or nothing (Log.append_table), even across a kill:
+
+        with log._all_or_nothing() as group:
+            for piece, more in pieces:
+                group.before_append(more)
+                log.append(piece, ...)
+
+    Before the first append that others will follow, the log end to come back to is written down
+    (a log_loader.Truncation, so a kill from then on recovers to it); when the block fails, what
+    the earlier appends wrote is truncated away (Log._truncate), or, when the Log stopped writing
+    (a write it could not undo), the note stays for the next writer's open to do that; when the
+    block succeeds the note goes."""
+
+    def __init__(self, log: Log):
+        self.log = log
+        self.start = log.end_offset()
+        # an empty active segment at the start stays; a segment a roll started goes with the undo
+        self.plan = log_loader.Truncation(self.start, any(s.base_offset == self.start for s in log.segments))
+        self.written = False
+
+    def before_append(self, more: bool) -> None:
+        if more and not self.written:
+            self.plan.write(self.log.directory)
+            self.written = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        log = self.log
+        if exc is None:
+            if self.written:
+                log_loader.Truncation.remove(log.directory)
+            return False
+        if log._failed is not None:  # the state in memory is not to be trusted: a reopen undoes it all
+            return False
+        if log.end_offset() != self.start or self.written:
+            try:
+                log._truncate(self.start, self.plan.keep_segment_at_target, written=self.written)
+            except BaseException as e2:
+                from .errors import LogWriteError
+
+                raise LogWriteError(f"{exc} (and taking out what the earlier appends of the call wrote failed too: {e2}; "
+                                    f"reopening the log for writing finishes that)", path=log.directory) from exc
+        return False
 
 
 def _read_or_none(path):
