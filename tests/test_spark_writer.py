@@ -226,7 +226,8 @@ def _tree(path):
         dirs[:] = [x for x in dirs if x != Wr.STAGING]
         for n in names:
             if n != ".lock":
-                out[os.path.relpath(os.path.join(d, n), path)] = open(os.path.join(d, n), "rb").read()
+                with open(os.path.join(d, n), "rb") as f:
+                    out[os.path.relpath(os.path.join(d, n), path)] = f.read()
     return out
 
 

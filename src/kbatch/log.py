@@ -953,7 +953,7 @@ class Log:
             raise
         return seg
 
-    def _all_or_nothing(self) -> "_AppendGroup":
+    def _all_or_nothing(self) -> _AppendGroup:
         """Several appends made one (append_table): see _AppendGroup."""
         self._check_writable()
         return _AppendGroup(self)

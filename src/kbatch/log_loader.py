@@ -137,7 +137,7 @@ class Truncation(NamedTuple):
                             .encode("ascii"))
 
     @classmethod
-    def read(cls, log_dir) -> "Truncation | None":
+    def read(cls, log_dir) -> Truncation | None:
         """The pending truncation, or None. A file that cannot be parsed is an error: guessing
         would cut the wrong data or leave half a truncation."""
         path = os.path.join(os.fspath(log_dir), TRUNCATION_MARKER)

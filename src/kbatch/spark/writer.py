@@ -41,6 +41,7 @@ records a batch (batches are otherwise up to max.message.bytes).
 """
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import uuid
@@ -48,7 +49,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from .._files import parse_partition_dir
+from .._files import DirLock, fsync_dir, parse_partition_dir
 from ..errors import InvalidRequestError, KBatchError
 from ..partitioner import Router, check_topic, partitions_for
 
@@ -145,7 +146,7 @@ class KafkaSegmentsWriter(DataSourceArrowWriter):
                     log = logs.get(key)
                     if log is None:
                         part_dir = os.path.join(task_dir, f"{key[0]}-{key[1]}")
-                        os.mkdir(part_dir)  # Log.create would make missing parents: a closed job's
+                        os.mkdir(part_dir)  # not Log.create: its makedirs would bring a closed job back
                         log = logs[key] = Log.open(part_dir, cfg, writable=True)
                     log.append_table(sub, compression=codec, compression_level=self.compression_level,
                                      records_per_batch=self.records_per_batch)
@@ -165,8 +166,6 @@ class KafkaSegmentsWriter(DataSourceArrowWriter):
         return TaskCommit(task, attempt, pieces)
 
     def _job_over(self, name):
-        from ..errors import KBatchError
-
         return KBatchError(f"kafka-segments write job {self.job}: task attempt {name} ran after the job was committed "
                            f"or aborted; its output was discarded", expected="a running write job",
                            found="the job's staging directory closed")
@@ -249,24 +248,24 @@ class _Commit:
                 self._rename(os.path.join(self.w.path, name), os.path.join(trash, name))
             for name, path in built.items():
                 self._rename(path, os.path.join(self.w.path, name))  # appears whole, its lock held
-            _files_fsync_dir(self.w.path)
+            fsync_dir(self.w.path)
         except BaseException:
             for step in reversed(self.undo):
                 try:
                     step()
                 except Exception as e:  # noqa: BLE001 - keep undoing; the first error is raised
-                    import logging
-
                     logging.getLogger("kbatch.spark").error("undoing a failed commit: %s", e)
             raise
         finally:
             for let_go in reversed(self.held):
-                let_go()
+                try:
+                    let_go()
+                except Exception as e:  # noqa: BLE001 - let go of the others too
+                    logging.getLogger("kbatch.spark").error("releasing a partition after a commit: %s", e)
 
     def _lock_all(self):
         """Take the lock of every partition directory the commit changes, before changing any (the
         Logs appended to last: opening one for writing recovers it)."""
-        from .. import _files
         from ..log import Log
 
         appends, replaced, new = {}, [], {}
@@ -281,7 +280,7 @@ class _Commit:
                 self._lock(target)
                 replaced.append(name)
             else:
-                _files.DirLock.check_parent(target, "write it (Spark write)")
+                DirLock.check_parent(target, "write it (Spark write)")
             new[name] = pieces
         if self.w.overwrite:  # every other partition of the topics written goes too
             topics = {t for t, _p in self.by_partition}
@@ -298,8 +297,6 @@ class _Commit:
         return appends, replaced, new
 
     def _lock(self, directory):
-        from .._files import DirLock
-
         self.held.append(DirLock.acquire(directory, "commit a Spark write into it").release)
 
     def _build(self, name, pieces) -> str:
@@ -322,12 +319,6 @@ class _Commit:
     def _rename(self, src, dst):
         os.rename(src, dst)  # a partition directory made meanwhile (not empty: its .lock) refuses it
         self.undo.append(lambda: os.rename(dst, src))
-
-
-def _files_fsync_dir(path):
-    from .._files import fsync_dir
-
-    fsync_dir(path)
 
 
 # ------------------------------------------------------------------------------------ joining pieces
