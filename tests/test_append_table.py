@@ -170,3 +170,29 @@ def test_bad_rows_are_refused_before_anything_is_written(backend, tmp_path):
     with pytest.raises(kbatch.InvalidRecordError, match="at row 1"):
         log.append_table(t)
     assert log.end_offset() == 0 and log.size == 0
+
+
+def test_a_note_that_cannot_be_removed_stops_the_log(backend, tmp_path, monkeypatch):
+    """If the undo note of a call that succeeded cannot be removed, the Log stops taking writes
+    (later appends would be taken away at the next open) and the call fails; a reopen undoes it."""
+    import errno
+
+    from kbatch import log_loader
+
+    monkeypatch.setattr(kbatch.arrow_encode, "APPEND_PIECE_BYTES", 12_000)
+    d = tmp_path / "n-0"
+    log = kbatch.Log.create(d)
+    log.append_table(rows_table(100), NOW)
+
+    def remove(_log_dir):
+        raise OSError(errno.EIO, "Input/output error")
+    monkeypatch.setattr(log_loader.Truncation, "remove", staticmethod(remove))
+    with pytest.raises(kbatch.LogWriteError, match="truncation note"):
+        log.append_table(rows_table(1000), NOW, records_per_batch=30)
+    with pytest.raises(kbatch.StorageError, match="stopped accepting writes"):
+        log.append_table(rows_table(1), NOW)
+    monkeypatch.undo()
+    log.close()
+    log = kbatch.Log.open(d, writable=True)
+    assert log.end_offset() == 100
+    log.close()

@@ -192,7 +192,7 @@ def test_partitioner_is_kafkas_murmur2():
     assert parts.tolist() == [681, 524, 434, 107, 566, 742, 7, 8] and turn == 9
 
 
-# ------------------------------------------------------------------------------------ commit and abort against late tasks and other writers
+# ------------------------------------------------------------------------------------ late tasks, other writers
 def _job(path, overwrite=False, partitions=3):
     """A writer as the driver makes it, and the pickled copy a task gets."""
     import pyspark
@@ -202,7 +202,8 @@ def _job(path, overwrite=False, partitions=3):
     fields = [{"name": n, "type": t, "nullable": True, "metadata": {}}
               for n, t in (("key", "binary"), ("value", "binary"), ("partition", "integer"))]
     schema = pyspark.sql.types.StructType.fromJson({"type": "struct", "fields": fields})
-    w = KafkaSegmentsDataSource({"path": path, "topic": "t", "numPartitions": str(partitions)}).writer(schema, overwrite)
+    options = {"path": path, "topic": "t", "numPartitions": str(partitions)}
+    w = KafkaSegmentsDataSource(options).writer(schema, overwrite)
     return w, pickle_roundtrip(w)
 
 

@@ -382,8 +382,8 @@ def append_table(log, data, now_ms: int | None = None, *, compression=None, comp
         import time
         now = time.time_ns() // 1_000_000
     infos = []
-    pieces = _pieces(_encoded(enc, codec, compression_level, _without_offsets(_record_batches(data, DEFAULT_CHUNK_BYTES))),
-                     limit)
+    encoded = _encoded(enc, codec, compression_level, _without_offsets(_record_batches(data, DEFAULT_CHUNK_BYTES)))
+    pieces = _pieces(encoded, limit)
     try:
         with log._all_or_nothing() as group:
             for piece, more in _with_more(pieces):

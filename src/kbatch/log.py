@@ -863,7 +863,7 @@ class Log:
         if target >= end:
             self.leader_epoch_cache.truncate_from_end(end)  # an epoch entry past the end (Kafka does this too)
             if written:
-                log_loader.Truncation.remove(self.directory)
+                self._forget_truncation(target)
             return False
         plan, cut = self._plan_truncation(target, keep_segment_at_target)
         if not written:
@@ -882,7 +882,7 @@ class Log:
             self.log_start_offset = target if plan.fully else min(self.log_start_offset, target)
             self._next_offset = target
             log_loader.Truncation.remove(self.directory)
-        except BaseException as e:
+        except BaseException as e:  # the note stays: the next writer's open finishes the truncation
             self._failed = (f"truncating to offset {target} was interrupted ({e}); reopening the log for writing "
                             f"finishes the truncation")
             logger.error("%s: %s", self.directory, self._failed)
@@ -953,6 +953,18 @@ class Log:
             raise
         return seg
 
+    def _forget_truncation(self, target: int) -> None:
+        """Remove the truncation note nothing needs any more. If that fails the Log stops writing:
+        a note left behind would take later appends away at the next open."""
+        try:
+            log_loader.Truncation.remove(self.directory)
+        except OSError as e:
+            self._failed = f"the truncation note to offset {target} could not be removed ({e})"
+            logger.error("%s: %s", self.directory, self._failed)
+            if isinstance(e, StorageError):
+                raise
+            raise _files.write_error(e, self.directory, "removing the truncation note") from e
+
     def _all_or_nothing(self) -> _AppendGroup:
         """Several appends made one (append_table): see _AppendGroup."""
         self._check_writable()
@@ -996,7 +1008,7 @@ class _AppendGroup:
         log = self.log
         if exc is None:
             if self.written:
-                log_loader.Truncation.remove(log.directory)
+                log._forget_truncation(self.start)
             return False
         if log._failed is not None:  # the state in memory is not to be trusted: a reopen undoes it all
             return False
@@ -1006,8 +1018,8 @@ class _AppendGroup:
             except BaseException as e2:
                 from .errors import LogWriteError
 
-                raise LogWriteError(f"{exc} (and taking out what the earlier appends of the call wrote failed too: {e2}; "
-                                    f"reopening the log for writing finishes that)", path=log.directory) from exc
+                raise LogWriteError(f"{exc} (and taking out what the earlier appends of the call wrote failed too: "
+                                    f"{e2}; reopening the log for writing finishes that)", path=log.directory) from exc
         return False
 
 
