@@ -457,6 +457,88 @@ def test_enospc_on_a_small_tmpfs(small_tmpfs):
     report("tmpfs ENOSPC", trials=trials, errnos=errnos, failed_in=where, distinct_log_sizes_at_failure=len(set(sizes)))
 
 
+def _append_tables_until_failure(d, limit_setter=None):
+    """Log.append_table of many-piece tables until one fails: the failing call must leave every
+    file as it was (its earlier pieces truncated away on a full disk), and the Log must take
+    tables again once space returns."""
+    import numpy as np
+    import pyarrow as pa
+
+    import kbatch.arrow_encode
+
+    kbatch.arrow_encode.APPEND_PIECE_BYTES = 2000  # a forked child: pieces of a few batches
+    log = helper.open_log(d, retention_ms=-1, segment_bytes=1 << 20)
+    rows = 60
+    try:
+        if limit_setter:
+            limit_setter(True)
+        for i in range(5000):
+            table = pa.table({"key": [b"k%d" % j for j in range(rows)], "value": [b"v%d" % i * 9] * rows,
+                              "timestamp": pa.array(np.arange(rows) + i, pa.timestamp("ms"))})
+            before = helper.snapshot(d)
+            end = log.end_offset()
+            try:
+                log.append_table(table, i, records_per_batch=7)
+            except LogWriteError as e:
+                after = helper.snapshot(d)
+                assert after == before, sorted(set(after.items()) ^ set(before.items()))[:4]
+                assert log.end_offset() == end
+                failed = dict(errno=e.errno, at=i, pieces_undone="taken out again" in str(e))
+                break
+        else:
+            raise AssertionError("no write failed")
+        if limit_setter:
+            limit_setter(False)
+        log.append_table(table, i, records_per_batch=7)
+        return failed
+    finally:
+        log.close()
+
+
+def test_append_table_short_writes_via_rlimit_fsize(tmp_path):
+    """A file-size limit lands inside a many-piece append_table: nothing of the call stays."""
+    limits = [2500 + 331 * j for j in range(60)][::tier(6, 1)]
+    errnos, undone = {}, 0
+    for n, limit in enumerate(limits):
+        d = str(tmp_path / f"l{n}" / "t-0")
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+
+        def setter(on, limit=limit, hard=hard):
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit if on else hard, hard))
+        status, out = helper.in_child(_append_tables_until_failure, d, setter)
+        assert status == 0 and "result" in out, out
+        errnos[out["result"]["errno"]] = errnos.get(out["result"]["errno"], 0) + 1
+        undone += out["result"]["pieces_undone"]
+        assert helper.indexes_exact(d)
+    assert undone  # some limits land in a later piece of a call
+    report("append_table RLIMIT_FSIZE", trials=len(limits), errnos=errnos, calls_with_pieces_taken_out=undone)
+
+
+def test_append_table_enospc_on_a_small_tmpfs(small_tmpfs):
+    trials = tier(2, 30)
+    errnos, undone = {}, 0
+    for n in range(trials):
+        for p in small_tmpfs.iterdir():
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
+        d = str(small_tmpfs / "t-0")
+        os.makedirs(d)
+        free = os.statvfs(small_tmpfs).f_bavail * os.statvfs(small_tmpfs).f_frsize
+        filler = small_tmpfs / "filler"
+        with open(filler, "wb") as f:
+            f.write(b"\0" * max(0, free - 4096 * (6 + n % 10) - 53 * n))
+        try:
+            status, out = helper.in_child(_append_tables_until_failure, d,
+                                          lambda on, filler=filler: None if on else filler.unlink())
+        finally:
+            if filler.exists():
+                filler.unlink()
+        assert status == 0 and "result" in out, out
+        errnos[out["result"]["errno"]] = errnos.get(out["result"]["errno"], 0) + 1
+        undone += out["result"]["pieces_undone"]
+        assert helper.indexes_exact(d)
+    report("append_table tmpfs ENOSPC", trials=trials, errnos=errnos, calls_with_pieces_taken_out=undone)
+
+
 # ------------------------------------------------------------------------------------ two writers
 def test_two_writers_in_one_process(tmp_path):
     d = tmp_path / "t-0"
