@@ -501,7 +501,7 @@ def test_append_table_short_writes_via_rlimit_fsize(tmp_path):
     errnos, undone = {}, 0
     for n, limit in enumerate(limits):
         d = str(tmp_path / f"l{n}" / "t-0")
-        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        _soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
 
         def setter(on, limit=limit, hard=hard):
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit if on else hard, hard))
