@@ -4,8 +4,9 @@ Two tiers. The quick tier runs by default in bounded time; `KBATCH_FAULTS=long` 
 tier (hundreds of kills, every crash point, hundreds of short-write trials) and prints what each
 loop did. Crashes are real: a forked child (tests/faults/helper.py) is SIGKILLed, at a random
 moment or at the k-th durable step (kbatch's crash-point hook: every rename, truncation, file
-creation and deletion, and every compaction step). After each, everything acknowledged must be on
-disk byte for byte, offsets contiguous, indexes verified, and the log must take appends.
+creation and deletion, and every compaction and truncation step). After each, everything acknowledged must be on
+disk byte for byte, offsets contiguous, indexes verified, and the log must take appends; a killed
+Log.truncate_to or Log.append_table recovers to the log end before the call or the one after it.
 """
 from __future__ import annotations
 
@@ -224,6 +225,136 @@ def test_sigkill_rebuild_indexes_at_every_crash_point(tmp_path):
     report("rebuild_indexes crash points", points=len(names), kills=len(ks))
 
 
+# ------------------------------------------------------------------------------------ SIGKILL inside a truncation
+def _epoch_log(d):
+    """A log with several segments, leader epochs, and retention past its first segments."""
+    log = kbatch.Log.create(d, helper.config(retention_ms=-1, retention_bytes=4000))
+    try:
+        for i in range(60):
+            if i % 15 == 0:
+                log.assign_epoch_start_offset(i // 15 + 1)
+            log.append(b"".join(helper.make_batches(i, log.end_offset())), now_ms=i, from_client=False)
+        log.delete_old_segments(now_ms=60)
+    finally:
+        log.close()
+
+
+def _batches_and_epochs(d):
+    """(batch bytes by base offset, log end, epoch entries) as a writer's open recovers them."""
+    log = kbatch.Log.open(d, helper.config(retention_ms=-1), writable=True)
+    try:
+        assert not log.problems, log.problems
+        out = ([(b.base_offset, bytes(b.raw)) for b in log.batches()], log.end_offset(),
+               [tuple(e) for e in log.leader_epoch_cache.entries()])
+        assert kbatch.checkpoints.RecoveryCheckpoint.read(d).recovery_point <= log.end_offset()
+    finally:
+        log.close()
+    return out
+
+
+def _leftovers(d):
+    return [n for n in os.listdir(d) if n.endswith(".tmp") or n.startswith(".kbatch-truncation")]
+
+
+def test_sigkill_truncate_to_at_every_crash_point(tmp_path):
+    """Log.truncate_to killed at every durable step (the note, each segment file deleted, the cut,
+    the index trims, the epoch cache, the recovery point, the note removed), to an offset inside a
+    middle segment, to a segment's base, and below the first segment: the writer's open recovers
+    to the old end or the new one, never between, byte for byte, with exact indexes and the
+    matching epoch cache, and the log takes appends."""
+    pristine = tmp_path / "pristine" / "t-0"
+    _epoch_log(pristine)
+    old = _batches_and_epochs(pristine)
+    bases = _files.list_segment_bases(pristine)
+    mid = [b for b, _raw in old[0] if bases[1] < b < bases[2]][1]
+    targets = {"mid-segment": mid, "segment-base": bases[-2], "below-first": bases[0] - 3}
+    stats = dict(points=0, kills=0, old_end=0, new_end=0)
+    for label, target in tier({"mid-segment": mid}, targets).items():
+        probe = tmp_path / f"probe-{label}" / "t-0"
+        shutil.copytree(pristine, probe)
+        log = kbatch.Log.open(probe, helper.config(retention_ms=-1), writable=True)
+        names = []
+        with helper.recording_crash_points(names):
+            assert log.truncate_to(target)
+        log.close()
+        new = _batches_and_epochs(probe)
+        assert new[1] == target and new[0] == [(b, raw) for b, raw in old[0] if b < target]
+        cut = "truncate" if label != "below-first" else "create"  # below the first: an empty segment instead
+        assert {n.split(":")[0] for n in names} >= {"replace", "delete", cut}
+        ks = _sample(names, tier(2, None))
+        for k in ks:
+            d = tmp_path / f"{label}-k{k}" / "t-0"
+            shutil.copytree(pristine, d)
+
+            def child(k=k, d=d, target=target):
+                log = kbatch.Log.open(d, helper.config(retention_ms=-1), writable=True)
+                helper.kill_at(k)
+                log.truncate_to(target)
+            status, out = helper.in_child(child)
+            assert killed(status), (label, k, names[k - 1], out)
+            got = _batches_and_epochs(d)
+            assert got in (old, new), (label, names[k - 1], got[1], got[2])
+            stats["old_end" if got == old else "new_end"] += 1
+            assert not _leftovers(d) and helper.indexes_exact(d), (label, names[k - 1])
+            helper.append_one(str(d), str(d.parent / "acks"))
+        stats["points"] += len(names)
+        stats["kills"] += len(ks)
+    report("truncate_to crash points", **stats)
+
+
+def test_sigkill_append_table_at_every_crash_point(tmp_path, monkeypatch):
+    """Log.append_table of many pieces (small ones here, rolling segments), killed at every durable
+    step: a call that succeeds recovers to the old end or the new one, a call whose last piece is
+    refused (KIP-937) always to the old end; never part of a call."""
+    import numpy as np
+    import pyarrow as pa
+
+    import kbatch.arrow_encode
+
+    monkeypatch.setattr(kbatch.arrow_encode, "APPEND_PIECE_BYTES", 1200)
+    pristine = tmp_path / "pristine" / "t-0"
+    helper.writer(str(pristine), str(pristine.parent / "acks"), stop_after=12)
+    old = _batches_and_epochs(pristine)
+    rows = 120
+    good = pa.table({"key": [b"k%d" % i for i in range(rows)], "value": [b"v" * 60] * rows,
+                     "timestamp": pa.array(np.arange(rows) + 10_000, pa.timestamp("ms"))})
+    bad = pa.concat_tables([good, good.set_column(2, "timestamp", pa.array(np.zeros(rows, np.int64),
+                                                                           pa.timestamp("ms")))])
+    cfg = dict(retention_ms=-1, message_timestamp_before_max_ms=5_000)
+    stats = dict(points=0, kills=0, old_end=0, new_end=0)
+    for label, table in (("succeeds", good), ("refused", bad)):
+        probe = tmp_path / f"probe-{label}" / "t-0"
+        shutil.copytree(pristine, probe)
+        log = kbatch.Log.open(probe, helper.config(**cfg), writable=True)
+        names = []
+        with helper.recording_crash_points(names):
+            try:
+                log.append_table(table, 10_000 + rows, records_per_batch=10)
+            except kbatch.InvalidTimestampError:
+                assert label == "refused"
+        log.close()
+        new = _batches_and_epochs(probe)
+        assert (new == old) == (label == "refused") and any(n.startswith("create:") for n in names)
+        ks = _sample(names, tier(2, None))
+        for k in ks:
+            d = tmp_path / f"{label}-k{k}" / "t-0"
+            shutil.copytree(pristine, d)
+
+            def child(k=k, d=d, table=table):
+                log = kbatch.Log.open(d, helper.config(**cfg), writable=True)
+                helper.kill_at(k)
+                log.append_table(table, 10_000 + rows, records_per_batch=10)
+            status, out = helper.in_child(child)
+            assert killed(status), (label, k, names[k - 1], out)
+            got = _batches_and_epochs(d)
+            assert got in (old, new), (label, names[k - 1], got[1])
+            stats["old_end" if got == old else "new_end"] += 1
+            assert not _leftovers(d) and helper.indexes_exact(d), (label, names[k - 1])
+        stats["points"] += len(names)
+        stats["kills"] += len(ks)
+    report("append_table crash points", **stats)
+
+
 # ------------------------------------------------------------------------------------ short writes, full disks
 def _fill_until_failure(d, acks, limit_setter=None, **cfg):
     """Append until a write fails; the failing call must leave every file as it was, and the Log
@@ -324,6 +455,88 @@ def test_enospc_on_a_small_tmpfs(small_tmpfs):
         sizes.append(failed["log_size"])
         helper.check(d, acks)
     report("tmpfs ENOSPC", trials=trials, errnos=errnos, failed_in=where, distinct_log_sizes_at_failure=len(set(sizes)))
+
+
+def _append_tables_until_failure(d, limit_setter=None):
+    """Log.append_table of many-piece tables until one fails: the failing call must leave every
+    file as it was (its earlier pieces truncated away on a full disk), and the Log must take
+    tables again once space returns."""
+    import numpy as np
+    import pyarrow as pa
+
+    import kbatch.arrow_encode
+
+    kbatch.arrow_encode.APPEND_PIECE_BYTES = 2000  # a forked child: pieces of a few batches
+    log = helper.open_log(d, retention_ms=-1, segment_bytes=1 << 20)
+    rows = 60
+    try:
+        if limit_setter:
+            limit_setter(True)
+        for i in range(5000):
+            table = pa.table({"key": [b"k%d" % j for j in range(rows)], "value": [b"v%d" % i * 9] * rows,
+                              "timestamp": pa.array(np.arange(rows) + i, pa.timestamp("ms"))})
+            before = helper.snapshot(d)
+            end = log.end_offset()
+            try:
+                log.append_table(table, i, records_per_batch=7)
+            except LogWriteError as e:
+                after = helper.snapshot(d)
+                assert after == before, sorted(set(after.items()) ^ set(before.items()))[:4]
+                assert log.end_offset() == end
+                failed = dict(errno=e.errno, at=i, pieces_undone="taken out again" in str(e))
+                break
+        else:
+            raise AssertionError("no write failed")
+        if limit_setter:
+            limit_setter(False)
+        log.append_table(table, i, records_per_batch=7)
+        return failed
+    finally:
+        log.close()
+
+
+def test_append_table_short_writes_via_rlimit_fsize(tmp_path):
+    """A file-size limit lands inside a many-piece append_table: nothing of the call stays."""
+    limits = [2500 + 331 * j for j in range(60)][::tier(6, 1)]
+    errnos, undone = {}, 0
+    for n, limit in enumerate(limits):
+        d = str(tmp_path / f"l{n}" / "t-0")
+        _soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+
+        def setter(on, limit=limit, hard=hard):
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit if on else hard, hard))
+        status, out = helper.in_child(_append_tables_until_failure, d, setter)
+        assert status == 0 and "result" in out, out
+        errnos[out["result"]["errno"]] = errnos.get(out["result"]["errno"], 0) + 1
+        undone += out["result"]["pieces_undone"]
+        assert helper.indexes_exact(d)
+    assert undone  # some limits land in a later piece of a call
+    report("append_table RLIMIT_FSIZE", trials=len(limits), errnos=errnos, calls_with_pieces_taken_out=undone)
+
+
+def test_append_table_enospc_on_a_small_tmpfs(small_tmpfs):
+    trials = tier(2, 30)
+    errnos, undone = {}, 0
+    for n in range(trials):
+        for p in small_tmpfs.iterdir():
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
+        d = str(small_tmpfs / "t-0")
+        os.makedirs(d)
+        free = os.statvfs(small_tmpfs).f_bavail * os.statvfs(small_tmpfs).f_frsize
+        filler = small_tmpfs / "filler"
+        with open(filler, "wb") as f:
+            f.write(b"\0" * max(0, free - 4096 * (6 + n % 10) - 53 * n))
+        try:
+            status, out = helper.in_child(_append_tables_until_failure, d,
+                                          lambda on, filler=filler: None if on else filler.unlink())
+        finally:
+            if filler.exists():
+                filler.unlink()
+        assert status == 0 and "result" in out, out
+        errnos[out["result"]["errno"]] = errnos.get(out["result"]["errno"], 0) + 1
+        undone += out["result"]["pieces_undone"]
+        assert helper.indexes_exact(d)
+    report("append_table tmpfs ENOSPC", trials=trials, errnos=errnos, calls_with_pieces_taken_out=undone)
 
 
 # ------------------------------------------------------------------------------------ two writers

@@ -190,3 +190,155 @@ def test_partitioner_is_kafkas_murmur2():
     keys = pa.array([b"", b"a", b"ab", b"abc", b"123456789", b"\x00 ", None, None], pa.binary())
     parts, turn = Wr.partitions_for(keys, 1000, start=7)
     assert parts.tolist() == [681, 524, 434, 107, 566, 742, 7, 8] and turn == 9
+
+
+# ------------------------------------------------------------------------------------ late tasks, other writers
+def _job(path, overwrite=False, partitions=3):
+    """A writer as the driver makes it, and the pickled copy a task gets."""
+    import pyspark
+
+    from kbatch.spark.datasource import KafkaSegmentsDataSource
+
+    fields = [{"name": n, "type": t, "nullable": True, "metadata": {}}
+              for n, t in (("key", "binary"), ("value", "binary"), ("partition", "integer"))]
+    schema = pyspark.sql.types.StructType.fromJson({"type": "struct", "fields": fields})
+    options = {"path": path, "topic": "t", "numPartitions": str(partitions)}
+    w = KafkaSegmentsDataSource(options).writer(schema, overwrite)
+    return w, pickle_roundtrip(w)
+
+
+def _task(monkeypatch, w, task, batches, attempt=None):
+    import pyspark
+
+    attempt = 100 + task if attempt is None else attempt
+    monkeypatch.setattr(pyspark.TaskContext, "get", staticmethod(lambda: _Ctx(task, attempt)))
+    return w.write(iter(batches))
+
+
+def _in(partition, n=50, start=0):
+    return rows(n, start).select(["key", "value"]).append_column(
+        "partition", pa.array([partition] * n, pa.int32())).to_batches()[0]
+
+
+def _tree(path):
+    """Every file of the partition directories under `path` (the writers' .lock files aside)."""
+    out = {}
+    for d, dirs, names in os.walk(path):
+        dirs[:] = [x for x in dirs if x != Wr.STAGING]
+        for n in names:
+            if n != ".lock":
+                with open(os.path.join(d, n), "rb") as f:
+                    out[os.path.relpath(os.path.join(d, n), path)] = f.read()
+    return out
+
+
+def _existing(path, *partitions):
+    for p in partitions:
+        log = kbatch.Log.create(os.path.join(path, f"t-{p}"))
+        log.append_table(rows(20, start=1000 * p))
+        log.close()
+
+
+def test_a_task_still_running_after_abort_leaves_nothing(tmp_path, monkeypatch):
+    """The job fails (another task did) while this task is still writing: abort returns, then the
+    task meets a partition it has no log for yet. It must not bring the staging directory back
+    (Log.create's makedirs did, which made test_failed_job_leaves_nothing_visible fail under
+    load); it finds its job gone, removes what it wrote and fails."""
+    path = str(tmp_path / "out")
+    os.makedirs(path)
+    driver, w = _job(path)
+
+    def batches():
+        yield _in(0)
+        driver.abort([])
+        yield _in(0, start=50)   # its open log: the files are gone with the job
+        yield _in(1)             # a new log: nothing may be created
+    with pytest.raises(kbatch.KBatchError, match="after the job was committed or aborted"):
+        _task(monkeypatch, w, 0, batches())
+    assert os.listdir(path) == []
+    with pytest.raises(kbatch.KBatchError, match="after the job was committed or aborted"):
+        _task(monkeypatch, w, 1, [_in(2)])  # an attempt that starts only now writes nothing
+    assert os.listdir(path) == []
+
+
+def test_a_speculative_copy_finishing_after_the_commit_leaves_nothing(tmp_path, monkeypatch):
+    path = str(tmp_path / "out")
+    os.makedirs(path)
+    driver, w = _job(path)
+    m0 = _task(monkeypatch, w, 0, [_in(0), _in(1)])
+
+    def late_copy():
+        yield _in(0)
+        driver.commit([m0])     # Spark took the first attempt's message
+        yield _in(2)
+    with pytest.raises(kbatch.KBatchError, match="after the job was committed or aborted"):
+        _task(monkeypatch, w, 0, late_copy(), attempt=7)
+    assert sorted(os.listdir(path)) == ["t-0", "t-1"]
+    assert sum(t.num_rows for t in read_partitions(path).values()) == 100
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_a_partition_another_writer_holds_refuses_the_commit_before_anything_changes(tmp_path, monkeypatch,
+                                                                                      overwrite):
+    """Every partition directory the commit would change is locked first: one held by another
+    writer refuses the whole commit (LogDirectoryLockedError) with every partition as it was,
+    where the commit used to append to t-0 (or move a held t-1 away) before meeting the lock."""
+    path = str(tmp_path / "out")
+    _existing(path, 0, 1)
+    driver, w = _job(path, overwrite=overwrite)
+    msg = _task(monkeypatch, w, 0, [_in(0), _in(1), _in(2)])
+    before = _tree(path)
+    holder = kbatch.Log.open(os.path.join(path, "t-1"), writable=True)
+    try:
+        with pytest.raises(kbatch.LogDirectoryLockedError):
+            driver.commit([msg])
+    finally:
+        holder.close()
+    assert _tree(path) == before and sorted(os.listdir(path)) == ["t-0", "t-1"]
+
+
+def test_a_new_partition_appears_with_its_lock_held(tmp_path, monkeypatch):
+    """No writer can get in between a partition appearing and the commit being done with it."""
+    path = str(tmp_path / "out")
+    _existing(path, 0)
+    driver, w = _job(path, overwrite=True)
+    msg = _task(monkeypatch, w, 0, [_in(0), _in(1)])
+    seen = []
+
+    def spy(real):
+        def move(src, dst, *a, **kw):
+            real(src, dst, *a, **kw)
+            if os.path.dirname(os.fspath(dst)) == path and os.path.basename(os.fspath(dst)).startswith("t-"):
+                try:
+                    kbatch.Log.open(dst, writable=True).close()
+                    seen.append((os.path.basename(dst), "free"))
+                except kbatch.LogDirectoryLockedError:
+                    seen.append((os.path.basename(dst), "locked"))
+        return move
+    monkeypatch.setattr(os, "rename", spy(os.rename))
+    monkeypatch.setattr(os, "replace", spy(os.replace))
+    driver.commit([msg])
+    monkeypatch.undo()
+    assert seen == [("t-0", "locked"), ("t-1", "locked")]
+    assert sum(t.num_rows for t in read_partitions(path).values()) == 100
+
+
+def test_a_failed_commit_puts_back_what_it_changed(tmp_path, monkeypatch):
+    """The last step fails (the rename of t-2 into place): the append to t-0 is truncated back and
+    t-1, already renamed in, goes again; the staging directory goes too."""
+    path = str(tmp_path / "out")
+    _existing(path, 0)
+    driver, w = _job(path)
+    msg = _task(monkeypatch, w, 0, [_in(0), _in(1), _in(2)])
+    before = _tree(path)
+    real = os.rename
+
+    def rename(src, dst, *a, **kw):
+        if os.fspath(dst) == os.path.join(path, "t-2"):
+            raise OSError(28, "No space left on device")
+        return real(src, dst, *a, **kw)
+    monkeypatch.setattr(os, "rename", rename)
+    with pytest.raises(OSError, match="No space"):
+        driver.commit([msg])
+    monkeypatch.undo()
+    assert _tree(path) == before and sorted(os.listdir(path)) == ["t-0"]

@@ -280,8 +280,10 @@ class DirLock:
         self._fd = fd
         self._key = key
 
-    @classmethod
-    def acquire(cls, directory, purpose: str = "write") -> "DirLock":
+    @staticmethod
+    def check_parent(directory, purpose: str = "write") -> None:
+        """Refuse (LogDirectoryLockedError) a partition directory, existing or to be made, whose log
+        directory's `.lock` another process holds (a running Kafka broker owns it)."""
         directory = os.path.abspath(os.fspath(directory))
         parent_lock = os.path.join(os.path.dirname(directory), LOCK_FILE)
         # a log directory this process locked itself (a server that owns it, like a broker) is fine
@@ -291,6 +293,11 @@ class DirLock:
             raise LogDirectoryLockedError(
                 f"cannot {purpose}: the log directory above it is locked ({parent_lock} held by {who}, most likely a "
                 f"running Kafka broker); stop the broker or work on a copy", path=directory, errno=_errno.EAGAIN)
+
+    @classmethod
+    def acquire(cls, directory, purpose: str = "write") -> "DirLock":
+        directory = os.path.abspath(os.fspath(directory))
+        cls.check_parent(directory, purpose)
         path = os.path.join(directory, LOCK_FILE)
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | O_CLOEXEC, 0o644)

@@ -363,12 +363,14 @@ def append_table(log, data, now_ms: int | None = None, *, compression=None, comp
     """Log.append_table: encode `data` (a Table, RecordBatch, RecordBatchReader or an iterable of
     record batches) with the kernel and hand whole batches to log.append, at most
     min(segment.bytes, 1 MiB) a call (a produce request's size), so validation, offsets, rolling,
-    indexing and the undo of a failed write stay in Log.append. Offsets come from the log end, as a broker assigns them (an
-    `offset` column is not read); batches take the topic's codec (compression.type; `compression`
-    for a "producer" topic), its max.message.bytes and its timestamp_extended setting, so the
-    validator appends them in place. Each call is all or nothing; when one fails, the ones
-    before it stay appended and the error says which offsets they took (`error.appended`).
-    Returns the AppendInfo of everything appended."""
+    indexing and the undo of a failed write stay in Log.append. Offsets come from the log end, as a
+    broker assigns them (an `offset` column is not read); batches take the topic's codec
+    (compression.type; `compression` for a "producer" topic), its max.message.bytes and its
+    timestamp_extended setting, so the validator appends them in place.
+
+    All or nothing: when any call is refused (validation, disk full, a batch too large), the
+    ones before it are truncated away again (Log._all_or_nothing) and the log ends where it did
+    before; a kill in the middle recovers to that end too. Returns the AppendInfo of all of it."""
     cfg = log.config
     codec = compression if compression is not None else (cfg.compression or W.Compression.NONE)
     enc, codec = _encoder(codec, records_per_batch, min(cfg.max_message_bytes, cfg.segment_bytes), 0,
@@ -380,21 +382,19 @@ def append_table(log, data, now_ms: int | None = None, *, compression=None, comp
         import time
         now = time.time_ns() // 1_000_000
     infos = []
-    pieces = _without_offsets(_record_batches(data, DEFAULT_CHUNK_BYTES))
+    encoded = _encoded(enc, codec, compression_level, _without_offsets(_record_batches(data, DEFAULT_CHUNK_BYTES)))
+    pieces = _pieces(encoded, limit)
     try:
-        for out, ends in _encoded(enc, codec, compression_level, pieces):
-            mv, start, k = memoryview(out), 0, 0
-            while k < len(ends):
-                # whole batches up to the limit (one at least)
-                j = max(k + 1, int(np.searchsorted(ends, start + limit, side="right")))
-                end = int(ends[j - 1])
-                infos.append(log.append(mv[start:end], now, from_client=False))
-                start, k = end, j
+        with log._all_or_nothing() as group:
+            for piece, more in _with_more(pieces):
+                group.before_append(more)
+                infos.append(log.append(piece, now, from_client=False))
     except KBatchError as e:
-        e.appended = _merge(infos) if infos else None
-        if infos:
-            e.reason += (f" (append_table: the {e.appended.record_count} records before stay appended, "
-                         f"offsets {e.appended.first_offset}..{e.appended.last_offset})")
+        if infos and log._failed is None:
+            done = _merge(infos)
+            e.reason += (f" (append_table appended nothing: the {done.record_count} records the calls before took, "
+                         f"offsets {done.first_offset}..{done.last_offset}, were taken out again; the log ends at "
+                         f"{done.first_offset} as before)")
             e.args = (e._render(),)
         raise
     if not infos:  # no rows: nothing appended (Log.append refuses empty input, as Kafka does)
@@ -403,6 +403,27 @@ def append_table(log, data, now_ms: int | None = None, *, compression=None, comp
         end = log.end_offset()
         return AppendInfo(end, end - 1, W.NO_TIMESTAMP, -1, None, False, 0, 0, 0, 0)
     return _merge(infos)
+
+
+def _pieces(encoded, limit: int):
+    """Runs of whole batches of at most `limit` bytes (one batch at least) from (bytes, ends) chunks."""
+    for out, ends in encoded:
+        mv, start, k = memoryview(out), 0, 0
+        while k < len(ends):
+            j = max(k + 1, int(np.searchsorted(ends, start + limit, side="right")))
+            end = int(ends[j - 1])
+            yield mv[start:end]
+            start, k = end, j
+
+
+def _with_more(items):
+    """(item, whether another follows), reading one item ahead."""
+    it = iter(items)
+    prev = next(it, None)
+    while prev is not None:
+        nxt = next(it, None)
+        yield prev, nxt is not None
+        prev = nxt
 
 
 __all__ = ["encode_columns", "iter_encode_columns", "append_table", "column_specs", "DEFAULT_CHUNK_BYTES"]

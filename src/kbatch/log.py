@@ -844,9 +844,200 @@ class Log:
         _files.fsync_dir(self.directory)
         return out
 
+    # ---- truncation (UnifiedLog.truncateTo)
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every record at and after `offset`, as UnifiedLog.truncateTo does: segments with
+        a base offset above it are deleted, the segment holding it is cut where the batch starting
+        at `offset` starts (its indexes trimmed), the leader-epoch cache drops entries starting at
+        or after it (truncate_from_end), the recovery point and the log end offset come down to it.
+        An offset below the first segment's base empties the log, which starts again there
+        (truncateFullyAndStartAt: the epoch cache is cleared). An offset at or past the log end
+        changes nothing but the epoch cache's entries past the end, and returns False, as Kafka does.
+
+        kbatch differs from Kafka in one place: `offset` must be where the log can end (the start of
+        a batch that follows the one before it without a gap, one past a batch's last offset, or a
+        segment's base offset). Kafka cuts the whole batch holding a mid-batch offset yet reports the
+        offset as the log end, which a restart then contradicts; kbatch raises InvalidOffsetError
+        naming where the log could end, and changes nothing.
+
+        Crash-safe: what is to be done is written down first (log_loader.Truncation); a kill at any
+        later step leaves a log that the next writer's open truncates the rest of the way, so it
+        recovers to the old end or to `offset`, never between. Returns True."""
+        self._check_writable()
+        return self._truncate(offset, keep_segment_at_target=True)
+
+    def _truncate(self, target, keep_segment_at_target: bool, written: bool = False) -> bool:
+        """truncate_to; keep_segment_at_target=False also deletes a segment that starts at the
+        target (an undo of appends that rolled); written: the Truncation file is already there."""
+        from .errors import InvalidOffsetError
+
+        if isinstance(target, (bool, np.bool_)) or not isinstance(target, (int, np.integer)):
+            raise TypeError(f"a truncation target is an int offset, not {target!r}")
+        target = int(target)
+        if target < 0:
+            raise InvalidOffsetError("Cannot truncate to a negative offset", expected="an offset >= 0", found=target)
+        end = self.end_offset()
+        if target >= end:
+            self.leader_epoch_cache.truncate_from_end(end)  # an epoch entry past the end (Kafka does this too)
+            if written:
+                self._forget_truncation(target)
+            return False
+        plan, cut = self._plan_truncation(target, keep_segment_at_target)
+        if not written:
+            plan.write(self.directory)  # from here on, a kill is finished by the next writer's open
+        kept = len(plan.kept_bases([s.base_offset for s in self.segments]))
+        try:
+            for seg in self.segments[max(kept - 1, 0):]:
+                seg.release()  # nothing written on the way out: the holding segment is reopened below
+            self.segments = self.segments[:max(kept - 1, 0)]
+            log_loader.truncate_segments(self.directory, plan, cut)
+            log_loader.truncate_epochs(self.leader_epoch_cache, plan)
+            if self._recovery_point is None or self._recovery_point > target:
+                RecoveryCheckpoint(target, clean_shutdown=False).write(self.directory)
+                self._recovery_point = target
+            self.segments.append(self._reactivate(_files.list_segment_bases(self.directory)[-1]))
+            self.log_start_offset = target if plan.fully else min(self.log_start_offset, target)
+            self._next_offset = target
+            log_loader.Truncation.remove(self.directory)
+        except BaseException as e:  # the note stays: the next writer's open finishes the truncation
+            self._failed = (f"truncating to offset {target} was interrupted ({e}); reopening the log for writing "
+                            f"finishes the truncation")
+            logger.error("%s: %s", self.directory, self._failed)
+            if isinstance(e, OSError) and not isinstance(e, StorageError):
+                raise _files.write_error(e, self.directory, f"truncating to offset {target}") from e
+            raise
+        return True
+
+    def _plan_truncation(self, target: int, keep_segment_at_target: bool):
+        """(log_loader.Truncation, where to cut the last segment kept or None) for truncating to
+        `target`; checks that the log can end there and that the bytes kept in that segment are
+        valid batches (it becomes the active segment again). Changes nothing."""
+        from .errors import InvalidOffsetError
+
+        plan = log_loader.Truncation(target, keep_segment_at_target)
+        kept = plan.kept_bases([s.base_offset for s in self.segments])
+        if not kept:
+            return plan._replace(fully=True), None
+        seg = self.segments[len(kept) - 1]
+        prev_last, cut = None, None
+        gen = seg.log.scan(0, verify_crc=True, reuse=True)
+        try:
+            while cut is None:
+                try:
+                    s = next(gen)
+                except StopIteration as stop:
+                    cut = stop.value  # no batch reaches the target: cut any partial tail
+                    break
+                cols = zip(*(s[k].tolist() for k in ("position", "base_offset", "last_offset", "crc_valid")))
+                for i, (pos, base, last, ok) in enumerate(cols):
+                    if last >= target:
+                        if base < target:
+                            raise InvalidOffsetError(
+                                f"Cannot truncate to offset {target}: it is inside the batch holding offsets "
+                                f"{base}..{last} in {seg.path('.log')}", position=pos, base_offset=base,
+                                expected=f"a batch boundary ({base} or {last + 1})", found=target)
+                        cut = pos
+                        break
+                    if not ok:
+                        raise _crc_error(s, i)
+                    prev_last = last
+        finally:
+            gen.close()
+        end = seg.base_offset if prev_last is None else prev_last + 1
+        if end != target:
+            raise InvalidOffsetError(f"Cannot truncate to offset {target}: the log would end at {end} (no batch starts "
+                                     f"there right after the one before)", expected=f"an offset where the log can end, "
+                                     f"such as {end}", found=target)
+        return plan, cut
+
+    def _reactivate(self, base: int) -> LogSegment:
+        """Open segment `base` as the active one after a truncation, its append state resumed from
+        its bytes as a writer's open resumes the active segment (no close-time time entry)."""
+        cfg = self.config
+        seg = LogSegment.open(self.directory, base, writable=True, index_interval_bytes=cfg.index_interval_bytes,
+                              max_index_size=cfg.segment_index_bytes, created_ms=_now(None))
+        try:
+            built = build_indexes(seg.log, base, cfg.index_interval_bytes, verify_crc=False)
+            tidx = built.timeindex[:-W.TIME_INDEX_ENTRY_SIZE] if built.final_time_entry else built.timeindex
+            oi = OffsetIndex.writable(seg.path(".index"), base, max_index_size=cfg.segment_index_bytes,
+                                      entries=built.index)
+            ti = TimeIndex.writable(seg.path(".timeindex"), base, max_index_size=cfg.segment_index_bytes, entries=tidx)
+            seg.use_indexes(oi, ti, MaxTimestampTracker(built.max_timestamp, built.offset_of_max_timestamp))
+            seg.bytes_since_last_index_entry = built.valid_bytes - built.last_indexed_position
+            seg.roll_jitter_ms = self._jitter()
+        except BaseException:
+            seg.release()
+            raise
+        return seg
+
+    def _forget_truncation(self, target: int) -> None:
+        """Remove the truncation note nothing needs any more. If that fails the Log stops writing:
+        a note left behind would take later appends away at the next open."""
+        try:
+            log_loader.Truncation.remove(self.directory)
+        except OSError as e:
+            self._failed = f"the truncation note to offset {target} could not be removed ({e})"
+            logger.error("%s: %s", self.directory, self._failed)
+            if isinstance(e, StorageError):
+                raise
+            raise _files.write_error(e, self.directory, "removing the truncation note") from e
+
+    def _all_or_nothing(self) -> _AppendGroup:
+        """Several appends made one (append_table): see _AppendGroup."""
+        self._check_writable()
+        return _AppendGroup(self)
+
     def __repr__(self):
         return (f"Log({self.directory!r}, segments={len(self.segments)}, start={self.log_start_offset}, "
                 f"writable={self.writable})")
+
+
+class _AppendGroup:
+    """Appends made all or nothing (Log.append_table), even across a kill:
+
+        with log._all_or_nothing() as group:
+            for piece, more in pieces:
+                group.before_append(more)
+                log.append(piece, ...)
+
+    Before the first append that others will follow, the log end to come back to is written down
+    (a log_loader.Truncation, so a kill from then on recovers to it); when the block fails, what
+    the earlier appends wrote is truncated away (Log._truncate), or, when the Log stopped writing
+    (a write it could not undo), the note stays for the next writer's open to do that; when the
+    block succeeds the note goes."""
+
+    def __init__(self, log: Log):
+        self.log = log
+        self.start = log.end_offset()
+        # an empty active segment at the start stays; a segment a roll started goes with the undo
+        self.plan = log_loader.Truncation(self.start, any(s.base_offset == self.start for s in log.segments))
+        self.written = False
+
+    def before_append(self, more: bool) -> None:
+        if more and not self.written:
+            self.plan.write(self.log.directory)
+            self.written = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        log = self.log
+        if exc is None:
+            if self.written:
+                log._forget_truncation(self.start)
+            return False
+        if log._failed is not None:  # the state in memory is not to be trusted: a reopen undoes it all
+            return False
+        if log.end_offset() != self.start or self.written:
+            try:
+                log._truncate(self.start, self.plan.keep_segment_at_target, written=self.written)
+            except BaseException as e2:
+                from .errors import LogWriteError
+
+                raise LogWriteError(f"{exc} (and taking out what the earlier appends of the call wrote failed too: "
+                                    f"{e2}; reopening the log for writing finishes that)", path=log.directory) from exc
+        return False
 
 
 def _read_or_none(path):

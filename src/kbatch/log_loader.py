@@ -1,5 +1,6 @@
 """What a writer does to a partition directory before it writes (Kafka's LogLoader, the file part):
-finish or undo an interrupted compaction and remove what interrupted writes left behind.
+finish or undo an interrupted compaction, finish an interrupted truncation, and remove what
+interrupted writes left behind.
 
 Only a writer holding the directory's `.lock` calls this (Log opened for writing, compact,
 rebuild_indexes), so nothing removed here is still being written. Segment recovery itself (CRC
@@ -12,8 +13,11 @@ import logging
 import os
 import re
 import shutil
+from typing import NamedTuple
 
 from . import _files
+from . import _wire as W
+from .errors import CorruptCheckpointError
 
 logger = logging.getLogger("kbatch.log")
 
@@ -87,6 +91,7 @@ def clean_directory(log_dir, checkpoint=None) -> list[str]:
     if committed:
         _unlink(os.path.join(log_dir, COMMIT_MARKER))
         touched.append(COMMIT_MARKER)
+    touched += complete_truncation(log_dir)
     names = set(os.listdir(log_dir))
     for name in sorted(names):
         m = _INDEX_RE.match(name)
@@ -99,4 +104,190 @@ def clean_directory(log_dir, checkpoint=None) -> list[str]:
     return touched
 
 
-__all__ = ["clean_directory", "complete_swaps", "COMMIT_MARKER"]
+# ------------------------------------------------------------------------------------ truncation
+# Log.truncate_to (and append_table's undo) first writes, atomically, what it is about to do:
+#
+#     <partition dir>/.kbatch-truncation
+#         kbatch-truncation 0
+#         truncate-to 1234
+#         keep-segment-at-target true
+#         fully false
+#
+# From then on the truncation is committed: a writer's open that finds the file finishes it
+# (complete_truncation, from clean_directory) before it recovers the log, then removes it. So a
+# kill at any step leaves a log that recovers to the old end (before the file) or to the new one.
+TRUNCATION_MARKER = ".kbatch-truncation"
+_TRUNCATION_VERSION = 0
+
+
+class Truncation(NamedTuple):
+    """A truncation to `target`: segments with a base offset above it go (at or above it, unless
+    keep_segment_at_target), the last segment left is cut at the first batch ending at or after
+    it; with no segment left, an empty one starts at `target`."""
+
+    target: int
+    keep_segment_at_target: bool = True
+    fully: bool = False   # no segment is kept: the log starts again, empty, at the target
+
+    def write(self, log_dir) -> None:
+        _files.atomic_write(os.path.join(os.fspath(log_dir), TRUNCATION_MARKER),
+                            (f"kbatch-truncation {_TRUNCATION_VERSION}\ntruncate-to {self.target}\n"
+                             f"keep-segment-at-target {'true' if self.keep_segment_at_target else 'false'}\n"
+                             f"fully {'true' if self.fully else 'false'}\n")
+                            .encode("ascii"))
+
+    @classmethod
+    def read(cls, log_dir) -> Truncation | None:
+        """The pending truncation, or None. A file that cannot be parsed is an error: guessing
+        would cut the wrong data or leave half a truncation."""
+        path = os.path.join(os.fspath(log_dir), TRUNCATION_MARKER)
+        try:
+            data = _files.read_whole(path)
+        except FileNotFoundError:
+            return None
+        fields = dict(line.split(" ", 1) for line in data.decode("ascii", "replace").splitlines() if " " in line)
+        try:
+            if int(fields["kbatch-truncation"]) != _TRUNCATION_VERSION:
+                raise ValueError
+            flag = {"true": True, "false": False}
+            out = cls(int(fields["truncate-to"]), flag[fields["keep-segment-at-target"]], flag[fields["fully"]])
+            if out.target < 0:
+                raise ValueError
+        except (KeyError, ValueError):
+            raise CorruptCheckpointError(f"{path} names an interrupted truncation but cannot be read; the log stays "
+                                         f"as it is until the file is repaired or removed",
+                                         expected=f"kbatch-truncation {_TRUNCATION_VERSION} / truncate-to N / "
+                                                  f"keep-segment-at-target true|false / fully true|false",
+                                         found=data[:120].decode("ascii", "replace")) from None
+        return out
+
+    @staticmethod
+    def remove(log_dir) -> None:
+        _files.crash_point(f"delete:{TRUNCATION_MARKER}")
+        _unlink(os.path.join(os.fspath(log_dir), TRUNCATION_MARKER))
+        _files.fsync_dir(log_dir)
+
+    def kept_bases(self, bases) -> list[int]:
+        t = self.target
+        return [b for b in bases if b < t or (self.keep_segment_at_target and b == t)]
+
+
+def truncate_segments(log_dir, truncation: Truncation, cut: int | None = None) -> None:
+    """The file half of a truncation (LocalLog.truncateTo): delete the segments past the target,
+    newest first and each .log first (so the directory always holds a prefix of the log), cut the
+    last segment left at the first batch whose last offset reaches the target (`cut`, when the
+    caller knows it), trim its index files to entries below the target (TimeIndex/OffsetIndex/
+    TransactionIndex.truncateTo, in place: no new disk space needed), or, with no segment left,
+    create an empty one at the target (truncateFullyAndStartAt). Idempotent: a crash at any step
+    and a run again end in the same files."""
+    from .index import OffsetIndex, TimeIndex, TransactionIndex
+    from .segment import FileRecords
+
+    log_dir = os.fspath(log_dir)
+    t = truncation.target
+    bases = _files.list_segment_bases(log_dir)
+    kept = truncation.kept_bases(bases)  # after a crash, what is left of the same plan
+    for base in reversed([b for b in bases if b not in kept]):
+        for suffix in (_files.LOG_SUFFIX, *_files.INDEX_SUFFIXES):
+            _files.crash_point(f"delete:{_files.filename_prefix(base)}{suffix}")
+            _unlink(_files.segment_path(log_dir, base, suffix))
+    if not kept:
+        for suffix in (_files.LOG_SUFFIX, _files.INDEX_SUFFIX, _files.TIME_INDEX_SUFFIX):
+            path = _files.segment_path(log_dir, t, suffix)
+            _files.crash_point(f"create:{os.path.basename(path)}")
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _files.O_CLOEXEC, 0o666))
+        _files.fsync_dir(log_dir)
+        return
+    base = kept[-1]
+    records = FileRecords(_files.segment_path(log_dir, base, _files.LOG_SUFFIX), writable=True)
+    try:
+        if cut is None:
+            cut = _cut_position(records, t)
+        if cut < records.size_in_bytes:
+            records.truncate_to(cut)
+    finally:
+        records.close()
+    for cls in (OffsetIndex, TimeIndex):
+        path = _files.segment_path(log_dir, base, cls.suffix)
+        try:
+            idx = cls.open(path, base)
+        except FileNotFoundError:
+            continue
+        n = 0
+        while n < idx.entries and idx.entry(n).offset < t and (cls is TimeIndex or idx.entry(n).position < cut):
+            n += 1
+        _trim(path, n * idx.entry_size)
+    path = _files.segment_path(log_dir, base, _files.TXN_INDEX_SUFFIX)
+    if os.path.exists(path):
+        txns = TransactionIndex.open(path, base).entries
+        n = 0
+        while n < len(txns) and txns[n].last_offset < t:
+            n += 1
+        _trim(path, n * W.TXN_INDEX_ENTRY_SIZE)
+    _files.fsync_dir(log_dir)
+
+
+def _cut_position(records, target: int) -> int:
+    """Where the first batch whose last offset is >= target starts (the end of the complete
+    batches when there is none)."""
+    gen = records.scan(0, reuse=True)
+    while True:
+        try:
+            s = next(gen)
+        except StopIteration as stop:
+            return stop.value
+        hit = [p for p, last in zip(s["position"].tolist(), s["last_offset"].tolist()) if last >= target]
+        if hit:
+            return hit[0]
+
+
+def _trim(path: str, size: int) -> None:
+    """Cut an index file to its first `size` bytes in place (nothing to do when it is that size)."""
+    fd = _files.open_regular(path, writable=True)
+    try:
+        if os.fstat(fd).st_size != size:
+            _files.truncate_back(fd, size, path)
+    finally:
+        os.close(fd)
+
+
+def complete_truncation(log_dir) -> list[str]:
+    """Finish a truncation a kill interrupted: the segment files, the leader epoch cache, the
+    recovery point, then the marker goes. Returns [TRUNCATION_MARKER] when there was one."""
+    from .checkpoints import LEADER_EPOCH_CHECKPOINT
+    from .leader_epoch import LeaderEpochFileCache
+
+    log_dir = os.fspath(log_dir)
+    pending = Truncation.read(log_dir)
+    if pending is None:
+        return []
+    logger.warning("Finishing an interrupted truncation of %s to offset %d", log_dir, pending.target)
+    truncate_segments(log_dir, pending)
+    if os.path.exists(os.path.join(log_dir, LEADER_EPOCH_CHECKPOINT)):
+        truncate_epochs(LeaderEpochFileCache.load(log_dir), pending)
+    lower_recovery_point(log_dir, pending.target)
+    Truncation.remove(log_dir)
+    return [TRUNCATION_MARKER]
+
+
+def truncate_epochs(cache, truncation: Truncation) -> None:
+    """The leader epoch cache after a truncation: cleared when no segment was kept (UnifiedLog.
+    truncateFullyAndStartAt), else entries starting at or past the target go (truncateFromEnd)."""
+    if truncation.fully:
+        if len(cache):
+            cache.clear()
+    else:
+        cache.truncate_from_end(truncation.target)
+
+
+def lower_recovery_point(log_dir, offset: int) -> None:
+    """The recovery point never stays above the log end (LocalLog.updateLogEndOffset)."""
+    from .checkpoints import RecoveryCheckpoint
+
+    cp = RecoveryCheckpoint.read(log_dir)
+    if cp.recovery_point > offset or cp.clean_shutdown:
+        RecoveryCheckpoint(min(cp.recovery_point, offset), clean_shutdown=False).write(log_dir)
+
+
+__all__ = ["clean_directory", "complete_swaps", "complete_truncation", "truncate_segments", "Truncation",
+           "COMMIT_MARKER", "TRUNCATION_MARKER"]

@@ -14,14 +14,23 @@ Rows have kbatch's Kafka-source columns (`value` required; `key`, `timestamp`, `
              partitions in turn, as Kafka's RoundRobinPartitioner does, per task
 
 Each Spark task writes one `Log` per (topic, partition) it meets, with the encode_columns kernel
-(Log.append_table), into its own staging directory `<path>/_kbatch_staging/<job>/<task>-<attempt>/`
+(Log.append_table), into its own attempt directory `<path>/_kbatch_staging/<job>/<task>-<attempt>/`
 that readers never look at. Only the driver's commit, with the messages of the attempts Spark
-chose, makes anything visible: for each partition it joins the tasks' segments in task order,
-shifting later tasks' offsets past the earlier ones (baseOffset sits outside the CRC and the
-indexes hold offsets relative to their segment, so a shift rewrites 8 bytes a batch and renames
-files), opens and closes the result as a Log, then renames the directory into place: a
-partition appears whole or not at all. A failed job, or a failed or speculative attempt,
-leaves nothing visible; the staging directory of the job is removed at commit or abort.
+chose, makes anything visible. Commit and abort first rename the job's directory out of the way
+(`<job>` -> `<job>.closed`): from then on a task still running (a speculative copy, a task of a
+failed job Spark has not stopped yet) can create nothing, because every file and directory a task
+makes is named under `<job>/` and nothing a task calls creates missing parents; such a late task
+finds its job gone, removes its attempt directory and fails. The commit then takes the `.lock`
+of every partition directory it will change (holding a Log open for writing on the ones it
+appends to) before it changes any, so a partition another writer or a running broker holds
+refuses the commit with nothing changed; builds the new partitions in the closed job directory,
+each locked: the tasks' segments joined in task order, later tasks' offsets shifted past the
+earlier ones (baseOffset sits outside the CRC and the indexes hold offsets relative to their
+segment, so a shift rewrites 8 bytes a batch and renames files), opened and closed as a Log; then
+appends, and renames each new partition into place with its lock held (the lock file moves with
+the directory): a partition appears whole, and locked, or not at all. A step that fails undoes
+the ones before it (appends truncated back, renames reversed). A failed job, or a failed or
+speculative attempt, leaves nothing visible; the job's directory is removed at commit or abort.
 
 Modes: "append" adds to partitions that already exist through Log.append (offsets continue from
 their end, the directory lock held); "overwrite" replaces every partition directory of the
@@ -32,6 +41,7 @@ records a batch (batches are otherwise up to max.message.bytes).
 """
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import uuid
@@ -39,11 +49,12 @@ from dataclasses import dataclass, field
 
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from .._files import parse_partition_dir
-from ..errors import InvalidRequestError
+from .._files import DirLock, fsync_dir, parse_partition_dir
+from ..errors import InvalidRequestError, KBatchError
 from ..partitioner import Router, check_topic, partitions_for
 
 STAGING = "_kbatch_staging"
+CLOSED = ".closed"  # a job directory commit or abort has taken over
 
 
 def _opt(options, name, default=None):
@@ -120,9 +131,12 @@ class KafkaSegmentsWriter(DataSourceArrowWriter):
         ctx = TaskContext.get()
         task = ctx.partitionId() if ctx is not None else 0
         attempt = str(ctx.taskAttemptId()) if ctx is not None else uuid.uuid4().hex
-        # the driver made the job directory; mkdir (not makedirs) fails once commit or abort removed it
-        task_dir = os.path.join(self.job_dir, f"{task}-{attempt}")
-        os.mkdir(task_dir)
+        name = f"{task}-{attempt}"
+        task_dir = os.path.join(self.job_dir, name)
+        try:
+            os.mkdir(task_dir)  # not makedirs: once commit or abort closed the job, this fails
+        except FileNotFoundError:
+            raise self._job_over(name) from None
         route = Router(self.topic, self.num_partitions)
         cfg, codec = self.config(), self._codec()
         logs = {}
@@ -131,58 +145,180 @@ class KafkaSegmentsWriter(DataSourceArrowWriter):
                 for key, sub in route.groups(rb):
                     log = logs.get(key)
                     if log is None:
-                        log = logs[key] = Log.create(os.path.join(task_dir, f"{key[0]}-{key[1]}"), cfg)
+                        part_dir = os.path.join(task_dir, f"{key[0]}-{key[1]}")
+                        os.mkdir(part_dir)  # not Log.create: its makedirs would bring a closed job back
+                        log = logs[key] = Log.open(part_dir, cfg, writable=True)
                     log.append_table(sub, compression=codec, compression_level=self.compression_level,
                                      records_per_batch=self.records_per_batch)
-        finally:
             for log in logs.values():
                 log.close()
+        except BaseException as e:
+            for log in logs.values():
+                _close_quietly(log)
+            if not os.path.isdir(self.job_dir):
+                self._clean_up_late(name)
+                raise self._job_over(name) from e
+            raise
+        if not os.path.isdir(self.job_dir):  # finished after the commit or abort: its output is not wanted
+            self._clean_up_late(name)
+            raise self._job_over(name)
         pieces = [Piece(t, p, log.directory, log.end_offset()) for (t, p), log in sorted(logs.items())]
         return TaskCommit(task, attempt, pieces)
 
+    def _job_over(self, name):
+        return KBatchError(f"kafka-segments write job {self.job}: task attempt {name} ran after the job was committed "
+                           f"or aborted; its output was discarded", expected="a running write job",
+                           found="the job's staging directory closed")
+
+    def _clean_up_late(self, name):
+        """A late attempt removes what it wrote, should the driver's removal have run first."""
+        shutil.rmtree(os.path.join(self.job_dir + CLOSED, name), ignore_errors=True)
+
     # -------------------------------------------------------------------------------- driver
+    def _close_job(self):
+        """Rename the job directory to `<job>.closed` (late tasks can no longer write into it);
+        None when commit or abort already did."""
+        closed = self.job_dir + CLOSED
+        try:
+            os.rename(self.job_dir, closed)
+        except FileNotFoundError:
+            return None
+        return closed
+
     def commit(self, messages):
+        closed = self._close_job()
+        if closed is None:
+            raise InvalidRequestError("The write job was already committed or aborted", expected="a running job",
+                                      found=self.job)
         try:
             by_partition = {}
             for msg in messages:
                 if msg is None:
                     continue
                 for piece in msg.pieces:
-                    by_partition.setdefault((piece.topic, piece.partition), []).append((msg.task, piece))
-            final_root = os.path.join(self.job_dir, "_final")
-            trash = os.path.join(self.job_dir, "_replaced")
-            os.makedirs(final_root)
-            os.makedirs(trash)
-            if self.overwrite:
-                topics = {t for t, _p in by_partition}
-                for name in sorted(os.listdir(self.path)):
-                    parsed = parse_partition_dir(name)
-                    if parsed and parsed[0] in topics and parsed not in by_partition:
-                        os.replace(os.path.join(self.path, name), os.path.join(trash, name))
-            for (topic, part), items in sorted(by_partition.items()):
-                items.sort(key=lambda it: it[0])
-                name = f"{topic}-{part}"
-                target = os.path.join(self.path, name)
-                if os.path.exists(target) and not self.overwrite:
-                    _append_pieces(target, [p for _t, p in items], self.config())
-                    continue
-                built = os.path.join(final_root, name)
-                _join_pieces(built, [p for _t, p in items], self.config())
-                if os.path.exists(target):
-                    os.replace(target, os.path.join(trash, name))
-                os.replace(built, target)  # the partition appears whole
+                    path = closed + piece.path[len(self.job_dir):]  # where the closed job keeps it
+                    by_partition.setdefault((piece.topic, piece.partition), []).append(
+                        (msg.task, Piece(piece.topic, piece.partition, path, piece.records)))
+            _Commit(self, closed, by_partition).run()
         finally:
-            self._remove_staging()
+            self._remove_staging(closed)
 
     def abort(self, messages):
-        self._remove_staging()
+        self._remove_staging(self._close_job())
 
-    def _remove_staging(self):
-        shutil.rmtree(self.job_dir, ignore_errors=True)
+    def _remove_staging(self, closed):
+        if closed is not None:
+            shutil.rmtree(closed, ignore_errors=True)
         try:
             os.rmdir(os.path.join(self.path, STAGING))  # only when no other job is staging
         except OSError:
             pass
+
+
+def _close_quietly(log):
+    try:
+        log.close()
+    except (OSError, KBatchError):  # a late task: its directory may be gone already
+        for seg in log.segments:
+            seg.release()
+        if log._lock is not None:
+            log._lock.release()
+
+
+class _Commit:
+    """One job's commit (see the module docstring): lock, build, then change, undoing on failure."""
+
+    def __init__(self, writer, closed: str, by_partition: dict):
+        self.w = writer
+        self.config = writer.config()
+        self.closed = closed
+        self.by_partition = {k: [p for _t, p in sorted(v, key=lambda it: it[0])] for k, v in by_partition.items()}
+        self.held = []   # how to let go of the locks and the Logs open for writing, at the end
+        self.undo = []   # what to do to put back what was changed, newest last
+
+    def run(self):
+        try:
+            appends, replaced, new = self._lock_all()
+            built = {name: self._build(name, pieces) for name, pieces in new.items()}
+            for name, (log, pieces) in appends.items():
+                self._append(log, pieces)
+            trash = os.path.join(self.closed, "_replaced")
+            os.mkdir(trash)
+            for name in replaced:
+                self._rename(os.path.join(self.w.path, name), os.path.join(trash, name))
+            for name, path in built.items():
+                self._rename(path, os.path.join(self.w.path, name))  # appears whole, its lock held
+            fsync_dir(self.w.path)
+        except BaseException:
+            for step in reversed(self.undo):
+                try:
+                    step()
+                except Exception as e:  # noqa: BLE001 - keep undoing; the first error is raised
+                    logging.getLogger("kbatch.spark").error("undoing a failed commit: %s", e)
+            raise
+        finally:
+            for let_go in reversed(self.held):
+                try:
+                    let_go()
+                except Exception as e:  # noqa: BLE001 - let go of the others too
+                    logging.getLogger("kbatch.spark").error("releasing a partition after a commit: %s", e)
+
+    def _lock_all(self):
+        """Take the lock of every partition directory the commit changes, before changing any (the
+        Logs appended to last: opening one for writing recovers it)."""
+        from ..log import Log
+
+        appends, replaced, new = {}, [], {}
+        path = self.w.path
+        for (topic, part), pieces in sorted(self.by_partition.items()):
+            name = f"{topic}-{part}"
+            target = os.path.join(path, name)
+            if os.path.isdir(target) and not self.w.overwrite:
+                appends[name] = pieces
+                continue
+            if os.path.isdir(target):
+                self._lock(target)
+                replaced.append(name)
+            else:
+                DirLock.check_parent(target, "write it (Spark write)")
+            new[name] = pieces
+        if self.w.overwrite:  # every other partition of the topics written goes too
+            topics = {t for t, _p in self.by_partition}
+            for name in sorted(os.listdir(path)):
+                parsed = parse_partition_dir(name)
+                if parsed and parsed[0] in topics and parsed not in self.by_partition \
+                        and os.path.isdir(os.path.join(path, name)):
+                    self._lock(os.path.join(path, name))
+                    replaced.append(name)
+        for name, pieces in appends.items():
+            log = Log.open(os.path.join(path, name), self.config, writable=True)
+            self.held.append(log.close)
+            appends[name] = (log, pieces)
+        return appends, replaced, new
+
+    def _lock(self, directory):
+        self.held.append(DirLock.acquire(directory, "commit a Spark write into it").release)
+
+    def _build(self, name, pieces) -> str:
+        built = os.path.join(self.closed, "_final", name)
+        os.makedirs(os.path.dirname(built), exist_ok=True)
+        _join_pieces(built, pieces, self.config)
+        self._lock(built)
+        return built
+
+    def _append(self, log, pieces):
+        start = log.end_offset()
+        keep = any(s.base_offset == start for s in log.segments)
+
+        def truncate_back():
+            log._check_writable()
+            log._truncate(start, keep_segment_at_target=keep)
+        self.undo.append(truncate_back)
+        _append_pieces(log, pieces)
+
+    def _rename(self, src, dst):
+        os.rename(src, dst)  # a partition directory made meanwhile (not empty: its .lock) refuses it
+        self.undo.append(lambda: os.rename(dst, src))
 
 
 # ------------------------------------------------------------------------------------ joining pieces
@@ -194,23 +330,19 @@ def _segments(path):
 
 def _shift_batches(log_path: str, delta: int) -> None:
     """Add `delta` to every batch's baseOffset (outside the CRC) in place."""
-    import mmap
     import struct
 
-    from ..batch import scan_headers
+    from .._files import write_all
+    from ..segment import FileRecords
 
-    with open(log_path, "r+b") as f:
-        size = os.fstat(f.fileno()).st_size
-        if not size:
-            return
-        with mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as m:
-            rows = [(s["position"], s["base_offset"]) for s in scan_headers(memoryview(m))]
-        for positions, bases in rows:
-            for pos, base in zip(positions.tolist(), bases.tolist()):
-                f.seek(pos)
-                f.write(struct.pack(">q", base + delta))
-        f.flush()
-        os.fsync(f.fileno())
+    records = FileRecords(log_path, writable=True)
+    try:
+        fd = records._fd_or_raise()
+        for s in records.scan(reuse=True):
+            for pos, base in zip(s["position"].tolist(), s["base_offset"].tolist()):
+                write_all(fd, struct.pack(">q", base + delta), pos)
+    finally:
+        records.close()  # fsyncs
 
 
 def _join_pieces(target: str, pieces: list, config) -> None:
@@ -236,23 +368,33 @@ def _join_pieces(target: str, pieces: list, config) -> None:
     _files.fsync_dir(target)
 
 
-def _append_pieces(target: str, pieces: list, config) -> None:
-    """Append the tasks' batches to an existing partition through Log.append (its lock, its
-    validation; offsets continue from its end)."""
+def _append_pieces(log, pieces: list) -> None:
+    """Append the tasks' batches to an existing partition (a Log the commit holds open for writing)
+    through Log.append, its validation and offsets from its end; all or nothing, even across a
+    kill (Log._all_or_nothing, as append_table)."""
+    from ..arrow_encode import _with_more
+
+    with log._all_or_nothing() as group:
+        for run, more in _with_more(_runs(pieces)):
+            group.before_append(more)
+            log.append(run, from_client=False)
+
+
+def _runs(pieces):
+    """Runs of whole batches (at most 16 MiB, one batch at least) of the pieces' logs, in order."""
     from ..log import Log
 
-    log = Log.open(target, config, writable=True)
-    try:
-        for piece in pieces:
-            src = Log.open(piece.path)
+    for piece in pieces:
+        src = Log.open(piece.path)
+        try:
             for seg in src.segments:
                 data = memoryview(seg.log.buffer())
                 start = 0
-                for s in _batch_ends(data):
-                    log.append(data[start:s], from_client=False)
-                    start = s
-    finally:
-        log.close()
+                for end in _batch_ends(data):
+                    yield data[start:end]
+                    start = end
+        finally:
+            src.close()
 
 
 def _batch_ends(data, limit: int = 16 * 1024 * 1024):
