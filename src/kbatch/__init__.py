@@ -17,7 +17,7 @@ from .errors import (CorruptIndexError, CorruptRecordError, CrcMismatchError, De
                      UnknownTopicOrPartitionError, UnsupportedCodecError, UnsupportedForMessageFormatError,
                      MissingDependencyError, NoCompiledCoreWarning)
 from .errors import (FileChangedError, LogDirectoryLockedError, LogWriteError, SegmentTooLargeError,
-                     StorageError, UncleanablePartitionError)
+                     StorageError, UncleanablePartitionError, UnsupportedLayoutError)
 from .legacy import LegacyRecordBatch
 from .records import ControlRecord, parse_control_record
 
@@ -83,7 +83,7 @@ __all__ = [
     "UnsupportedForMessageFormatError", "InvalidRequestError", "CorruptIndexError", "InvalidOffsetError",
     "InvalidConfigurationError", "UnknownTopicOrPartitionError", "StorageError", "LogWriteError",
     "LogDirectoryLockedError", "FileChangedError", "SegmentTooLargeError", "UncleanablePartitionError",
-    "MissingDependencyError", "NoCompiledCoreWarning", "__version__",
+    "MissingDependencyError", "NoCompiledCoreWarning", "UnsupportedLayoutError", "__version__",
     # the lazily imported names (_LAZY), spelled out so type checkers see them exported
     "decode_columns", "KAFKA_SCHEMA", "encode_columns", "iter_encode_columns", "LogValidator", "ValidationResult", "AppendInfo", "check_timestamps",
     "OffsetIndex", "TimeIndex", "TransactionIndex", "FileRecords", "LogSegment", "Log", "LogConfig",

@@ -206,6 +206,12 @@ class FileChangedError(StorageError):
     """A file shrank or vanished while it was being read (truncated or replaced by another process)."""
 
 
+class UnsupportedLayoutError(StorageError):
+    """Files kbatch does not read as Kafka segments: a tiered-storage layout whose objects are
+    transformed (chunk-compressed or encrypted by the plugin), an object-store URI with credentials
+    in it, or a filesystem scheme nothing installed can open."""
+
+
 class SegmentTooLargeError(KBatchError, ValueError):
     """A segment beyond Kafka's limit: positions in `.index` are int32, so a segment holds at most
     2147483647 bytes (segment.bytes is an int)."""
@@ -269,5 +275,6 @@ __all__ = [
     "InvalidConfigurationError", "UnknownTopicOrPartitionError", "CorruptSnapshotError", "CorruptCheckpointError",
     "StorageError", "LogWriteError", "LogDirectoryLockedError", "FileChangedError", "SegmentTooLargeError",
     "UncleanablePartitionError", "MissingDependencyError", "NoCompiledCoreWarning",
+    "UnsupportedLayoutError",
     "raise_status",
 ]

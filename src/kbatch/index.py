@@ -67,10 +67,12 @@ class _Index:
     @classmethod
     def open(cls, path, base_offset: int | None = None, *, max_index_size: int = W.DEFAULT_SEGMENT_INDEX_BYTES):
         """Read an existing index file. The base offset defaults to the file name's."""
-        path = os.fspath(path)
+        from . import _fs
+
+        path = path if isinstance(path, str) else os.fspath(path)
         if base_offset is None:
-            base_offset = int(os.path.basename(path).split(".")[0])
-        return cls(base_offset, _files.read_whole(path), path=path, max_index_size=max_index_size)
+            base_offset = int(_fs.basename(path).split(".")[0].split("-")[0])
+        return cls(base_offset, _fs.read_bytes(path), path=path, max_index_size=max_index_size)
 
     @classmethod
     def writable(cls, path, base_offset: int, *, max_index_size: int = W.DEFAULT_SEGMENT_INDEX_BYTES,
@@ -369,10 +371,12 @@ class TransactionIndex:
 
     @classmethod
     def open(cls, path, base_offset: int | None = None):
-        path = os.fspath(path)
+        from . import _fs
+
+        path = path if isinstance(path, str) else os.fspath(path)
         if base_offset is None:
-            base_offset = int(os.path.basename(path).split(".")[0])
-        return cls(base_offset, cls.parse(_files.read_whole(path), path), path=path)
+            base_offset = int(_fs.basename(path).split(".")[0].split("-")[0])
+        return cls(base_offset, cls.parse(_fs.read_bytes(path), path), path=path)
 
     @staticmethod
     def parse(data, path=None) -> list:

@@ -38,8 +38,10 @@ class LeaderEpochFileCache:
     @classmethod
     def load(cls, directory) -> "LeaderEpochFileCache":
         """The cache of a partition directory, from its leader-epoch-checkpoint (empty when missing)."""
-        path = os.path.join(os.fspath(directory), C.LEADER_EPOCH_CHECKPOINT)
-        entries = C.read_leader_epoch_checkpoint(path) if os.path.exists(path) else []
+        from . import _fs
+
+        path = _fs.join(directory if isinstance(directory, str) else os.fspath(directory), C.LEADER_EPOCH_CHECKPOINT)
+        entries = C.read_leader_epoch_checkpoint(path) if _fs.exists(path) else []
         return cls(entries, path)
 
     # ---- facts

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, overload
 import numpy as np
 
 from . import _files
+from . import _fs
 from . import _wire as W
 from . import log_loader
 from ._wire import OffsetSpec
@@ -241,6 +242,16 @@ def _open_segments(path: str, seg_kw: dict, writable_last: bool = False, attempt
     return []
 
 
+def _broker_layout(path: str) -> bool:
+    """Whether a local directory holds broker-named segments only (no tiered-storage copies)."""
+    from .layout import BROKER, _layout_of
+
+    try:
+        return _layout_of(os.listdir(path)) == BROKER
+    except OSError:
+        return True  # let the broker path report it
+
+
 # ------------------------------------------------------------------------------------ the log
 class Log:
     """A partition directory of segments (see the module docstring)."""
@@ -262,6 +273,8 @@ class Log:
         self._recovery_point = None    # what the checkpoint file says (writers)
         self.partition_leader_epoch = None  # written into appended batches when set
         self._epoch_cache = None            # LeaderEpochFileCache, loaded on first use
+        self.layout = "broker"              # or a tiered-storage layout (kbatch.layout)
+        self._listing_problems = []         # tiered copies left out when the directory was listed
 
     # ---- opening
     @classmethod
@@ -272,13 +285,19 @@ class Log:
         Writing takes the directory's `.lock` (LogDirectoryLockedError when another writer or a
         running broker holds it), cleans up what interrupted writes left, and recovers as a broker
         does after the last shutdown (see checkpoints.RecoveryCheckpoint)."""
-        path = os.fspath(path)
-        if not os.path.isdir(path):
+        path = path if _fs.is_remote(path) else _fs.local_path(path)
+        if not _fs.isdir(path):
             raise UnknownTopicOrPartitionError("No such log directory", expected="a partition directory",
                                                found=path)
         cfg = config or LogConfig()
         seg_kw = dict(index_interval_bytes=cfg.index_interval_bytes, max_index_size=cfg.segment_index_bytes,
                       created_ms=_now(now_ms))
+        remote = _fs.is_remote(path)
+        if remote or not _broker_layout(path):
+            if writable:
+                raise StorageError("object storage and tiered-storage copies are read-only for kbatch: Log.open(path) "
+                                   "reads them; write to a local partition directory", path=path)
+            return cls._open_listed(path, cfg, seg_kw)
         if not writable:
             log = cls(path, _open_segments(path, seg_kw), cfg, False)
             log._load_log_start_offset()
@@ -306,6 +325,32 @@ class Log:
             raise
         return log
 
+    @classmethod
+    def _open_listed(cls, path: str, cfg, seg_kw: dict) -> "Log":
+        """A read-only Log over a remote directory or a tiered-storage layout (kbatch.layout): one
+        listing names every segment and its files' sizes; objects are read by ranges when used."""
+        from . import layout
+
+        listing = layout.list_segments(path)
+        segments = []
+        try:
+            for f in listing.segments:
+                segments.append(LogSegment(path, f.base_offset, files=f, **seg_kw))
+        except BaseException:
+            for seg in segments:
+                seg.release()
+            raise
+        log = cls(path, segments, cfg, False)
+        part = layout.describe(path, [])
+        log.topic, log.partition = part.topic, part.partition
+        log.layout = listing.layout
+        log._listing_problems = list(listing.problems)
+        for p in listing.problems:
+            logger.warning("%s", p)
+        if listing.layout == layout.BROKER:
+            log._load_log_start_offset()
+        return log
+
     def _load_log_start_offset(self) -> None:
         """A broker's log start offset is max(its log-start-offset-checkpoint entry, the first segment's
         base offset) (LogLoader): DeleteRecords moves it inside a segment."""
@@ -313,8 +358,8 @@ class Log:
 
         if self.topic is None or not self.segments:
             return
-        path = os.path.join(os.path.dirname(os.path.abspath(self.directory)), LOG_START_OFFSET_CHECKPOINT)
-        if os.path.exists(path):
+        path = _fs.join(_fs.dirname(self.directory), LOG_START_OFFSET_CHECKPOINT)
+        if _fs.exists(path):
             checkpointed = read_offset_checkpoint(path).get((self.topic, self.partition))
             if checkpointed is not None:
                 self.log_start_offset = max(checkpointed, self.segments[0].base_offset)
@@ -410,7 +455,7 @@ class Log:
         """What this Log could not read or had to work around: index entries the log contradicts
         (answers then came from a scan) and bytes that are not complete batches. Empty when every
         answer so far came from data read in full."""
-        return [p for s in self.segments for p in s.problems]
+        return self._listing_problems + [p for s in self.segments for p in s.problems]
 
     def beginning_offset(self) -> int:
         """The log start offset (EARLIEST)."""
@@ -579,8 +624,8 @@ class Log:
         from .checkpoints import LEADER_EPOCH_CHECKPOINT
 
         if self._epoch_cache is None:
-            path = os.path.join(self.directory, LEADER_EPOCH_CHECKPOINT)
-            if os.path.exists(path):
+            path = _fs.join(self.directory, LEADER_EPOCH_CHECKPOINT)
+            if self.layout == "broker" and _fs.exists(path):
                 cache = LeaderEpochFileCache.load(self.directory)
                 cache.path = path if self.writable else None
             else:
@@ -1072,7 +1117,7 @@ def offsets_for_times(targets, log_dir) -> dict:
             out[tp] = InvalidRequestError("Partition is named more than once with different targets",
                                           expected="one target per partition", found=f"{tp[0]}-{tp[1]}")
             continue
-        path = os.path.join(os.fspath(log_dir), f"{tp[0]}-{tp[1]}")
+        path = _fs.join(log_dir if _fs.is_remote(log_dir) else os.fspath(log_dir), f"{tp[0]}-{tp[1]}")
         try:
             log = Log.open(path)
             try:

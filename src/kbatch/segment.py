@@ -484,6 +484,136 @@ class FileRecords:
             self._fd = None
 
 
+class SourceFileRecords(FileRecords):
+    """A read-only FileRecords over a source read by ranges: a remote object (kbatch._fs.RemoteFile:
+    each read one ranged request) or a seekable file object (kbatch._fs.FileObjectSource). The
+    same windows, scans and lookups as a local file; nothing can be written."""
+
+    def __init__(self, source):
+        self.path = source.path
+        self.writable = False
+        self.source = source
+        self._fd = None
+        self._open = True
+        self.identity = source.identity
+        self._size = source.size
+
+    @property
+    def closed(self) -> bool:
+        return not self._open
+
+    def read(self, position: int, size: int) -> bytes:
+        if not self._open:
+            raise StorageError("the segment file is closed", path=self.path)
+        size = max(0, min(size, self._size - position))
+        return self.source.pread(size, position) if size else b""
+
+    def _reusing_reader(self):
+        return self.read  # each read is a new buffer from the source anyway
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            self.source.close()
+
+    close_quietly = close
+
+
+def open_records(path, size: int | None = None) -> FileRecords:
+    """A read-only FileRecords for a local path (pread on one fd), a remote URI (ranged reads;
+    `size` from a listing saves a metadata request) or a seekable binary file object."""
+    from . import _fs
+
+    if hasattr(path, "read") and hasattr(path, "seek"):
+        return SourceFileRecords(_fs.FileObjectSource(path))
+    if _fs.is_remote(path):
+        return SourceFileRecords(_fs.RemoteFile(path, size))
+    return FileRecords(_fs.local_path(path))
+
+
+# ------------------------------------------------------------------------------------ where a segment's files are
+class SegmentFiles:
+    """Where one segment's files are: `<stem>.log`, `<stem>.index`, `<stem>.timeindex`,
+    `<stem>.txnindex` on local disk. Broker directories name the stem by the 20-digit base offset;
+    tiered-storage layouts (kbatch.layout) name it otherwise and may keep their files remote."""
+
+    remote = False
+
+    def __init__(self, stem: str, base_offset: int):
+        self.stem = stem
+        self.base_offset = base_offset
+
+    def path(self, suffix: str) -> str:
+        return self.stem + suffix
+
+    def open_log(self, writable: bool = False, create: bool = False) -> FileRecords:
+        return FileRecords(self.path(_files.LOG_SUFFIX), writable=writable, create=create)
+
+    def read_index(self, suffix: str) -> bytes:
+        """An index file's bytes (FileNotFoundError when there is none)."""
+        return _files.read_whole(self.path(suffix))
+
+    def has(self, suffix: str) -> bool:
+        return os.path.exists(self.path(suffix))
+
+    def log_replaced(self, log: FileRecords) -> bool:
+        """Whether the .log at this path is no longer the file `log` opened (its indexes then
+        belong to the new one)."""
+        return _files.path_identity(self.path(_files.LOG_SUFFIX)) != log.identity
+
+    def log_mtime_ms(self, log: FileRecords) -> int:
+        try:
+            return _files.mtime_ms(log.path)
+        except FileNotFoundError:  # deleted after this reader opened it: its bytes are still ours
+            return os.fstat(log._fd_or_raise()).st_mtime_ns // 1_000_000
+
+
+class RemoteSegmentFiles(SegmentFiles):
+    """A segment's files in object storage (or any kbatch._fs URI): read-only, by ranges. `sizes`
+    holds the listing's {suffix: (size, mtime_ns)}, so opening costs no metadata request."""
+
+    remote = True
+
+    def __init__(self, stem: str, base_offset: int, sizes: dict | None = None):
+        super().__init__(stem, base_offset)
+        self.sizes = sizes or {}
+
+    def open_log(self, writable: bool = False, create: bool = False) -> FileRecords:
+        from . import _fs
+
+        if writable or create:
+            raise StorageError("remote segments are read-only for kbatch", path=self.path(_files.LOG_SUFFIX))
+        size, mtime = self.sizes.get(_files.LOG_SUFFIX, (None, None))
+        return SourceFileRecords(_fs.RemoteFile(self.path(_files.LOG_SUFFIX), size, mtime))
+
+    def read_index(self, suffix: str) -> bytes:
+        from . import _fs
+
+        if self.sizes and suffix not in self.sizes:
+            raise FileNotFoundError(2, "No such file or directory", self.path(suffix))
+        size, mtime = self.sizes.get(suffix, (None, None))
+        f = _fs.RemoteFile(self.path(suffix), size, mtime)
+        try:
+            return f.pread(f.size, 0) if f.size else b""
+        finally:
+            f.close()
+
+    def has(self, suffix: str) -> bool:
+        from . import _fs
+
+        return suffix in self.sizes if self.sizes else _fs.exists(self.path(suffix))
+
+    def log_replaced(self, log: FileRecords) -> bool:
+        return False  # objects are immutable: a new copy is a new name
+
+    def log_mtime_ms(self, log: FileRecords) -> int:
+        mt = getattr(log.source, "mtime_ns", None)
+        return 0 if mt is None else int(mt) // 1_000_000
+
+
 def first_record_at_or_after(batch, target: int, starting_offset: int = 0):
     """(timestamp, offset, leader epoch) of the batch's first record with ts >= target and
     offset >= starting_offset, or None."""
@@ -553,9 +683,10 @@ class LogSegment:
     def __init__(self, directory, base_offset: int, *, writable: bool = False,
                  index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES,
                  max_index_size: int = W.DEFAULT_SEGMENT_INDEX_BYTES, created_ms: int | None = None,
-                 roll_jitter_ms: int = 0, _create: bool = False):
-        self.directory = os.fspath(directory)
+                 roll_jitter_ms: int = 0, _create: bool = False, files: SegmentFiles | None = None):
+        self.directory = directory if isinstance(directory, str) else os.fspath(directory)
         self.base_offset = base_offset
+        self.files = files or SegmentFiles(_files.segment_path(self.directory, base_offset, ""), base_offset)
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
         self.writable = writable or _create
@@ -564,7 +695,7 @@ class LogSegment:
         self.index_problem = None
         self.problems: list[str] = []   # what a reader could not trust or read (also logged)
         self.indexes_from_scan = False  # indexes built from the .log itself (nothing to verify)
-        self.log = FileRecords(self.path(_files.LOG_SUFFIX), writable=writable, create=_create)
+        self.log = self.files.open_log(writable=writable, create=_create)
         self._offset_index = None
         self._time_index = None
         self._txn_index = None
@@ -584,7 +715,7 @@ class LogSegment:
                 raise
 
     def path(self, suffix: str) -> str:
-        return _files.segment_path(self.directory, self.base_offset, suffix)
+        return self.files.path(suffix)
 
     # ---- construction
     @classmethod
@@ -599,9 +730,9 @@ class LogSegment:
         """The index files as they are now, if they belong to the .log this segment opened."""
         # .timeindex first: the writer adds a time entry only after the offset entry of the same
         # batch, so every time entry read here has its offset entry in the .index read next
-        td = _files.read_whole(self.path(".timeindex"))
-        od = _files.read_whole(self.path(".index"))
-        if _files.path_identity(self.path(_files.LOG_SUFFIX)) != self.log.identity:
+        td = self.files.read_index(".timeindex")
+        od = self.files.read_index(".index")
+        if self.files.log_replaced(self.log):
             raise StorageError("the .log at this path was replaced (compaction?) after this reader opened it; its "
                                "index files belong to the new one", path=self.path(_files.LOG_SUFFIX))
         oi = OffsetIndex(self.base_offset, od, path=self.path(".index"), max_index_size=self.max_index_size)
@@ -680,7 +811,8 @@ class LogSegment:
     def txn_index(self) -> TransactionIndex:
         if self._txn_index is None:
             p = self.path(".txnindex")
-            self._txn_index = (TransactionIndex.open(p, self.base_offset) if os.path.exists(p)
+            self._txn_index = (TransactionIndex(self.base_offset, TransactionIndex.parse(self.files.read_index(
+                ".txnindex"), p), path=p) if self.files.has(".txnindex")
                                else TransactionIndex(self.base_offset, path=p if self.writable else None))
         return self._txn_index
 
@@ -766,10 +898,7 @@ class LogSegment:
         return self._max_tracker().offset
 
     def last_modified_ms(self) -> int:
-        try:
-            return _files.mtime_ms(self.log.path)
-        except FileNotFoundError:  # deleted after this reader opened it: its bytes are still ours
-            return os.fstat(self.log._fd_or_raise()).st_mtime_ns // 1_000_000
+        return self.files.log_mtime_ms(self.log)
 
     @property
     def largest_timestamp(self) -> int:
@@ -1146,5 +1275,5 @@ class LogSegment:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size}, path={self.path('.log')!r})"
 
 
-__all__ = ["FileRecords", "LogSegment", "LogOffsetPosition", "TimestampAndOffset", "build_indexes",
+__all__ = ["FileRecords", "SourceFileRecords", "open_records", "SegmentFiles", "RemoteSegmentFiles", "LogSegment", "LogOffsetPosition", "TimestampAndOffset", "build_indexes",
            "scan_headers", "scan_windows", "scan_buffer", "MaxTimestampTracker", "MAX_SEGMENT_BYTES"]
