@@ -59,11 +59,17 @@ def _lines(text: str):
         pos += len(line.encode("utf-8"))
 
 
+def _read_text(path) -> str:
+    """A broker text file's contents. Local files go through open_regular (a FIFO or directory
+    named like the file is a StorageError, never a hang); URIs through kbatch._fs."""
+    from . import _fs
+
+    return _fs.read_bytes(path).decode("utf-8", errors="replace")
+
+
 def _read(path, parse_entry) -> list:
-    path = os.fspath(path)
-    with open(path, "rb") as f:
-        text = f.read().decode("utf-8", errors="replace")
-    lines = list(_lines(text))
+    path = path if isinstance(path, str) else os.fspath(path)
+    lines = list(_lines(_read_text(path)))
 
     def malformed(line, pos):
         return CorruptCheckpointError(f"Malformed line in checkpoint file [{path}]: {line}", position=pos,
@@ -147,9 +153,8 @@ def read_partition_metadata(path) -> PartitionMetadata:
     """`partition.metadata` (PartitionMetadataReadBuffer): "version: N" then "topic_id: <uuid>"."""
     from .schema import uuid_bytes
 
-    path = os.fspath(path)
-    with open(path, "rb") as f:
-        lines = list(_lines(f.read().decode("utf-8", errors="replace")))
+    path = path if isinstance(path, str) else os.fspath(path)
+    lines = list(_lines(_read_text(path)))
 
     def malformed(i):
         line, pos = lines[i] if i < len(lines) else ("", sum(len(x.encode()) for x, _ in lines))

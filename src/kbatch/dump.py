@@ -20,17 +20,17 @@ from __future__ import annotations
 
 import base64
 import json as _json
-import mmap
 import os
 import struct
 import sys
 import zlib
 from dataclasses import dataclass
 
+from . import _fs
 from . import _wire as W
 from .batch import iter_batches
 from .compression import decompress
-from .errors import KBatchError
+from .errors import KBatchError, StorageError
 from .index import OffsetIndex, TimeIndex, TransactionIndex
 from . import checkpoints as C
 from . import producer_state, raft_snapshot
@@ -39,7 +39,7 @@ from .index_rules import SegmentBatches, check_offset_index, check_time_index
 from .metadata_records import format_metadata_record, metadata_record_json
 from .legacy import parse_message
 from .records import parse_control_record
-from .segment import time_floor
+from .segment import _batch_at, open_records, scan_windows, time_floor
 
 INT32_MAX = W.INT32_MAX
 DECODERS = ("offsets", "transaction-log", "cluster-metadata")
@@ -91,8 +91,15 @@ def base_offset_from_name(path) -> int:
 
 def sibling(path, suffix: str) -> str:
     """The file with the same base name and another suffix (`.index` -> `.log`)."""
+    if _fs.is_remote(path):
+        return _fs.join(_fs.dirname(path), _fs.basename(path).split(".")[0] + suffix)
     path = os.path.abspath(os.fspath(path))
     return os.path.join(os.path.dirname(path), os.path.basename(path).split(".")[0] + suffix)
+
+
+def _abs(path) -> str:
+    """How messages name a file: DumpLogSegments prints absolute paths; URIs stay as given."""
+    return path if _fs.is_remote(path) else os.path.abspath(path)
 
 
 def encode_blob(data) -> tuple[str | None, str | None]:
@@ -106,75 +113,64 @@ def encode_blob(data) -> tuple[str | None, str | None]:
         return base64.b64encode(raw).decode("ascii"), "base64"
 
 
-class MappedFile:
-    """A read-only view of a whole file (mmap'd; empty files give an empty buffer)."""
-
-    def __init__(self, path):
-        self.path = os.fspath(path)
-        self._f = open(self.path, "rb")
-        size = os.fstat(self._f.fileno()).st_size
-        self._mm = mmap.mmap(self._f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
-        self.data = memoryview(self._mm) if self._mm is not None else memoryview(b"")
-
-    def close(self):
-        self.data.release()
-        if self._mm is not None:
-            try:
-                self._mm.close()
-            except BufferError:  # records still hold views into the map; it closes when they go
-                pass
-        self._f.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
 def batches_until_error(data, errors: list):
-    """Every complete batch of `data`, in order, up to the first one that cannot be framed; the
-    error for that one (if any) is appended to `errors`. (iter_batches checks headers a window at
-    a time, so a bad header can raise before the good batches in front of it are yielded; this
-    yields those too.)"""
+    """Every complete batch of a buffer, in order, up to the first one that cannot be framed; the
+    error for that one (if any) is appended to `errors`, with .batch_position where it starts."""
+    mv = memoryview(data).cast("B") if not isinstance(data, (bytes, memoryview)) else memoryview(data)
+    yield from file_batches_until_error(lambda p, n: mv[p:p + n], len(mv), errors)
+
+
+def file_batches_until_error(read, size: int, errors: list):
+    """batches_until_error over bytes [0, size) read in windows with read(position, n) (a
+    FileRecords' read: pread, never mmap, so a file truncated under the dump is a FileChangedError,
+    not SIGBUS). Batches carry file positions. A StorageError (the file changed or cannot be read)
+    is raised, not collected."""
     done = 0
     try:
-        for b in iter_batches(data, verify_crc=False, strict=False):
-            done = b.position + b.size_in_bytes
-            yield b
-        return
-    except KBatchError as e:
-        err = e
-    stop = err.position if err.position is not None else len(data)
-    try:
-        for b in iter_batches(data[:stop], verify_crc=False, strict=False):
-            if b.position >= done:
+        for s in scan_windows(read, size, 0, limit=None):
+            for i in range(len(s["position"])):
+                b = _batch_at(s, i)
                 done = b.position + b.size_in_bytes
                 yield b
-    except KBatchError:
-        pass
-    err.batch_position = done  # where the batch that failed starts
-    errors.append(err)
+    except KBatchError as e:
+        if isinstance(e, StorageError):
+            raise
+        e.batch_position = done  # where the batch that failed starts
+        errors.append(e)
 
 
-def first_batch_at(log_data, position: int, max_size: int):
-    """The first complete batch starting at `position` (within max_size bytes), or None when
-    there is none there (past the end, or bytes that are not a batch)."""
-    if position < 0 or position >= len(log_data):
+def first_batch_at(records, position: int, max_size: int):
+    """The first complete batch starting at `position` of a FileRecords (within max_size bytes),
+    or None when there is none there (past the end, or bytes that are not a batch). Reads its
+    header, then only that batch."""
+    size = records.size_in_bytes
+    if position < 0 or position >= size:
         return None
-    for b in batches_until_error(log_data[position:position + max_size], []):
+    head = records.read(position, W.HEADER_SIZE_UP_TO_MAGIC)
+    if len(head) < W.HEADER_SIZE_UP_TO_MAGIC:
+        return None
+    (length,) = struct.unpack_from(">i", head, W.SIZE_OFFSET)
+    need = min(max(length, 0) + W.LOG_OVERHEAD, max_size, size - position)
+    for b in batches_until_error(records.read(position, need), []):
         return b
     return None
 
 
-def batch_containing(log_data, position: int, offset: int):
-    """The first batch from `position` on whose last offset is >= offset, or None."""
-    if position < 0 or position >= len(log_data):
-        return None
-    for b in batches_until_error(log_data[position:], []):
-        if b.last_offset >= offset:
-            return b
-    return None
+def batch_containing(records, position: int, offset: int):
+    """(batch, its file position): the first batch of a FileRecords from `position` on whose last
+    offset is >= offset, or (None, None)."""
+    if position < 0 or position >= records.size_in_bytes:
+        return None, None
+    try:
+        found = records.search_for_offset_with_size(offset, position)
+    except KBatchError as e:
+        if isinstance(e, StorageError):
+            raise
+        return None, None
+    if found is None:
+        return None, None
+    b = first_batch_at(records, found.position, found.size)
+    return b, found.position
 
 
 def max_record_timestamp(batch) -> int:
@@ -314,8 +310,10 @@ class Dumper:
             return
         try:
             handler(path)
+        except StorageError as e:  # not a regular file (a FIFO...), changed or gone while read, unreachable
+            self._io_error(path, str(e))
         except KBatchError as e:
-            self._problem(path, "corrupt", f"Cannot read {os.path.abspath(path)}: {e}", position=e.position)
+            self._problem(path, "corrupt", f"Cannot read {_abs(path)}: {e}", position=e.position)
         except FileNameError as e:
             self._io_error(path, str(e))
         except BrokenPipeError:
@@ -329,9 +327,10 @@ class Dumper:
         o = self.o
         snapshot = raft_snapshot.snapshot_id(path) if os.fspath(path).endswith(raft_snapshot.SUFFIX) else None
         base = None if snapshot is not None else base_offset_from_name(path)
-        with MappedFile(path) as f:
-            size = len(f.data)
-            data = f.data[:o.max_bytes] if o.max_bytes < size else f.data
+        records = open_records(path)
+        try:
+            size = records.size_in_bytes
+            limit = min(size, o.max_bytes)
             if o.json:
                 if snapshot is None:
                     self._obj(type="file", file=path, kind="log", base_offset=base, size=size)
@@ -347,7 +346,7 @@ class Dumper:
             valid = 0
             last_offset = -1
             errors = []
-            for batch in batches_until_error(data, errors):
+            for batch in file_batches_until_error(records.read, limit, errors):
                 self._print_batch(path, batch)
                 if o.deep:
                     last_offset = self._print_records(path, batch, last_offset)
@@ -356,19 +355,20 @@ class Dumper:
             batch = None
             for e in errors:
                 self._problem(path, "corrupt_batch", f"Corrupt batch at byte {e.batch_position} of "
-                              f"{os.path.abspath(path)}: {e}", position=e.batch_position)
+                              f"{_abs(path)}: {e}", position=e.batch_position)
                 valid = None
             if valid is not None:
                 trailing = size - valid
                 if trailing > 0 and o.max_bytes == INT32_MAX:
-                    msg = f"Found {trailing} invalid bytes at the end of {os.path.basename(path)}"
+                    msg = f"Found {trailing} invalid bytes at the end of {_fs.basename(path)}"
                     self.result.problems += 1
                     if o.json:
                         self._obj(type="problem", file=path, kind="trailing_bytes", message=msg, position=valid,
                                   bytes=trailing)
                     else:
                         self._line(msg)
-            del data
+        finally:
+            records.close()
 
     def _print_batch(self, path, batch) -> None:
         valid = batch.is_valid()
@@ -414,7 +414,7 @@ class Dumper:
             pos = e.position if e.position is not None else batch.position
             self._problem(path, "corrupt_records",
                           f"Cannot decode the records of the batch at byte {batch.position} of "
-                          f"{os.path.abspath(path)}: {e}", position=pos, batch_position=batch.position)
+                          f"{_abs(path)}: {e}", position=pos, batch_position=batch.position)
             return last_offset
         tname = timestamp_type_name(batch.timestamp_type)
         for i, r in enumerate(records):
@@ -503,10 +503,11 @@ class Dumper:
             if not o.json:
                 self._line(f"{path} is empty.")
             return
-        with MappedFile(sibling(path, W_LOG)) as log:
-            verdicts = self._rule_findings(path, check_offset_index, list(index), log.data)
+        log = open_records(sibling(path, W_LOG))
+        try:
+            verdicts = self._rule_findings(path, check_offset_index, list(index), log)
             for slot, (offset, position) in enumerate(index):
-                batch = first_batch_at(log.data, position, o.max_message_size)
+                batch = first_batch_at(log, position, o.max_message_size)
                 log_offset = -1 if batch is None else batch.last_offset
                 batch = None
                 finding = verdicts.get(slot)
@@ -522,6 +523,8 @@ class Dumper:
                         self._obj(type="index_entry", file=path, offset=offset, position=position)
                     else:
                         self._line(f"offset: {offset} position: {position}")
+        finally:
+            log.close()
         index.close()
 
     # -- .timeindex
@@ -536,14 +539,15 @@ class Dumper:
             self._sanity(path, tindex)
             return
         index_path = sibling(path, ".index")
-        index = OffsetIndex.open(index_path, base) if os.path.exists(index_path) else OffsetIndex(base)
+        index = OffsetIndex.open(index_path, base) if _fs.exists(index_path) else OffsetIndex(base)
         apath = path
         prev_ts = None  # NO_TIMESTAMP in Kafka; the batch's time floor here (extended batches)
-        with MappedFile(sibling(path, W_LOG)) as log:
-            verdicts = self._rule_findings(path, check_time_index, list(tindex), log.data)
+        log = open_records(sibling(path, W_LOG))
+        try:
+            verdicts = self._rule_findings(path, check_time_index, list(tindex), log)
             for slot, (ts, offset) in enumerate(tindex):
                 position = index.lookup(offset).position
-                batch = batch_containing(log.data, position, offset)
+                batch, at = batch_containing(log, position, offset)
                 finding = verdicts.get(slot)
                 flagged = self.result.problems
                 if finding is not None and not finding.problem:
@@ -558,8 +562,8 @@ class Dumper:
                     try:
                         log_ts = max_record_timestamp(batch)
                     except KBatchError as e:
-                        self._problem(path, "corrupt_records", f"Cannot decode the batch at byte {position + batch.position} "
-                                      f"of {sibling(path, W_LOG)}: {e}", position=position + batch.position)
+                        self._problem(path, "corrupt_records", f"Cannot decode the batch at byte {at} "
+                                      f"of {sibling(path, W_LOG)}: {e}", position=at)
                         log_ts = ts
                     if log_ts != ts:
                         self.result.problems += 1
@@ -578,6 +582,8 @@ class Dumper:
                     else:
                         self._line(f"timestamp: {ts} offset: {offset}")
                 prev_ts = ts
+        finally:
+            log.close()
         index.close()
         tindex.close()
 
@@ -627,8 +633,7 @@ class Dumper:
 
     # -- broker files beside the segments
     def dump_producer_snapshot(self, path) -> None:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = _fs.read_bytes(path)  # open_regular: a FIFO named like a snapshot is an error, not a hang
         try:
             entries = producer_state.read_snapshot(data)
         except KBatchError as e:
@@ -670,10 +675,10 @@ class Dumper:
         else:
             self._line(f"version: {m.version} topicId: {m.topic_id}")
 
-    def _rule_findings(self, path, check, entries, log_data) -> dict:
+    def _rule_findings(self, path, check, entries, records) -> dict:
         """{slot: IndexFinding} from kbatch.index_rules: which entries are damage and which are
         forms an older broker writes."""
-        sb = SegmentBatches(log_data)
+        sb = SegmentBatches(records)
         try:
             return {f.slot: f for f in check(os.fspath(path), entries, sb)}
         finally:
@@ -725,7 +730,7 @@ class Dumper:
                     self._obj(type="non_consecutive", file=p, previous_offset=a, offset=b)
             return
         w = self.err.write
-        a = os.path.abspath  # DumpLogSegments names these files by their absolute paths
+        a = _abs  # DumpLogSegments names these files by their absolute paths
         for p, items in self._index_mismatches.items():
             w(f"Mismatches in :{a(p)}\n")
             for idx, log in reversed(items):  # Kafka prepends to a list
