@@ -129,9 +129,7 @@ def list_segments(directory) -> Listing:
     entries = _fs.scandir(directory)
     groups: dict = {}   # stem -> {suffix: (size, mtime_ns)}
     kinds: dict = {}    # stem -> (layout, base offset, segment id)
-    for e in entries:
-        if e.is_dir:
-            continue
+    for e in entries:  # directories named like segment files stay in: opening them is the error to report
         for layout, rx in ((BROKER, _BROKER_SEGMENT), (AIVEN, _AIVEN_SEGMENT), (TIERED, _TIERED_SEGMENT)):
             m = rx.match(e.name)
             if m:
@@ -168,6 +166,30 @@ def list_segments(directory) -> Listing:
         found[base] = AivenSegmentFiles(inner) if layout == AIVEN else inner
     layout = layouts.pop() if len(layouts) == 1 else (BROKER if not layouts else "mixed")
     return Listing(layout, [found[b] for b in sorted(found)], problems)
+
+
+def segment_files_for(log_path) -> SegmentFiles:
+    """The SegmentFiles of one `.log` path of any layout, local or remote (base offset None when
+    the name carries none)."""
+    name = _fs.basename(log_path)
+    stem = log_path[:-len(".log")] if log_path.endswith(".log") else log_path
+    base = None
+    for rx in (_BROKER_SEGMENT, _AIVEN_SEGMENT, _TIERED_SEGMENT):
+        m = rx.match(name)
+        if m:
+            base = int(m.group(1))
+            break
+    if _fs.is_remote(log_path):
+        sizes = {}
+        for e in _fs.scandir(_fs.dirname(log_path)):  # one listing gives every sibling's size
+            if e.name.startswith(_fs.basename(stem) + ".") and not e.is_dir:
+                sizes[e.name[len(_fs.basename(stem)):]] = (e.size, e.mtime_ns)
+        if ".log" not in sizes:
+            raise FileNotFoundError(2, "No such file or directory", log_path)
+        inner = RemoteSegmentFiles(stem, base, sizes)
+    else:
+        inner = SegmentFiles(stem, base)
+    return AivenSegmentFiles(inner) if _AIVEN_SEGMENT.match(name) else inner
 
 
 class AivenSegmentFiles(SegmentFiles):
@@ -259,4 +281,4 @@ def _read(files: SegmentFiles, suffix: str, rng) -> bytes:
 
 
 __all__ = ["BROKER", "TIERED", "AIVEN", "Partition", "Listing", "describe", "find_partitions", "list_segments",
-           "AivenSegmentFiles"]
+           "AivenSegmentFiles", "segment_files_for"]

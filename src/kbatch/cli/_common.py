@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import IO, Any, NoReturn
 
+from .. import _fs
 from .. import _wire as W
 from ..errors import KBatchError, MissingDependencyError
 
@@ -21,7 +22,6 @@ EXIT_USAGE = 2
 # progress bars appear for work over this many bytes, on stderr, when stderr is a terminal
 PROGRESS_MIN_BYTES = 4 * 1024 * 1024
 
-_SEGMENT_NAME = re.compile(r"^\d{20}\.log$")
 # optional packages a command may need -> the kafka-kbatch extra that installs them
 OPTIONAL_DEPENDENCIES = {"pyarrow": "arrow", "pyspark": "spark"}
 INSTALL_HINT = "pip install typer rich (kafka-kbatch's 'cli' extra)"
@@ -93,38 +93,75 @@ def now_ms() -> int:
 
 
 def partition_dirs(path: str | os.PathLike[str]) -> list[str]:
-    """The partition directories PATH names: itself when it holds segments (or is a partition
-    directory name), else its subdirectories that hold segments (a broker's log directory)."""
-    path = os.fspath(path)
-    if not os.path.isdir(path):
+    """The partition directories PATH names: itself when it holds segments, else the partition
+    folders below it that hold segments (a broker's log directory, or a tiered-storage layout's
+    root: kbatch.layout). PATH may be a URI (s3://..., gs://..., hdfs://...)."""
+    from .. import layout
+
+    path = _path(path)
+    if not _fs.isdir(path):
         raise UsageProblem(f"{path}: not a directory")
-    names = os.listdir(path)
-    if any(_SEGMENT_NAME.match(n) for n in names):
-        return [path]
-    subs = []
-    for n in sorted(names):
-        p = os.path.join(path, n)
-        if os.path.isdir(p) and any(_SEGMENT_NAME.match(m) for m in os.listdir(p)):
-            subs.append(p)
-    if not subs:
-        raise UsageProblem(f"{path}: no segments (<20 digits>.log) here or in its subdirectories")
-    return subs
+    parts = layout.find_partitions(path)
+    if not parts:
+        raise UsageProblem(f"{path}: no segments (<20 digits>.log, or tiered-storage <offset>-<id>.log) here or in "
+                           f"its subdirectories")
+    return [p.path for p in parts]
 
 
-def segment_files(directory: str) -> list[str]:
-    return sorted(os.path.join(directory, n) for n in os.listdir(directory) if _SEGMENT_NAME.match(n))
+def _path(path: str | os.PathLike[str]) -> str:
+    return path if isinstance(path, str) and _fs.is_remote(path) else os.fspath(path)
 
 
-def resolve_segments(path: str | os.PathLike[str]) -> list[tuple[str, list[str]]]:
-    """[(partition dir, [segment .log paths])] for a segment file, a partition dir or a log dir."""
-    path = os.fspath(path)
-    if os.path.isfile(path):
+def resolve_segments(path: str | os.PathLike[str], problems: list[str] | None = None) -> list[tuple[str, list[Any]]]:
+    """[(partition dir, [SegmentFiles])] for a segment file, a partition dir or a log dir, in any
+    layout kbatch.layout reads, local or remote. `seg.path(".log")` names each segment's .log.
+    Tiered copies left out as incomplete go to `problems` (the command reports them and exits
+    1), or to stderr when no list is given."""
+    from .. import layout
+
+    path = _path(path)
+    if _fs.isfile(path):
         if not path.endswith(".log"):
             raise UsageProblem(f"{path}: not a segment (.log) file")
-        return [(os.path.dirname(os.path.abspath(path)), [path])]
-    if not os.path.exists(path):
+        return [(_fs.dirname(path), [layout.segment_files_for(path)])]
+    if not _fs.exists(path):
         raise UsageProblem(f"{path}: no such file or directory")
-    return [(d, segment_files(d)) for d in partition_dirs(path)]
+    out: list[tuple[str, list[Any]]] = []
+    for d in partition_dirs(path):
+        listing = layout.list_segments(d)
+        for p in listing.problems:
+            if problems is not None:
+                problems.append(p)
+            else:
+                sys.stderr.write(f"kbatch: {p}\n")
+        out.append((d, listing.segments))
+    return out
+
+
+def partition_name(d: str) -> str:
+    """A partition directory's name as commands print it (the last path element)."""
+    return _fs.basename(d) if _fs.is_remote(d) else os.path.basename(os.path.abspath(d))
+
+
+def refuse_remote(path: str | os.PathLike[str], what: str) -> None:
+    """Write commands work on local directories only."""
+    if isinstance(path, str) and _fs.is_remote(path):
+        raise UsageProblem(f"{path}: {what} writes, and object storage is read-only for kbatch; copy the partition "
+                           f"to a local directory first")
+
+
+def total_size(parts: list[tuple[str, list[Any]]]) -> int:
+    """Bytes of the .log files resolve_segments named (0 for a size that cannot be had)."""
+    total = 0
+    for _d, segs in parts:
+        for f in segs:
+            sizes = getattr(f, "sizes", None) or getattr(getattr(f, "inner", None), "sizes", None)
+            if sizes and ".log" in sizes:
+                total += sizes[".log"][0] or 0
+                continue
+            with contextlib.suppress(OSError):
+                total += _fs.getsize(f.path(".log"))
+    return total
 
 
 def api(name: str) -> Any:

@@ -11,7 +11,7 @@ import sys
 
 from ..errors import KBatchError, StorageError
 from ._common import (EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, UsageProblem, api, emit, now_ms, options, partition_dirs,
-                      run, time_value)
+                      refuse_remote, run, time_value)
 
 
 def cmd_compact(path, *, now=None, delete_retention_ms=86_400_000, dry_run=False, output=None, as_json=False,
@@ -22,6 +22,7 @@ def cmd_compact(path, *, now=None, delete_retention_ms=86_400_000, dry_run=False
     if dry_run and output is not None:
         raise UsageProblem("--dry-run writes nothing; leave out --output")
     code = EXIT_OK
+    refuse_remote(path, "compact")
     for d in partition_dirs(path):
         name = os.path.basename(os.path.abspath(d))
         target = None if output is None else os.path.join(output, name)

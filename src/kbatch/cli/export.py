@@ -18,8 +18,11 @@ import os
 import sys
 
 from .. import _files
+from .. import _fs
 from ..errors import KBatchError
-from ._common import (EXIT_OK, EXIT_PROBLEMS, UsageProblem, emit, options, progress_bar, resolve_segments, run)
+from ..layout import describe
+from ._common import (EXIT_OK, EXIT_PROBLEMS, UsageProblem, emit, options, progress_bar, resolve_segments, run,
+                      total_size)
 
 FORMATS = ("parquet", "jsonl")
 STATE = ".kbatch-export.json"
@@ -33,12 +36,17 @@ def _format(to: str, fmt):
     return "jsonl" if to.endswith((".jsonl", ".json")) else "parquet"
 
 
-def _batches(seg: str, topic, partition, batch_fields: bool):
-    """decode_columns' record batches of one whole segment (a damaged one raises)."""
+def _batches(files, topic, partition, batch_fields: bool):
+    """decode_columns' record batches of one whole segment (a damaged one raises). The .log is
+    read through its FileRecords (pread or ranged reads: a FIFO named like a segment is an error,
+    not a hang)."""
     from ..arrow import iter_record_batches
 
-    with open(seg, "rb") as f:
-        data = f.read()
+    records = files.open_log()
+    try:
+        data = records.read(0, records.size_in_bytes)
+    finally:
+        records.close()
     yield from iter_record_batches(data, topic, partition, batch_fields=batch_fields, strict=True)
 
 
@@ -92,8 +100,10 @@ def cmd_export(path, *, to, fmt=None, batch_fields=False, binary="base64", overw
     err = err or sys.stderr
     fmt = _format(to, fmt)
     one_file = to.endswith((".parquet", ".jsonl", ".json"))
+    if _fs.is_remote(to):
+        raise UsageProblem(f"--to {to}: export writes local files (the segments it reads may be remote)")
     parts = resolve_segments(path)
-    total = sum(os.path.getsize(s) for _d, segs in parts for s in segs)
+    total = total_size(parts)
     full = arrow_schema(True, batch_fields)
     per_file = full.remove(full.get_field_index("partition")).remove(full.get_field_index("topic"))
     problems = 0
@@ -108,11 +118,12 @@ def cmd_export(path, *, to, fmt=None, batch_fields=False, binary="base64", overw
     try:
         with progress_bar(total, "export", quiet) as advance:
             for d, segs in parts:
-                parsed = _files.parse_partition_dir(d)
-                topic, partition = parsed if parsed else (None, None)
-                for seg in segs:
-                    size = os.path.getsize(seg)
-                    base = os.path.basename(seg)[:-len(".log")]
+                described = describe(d, [])
+                topic, partition = described.topic, described.partition
+                for files in segs:
+                    seg = files.path(".log")
+                    size = _fs.getsize(seg)
+                    base = _fs.basename(seg)[:-len(".log")]
                     if one_file:
                         target, key, rows = sink, None, sink.rows
                     else:
@@ -124,7 +135,7 @@ def cmd_export(path, *, to, fmt=None, batch_fields=False, binary="base64", overw
                             continue
                         target, key, rows = _Sink(os.path.join(to, rel), fmt, per_file, binary), rel, 0
                     try:
-                        for rb in _batches(seg, topic, partition, batch_fields):
+                        for rb in _batches(files, topic, partition, batch_fields):
                             target.write(rb if one_file else rb.drop_columns(["topic", "partition"]))
                     except KBatchError as e:
                         problems += 1
@@ -135,7 +146,8 @@ def cmd_export(path, *, to, fmt=None, batch_fields=False, binary="base64", overw
                         continue
                     if not one_file:
                         target.done()
-                        state[key] = dict(source=os.path.abspath(seg), bytes=size, rows=target.rows)
+                        state[key] = dict(source=seg if _fs.is_remote(seg) else os.path.abspath(seg), bytes=size,
+                                          rows=target.rows)
                         _files.atomic_write(state_path, json.dumps(state, indent=1).encode())
                     advance(size)
                     _report(out, as_json, quiet, "exported", seg, key or to, target.rows - rows)

@@ -6,12 +6,11 @@ stderr. Either makes the exit code 1; the answers printed are still the log's.
 """
 
 import logging
-import os
 import sys
 
 from ..errors import KBatchError, StorageError
 from ._common import (EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, UsageProblem, api, emit, format_time, options, parse_time,
-                      partition_dirs, run, time_value)
+                      partition_dirs, partition_name, run, time_value)
 
 
 def cmd_offsets(path, *, times=(), earliest=False, latest=False, max_timestamp=False, as_json=False,
@@ -28,7 +27,7 @@ def cmd_offsets(path, *, times=(), earliest=False, latest=False, max_timestamp=F
     # the storage layer logs what it works around; here each problem is printed once, below
     logging.getLogger("kbatch.segment").addHandler(logging.NullHandler())
     for d in partition_dirs(path):
-        name = os.path.basename(os.path.abspath(d))
+        name = partition_name(d)
         try:
             log = api("Log").open(d)
         except StorageError as e:

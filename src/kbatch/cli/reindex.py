@@ -10,7 +10,8 @@ import sys
 
 from .. import _wire as W
 from ..errors import KBatchError, StorageError
-from ._common import (EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, api, emit, options, resolve_segments, run)
+from ._common import (EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, api, emit, options, refuse_remote, resolve_segments,
+                      run)
 
 
 def cmd_reindex(path, *, index_interval_bytes=W.DEFAULT_INDEX_INTERVAL_BYTES, quiet=False, as_json=False,
@@ -18,12 +19,13 @@ def cmd_reindex(path, *, index_interval_bytes=W.DEFAULT_INDEX_INTERVAL_BYTES, qu
     out = out or sys.stdout
     err = err or sys.stderr
     code = EXIT_OK
+    refuse_remote(path, "reindex")
     single = os.path.isfile(os.fspath(path))
     for d, segs in resolve_segments(path):
         if not segs:
             continue
         try:
-            api("rebuild_indexes")(segs[0] if single else d, index_interval_bytes=index_interval_bytes)
+            api("rebuild_indexes")(segs[0].path(".log") if single else d, index_interval_bytes=index_interval_bytes)
         except StorageError as e:
             err.write(f"kbatch: {d}: {e}\n")
             code = max(code, EXIT_USAGE)

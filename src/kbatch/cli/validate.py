@@ -4,13 +4,13 @@ Every byte is read (CRCs checked); anything that cannot be read is named with it
 position and size, and makes the exit code 1, as timestamps outside the window do.
 """
 
-import contextlib
 import os
 import sys
 
 from .. import _wire as W
 from ..errors import KBatchError
-from ._common import (EXIT_OK, EXIT_PROBLEMS, UsageProblem, api, emit, format_time, now_ms, options, progress_bar, resolve_segments, run, time_value)
+from ._common import (EXIT_OK, EXIT_PROBLEMS, UsageProblem, api, emit, format_time, now_ms, options, progress_bar,
+                      partition_name, resolve_segments, run, time_value, total_size)
 
 
 def _segment_records(seg, rep, advance):
@@ -18,11 +18,16 @@ def _segment_records(seg, rep, advance):
     cannot (a file that is not a regular file, a bad CRC, a batch that does not decode, a header
     that does not parse, bytes at the end that are not a complete batch) goes to rep["unreadable"]
     with its byte count in rep["unread_bytes"]."""
-    from ..segment import FileRecords, _batch_at
+    from ..segment import _batch_at
 
     offsets, stamps = [], []
+    if isinstance(seg, (str, os.PathLike)):  # a .log path (timestamp_report's callers may give paths)
+        from ..layout import segment_files_for
+
+        seg = segment_files_for(seg if isinstance(seg, str) else os.fspath(seg))
+    files, seg = seg, seg.path(".log")
     try:
-        f = FileRecords(seg)
+        f = files.open_log()
     except (OSError, KBatchError) as e:
         rep["unreadable"].append(dict(file=seg, position=None, message=str(e)))
         return offsets, stamps
@@ -119,15 +124,11 @@ def cmd_validate(path, *, before_max_ms=W.INT64_MAX, after_max_ms=W.INT64_MAX, n
     if before_max_ms < 0 or after_max_ms < 0:
         raise UsageProblem("--before-max-ms and --after-max-ms must be >= 0")
     parts = resolve_segments(path)
-    total = 0
-    for _d, segs in parts:
-        for s in segs:
-            with contextlib.suppress(OSError):
-                total += os.path.getsize(s)
+    total = total_size(parts)
     bad = 0
     with progress_bar(total, "validate", quiet) as advance:
         for d, segs in parts:
-            name = os.path.basename(os.path.abspath(d))
+            name = partition_name(d)
             rep = timestamp_report(segs, now_value, before_max_ms, after_max_ms, advance)
             bad += rep["too_old"] + rep["too_new"] + len(rep["unreadable"])
             if as_json:

@@ -4,12 +4,12 @@ Segments are read with pread (never mmap): a file truncated while it is read, or
 directory or dangling symlink named like a segment, is a problem (exit 1), not a crash or a hang.
 """
 
-import contextlib
 import os
 import sys
 
 from ..errors import KBatchError
-from ._common import (EXIT_OK, EXIT_PROBLEMS, UsageProblem, emit, options, progress_bar, resolve_segments, run)
+from ._common import (EXIT_OK, EXIT_PROBLEMS, UsageProblem, emit, options, progress_bar, resolve_segments, run,
+                      total_size)
 
 
 class _Verifier:
@@ -30,33 +30,34 @@ class _Verifier:
         self.problems.append(dict(file=os.fspath(file), position=position, message=message, **extra))
 
     def partition(self, directory, segments) -> None:
-        from ..dump import base_offset_from_name
+        """segments: kbatch SegmentFiles (any layout, local or remote), by base offset."""
+        from .. import _fs
 
         prev_last = None  # last offset of the previous segment
         prev_file = None
-        for seg in segments:
-            try:
-                base = base_offset_from_name(seg)
-            except ValueError as e:
-                self.problem(seg, None, str(e))
+        for files in segments:
+            seg = files.path(".log")
+            base = files.base_offset
+            if base is None:
+                self.problem(seg, None, f"{seg}: the file name does not start with a segment base offset (20 digits)")
                 continue
             if prev_last is not None and base <= prev_last:
                 self.problem(seg, 0, f"segment base offset {base} is not above the last offset {prev_last} "
-                                     f"of the previous segment {os.path.basename(prev_file)} (segments overlap)")
-            last = self.segment(seg, base, prev_last)
+                                     f"of the previous segment {_fs.basename(prev_file)} (segments overlap)")
+            last = self.segment(files, base, prev_last)
             if last is not None:
                 prev_last, prev_file = last, seg
 
-    def segment(self, path, base: int, prev_last):
+    def segment(self, files, base: int, prev_last):
         """Check one .log file and its indexes; returns its last offset (None when empty)."""
         from ..errors import StorageError
         from ..index_rules import SegmentBatches
-        from ..segment import FileRecords
 
         self.segments += 1
         last_offset = None
+        path = files.path(".log")
         try:
-            f = FileRecords(path)
+            f = files.open_log()
         except StorageError as e:  # a FIFO, directory or dangling symlink named like a segment
             self.problem(path, None, f"cannot read: {e.reason}", kind="file")
             return None
@@ -101,7 +102,7 @@ class _Verifier:
                 self.problem(path, valid, f"{size - valid} bytes at the end of the file are not a complete batch "
                                           f"(truncated or partially written tail)", kind="truncated")
                 self.advance(size - valid)
-            self._indexes(path, base, SegmentBatches(f))
+            self._indexes(files, base, SegmentBatches(f))
         finally:
             f.close()
         return last_offset
@@ -138,18 +139,17 @@ class _Verifier:
             except KBatchError as e:
                 self.problem(path, batch.position, f"bad control record in {where}: {e}", kind="records")
 
-    def _indexes(self, log_path, base, sb) -> None:
+    def _indexes(self, files, base, sb) -> None:
         """Index entries against the log by the rules of kbatch.index_rules: every form a broker of
         any version writes is accepted (notes name the older ones), damage is a problem. A
         preallocated zero-filled tail and a missing file (a broker rebuilds it) are not errors."""
-        from ..dump import sibling
         from ..index import OffsetIndex, TimeIndex
         from ..index_rules import check_offset_index, check_time_index
 
         for suffix, cls, check in ((".index", OffsetIndex, check_offset_index),
                                    (".timeindex", TimeIndex, check_time_index)):
-            ipath = sibling(log_path, suffix)
-            index = self._open_index(cls, ipath, base)
+            ipath = files.path(suffix)
+            index = self._open_index(files, cls, suffix, base)
             if index is None:
                 continue
             try:
@@ -162,15 +162,14 @@ class _Verifier:
             finally:
                 index.close()
 
-    def _open_index(self, cls, path, base):
+    def _open_index(self, files, cls, suffix, base):
         """The index file, or None when it is missing (a broker rebuilds it); one that cannot be
-        read (not a regular file) is a problem."""
+        read (not a regular file, a dangling symlink) is a problem."""
         from ..errors import StorageError
 
-        if not os.path.lexists(path):
-            return None
+        path = files.path(suffix)
         try:
-            return cls.open(path, base)
+            return cls(base, files.read_index(suffix), path=path)
         except StorageError as e:
             self.problem(path, None, f"cannot read: {e.reason}", kind="index")
         except FileNotFoundError:
@@ -211,11 +210,7 @@ def _file_batches(records, state: dict):
 def cmd_verify(path, *, quiet=False, as_json=False, out=None, err=None) -> int:
     out = out or sys.stdout
     parts = resolve_segments(path)
-    total = 0
-    for _d, segs in parts:
-        for s in segs:
-            with contextlib.suppress(OSError):
-                total += os.path.getsize(s)
+    total = total_size(parts)
     with progress_bar(total, "verify", quiet) as advance:
         v = _Verifier(advance)
         for d, segs in parts:
