@@ -22,6 +22,7 @@ from typing import Any
 
 from ._common import (EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, INSTALL_HINT, PROGRESS_MIN_BYTES, UsageProblem,
                       format_time, parse_time, partition_dirs, progress_bar, resolve_segments)
+from .cat import cmd_cat
 from .compact import cmd_compact
 from .dump import cmd_dump
 from .export import cmd_export
@@ -29,11 +30,13 @@ from .import_ import cmd_import
 from .offsets import cmd_offsets
 from .reindex import cmd_reindex
 from .serve import cmd_serve
+from .stats import cmd_stats
 from .validate import cmd_validate, timestamp_report
 from .verify import cmd_verify
 
 # the command modules, in the order `kbatch --help` lists them
-COMMANDS = ("dump", "verify", "reindex", "offsets", "validate", "compact", "export", "import_", "serve")
+COMMANDS = ("dump", "verify", "reindex", "offsets", "validate", "compact", "export", "import_", "serve", "cat",
+            "stats")
 
 
 def version_line() -> str:
@@ -97,5 +100,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 __all__ = ["main", "make_app", "COMMANDS", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_USAGE", "PROGRESS_MIN_BYTES",
            "UsageProblem", "version_line", "parse_time", "format_time", "progress_bar", "partition_dirs", "resolve_segments",
            "cmd_dump", "cmd_verify", "cmd_reindex", "cmd_offsets", "cmd_validate", "cmd_compact", "cmd_export",
-           "cmd_import", "cmd_serve",
+           "cmd_import", "cmd_serve", "cmd_cat", "cmd_stats",
            "timestamp_report"]

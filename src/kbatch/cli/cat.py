@@ -1,0 +1,488 @@
+"""`kbatch cat`: records of segment files printed as kcat's consumer mode prints them.
+
+    kbatch cat s3://bucket/logs/ -t orders -o s@1714554000000 -o e@1714557600000 -f '%o %T %k %s\\n'
+
+Options follow kcat (`kcat -C`): -t topic, -p partition, -o beginning|end|N|-N|s@T|e@T (-o may be
+given twice: a start and an e@ stop), -c count, -f format with kcat's tokens (%s %S %R %k %K %T %h
+%t %p %o %%, escapes \\n \\r \\t \\xHH \\NNN), -J JSON envelope, -D and -K delimiters, -Z to print
+empty keys and values as NULL, -s key=/value= deserializers, -e, -u, -q, and
+-X isolation.level=read_committed|read_uncommitted.
+
+Files are not a broker, so where kcat's answer comes from librdkafka, kbatch does what librdkafka
+does with the log's own data (docs/cli.md lists each):
+- s@T starts at the first record with timestamp >= T (ListOffsets through .timeindex/.index); a
+  partition without one starts at its end. e@T stops before that same record: kcat stops at the
+  first message whose timestamp >= T, which is exactly it.
+- an absolute offset outside [log start, log end] starts at the end (auto.offset.reset=latest,
+  librdkafka's default); -N starts N records before the end, at the log start at the earliest.
+- isolation.level defaults to read_committed, as in librdkafka: records of aborted transactions
+  (the segments' .txnindex) and control records are not printed. Files have no last stable offset,
+  so records of a transaction without a marker yet are printed.
+- partitions are printed one after another in (topic, partition) order (kcat interleaves them as
+  fetches arrive); -c counts over all of them, as kcat's does.
+- JSON: "broker" is -1 (no broker served the record); keys and values go through -s as well
+  (kcat applies only Avro there).
+"""
+
+import base64
+import json
+import logging
+import re
+import struct
+import sys
+
+from .. import _wire as W
+from ..errors import KBatchError, StorageError
+from ._common import (EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, UsageProblem, api, partition_dirs, run)
+
+TOKENS = "sSRkKThtpo%"
+_NULL = b"NULL"
+
+
+# ------------------------------------------------------------------------------------ kcat's formats
+def parse_escapes(text: str) -> bytes:
+    """kcat's format-string escapes: \\n \\r \\t, \\xHH (hex), \\NNN (C strtoul base 0: octal with a
+    leading 0, else decimal) and \\c for any other c."""
+    out = bytearray()
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\" and i + 1 < n:
+            i += 1
+            c = text[i]
+            simple = {"t": 9, "n": 10, "r": 13}
+            if c in simple:
+                out.append(simple[c])
+                i += 1
+                continue
+            if c == "x":
+                m = re.match(r"[0-9A-Fa-f]+", text[i + 1:])
+                if m:
+                    out.append(int(m.group(0), 16) & 0xFF)
+                    i += 1 + len(m.group(0))
+                else:
+                    out += b"x"
+                    i += 1
+                continue
+            m = re.match(r"\d+", text[i:])
+            if m:
+                digits = m.group(0)
+                out.append((int(digits, 8) if digits.startswith("0") and len(digits) > 1 and
+                            all(d in "01234567" for d in digits) else int(digits)) & 0xFF)
+                i += len(digits)
+                continue
+            out += c.encode("utf-8")
+            i += 1
+            continue
+        out += c.encode("utf-8")
+        i += 1
+    return bytes(out)
+
+
+def parse_delim(text: str) -> bytes:
+    """kcat's -D/-K delimiters: \\n, \\t and \\xHH."""
+    out = text.replace("\\n", "\n").replace("\\t", "\t")
+
+    def hexchar(m):
+        return chr(int(m.group(1), 16) & 0xFF)
+    if re.search(r"\\x(?![0-9A-Fa-f])", out):
+        raise UsageProblem(f"delimiter {text!r}: \\x expects a hex number")
+    out = re.sub(r"\\x([0-9A-Fa-f]+)", hexchar, out)
+    return out.encode("latin-1", errors="strict") if all(ord(ch) < 256 for ch in out) else out.encode("utf-8")
+
+
+def parse_format(fmt: str) -> list:
+    """A kcat -f string -> [("str", bytes) | ("tok", letter)]."""
+    parts = []
+    s = fmt
+    while s:
+        i = s.find("%")
+        if i < 0:
+            parts.append(("str", parse_escapes(s)))
+            break
+        if i > 0:
+            parts.append(("str", parse_escapes(s[:i])))
+        if i + 1 >= len(s):
+            raise UsageProblem("format: empty formatter at the end (a lone %)")
+        tok = s[i + 1]
+        if tok not in TOKENS:
+            raise UsageProblem(f"format: unsupported formatter %{tok} (kcat's tokens: "
+                               f"{' '.join('%' + t for t in TOKENS)})")
+        parts.append(("str", b"%") if tok == "%" else ("tok", tok))
+        s = s[i + 2:]
+    return parts
+
+
+class Serdes:
+    """A -s deserializer for keys or values: text (the bytes as they are), hex, base64, or a kcat
+    pack-format string (<, >, b B h H i I q Q c s $ and spaces)."""
+
+    NAMES = ("text", "hex", "base64")
+    _PACK = {"b": "b", "B": "B", "h": "h", "H": "H", "i": "i", "I": "I", "q": "q", "Q": "Q"}
+
+    def __init__(self, spec: str = "text"):
+        self.spec = spec
+        if spec not in self.NAMES:
+            bad = [c for c in spec if c not in " <>bBhHiIqQcs$"]
+            if not spec or bad:
+                raise UsageProblem(f"-s {spec!r}: a deserializer is text, hex, base64 or a kcat pack-format "
+                                   f"(<>bBhHiIqQcs$)")
+
+    def __call__(self, data: bytes) -> bytes:
+        if self.spec == "text":
+            return data
+        if self.spec == "hex":
+            return data.hex().encode()
+        if self.spec == "base64":
+            return base64.b64encode(data)
+        return self._unpack(data)
+
+    def _unpack(self, data: bytes) -> bytes:
+        out, pos, endian = [], 0, ">"
+        for t in self.spec:
+            if t == " ":
+                out.append(" ")
+            elif t in "<>":
+                endian = t
+            elif t in self._PACK:
+                size = struct.calcsize(t)
+                if pos + size > len(data):
+                    raise ValueError(f"truncated, expected {size} bytes to unpack {t} but only {len(data) - pos} "
+                                     f"bytes remaining")
+                out.append(str(struct.unpack_from(endian + t, data, pos)[0]))
+                pos += size
+            elif t == "c":
+                out.append(chr(data[pos]) if pos < len(data) else "")
+                pos += 1
+            elif t == "s":
+                out.append(data[pos:].decode("utf-8", "replace"))
+                pos = len(data)
+            elif t == "$" and pos < len(data):
+                raise ValueError(f"expected end-of-input, but {len(data) - pos} bytes remaining")
+        return "".join(out).encode("utf-8")
+
+
+class Formatter:
+    """One record -> bytes, as kcat's fmt_msg_output_str / fmt_msg_output_json write it."""
+
+    def __init__(self, fmt, *, as_json=False, delim=b"\n", key_delim=None, null=False, key_serdes=None,
+                 value_serdes=None):
+        self.as_json = as_json
+        self.delim = delim
+        self.null = null
+        self.key_serdes = key_serdes or Serdes()
+        self.value_serdes = value_serdes or Serdes()
+        if fmt is None:
+            fmt = "%s" if key_delim is None else "%k" + key_delim.decode("latin-1") + "%s"
+            self.parts = parse_format(fmt) + [("str", delim)]
+        else:
+            self.parts = parse_format(fmt)
+        self.errors = 0
+
+    def _blob(self, data, serdes, what, where, err):
+        if data is None or len(data) == 0:  # kcat: an empty and a NULL key print alike
+            return _NULL if self.null else b""
+        try:
+            return serdes(bytes(data))
+        except ValueError as e:
+            self.errors += 1
+            err.write(f"% ERROR: Failed to format message in {where}: {what}: {e}\n")
+            return b""
+
+    def format(self, topic, partition, rec, tstype, err) -> bytes:
+        if self.as_json:
+            return self._json(topic, partition, rec, tstype) + self.delim
+        where = f"{topic} [{partition}] at offset {rec.offset}"
+        out = []
+        for kind, v in self.parts:
+            if kind == "str":
+                out.append(v)
+            elif v == "s":
+                out.append(self._blob(rec.value, self.value_serdes, "value", where, err))
+            elif v == "k":
+                out.append(self._blob(rec.key, self.key_serdes, "key", where, err))
+            elif v == "S":
+                out.append(str(-1 if rec.value is None else len(rec.value)).encode())
+            elif v == "K":
+                out.append(str(-1 if rec.key is None else len(rec.key)).encode())
+            elif v == "R":
+                out.append(struct.pack(">i", -1 if rec.value is None else len(rec.value)))
+            elif v == "T":
+                out.append(str(-1 if rec.timestamp is None else rec.timestamp).encode())
+            elif v == "h":
+                out.append(b",".join(k.encode("utf-8") + b"=" + (_NULL if hv is None else bytes(hv))
+                                     for k, hv in rec.headers))
+            elif v == "t":
+                out.append(topic.encode("utf-8"))
+            elif v == "p":
+                out.append(str(partition).encode())
+            elif v == "o":
+                out.append(str(rec.offset).encode())
+        return b"".join(out)
+
+    def _text(self, data, serdes):
+        if data is None:
+            return None
+        raw = serdes(bytes(data))
+        return raw.decode("utf-8", "replace")
+
+    def _json(self, topic, partition, rec, tstype) -> bytes:
+        obj = {"topic": topic, "partition": partition, "offset": rec.offset}
+        if rec.timestamp is not None and tstype is not None:
+            obj["tstype"] = tstype
+            obj["ts"] = rec.timestamp
+        obj["broker"] = -1
+        if rec.headers:
+            flat = []
+            for k, hv in rec.headers:
+                flat += [k, None if hv is None else bytes(hv).decode("utf-8", "replace")]
+            obj["headers"] = flat
+        try:
+            obj["key"] = self._text(rec.key, self.key_serdes)
+            obj["payload"] = self._text(rec.value, self.value_serdes)
+        except ValueError as e:
+            self.errors += 1
+            obj.setdefault("key", None)
+            obj["payload_error"] = str(e)
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+# ------------------------------------------------------------------------------------ offsets
+def parse_offsets(specs) -> tuple:
+    """-o values -> (start, stop_ts): start is ("beginning",), ("end",), ("abs", N), ("tail", N)
+    or ("time", T); stop_ts an e@ timestamp or None."""
+    start, stop = ("beginning",), None
+    for spec in specs or ():
+        s = spec.strip()
+        if s.startswith("e@"):
+            stop = _ms(s[2:], spec)
+        elif s.startswith("s@"):
+            start = ("time", _ms(s[2:], spec))
+        elif s == "beginning":
+            start = ("beginning",)
+        elif s == "end":
+            start = ("end",)
+        elif s == "stored":
+            raise UsageProblem("-o stored: files have no committed offsets (kcat reads them from a consumer group)")
+        elif re.fullmatch(r"[+-]?\d+", s):
+            v = int(s)
+            start = ("tail", -v) if v < 0 else ("abs", v)
+        else:
+            raise UsageProblem(f"-o {spec!r}: expected beginning, end, an offset, -N (N before the end), s@TIME or "
+                               f"e@TIME")
+    return start, stop
+
+
+def _ms(text, spec) -> int:
+    from ._common import parse_time
+
+    try:
+        return parse_time(text)
+    except UsageProblem:
+        raise UsageProblem(f"-o {spec!r}: the time is epoch milliseconds (kcat) or ISO-8601") from None
+
+
+def start_offset(log, start, err, name) -> int:
+    lo, hi = log.beginning_offset(), log.end_offset()
+    kind = start[0]
+    if kind == "beginning":
+        return lo
+    if kind == "end":
+        return hi
+    if kind == "tail":
+        return max(lo, hi - start[1])
+    if kind == "time":
+        hit = log.offset_for(start[1])
+        return hi if hit is None else hit.offset
+    v = start[1]
+    if v < lo or v > hi:
+        err.write(f"% {name}: offset {v} is out of range [{lo}, {hi}]: starting at the end "
+                  f"(auto.offset.reset=latest, librdkafka's default)\n")
+        return hi
+    return v
+
+
+def _tstype(batch):
+    if batch.magic == 0:
+        return None
+    return "logappend" if batch.timestamp_type == W.TimestampType.LOG_APPEND_TIME else "create"
+
+
+def _aborted(log, first_segment: int) -> dict:
+    """{producer id: [(first offset, last offset)]} of aborted transactions from the .txnindex of
+    each segment from `first_segment` on (a marker, and its entry, comes after the data)."""
+    out = {}
+    for seg in log.segments[first_segment:]:
+        if seg.files.has(".txnindex"):
+            for t in seg.txn_index:
+                out.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
+    return out
+
+
+def records_from(log, offset: int, stop: int | None, read_committed: bool):
+    """(batch, record) from `offset` (a batch boundary found through .index) to `stop` (exclusive),
+    in offset order; control batches and (read_committed) aborted transactions left out."""
+    from ..segment import _FIRST_WINDOW, _batch_at, _crc_error
+
+    segs = log.segments
+    i = 0
+    while i + 1 < len(segs) and segs[i + 1].base_offset <= offset:
+        i += 1
+    aborted = _aborted(log, i) if read_committed else {}
+    for k in range(i, len(segs)):
+        seg = segs[k]
+        pos = 0
+        if k == i and offset > seg.base_offset:
+            found = seg.translate_offset(offset)
+            if found is None:
+                continue
+            pos = found.position
+        gen = seg.log.scan(pos, verify_crc=True, first_window=_FIRST_WINDOW)
+        while True:
+            try:
+                s = next(gen)
+            except StopIteration as e:
+                if e.value < seg.size:
+                    seg.report_unreadable(e.value)
+                break
+            ok = s["crc_valid"].tolist()
+            for j in range(len(ok)):
+                if not ok[j]:
+                    raise _crc_error(s, j)
+                if int(s["last_offset"][j]) < offset:
+                    continue
+                if stop is not None and int(s["base_offset"][j]) >= stop:
+                    return
+                b = _batch_at(s, j)
+                if b.is_control:
+                    continue
+                if read_committed and b.is_transactional and any(
+                        f <= b.base_offset <= last for f, last in aborted.get(b.producer_id, ())):
+                    continue
+                for r in b:
+                    if r.offset < offset:
+                        continue
+                    if stop is not None and r.offset >= stop:
+                        return
+                    yield b, r
+
+
+# ------------------------------------------------------------------------------------ the command
+def cmd_cat(path, *, topic=None, partition=None, offsets=(), count=None, fmt=None, as_json=False, delim="\\n",
+            key_delim=None, null=False, serdes=(), exit_at_end=True, unbuffered=False, quiet=False,
+            properties=(), out=None, err=None) -> int:
+    out = out if out is not None else sys.stdout.buffer
+    err = err if err is not None else sys.stderr
+    start, stop_ts = parse_offsets(offsets)
+    read_committed = True
+    for prop in properties or ():
+        k, _, v = prop.partition("=")
+        if k.strip() == "isolation.level" and v.strip() in ("read_committed", "read_uncommitted"):
+            read_committed = v.strip() == "read_committed"
+        else:
+            raise UsageProblem(f"-X {prop!r}: files take only isolation.level=read_committed|read_uncommitted")
+    key_s, value_s = Serdes(), Serdes()
+    for spec in serdes or ():
+        field, eq, what = spec.partition("=")
+        if not eq:
+            key_s = value_s = Serdes(spec)
+        elif field == "key":
+            key_s = Serdes(what)
+        elif field == "value":
+            value_s = Serdes(what)
+        else:
+            raise UsageProblem(f"-s {spec!r}: expected key=<serdes>, value=<serdes> or <serdes>")
+    if count is not None and count < 0:
+        raise UsageProblem("-c must be >= 0")
+    formatter = Formatter(fmt, as_json=as_json, delim=parse_delim(delim),
+                          key_delim=None if key_delim is None else parse_delim(key_delim), null=null,
+                          key_serdes=key_s, value_serdes=value_s)
+    from ..layout import describe
+
+    logging.getLogger("kbatch.segment").addHandler(logging.NullHandler())
+    parts = [describe(d, []) for d in partition_dirs(path)]
+    if topic is not None:
+        parts = [p for p in parts if p.topic == topic]
+    if partition is not None:
+        parts = [p for p in parts if p.partition == partition]
+    if not parts:
+        raise UsageProblem(f"{path}: no partition{'' if topic is None else f' of topic {topic}'}"
+                           f"{'' if partition is None else f' numbered {partition}'} there")
+    code = EXIT_OK
+    printed = 0
+    for n, part in enumerate(parts):
+        if count is not None and printed >= count:
+            break
+        t = part.topic if part.topic is not None else ""
+        p = part.partition if part.partition is not None else -1
+        name = f"{t} [{p}]"
+        try:
+            log = api("Log").open(part.path)
+        except StorageError as e:
+            err.write(f"kbatch: {part.path}: {e}\n")
+            code = max(code, EXIT_USAGE)
+            continue
+        except KBatchError as e:
+            err.write(f"kbatch: {part.path}: {e}\n")
+            code = max(code, EXIT_PROBLEMS)
+            continue
+        last = stop = None
+        try:
+            first = start_offset(log, start, err, name)
+            if stop_ts is not None:
+                hit = log.offset_for(stop_ts)
+                stop = None if hit is None else hit.offset
+            for b, r in records_from(log, first, stop, read_committed):
+                out.write(formatter.format(t, p, r, _tstype(b), err))
+                if unbuffered:
+                    out.flush()
+                last = r.offset
+                printed += 1
+                if count is not None and printed >= count:
+                    break
+        except KBatchError as e:
+            err.write(f"kbatch: {part.path}: {e}\n")
+            code = max(code, EXIT_USAGE if isinstance(e, StorageError) else EXIT_PROBLEMS)
+        finally:
+            for problem in log.problems:
+                err.write(f"kbatch: {problem}\n")
+            if log.problems:
+                code = max(code, EXIT_PROBLEMS)
+            if not quiet and (count is None or printed < count):
+                at = log.end_offset() if stop is None or last is None else last + 1
+                tail = ": exiting" if n == len(parts) - 1 else ""
+                err.write(f"% Reached {'stop timestamp' if stop_ts is not None and stop is not None else 'end'} "
+                          f"of topic {name} at offset {at}{tail}\n")
+            log.close()
+    out.flush()
+    if formatter.errors:
+        code = max(code, EXIT_PROBLEMS)
+    return code
+
+
+def register(app) -> None:
+    from typing import Annotated, List, Optional
+
+    import typer
+
+    @app.command(help="Print records as kcat's consumer mode does (kcat -C): offsets by number, from the end "
+                      "(-N) or by time (s@T / e@T through the time index), kcat's -f tokens %s %S %R %k %K %T %h "
+                      "%t %p %o, -J JSON. PATH: a partition or log directory, local or s3:// gs:// hdfs://.")
+    def cat(path: Annotated[str, typer.Argument(help="Partition directory or log directory (local or a URI).")],
+            topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Only this topic.")] = None,
+            partition: Annotated[Optional[int], typer.Option("--partition", "-p", help="Only this partition.")] = None,
+            offset: Annotated[Optional[List[str]], typer.Option("--offset", "-o", help="beginning | end | N | -N | s@TIME | e@TIME (repeatable: a start and an e@ stop).")] = None,
+            count: Annotated[Optional[int], typer.Option("--count", "-c", help="Exit after this many records.")] = None,
+            fmt: Annotated[Optional[str], typer.Option("--format", "-f", help="kcat format string, e.g. '%t [%p] %o: %k %s\\n'.")] = None,
+            as_json: Annotated[bool, typer.Option("--json", "-J", help="kcat's JSON envelope, one object per line.")] = False,
+            delim: Annotated[str, typer.Option("-D", help="Delimiter after each record (default \\n).")] = "\\n",
+            key_delim: Annotated[Optional[str], typer.Option("-K", help="Print keys, then this delimiter, then values.")] = None,
+            null: Annotated[bool, typer.Option("-Z", help="Print NULL for empty and null keys and values.")] = False,
+            serdes: Annotated[Optional[List[str]], typer.Option("-s", help="key=S / value=S / S: text, hex, base64 or a kcat pack-format (e.g. '>i').")] = None,
+            exit_at_end: Annotated[bool, typer.Option("-e", help="Exit at the end (always: files end).")] = False,
+            unbuffered: Annotated[bool, typer.Option("-u", help="Flush after each record.")] = False,
+            quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No 'Reached end' lines on stderr.")] = False,
+            prop: Annotated[Optional[List[str]], typer.Option("-X", help="isolation.level=read_committed (default) or read_uncommitted.")] = None):
+        run(cmd_cat, path, topic=topic, partition=partition, offsets=list(offset or []), count=count, fmt=fmt,
+            as_json=as_json, delim=delim, key_delim=key_delim, null=null, serdes=list(serdes or []),
+            exit_at_end=exit_at_end, unbuffered=unbuffered, quiet=quiet, properties=list(prop or []))

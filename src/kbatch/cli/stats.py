@@ -1,0 +1,236 @@
+"""`kbatch stats`: what a partition holds, per partition, from one pass over its batches.
+
+Records, bytes, offset and time ranges, codecs, batch sizes, producers and transactions,
+tombstones and an estimate of how many distinct keys there are (HyperLogLog over Kafka's murmur2
+of each key, 2^14 registers: about 1% standard error). Headers are scanned window by window
+(local pread or ranged reads of remote objects) and records decoded into Arrow columns; every CRC
+is checked. Anything that cannot be read is named on stderr and makes the exit code 1.
+"""
+
+import logging
+import sys
+
+import numpy as np
+
+from .. import _wire as W
+from ..errors import KBatchError, StorageError
+from ._common import (EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, api, emit, format_time, options, partition_dirs,
+                      progress_bar, run)
+
+HLL_P = 14  # 16384 registers
+
+
+class KeyCardinality:
+    """A HyperLogLog sketch of binary keys (hash: Kafka's murmur2 kernel, then a 32-bit finalizer
+    so that keys differing in one byte spread over the registers)."""
+
+    def __init__(self, p: int = HLL_P):
+        self.p = p
+        self.registers = np.zeros(1 << p, dtype=np.uint8)
+
+    def add(self, keys) -> None:
+        """Add the non-null values of a pyarrow binary column."""
+        from .. import _backend
+        from ..arrow_encode import _binary_spec
+
+        if keys.null_count == len(keys):
+            return
+        h = np.asarray(_backend.core.murmur2(_binary_spec(keys, "key"))).astype(np.uint32)
+        if keys.null_count:
+            h = h[np.asarray(keys.is_valid())]
+        h ^= h >> np.uint32(16)                       # fmix32 (MurmurHash3's finalizer)
+        h *= np.uint32(0x85EBCA6B)
+        h ^= h >> np.uint32(13)
+        h *= np.uint32(0xC2B2AE35)
+        h ^= h >> np.uint32(16)
+        idx = (h >> np.uint32(32 - self.p)).astype(np.int64)
+        rest = (h << np.uint32(self.p)).astype(np.uint64) & np.uint64(0xFFFFFFFF)
+        width = 32 - self.p
+        # rank: position of the first 1 bit in the remaining `width` bits (width + 1 when all zero)
+        nz = rest > 0
+        rank = np.full(len(h), width + 1, dtype=np.int64)
+        rank[nz] = 32 - np.floor(np.log2(rest[nz].astype(np.float64))).astype(np.int64)
+        np.maximum.at(self.registers, idx, rank.astype(np.uint8))
+
+    def estimate(self) -> int:
+        m = len(self.registers)
+        alpha = 0.7213 / (1 + 1.079 / m)
+        raw = alpha * m * m / float(np.sum(np.power(2.0, -self.registers.astype(np.float64))))
+        zeros = int(np.count_nonzero(self.registers == 0))
+        if raw <= 2.5 * m and zeros:
+            return int(round(m * np.log(m / zeros)))  # linear counting for small sets
+        return int(round(raw))
+
+
+def partition_stats(log, advance=lambda n: None) -> dict:
+    """The statistics of one open Log (see the module docstring)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ..arrow import iter_record_batches
+    from ..records import parse_control_record
+    from ..segment import _batch_at
+
+    st = dict(segments=len(log.segments), bytes=log.size, batches=0, records=0,
+              log_start_offset=log.beginning_offset(), first_offset=None, last_offset=None,
+              end_offset=log.end_offset(), min_timestamp=None, max_timestamp=None, records_without_timestamp=0,
+              codecs={}, magic={}, batch_bytes_min=None, batch_bytes_max=None, batch_bytes_mean=None,
+              records_per_batch_mean=None, producers=0, idempotent_batches=0, transactional_batches=0,
+              transactional_records=0, commits=0, aborts=0, control_batches=0, tombstones=0, null_keys=0,
+              key_cardinality_estimate=0, problems=[])
+    sizes_sum = 0
+    producers = set()
+    hll = KeyCardinality()
+    lo_ts, hi_ts = None, None
+    for seg in log.segments:
+        gen = seg.log.scan(0, verify_crc=True)
+        try:
+            while True:
+                try:
+                    s = next(gen)
+                except StopIteration as e:
+                    if e.value < seg.size:
+                        seg.report_unreadable(e.value)
+                    break
+                n = len(s["position"])
+                if not n:
+                    continue
+                size = s["size"]
+                st["batches"] += n
+                sizes_sum += int(size.sum())
+                mn, mx = int(size.min()), int(size.max())
+                st["batch_bytes_min"] = mn if st["batch_bytes_min"] is None else min(st["batch_bytes_min"], mn)
+                st["batch_bytes_max"] = mx if st["batch_bytes_max"] is None else max(st["batch_bytes_max"], mx)
+                if st["first_offset"] is None:
+                    st["first_offset"] = int(s["base_offset"][0])
+                st["last_offset"] = int(s["last_offset"][-1])
+                magic, attrs = s["magic"], s["attributes"]
+                for m, c in zip(*np.unique(magic, return_counts=True)):
+                    st["magic"][int(m)] = st["magic"].get(int(m), 0) + int(c)
+                codec = np.where(magic == 2, attrs & W.COMPRESSION_CODEC_MASK, attrs & W.LEGACY_COMPRESSION_CODEC_MASK)
+                for cc, c in zip(*np.unique(codec, return_counts=True)):
+                    name = W.Compression(int(cc)).name.lower()
+                    st["codecs"][name] = st["codecs"].get(name, 0) + int(c)
+                v2 = magic == 2
+                pids = s["producer_id"][v2]
+                producers.update(np.unique(pids[pids >= 0]).tolist())
+                st["idempotent_batches"] += int(np.count_nonzero(pids >= 0))
+                txn = v2 & ((attrs & W.TRANSACTIONAL_FLAG_MASK) != 0)
+                ctl = v2 & ((attrs & W.CONTROL_FLAG_MASK) != 0)
+                st["transactional_batches"] += int(np.count_nonzero(txn & ~ctl))
+                st["transactional_records"] += int(s["record_count"][txn & ~ctl].sum())
+                st["control_batches"] += int(np.count_nonzero(ctl))
+                for i in np.flatnonzero(~s["crc_valid"]).tolist():
+                    b = _batch_at(s, i)
+                    st["problems"].append(f"{seg.path('.log')}: CRC mismatch in the batch at byte {b.position} (base "
+                                          f"offset {b.base_offset}): stored {b.crc}, computed {b.compute_crc()}")
+                for i in np.flatnonzero(ctl).tolist():
+                    for r in _batch_at(s, i):
+                        kind = parse_control_record(r).type
+                        if kind == W.ControlRecordType.COMMIT:
+                            st["commits"] += 1
+                        elif kind == W.ControlRecordType.ABORT:
+                            st["aborts"] += 1
+                # the window's complete batches, decoded into columns (control records left out)
+                a = int(s["position"][0]) - s["origin"]
+                b = int(s["position"][-1] + s["size"][-1]) - s["origin"]
+                for rb in iter_record_batches(memoryview(s["buf"])[a:b], include_headers=False, verify_crc=False):
+                    st["records"] += rb.num_rows
+                    key = rb.column("key")
+                    st["null_keys"] += key.null_count
+                    hll.add(key)
+                    st["tombstones"] += int(pc.sum(rb.column("isTombstone")).as_py() or 0)
+                    ts = rb.column("timestamp")
+                    st["records_without_timestamp"] += ts.null_count
+                    if ts.null_count < len(ts):
+                        mm = pc.min_max(ts.cast(pa.timestamp("ms")).cast(pa.int64()))
+                        t0, t1 = mm["min"].as_py(), mm["max"].as_py()
+                        lo_ts = t0 if lo_ts is None else min(lo_ts, t0)
+                        hi_ts = t1 if hi_ts is None else max(hi_ts, t1)
+                advance(int(size.sum()))
+        except KBatchError as e:
+            if isinstance(e, StorageError):
+                raise
+            st["problems"].append(f"{seg.path('.log')}: cannot read from here on: {e}")
+    st["min_timestamp"], st["max_timestamp"] = lo_ts, hi_ts
+    st["producers"] = len(producers)
+    if st["batches"]:
+        st["batch_bytes_mean"] = round(sizes_sum / st["batches"], 1)
+        st["records_per_batch_mean"] = round(st["records"] / st["batches"], 2)
+    st["key_cardinality_estimate"] = hll.estimate()
+    st["problems"] = st["problems"] + [p for p in log.problems if p not in st["problems"]]
+    return st
+
+
+def cmd_stats(path, *, topic=None, partition=None, as_json=False, quiet=False, out=None, err=None) -> int:
+    from ..layout import describe
+
+    out = out or sys.stdout
+    err = err or sys.stderr
+    logging.getLogger("kbatch.segment").addHandler(logging.NullHandler())
+    parts = [describe(d, []) for d in partition_dirs(path)]
+    parts = [p for p in parts if (topic is None or p.topic == topic) and (partition is None or p.partition == partition)]
+    code = EXIT_OK
+    with progress_bar(0, "stats", quiet) as advance:
+        for part in parts:
+            try:
+                log = api("Log").open(part.path)
+            except KBatchError as e:
+                err.write(f"kbatch: {part.path}: {e}\n")
+                code = max(code, EXIT_USAGE if isinstance(e, StorageError) else EXIT_PROBLEMS)
+                continue
+            try:
+                st = partition_stats(log, advance)
+            except KBatchError as e:
+                err.write(f"kbatch: {part.path}: {e}\n")
+                code = max(code, EXIT_USAGE if isinstance(e, StorageError) else EXIT_PROBLEMS)
+                continue
+            finally:
+                log.close()
+            for p in st["problems"]:
+                err.write(f"kbatch: {p}\n")
+            if st["problems"]:
+                code = max(code, EXIT_PROBLEMS)
+            if as_json:
+                emit(out, dict(topic=part.topic, partition=part.partition, path=part.path, layout=log.layout, **st))
+            else:
+                out.write(_text(part, st))
+    return code
+
+
+def _text(part, st) -> str:
+    codecs = ", ".join(f"{k} {v}" for k, v in sorted(st["codecs"].items())) or "-"
+    lines = [
+        f"{part.topic}-{part.partition} ({part.path})",
+        f"  records        {st['records']} in {st['batches']} batches, {st['segments']} segment(s), {st['bytes']} bytes",
+        f"  offsets        {st['first_offset'] if st['first_offset'] is not None else '-'} .. "
+        f"{st['last_offset'] if st['last_offset'] is not None else '-'} (log start {st['log_start_offset']}, "
+        f"end {st['end_offset']})",
+        f"  timestamps     {format_time(st['min_timestamp'])} .. {format_time(st['max_timestamp'])}"
+        + (f" ({st['records_without_timestamp']} without)" if st["records_without_timestamp"] else ""),
+        f"  codecs         {codecs} (batches)",
+        f"  batch bytes    min {st['batch_bytes_min']} mean {st['batch_bytes_mean']} max {st['batch_bytes_max']}; "
+        f"{st['records_per_batch_mean']} records per batch",
+        f"  producers      {st['producers']} ({st['idempotent_batches']} idempotent batches)",
+        f"  transactions   {st['transactional_batches']} transactional batches ({st['transactional_records']} "
+        f"records), {st['commits']} commits, {st['aborts']} aborts",
+        f"  tombstones     {st['tombstones']}",
+        f"  keys           ~{st['key_cardinality_estimate']} distinct, {st['null_keys']} null",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def register(app) -> None:
+    from typing import Annotated, Optional
+
+    import typer
+
+    Quiet, Json = options()
+
+    @app.command(help="Per partition: records, bytes, offset and time ranges, codecs, batch sizes, producers and "
+                      "transactions, tombstones, an estimate of distinct keys. PATH may be a URI (s3://...).")
+    def stats(path: Annotated[str, typer.Argument(help="Partition directory or log directory (local or a URI).")],
+              topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Only this topic.")] = None,
+              partition: Annotated[Optional[int], typer.Option("--partition", "-p", help="Only this partition.")] = None,
+              as_json: Json = False, quiet: Quiet = False):
+        run(cmd_stats, path, topic=topic, partition=partition, as_json=as_json, quiet=quiet)
