@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from . import _fs
 from . import _wire as W
-from .batch import iter_batches
+
 from .compression import decompress
 from .errors import KBatchError, StorageError
 from .index import OffsetIndex, TimeIndex, TransactionIndex

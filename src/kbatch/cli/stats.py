@@ -143,8 +143,8 @@ def partition_stats(log, advance=lambda n: None) -> dict:
                     ts = rb.column("timestamp")
                     st["records_without_timestamp"] += ts.null_count
                     if ts.null_count < len(ts):
-                        mm = pc.min_max(ts.cast(pa.timestamp("ms")).cast(pa.int64()))
-                        t0, t1 = mm["min"].as_py(), mm["max"].as_py()
+                        mm = pc.min_max(ts.cast(pa.int64()))  # microseconds (Spark's timestamp) of ms values
+                        t0, t1 = mm["min"].as_py() // 1000, mm["max"].as_py() // 1000
                         lo_ts = t0 if lo_ts is None else min(lo_ts, t0)
                         hi_ts = t1 if hi_ts is None else max(hi_ts, t1)
                 advance(int(size.sum()))
