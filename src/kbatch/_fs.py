@@ -36,11 +36,12 @@ _PYARROW_SCHEMES = ("s3", "gs", "gcs", "hdfs", "viewfs")
 _BUCKET_SCHEMES = ("s3", "gs", "gcs")   # pyarrow paths start with the bucket (the URI's netloc)
 
 _stats_lock = threading.Lock()
-_STATS = {"requests": 0, "bytes": 0}
+_STATS = {"requests": 0, "bytes": 0, "metadata_requests": 0}
 
 
 def io_stats() -> dict:
-    """Remote reads made by this process so far: {"requests": n, "bytes": n} (bytes asked for)."""
+    """Remote requests made by this process so far: ranged reads ("requests") and the bytes they
+    asked for ("bytes"), and listings and file-info requests ("metadata_requests")."""
     with _stats_lock:
         return dict(_STATS)
 
@@ -49,6 +50,11 @@ def _count(nbytes: int) -> None:
     with _stats_lock:
         _STATS["requests"] += 1
         _STATS["bytes"] += nbytes
+
+
+def _count_metadata() -> None:
+    with _stats_lock:
+        _STATS["metadata_requests"] += 1
 
 
 # ------------------------------------------------------------------------------------ paths
@@ -66,13 +72,20 @@ def local_path(path) -> str:
     return p[len("file://"):] if isinstance(p, str) and p.lower().startswith("file://") else p
 
 
+def _split_query(uri: str):
+    i = uri.find("?")
+    return (uri, "") if i < 0 else (uri[:i], uri[i:])
+
+
 def join(base, *names) -> str:
+    """Path joining; a URI keeps its query (`?endpoint_override=...`) at the end."""
     if not is_remote(base):
         return os.path.join(local_path(base), *names)
-    out = base.rstrip("/")
+    out, query = _split_query(base)
+    out = out.rstrip("/")
     for n in names:
         out += "/" + n.strip("/")
-    return out
+    return out + query
 
 
 def basename(path) -> str:
@@ -84,7 +97,8 @@ def basename(path) -> str:
 def dirname(path) -> str:
     if not is_remote(path):
         return os.path.dirname(os.path.abspath(local_path(path)))
-    return path.rstrip("/").rsplit("/", 1)[0]
+    base, query = _split_query(path)
+    return base.rstrip("/").rsplit("/", 1)[0] + query
 
 
 @functools.lru_cache(maxsize=None)
@@ -116,6 +130,11 @@ def _root(scheme: str, netloc: str, query: str):
     return pafs.PyFileSystem(pafs.FSSpecHandler(spec)), lambda p: spec._strip_protocol(f"{scheme}://{netloc}{p}")
 
 
+def clear_cache() -> None:
+    """Forget the filesystems made so far (after the environment they were made from changed)."""
+    _root.cache_clear()
+
+
 def resolve(uri: str):
     """(pyarrow filesystem, path inside it) for a remote URI."""
     parts = urlsplit(uri)
@@ -131,6 +150,7 @@ def _info(path):
     from pyarrow import fs as pafs
 
     fs, p = resolve(path)
+    _count_metadata()
     try:
         info = fs.get_file_info(p)
     except OSError as e:
@@ -195,19 +215,19 @@ def scandir(path) -> list:
     from pyarrow import fs as pafs
 
     fs, p = resolve(path)
+    _count_metadata()
     try:
         infos = fs.get_file_info(pafs.FileSelector(p, recursive=False))
     except FileNotFoundError:
         raise FileNotFoundError(2, "No such file or directory", path) from None
     except OSError as e:
         raise StorageError(f"cannot list ({e})", path=path) from None
-    base = path.rstrip("/")
     out = []
     for i in infos:
         if i.type == pafs.FileType.NotFound:
             continue
         d = i.type == pafs.FileType.Directory
-        out.append(Entry(i.base_name, f"{base}/{i.base_name}", d, None if d else i.size,
+        out.append(Entry(i.base_name, join(path, i.base_name), d, None if d else i.size,
                          None if i.mtime_ns is None else int(i.mtime_ns)))
     return sorted(out)
 
@@ -262,6 +282,7 @@ class RemoteFile:
 
     def _get(self, position: int, n: int) -> bytes:
         if self._f is None:
+            _count_metadata()  # pyarrow asks for the object's size when it opens it
             try:
                 self._f = self._fs.open_input_file(self._p)
             except FileNotFoundError:
@@ -352,4 +373,4 @@ def is_regular_local(path) -> bool:
 
 __all__ = ["is_remote", "local_path", "join", "basename", "dirname", "isdir", "isfile", "exists", "getsize",
            "scandir", "listdir", "read_bytes", "mtime_ms", "Entry", "RemoteFile", "FileObjectSource", "io_stats",
-           "resolve", "MIN_REQUEST"]
+           "resolve", "MIN_REQUEST", "clear_cache"]

@@ -5,9 +5,10 @@ memory stays bounded on multi-gigabyte mmap'd segments; records are decoded per 
 """
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Generator, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from . import _backend
 from . import _wire as W
@@ -234,10 +235,12 @@ def scan_headers(buf: memoryview, start: int = 0, end: int | None = None, verify
     return pos
 
 
-def iter_batches(data: Buffer, verify_crc: bool = True, *, strict: bool = True,
+def iter_batches(data: Buffer | str | os.PathLike[str] | BinaryIO, verify_crc: bool = True, *, strict: bool = True,
                  max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES
                  ) -> Iterator[RecordBatch | LegacyRecordBatch]:
-    """Iterate the batches (magic 0, 1, 2, mixed) of any buffer.
+    """Iterate the batches (magic 0, 1, 2, mixed) of any buffer, or of a segment file named by a
+    path or URI (s3://, gs://, hdfs://...: kbatch._fs) or given as a seekable binary file object,
+    read in windows (bounded memory; remote objects by ranged reads).
 
     verify_crc: raise CrcMismatchError for a batch whose stored CRC is wrong.
     strict: raise TruncatedDataError for a partial last batch; strict=False stops before it
@@ -245,6 +248,12 @@ def iter_batches(data: Buffer, verify_crc: bool = True, *, strict: bool = True,
     Yields RecordBatch (magic 2) and LegacyRecordBatch (magic 0/1) objects.
     """
     from .legacy import LegacyRecordBatch
+
+    if isinstance(data, (str, os.PathLike)) or (hasattr(data, "read") and hasattr(data, "seek")):
+        from .segment import iter_file_batches
+
+        yield from iter_file_batches(data, verify_crc, strict, max_decompressed_bytes)
+        return
 
     buf = _as_view(data)
     gen = scan_headers(buf, 0, None, verify_crc)

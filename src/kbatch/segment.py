@@ -534,6 +534,35 @@ def open_records(path, size: int | None = None) -> FileRecords:
     return FileRecords(_fs.local_path(path))
 
 
+def iter_file_batches(source, verify_crc: bool = True, strict: bool = True,
+                      max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES):
+    """iter_batches over a path, URI or file object (see there), through open_records."""
+    from .batch import truncation_error
+
+    records = open_records(source)
+    try:
+        gen = records.scan(0, verify_crc)
+        while True:
+            try:
+                s = next(gen)
+            except StopIteration as stop:
+                valid = stop.value
+                break
+            ok = s["crc_valid"].tolist()
+            for i in range(len(ok)):
+                if verify_crc and not ok[i]:
+                    raise _crc_error(s, i)
+                yield _batch_at(s, i, max_decompressed_bytes)
+        if strict and valid < records.size_in_bytes:
+            e = truncation_error(records.read(valid, min(records.size_in_bytes - valid, W.RECORD_BATCH_OVERHEAD)), 0)
+            e.found = f"{records.size_in_bytes - valid} bytes"
+            e.position = valid
+            e.args = (e._render(),)
+            raise e
+    finally:
+        records.close()
+
+
 # ------------------------------------------------------------------------------------ where a segment's files are
 class SegmentFiles:
     """Where one segment's files are: `<stem>.log`, `<stem>.index`, `<stem>.timeindex`,
@@ -1275,5 +1304,5 @@ class LogSegment:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size}, path={self.path('.log')!r})"
 
 
-__all__ = ["FileRecords", "SourceFileRecords", "open_records", "SegmentFiles", "RemoteSegmentFiles", "LogSegment", "LogOffsetPosition", "TimestampAndOffset", "build_indexes",
+__all__ = ["FileRecords", "SourceFileRecords", "open_records", "SegmentFiles", "RemoteSegmentFiles", "iter_file_batches", "LogSegment", "LogOffsetPosition", "TimestampAndOffset", "build_indexes",
            "scan_headers", "scan_windows", "scan_buffer", "MaxTimestampTracker", "MAX_SEGMENT_BYTES"]

@@ -25,6 +25,7 @@ does with the log's own data (docs/cli.md lists each):
 """
 
 import base64
+import io
 import json
 import logging
 import re
@@ -368,10 +369,31 @@ def records_from(log, offset: int, stop: int | None, read_committed: bool):
 
 
 # ------------------------------------------------------------------------------------ the command
+class _TextOut:
+    """Bytes onto a text stream that has no binary buffer (a StringIO): decoded as UTF-8, bytes
+    that are not UTF-8 kept as surrogate escapes."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, data: bytes) -> None:
+        self.stream.write(data.decode("utf-8", "surrogateescape"))
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def _binary(stream):
+    if isinstance(stream, io.TextIOBase) or hasattr(stream, "encoding"):
+        buf = getattr(stream, "buffer", None)
+        return buf if buf is not None else _TextOut(stream)
+    return stream
+
+
 def cmd_cat(path, *, topic=None, partition=None, offsets=(), count=None, fmt=None, as_json=False, delim="\\n",
             key_delim=None, null=False, serdes=(), exit_at_end=True, unbuffered=False, quiet=False,
             properties=(), out=None, err=None) -> int:
-    out = out if out is not None else sys.stdout.buffer
+    out = _binary(out if out is not None else sys.stdout)
     err = err if err is not None else sys.stderr
     start, stop_ts = parse_offsets(offsets)
     read_committed = True

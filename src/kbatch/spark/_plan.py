@@ -1,7 +1,8 @@
 """Planning reads over a directory of Kafka partition folders, without Spark.
 
 A root directory holds `<topic>-<partition>/` folders of segments (`<20-digit base offset>.log`
-with `.index` and `.timeindex` beside it). This module finds them, turns offset and time bounds
+with `.index` and `.timeindex` beside it), or a tiered-storage layout (kbatch.layout), on local
+disk or in object storage (kbatch._fs). This module finds them, turns offset and time bounds
 into byte ranges with the indexes (KIP-33) so that skipped bytes are never read, and splits a
 large segment at batch boundaries taken from its `.index`.
 
@@ -10,17 +11,18 @@ kbatch's storage layer (`kbatch.Log`) is importable, time lookups go through it 
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import _fs
 from .. import _wire as W
 from ..batch import iter_batches
 
-_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
-_SEGMENT = re.compile(r"^(?P<base>\d{20})\.log$")
+log = logging.getLogger("kbatch.spark")
 _OFFSET_ENTRY = np.dtype([("rel", ">i4"), ("pos", ">i4")])
 _TIME_ENTRY = np.dtype([("ts", ">i8"), ("rel", ">i4")])
 INT64_MIN, INT64_MAX = W.INT64_MIN, W.INT64_MAX
@@ -28,9 +30,10 @@ INT64_MIN, INT64_MAX = W.INT64_MIN, W.INT64_MAX
 
 @dataclass
 class Segment:
-    path: str
+    path: str                       # the .log (a local path or a URI)
     base_offset: int
     size: int
+    files: object = field(default=None, repr=False, compare=False)  # kbatch SegmentFiles (driver side)
 
 
 @dataclass
@@ -42,46 +45,46 @@ class TopicPartition:
 
 
 def list_partitions(root: str, topics=None, topic_pattern: str | None = None) -> list:
-    """Every `<topic>-<partition>` folder under `root` (or `root` itself when it is one), sorted,
-    each with its segments in base-offset order."""
-    root = os.fspath(root)
-    if not os.path.isdir(root):
+    """Every partition folder under `root` (or `root` itself when it is one), in any layout
+    kbatch.layout reads (broker `<topic>-<p>`, Kafka's LocalTieredStorage, Aiven's tiered
+    storage), local or remote (s3://, gs://, hdfs://: one listing per directory), sorted, each
+    with its segments in base-offset order."""
+    from .. import layout
+
+    root = root if _fs.is_remote(root) else os.fspath(root)
+    if not _fs.isdir(root):
         raise FileNotFoundError(f"kafka-segments: no such directory: {root}")
-    names = sorted(os.listdir(root))
-    dirs = [(n, os.path.join(root, n)) for n in names if os.path.isdir(os.path.join(root, n))]
-    if not any(_PARTITION_DIR.match(n) for n, _ in dirs) and _PARTITION_DIR.match(os.path.basename(root.rstrip("/"))):
-        dirs = [(os.path.basename(root.rstrip("/")), root)]
     wanted = None if topics is None else set(topics)
     pattern = re.compile(topic_pattern) if topic_pattern else None
     out = []
-    for name, path in dirs:
-        m = _PARTITION_DIR.match(name)
-        if not m:
+    for part in layout.find_partitions(root, require_segments=False):
+        if part.topic is None:
             continue
-        topic, part = m["topic"], int(m["partition"])
-        if wanted is not None and topic not in wanted:
+        if wanted is not None and part.topic not in wanted:
             continue
-        if pattern is not None and not pattern.fullmatch(topic):
+        if pattern is not None and not pattern.fullmatch(part.topic):
             continue
-        segs = []
-        for f in sorted(os.listdir(path)):
-            sm = _SEGMENT.match(f)
-            if sm:
-                p = os.path.join(path, f)
-                segs.append(Segment(p, int(sm["base"]), os.path.getsize(p)))
-        out.append(TopicPartition(topic, part, path, segs))
+        listing = layout.list_segments(part.path)
+        for problem in listing.problems:
+            log.warning("kafka-segments: %s", problem)
+        segs = [Segment(f.path(".log"), f.base_offset, _log_size(f), f) for f in listing.segments]
+        out.append(TopicPartition(part.topic, part.partition, part.path, segs))
     out.sort(key=lambda tp: (tp.topic, tp.partition))
     return out
 
 
+def _log_size(files) -> int:
+    sizes = getattr(files, "sizes", None) or getattr(getattr(files, "inner", None), "sizes", None)
+    if sizes and sizes.get(".log", (None,))[0] is not None:
+        return int(sizes[".log"][0])
+    return _fs.getsize(files.path(".log"))
+
+
 # ------------------------------------------------------------------------------------ indexes
-def _read_index(path: str, dtype) -> np.ndarray:
+def _entries(data: bytes, dtype) -> np.ndarray:
     """Entries of an index file, cut at the zero-filled tail of a preallocated file (an entry
     with relative offset 0 after the first one, as DumpLogSegments stops)."""
-    try:
-        raw = np.fromfile(path, dtype=np.uint8)
-    except FileNotFoundError:
-        return np.zeros(0, dtype)
+    raw = np.frombuffer(data, dtype=np.uint8)
     n = len(raw) // dtype.itemsize
     entries = raw[:n * dtype.itemsize].view(dtype)
     if n > 1:
@@ -91,15 +94,27 @@ def _read_index(path: str, dtype) -> np.ndarray:
     return entries
 
 
+def _read_index(seg: Segment, suffix: str, dtype) -> np.ndarray:
+    files = seg.files
+    if files is None:
+        from ..layout import segment_files_for
+
+        files = seg.files = segment_files_for(seg.path)
+    try:
+        return _entries(files.read_index(suffix), dtype)
+    except FileNotFoundError:
+        return np.zeros(0, dtype)
+
+
 def offset_index(seg: Segment) -> tuple:
     """(absolute offsets, positions) of the segment's `.index` as int64 arrays."""
-    e = _read_index(seg.path[:-4] + ".index", _OFFSET_ENTRY)
+    e = _read_index(seg, ".index", _OFFSET_ENTRY)
     return e["rel"].astype(np.int64) + seg.base_offset, e["pos"].astype(np.int64)
 
 
 def time_index(seg: Segment) -> tuple:
     """(timestamps, absolute offsets) of the segment's `.timeindex` as int64 arrays."""
-    e = _read_index(seg.path[:-4] + ".timeindex", _TIME_ENTRY)
+    e = _read_index(seg, ".timeindex", _TIME_ENTRY)
     return e["ts"].astype(np.int64), e["rel"].astype(np.int64) + seg.base_offset
 
 
@@ -118,10 +133,19 @@ def end_position_for_offset(seg: Segment, end_offset: int) -> int:
     return int(pos[i + 1]) if i + 1 < len(pos) else seg.size
 
 
-def _read_range(path: str, start: int, end: int) -> bytes:
-    with open(path, "rb") as f:
-        f.seek(start)
-        return f.read(end - start)
+def read_range(path: str, start: int, end: int, size: int | None = None) -> bytes:
+    """Bytes [start, end) of a segment: one pread of a local file, one ranged request of a remote
+    object (`size`, known from planning, spares a metadata request)."""
+    from ..segment import open_records
+
+    records = open_records(path, size)
+    try:
+        return records.read(start, end - start)
+    finally:
+        records.close()
+
+
+_read_range = read_range
 
 
 def offset_for_time_in_segment(seg: Segment, target: int, min_offset: int | None = None):
@@ -136,7 +160,7 @@ def offset_for_time_in_segment(seg: Segment, target: int, min_offset: int | None
     if min_offset is not None:
         from_offset = max(from_offset, min_offset)
     start = position_for_offset(seg, from_offset)
-    data = _read_range(seg.path, start, seg.size)
+    data = read_range(seg.path, start, seg.size, seg.size)
     for batch in iter_batches(data, verify_crc=False, strict=False):
         if batch.is_control or batch.max_timestamp < target:
             continue
@@ -151,7 +175,11 @@ def offset_for_time(tp: TopicPartition, target: int):
     (KIP-79 semantics, any int64 target, negative ones included)."""
     log_cls = _storage_log()
     if log_cls is not None:
-        res = log_cls.open(tp.path).offsets_for_times([target])[0]
+        lg = log_cls.open(tp.path)
+        try:
+            res = lg.offsets_for_times([target])[0]
+        finally:
+            lg.close()
         return None if res is None else (int(res.offset), int(res.timestamp))
     for seg in tp.segments:
         found = offset_for_time_in_segment(seg, target)
@@ -176,7 +204,7 @@ def end_offset(tp: TopicPartition) -> int:
         offs, pos = offset_index(seg)
         start = int(pos[-1]) if len(pos) else 0
         last = None
-        for b in iter_batches(_read_range(seg.path, start, seg.size), verify_crc=False, strict=False):
+        for b in iter_batches(read_range(seg.path, start, seg.size, seg.size), verify_crc=False, strict=False):
             last = b.last_offset
         if last is not None:
             return last + 1

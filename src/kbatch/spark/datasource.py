@@ -1,9 +1,12 @@
 """The `kafka-segments` Spark data source (PySpark Python data source API, Spark >= 4.1).
 
     spark.read.format("kafka-segments").load("/data/kafka-logs")
+    spark.read.format("kafka-segments").load("s3://bucket/logs/")     # gs://, hdfs://, fsspec URIs too
 
-reads a directory of `<topic>-<partition>/` folders of segments with Spark's Kafka-source
-columns (kbatch.arrow). One input partition per segment, or per byte range of a large segment
+reads a directory of `<topic>-<partition>/` folders of segments (or a tiered-storage layout:
+kbatch.layout) with Spark's Kafka-source columns (kbatch.arrow). Remote paths are listed on the
+driver and read by ranges on executors (credentials from the executors' environment or
+profiles, as the filesystem library finds them). One input partition per segment, or per byte range of a large segment
 split at batch boundaries from its `.index`; `read()` yields pyarrow.RecordBatch objects of up
 to `rowsPerBatch` rows, never per-row tuples.
 
@@ -264,7 +267,8 @@ class KafkaSegmentsReader(DataSourceReader):
         select = self.select
         if committed and select is None and (not self.batch_fields or not self.tombstone):
             select = self.columns  # the batch fields read_committed needs are not the query's
-        with _mapped(partition.path, partition.start, partition.end) as data:
+        # local: a read-only map of the slice; remote (s3://, gs://, hdfs://...): one ranged request of it
+        with _slice(partition.path, partition.start, partition.end, partition.file_size) as data:
             at_eof = partition.end >= partition.file_size
             # only the columns the schema selects are built (headers, batch fields, isTombstone)
             gen = iter_record_batches(
@@ -326,6 +330,19 @@ def _committed(gen, aborted):
             rb = rb.filter(pa.array(~drop))
         if rb.num_rows:
             yield rb
+
+
+@contextmanager
+def _slice(path: str, start: int, end: int, file_size: int):
+    """Bytes [start, end) of a segment: memory-mapped for a local file (_mapped), one ranged
+    request for a remote object (kbatch._fs)."""
+    from .. import _fs
+
+    if _fs.is_remote(path):
+        yield _plan.read_range(path, start, end, file_size)
+    else:
+        with _mapped(path, start, end) as data:
+            yield data
 
 
 @contextmanager
