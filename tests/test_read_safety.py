@@ -1,0 +1,104 @@
+"""Readers outside the storage layer never die of a file changing under them and never hang on a
+FIFO: `kbatch dump` reads through FileRecords (pread, no mmap), and the broker-file readers in
+checkpoints.py (and producer snapshots) open through open_regular."""
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+
+import pytest
+
+import kbatch
+from kbatch.dump import DumpOptions, Dumper
+
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+
+
+def _child(code: str, *args, timeout=60):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout,
+                          env=env)
+
+
+def test_dump_of_a_log_truncated_under_it_is_an_error_not_sigbus(tmp_path):
+    d = tmp_path / "t-0"
+    d.mkdir()
+    parts = []
+    for i in range(20):  # 20 MiB: more than one 16 MiB read window
+        b = kbatch.BatchBuilder(base_offset=i)
+        b.append(1000 + i, b"k", bytes(1 << 20))
+        parts.append(b.build())
+    seg = d / "00000000000000000000.log"
+    seg.write_bytes(b"".join(parts))
+    seen = []
+
+    def progress(n):  # after the first batch another process cuts the file
+        seen.append(n)
+        if len(seen) == 1:
+            os.truncate(seg, 100)
+
+    out, err = io.StringIO(), io.StringIO()
+    result = Dumper(DumpOptions(), out, err, progress).dump([str(seg)])
+    assert result.exit_code == 2
+    assert "truncated while being read" in err.getvalue()
+    assert 1 <= len(seen) < 20
+
+
+def test_dump_of_fifos_named_like_broker_files_exits_2_without_hanging(tmp_path):
+    d = tmp_path / "t-0"
+    d.mkdir()
+    names = ["00000000000000000000.log", "00000000000000000000.index", "00000000000000000000.timeindex",
+             "00000000000000000000.txnindex", "00000000000000000000.snapshot", "leader-epoch-checkpoint",
+             "partition.metadata"]
+    for n in names:
+        os.mkfifo(d / n)
+    res = _child("import sys; from kbatch.cli import main; sys.exit(main(['dump', *sys.argv[1:]]))",
+                 *[str(d / n) for n in names])
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.count("is a FIFO, not a regular file") == len(names), res.stderr
+
+
+def test_checkpoint_readers_refuse_fifos(tmp_path):
+    names = ("partition.metadata", "leader-epoch-checkpoint", "replication-offset-checkpoint",
+             "log-start-offset-checkpoint")
+    for n in names:
+        os.mkfifo(tmp_path / n)
+    code = """
+import sys
+from kbatch import checkpoints as C
+from kbatch.errors import StorageError
+d = sys.argv[1]
+for fn, name in ((C.read_partition_metadata, "partition.metadata"),
+                 (C.read_leader_epoch_checkpoint, "leader-epoch-checkpoint"),
+                 (C.read_offset_checkpoint, "replication-offset-checkpoint"),
+                 (C.read_offset_checkpoint, "log-start-offset-checkpoint")):
+    try:
+        fn(d + "/" + name)
+        print("READ", name)
+    except StorageError as e:
+        print("REFUSED", name, e)
+"""
+    res = _child(code, str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count("REFUSED") == len(names) and "is a FIFO" in res.stdout, res.stdout
+
+
+def test_log_open_with_a_fifo_checkpoint_beside_it_is_an_error_not_a_hang(tmp_path):
+    d = tmp_path / "t-0"
+    log = kbatch.Log.create(str(d))
+    b = kbatch.BatchBuilder()
+    b.append(1, b"k", b"v")
+    log.append(b.build(), now_ms=2)
+    log.close()
+    os.mkfifo(tmp_path / "log-start-offset-checkpoint")
+    res = _child("import sys, kbatch\ntry:\n    kbatch.Log.open(sys.argv[1])\nexcept kbatch.StorageError as e:\n"
+                 "    print('REFUSED', e)", str(d))
+    assert "REFUSED" in res.stdout and "FIFO" in res.stdout, (res.stdout, res.stderr)
+
+
+@pytest.mark.parametrize("suffix", [".log", ".index"])
+def test_dump_of_a_missing_file_exits_2(tmp_path, suffix):
+    out, err = io.StringIO(), io.StringIO()
+    assert Dumper(DumpOptions(), out, err).dump([str(tmp_path / ("00000000000000000000" + suffix))]).exit_code == 2
