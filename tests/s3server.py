@@ -19,13 +19,34 @@ ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "AWS_DEFAULT_
 class _Forward(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
-    def _forward(self):
+    def _body(self) -> bytes:
+        """The request body as it came: Content-Length bytes, or chunked framing passed on raw
+        (pyarrow uploads with Transfer-Encoding: chunked)."""
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            raw = bytearray()
+            while True:
+                line = self.rfile.readline(65537)
+                raw += line
+                size = int(line.split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while True:  # trailers, up to the empty line
+                        t = self.rfile.readline(65537)
+                        raw += t
+                        if t in (b"\r\n", b"\n", b""):
+                            return bytes(raw)
+                raw += self.rfile.read(size + 2)
         length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else None
-        up = http.client.HTTPConnection("127.0.0.1", self.server.upstream_port, timeout=60)
+        return self.rfile.read(length) if length else b""
+
+    def _forward(self):
+        body = self._body()
+        up = http.client.HTTPConnection("127.0.0.1", self.server.upstream_port, timeout=30)
         try:
-            headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
-            up.request(self.command, self.path, body=body, headers=headers)
+            up.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+            for k, v in self.headers.items():
+                if k.lower() != "connection":
+                    up.putheader(k, v)
+            up.endheaders(body or None)
             resp = up.getresponse()
             data = resp.read()
             with self.server.lock:

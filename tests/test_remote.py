@@ -1,6 +1,7 @@
 """Kafka data in object storage: the same answers from s3:// as from the local directory, with a real
-S3 API (moto's server mode) on loopback; ranged reads that stay near the index sizes; the CLI on
-s3:// paths; tiered-storage layouts; and the Python Spark source over s3:// in a fresh process.
+S3 API (moto's server mode, the `s3` fixture in conftest.py) on loopback; ranged reads that stay near
+the index sizes; the CLI on s3:// paths; tiered-storage layouts. The Spark source over s3:// runs in
+tests/test_docs_remote.py (the docs' example, in a fresh process).
 """
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import io
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -21,21 +21,8 @@ from kbatch.errors import StorageError, UnsupportedLayoutError
 pytest.importorskip("moto.server", reason="moto[server] (the S3 test server) is not installed: pip install 'moto[server]'")
 pytest.importorskip("boto3", reason="boto3 (moto's client) is not installed")
 
-from s3server import S3Server, environment  # noqa: E402
 
 NOW = 1_750_000_000_000
-HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.path.join(os.path.dirname(HERE), "src")
-
-
-@pytest.fixture(scope="module")
-def s3():
-    server = S3Server()
-    try:
-        with environment(server.env()):
-            yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -360,42 +347,6 @@ def test_fsspec_filesystems_work_where_pyarrow_has_none(demo_root):
         mem.pipe(f"/kb/logs/orders-2/{n}", open(os.path.join(demo_root, "orders-2", n), "rb").read())
     local, remote = kbatch.Log.open(os.path.join(demo_root, "orders-2")), kbatch.Log.open("memory://kb/logs/orders-2")
     _same_log(local, remote)
-
-
-# ------------------------------------------------------------------------------------ Spark over s3://
-SPARK_JOB = r"""
-import json, os, sys
-from pyspark.sql import SparkSession
-import kbatch.spark as ks
-spark = (SparkSession.builder.master("local[2]").appName("kbatch-s3").config("spark.ui.enabled", "false")
-         .config("spark.ui.showConsoleProgress", "false").config("spark.sql.session.timeZone", "UTC").getOrCreate())
-spark.sparkContext.setLogLevel("ERROR")
-ks.register(spark)
-def rows(path, **opts):
-    df = spark.read.format("kafka-segments").options(**opts).load(path)
-    return sorted(json.dumps([r["topic"], r["partition"], r["offset"], r["key"] and r["key"].hex(),
-                              r["value"] and r["value"].hex(), str(r["timestamp"]), r["isTombstone"]]) for r in df.collect())
-out = {}
-for name, opts in (("all", {}), ("from", {"startingTimestamp": sys.argv[3]})):
-    remote, local = rows(sys.argv[1], **opts), rows(sys.argv[2], **opts)
-    out[name] = [len(remote), remote == local]
-spark.stop()
-print("RESULT " + json.dumps(out))
-"""
-
-
-@pytest.mark.spark
-def test_spark_reads_s3_in_a_fresh_process(s3, s3_root, demo_root):
-    pytest.importorskip("pyspark.sql.datasource", reason="PySpark >= 4.1 (Python data sources) is not installed")
-    env = dict(os.environ, **s3.env(), PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]))
-    res = subprocess.run([sys.executable, "-c", SPARK_JOB, s3_root + "/", demo_root, str(NOW - 3_600_000)], env=env,
-                         capture_output=True, text=True, timeout=300)
-    line = [x for x in res.stdout.splitlines() if x.startswith("RESULT ")]
-    assert res.returncode == 0 and line, res.stderr[-3000:]
-    out = json.loads(line[0][len("RESULT "):])
-    assert out["all"][1] and out["all"][0] > 3000
-    assert out["from"][1] and 0 < out["from"][0] < out["all"][0]
 
 
 def test_a_header_read_and_the_first_window_cost_one_request():

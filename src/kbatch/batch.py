@@ -249,7 +249,7 @@ def iter_batches(data: Buffer | str | os.PathLike[str] | BinaryIO, verify_crc: b
     """
     from .legacy import LegacyRecordBatch
 
-    if isinstance(data, (str, os.PathLike)) or (hasattr(data, "read") and hasattr(data, "seek")):
+    if isinstance(data, (str, os.PathLike)) or _is_file_object(data):
         from .segment import iter_file_batches
 
         yield from iter_file_batches(data, verify_crc, strict, max_decompressed_bytes)
@@ -283,6 +283,18 @@ def iter_batches(data: Buffer | str | os.PathLike[str] | BinaryIO, verify_crc: b
         raise truncation_error(buf, valid)
 
 
+def _is_file_object(data: object) -> bool:
+    """A seekable binary file object that is not itself a buffer (an mmap is both: a buffer)."""
+    if not (hasattr(data, "read") and hasattr(data, "seek")):
+        return False
+    try:
+        memoryview(data).release()
+    except TypeError:
+        return True
+    return False
+
+
+def _legacy_crc(buf, pos, size):
 def _legacy_crc(buf: memoryview, pos: int, size: int) -> int:
     import zlib
     return zlib.crc32(buf[pos + W.LOG_OVERHEAD + W.LEGACY_MAGIC_OFFSET:pos + size])

@@ -1,7 +1,7 @@
 """Partition directory layouts: which files make up a partition's segments, on local disk or in
 object storage (kbatch._fs).
 
-Three layouts are read (docs/storage-layouts.md):
+Three layouts are read (docs/remote.md):
 
 - broker: `<topic>-<partition>/<20-digit base offset>.log` with `.index`, `.timeindex`,
   `.txnindex` beside it (LogFileUtils; also a broker log directory copied to object storage).

@@ -527,7 +527,9 @@ def open_records(path, size: int | None = None) -> FileRecords:
     `size` from a listing saves a metadata request) or a seekable binary file object."""
     from . import _fs
 
-    if hasattr(path, "read") and hasattr(path, "seek"):
+    from .batch import _is_file_object
+
+    if _is_file_object(path):
         return SourceFileRecords(_fs.FileObjectSource(path))
     if _fs.is_remote(path):
         return SourceFileRecords(_fs.RemoteFile(path, size))
