@@ -331,6 +331,10 @@ def test_transformed_and_incomplete_tiered_copies_are_refused_or_named(demo_root
     assert any("incomplete tiered copy" in p and "left out" in p for p in log.problems)
     code, _out, err = _cli(["cat", d, "-q"])
     assert code == 1 and "incomplete tiered copy" in err
+    for cmd in (["verify"], ["validate"], ["stats"], ["offsets", "--latest"], ["export", "--to",
+                                                                              str(tmp_path / "x.parquet")]):
+        code, out, err = _cli([cmd[0], d, *cmd[1:]])
+        assert code == 1 and "incomplete tiered copy" in out + err, cmd  # nothing left out is called fine
     d = make_local_tiered(os.path.join(demo_root, "orders-0"), str(tmp_path / "dup"), "orders", 0)
     first = min((n for n in os.listdir(d) if n.endswith(".log")), key=lambda n: int(n.split("-")[0]))
     stem = first[:-4]

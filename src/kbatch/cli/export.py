@@ -102,11 +102,14 @@ def cmd_export(path, *, to, fmt=None, batch_fields=False, binary="base64", overw
     one_file = to.endswith((".parquet", ".jsonl", ".json"))
     if _fs.is_remote(to):
         raise UsageProblem(f"--to {to}: export writes local files (the segments it reads may be remote)")
-    parts = resolve_segments(path)
+    left_out = []
+    parts = resolve_segments(path, left_out)
     total = total_size(parts)
     full = arrow_schema(True, batch_fields)
     per_file = full.remove(full.get_field_index("partition")).remove(full.get_field_index("topic"))
-    problems = 0
+    problems = len(left_out)
+    for p in left_out:
+        err.write(f"kbatch: {p} (not exported)\n")
     state_path = os.path.join(to, STATE)
     state = {}
     if not one_file:

@@ -123,9 +123,12 @@ def cmd_validate(path, *, before_max_ms=W.INT64_MAX, after_max_ms=W.INT64_MAX, n
     now_value = now_ms() if now is None else now
     if before_max_ms < 0 or after_max_ms < 0:
         raise UsageProblem("--before-max-ms and --after-max-ms must be >= 0")
-    parts = resolve_segments(path)
+    left_out = []
+    parts = resolve_segments(path, left_out)
     total = total_size(parts)
-    bad = 0
+    bad = len(left_out)
+    for p in left_out:
+        sys.stderr.write(f"kbatch: {p}\n")
     with progress_bar(total, "validate", quiet) as advance:
         for d, segs in parts:
             name = partition_name(d)

@@ -209,10 +209,13 @@ def _file_batches(records, state: dict):
 
 def cmd_verify(path, *, quiet=False, as_json=False, out=None, err=None) -> int:
     out = out or sys.stdout
-    parts = resolve_segments(path)
+    left_out = []
+    parts = resolve_segments(path, left_out)
     total = total_size(parts)
     with progress_bar(total, "verify", quiet) as advance:
         v = _Verifier(advance)
+        for p in left_out:  # tiered copies that could not be read at all
+            v.problem(p.split(": ", 1)[0], None, p.split(": ", 1)[-1], kind="file")
         for d, segs in parts:
             v.partition(d, segs)
     summary = dict(partitions=len(parts), segments=v.segments, batches=v.batches, records=v.records,
