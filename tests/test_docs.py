@@ -64,6 +64,14 @@ RUN_IN_SEQUENCE = {
     "spark.md": ("## Writing", "## Building wheels"),
 }
 SEQUENCE_TEST = Path(__file__).resolve().parent / "test_docs_columns.py"
+# Sections about object storage: their blocks run in order against an S3 API on loopback (moto),
+# with AWS_* in the environment as a user sets them, in tests/test_docs_remote.py.
+RUN_WITH_S3 = {
+    "cli.md": ("## Remote paths", "## `kbatch export"),
+    "remote.md": ("", None),
+    "spark.md": ("## Reading from object storage", "## Writing"),
+}
+S3_TEST = Path(__file__).resolve().parent / "test_docs_remote.py"
 
 
 @dataclass
@@ -81,9 +89,12 @@ class Block:
         lines = [ln for ln in self.code.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
         return lines[0].split("  #")[0].strip() if lines else ""
 
-    def in_sequence(self) -> bool:
-        """In a RUN_IN_SEQUENCE section, so run (in order, with the blocks before it) elsewhere."""
-        span = RUN_IN_SEQUENCE.get(self.path.name)
+    def in_sequence(self, table: dict | None = None) -> bool:
+        """In a RUN_IN_SEQUENCE (or RUN_WITH_S3) section, so run (in order, with the blocks before
+        it) elsewhere."""
+        if table is None:
+            return self.in_sequence(RUN_IN_SEQUENCE) or self.in_sequence(RUN_WITH_S3)
+        span = table.get(self.path.name)
         if span is None:
             return False
         lines = self.path.read_text().splitlines()
@@ -153,10 +164,11 @@ def test_text_blocks_hold_no_commands():
 
 def test_blocks_in_sequence_are_run_there():
     """Every RUN_IN_SEQUENCE section has blocks, and test_docs_columns.py reads exactly those sections."""
-    source = SEQUENCE_TEST.read_text()
-    for name, (start, end) in RUN_IN_SEQUENCE.items():
-        assert [b for b in BLOCKS if b.path.name == name and b.in_sequence()], name
-        assert f'"{name}"' in source and (not start or start in source) and (not end or end in source), name
+    for table, test in ((RUN_IN_SEQUENCE, SEQUENCE_TEST), (RUN_WITH_S3, S3_TEST)):
+        source = test.read_text()
+        for name, (start, end) in table.items():
+            assert [b for b in BLOCKS if b.path.name == name and b.in_sequence(table)], name
+            assert f'"{name}"' in source and (not start or start in source) and (not end or end in source), name
 
 
 def test_blocks_not_run_are_marked_and_justified():
