@@ -1,8 +1,9 @@
 """`kbatch cat` against kcat's documented consumer semantics (kcat's README/usage and format.c:
 tokens, delimiters, -Z, -o forms, -c, the -J envelope, -s), and `kbatch stats`.
 
-kcat reads from a broker and `kbatch serve` is not part of kbatch yet, so the comparison is with
-kcat's documented behaviour on the same records, each rule named in a test.
+Each rule is named in a test against kcat's documented behaviour; and where kcat is installed (the
+Debian package), `kbatch cat` is compared with the real kcat consuming the same directory through
+`kbatch serve` (test_cat_prints_what_kcat_prints_through_kbatch_serve).
 """
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import base64
 import io
 import json
 import os
+import shutil
 import struct
+import subprocess
 
 import pytest
 
@@ -168,3 +171,70 @@ def test_key_cardinality_estimate_is_close():
         h.add(pa.array([b"customer-%d" % i for i in range(start, start + 50_000)] + [None], pa.binary()))
     h.add(pa.array([b"customer-%d" % i for i in range(1000)], pa.binary()))  # repeats change nothing
     assert abs(h.estimate() - 200_000) / 200_000 < 0.03
+
+
+# ------------------------------------------------------------------------------------ the real kcat
+KCAT_CASES = [
+    ["-f", "%t|%p|%o|%T|%k|%K|%s|%S|%h|%%\\n"],
+    ["-o", "3", "-f", "%o:%k:%s\\n"],
+    ["-o", "-4", "-f", "%o %T\\n"],
+    ["-o", "s@1002", "-o", "e@2500", "-f", "%o %T %s\\n"],
+    ["-c", "3", "-K", ":"],
+    ["-Z", "-K", "=", "-c", "4"],
+    ["-o", "5", "-c", "1", "-s", "value=>i", "-f", "%s\\n"],
+    ["-X", "isolation.level=read_uncommitted", "-f", "%o "],
+]
+
+
+def test_cat_prints_what_kcat_prints_through_kbatch_serve(topic_dir, tmp_path):
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        pytest.skip("kcat is not installed (Debian package kcat)")
+    pytest.importorskip("kafka", reason="kbatch serve needs kafka-python (the serve extra)")
+    from kbatch.server import serve
+
+    root = str(tmp_path / "served")
+    shutil.copytree(topic_dir, root)
+    with serve(root, group_initial_rebalance_delay_ms=0) as srv:
+        for args in KCAT_CASES + [["-J"]]:
+            r = subprocess.run([kcat, "-C", "-b", srv.bootstrap, "-t", "t", "-p", "0", "-e", "-q", *args],
+                               capture_output=True, timeout=60)
+            assert r.returncode == 0, r.stderr
+            code, out, _err = cat(topic_dir, topic="t", partition=0, **_cat_args(args))
+            assert code == 0
+            if args == ["-J"]:  # kcat names the broker that served it; kbatch cat has none (-1)
+                got = [json.loads(x) for x in out.splitlines()]
+                want = [json.loads(x) for x in r.stdout.splitlines()]
+                assert [{k: v for k, v in d.items() if k != "broker"} for d in got] == [
+                    {k: v for k, v in d.items() if k != "broker"} for d in want]
+            else:
+                assert out == r.stdout, args
+
+
+def _cat_args(args) -> dict:
+    """kcat's command line -> cmd_cat's keywords."""
+    kw, i = {"offsets": [], "serdes": [], "properties": []}, 0
+    while i < len(args):
+        a = args[i]
+        if a in ("-f", "-K", "-o", "-c", "-s", "-X"):
+            v = args[i + 1]
+            i += 2
+            if a == "-f":
+                kw["fmt"] = v
+            elif a == "-K":
+                kw["key_delim"] = v
+            elif a == "-o":
+                kw["offsets"].append(v)
+            elif a == "-c":
+                kw["count"] = int(v)
+            elif a == "-s":
+                kw["serdes"].append(v)
+            else:
+                kw["properties"].append(v)
+            continue
+        if a == "-Z":
+            kw["null"] = True
+        elif a == "-J":
+            kw["as_json"] = True
+        i += 1
+    return kw
