@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Generator, Iterator
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from . import _backend
 from . import _wire as W
@@ -255,7 +255,7 @@ def iter_batches(data: Buffer | str | os.PathLike[str] | BinaryIO, verify_crc: b
         yield from iter_file_batches(data, verify_crc, strict, max_decompressed_bytes)
         return
 
-    buf = _as_view(data)
+    buf = _as_view(cast("Buffer", data))  # not a path or file object: a buffer
     gen = scan_headers(buf, 0, None, verify_crc)
     while True:
         try:
@@ -288,13 +288,12 @@ def _is_file_object(data: object) -> bool:
     if not (hasattr(data, "read") and hasattr(data, "seek")):
         return False
     try:
-        memoryview(data).release()
+        memoryview(cast(Any, data)).release()
     except TypeError:
         return True
     return False
 
 
-def _legacy_crc(buf, pos, size):
 def _legacy_crc(buf: memoryview, pos: int, size: int) -> int:
     import zlib
     return zlib.crc32(buf[pos + W.LOG_OVERHEAD + W.LEGACY_MAGIC_OFFSET:pos + size])

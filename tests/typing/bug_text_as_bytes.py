@@ -1,3 +1,4 @@
 import kbatch
 
-batches = list(kbatch.iter_batches("00000000000000000000.log"))  # E: arg-type
+# a path is fine for iter_batches (it reads the file), but MemoryRecords wants the bytes themselves
+records = kbatch.MemoryRecords("00000000000000000000.log")  # E: arg-type
