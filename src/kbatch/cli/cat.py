@@ -21,7 +21,8 @@ does with the log's own data (docs/cli.md lists each):
 - partitions are printed one after another in (topic, partition) order (kcat interleaves them as
   fetches arrive); -c counts over all of them, as kcat's does.
 - JSON: "broker" is -1 (no broker served the record); keys and values go through -s as well
-  (kcat applies only Avro there).
+  (kcat applies only Avro there), and bytes that are not UTF-8 become U+FFFD (kcat writes them
+  raw, which is not valid JSON).
 """
 
 import base64
