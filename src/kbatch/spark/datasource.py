@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import json
 import logging
-import mmap
 import os
 import uuid
 from contextlib import contextmanager
@@ -317,7 +316,6 @@ def _isolation(options) -> bool:
 
 def _committed(gen, aborted):
     """read_committed: leave out control rows and the rows of aborted transactions."""
-    import numpy as np
     import pyarrow as pa
 
     for rb in gen:
@@ -334,38 +332,10 @@ def _committed(gen, aborted):
 
 @contextmanager
 def _slice(path: str, start: int, end: int, file_size: int):
-    """Bytes [start, end) of a segment: memory-mapped for a local file (_mapped), one ranged
-    request for a remote object (kbatch._fs)."""
-    from .. import _fs
-
-    if _fs.is_remote(path):
-        yield _plan.read_range(path, start, end, file_size)
-    else:
-        with _mapped(path, start, end) as data:
-            yield data
-
-
-@contextmanager
-def _mapped(path: str, start: int, end: int):
-    """Bytes [start, end) of a file, memory-mapped read-only (no copy into the Python heap); the
-    decoded columns are copies, so nothing refers to the map once it is closed."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        end = min(end, size)
-        if end <= start:
-            yield memoryview(b"")
-            return
-        base = start - start % mmap.ALLOCATIONGRANULARITY
-        m = mmap.mmap(f.fileno(), end - base, access=mmap.ACCESS_READ, offset=base)
-        view = memoryview(m)[start - base:end - base]
-        try:
-            yield view
-        finally:
-            view.release()
-            try:
-                m.close()
-            except BufferError:  # a view still exported (an exception kept a frame alive): let GC close it
-                pass
+    """Bytes [start, end) of a segment: one pread of a local file, one ranged request of a remote
+    object. Not a memory map: a file truncated under a map kills the worker with SIGBUS, while a
+    short pread is a kbatch FileChangedError naming the file and position."""
+    yield _plan.read_range(path, start, end, file_size)
 
 
 def _report_skipped(directory: str, partition: SegmentSlice, e: KBatchError) -> None:
