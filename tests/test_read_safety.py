@@ -138,3 +138,20 @@ def test_python_spark_source_survives_a_segment_truncated_while_it_decodes(tmp_p
     r = _child(_SPARK_READ_WHILE_TRUNCATED, str(tmp_path), timeout=120)
     assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
     assert int(r.stdout.strip()) == 64_000
+
+
+def test_index_rules_do_not_judge_a_file_that_changed_while_it_was_read(tmp_path):
+    """A .log cut while its batches are collected for the index rules is an error, not a shorter
+    segment whose index entries then look like damage (or worse, look fine)."""
+    from kbatch.errors import FileChangedError
+    from kbatch.index_rules import SegmentBatches
+
+    class Cut:
+        def scan(self, reuse=False):
+            b = kbatch.BatchBuilder()
+            b.append(1000, b"k", b"v")
+            yield from kbatch.segment.scan_headers(memoryview(b.build()))
+            raise FileChangedError("the file shrank while it was being read", path="x.log")
+
+    with pytest.raises(FileChangedError):
+        SegmentBatches(Cut())

@@ -32,7 +32,7 @@ import numpy as np
 
 from . import _wire as W
 from .batch import iter_batches, scan_headers
-from .errors import KBatchError
+from .errors import FileChangedError, KBatchError
 from .segment import time_floor
 
 NOTE_INDEX_FIRST_OFFSET = ("names the first offset of the batch at its position, as Kafka 0.8-1.1 brokers "
@@ -68,6 +68,8 @@ class SegmentBatches:
             for s in (buf.scan(reuse=True) if hasattr(buf, "scan") else scan_headers(buf)):
                 for k in cols:
                     cols[k].append(np.asarray(s[k], dtype=np.int64))
+        except FileChangedError:
+            raise  # the file changed under us: nothing here can be judged against it
         except KBatchError:
             pass  # the rules judge entries against the batches that can be read
         for k, parts in cols.items():
