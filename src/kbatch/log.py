@@ -90,6 +90,9 @@ class LogConfig:
     message_timestamp_after_max_ms: int = W.INT64_MAX
     cleanup_policy: str = "delete"
     compression_type: str = "producer"
+    compression_gzip_level: int = W.GZIP_LEVELS[2]
+    compression_lz4_level: int = W.LZ4_LEVELS[2]
+    compression_zstd_level: int = W.ZSTD_LEVELS[2]
     max_message_bytes: int = W.DEFAULT_MAX_MESSAGE_BYTES
     timestamp_extended: bool = False
     extra: dict = field(default_factory=dict, repr=False)
@@ -107,6 +110,14 @@ class LogConfig:
         if str(self.compression_type).lower() not in _CODECS:
             raise InvalidConfigurationError("Invalid compression.type", expected=", ".join(_CODECS),
                                             found=self.compression_type)
+        from .compression import check_level
+        for codec in (W.Compression.GZIP, W.Compression.LZ4, W.Compression.ZSTD):
+            name = f"compression_{codec.name.lower()}_level"
+            try:
+                check_level(codec, getattr(self, name))
+            except InvalidConfigurationError as e:
+                raise InvalidConfigurationError(f"Invalid value for {name.replace('_', '.')}", expected=e.expected,
+                                                found=e.found) from None
         policies = self.cleanup_policies
         if not policies or not policies <= {"delete", "compact"}:
             raise InvalidConfigurationError("Invalid cleanup.policy", expected="delete and/or compact",
@@ -131,6 +142,16 @@ class LogConfig:
     def compression(self):
         """The topic codec (a Compression), or None for compression.type=producer."""
         return _CODECS[str(self.compression_type).lower()]
+
+    @property
+    def compression_level(self) -> int | None:
+        """The topic codec's level (compression.<codec>.level), None for producer, none and snappy.
+        Batches rebuilt for a "producer" topic keep their codec at its default level, as Kafka's
+        BrokerCompressionType.targetCompression does."""
+        codec = self.compression
+        if codec in (W.Compression.GZIP, W.Compression.LZ4, W.Compression.ZSTD):
+            return getattr(self, f"compression_{codec.name.lower()}_level")
+        return None
 
     @classmethod
     def from_properties(cls, props: dict) -> "LogConfig":
@@ -168,7 +189,7 @@ class LogConfig:
         return LogValidator(self.message_timestamp_type, self.message_timestamp_before_max_ms,
                             self.message_timestamp_after_max_ms, compacted="compact" in self.cleanup_policies,
                             max_message_bytes=self.max_message_bytes, compression=self.compression,
-                            timestamp_extended=self.timestamp_extended, topic_partition=topic_partition)
+                            compression_level=self.compression_level, timestamp_extended=self.timestamp_extended, topic_partition=topic_partition)
 
 
 # ------------------------------------------------------------------------------------ reports

@@ -30,8 +30,8 @@ from . import _backend
 from . import _wire as W
 from .batch import RecordBatch, iter_batches
 from .builder import BatchBuilder
-from .compression import decompress
-from .errors import (InvalidOffsetError, InvalidRecordError, InvalidTimestampError, KBatchError, RecordTooLargeError,
+from .compression import check_level, decompress
+from .errors import (InvalidConfigurationError, InvalidOffsetError, InvalidRecordError, InvalidTimestampError, KBatchError, RecordTooLargeError,
                      UnsupportedForMessageFormatError)
 from .legacy import LegacyRecordBatch, parse_message
 
@@ -244,6 +244,7 @@ class LogValidator:
     max_message_bytes: the largest batch accepted (default 1048588).
     magic / compression: the topic's message format and codec; compression=None keeps the
       producer's codec (compression.type=producer).
+    compression_level: the topic codec's level (Kafka's compression.<codec>.level; None: its default).
     timestamp_extended: behave as a KIP-228 "new broker": write extended batches (bit 7), turning a
       non-extended batch's -1 ("no timestamp") into Long.MIN_VALUE.
     monotonic_log_append_time: stamp max(last stamped time, now) (KIP-32), so LogAppendTime never
@@ -255,7 +256,8 @@ class LogValidator:
     def __init__(self, timestamp_type: W.TimestampType = W.TimestampType.CREATE_TIME, before_max_ms: int = LONG_MAX,
                  after_max_ms: int = LONG_MAX, *, difference_max_ms: int | None = None, compacted: bool = False,
                  max_message_bytes: int = W.DEFAULT_MAX_MESSAGE_BYTES, magic: int = W.CURRENT_MAGIC_VALUE,
-                 compression: W.Compression | None = None, timestamp_extended: bool = False,
+                 compression: W.Compression | None = None, compression_level: int | None = None,
+                 timestamp_extended: bool = False,
                  monotonic_log_append_time: bool = False, allow_drop_headers: bool = False,
                  topic_partition: str | None = None,
                  max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES) -> None:
@@ -272,6 +274,13 @@ class LogValidator:
             raise ValueError(f"magic must be 0, 1 or 2, not {magic}")
         self.magic = magic
         self.compression = None if compression is None else W.Compression(compression)
+        # the topic codec's level (compression.<codec>.level); a "producer" topic rebuilds at the
+        # producer codec's default level (Kafka's BrokerCompressionType.targetCompression)
+        if self.compression is None and compression_level is not None:
+            raise InvalidConfigurationError("A compression level needs a topic codec", expected="compression set",
+                                            found="compression=None (the producer's codec)")
+        self.compression_level = None if self.compression is None else check_level(self.compression,
+                                                                                   compression_level)
         self.timestamp_extended = bool(timestamp_extended)
         self.monotonic_log_append_time = bool(monotonic_log_append_time)
         self.allow_drop_headers = bool(allow_drop_headers)
@@ -679,7 +688,7 @@ class LogValidator:
             is_control=first.is_control,
             partition_leader_epoch=(W.NO_PARTITION_LEADER_EPOCH if to_magic < 2 else ple if ple is not None
                                     else first.partition_leader_epoch),
-            log_append_time=stamp)
+            log_append_time=stamp, compression_level=self.compression_level if target == self.compression else None)
         start = W.NO_TIMESTAMP_EXTENDED if extended else W.NO_TIMESTAMP
         best, best_off = start, -1
         offset = next_offset
