@@ -365,6 +365,7 @@ def decode_records_v2(data, start: int, end: int, count: int, base_offset: int, 
 
 # ------------------------------------------------------------------------------------ column decode
 _COLUMN_ARGS = ("starts", "ends", "counts", "base_offsets", "base_timestamps", "max_timestamps", "attributes")
+_COLUMN_DTYPES = (np.int64, np.int64, np.int32, np.int64, np.int64, np.int64, np.int16)
 
 
 def _column_arrays(starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes):
@@ -372,11 +373,12 @@ def _column_arrays(starts, ends, counts, base_offsets, base_timestamps, max_time
     (numpy's conversion rules, so both backends accept and refuse the same inputs), one entry
     per batch in each, else ValueError."""
     arrs = [np.ascontiguousarray(x, dtype=dt) for x, dt in zip(
-        (starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes),
-        (np.int64, np.int64, np.int32, np.int64, np.int64, np.int64, np.int16))]
-    if any(a.ndim != 1 for a in arrs) or len({len(a) for a in arrs}) > 1:
-        raise ValueError("the batch arrays " + ", ".join(_COLUMN_ARGS) + " must be 1-D with one entry per "
-                         "batch, not shapes " + " ".join(str(a.shape) for a in arrs))
+        (starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes), _COLUMN_DTYPES)]
+    n = len(arrs[0]) if arrs[0].ndim == 1 else -1
+    for a in arrs:  # a plain loop: this runs once per kernel call, lookups of one batch included
+        if a.ndim != 1 or len(a) != n:
+            raise ValueError("the batch arrays " + ", ".join(_COLUMN_ARGS) + " must be 1-D with one entry per "
+                             "batch, not shapes " + " ".join(str(a.shape) for a in arrs))
     return arrs
 
 

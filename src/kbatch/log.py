@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import errno
+import itertools
 import logging
 import os
 import random
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     from .validate import AppendInfo
 from .segment import (FileRecords, LogSegment, MaxTimestampTracker, _batch_at, _crc_error, build_indexes,
                       scan_headers)
+from .segment import _FIRST_WINDOW as segment_first_window
 
 logger = logging.getLogger("kbatch.log")
 
@@ -513,10 +515,8 @@ class Log:
     def _last_headers(self, seg, column):
         """The given header column's value for the segment's last batch (None when empty)."""
         def run():
-            oi = seg.offset_index
-            start = seg._entry_position(oi.entry(oi.entries - 1).offset) if oi.entries else 0
             last = None
-            for s in seg.log.scan(start, reuse=True):
+            for s in seg.log.scan(seg.last_entry_position(), reuse=True):
                 if len(s[column]):
                     last = int(s[column][-1])
             return last
@@ -575,16 +575,42 @@ class Log:
     def offsets_for_times(self, targets: Any) -> Any:
         """Answers for many targets.
 
-        A list/tuple gives a list of OffsetAndTimestamp | None in the same order (targets may be
-        ints or OffsetSpec members). A numpy array of int64 timestamps gives two int64 arrays
+        A list/tuple (any iterable) gives a list of OffsetAndTimestamp | None in the same order
+        (targets may be ints or OffsetSpec members); its timestamps go through the same bulk
+        lookup as a numpy array's. A numpy array of int64 timestamps gives two int64 arrays
         (offsets, timestamps); offsets is -1 where no record has a timestamp >= the target, and the
         timestamp there is meaningless (any int64 is a valid timestamp, so mask with offsets >= 0).
         """
         if isinstance(targets, np.ndarray):
-            return self._stable(self._offsets_for_times_array, targets)
+            return self._stable(self._offsets_for_times_array, targets)[:2]
         if isinstance(targets, (int, np.integer, OffsetSpec)):
             return self.offset_for(targets)
-        return [self.offset_for(t) for t in targets]
+        targets = targets if type(targets) is list else list(targets)
+        if all(type(t) is int for t in targets):  # plain timestamps: converted by numpy in one step
+            try:
+                times = np.array(targets, dtype=np.int64)
+            except OverflowError:
+                pass  # one is out of range: the loop below names it
+            else:
+                return _answers(*self._stable(self._offsets_for_times_array, times))
+        out = [None] * len(targets)
+        times, where = [], []
+        for i, t in enumerate(targets):
+            if isinstance(t, OffsetSpec):
+                out[i] = self.offset_for(t)
+                continue
+            if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)):
+                raise TypeError(f"a lookup target is an int64 timestamp or an OffsetSpec, not {t!r}")
+            t = int(t)
+            if not W.INT64_MIN <= t <= W.INT64_MAX:
+                raise InvalidRequestError("Target timestamp out of the int64 range", expected="an int64", found=t)
+            times.append(t)
+            where.append(i)
+        if times:  # every timestamp target in one bulk lookup, as for a numpy array
+            for i, hit in zip(where, _answers(*self._stable(self._offsets_for_times_array,
+                                                             np.array(times, dtype=np.int64)))):
+                out[i] = hit
+        return out
 
     def _largest_timestamps(self) -> np.ndarray:
         return np.array([s.largest_timestamp for s in self.segments], dtype=np.int64)
@@ -603,8 +629,9 @@ class Log:
         targets = targets.astype(np.int64).ravel()
         offsets = np.full(len(targets), -1, dtype=np.int64)
         stamps = np.full(len(targets), W.NO_TIMESTAMP, dtype=np.int64)
+        epochs = np.full(len(targets), -1, dtype=np.int64)
         if not self.segments or not len(targets):
-            return offsets, stamps
+            return offsets, stamps, epochs
         largest = np.maximum.accumulate(self._largest_timestamps())
         which = np.searchsorted(largest, targets, side="left")  # first segment with largest >= t
         for si in np.unique(which).tolist():
@@ -613,14 +640,15 @@ class Log:
             sel = np.flatnonzero(which == si)
             seg = self.segments[si]
             if len(sel) * 8 >= seg.offset_index.entries:  # dense: one header pass over the segment
-                o, ts, _ep = seg.find_offsets_by_timestamps(targets[sel], self.log_start_offset)
-                offsets[sel], stamps[sel] = o, ts
+                offsets[sel], stamps[sel], epochs[sel] = seg.find_offsets_by_timestamps(targets[sel],
+                                                                                        self.log_start_offset)
             else:  # sparse: index lookups, O(log n) each
                 for i in sel.tolist():
                     hit = seg.find_offset_by_timestamp(int(targets[i]), self.log_start_offset)
                     if hit is not None:
                         offsets[i], stamps[i] = hit.offset, hit.timestamp
-        return offsets, stamps
+                        epochs[i] = -1 if hit.leader_epoch is None else hit.leader_epoch
+        return offsets, stamps, epochs
 
     def _max_timestamp(self):
         """MAX_TIMESTAMP (KIP-734): the segment with the largest max timestamp (first on ties),
@@ -664,14 +692,49 @@ class Log:
             self._epoch_cache = cache
         return self._epoch_cache
 
+    def _epochs_from_batches(self) -> bool:
+        """A read-only log without a leader-epoch-checkpoint: its epoch cache is built from the batches."""
+        from .checkpoints import LEADER_EPOCH_CHECKPOINT
+
+        return not self.writable and not os.path.exists(os.path.join(self.directory, LEADER_EPOCH_CHECKPOINT))
+
     def _epoch_at_start(self):
-        """EARLIEST's epoch: the first cached epoch when it starts at or before the log start offset."""
+        """EARLIEST's epoch: the first cached epoch when it starts at or before the log start offset.
+        Without a checkpoint file that entry is the first batch carrying an epoch, read alone."""
+        if self._epochs_from_batches():
+            first = self._edge_epoch(first=True)
+            return first[0] if first is not None and first[1] <= self.log_start_offset else None
         first = self.leader_epoch_cache.earliest_entry()
         return first.epoch if first is not None and first.start_offset <= self.log_start_offset else None
 
     def _epoch_at_end(self):
-        """LATEST's epoch: the cache's latest epoch (a new leader's epoch before any batch carries it)."""
+        """LATEST's epoch: the cache's latest epoch (a new leader's epoch before any batch carries it).
+        Without a checkpoint file: the last batch carrying an epoch, read from the end of the log
+        (the cache's latest epoch whenever epochs never go down along the log, as in every log a
+        leader wrote; the whole cache, for end_offset_for_epoch, still reads every batch header)."""
+        if self._epochs_from_batches():
+            last = self._edge_epoch(first=False)
+            return None if last is None else last[0]
         return self.leader_epoch_cache.latest_epoch()
+
+    def _edge_epoch(self, first: bool):
+        """(epoch, base offset) of the first (or last) v2 batch with a partition leader epoch, or None:
+        segment by segment from that end; the last one is looked for from the last index entry on
+        before the whole segment is read."""
+        for seg in (self.segments if first else reversed(self.segments)):
+            starts = (0,) if first else dict.fromkeys((seg._guarded(seg.last_entry_position), 0))
+            for start in starts:
+                found = None
+                for s in seg.log.scan(start, first_window=segment_first_window, reuse=True):
+                    ok = np.flatnonzero((s["magic"] >= 2) & (s["partition_leader_epoch"] >= 0))
+                    if len(ok):
+                        i = int(ok[0] if first else ok[-1])
+                        found = (int(s["partition_leader_epoch"][i]), int(s["base_offset"][i]))
+                        if first:
+                            return found
+                if found is not None:
+                    return found
+        return None
 
     def assign_epoch_start_offset(self, epoch: int, start_offset: int | None = None) -> None:
         """Record that `epoch` starts at `start_offset` (default: the log end offset), as a broker does
@@ -1104,6 +1167,16 @@ class _AppendGroup:
                 raise LogWriteError(f"{exc} (and taking out what the earlier appends of the call wrote failed too: "
                                     f"{e2}; reopening the log for writing finishes that)", path=log.directory) from exc
         return False
+
+
+def _answers(offsets: np.ndarray, stamps: np.ndarray, epochs: np.ndarray) -> list:
+    """Bulk lookup arrays -> [OffsetAndTimestamp | None] (leader epoch None when unknown)."""
+    eps = epochs.tolist() if (epochs >= 0).all() else np.where(epochs >= 0, epochs, None).tolist()
+    out = list(map(tuple.__new__, itertools.repeat(OffsetAndTimestamp),
+                   zip(offsets.tolist(), stamps.tolist(), eps)))
+    for i in np.flatnonzero(offsets < 0).tolist():
+        out[i] = None
+    return out
 
 
 def _read_or_none(path):

@@ -40,6 +40,25 @@ log = logging.getLogger("kbatch.segment")
 
 _WINDOW = 16 * 1024 * 1024
 _FIRST_WINDOW = 16 * 1024  # lookups usually end within a few batches of the index entry (4 KiB apart)
+
+# Window buffers of scans that reuse one (FileRecords.scan(reuse=True)), kept between scans so
+# that a lookup or a header pass does not allocate and zero a new buffer each time. A scan takes
+# one for its whole life and gives it back when it ends; at most two are kept.
+_SPARE_BUFFERS: list = []
+_SPARE_KEEP = 2
+_SPARE_MAX_BYTES = 2 * _WINDOW
+
+
+def _take_buffer() -> bytearray | None:
+    try:
+        return _SPARE_BUFFERS.pop()
+    except IndexError:
+        return None
+
+
+def _give_buffer(buf) -> None:
+    if buf is not None and len(buf) <= _SPARE_MAX_BYTES and len(_SPARE_BUFFERS) < _SPARE_KEEP:
+        _SPARE_BUFFERS.append(buf)
 MAX_SEGMENT_BYTES = W.INT32_MAX  # positions in .index are int32 (Kafka: segment.bytes is an int)
 
 
@@ -101,6 +120,11 @@ def scan_windows(read, size: int, start: int = 0, verify_crc: bool = False, firs
         n = min(size - pos, window)
         window = min(window * 16, _WINDOW)  # a lookup that did not end in the first window goes on in larger ones
         buf = read(pos, n)
+        if n < size - pos and n >= W.LOG_OVERHEAD:
+            (sz,) = _SIZE.unpack_from(buf, W.SIZE_OFFSET)
+            if n < sz + W.LOG_OVERHEAD <= size - pos:  # the first batch is larger than the window: read it whole
+                n = sz + W.LOG_OVERHEAD
+                buf = read(pos, n)
         try:
             s = core.scan_batches(buf, 0, n, verify_crc)
         except KBatchError as e:
@@ -212,6 +236,7 @@ class IndexBuild(NamedTuple):
 
 
 _OFF = struct.Struct(">ii")
+_SIZE = struct.Struct(">i")
 _TIME = struct.Struct(">qi")
 
 
@@ -300,6 +325,9 @@ class FileRecords:
         self._fd = fd
         self.identity = _files.fstat_identity(fd)
         self._size = os.fstat(fd).st_size
+        # (position, bytes) of the last small read, read a whole first window long: a lookup reads
+        # a batch header to check an index entry, then scans from that same position
+        self._head = None
 
     @classmethod
     def open(cls, path, *, writable: bool = False) -> "FileRecords":
@@ -324,20 +352,41 @@ class FileRecords:
     def read(self, position: int, size: int) -> bytes:
         """`size` bytes at `position` (within the size this FileRecords knows)."""
         size = max(0, min(size, self._size - position))
-        return _files.pread_exact(self._fd_or_raise(), size, position, self.path) if size else b""
+        if not size:
+            return b""
+        head = self._head
+        if head is not None and head[0] <= position and position + size <= head[0] + len(head[1]):
+            at = position - head[0]
+            return head[1][at:at + size]
+        fd = self._fd_or_raise()
+        if size < _FIRST_WINDOW:
+            data = _files.pread_exact(fd, min(_FIRST_WINDOW, self._size - position), position, self.path)
+            self._head = (position, data)
+            return data[:size]
+        return _files.pread_exact(fd, size, position, self.path)
 
     def scan(self, start: int = 0, verify_crc: bool = False, first_window: int = _WINDOW, *, reuse: bool = False):
         """scan_windows over the file (see there). reuse=True reads every window into one buffer
         (no allocation per window): only for callers that keep nothing (no batch, record, key or
-        value view) from a window once they ask for the next one."""
-        return scan_windows(self._reusing_reader() if reuse else self.read, self._size, start, verify_crc,
-                            first_window)
+        value view) from a window once they ask for the next one, or once the scan has ended."""
+        if not reuse:
+            return scan_windows(self.read, self._size, start, verify_crc, first_window)
+        return self._scan_reusing(start, verify_crc, first_window)
 
-    def _reusing_reader(self):
-        holder = [None]
+    def _scan_reusing(self, start, verify_crc, first_window):
+        holder = [_take_buffer()]
+        try:
+            return (yield from scan_windows(self._reader_into(holder), self._size, start, verify_crc, first_window))
+        finally:
+            _give_buffer(holder[0])
 
+    def _reader_into(self, holder):
         def read(position: int, size: int):
             size = max(0, min(size, self._size - position))
+            head = self._head
+            if head is not None and head[0] <= position and position + size <= head[0] + len(head[1]):
+                at = position - head[0]  # read along with the header just checked
+                return memoryview(head[1])[at:at + size]
             buf = holder[0]
             if buf is None or len(buf) < size:
                 buf = holder[0] = bytearray(max(size, _FIRST_WINDOW))
@@ -451,6 +500,7 @@ class FileRecords:
         return pos
 
     def _cut_back(self, size: int) -> None:
+        self._head = None
         try:
             _files.truncate_back(self._fd, size, self.path)
         except OSError as e:
@@ -466,6 +516,7 @@ class FileRecords:
         """Cut the file to `size` bytes (durably); returns how many bytes went."""
         self._check_writable()
         gone = self._size - size
+        self._head = None
         _files.truncate_back(self._fd_or_raise(), size, self.path)
         self._size = size
         return gone
@@ -497,6 +548,7 @@ class SourceFileRecords(FileRecords):
         self._open = True
         self.identity = source.identity
         self._size = source.size
+        self._head = None
 
     @property
     def closed(self) -> bool:
@@ -508,8 +560,9 @@ class SourceFileRecords(FileRecords):
         size = max(0, min(size, self._size - position))
         return self.source.pread(size, position) if size else b""
 
-    def _reusing_reader(self):
-        return self.read  # each read is a new buffer from the source anyway
+    def _scan_reusing(self, start, verify_crc, first_window):
+        # each read is a new buffer from the source anyway: nothing to reuse
+        return (yield from scan_windows(self.read, self._size, start, verify_crc, first_window))
 
     def flush(self) -> None:
         pass
@@ -643,6 +696,40 @@ class RemoteSegmentFiles(SegmentFiles):
     def log_mtime_ms(self, log: FileRecords) -> int:
         mt = getattr(log.source, "mtime_ns", None)
         return 0 if mt is None else int(mt) // 1_000_000
+
+
+_KERNEL_MIN_RECORDS = 32  # below this, decoding the few Record objects costs less than a kernel call
+_ONE_TARGET = np.zeros(1, dtype=np.int64)
+
+
+def _first_in_row(s, i: int, target: int, starting_offset: int):
+    """first_record_at_or_after for row i of a window: an uncompressed CreateTime v2 batch of many
+    records through the find_timestamps_v2 kernel (every record checked, no Record objects), any
+    other batch through its records."""
+    attrs = int(s["attributes"][i])
+    if (s["magic"][i] != 2 or attrs & (W.COMPRESSION_CODEC_MASK | W.TIMESTAMP_TYPE_MASK)
+            or s["record_count"][i] < _KERNEL_MIN_RECORDS):
+        return first_record_at_or_after(_batch_at(s, i), target, starting_offset)
+    j = slice(i, i + 1)
+    pos = s["position"][j] - s["origin"]
+    try:
+        offs, stamps = _backend.core.find_timestamps_v2(
+            s["buf"], pos + W.RECORDS_OFFSET, pos + s["size"][j], s["record_count"][j], s["base_offset"][j],
+            s["first_timestamp"][j], s["max_timestamp"][j], s["attributes"][j], _ONE_TARGET,
+            np.array((target,), dtype=np.int64), starting_offset)
+    except KBatchError as e:
+        raise _move(e, s["origin"])  # window positions -> file positions
+    if offs[0] < 0:
+        return None
+    return TimestampAndOffset(int(stamps[0]), int(offs[0]), _epoch(int(s["partition_leader_epoch"][i])))
+
+
+def _runs(sorted_rows: np.ndarray):
+    """np.unique(.., return_index, return_counts) of a non-decreasing array, without sorting it."""
+    if not len(sorted_rows):
+        return sorted_rows, sorted_rows, sorted_rows
+    first = np.flatnonzero(np.diff(sorted_rows, prepend=sorted_rows[0] - 1))
+    return sorted_rows[first], first, np.diff(first, append=len(sorted_rows))
 
 
 def first_record_at_or_after(batch, target: int, starting_offset: int = 0):
@@ -876,6 +963,11 @@ class LogSegment:
                                      f"but the batch there holds offsets {base}..{last}")
         return mapping.position
 
+    def last_entry_position(self) -> int:
+        """Where to read the batches after the last offset-index entry from (checked against the log)."""
+        oi = self.offset_index
+        return self._entry_position(oi.entry(oi.entries - 1).offset) if oi.entries else 0
+
     def _check_time_entry(self, s, entry) -> bool:
         """Check a .timeindex entry (T, O) against a window holding the batch that ends at or after
         O: that batch must end at O with a max timestamp <= T. True once checked."""
@@ -913,9 +1005,7 @@ class LogSegment:
         # broker's active segment has no final time entry yet)
         last = self.time_index.last_entry
         t = MaxTimestampTracker(*(last if last is not None else (None, None)))
-        oi = self.offset_index
-        start = self._entry_position(oi.entry(oi.entries - 1).offset) if oi.entries else 0
-        for s in self._scan(start):
+        for s in self._scan(self.last_entry_position()):
             t.update_rows(s)
         return t
 
@@ -948,8 +1038,7 @@ class LogSegment:
         return self._guarded(self._read_end)
 
     def _read_end(self):
-        oi = self.offset_index
-        start = self._entry_position(oi.entry(oi.entries - 1).offset) if oi.entries else 0
+        start = self.last_entry_position()
         nxt = self.base_offset
         gen = self.log.scan(start, reuse=True)
         error = None
@@ -1015,7 +1104,7 @@ class LogSegment:
                 check = None
             cand = np.flatnonzero((s["max_timestamp"] >= target) & (s["last_offset"] >= starting_offset))
             for i in cand.tolist():
-                hit = first_record_at_or_after(_batch_at(s, i), target, starting_offset)
+                hit = _first_in_row(s, i, target, starting_offset)
                 if hit is not None:
                     return hit
         if check is not None:
@@ -1095,7 +1184,7 @@ class LogSegment:
             # the others (compressed, legacy) batch by batch; rows is non-decreasing (targets are
             # sorted), so each batch's targets are one slice
             rest = np.flatnonzero(~v2)
-            uniq, first, counts = np.unique(rows[rest], return_index=True, return_counts=True)
+            uniq, first, counts = _runs(rows[rest])
             for row, f0, c in zip(uniq.tolist(), first.tolist(), counts.tolist()):
                 sel = k + rest[f0:f0 + c]
                 self._answer_in_batch(_batch_at(s, row), ts_sorted, sel, order, starting_offset,
@@ -1120,12 +1209,16 @@ class LogSegment:
         """Answer sorted targets ts_sorted[sel] from the uncompressed v2 batches at scan rows `rows`
         (one per target, non-decreasing) with one find_timestamps_v2 call: each batch is checked as
         decoding it would check it, but no record object is made."""
-        uniq, which = np.unique(rows, return_inverse=True)
+        uniq, first, _counts = _runs(rows)
+        which = np.cumsum(np.diff(rows, prepend=rows[:1]) != 0)  # rows are sorted: their run number
         pos = s["position"][uniq] - s["origin"]
-        offs, stamps = _backend.core.find_timestamps_v2(
-            s["buf"], pos + W.RECORDS_OFFSET, pos + s["size"][uniq], s["record_count"][uniq], s["base_offset"][uniq],
-            s["first_timestamp"][uniq], s["max_timestamp"][uniq], s["attributes"][uniq], which, ts_sorted[sel],
-            starting_offset)
+        try:
+            offs, stamps = _backend.core.find_timestamps_v2(
+                s["buf"], pos + W.RECORDS_OFFSET, pos + s["size"][uniq], s["record_count"][uniq],
+                s["base_offset"][uniq], s["first_timestamp"][uniq], s["max_timestamp"][uniq], s["attributes"][uniq],
+                which, ts_sorted[sel], starting_offset)
+        except KBatchError as e:
+            raise _move(e, s["origin"])  # window positions -> file positions
         hit = offs >= 0
         idx = order[sel[hit]]
         out_off[idx], out_ts[idx] = offs[hit], stamps[hit]
