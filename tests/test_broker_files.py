@@ -202,6 +202,33 @@ def test_without_a_checkpoint_latest_reads_the_last_batch_only(tmp_path, monkeyp
     assert {p.rsplit("/", 1)[1] for p, _ in read} == {f"{0:020d}.log"}
     assert log.leader_epoch_cache.entries() == [(2, 0), (3, 40), (4, 80)]
     log.close()
+    # no batch carries an epoch (ple -1): both answers None, from the same few bytes
+    e = tmp_path / "u-0"
+    e.mkdir()
+    for k in range(3):
+        (e / f"{40 * k:020d}.log").write_bytes(b"".join(batch(40 * k + i, 1, -1) for i in range(40)))
+    kbatch.rebuild_indexes(e, index_interval_bytes=256)
+    log = kbatch.Log.open(e)
+    read.clear()
+    assert log.offset_for(kbatch.LATEST) == (120, None, None)
+    assert log.offset_for(kbatch.EARLIEST) == (0, None, None)
+    assert sum(n for _, n in read) < 20_000  # the last segment's tail, the first segment's first window
+    log.close()
+
+
+def test_without_a_checkpoint_earliest_reads_up_to_the_log_start(tmp_path):
+    root = tmp_path / "logs"
+    d = root / "t-0"
+    d.mkdir(parents=True)
+    (d / "00000000000000000000.log").write_bytes(batch(0, 4, -1) + batch(4, 4, 7) + batch(8, 4, 9))
+    for start, epoch in ((0, None), (3, None), (4, 7), (6, 7), (9, 7)):
+        C.write_offset_checkpoint(root / "log-start-offset-checkpoint", {("t", 0): start})
+        log = kbatch.Log.open(d)
+        assert log.offset_for(kbatch.EARLIEST) == (start, None, epoch)
+        # the same as the cache a full recovery of these batches builds
+        first = log.leader_epoch_cache.earliest_entry()
+        assert epoch == (first.epoch if first.start_offset <= start else None)
+        log.close()
 
 
 def test_without_a_checkpoint_latest_is_the_last_batchs_epoch_where_epochs_go_down(tmp_path):

@@ -513,12 +513,14 @@ class Log:
                     yield _batch_at(s, i)
 
     def _last_headers(self, seg, column):
-        """The given header column's value for the segment's last batch (None when empty)."""
+        """The given header column's value (a tuple of columns: a tuple of values) for the
+        segment's last batch, None when it has none; read from the last index entry on."""
         def run():
             last = None
-            for s in seg.log.scan(seg.last_entry_position(), reuse=True):
-                if len(s[column]):
-                    last = int(s[column][-1])
+            for s in seg.log.scan(seg.last_entry_position(), first_window=segment_first_window, reuse=True):
+                if len(s["position"]):
+                    last = (int(s[column][-1]) if isinstance(column, str)
+                            else tuple(int(s[c][-1]) for c in column))
             return last
         return seg._guarded(run)
 
@@ -700,40 +702,35 @@ class Log:
 
     def _epoch_at_start(self):
         """EARLIEST's epoch: the first cached epoch when it starts at or before the log start offset.
-        Without a checkpoint file that entry is the first batch carrying an epoch, read alone."""
-        if self._epochs_from_batches():
-            first = self._edge_epoch(first=True)
-            return first[0] if first is not None and first[1] <= self.log_start_offset else None
-        first = self.leader_epoch_cache.earliest_entry()
-        return first.epoch if first is not None and first.start_offset <= self.log_start_offset else None
+        Without a checkpoint file that entry is the first batch carrying an epoch: the batches up to
+        the log start offset are read, no further."""
+        if not self._epochs_from_batches():
+            first = self.leader_epoch_cache.earliest_entry()
+            return first.epoch if first is not None and first.start_offset <= self.log_start_offset else None
+        for seg in self.segments:
+            if seg.base_offset > self.log_start_offset:
+                break
+            for s in seg.log.scan(0, first_window=segment_first_window, reuse=True):
+                ok = np.flatnonzero((s["magic"] >= 2) & (s["partition_leader_epoch"] >= 0))
+                if len(ok):
+                    i = int(ok[0])
+                    return int(s["partition_leader_epoch"][i]) if s["base_offset"][i] <= self.log_start_offset else None
+                if len(s["base_offset"]) and s["base_offset"][-1] > self.log_start_offset:
+                    return None
+        return None
 
     def _epoch_at_end(self):
         """LATEST's epoch: the cache's latest epoch (a new leader's epoch before any batch carries it).
-        Without a checkpoint file: the last batch carrying an epoch, read from the end of the log
-        (the cache's latest epoch whenever epochs never go down along the log, as in every log a
-        leader wrote; the whole cache, for end_offset_for_epoch, still reads every batch header)."""
-        if self._epochs_from_batches():
-            last = self._edge_epoch(first=False)
-            return None if last is None else last[0]
-        return self.leader_epoch_cache.latest_epoch()
-
-    def _edge_epoch(self, first: bool):
-        """(epoch, base offset) of the first (or last) v2 batch with a partition leader epoch, or None:
-        segment by segment from that end; the last one is looked for from the last index entry on
-        before the whole segment is read."""
-        for seg in (self.segments if first else reversed(self.segments)):
-            starts = (0,) if first else dict.fromkeys((seg._guarded(seg.last_entry_position), 0))
-            for start in starts:
-                found = None
-                for s in seg.log.scan(start, first_window=segment_first_window, reuse=True):
-                    ok = np.flatnonzero((s["magic"] >= 2) & (s["partition_leader_epoch"] >= 0))
-                    if len(ok):
-                        i = int(ok[0] if first else ok[-1])
-                        found = (int(s["partition_leader_epoch"][i]), int(s["base_offset"][i]))
-                        if first:
-                            return found
-                if found is not None:
-                    return found
+        Without a checkpoint file: the last batch's, read from the last index entry on (the latest
+        epoch a broker's recovery assigns whenever epochs never go down along the log, as in every
+        log a leader wrote; the whole cache, for end_offset_for_epoch, still reads every header)."""
+        if not self._epochs_from_batches():
+            return self.leader_epoch_cache.latest_epoch()
+        for seg in reversed(self.segments):
+            last = self._last_headers(seg, ("magic", "partition_leader_epoch"))
+            if last is not None:
+                magic, ple = last
+                return ple if magic >= 2 and ple >= 0 else None
         return None
 
     def assign_epoch_start_offset(self, epoch: int, start_offset: int | None = None) -> None:
