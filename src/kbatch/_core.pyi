@@ -183,3 +183,37 @@ class RecordsEncoderV2:
 def encode_records_v2(records: Iterable[_EncRecord], base_offset: int, last_offset: int | None,
                       base_timestamp: int | None, extended: bool) -> tuple[bytes, int, int, int, int | None]:
     """(records section, count, base timestamp, max timestamp, last offset) (see kbatch._core_py)."""
+
+
+def key_digest(key: Buffer) -> bytes:
+    """The 16 bytes an OffsetMap keeps for a key (short keys as themselves, long ones by MD5)."""
+
+def md5(data: Buffer) -> bytes:
+    """MD5 of a buffer: the digest OffsetMap keeps long keys by."""
+
+FilterResult = tuple[bytes | None, int, int, int, int, int, int, int, int | None]
+
+class OffsetMap:
+    """The log cleaner's key -> latest offset map, memory-bounded as Kafka's SkimpyOffsetMap."""
+    memory: int
+    load_factor: float
+    slots: int
+    capacity: int
+    latest_offset: int
+    def __init__(self, memory: int = ..., load_factor: float = ...) -> None: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def full(self) -> bool: ...
+    @property
+    def utilization(self) -> float: ...
+    def __len__(self) -> int: ...
+    def put(self, key: Buffer, offset: int) -> None: ...
+    def get(self, key: Buffer) -> int: ...
+    def update_latest_offset(self, offset: int) -> None: ...
+    def clear(self) -> None: ...
+    def map_records_v2(self, data: Buffer, start: int, end: int, count: int, base_offset: int,
+                       start_offset: int) -> tuple[int, bool]: ...
+    def filter_records_v2(self, data: Buffer, start: int, end: int, count: int, base_offset: int,
+                          base_timestamp: int, max_timestamp: int, attributes: int, delete_horizon: int | None,
+                          keep_tombstones: bool, new_horizon: int) -> FilterResult: ...

@@ -97,6 +97,13 @@ GZIP_LEVELS = (1, 9, -1)
 LZ4_LEVELS = (1, 17, 9)
 ZSTD_LEVELS = (-131072, 22, 3)
 
+# the log cleaner's key map (LogCleaner / SkimpyOffsetMap): log.cleaner.dedupe.buffer.size (for one
+# cleaner thread), log.cleaner.io.buffer.load.factor, and the bytes of one entry (an MD5-sized key
+# digest and an offset)
+DEFAULT_DEDUPE_BUFFER_SIZE = 128 * 1024 * 1024
+DEFAULT_DEDUPE_LOAD_FACTOR = 0.9
+OFFSET_MAP_ENTRY_SIZE = 24
+
 # decompressed bytes allowed per batch unless the caller says otherwise (bomb guard)
 DEFAULT_MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
 
