@@ -522,6 +522,28 @@ def find_timestamps_v2(data, starts, ends, counts, base_offsets, base_timestamps
     return out_off, out_ts
 
 
+def record_fields_v2(data, start, end, count, base_offset, base_timestamp, max_timestamp, attributes):
+    """The fields LogValidator checks of each record of one v2 records section (data[start:end),
+    `count` records, checked as decode_records_v2 checks them): (offsets, timestamps, key_valid),
+    int64, int64 and bool arrays. A timestamp is base_timestamp + its delta (wrapping), or
+    max_timestamp in a LogAppendTime batch (attributes bit 3); "no timestamp" stays the batch's
+    sentinel (-1, or Long.MIN_VALUE with the extended bit). Keys, values and headers are checked,
+    not copied."""
+    buf = _view(data)
+    start, end, count = operator.index(start), operator.index(end), operator.index(count)
+    base_offset = _int64("base_offset", base_offset)
+    base_timestamp, max_timestamp = _int64("base_timestamp", base_timestamp), _int64("max_timestamp", max_timestamp)
+    lat = bool(operator.index(attributes) & W.TIMESTAMP_TYPE_MASK)
+    if start < 0 or end > len(buf) or end < start:
+        raise_status(ST_TRUNCATED, start, 1, 0, base_offset)
+    offs, stamps, keys = [], [], []
+    for _a, ts_delta, off_delta, key, _v, _h in _walk_records_v2(buf, start, end, count, base_offset):
+        offs.append(_s64(base_offset + off_delta))
+        stamps.append(max_timestamp if lat else _s64(base_timestamp + ts_delta))
+        keys.append(key is not None)
+    return (np.array(offs, dtype=np.int64), np.array(stamps, dtype=np.int64), np.array(keys, dtype=np.bool_))
+
+
 def _varint_in(buf, pos, limit, base_offset):
     """read_varint bounded by `limit` (a record or section end) instead of the buffer end."""
     try:

@@ -65,76 +65,6 @@ cdef struct _OmKept:
     int tomb
 
 
-cdef inline int _om_walk_one(const uint8_t *buf, int64_t *pos, int64_t end, int32_t count, int32_t done,
-                             uint8_t *attrs, int64_t *ts_delta, int32_t *off_delta, int64_t *key_at,
-                             int32_t *key_len, int *value_null, _DcErr *err) noexcept nogil:
-    """One record at pos[0], checked as _dc_loop checks it; pos[0] moves past it. key_len -1: null."""
-    cdef int64_t p = pos[0], rec_start, rec_end, hk_start
-    cdef int32_t length, n, nh, klen, j
-    if p >= end:
-        err.status = 8; err.pos = p; err.a = count; err.b = done
-        return -1
-    rec_start = p
-    if _dc_varint(buf, p, end, &length, &p, err) < 0:
-        return -1
-    if length < 0 or length > end - p:
-        err.status = 13; err.pos = rec_start; err.a = end - p; err.b = length
-        return -1
-    rec_end = p + length
-    if rec_end - p < 1:
-        err.status = 14; err.pos = p; err.a = 1; err.b = 0; err.c = 1
-        return -1
-    attrs[0] = buf[p]
-    p += 1
-    if _dc_varlong(buf, p, rec_end, ts_delta, &p, err) < 0:
-        return -1
-    if _dc_varint(buf, p, rec_end, off_delta, &p, err) < 0:
-        return -1
-    if _dc_varint(buf, p, rec_end, &n, &p, err) < 0:  # key
-        return -1
-    key_at[0] = p
-    key_len[0] = n if n >= 0 else -1
-    if n >= 0:
-        if n > rec_end - p:
-            err.status = 14; err.pos = p; err.a = n; err.b = rec_end - p
-            return -1
-        p += n
-    if _dc_varint(buf, p, rec_end, &n, &p, err) < 0:  # value
-        return -1
-    value_null[0] = n < 0
-    if n >= 0:
-        if n > rec_end - p:
-            err.status = 14; err.pos = p; err.a = n; err.b = rec_end - p
-            return -1
-        p += n
-    if _dc_varint(buf, p, rec_end, &nh, &p, err) < 0:
-        return -1
-    if nh < 0:
-        err.status = 6; err.pos = p; err.a = nh
-        return -1
-    if nh > rec_end - p:
-        err.status = 15; err.pos = p; err.a = rec_end - p; err.b = nh
-        return -1
-    for j in range(nh):
-        hk_start = p
-        if _dc_varint(buf, p, rec_end, &klen, &p, err) < 0:
-            return -1
-        if klen < 0:
-            err.status = 5; err.pos = hk_start; err.a = klen
-            return -1
-        if klen > rec_end - p:
-            err.status = 14; err.pos = p; err.a = klen; err.b = rec_end - p; err.c = 1
-            return -1
-        p += klen
-        if _ft_skip_blob(buf, &p, rec_end, err) < 0:  # header value
-            return -1
-    if p != rec_end:
-        err.status = 4; err.pos = rec_start; err.a = length; err.b = length - (rec_end - p)
-        return -1
-    pos[0] = p
-    return 0
-
-
 cdef inline uint8_t *_om_varint(uint8_t *o, int64_t v) noexcept nogil:
     """Kafka's zigzag varint of v (any int64), minimal."""
     cdef uint64_t u = (<uint64_t>v << 1) ^ <uint64_t>(v >> 63)
@@ -321,7 +251,7 @@ cdef class OffsetMap:
                 # walk (and check) a chunk of records, prefetching the slots of their keys ...
                 k = 0
                 while done < n and k < _OM_CHUNK:
-                    if _om_walk_one(p, &pos, e, n, done, &attrs, &ts_delta, &off_delta, &key_at, &key_len,
+                    if _rec_walk_one(p, &pos, e, n, done, &attrs, &ts_delta, &off_delta, &key_at, &key_len,
                                     &value_null, &err) < 0:
                         bad = 1
                         break
@@ -401,7 +331,7 @@ cdef class OffsetMap:
                     k = 0
                     while done < n and k < _OM_CHUNK:
                         rec_start = pos
-                        if _om_walk_one(p, &pos, e, n, done, &a, &ts_delta, &off_delta, &key_at, &key_len,
+                        if _rec_walk_one(p, &pos, e, n, done, &a, &ts_delta, &off_delta, &key_at, &key_len,
                                         &value_null, &err) < 0:
                             rc = -1
                             break

@@ -774,8 +774,7 @@ class Log:
             self._validator = self.config.validator(tp)
         if from_client is None:
             from_client = sum(len(s["position"]) for s in scan_headers(memoryview(data))) <= 1
-        out, info = self._validator.validate_and_assign(
-            data, self.end_offset(), now, partition_leader_epoch=self.partition_leader_epoch, from_client=from_client)
+        out, info = self._validator._assign(data, self.end_offset(), now, self.partition_leader_epoch, from_client)
         if not out:
             return info
         rows = [s for s in scan_headers(memoryview(out))]

@@ -348,6 +348,13 @@ class LogValidator:
         covered field changed) when the magic and codec are kept; otherwise they are rebuilt.
         partition_leader_epoch: written into magic 2 batches; None leaves it as sent.
         """
+        out, info = self._assign(data, next_offset, now_ms, partition_leader_epoch, from_client)
+        return (out if type(out) is bytes else bytes(out)), info
+
+    def _assign(self, data: Buffer, next_offset: int, now_ms: int, partition_leader_epoch: int | None,
+                from_client: bool) -> tuple[bytes | bytearray, AppendInfo]:
+        """validate_and_assign's work; the output may be a bytearray (Log.append writes it as it is):
+        when every batch is patched in place, the input is copied once and patched there."""
         now = _int64("now_ms", now_ms)
         next_offset = _int64("next_offset", next_offset)
         ple = None if partition_leader_epoch is None else int(partition_leader_epoch)
@@ -359,20 +366,27 @@ class LogValidator:
         if lat:
             stamp = max(now, self.last_log_append_time) if self.monotonic_log_append_time else now
         groups = [checked] if from_client else [[c] for c in checked]
-        out = []
         first_offset = next_offset
         rebuilt = False
         tracker = _MaxTracker()
-        for group in groups:
-            if self._in_place(group):
-                for chk in group:
-                    chunk, next_offset = self._patch(chk, next_offset, stamp, ple, tracker)
+        in_place = [self._in_place(group) for group in groups]
+        result: bytes | bytearray
+        if all(in_place):  # the input's bytes, copied once and patched batch by batch (no rebuild moves them)
+            result = bytearray(memoryview(data).cast("B"))
+            for chk in checked:
+                next_offset = self._patch(chk, next_offset, stamp, ple, tracker, result)[1]
+        else:
+            out: list[bytes | bytearray] = []
+            for group, keep in zip(groups, in_place):
+                if keep:
+                    for chk in group:
+                        chunk, next_offset = self._patch(chk, next_offset, stamp, ple, tracker)
+                        out.append(chunk)
+                else:
+                    rebuilt = True
+                    chunk, next_offset = self._rebuild(group, next_offset, stamp, ple, tracker)
                     out.append(chunk)
-            else:
-                rebuilt = True
-                chunk, next_offset = self._rebuild(group, next_offset, stamp, ple, tracker)
-                out.append(chunk)
-        result = b"".join(out)
+            result = b"".join(out)
         n_out = self._check_output_sizes(result) if rebuilt else len(checked)
         for chk in checked:  # accepted: now the migration WARN
             self._maybe_warn_future(chk, now, _column_max(chk))
@@ -473,16 +487,14 @@ class LogValidator:
     def _check_records(self, index: int, batch: Batch, now: int, before: int, after: int, lo: int,
                        hi: int) -> _Checked:
         no_ts = batch.no_timestamp
-        cols = _v2_columns(batch) if isinstance(batch, RecordBatch) else None
+        cols = _v2_fields(batch) if isinstance(batch, RecordBatch) else None
         records: Sequence[Record] | _LazyRecords
-        if cols is not None:  # the column kernel: no Record object per record
+        if cols is not None:  # the record-fields kernel: no Record object, no key or value copied
             records = _LazyRecords(batch)
-            valid = cols["timestamp_valid"]
-            n = len(valid)
-            missing = n - int(np.count_nonzero(valid))
-            ts = cols["timestamp"] if not missing else np.where(valid, cols["timestamp"], no_ts)
-            offsets = cols["offset"]
-            key_null = ~cols["key_valid"]
+            offsets, ts, key_valid = cols
+            n = len(ts)
+            missing = int(np.count_nonzero(ts == no_ts))
+            key_null = ~key_valid
         else:
             records = batch.records()
             n = len(records)
@@ -621,14 +633,19 @@ class LogValidator:
         return in_place
 
     def _patch(self, chk: _Checked, next_offset: int, stamp: int | None, ple: int | None,
-               tracker: _MaxTracker) -> tuple[bytes | bytearray, int]:
+               tracker: _MaxTracker, into: bytearray | None = None) -> tuple[bytearray, int]:
+        """The batch with its offsets assigned and fields patched: a copy of its bytes, or (when
+        `into` holds the whole input) patched where it is in `into` (which is returned then)."""
         b = chk.batch
-        chunk = bytearray(b.raw)
+        if into is None:
+            chunk, at = bytearray(b.raw), 0
+        else:
+            chunk, at = into, b.position
         if b.magic >= 2:
             delta = b.last_offset - b.base_offset
-            _Q.pack_into(chunk, W.BASE_OFFSET_OFFSET, next_offset)
+            _Q.pack_into(chunk, at + W.BASE_OFFSET_OFFSET, next_offset)
             if ple is not None:
-                _I.pack_into(chunk, W.PARTITION_LEADER_EPOCH_OFFSET, ple)
+                _I.pack_into(chunk, at + W.PARTITION_LEADER_EPOCH_OFFSET, ple)
             attrs = b.attributes
             new_attrs = attrs
             extended = b.timestamp_extended
@@ -646,13 +663,14 @@ class LogValidator:
                 new_max, j = _batch_max(chk, start)
                 tracker.offer(new_max, -1 if j < 0 else next_offset + int(chk.offsets[j]) - b.base_offset)
             if new_attrs != attrs or new_max != b.max_timestamp:
-                _H.pack_into(chunk, W.ATTRIBUTES_OFFSET, _s16(new_attrs))
-                _Q.pack_into(chunk, W.MAX_TIMESTAMP_OFFSET, new_max)
-                _U32.pack_into(chunk, W.CRC_OFFSET, _backend.core.crc32c(memoryview(chunk)[W.ATTRIBUTES_OFFSET:]))
+                _H.pack_into(chunk, at + W.ATTRIBUTES_OFFSET, _s16(new_attrs))
+                _Q.pack_into(chunk, at + W.MAX_TIMESTAMP_OFFSET, new_max)
+                _U32.pack_into(chunk, at + W.CRC_OFFSET, _backend.core.crc32c(
+                    memoryview(chunk)[at + W.ATTRIBUTES_OFFSET:at + b.size_in_bytes]))
             return chunk, next_offset + delta + 1
         n = len(chk)
         last = next_offset + n - 1
-        _Q.pack_into(chunk, W.OFFSET_OFFSET, last)
+        _Q.pack_into(chunk, at + W.OFFSET_OFFSET, last)
         if isinstance(b, LegacyRecordBatch) and b.magic == 1:
             attrs = b.attributes
             if stamp is not None:
@@ -666,9 +684,10 @@ class LogValidator:
                     new_ts = b.timestamp  # the message's own timestamp: never rewritten
                     tracker.offer(new_ts, next_offset if new_ts > W.NO_TIMESTAMP else -1)
             if new_attrs != attrs or new_ts != b.timestamp:
-                chunk[_LEGACY_ATTRS_AT] = new_attrs
-                _Q.pack_into(chunk, _LEGACY_TS_AT, new_ts)
-                _U32.pack_into(chunk, _LEGACY_CRC_AT, zlib.crc32(memoryview(chunk)[_LEGACY_MAGIC_AT:]))
+                chunk[at + _LEGACY_ATTRS_AT] = new_attrs
+                _Q.pack_into(chunk, at + _LEGACY_TS_AT, new_ts)
+                _U32.pack_into(chunk, at + _LEGACY_CRC_AT,
+                               zlib.crc32(memoryview(chunk)[at + _LEGACY_MAGIC_AT:at + b.size_in_bytes]))
         return chunk, last + 1
 
     def _rebuild(self, group: list[_Checked], next_offset: int, stamp: int | None, ple: int | None,
@@ -752,21 +771,22 @@ class _LazyRecords:
         return self.batch.record_count
 
 
-def _v2_columns(batch: RecordBatch) -> dict[str, Any]:
-    """The columns validate needs (offset, timestamp, key validity) of one v2 batch from the
-    decode_columns_v2 kernel, or None when the bytes are bad: batch.records() then raises the
-    canonical error (positions inside compressed data mapped to the batch)."""
-    codec = batch.attributes & W.COMPRESSION_CODEC_MASK
+def _v2_fields(batch: RecordBatch) -> tuple[Any, Any, Any]:
+    """(offsets, timestamps, key_valid) of one v2 batch's records from the record_fields_v2 kernel
+    ("no timestamp" as the batch's sentinel; keys and values are checked, not copied), or raise:
+    batch.records() then raises the canonical error (positions inside compressed data mapped to
+    the batch)."""
+    attrs = batch.attributes
     try:
-        if codec:
+        if attrs & W.COMPRESSION_CODEC_MASK:
             buf = batch.records_bytes()
             start, end = 0, len(buf)
         else:
             buf = batch._buf
-            start, end = batch.position + W.RECORDS_OFFSET, batch.position + batch.size_in_bytes
-        return _backend.core.decode_columns_v2(
-            buf, (start,), (end,), (batch.record_count,), (batch.base_offset,), (batch.first_timestamp,),
-            (batch.max_timestamp,), (_s16(batch.attributes),), False)
+            at = batch.position - batch._origin
+            start, end = at + W.RECORDS_OFFSET, at + batch.size_in_bytes
+        return _backend.core.record_fields_v2(buf, start, end, batch.record_count, batch.base_offset,
+                                              batch.first_timestamp, batch.max_timestamp, attrs)
     except KBatchError:
         batch.records()  # raises the same problem, located as the object API locates it
         raise
