@@ -747,6 +747,7 @@ def first_record_at_or_after(batch, target: int, starting_offset: int = 0):
 
 
 _V2_OFFSETS = struct.Struct(">qiibIhi")  # baseOffset .. lastOffsetDelta
+_V2_MAX = struct.Struct(">qiibIhiqq")    # baseOffset .. maxTimestamp
 
 
 def _header_offsets(head: bytes, available: int):
@@ -1099,6 +1100,10 @@ class LogSegment:
         has_entry = ts_off.timestamp != W.NO_TIMESTAMP or ts_off.offset != self.base_offset
         position = self._entry_position(max(ts_off.offset, starting_offset))
         check = ts_off if has_entry and not self.indexes_from_scan and ts_off.offset >= starting_offset else None
+        if has_entry and ts_off.timestamp < target and ts_off.offset >= starting_offset:
+            past = self._past_time_entry(position, ts_off)
+            if past is not None:  # the entry's batch agrees with it and ends below the target: skip it unread
+                position, check = past, None
         for s in self._scan(position, _FIRST_WINDOW):
             if check is not None and self._check_time_entry(s, check):
                 check = None
@@ -1112,6 +1117,19 @@ class LogSegment:
                                      f"offset the log does not hold")
         self._check_max_claim(target)
         return None
+
+    def _past_time_entry(self, position: int, entry):
+        """Where the batch after the one at `position` starts, when that batch is the .timeindex
+        entry's (a v2 batch ending at its offset, max timestamp <= its timestamp: the entry is then
+        checked); None otherwise. Read from the batch's header alone."""
+        head = self.log.read(position, W.RECORD_BATCH_OVERHEAD)
+        if len(head) < W.RECORD_BATCH_OVERHEAD or head[W.MAGIC_OFFSET] != 2:
+            return None
+        base, size, _ple, _magic, _crc, _attrs, delta, _first, max_ts = _V2_MAX.unpack_from(head, 0)
+        end = position + W.LOG_OVERHEAD + size
+        if base + delta != entry.offset or max_ts > entry.timestamp or end > self.log.size_in_bytes:
+            return None
+        return end
 
     def _check_max_claim(self, target: int) -> None:
         """Nothing >= target was found although the indexes say this segment's max is >= target:
