@@ -39,6 +39,7 @@ PER_BATCH = 200
 FOUR_COLUMNS = "key binary, value binary, offset long, timestamp timestamp"
 NOW = 1_750_000_000_000
 SEGMENT = "0" * 20 + ".log"
+WORKER_BACKEND = {}  # the kbatch backend the Spark session's Python workers run (bench/conftest.py)
 
 
 # ------------------------------------------------------------------------------------ data
@@ -255,6 +256,12 @@ def main(argv=None) -> int:
         write_segments(root, args.records)
     spark = session()
     print(spark.kbatch_reader, flush=True)
+    from conftest import worker_backend
+
+    workers = worker_backend(spark)
+    if workers != "cython":  # the Python paths' figures would be the pure twin's: refuse them
+        print(f"Spark's Python workers run kbatch's {workers} backend, not cython: no figures", file=sys.stderr)
+        return 1
     if not spark.kbatch_reader.is_jvm:
         print("the JVM reader is not live: nothing to compare", file=sys.stderr)
         return 1
@@ -278,6 +285,9 @@ def spark(segdir):
     pytest.importorskip("pyspark.sql.datasource")
     pytest.importorskip("aiokafka.record.memory_records")
     s = session(os.environ.get("KBATCH_BENCH_DRIVER_MEMORY", "4g"))
+    from conftest import worker_backend
+
+    WORKER_BACKEND["spark"] = worker_backend(s)  # recorded with each figure; a pure-backend one is refused
     yield s
     s.stop()
 
@@ -295,10 +305,13 @@ def spark_paths(spark, segdir, tmp_path_factory):
 @pytest.mark.parametrize("impl", ["kbatch JVM reader", "kbatch Python source", "Parquet", "aiokafka binaryFile"])
 def test_spark_values_aggregate(benchmark, spark_paths, impl):
     dfs, exp, qs = spark_paths
-    df = [d for name, d in dfs.items() if name.split()[0].lower() in impl.lower()][0]
+    word = {"kbatch JVM reader": "JVM", "kbatch Python source": "Python", "Parquet": "Parquet",
+            "aiokafka binaryFile": "binaryFile"}[impl]  # each path's frame, by a word of its name
+    df = [d for name, d in dfs.items() if word in name.split()][0]
     assert qs["values"](df()) == exp["values"]
     benchmark.pedantic(lambda: qs["values"](df()), rounds=3, iterations=1)
     benchmark.extra_info["records"] = N
+    benchmark.extra_info["worker_backend"] = WORKER_BACKEND["spark"]
 
 
 @pytest.fixture(scope="session")

@@ -183,17 +183,13 @@ def test_without_a_checkpoint_latest_reads_the_last_batch_only(tmp_path, monkeyp
         (d / f"{40 * k:020d}.log").write_bytes(b"".join(batch(40 * k + i, 1, 2 + k) for i in range(40)))
     kbatch.rebuild_indexes(d, index_interval_bytes=256)
     read = []
-    real = segment.FileRecords._reader_into
+    real = segment._WindowReader.read
 
-    def counting(self, holder):
-        inner = real(self, holder)
+    def counting(self, position, size):
+        read.append((self.records.path, size))
+        return real(self, position, size)
 
-        def reader(position, size):
-            read.append((self.path, size))
-            return inner(position, size)
-        return reader
-
-    monkeypatch.setattr(segment.FileRecords, "_reader_into", counting)
+    monkeypatch.setattr(segment._WindowReader, "read", counting)
     log = kbatch.Log.open(d)
     assert log.offset_for(kbatch.LATEST) == (120, None, 4)
     assert {p.rsplit("/", 1)[1] for p, _ in read} == {f"{80:020d}.log"} and sum(n for _, n in read) < 1000

@@ -636,9 +636,7 @@ class Log:
             return offsets, stamps, epochs
         largest = np.maximum.accumulate(self._largest_timestamps())
         which = np.searchsorted(largest, targets, side="left")  # first segment with largest >= t
-        for si in np.unique(which).tolist():
-            if si >= len(self.segments):
-                continue
+        for si in np.flatnonzero(np.bincount(which, minlength=len(self.segments) + 1)[:len(self.segments)]).tolist():
             sel = np.flatnonzero(which == si)
             seg = self.segments[si]
             if len(sel) * 8 >= seg.offset_index.entries:  # dense: one header pass over the segment

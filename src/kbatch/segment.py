@@ -7,7 +7,8 @@ index's position (kafka-format.md §5.1, §5.2, §5.4). `build_indexes` holds th
 rules in one place; recovery, `rebuild_indexes`, `verify_indexes` and the writer all follow it.
 
 Files are never memory-mapped: a .log is read in windows with pread into private buffers, so a
-file truncated by another process gives a kbatch error (FileChangedError), never SIGBUS. A segment
+file truncated by another process gives a kbatch error (FileChangedError), never SIGBUS. Scans
+that reuse their buffers read the next large window in a thread while the current one is parsed. A segment
 opens its .log once and keeps that file: a compaction or retention that replaces or deletes it
 later leaves this reader with the old bytes. Index files are read lazily, and only while the .log
 at the segment's path is still the file this segment opened (otherwise they may describe a new
@@ -23,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import threading
 import time
 from typing import NamedTuple
 
@@ -104,7 +106,7 @@ def _head(s: dict, n: int) -> dict:
 
 
 def scan_windows(read, size: int, start: int = 0, verify_crc: bool = False, first_window: int = _WINDOW,
-                 limit: int | None = MAX_SEGMENT_BYTES):
+                 limit: int | None = MAX_SEGMENT_BYTES, prefetch=None):
     """Batch-header columns of bytes [start, size), window by window, with file positions; each
     dict also holds the window ("buf") and the file position of its first byte ("origin").
 
@@ -112,7 +114,8 @@ def scan_windows(read, size: int, start: int = 0, verify_crc: bool = False, firs
     size running past the end); the return value (StopIteration.value) is where complete batches
     end. A header the kernel rejects (size below the overhead, bad magic) raises, but only after
     the complete batches before it were yielded. A batch ending past `limit` raises
-    SegmentTooLargeError (Kafka's int32 positions)."""
+    SegmentTooLargeError (Kafka's int32 positions). prefetch(position, n), when given, is told
+    which window comes next before the current one is handed out (a reader can fetch it meanwhile)."""
     core = _backend.core
     pos = start
     window = first_window
@@ -156,6 +159,8 @@ def scan_windows(read, size: int, start: int = 0, verify_crc: bool = False, firs
             raise SegmentTooLargeError("Segment is larger than Kafka's limit", position=bad,
                                        expected=f"a segment of at most {limit} bytes (positions in .index are int32)",
                                        found=f"a batch ending at byte {int(ends[k])}")
+        if prefetch is not None and size - pos - done > W.HEADER_SIZE_UP_TO_MAGIC:
+            prefetch(pos + done, min(size - pos - done, window))
         yield _place(s, buf, pos)
         pos += done
     return pos
@@ -374,26 +379,12 @@ class FileRecords:
         return self._scan_reusing(start, verify_crc, first_window)
 
     def _scan_reusing(self, start, verify_crc, first_window):
-        holder = [_take_buffer()]
+        reader = _WindowReader(self)
         try:
-            return (yield from scan_windows(self._reader_into(holder), self._size, start, verify_crc, first_window))
+            return (yield from scan_windows(reader.read, self._size, start, verify_crc, first_window,
+                                            prefetch=reader.prefetch))
         finally:
-            _give_buffer(holder[0])
-
-    def _reader_into(self, holder):
-        def read(position: int, size: int):
-            size = max(0, min(size, self._size - position))
-            head = self._head
-            if head is not None and head[0] <= position and position + size <= head[0] + len(head[1]):
-                at = position - head[0]  # read along with the header just checked
-                return memoryview(head[1])[at:at + size]
-            buf = holder[0]
-            if buf is None or len(buf) < size:
-                buf = holder[0] = bytearray(max(size, _FIRST_WINDOW))
-            mv = memoryview(buf)[:size]
-            _files.pread_into(self._fd_or_raise(), mv, position, self.path)
-            return mv
-        return read
+            reader.close()
 
     def headers(self, start: int = 0, verify_crc: bool = False, first_window: int = _WINDOW):
         return self.scan(start, verify_crc, first_window)
@@ -730,6 +721,79 @@ def _runs(sorted_rows: np.ndarray):
         return sorted_rows, sorted_rows, sorted_rows
     first = np.flatnonzero(np.diff(sorted_rows, prepend=sorted_rows[0] - 1))
     return sorted_rows[first], first, np.diff(first, append=len(sorted_rows))
+
+
+_PREFETCH_MIN = 1 << 20  # windows this large are read ahead, in a thread, while the last one is worked on
+
+
+class _WindowReader:
+    """FileRecords' reader for scans that reuse their buffers: two window buffers (from the spare
+    ones), the next large window read ahead in a thread while the caller works on the current one
+    (pread lets the GIL go: on a second core the copy from the page cache overlaps the parsing),
+    and the bytes a header check just read handed out again without a syscall."""
+
+    __slots__ = ("records", "bufs", "cur", "pending")
+
+    def __init__(self, records):
+        self.records = records
+        self.bufs = [_take_buffer(), _take_buffer()]
+        self.cur = 0          # the buffer of the window the caller holds
+        self.pending = None   # (position, size, buffer index, thread, result box)
+
+    def _fill(self, idx: int, position: int, size: int):
+        buf = self.bufs[idx]
+        if buf is None or len(buf) < size:
+            buf = self.bufs[idx] = bytearray(max(size, _FIRST_WINDOW))
+        mv = memoryview(buf)[:size]
+        _files.pread_into(self.records._fd_or_raise(), mv, position, self.records.path)
+        return mv
+
+    def _wait(self):
+        p, self.pending = self.pending, None
+        if p is not None:
+            p[3].join()
+        return p
+
+    def prefetch(self, position: int, size: int) -> None:
+        size = max(0, min(size, self.records.size_in_bytes - position))
+        if size < _PREFETCH_MIN:
+            return
+        self._wait()
+        idx, box = 1 - self.cur, {}
+
+        def run():
+            try:
+                box["mv"] = self._fill(idx, position, size)
+            except BaseException as e:  # raised where the caller reads this window
+                box["error"] = e
+
+        t = threading.Thread(target=run, name="kbatch-read-ahead", daemon=True)
+        t.start()
+        self.pending = (position, size, idx, t, box)
+
+    def read(self, position: int, size: int):
+        records = self.records
+        size = max(0, min(size, records.size_in_bytes - position))
+        head = records._head
+        if head is not None and head[0] <= position and position + size <= head[0] + len(head[1]):
+            at = position - head[0]  # read along with the header just checked
+            return memoryview(head[1])[at:at + size]
+        p = self._wait()
+        if p is not None and p[0] == position and p[1] == size:
+            if "error" in p[4]:
+                raise p[4]["error"]
+            self.cur = p[2]
+            return p[4]["mv"]
+        idx = 1 - self.cur  # never the buffer of the window the caller may still be reading
+        mv = self._fill(idx, position, size)
+        self.cur = idx
+        return mv
+
+    def close(self) -> None:
+        self._wait()
+        for buf in self.bufs:
+            _give_buffer(buf)
+        self.bufs = [None, None]
 
 
 def first_record_at_or_after(batch, target: int, starting_offset: int = 0):
@@ -1164,7 +1228,7 @@ class LogSegment:
 
     def _find_offsets_by_timestamps(self, targets, starting_offset):
         targets = np.asarray(targets, dtype=np.int64)
-        order = np.argsort(targets, kind="stable")
+        order = np.argsort(targets)  # equal targets have equal answers: any order among them will do
         ts_sorted = targets[order]
         n = len(targets)
         out_off = np.full(n, -1, dtype=np.int64)
