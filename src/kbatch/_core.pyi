@@ -185,20 +185,30 @@ def encode_records_v2(records: Iterable[_EncRecord], base_offset: int, last_offs
     """(records section, count, base timestamp, max timestamp, last offset) (see kbatch._core_py)."""
 
 
+def record_fields_v2(data: Buffer, start: int, end: int, count: int, base_offset: int, base_timestamp: int,
+                     max_timestamp: int, attributes: int
+                     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    """(offsets, timestamps, key_valid) of each record of one v2 records section (see kbatch._core_py)."""
+
 def key_digest(key: Buffer) -> bytes:
     """The 16 bytes an OffsetMap keeps for a key (short keys as themselves, long ones by MD5)."""
 
 def md5(data: Buffer) -> bytes:
     """MD5 of a buffer: the digest OffsetMap keeps long keys by."""
 
-FilterResult = tuple[bytes | None, int, int, int, int, int, int, int, int | None]
+_FilterResult = tuple[bytes | None, int, int, int, int, int, int, int, int | None]
 
+@final
 class OffsetMap:
     """The log cleaner's key -> latest offset map, memory-bounded as Kafka's SkimpyOffsetMap."""
-    memory: int
-    load_factor: float
-    slots: int
-    capacity: int
+    @property
+    def memory(self) -> int: ...
+    @property
+    def load_factor(self) -> float: ...
+    @property
+    def slots(self) -> int: ...
+    @property
+    def capacity(self) -> int: ...
     latest_offset: int
     def __init__(self, memory: int = ..., load_factor: float = ...) -> None: ...
     @property
@@ -207,6 +217,8 @@ class OffsetMap:
     def full(self) -> bool: ...
     @property
     def utilization(self) -> float: ...
+    @property
+    def table_bytes(self) -> int: ...
     def __len__(self) -> int: ...
     def put(self, key: Buffer, offset: int) -> None: ...
     def get(self, key: Buffer) -> int: ...
@@ -216,4 +228,4 @@ class OffsetMap:
                        start_offset: int) -> tuple[int, bool]: ...
     def filter_records_v2(self, data: Buffer, start: int, end: int, count: int, base_offset: int,
                           base_timestamp: int, max_timestamp: int, attributes: int, delete_horizon: int | None,
-                          keep_tombstones: bool, new_horizon: int) -> FilterResult: ...
+                          keep_tombstones: bool, new_horizon: int) -> _FilterResult: ...

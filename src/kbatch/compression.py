@@ -109,33 +109,34 @@ def compress(codec: int, data: Buffer, magic: int = 2, level: int | None = None)
     """Compress `data` the way Kafka's producer frames it for `codec`, at Kafka's `level` for that
     codec (check_level; None: Kafka's default)."""
     codec = check_codec(codec, magic)
-    level = check_level(codec, level)
+    given = check_level(codec, level)
     if codec == Compression.NONE:
         return bytes(data)
+    mv = memoryview(data).cast("B")  # no copy of the input
     if codec == Compression.GZIP:
-        c = zlib.compressobj(level, zlib.DEFLATED, 31)  # -1 is zlib's default level, as Java's Deflater
-        return c.compress(data) + c.flush()
+        c = zlib.compressobj(W.GZIP_LEVELS[2] if given is None else given, zlib.DEFLATED, 31)  # -1: zlib's 6
+        return c.compress(mv) + c.flush()
     if codec == Compression.SNAPPY:
-        data = memoryview(data).cast("B") if not isinstance(data, bytes) else data
-        out = bytearray(XERIAL_HEADER)
-        for i in range(0, len(data), XERIAL_BLOCK_SIZE) or [0]:
-            block = cramjam.snappy.compress_raw(data[i:i + XERIAL_BLOCK_SIZE])
-            out += struct.pack(">i", len(block))
-            out += block
-        return bytes(out)
+        framed = bytearray(XERIAL_HEADER)
+        for i in range(0, len(mv), XERIAL_BLOCK_SIZE) or [0]:
+            block = cramjam.snappy.compress_raw(mv[i:i + XERIAL_BLOCK_SIZE])
+            framed += struct.pack(">i", len(block))
+            framed += block
+        return bytes(framed)
     if codec == Compression.LZ4:
-        out = _lz4_frame(data, level)
+        frame = _lz4_frame(mv, W.LZ4_LEVELS[2] if given is None else given)
         if magic == 0:
             # KAFKA-3160: magic 0 used a header checksum over magic+FLG+BD; keep writing it so old
             # readers (and Kafka's own v0 reader) see what they expect.
-            out = out[:6] + bytes([(xxh32(out[0:6]) >> 8) & 0xFF]) + out[7:]
-        return out
+            frame = frame[:6] + bytes([(xxh32(frame[0:6]) >> 8) & 0xFF]) + frame[7:]
+        return frame
     # ZSTD: streaming frame without content size, as zstd-jni's output stream writes it
-    cache: dict[int | None, zstandard.ZstdCompressor] = _zstd_local.__dict__.setdefault("compressors", {})
-    z = cache.get(level)
+    zlevel = W.ZSTD_LEVELS[2] if given is None else given
+    cache: dict[int, zstandard.ZstdCompressor] = _zstd_local.__dict__.setdefault("compressors", {})
+    z = cache.get(zlevel)
     if z is None:
-        z = cache[level] = zstandard.ZstdCompressor(level=level, write_content_size=False)
-    return z.compress(data)
+        z = cache[zlevel] = zstandard.ZstdCompressor(level=zlevel, write_content_size=False)
+    return z.compress(mv)
 
 
 _LZ4_BLOCK = 64 * 1024

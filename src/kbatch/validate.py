@@ -380,12 +380,12 @@ class LogValidator:
             for group, keep in zip(groups, in_place):
                 if keep:
                     for chk in group:
-                        chunk, next_offset = self._patch(chk, next_offset, stamp, ple, tracker)
-                        out.append(chunk)
+                        patched, next_offset = self._patch(chk, next_offset, stamp, ple, tracker)
+                        out.append(patched)
                 else:
                     rebuilt = True
-                    chunk, next_offset = self._rebuild(group, next_offset, stamp, ple, tracker)
-                    out.append(chunk)
+                    built, next_offset = self._rebuild(group, next_offset, stamp, ple, tracker)
+                    out.append(built)
             result = b"".join(out)
         n_out = self._check_output_sizes(result) if rebuilt else len(checked)
         for chk in checked:  # accepted: now the migration WARN
@@ -741,7 +741,7 @@ class LogValidator:
             tracker.offer(best, best_off)
         return builder.build(), offset
 
-    def _check_output_sizes(self, data: bytes) -> int:
+    def _check_output_sizes(self, data: bytes | bytearray) -> int:
         s = _backend.core.scan_batches(data, 0, -1, False)
         sizes = s["size"]
         if len(sizes) and int(sizes.max()) > self.max_message_bytes:
@@ -785,8 +785,9 @@ def _v2_fields(batch: RecordBatch) -> tuple[Any, Any, Any]:
             buf = batch._buf
             at = batch.position - batch._origin
             start, end = at + W.RECORDS_OFFSET, at + batch.size_in_bytes
-        return _backend.core.record_fields_v2(buf, start, end, batch.record_count, batch.base_offset,
-                                              batch.first_timestamp, batch.max_timestamp, attrs)
+        fields: tuple[Any, Any, Any] = _backend.core.record_fields_v2(
+            buf, start, end, batch.record_count, batch.base_offset, batch.first_timestamp, batch.max_timestamp, attrs)
+        return fields
     except KBatchError:
         batch.records()  # raises the same problem, located as the object API locates it
         raise
