@@ -232,6 +232,10 @@ TARGETS = [
      "bench_spark.py", "spark-read values", "kbatch JVM reader", "Parquet", 1.0),
     ("6 Spark", "`kafka-segments` (JVM reader) value aggregate vs binaryFile + aiokafka", ">= 5x",
      "bench_spark.py", "spark-read values", "kbatch JVM reader", "aiokafka binaryFile", 5.0),
+    ("remote", "a time lookup on a segment in S3: ranged reads vs downloading it and searching", "report",
+     "bench_remote.py", "remote time lookup", "kbatch ranged reads", "download + search", None),
+    ("serve", "produce through `kbatch serve` vs librdkafka's mock cluster, same client", "report",
+     "bench_serve.py", "serve-produce", "kbatch-serve", "librdkafka-mock", None),
 ]
 
 
@@ -292,8 +296,12 @@ def readme(benchmarks, head, refused, impl, modules) -> str:
         measured, met = _ratio(benchmarks, refused, module, group, ours, peer, threshold)
         rows.append((issue, question, measured, target, met))
     rows += _special(benchmarks, refused)
-    order = {r[0]: i for i, r in enumerate(rows)}
-    rows.sort(key=lambda r: (int(r[0].split(",")[0].split()[0]), order[r[0]]))
+    def issue(r):
+        first = r[0].split(",")[0].split()[0]
+        return int(first) if first.isdigit() else 999
+
+    order = {id(r): i for i, r in enumerate(rows)}
+    rows.sort(key=lambda r: (issue(r), order[id(r)]))
     lines = [
         "# Benchmarks", "",
         "`python3 dev.py bench` runs every benchmark (pytest-benchmark) and writes this file and the "
