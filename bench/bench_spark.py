@@ -302,16 +302,28 @@ def spark_paths(spark, segdir, tmp_path_factory):
     return frames(spark, segdir, parquet), expected(segdir, N), queries(N)
 
 
-@pytest.mark.benchmark(group="spark-read values")
+@pytest.mark.parametrize("query", ["count", "filter", "values"])
 @pytest.mark.parametrize("impl", ["kbatch JVM reader", "kbatch Python source", "Parquet", "aiokafka binaryFile"])
-def test_spark_values_aggregate(benchmark, spark_paths, impl):
+def test_spark_read(benchmark, spark, spark_paths, impl, query):
+    """One query through one path: wall time by pytest-benchmark, CPU seconds (the JVM and its Python
+    workers, from /proc) per round beside it."""
     dfs, exp, qs = spark_paths
     word = {"kbatch JVM reader": "JVM", "kbatch Python source": "Python", "Parquet": "Parquet",
             "aiokafka binaryFile": "binaryFile"}[impl]  # each path's frame, by a word of its name
     df = [d for name, d in dfs.items() if word in name.replace(",", " ").split()][0]
-    assert qs["values"](df()) == exp["values"]
-    benchmark.pedantic(lambda: qs["values"](df()), rounds=3, iterations=1)
+    assert qs[query](df()) == exp[query]
+    pid, cpus = jvm_pid(spark), []
+
+    def run():
+        frame = df()
+        c0 = _tree_cpu(pid)
+        qs[query](frame)
+        cpus.append(_tree_cpu(pid) - c0)
+
+    benchmark.group = f"spark-read {query}"
+    benchmark.pedantic(run, rounds=3, iterations=1)
     benchmark.extra_info["records"] = N
+    benchmark.extra_info["cpu_s_median"] = statistics.median(cpus)
     benchmark.extra_info["worker_backend"] = WORKER_BACKEND["spark"]
 
 
