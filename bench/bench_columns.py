@@ -6,8 +6,9 @@
 Workload as bench_codec: v2 batches of 1000 records, 12-byte keys, 100-byte values; one header
 on every 10th record in the decode and append groups (headers on costs what they carry).
   encode       Arrow table -> batches: kbatch.encode_columns vs aiokafka's and kafka-python's
-               builders and BatchBuilder (build_batch, one kernel call a batch), per codec
-               (KBATCH_BENCH_BATCHES batches, default 85, ~10 MB)
+               builders and BatchBuilder (build_batch, one kernel call a batch), per codec, every
+               codec at Kafka's default level (the peers' gzip and aiokafka's lz4 set to it) and
+               the output bytes recorded (KBATCH_BENCH_BATCHES batches, default 85, ~10 MB)
   decode       decode_columns (CRC checked, headers on) vs aiokafka record objects (CRC checked,
                key/value/timestamp/headers read) vs a single-thread memory copy of the same bytes
                into a buffer that exists (numpy.copyto) and into a new one (numpy.copy), on a
@@ -102,9 +103,23 @@ def _rebased(batches):
     return b"".join(int(b * N_RECORDS).to_bytes(8, "big") + bytes(x)[8:] for b, x in enumerate(batches))
 
 
+@pytest.fixture
+def kafka_levels(monkeypatch):
+    """The peers' codecs at Kafka's default levels, kbatch's defaults: lz4 level 9 is lz4's fast
+    compressor (aiokafka writes its high-compression level 9 unless told), gzip level 6 (both peers
+    write 9); zstd 3 and kafka-python's lz4 are the defaults already."""
+    import aiokafka.codec as ac
+    import kafka.codec as kc
+
+    for mod in {sys.modules[aiokafka_dr.DefaultRecordBatchBuilder.__module__], aiokafka_dr}:
+        monkeypatch.setattr(mod, "lz4_encode", lambda p: ac.lz4_encode(p, 0), raising=False)
+        monkeypatch.setattr(mod, "gzip_encode", lambda p: ac.gzip_encode(p, 6), raising=False)
+    monkeypatch.setattr(kafka_dr, "gzip_encode", lambda p: kc.gzip_encode(p, 6))
+
+
 @pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name.lower())
 @pytest.mark.parametrize("impl", ["kbatch encode_columns", "kbatch build_batch", "aiokafka", "kafka-python"])
-def test_encode(benchmark, impl, codec):
+def test_encode(benchmark, impl, codec, kafka_levels):
     benchmark.group = f"encode {codec.name.lower()}"
     fn = {"kbatch encode_columns": kbatch_encode_columns, "kbatch build_batch": kbatch_build_batch,
           "aiokafka": aiokafka_build, "kafka-python": kafka_python_build}[impl]
@@ -122,7 +137,7 @@ def test_encode(benchmark, impl, codec):
     assert got["offset"].to_pylist()[-1] == N_RECORDS * N_BATCHES - 1
     slow = impl == "kafka-python" or codec == Compression.GZIP
     benchmark.pedantic(fn, args=(codec,), rounds=3 if slow else 15, iterations=1, warmup_rounds=1)
-    benchmark.extra_info.update(records=N_RECORDS * N_BATCHES, bytes=len(data), codec=codec.name)
+    benchmark.extra_info.update({"records": N_RECORDS * N_BATCHES, "bytes": len(data), "output bytes": len(data)})
 
 
 # ------------------------------------------------------------------------------------ decode
@@ -233,19 +248,14 @@ def test_append(benchmark, tmp_path, impl, codec):
 # ------------------------------------------------------------------------------------ spark-write
 @pytest.fixture(scope="module")
 def spark():
+    """bench_spark's session (one Spark session per run: its JVM and workers are set up once, with
+    the JVM reader's jar and the bench directory on the workers' path; bench_spark stops it)."""
     pytest.importorskip("pyspark.sql.datasource")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
-    os.environ["PYTHONPATH"] = os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])
-    from pyspark.sql import SparkSession
+    from bench_spark import session
+    from conftest import worker_backend
 
-    s = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-         .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "2")
-         .getOrCreate())
-    s.sparkContext.setLogLevel("ERROR")
-    import kbatch.spark as ks
-
-    ks.register(s)
+    s = session(os.environ.get("KBATCH_BENCH_DRIVER_MEMORY", "4g"))
+    s.kbatch_worker_backend = worker_backend(s)
     yield s
 
 
@@ -280,4 +290,4 @@ def test_spark_write(benchmark, spark, spark_rows, tmp_path, impl):
     else:
         assert spark.read.format("kafka-segments").load(path).count() == SPARK_ROWS
     benchmark.pedantic(write, rounds=3, iterations=1)
-    benchmark.extra_info.update(records=SPARK_ROWS)
+    benchmark.extra_info.update(records=SPARK_ROWS, worker_backend=spark.kbatch_worker_backend)

@@ -1,40 +1,42 @@
-"""Compaction throughput (kbatch.compact), run with pytest-benchmark:
+"""Compaction (kbatch.compact) against the dictionary cleaner it replaced (issue 22), side by side.
 
     PYTHONPATH=src .venv/bin/python -m pytest bench/bench_compaction.py --benchmark-only
 
-A generated partition of ~200 MB (KBATCH_BENCH_COMPACTION_MB; 1 GB would not fit this small
-shared box comfortably) in 50 MB segments plus a small active segment: uncompressed v2 batches of
-100 records, ~230-byte records, keys drawn from 10 % distinct keys, 2 % tombstones. Throughput is
-MB of input per second of `compact`. Each round compacts a fresh copy (the copy is not timed).
-The result is checked before timing: the output holds exactly one record per distinct key still
-alive, the latest one. `python bench/bench_compaction.py` also measures peak memory in a child
-process (ru_maxrss, which counts the mmap'd input pages it touched, and tracemalloc's Python-heap
-peak) and writes bench/results-compaction.md.
+A generated partition of KBATCH_BENCH_COMPACTION_MB MB (default 1024, issue 5's size) in 50 MB
+segments plus a small active segment: uncompressed v2 batches of 100 records, ~230-byte records,
+keys drawn from 10 % distinct keys (`key-%08d`, 12 bytes), 2 % tombstones. Throughput is MB of input
+per second. Each round compacts a fresh copy (the copy is not timed). Before timing, each cleaner's
+output is checked against a dictionary oracle: exactly one record per key, the latest. Peak memory
+(VmHWM) is measured once per cleaner in a child process of its own.
+
+The "dict cleaner" is the algorithm kbatch ran before issue 22, condensed to this log (no
+transactions, no legacy batches): the same pread windows, records decoded to objects, a Python dict
+from a 16-byte key digest to the latest offset, kept records rebuilt with BatchBuilder.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import random
-import resource
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 import pytest
 
 import kbatch
-from kbatch import _backend
-from kbatch.compaction import compact
+from kbatch.compaction import compact, rebuild_batch
 
 NOW = 1_700_000_000_000
-MB = int(os.environ.get("KBATCH_BENCH_COMPACTION_MB", "200"))
+MB = int(os.environ.get("KBATCH_BENCH_COMPACTION_MB", "1024"))
 SEGMENT_BYTES = 50 * 1024 * 1024
 RECORDS_PER_BATCH = 100
 VALUE_BYTES = 200
 DISTINCT = 0.10
 TOMBSTONES = 0.02
+DAY = 86_400_000
 
 
 def generate(log_dir, mb=MB, seed=11):
@@ -96,6 +98,47 @@ def check(log_dir, latest):
     assert seen == latest, "compaction result differs from the dictionary oracle"
 
 
+def dict_cleaner(log_dir, now_ms=NOW, delete_retention_ms=DAY):
+    """kbatch's cleaner before issue 22, for this bench's log: a dict of 16-byte key digests (a key
+    of up to 16 bytes as itself, longer ones by MD5), every record decoded to an object in both
+    passes, rebuilt batches through BatchBuilder, tombstones kept with a new delete horizon. Every
+    segment but the last is cleaned; each cleaned file replaces its original."""
+    from kbatch.segment import FileRecords
+
+    def digest(key):
+        b = bytes(key)
+        return b if len(b) <= 16 else hashlib.md5(b).digest()
+
+    names = sorted(n for n in os.listdir(log_dir) if n.endswith(".log"))[:-1]
+    latest = {}
+    for name in names:
+        records = FileRecords(os.path.join(log_dir, name))
+        for batch in records.batches(0, verify_crc=True):
+            for r in batch.records():
+                if r.key is not None:
+                    latest[digest(r.key)] = r.offset
+        records.close()
+    horizon = now_ms + delete_retention_ms
+    for name in names:
+        path = os.path.join(log_dir, name)
+        records = FileRecords(path)
+        with open(path + ".cleaned", "wb") as out:
+            for batch in records.batches(0, verify_crc=True):
+                kept = [r for r in batch.records() if r.key is not None and r.offset >= latest[digest(r.key)]]
+                need_horizon = any(r.is_tombstone for r in kept) and batch.delete_horizon_ms is None
+                if kept and len(kept) == batch.record_count and not need_horizon:
+                    out.write(batch.raw)
+                elif kept:
+                    out.write(rebuild_batch(batch, kept, horizon if need_horizon else batch.delete_horizon_ms))
+        records.close()
+        os.replace(path + ".cleaned", path)
+        kbatch.rebuild_indexes(path)
+    return len(latest)
+
+
+CLEANERS = {"kbatch compact": lambda d: compact(d, NOW), "dict cleaner (before issue 22)": dict_cleaner}
+
+
 @pytest.fixture(scope="module")
 def source():
     root = tempfile.mkdtemp(prefix="kbatch-bench-compaction-")
@@ -105,132 +148,44 @@ def source():
     shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture
-def core(monkeypatch):
-    """The Cython core; the pure twin is a reference (its speed is in the table, not timed here)."""
-    monkeypatch.setattr(_backend, "core", pytest.importorskip("kbatch._core"))
-    return "cython"
+_CHILD = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[3])
+import bench_compaction as B
+t0 = time.perf_counter()
+B.CLEANERS[sys.argv[2]](sys.argv[1])
+# VmHWM: this process's own peak (ru_maxrss would carry the forking parent's across exec)
+hwm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(json.dumps({"seconds": time.perf_counter() - t0, "maxrss_kb": hwm}))
+"""
 
 
-def test_compaction_throughput(benchmark, source, core):
+def peak_rss_mb(work, impl) -> float:
+    """A cleaner's peak resident memory, alone in a fresh child process."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    r = subprocess.run([sys.executable, "-c", _CHILD, work, impl, os.path.dirname(os.path.abspath(__file__))],
+                       env=env, capture_output=True, text=True, check=True)
+    return json.loads(r.stdout.strip().splitlines()[-1])["maxrss_kb"] / 1024
+
+
+@pytest.mark.benchmark(group="compaction")
+@pytest.mark.parametrize("impl", list(CLEANERS))
+def test_compaction(benchmark, source, impl):
     root, src, total, latest = source
     work = os.path.join(root, "work", "bench-0")
 
     def fresh():
         shutil.rmtree(os.path.dirname(work), ignore_errors=True)
         shutil.copytree(src, work)
-        return (), {}
+        return (work,), {}
 
     fresh()
-    stats = compact(work, NOW)
+    res = CLEANERS[impl](work)
     check(work, latest)
-    assert stats.bytes_read == total
-    benchmark.extra_info["input_mb"] = total / 2**20
-    benchmark.pedantic(lambda: compact(work, NOW), setup=fresh, rounds=2, iterations=1)
-    benchmark.extra_info["mb_per_s"] = total / 2**20 / benchmark.stats.stats.median
-
-
-# ------------------------------------------------------------------------------------ table
-_CHILD = r"""
-import json, resource, sys, time, tracemalloc
-import kbatch
-from kbatch import _backend
-from kbatch.compaction import compact
-if sys.argv[2] == "python":
-    import kbatch._core_py as m; _backend.core = m
-trace = sys.argv[3] == "trace"
-if trace:
-    tracemalloc.start()
-t0 = time.perf_counter()
-s = compact(sys.argv[1], %d)
-dt = time.perf_counter() - t0
-out = {"seconds": dt, "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "stats": s.as_dict()}
-if trace:
-    out["tracemalloc_peak"] = tracemalloc.get_traced_memory()[1]
-print(json.dumps(out))
-""" % NOW
-
-
-def _child(work, backend, trace):
-    import json
-
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    r = subprocess.run([sys.executable, "-c", _CHILD, work, backend, "trace" if trace else "-"], env=env,
-                       capture_output=True, text=True, check=True)
-    return json.loads(r.stdout.strip().splitlines()[-1])
-
-
-def main():
-    root = tempfile.mkdtemp(prefix="kbatch-bench-compaction-")
-    try:
-        src = os.path.join(root, "src", "bench-0")
-        t0 = time.perf_counter()
-        total, latest = generate(src)
-        gen_s = time.perf_counter() - t0
-        n_keys = len(latest)
-        rows = []
-        backends = ["cython", "python"] if os.environ.get("KBATCH_BENCH_PURE", "1") == "1" else ["cython"]
-        for backend in backends:
-            for trace in ((False, True) if backend == "cython" else (False,)):
-                work = os.path.join(root, "work", "bench-0")
-                shutil.rmtree(os.path.dirname(work), ignore_errors=True)
-                shutil.copytree(src, work)
-                res = _child(work, backend, trace)
-                if not trace:
-                    check(work, latest)
-                rows.append((backend, trace, res))
-                print(backend, trace, f"{res['seconds']:.2f}s", res.get("tracemalloc_peak"), res["maxrss_kb"],
-                      file=sys.stderr)
-        st = rows[0][2]["stats"]
-        lines = [
-            "# Compaction benchmark (kbatch.compact)",
-            "",
-            f"Input: generated partition of {total / 2**20:.1f} MB (~200 MB on this 2-core shared box, "
-            f"not 1 GB) in {SEGMENT_BYTES // 2**20} MB segments + a 1-record active segment; uncompressed v2 "
-            f"batches of {RECORDS_PER_BATCH} records, {VALUE_BYTES}-byte values, "
-            f"{st['records_read']:,} records, {n_keys:,} distinct keys ({DISTINCT:.0%}), "
-            f"{TOMBSTONES:.0%} tombstones. Generation took {gen_s:.1f} s.",
-            "",
-            "Checked before timing: the output holds exactly one record per key, the latest "
-            "(dictionary oracle), and bytes_read equals the input size.",
-            "",
-            "Each run is a fresh child process (`python bench/bench_compaction.py`). ru_maxrss counts the "
-            "mmap'd input pages the process touched (file-backed, reclaimable); tracemalloc peak is the "
-            "Python heap (the offset map and per-batch objects) and is what grows with the key count. "
-            "The tracemalloc run is slower because tracing costs time; its throughput is not reported.",
-            "",
-            "| backend | input MB | seconds | MB/s of input | peak RSS (MB) | Python heap peak (MB) | "
-            "records written | bytes written (MB) |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|",
-        ]
-        for backend in backends:
-            plain = next(r for b, t, r in rows if b == backend and not t)
-            traced = next((r for b, t, r in rows if b == backend and t), None)
-            heap = f"{traced['tracemalloc_peak'] / 2**20:.1f}" if traced else "not measured"
-            s = plain["stats"]
-            lines.append(
-                f"| {backend} | {total / 2**20:.1f} | {plain['seconds']:.2f} | {total / 2**20 / plain['seconds']:.1f} | "
-                f"{plain['maxrss_kb'] / 1024:.0f} | {heap} | "
-                f"{s['records_written']:,} | {s['bytes_written'] / 2**20:.1f} |")
-        lines += [
-            "",
-            f"Offset-map pass: {st['map_elapsed_s']:.2f} s of the cython run. Stats of that run: "
-            f"{st['batches_rebuilt']:,} batches rebuilt, {st['batches_copied']:,} copied byte for byte, "
-            f"{st['superseded_records']:,} superseded records, {st['tombstones_kept']:,} tombstones kept "
-            f"with a delete horizon.",
-            "",
-            "Where the time goes: both passes decode every record into Python objects (the Cython kernel "
-            "decodes, the per-record key lookup and filter run in Python), and rebuilt batches go through "
-            "BatchBuilder. A columnar decode (keys as offsets into the buffer) and a digest map in numpy "
-            "would remove most of the per-record Python work.",
-        ]
-        out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results-compaction.md")
-        with open(out, "w") as f:
-            f.write("\n".join(lines) + "\n")
-        print("\n".join(lines))
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-
-
-if __name__ == "__main__":
-    main()
+    if impl.startswith("kbatch"):
+        assert res.bytes_read == total and res.passes == 1
+    fresh()
+    rss = peak_rss_mb(work, impl)
+    benchmark.pedantic(CLEANERS[impl], setup=fresh, rounds=2 if impl.startswith("kbatch") else 1, iterations=1)
+    benchmark.extra_info.update({"bytes": total, "input MB": round(total / 2**20, 1), "peak RSS MB": round(rss),
+                                 "distinct keys": len(latest)})

@@ -162,12 +162,85 @@ def test_recovery_truncates_the_epoch_cache(tmp_path):
 def test_a_log_without_a_checkpoint_gets_the_recovery_assignments(tmp_path):
     d = tmp_path / "t-0"
     d.mkdir()
-    (d / "00000000000000000000.log").write_bytes(batch(0, 2, 3) + batch(2, 2, 3) + batch(4, 1, 6) + batch(5, 1, 5))
+    (d / "00000000000000000000.log").write_bytes(batch(0, 2, 3) + batch(2, 2, 3) + batch(4, 1, 6) + batch(5, 1, 6))
     log = kbatch.Log.open(d)
-    assert log.leader_epoch_cache.entries() == [(3, 0), (6, 4)]  # 5 < 6: not assigned (LogSegment.recover)
+    assert log.offset_for(kbatch.LATEST) == (6, None, 6) and log.offset_for(kbatch.EARLIEST) == (0, None, 3)
+    assert log.leader_epoch_cache.entries() == [(3, 0), (6, 4)]  # what LogSegment.recover assigns
     assert log.offset_for(kbatch.LATEST) == (6, None, 6) and log.offset_for(kbatch.EARLIEST) == (0, None, 3)
     log.close()
     assert not (d / "leader-epoch-checkpoint").exists()  # read-only: nothing written
+
+
+def test_without_a_checkpoint_latest_reads_the_last_batch_only(tmp_path, monkeypatch):
+    """LATEST and EARLIEST on a read-only log without a leader-epoch-checkpoint read the last (first)
+    batch carrying an epoch, not every batch header of the log (the cache is built only when the
+    whole of it is asked for)."""
+    from kbatch import segment
+
+    d = tmp_path / "t-0"
+    d.mkdir()
+    for k in range(3):  # three segments of 40 batches
+        (d / f"{40 * k:020d}.log").write_bytes(b"".join(batch(40 * k + i, 1, 2 + k) for i in range(40)))
+    kbatch.rebuild_indexes(d, index_interval_bytes=256)
+    read = []
+    real = segment._WindowReader.read
+
+    def counting(self, position, size):
+        read.append((self.records.path, size))
+        return real(self, position, size)
+
+    monkeypatch.setattr(segment._WindowReader, "read", counting)
+    log = kbatch.Log.open(d)
+    assert log.offset_for(kbatch.LATEST) == (120, None, 4)
+    assert {p.rsplit("/", 1)[1] for p, _ in read} == {f"{80:020d}.log"} and sum(n for _, n in read) < 1000
+    read.clear()
+    assert log.offset_for(kbatch.EARLIEST) == (0, None, 2)
+    assert {p.rsplit("/", 1)[1] for p, _ in read} == {f"{0:020d}.log"}
+    assert log.leader_epoch_cache.entries() == [(2, 0), (3, 40), (4, 80)]
+    log.close()
+    # no batch carries an epoch (ple -1): both answers None, from the same few bytes
+    e = tmp_path / "u-0"
+    e.mkdir()
+    for k in range(3):
+        (e / f"{40 * k:020d}.log").write_bytes(b"".join(batch(40 * k + i, 1, -1) for i in range(40)))
+    kbatch.rebuild_indexes(e, index_interval_bytes=256)
+    log = kbatch.Log.open(e)
+    read.clear()
+    assert log.offset_for(kbatch.LATEST) == (120, None, None)
+    assert log.offset_for(kbatch.EARLIEST) == (0, None, None)
+    assert sum(n for _, n in read) < 20_000  # the last segment's tail, the first segment's first window
+    log.close()
+
+
+def test_without_a_checkpoint_earliest_reads_up_to_the_log_start(tmp_path):
+    root = tmp_path / "logs"
+    d = root / "t-0"
+    d.mkdir(parents=True)
+    (d / "00000000000000000000.log").write_bytes(batch(0, 4, -1) + batch(4, 4, 7) + batch(8, 4, 9))
+    for start, epoch in ((0, None), (3, None), (4, 7), (6, 7), (9, 7)):
+        C.write_offset_checkpoint(root / "log-start-offset-checkpoint", {("t", 0): start})
+        log = kbatch.Log.open(d)
+        assert log.offset_for(kbatch.EARLIEST) == (start, None, epoch)
+        # the same as the cache a full recovery of these batches builds
+        first = log.leader_epoch_cache.earliest_entry()
+        assert epoch == (first.epoch if first.start_offset <= start else None)
+        log.close()
+
+
+def test_without_a_checkpoint_latest_is_the_last_batchs_epoch_where_epochs_go_down(tmp_path):
+    """The one case where LATEST's epoch differs from the cache a full recovery would build: epochs
+    that go down along the log, which no leader writes (a leader's epoch only grows, and a
+    follower truncates what diverges). LATEST reads the last batch, as it did before kbatch kept a
+    cache; the cache (LogSegment.recover's rule) keeps the largest."""
+    d = tmp_path / "t-0"
+    d.mkdir()
+    (d / "00000000000000000000.log").write_bytes(batch(0, 2, 3) + batch(2, 2, 3) + batch(4, 1, 6) + batch(5, 1, 5))
+    log = kbatch.Log.open(d)
+    assert log.offset_for(kbatch.LATEST) == (6, None, 5)
+    assert log.leader_epoch_cache.entries() == [(3, 0), (6, 4)]  # 5 < 6: not assigned (LogSegment.recover)
+    assert log.leader_epoch_cache.latest_epoch() == 6
+    assert log.offset_for(kbatch.LATEST) == (6, None, 5)  # the same answer once the cache is built
+    log.close()
 
 
 def test_log_start_offset_checkpoint_moves_earliest(tmp_path):

@@ -606,3 +606,26 @@ def test_compact(runner, app, tmp_path):
     assert obj["partition"] == "t-0" and obj["records_read"] >= 8
     assert obj["records_written"] < obj["records_read"]
     assert invoke(runner, app, "verify", d).exit_code == 0
+
+
+def test_compact_dedupe_buffer_size(runner, app, tmp_path):
+    _needs("compact")
+    d = tmp_path / "t-0"
+    out, off = [], 0
+    for i in range(6):
+        b = BatchBuilder(base_offset=off, timestamp_extended=False)
+        for j in range(4):
+            b.append(T0 + off + j, f"k{i}-{j}".encode(), b"v")
+        out.append(b.build())
+        off += 4
+    write_segment(d, out[:5], 0)
+    write_segment(d, out[5:], 20)  # active segment
+    r = invoke(runner, app, "compact", d, "--now", T0 + 1000, "--json", "--dedupe-buffer-size", 24 * 10)
+    assert r.exit_code == 0, r.output
+    obj = json.loads(r.stdout.splitlines()[0])
+    # 10 slots hold 9 keys: two batches and one key of the third a pass; 20 keys, all distinct
+    assert obj["passes"] == 3 and obj["distinct_keys"] == 9 and obj["records_written"] == 20
+    before = sorted((p.name, p.read_bytes()) for p in d.iterdir())
+    r = invoke(runner, app, "compact", d, "--now", T0 + 1000, "--dedupe-buffer-size", 24 * 2)
+    assert r.exit_code == 2 and "too small" in r.output
+    assert sorted((p.name, p.read_bytes()) for p in d.iterdir()) == before

@@ -945,6 +945,31 @@ def test_diff_find_timestamps(batches, ops, targets, start):
          start)
 
 
+@DIFF
+@given(recs=RECORDS, ops=MUTATIONS, count_delta=st.sampled_from([0, 0, 0, -1, 1, -100, 2**31]),
+       base=SMALL_OR_WIDE64, bt=SMALL_OR_WIDE64, mt=SMALL_OR_WIDE64, attrs=st.sampled_from([0, 0x08, 0x80, 0x88]),
+       start=st.integers(-2, 3), end_delta=st.integers(-3, 2))
+def test_diff_record_fields(recs, ops, count_delta, base, bt, mt, attrs, start, end_delta):
+    """record_fields_v2 over random, truncated and bit-flipped sections: the same arrays, or the
+    same error at the same position, on both backends."""
+    sec = mutate(b"".join(recs), ops)
+    same("record_fields_v2", sec, start, len(sec) + end_delta, len(recs) + count_delta, base, bt, mt, attrs)
+
+
+def test_record_fields_are_decodes(backend):
+    recs = [record(ts_delta=d, off_delta=i, key=None if i == 2 else b"k%d" % i, value=None if i == 1 else b"v")
+            for i, d in enumerate([5, -1001, 9, 7])]
+    sec = b"".join(recs)
+    for attrs in (0, 0x08, 0x80):
+        offs, stamps, keys = backend.record_fields_v2(sec, 0, len(sec), 4, 100, 1000, 1012, attrs)
+        cols = backend.decode_columns_v2(sec, [0], [len(sec)], [4], [100], [1000], [1012], [attrs], False)
+        assert offs.tolist() == cols["offset"].tolist() == [100, 101, 102, 103]
+        no_ts = -(2**63) if attrs & 0x80 else -1
+        want = [t if v else no_ts for t, v in zip(cols["timestamp"].tolist(), cols["timestamp_valid"].tolist())]
+        assert stamps.tolist() == want and keys.tolist() == cols["key_valid"].tolist() == [True, True, False, True]
+    assert stamps.dtype == np.int64 and keys.dtype == np.bool_
+
+
 def test_find_timestamps_first_record_at_or_after(backend):
     # out of order timestamps, a "no timestamp" record, offsets below the start
     recs = [record(ts_delta=d, off_delta=i) for i, d in enumerate([5, 1, 9, 7, 12])]

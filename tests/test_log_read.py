@@ -213,3 +213,103 @@ def test_dense_numpy_targets_mixed_codecs_and_lat(backend, tmp_path):
                 [(h.timestamp, h.leader_epoch) for h in single if h]
     finally:
         log.close()
+
+
+def _big_batches_log(d, n_batches=30, per_batch=48):
+    """Batches of many records (single lookups walk them with the find_timestamps_v2 kernel):
+    out-of-order CreateTime with records without a timestamp, extended negative timestamps,
+    LogAppendTime and lz4 batches (those go through Record objects)."""
+    os.makedirs(d)
+    data, off = b"", 0
+    for j in range(n_batches):
+        kind = j % 5
+        if kind == 3:
+            b = kbatch.BatchBuilder(base_offset=off, timestamp_type=LAT, log_append_time=1000 * j + 500,
+                                    timestamp_extended=False, partition_leader_epoch=j)
+        else:
+            b = kbatch.BatchBuilder(base_offset=off, timestamp_extended=kind == 2, partition_leader_epoch=j,
+                                    compression=kbatch.Compression.LZ4 if kind == 4 else kbatch.Compression.NONE)
+        for i in range(per_batch):
+            ts = 1000 * j + (i * 37) % 900 - (1500 if kind == 2 else 0)
+            b.append(None if kind == 0 and i % 9 == 0 else ts, b"key-%d" % i, b"v" * (i % 13),
+                     headers=[("h", b"x")] if i % 4 == 0 else ())
+        data += b.build()
+        off += per_batch
+    with open(os.path.join(d, f"{0:020d}.log"), "wb") as f:
+        f.write(data)
+    kbatch.rebuild_indexes(d, index_interval_bytes=500)
+    return off
+
+
+@pytest.mark.parametrize("start_offset", [0, 1237])
+def test_single_list_and_numpy_lookups_agree_on_large_batches(backend, tmp_path, start_offset):
+    """A single lookup walks an uncompressed CreateTime batch of many records with the kernel
+    (no Record objects); a list of targets goes through the bulk lookup: both equal the oracle,
+    epochs included, also with the log start offset inside a batch."""
+    from kbatch import checkpoints as C
+
+    root = tmp_path / "logs"
+    d = str(root / "t-0")
+    _big_batches_log(d)
+    C.write_offset_checkpoint(root / "log-start-offset-checkpoint", {("t", 0): start_offset})
+    segs = oracle.log_segments(d)
+    targets = list(range(-2000, 31000, 97)) + [-(2**63), 2**63 - 1]
+    log = kbatch.Log.open(d)
+    try:
+        assert log.beginning_offset() == start_offset
+        want = [oracle.brute_offset_for_time(segs, t, start_offset) for t in targets]
+        assert [as_tuple(log.offset_for(t)) for t in targets] == want
+        assert [as_tuple(h) for h in log.offsets_for_times(targets)] == want
+        assert [as_tuple(h) for h in log.offsets_for_times(tuple(np.int64(t) for t in targets))] == want
+        mixed = log.offsets_for_times([kbatch.EARLIEST] + targets[:5] + [kbatch.LATEST])
+        assert [as_tuple(h) for h in mixed[1:-1]] == want[:5]
+        assert mixed[0].offset == start_offset and mixed[-1].offset == log.end_offset()
+        offs, stamps = log.offsets_for_times(np.array(targets, dtype=np.int64))
+        assert offs.tolist() == [-1 if w is None else w[0] for w in want]
+        assert log.problems == []
+    finally:
+        log.close()
+
+
+def test_list_targets_are_checked_like_single_ones(backend, tmp_path):
+    d = str(tmp_path / "t-0")
+    build_log(d, [[([10, 30, 20], "kafka", 5)]])
+    log = kbatch.Log.open(d)
+    try:
+        assert log.offsets_for_times([]) == []
+        assert log.offsets_for_times(iter([15, 25])) == [log.offset_for(15), log.offset_for(25)]
+        for bad in ([1, True], [1, 2.5], [1, "x"], [np.float64(3)]):
+            with pytest.raises(TypeError):
+                log.offsets_for_times(bad)
+        for bad in ([2**63], [1, -(2**63) - 1]):
+            with pytest.raises(InvalidRequestError, match="int64"):
+                log.offsets_for_times(bad)
+    finally:
+        log.close()
+
+
+def test_a_corrupt_record_in_a_large_batch_is_reported_where_the_objects_report_it(backend, tmp_path, monkeypatch):
+    """The kernel path of a single lookup and the Record-object path raise the same error class at
+    the same file position (not the position inside the read window)."""
+    from kbatch import segment
+
+    d = str(tmp_path / "t-0")
+    _big_batches_log(d, n_batches=10)
+    path = os.path.join(d, f"{0:020d}.log")
+    raw = bytearray(open(path, "rb").read())
+    batches = list(kbatch.iter_batches(bytes(raw)))
+    victim = batches[6]  # kind 1: plain CreateTime
+    at = victim.position + 61 + 30  # inside its records; the header CRC is not checked by lookups
+    raw[at:at + 6] = b"\xff" * 6
+    open(path, "wb").write(bytes(raw))
+    errors = []
+    for min_records in (segment._KERNEL_MIN_RECORDS, 10**9):
+        monkeypatch.setattr(segment, "_KERNEL_MIN_RECORDS", min_records)
+        log = kbatch.Log.open(d)
+        try:
+            with pytest.raises(kbatch.KBatchError) as e:
+                log.offset_for(6000 + 500)
+            errors.append((type(e.value), e.value.position, e.value.base_offset))
+        finally:
+            log.close()
+    assert errors[0] == errors[1] and victim.position < errors[0][1] < victim.position + victim.size_in_bytes

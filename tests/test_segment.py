@@ -186,3 +186,60 @@ def test_broker_style_preallocated_indexes(backend, tmp_path):
         hit = seg.find_offset_by_timestamp(target)
         assert (None if hit is None else (hit.offset, hit.timestamp, hit.leader_epoch)) == want
     seg.close()
+
+
+def _many_batches(path, n=400):
+    with open(path, "wb") as f:
+        for i in range(n):
+            b = kbatch.BatchBuilder(base_offset=10 * i)
+            for j in range(10):
+                b.append(1_700_000_000_000 + 10 * i + j, b"k%d" % j, b"v" * (50 + (i * 7) % 300))
+            f.write(b.build())
+
+
+def _columns(gen):
+    out = []
+    for s in gen:
+        out.append((int(s["origin"]), s["position"].tolist(), s["last_offset"].tolist(), s["crc_valid"].tolist(),
+                    bytes(s["buf"][:64])))
+    return out
+
+
+def test_scans_that_read_ahead_see_the_same_windows(backend, tmp_path, monkeypatch):
+    """A reusing scan reads the next window in a thread while the caller works on the current one;
+    it hands out the same windows, with the same bytes, as a plain scan."""
+    from kbatch import segment
+
+    monkeypatch.setattr(segment, "_PREFETCH_MIN", 1)  # every window ahead
+    path = tmp_path / f"{0:020d}.log"
+    _many_batches(path)
+    fr = FileRecords(path)
+    try:
+        for first in (4096, 65536, 16 << 20):
+            assert _columns(fr.scan(0, True, first, reuse=True)) == _columns(fr.scan(0, True, first))
+        gen = fr.scan(0, False, 4096, reuse=True)  # a scan left early gives its buffers back
+        next(gen)
+        gen.close()
+        tenth = _columns(fr.scan(0))[0][1][10]
+        assert _columns(fr.scan(tenth, False, 4096, reuse=True)) == _columns(fr.scan(tenth, False, 4096))
+    finally:
+        fr.close()
+
+
+def test_a_window_read_ahead_from_a_truncated_file_raises_where_it_is_read(backend, tmp_path, monkeypatch):
+    from kbatch import segment
+
+    monkeypatch.setattr(segment, "_PREFETCH_MIN", 1)
+    path = tmp_path / f"{0:020d}.log"
+    _many_batches(path)
+    fr = FileRecords(path)
+    try:
+        gen = fr.scan(0, False, 4096, reuse=True)
+        first = next(gen)  # the next window is being read meanwhile (or already was)
+        assert first["origin"] == 0
+        os.truncate(path, 2000)  # another process cuts the file
+        with pytest.raises(kbatch.FileChangedError):
+            for _s in gen:
+                pass
+    finally:
+        fr.close()

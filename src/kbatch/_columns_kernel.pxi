@@ -654,3 +654,129 @@ def find_timestamps_v2(data, starts, ends, counts, base_offsets, base_timestamps
     if rc < 0:
         _dc_raise(err, bo, ct)
     return out_off, out_ts
+
+
+# ------------------------------------------------------------------------------------ record fields
+# record_fields_v2: the fields LogValidator checks (offset, timestamp, key presence) of each record
+# of one batch, walked with decode_records_v2's checks; keys, values and headers are not copied.
+
+cdef inline int _rec_walk_one(const uint8_t *buf, int64_t *pos, int64_t end, int32_t count, int32_t done,
+                             uint8_t *attrs, int64_t *ts_delta, int32_t *off_delta, int64_t *key_at,
+                             int32_t *key_len, int *value_null, _DcErr *err) noexcept nogil:
+    """One record at pos[0], checked as _dc_loop checks it (the same statuses and positions); pos[0]
+    moves past it. key_len -1: a null key. Shared by the record loops that read a few fields only."""
+    cdef int64_t p = pos[0], rec_start, rec_end, hk_start
+    cdef int32_t length, n, nh, klen, j
+    if p >= end:
+        err.status = 8; err.pos = p; err.a = count; err.b = done
+        return -1
+    rec_start = p
+    if _dc_varint(buf, p, end, &length, &p, err) < 0:
+        return -1
+    if length < 0 or length > end - p:
+        err.status = 13; err.pos = rec_start; err.a = end - p; err.b = length
+        return -1
+    rec_end = p + length
+    if rec_end - p < 1:
+        err.status = 14; err.pos = p; err.a = 1; err.b = 0; err.c = 1
+        return -1
+    attrs[0] = buf[p]
+    p += 1
+    if _dc_varlong(buf, p, rec_end, ts_delta, &p, err) < 0:
+        return -1
+    if _dc_varint(buf, p, rec_end, off_delta, &p, err) < 0:
+        return -1
+    if _dc_varint(buf, p, rec_end, &n, &p, err) < 0:  # key
+        return -1
+    key_at[0] = p
+    key_len[0] = n if n >= 0 else -1
+    if n >= 0:
+        if n > rec_end - p:
+            err.status = 14; err.pos = p; err.a = n; err.b = rec_end - p
+            return -1
+        p += n
+    if _dc_varint(buf, p, rec_end, &n, &p, err) < 0:  # value
+        return -1
+    value_null[0] = n < 0
+    if n >= 0:
+        if n > rec_end - p:
+            err.status = 14; err.pos = p; err.a = n; err.b = rec_end - p
+            return -1
+        p += n
+    if _dc_varint(buf, p, rec_end, &nh, &p, err) < 0:
+        return -1
+    if nh < 0:
+        err.status = 6; err.pos = p; err.a = nh
+        return -1
+    if nh > rec_end - p:
+        err.status = 15; err.pos = p; err.a = rec_end - p; err.b = nh
+        return -1
+    for j in range(nh):
+        hk_start = p
+        if _dc_varint(buf, p, rec_end, &klen, &p, err) < 0:
+            return -1
+        if klen < 0:
+            err.status = 5; err.pos = hk_start; err.a = klen
+            return -1
+        if klen > rec_end - p:
+            err.status = 14; err.pos = p; err.a = klen; err.b = rec_end - p; err.c = 1
+            return -1
+        p += klen
+        if _ft_skip_blob(buf, &p, rec_end, err) < 0:  # header value
+            return -1
+    if p != rec_end:
+        err.status = 4; err.pos = rec_start; err.a = length; err.b = length - (rec_end - p)
+        return -1
+    pos[0] = p
+    return 0
+
+
+
+def record_fields_v2(data, start, end, count, base_offset, base_timestamp, max_timestamp, attributes):
+    """(offsets, timestamps, key_valid) of each record of one v2 records section; see kbatch._core_py."""
+    cdef const uint8_t[::1] buf = _view(data)
+    cdef int64_t s = PyNumber_Index(start), e = PyNumber_Index(end)
+    cdef int64_t bo = PyNumber_Index(base_offset), bt = PyNumber_Index(base_timestamp)
+    cdef int64_t mt = PyNumber_Index(max_timestamp)
+    cdef int attrs = PyNumber_Index(attributes)
+    cdef int64_t n_obj = PyNumber_Index(count)
+    cdef int64_t nbuf = buf.shape[0]
+    if s < 0 or e > nbuf or e < s:
+        raise_status(ST_TRUNCATED, s, 1, 0, bo)
+    if n_obj < 0:
+        raise_status(12, s, "count >= 0", n_obj, bo)
+    if n_obj > INT32_MAX:  # outside the C path's domain (no section holds that many records)
+        return _py.record_fields_v2(data, start, end, count, base_offset, base_timestamp, max_timestamp, attributes)
+    cdef int32_t n = <int32_t>n_obj
+    # a record takes >= 7 bytes: a claimed count never sizes more rows than the bytes hold
+    cdef int64_t rows = min(<int64_t>n, (e - s) // 7)
+    offs_a = np.empty(rows, np.int64)
+    ts_a = np.empty(rows, np.int64)
+    key_a = np.empty(rows, np.bool_)
+    cdef int64_t[::1] o_off = offs_a
+    cdef int64_t[::1] o_ts = ts_a
+    cdef uint8_t[::1] o_key = key_a.view(np.uint8)
+    cdef bint lat = (attrs & 0x08) != 0
+    cdef int64_t pos = s, key_at, ts_delta
+    cdef int32_t off_delta, key_len, done
+    cdef int value_null, rc = 0
+    cdef uint8_t a, dummy = 0
+    cdef const uint8_t *p = &buf[0] if nbuf > 0 else &dummy
+    cdef _DcErr err
+    err.status = 0; err.pos = 0; err.a = 0; err.b = 0; err.c = 0; err.batch = 0
+    with nogil:
+        for done in range(n):
+            if _rec_walk_one(p, &pos, e, n, done, &a, &ts_delta, &off_delta, &key_at, &key_len, &value_null,
+                             &err) < 0:
+                rc = -1
+                break
+            # done < rows: each record took >= 7 bytes of [s, e)
+            o_off[done] = <int64_t>(<uint64_t>bo + <uint64_t><int64_t>off_delta)
+            o_ts[done] = mt if lat else <int64_t>(<uint64_t>bt + <uint64_t>ts_delta)
+            o_key[done] = key_len >= 0
+        if rc == 0 and pos != e:
+            err.status = 7; err.pos = pos; err.a = n; err.b = e - pos
+            rc = -1
+    if rc < 0:
+        _dc_raise(err, (bo,), (n,))
+    return offs_a, ts_a, key_a

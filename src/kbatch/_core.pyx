@@ -1605,3 +1605,7 @@ include "_columns_kernel.pxi"
 
 # ------------------------------------------------------------------------------------ column encode
 include "_encode_kernel.pxi"
+
+
+# ------------------------------------------------------------------------------------ compaction key map
+include "_offset_map_kernel.pxi"

@@ -365,6 +365,7 @@ def decode_records_v2(data, start: int, end: int, count: int, base_offset: int, 
 
 # ------------------------------------------------------------------------------------ column decode
 _COLUMN_ARGS = ("starts", "ends", "counts", "base_offsets", "base_timestamps", "max_timestamps", "attributes")
+_COLUMN_DTYPES = (np.int64, np.int64, np.int32, np.int64, np.int64, np.int64, np.int16)
 
 
 def _column_arrays(starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes):
@@ -372,11 +373,12 @@ def _column_arrays(starts, ends, counts, base_offsets, base_timestamps, max_time
     (numpy's conversion rules, so both backends accept and refuse the same inputs), one entry
     per batch in each, else ValueError."""
     arrs = [np.ascontiguousarray(x, dtype=dt) for x, dt in zip(
-        (starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes),
-        (np.int64, np.int64, np.int32, np.int64, np.int64, np.int64, np.int16))]
-    if any(a.ndim != 1 for a in arrs) or len({len(a) for a in arrs}) > 1:
-        raise ValueError("the batch arrays " + ", ".join(_COLUMN_ARGS) + " must be 1-D with one entry per "
-                         "batch, not shapes " + " ".join(str(a.shape) for a in arrs))
+        (starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes), _COLUMN_DTYPES)]
+    n = len(arrs[0]) if arrs[0].ndim == 1 else -1
+    for a in arrs:  # a plain loop: this runs once per kernel call, lookups of one batch included
+        if a.ndim != 1 or len(a) != n:
+            raise ValueError("the batch arrays " + ", ".join(_COLUMN_ARGS) + " must be 1-D with one entry per "
+                             "batch, not shapes " + " ".join(str(a.shape) for a in arrs))
     return arrs
 
 
@@ -518,6 +520,28 @@ def find_timestamps_v2(data, starts, ends, counts, base_offsets, base_timestamps
         if k < len(run):
             out_off[j], out_ts[j] = offs[k], stamps[k]
     return out_off, out_ts
+
+
+def record_fields_v2(data, start, end, count, base_offset, base_timestamp, max_timestamp, attributes):
+    """The fields LogValidator checks of each record of one v2 records section (data[start:end),
+    `count` records, checked as decode_records_v2 checks them): (offsets, timestamps, key_valid),
+    int64, int64 and bool arrays. A timestamp is base_timestamp + its delta (wrapping), or
+    max_timestamp in a LogAppendTime batch (attributes bit 3); "no timestamp" stays the batch's
+    sentinel (-1, or Long.MIN_VALUE with the extended bit). Keys, values and headers are checked,
+    not copied."""
+    buf = _view(data)
+    start, end, count = operator.index(start), operator.index(end), operator.index(count)
+    base_offset = _int64("base_offset", base_offset)
+    base_timestamp, max_timestamp = _int64("base_timestamp", base_timestamp), _int64("max_timestamp", max_timestamp)
+    lat = bool(operator.index(attributes) & W.TIMESTAMP_TYPE_MASK)
+    if start < 0 or end > len(buf) or end < start:
+        raise_status(ST_TRUNCATED, start, 1, 0, base_offset)
+    offs, stamps, keys = [], [], []
+    for _a, ts_delta, off_delta, key, _v, _h in _walk_records_v2(buf, start, end, count, base_offset):
+        offs.append(_s64(base_offset + off_delta))
+        stamps.append(max_timestamp if lat else _s64(base_timestamp + ts_delta))
+        keys.append(key is not None)
+    return (np.array(offs, dtype=np.int64), np.array(stamps, dtype=np.int64), np.array(keys, dtype=np.bool_))
 
 
 def _varint_in(buf, pos, limit, base_offset):
@@ -1150,3 +1174,198 @@ def murmur2(keys) -> np.ndarray:
         if blob is not None:
             out[i] = _murmur2_one(blob)
     return out
+
+
+# ------------------------------------------------------------------------------------ compaction key map
+# OffsetMap: the log cleaner's key -> latest offset map, bounded like Kafka's SkimpyOffsetMap (a
+# fixed memory budget of 24-byte entries: a 16-byte key digest and an offset; full at
+# slots * load factor entries, when the cleaner stops mapping and cleans what it has mapped).
+# The compiled twin keeps the entries in an open-addressing table in C; this one in a dict of
+# the same digests, so both agree on every answer, on the size and on when the map is full.
+import hashlib  # noqa: E402
+
+from . import errors as _errors_mod  # noqa: E402
+
+
+def md5(data) -> bytes:
+    """MD5 of a buffer (the digest long keys are kept by; the compiled twin has its own in C)."""
+    return hashlib.md5(_view(data)).digest()
+
+
+def key_digest(key) -> bytes:
+    """The 16 bytes an OffsetMap keeps for a key: a key of up to 15 bytes as itself after a byte
+    holding its length + 1 (no two such keys share a digest); a longer key as its MD5 (Kafka's
+    digest) with the first byte's top bit set, so the two kinds never meet."""
+    b = bytes(key)
+    if len(b) < 16:
+        return bytes((len(b) + 1,)) + b + bytes(15 - len(b))
+    d = bytearray(hashlib.md5(b).digest())
+    d[0] |= 0x80
+    return bytes(d)
+
+
+class OffsetMap:
+    """Key -> latest offset for the log cleaner, memory-bounded as Kafka's SkimpyOffsetMap.
+
+    memory: bytes of entries (Kafka's log.cleaner.dedupe.buffer.size for one cleaner thread);
+    slots = memory // 24; the cleaner maps keys while size < capacity = int(slots * load_factor)
+    (log.cleaner.io.buffer.load.factor) and cleans what it mapped when the map is full. put()
+    refuses a new key only when every slot is taken (SkimpyOffsetMap.put's requirement).
+    """
+
+    def __init__(self, memory: int = W.DEFAULT_DEDUPE_BUFFER_SIZE, load_factor: float = W.DEFAULT_DEDUPE_LOAD_FACTOR):
+        memory = operator.index(memory)
+        load_factor = float(load_factor)
+        if not 0.0 < load_factor <= 1.0:
+            raise ValueError(f"load_factor must be in (0, 1], not {load_factor}")
+        slots = max(0, memory) // W.OFFSET_MAP_ENTRY_SIZE
+        if int(slots * load_factor) < 1:
+            raise _errors_mod.InvalidConfigurationError(
+                "The offset map is too small to hold even one key (Kafka: increase log.cleaner.dedupe.buffer.size "
+                "or decrease log.cleaner.threads)", expected=f"at least {W.OFFSET_MAP_ENTRY_SIZE} bytes at this load "
+                f"factor", found=f"{memory} bytes")
+        self.memory = memory
+        self.load_factor = load_factor
+        self.slots = slots
+        self.capacity = int(slots * load_factor)
+        self._map: dict = {}
+        self.latest_offset = -1
+
+    @property
+    def size(self) -> int:
+        return len(self._map)
+
+    def __len__(self):
+        return len(self._map)
+
+    @property
+    def full(self) -> bool:
+        """No more keys are mapped in this round (size >= capacity)."""
+        return len(self._map) >= self.capacity
+
+    @property
+    def utilization(self) -> float:
+        return len(self._map) / self.slots
+
+    def put(self, key, offset) -> None:
+        d = key_digest(key)
+        if d not in self._map and len(self._map) >= self.slots:
+            raise OverflowError("Attempt to add a new entry to a full offset map")
+        self._map[d] = _int64("offset", offset)
+
+    def get(self, key) -> int:
+        """The latest offset for `key`, or -1."""
+        return self._map.get(key_digest(key), -1)
+
+    def update_latest_offset(self, offset) -> None:
+        offset = _int64("offset", offset)
+        if offset > self.latest_offset:
+            self.latest_offset = offset
+
+    def clear(self) -> None:
+        self._map.clear()
+        self.latest_offset = -1
+
+    def map_records_v2(self, data, start, end, count, base_offset, start_offset):
+        """Put the key of every record of one v2 records section (data[start:end), `count` records,
+        checked as decode_records_v2 checks them) whose offset >= start_offset, in order, while the
+        map is not full (Cleaner.buildOffsetMapForSegment). Returns (records read, full): full
+        means a keyed record found the map full and was not put; the records after it are not read
+        (their checks included). Keyless records are read and not put."""
+        buf = _view(data)
+        start, end, count = operator.index(start), operator.index(end), operator.index(count)
+        base_offset, start_offset = _int64("base_offset", base_offset), _int64("start_offset", start_offset)
+        if start < 0 or end > len(buf) or end < start:
+            raise_status(ST_TRUNCATED, start, 1, 0, base_offset)
+        read = 0
+        for _a, _tsd, off_delta, key, _v, _h in _walk_records_v2(buf, start, end, count, base_offset):
+            off = _s64(base_offset + off_delta)
+            if key is not None and off >= start_offset:
+                if len(self._map) >= self.capacity:
+                    return read, True
+                self._map[key_digest(key)] = off
+            read += 1
+        return read, False
+
+    def filter_records_v2(self, data, start, end, count, base_offset, base_timestamp, max_timestamp, attributes,
+                          delete_horizon, keep_tombstones, new_horizon):
+        """The cleaner's record filter over one v2 data batch's records section (Cleaner's
+        shouldRetainRecord), and the kept records written again when the batch must be rebuilt.
+
+        A record is kept when its offset is past latest_offset; else it needs a key (keyless:
+        invalid), the latest offset for that key (else superseded), and, when it is a tombstone
+        (record attribute bit 5 or a null value, KIP-87), keep_tombstones. attributes are the
+        batch's (timestamp type, extended flag); delete_horizon is the batch's (None: no bit 6);
+        new_horizon is stamped when a tombstone is kept in a batch without one.
+        Returns (section or None, kept, superseded, invalid, tombstones_removed, tombstones_kept,
+        base_timestamp, max_timestamp, horizon): section is None when every record is kept and no
+        horizon is stamped (the batch is copied as it is) or when none is kept; otherwise the kept
+        records as BatchBuilder writes them again (record attributes: bit 5 for a tombstone, else
+        0; timestamp deltas from `horizon` when there is one, else from the first kept record;
+        every length written canonically), with that base timestamp, the largest kept timestamp
+        (from "no timestamp" up, rising only when strictly greater) and the horizon written.
+        """
+        buf = _view(data)
+        start, end, count = operator.index(start), operator.index(end), operator.index(count)
+        base_offset = _int64("base_offset", base_offset)
+        base_timestamp, max_timestamp = _int64("base_timestamp", base_timestamp), _int64("max_timestamp", max_timestamp)
+        attrs = operator.index(attributes)
+        delete_horizon = None if delete_horizon is None else _int64("delete_horizon", delete_horizon)
+        new_horizon = _int64("new_horizon", new_horizon)
+        if start < 0 or end > len(buf) or end < start:
+            raise_status(ST_TRUNCATED, start, 1, 0, base_offset)
+        lat = bool(attrs & W.TIMESTAMP_TYPE_MASK)
+        no_ts = W.NO_TIMESTAMP_EXTENDED if attrs & W.TIMESTAMP_EXTENDED_FLAG_MASK else W.NO_TIMESTAMP
+        latest = self.latest_offset
+        kept, superseded, invalid, tomb_removed, tomb_kept, n = [], 0, 0, 0, 0, 0
+        for a, ts_delta, off_delta, key, value, headers in _walk_records_v2(buf, start, end, count, base_offset):
+            n += 1
+            off = _s64(base_offset + off_delta)
+            tomb = bool(a & W.RECORD_TOMBSTONE_FLAG_MASK) or value is None
+            if off <= latest:
+                if key is None:
+                    invalid += 1
+                    continue
+                if off < self._map.get(key_digest(key), -1):
+                    superseded += 1
+                    continue
+                if tomb and not keep_tombstones:
+                    tomb_removed += 1
+                    continue
+            if tomb:
+                tomb_kept += 1
+            ts = max_timestamp if lat else _s64(base_timestamp + ts_delta)
+            kept.append((tomb, ts, off_delta, key, value, headers))
+        horizon = delete_horizon if delete_horizon is not None or not tomb_kept else new_horizon
+        result = (len(kept), superseded, invalid, tomb_removed, tomb_kept)
+        if not kept or (len(kept) == n and horizon == delete_horizon):
+            return (None, *result, base_timestamp, max_timestamp, delete_horizon)
+        base_ts = kept[0][1] if horizon is None else horizon
+        max_ts = no_ts
+        out = bytearray()
+        body = bytearray()
+        for tomb, ts, off_delta, key, value, headers in kept:
+            if ts > max_ts:
+                max_ts = ts
+            del body[:]
+            body.append(W.RECORD_TOMBSTONE_FLAG_MASK if tomb else 0)
+            _put_varint(body, _s64(ts - base_ts))
+            _put_varint(body, off_delta)
+            for blob in (key, value):
+                if blob is None:
+                    body.append(1)  # varint -1
+                else:
+                    _put_varint(body, len(blob))
+                    body += blob
+            _put_varint(body, len(headers))
+            for hk, hv in headers:
+                _put_varint(body, len(hk))
+                body += hk
+                if hv is None:
+                    body.append(1)
+                else:
+                    _put_varint(body, len(hv))
+                    body += hv
+            _put_varint(out, len(body))
+            out += body
+        return (bytes(out), *result, base_ts, max_ts, horizon)

@@ -89,6 +89,21 @@ DEFAULT_MAX_MESSAGE_BYTES = 1048588
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 DEFAULT_SEGMENT_INDEX_BYTES = 10485760
 
+# compression levels (KIP-390: compression.gzip.level, compression.lz4.level, compression.zstd.level;
+# GzipCompression, Lz4Compression, ZstdCompression): (lowest, highest, default). gzip's default -1 is
+# Deflater.DEFAULT_COMPRESSION (zlib's level 6); lz4's default 9 runs lz4-java's fast compressor,
+# every other lz4 level its high-compression one at that level (Lz4BlockOutputStream); snappy has none
+GZIP_LEVELS = (1, 9, -1)
+LZ4_LEVELS = (1, 17, 9)
+ZSTD_LEVELS = (-131072, 22, 3)
+
+# the log cleaner's key map (LogCleaner / SkimpyOffsetMap): log.cleaner.dedupe.buffer.size (for one
+# cleaner thread), log.cleaner.io.buffer.load.factor, and the bytes of one entry (an MD5-sized key
+# digest and an offset)
+DEFAULT_DEDUPE_BUFFER_SIZE = 128 * 1024 * 1024
+DEFAULT_DEDUPE_LOAD_FACTOR = 0.9
+OFFSET_MAP_ENTRY_SIZE = 24
+
 # decompressed bytes allowed per batch unless the caller says otherwise (bomb guard)
 DEFAULT_MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
 

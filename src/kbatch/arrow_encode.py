@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 
 from . import _backend
 from . import _wire as W
-from .compression import check_codec, compress
+from .compression import check_codec, check_level, compress
 from .errors import InvalidRequestError, KBatchError
 
 DEFAULT_CHUNK_BYTES = 16 * 1024 * 1024  # iter_encode_columns: input bytes per kernel call, about
@@ -299,7 +299,8 @@ def iter_encode_columns(data, *, compression=W.Compression.NONE, compression_lev
     enc, codec = _encoder(compression, records_per_batch, max_batch_bytes, base_offset, timestamp_type,
                           log_append_time, timestamp_extended, producer_id, producer_epoch, base_sequence,
                           is_transactional, partition_leader_epoch)
-    for out, _ends in _encoded(enc, codec, compression_level, _record_batches(data, chunk_bytes)):
+    level = check_level(codec, compression_level)
+    for out, _ends in _encoded(enc, codec, level, _record_batches(data, chunk_bytes)):
         yield out
 
 
@@ -313,7 +314,8 @@ def encode_columns(data, *, compression=W.Compression.NONE, compression_level: i
     """Encode every row of a pyarrow Table / RecordBatch (decode_columns' columns) into magic 2
     record batches; the inverse of decode_columns.
 
-    compression / compression_level: the batches' codec, and its level as BatchBuilder takes it.
+    compression / compression_level: the batches' codec, and its level as BatchBuilder takes it
+      (Kafka's scale for the codec; None: Kafka's default, as the producer's compression.*.level).
     records_per_batch (None: no limit) / max_batch_bytes: a batch closes before the record that
       would make it hold more records, or more bytes (header + uncompressed records), than
       these; a record that cannot fit alone raises RecordTooLargeError.
@@ -327,8 +329,9 @@ def encode_columns(data, *, compression=W.Compression.NONE, compression_level: i
     enc, codec = _encoder(compression, records_per_batch, max_batch_bytes, base_offset, timestamp_type,
                           log_append_time, timestamp_extended, producer_id, producer_epoch, base_sequence,
                           is_transactional, partition_leader_epoch)
+    level = check_level(codec, compression_level)
     # the last record batch closes the last batch in the same call: one table in, one bytes out
-    parts = [out for out, _ends in _encoded(enc, codec, compression_level, _record_batches(data, None), True)]
+    parts = [out for out, _ends in _encoded(enc, codec, level, _record_batches(data, None), True)]
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
@@ -365,8 +368,9 @@ def append_table(log, data, now_ms: int | None = None, *, compression=None, comp
     min(segment.bytes, 1 MiB) a call (a produce request's size), so validation, offsets, rolling,
     indexing and the undo of a failed write stay in Log.append. Offsets come from the log end, as a
     broker assigns them (an `offset` column is not read); batches take the topic's codec
-    (compression.type; `compression` for a "producer" topic), its max.message.bytes and its
-    timestamp_extended setting, so the validator appends them in place.
+    (compression.type; `compression` for a "producer" topic) at `compression_level`, else at the
+    topic's compression.<codec>.level, its max.message.bytes and its timestamp_extended setting, so
+    the validator appends them in place.
 
     All or nothing: when any call is refused (validation, disk full, a batch too large), the
     ones before it are truncated away again (Log._all_or_nothing) and the log ends where it did
@@ -376,13 +380,16 @@ def append_table(log, data, now_ms: int | None = None, *, compression=None, comp
     enc, codec = _encoder(codec, records_per_batch, min(cfg.max_message_bytes, cfg.segment_bytes), 0,
                           W.TimestampType.CREATE_TIME, None, cfg.timestamp_extended, W.NO_PRODUCER_ID,
                           W.NO_PRODUCER_EPOCH, W.NO_SEQUENCE, False, W.NO_PARTITION_LEADER_EPOCH)
+    if compression_level is None and compression is None:
+        compression_level = cfg.compression_level  # the topic's codec at the topic's level
+    level = check_level(codec, compression_level)
     limit = max(1, min(cfg.segment_bytes, APPEND_PIECE_BYTES))
     now = now_ms
     if now is None:
         import time
         now = time.time_ns() // 1_000_000
     infos = []
-    encoded = _encoded(enc, codec, compression_level, _without_offsets(_record_batches(data, DEFAULT_CHUNK_BYTES)))
+    encoded = _encoded(enc, codec, level, _without_offsets(_record_batches(data, DEFAULT_CHUNK_BYTES)))
     pieces = _pieces(encoded, limit)
     try:
         with log._all_or_nothing() as group:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _backend
 from . import _wire as W
-from .compression import check_codec, compress
+from .compression import check_codec, check_level, compress
 from .errors import InvalidOffsetError, InvalidRecordError, UnsupportedForMessageFormatError
 from .records import control_key, end_txn_marker_value
 
@@ -37,6 +37,8 @@ class BatchBuilder:
     extend(records): append each (timestamp, key, value[, headers[, tombstone[, offset]]]) tuple;
       for magic 2 the whole list is encoded in one kernel call (build_batch uses it).
     build() -> bytes.
+    compression_level: Kafka's level for the codec (gzip 1-9 or -1, lz4 1-17, zstd -131072-22);
+      None means Kafka's default (gzip -1 = zlib's 6, lz4 9 = lz4's fast compressor, zstd 3).
     """
 
     def __init__(self, magic: int = 2, compression: W.Compression = W.Compression.NONE, base_offset: int = 0,
@@ -71,7 +73,8 @@ class BatchBuilder:
             raise ValueError("a LOG_APPEND_TIME batch needs log_append_time")
         self.log_append_time = log_append_time
         self.delete_horizon_ms = delete_horizon_ms
-        self.compression_level = compression_level
+        # Kafka's level scale for the codec (KIP-390), its default when None; checked here, not at build()
+        self.compression_level = check_level(self.compression, compression_level)
         if magic == 2:
             # records are encoded as they come; append is the encoder's own (compiled) method, so
             # a record costs no Python frame of ours

@@ -17,9 +17,15 @@ way a broker's cleaner does (kafka-format.md §3, §7):
   a rewritten v2 batch keeps the original lastOffset; a batch where nothing changes is copied byte
   for byte. Negative and extended timestamps are carried through unchanged.
 
-Memory is bounded by the number of distinct keys (`OffsetMap`: 16-byte key digest -> offset);
-segments are read through pread windows, one batch at a time. The active (last) segment is not
-cleaned unless ``clean_active_segment=True``; nor is anything from the first open transaction on.
+Memory is bounded as Kafka's cleaner bounds it: the key map (`OffsetMap`, in the compiled core
+with its pure twin: 24-byte entries of a 16-byte key digest and an offset) takes at most
+``dedupe_buffer_size`` bytes (log.cleaner.dedupe.buffer.size, 128 MiB) and maps keys until it
+holds slots * ``load_factor`` of them (log.cleaner.io.buffer.load.factor, 0.9). When it fills,
+compaction runs in passes as the cleaner runs rounds: map from the first offset not mapped yet
+until full, clean every cleanable segment starting below what was mapped (again, from the last
+pass's output), go on. Records are filtered and written again by the map's record loops, with no
+Python object per record; segments are read through pread windows. The active (last) segment is
+not cleaned unless ``clean_active_segment=True``; nor is anything from the first open transaction on.
 
 Safety, before anything is written:
 
@@ -53,26 +59,35 @@ Differences from Kafka, on purpose:
 * kbatch never throws on negative or extended timestamps (Kafka's MemoryRecordsBuilder would);
 * the last batch of the log is kept as a header-only batch when it empties (only possible with
   ``clean_active_segment=True``), so the log end offset never moves backwards;
-* segments are cleaned one to one (Kafka may merge small neighbours into one segment).
+* segments are cleaned one to one (Kafka may merge small neighbours into one segment);
+* the key map grows towards its budget as keys come, instead of taking it whole; keys of up to 15
+  bytes are kept as themselves (no two can collide), longer ones by MD5 as Kafka keeps every key;
+* all passes run in one call and commit once (Kafka commits each round and records its progress in
+  cleaner-offset-checkpoint);
+* header key bytes of a rewritten record are copied as they are (Kafka's cleaner decodes them as
+  UTF-8 and encodes them again, which replaces invalid sequences).
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import struct
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from . import _backend
 from . import _files
 from . import _wire as W
 from . import log_loader
 from .builder import BatchBuilder
-from .errors import (FileChangedError, InvalidRecordError, KBatchError, LogDirectoryLockedError, LogWriteError,
-                     StorageError, UncleanablePartitionError)
-from .segment import FileRecords
+from .compression import compress
+from .errors import (FileChangedError, InvalidConfigurationError, InvalidRecordError, KBatchError,
+                     LogDirectoryLockedError, LogWriteError, StorageError, UncleanablePartitionError)
+from .segment import FileRecords, _batch_at, _crc_error, _move
 
 if TYPE_CHECKING:
     from ._typing import PathLike
@@ -126,6 +141,8 @@ class CleanerStats:
     output_dir: str | None = None    # where the compacted copy went (None: in place)
     elapsed_s: float = 0.0
     map_elapsed_s: float = 0.0
+    passes: int = 0                  # map-and-clean passes (more than one when the key map filled)
+    buffer_utilization: float = 0.0  # the fullest the key map got, of its slots (Kafka's bufferUtilization)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -139,39 +156,13 @@ class CleanerStats:
         return self.records_read - self.records_written
 
 
-class OffsetMap:
-    """Key -> latest offset, keyed by a 16-byte digest of the key (Kafka's SkimpyOffsetMap keys by
-    an MD5 hash). Keys of at most 16 bytes are stored as themselves; longer keys as their MD5.
-    Memory is proportional to the number of distinct keys, not to the log size."""
-
-    __slots__ = ("_map", "latest_offset")
-
-    def __init__(self):
-        self._map: dict[bytes, int] = {}
-        self.latest_offset = -1
-
-    @staticmethod
-    def digest(key) -> bytes:
-        b = bytes(key)
-        return b if len(b) <= 16 else hashlib.md5(b).digest()
-
-    def put(self, key, offset: int) -> None:
-        self._map[self.digest(key)] = offset
-
-    def get(self, key) -> int:
-        """The latest offset for `key`, or -1."""
-        return self._map.get(self.digest(key), -1)
-
-    def update_latest_offset(self, offset: int) -> None:
-        if offset > self.latest_offset:
-            self.latest_offset = offset
-
-    def clear(self) -> None:
-        self._map.clear()
-        self.latest_offset = -1
-
-    def __len__(self):
-        return len(self._map)
+def OffsetMap(memory: int = W.DEFAULT_DEDUPE_BUFFER_SIZE, load_factor: float = W.DEFAULT_DEDUPE_LOAD_FACTOR):
+    """The cleaner's key -> latest offset map of the live backend (kbatch._core.OffsetMap, or its
+    pure twin): 24-byte entries (a 16-byte key digest: short keys as themselves, longer ones by
+    MD5 as Kafka's SkimpyOffsetMap keys them; an offset) within `memory` bytes
+    (log.cleaner.dedupe.buffer.size), mapping keys while fewer than slots * load_factor
+    (log.cleaner.io.buffer.load.factor) are held."""
+    return _backend.core.OffsetMap(memory, load_factor)
 
 
 @dataclass(frozen=True)
@@ -206,22 +197,30 @@ class CleanedTransactionMetadata:
 
     def on_batch_read(self, batch) -> bool:
         """True when `batch` (a data batch) is part of an aborted transaction."""
-        self._consume_aborted_up_to(batch.last_offset)
-        if not batch.is_transactional:
+        return self.on_data_batch(batch.last_offset, batch.is_transactional, batch.producer_id)
+
+    def on_data_batch(self, last_offset: int, transactional: bool, producer_id: int) -> bool:
+        """on_batch_read from a data batch's header fields."""
+        if self._next < len(self._aborted):
+            self._consume_aborted_up_to(last_offset)
+        if not transactional:
             return False
-        if batch.producer_id in self._ongoing_aborted:
+        if producer_id in self._ongoing_aborted:
             return True
-        self._ongoing_committed.setdefault(batch.producer_id, 0)
+        self._ongoing_committed.setdefault(producer_id, 0)
         return False
 
     def on_batch_kept(self, batch) -> None:
-        if not batch.is_transactional:
+        self.on_kept(batch.is_transactional, batch.producer_id)
+
+    def on_kept(self, transactional: bool, producer_id: int) -> None:
+        if not transactional:
             return
-        entry = self._ongoing_aborted.get(batch.producer_id)
+        entry = self._ongoing_aborted.get(producer_id)
         if entry is not None:
             entry[1] += 1
-        elif batch.producer_id in self._ongoing_committed:
-            self._ongoing_committed[batch.producer_id] += 1
+        elif producer_id in self._ongoing_committed:
+            self._ongoing_committed[producer_id] += 1
 
     def on_control_batch_read(self, batch) -> bool:
         """True when the marker's transaction has no data left (the marker may be discarded)."""
@@ -250,6 +249,23 @@ class _Segment:
     mtime_ns: int
     records: FileRecords       # opened once: the bytes read are those of this file, whatever happens later
     cleanable: bool = False
+    end_offset: int = 0        # the next segment's base offset (the log end offset for the last)
+    cleaned: bool = False      # the output of an earlier pass, not the input
+
+
+class _Counts:
+    """What cleaning one segment read, removed and wrote (merged into CleanerStats by pass)."""
+
+    READ = ("batches_read", "bytes_read", "records_read")
+    WRITTEN = ("batches_written", "batches_copied", "batches_rebuilt", "empty_batches_written", "records_written",
+               "bytes_written", "tombstones_kept")
+    REMOVED = ("invalid_records", "superseded_records", "tombstones_removed", "delete_horizons_set",
+               "aborted_records_removed", "control_batches_removed")
+    __slots__ = READ + WRITTEN + REMOVED
+
+    def __init__(self):
+        for name in self.__slots__:
+            setattr(self, name, 0)
 
 
 @dataclass
@@ -329,19 +345,56 @@ def rebuild_batch(batch, records, delete_horizon_ms: int | None) -> bytes:
     return with_last_offset(data, batch.last_offset) if v2 else data
 
 
+def _header_of(batch) -> tuple:
+    """The header fields _rebuilt_v2 keeps, of a RecordBatch."""
+    return (batch.base_offset, batch.last_offset, batch.partition_leader_epoch, batch.attributes, batch.max_timestamp,
+            batch.producer_id, batch.producer_epoch, batch.base_sequence)
+
+
+def _rebuilt_v2(header: tuple, filtered) -> bytes:
+    """The v2 batch holding the records OffsetMap.filter_records_v2 kept of a batch, exactly as
+    rebuild_batch writes them with BatchBuilder: the batch's base offset, codec (Kafka's default
+    level), producer fields, epoch, timestamp type, extended flag and lastOffset; the base
+    timestamp and max timestamp of the kept records (LogAppendTime: the batch's), the horizon.
+    header: the batch's (base offset, last offset, leader epoch, attributes, max timestamp,
+    producer id, producer epoch, base sequence)."""
+    base, last, ple, attrs, batch_max, pid, epoch, seq = header
+    section, count, base_ts, max_ts, horizon = filtered[0], filtered[1], filtered[6], filtered[7], filtered[8]
+    attrs &= (W.COMPRESSION_CODEC_MASK | W.TIMESTAMP_TYPE_MASK | W.TRANSACTIONAL_FLAG_MASK | W.CONTROL_FLAG_MASK
+              | W.TIMESTAMP_EXTENDED_FLAG_MASK)
+    if horizon is not None:
+        attrs |= W.DELETE_HORIZON_FLAG_MASK
+    codec = attrs & W.COMPRESSION_CODEC_MASK
+    body = compress(codec, section, 2) if codec else section
+    if attrs & W.TIMESTAMP_TYPE_MASK:
+        max_ts = batch_max
+    head = bytearray(_V2_HEADER.pack(
+        base, W.RECORD_BATCH_OVERHEAD - W.LOG_OVERHEAD + len(body), ple, W.MAGIC_VALUE_V2, 0, attrs, last - base,
+        base_ts, max_ts, pid, epoch, seq, count))
+    crc32c = _backend.core.crc32c
+    struct.pack_into(">I", head, W.CRC_OFFSET, crc32c(body, crc32c(memoryview(head)[W.ATTRIBUTES_OFFSET:])))
+    return bytes(head) + body
+
+
 # ------------------------------------------------------------------------------------------
 class LogCleaner:
     """Compacts one partition directory. `clean()` runs the whole round and returns CleanerStats.
 
-    Steps: `scan()` (producer state, aborted transactions, first uncleanable offset),
-    `build_offset_map()`, `clean_segment()` per cleanable segment into a scratch directory,
-    `rebuild indexes`, then `swap()` (.cleaned -> .swap -> rename over the originals).
+    Steps: `scan()` (producer state, aborted transactions, first uncleanable offset), then passes
+    of `build_offset_map()` and `clean_segment()` per cleanable segment into a scratch directory,
+    as Kafka's cleaner runs rounds: a pass maps keys from the first offset not mapped yet until
+    the map is full (or the cleanable range is mapped), then cleans every cleanable segment that
+    starts below the end of what it mapped (the segments of earlier passes again, from their
+    cleaned bytes). Then indexes are rebuilt and the cleaned segments swapped in
+    (.cleaned -> .swap -> rename over the originals).
     """
 
     def __init__(self, log_dir, now_ms: int, delete_retention_ms: int = 86_400_000, *,
                  clean_active_segment: bool = False, legacy_delete_horizon_ms: int | None = None,
                  index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES, verify_crc: bool = True,
-                 max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES):
+                 max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES,
+                 dedupe_buffer_size: int = W.DEFAULT_DEDUPE_BUFFER_SIZE,
+                 load_factor: float = W.DEFAULT_DEDUPE_LOAD_FACTOR):
         self.log_dir = os.fspath(log_dir)
         if not os.path.isdir(self.log_dir):
             raise FileNotFoundError(f"not a log directory: {self.log_dir}")
@@ -355,9 +408,11 @@ class LogCleaner:
         self.verify_crc = verify_crc
         self.max_decompressed_bytes = max_decompressed_bytes
         self.stats = CleanerStats()
-        self.map = OffsetMap()
+        self.map = OffsetMap(dedupe_buffer_size, load_factor)
         self.segments: list[_Segment] = []
         self.scan_result: _LogScan | None = None
+        self._written: dict = {}   # base offset -> the written counts of its last cleaning
+        self._opened: list = []    # FileRecords of cleaned segments read by a later pass
 
     # -- helpers
     def _uncleanable(self, what: str, cause=None) -> UncleanablePartitionError:
@@ -368,13 +423,12 @@ class LogCleaner:
             f"Partition {self.log_dir} cannot be compacted: {what}; nothing was changed (Kafka's cleaner marks such "
             f"a partition uncleanable and never truncates; `kbatch verify` shows the damage)", **kw)
 
-    def _batches(self, segment: _Segment):
-        """Every batch of a segment, in order; a byte that is not part of a complete, valid batch
+    def _windows(self, segment: _Segment):
+        """Every window of batch headers of a segment, in order (a reused buffer: nothing of a window
+        is kept once the next is asked for); a byte that is not part of a complete, valid batch
         raises UncleanablePartitionError (compaction must not drop what it cannot read)."""
-        from .segment import _batch_at, _crc_error
-
         name = os.path.basename(segment.path)
-        gen = segment.records.scan(0, self.verify_crc)
+        gen = segment.records.scan(0, self.verify_crc, reuse=True)
         try:
             while True:
                 try:
@@ -385,17 +439,35 @@ class LogCleaner:
                             f"segment {name} ends with {segment.size - stop.value} bytes from byte {stop.value} that "
                             f"are not a complete batch (a torn write, a bad length field, or not a segment)") from None
                     return
-                ok = s["crc_valid"].tolist()
-                for i in range(len(ok)):
-                    if self.verify_crc and not ok[i]:
-                        raise _crc_error(s, i)
-                    yield _batch_at(s, i, self.max_decompressed_bytes)
+                if self.verify_crc and not s["crc_valid"].all():
+                    raise _crc_error(s, int(np.flatnonzero(~s["crc_valid"])[0]))
+                yield s
         except (UncleanablePartitionError, FileChangedError):
             raise
         except KBatchError as e:
             if isinstance(e, StorageError):
                 raise
             raise self._uncleanable(f"segment {name} cannot be read: {e}", e) from e
+
+    def _batch(self, s, i):
+        return _batch_at(s, i, self.max_decompressed_bytes)
+
+    def _section(self, s, i, pos, size, attrs):
+        """(buffer, start, end) of a v2 batch's records section: in the window when uncompressed,
+        else decompressed (with the RecordBatch, to locate an error in it)."""
+        if not attrs & W.COMPRESSION_CODEC_MASK:
+            at = pos - s["origin"]
+            return s["buf"], at + W.RECORDS_OFFSET, at + size, None
+        batch = self._batch(s, i)
+        data = batch.records_bytes()
+        return data, 0, len(data), batch
+
+    def _kernel_error(self, e: KBatchError, s, i, batch):
+        """A record kernel's error -> the error decoding the batch reports (file positions)."""
+        if batch is None:
+            return _move(e, s["origin"])
+        batch.records()  # a compressed batch: the object decoder raises it, located at the batch
+        return e
 
     def _list_segments(self) -> list[_Segment]:
         segs = []
@@ -418,6 +490,9 @@ class LogCleaner:
     def close(self) -> None:
         for seg in self.segments:
             seg.records.close()
+        for records in self._opened:
+            records.close()
+        self._opened = []
 
     # -- step 1
     def scan(self) -> _LogScan:
@@ -427,28 +502,28 @@ class LogCleaner:
         self.segments = self._list_segments()
         res = _LogScan()
         for seg in self.segments:
-            for batch in self._batches(seg):
-                res.last_batch_offset = batch.last_offset
-                pid = batch.producer_id
-                if batch.magic < 2 or pid < 0:
-                    continue
-                st = res.producers.get(pid)
-                if st is None:
-                    st = res.producers[pid] = _ProducerState()
-                st.epoch = batch.producer_epoch
-                if batch.is_control:
-                    controls = batch.control_records()
-                    if controls and controls[0].type in (W.ControlRecordType.ABORT,
-                                                         W.ControlRecordType.COMMIT):
-                        first = res.open_txn_first_offset.pop(pid, None)
-                        if first is not None and controls[0].type == W.ControlRecordType.ABORT:
-                            res.aborted.append(AbortedTxn(pid, first, batch.last_offset))
-                    del controls
-                else:
-                    st.last_data_offset = batch.last_offset
-                    if batch.is_transactional and pid not in res.open_txn_first_offset:
-                        res.open_txn_first_offset[pid] = batch.base_offset
-                del batch
+            for s in self._windows(seg):
+                cols = [s[k].tolist() for k in ("magic", "attributes", "producer_id", "producer_epoch", "base_offset",
+                                                "last_offset")]
+                if cols[0]:
+                    res.last_batch_offset = cols[5][-1]
+                for i, (magic, attrs, pid, epoch, base, last) in enumerate(zip(*cols)):
+                    if magic < 2 or pid < 0:
+                        continue
+                    st = res.producers.get(pid)
+                    if st is None:
+                        st = res.producers[pid] = _ProducerState()
+                    st.epoch = epoch
+                    if attrs & W.CONTROL_FLAG_MASK:
+                        controls = self._batch(s, i).control_records()
+                        if controls and controls[0].type in (W.ControlRecordType.ABORT, W.ControlRecordType.COMMIT):
+                            first = res.open_txn_first_offset.pop(pid, None)
+                            if first is not None and controls[0].type == W.ControlRecordType.ABORT:
+                                res.aborted.append(AbortedTxn(pid, first, last))
+                    else:
+                        st.last_data_offset = last
+                        if attrs & W.TRANSACTIONAL_FLAG_MASK and pid not in res.open_txn_first_offset:
+                            res.open_txn_first_offset[pid] = base
         first_uncleanable = W.INT64_MAX
         if res.open_txn_first_offset:
             first_uncleanable = min(res.open_txn_first_offset.values())
@@ -457,6 +532,7 @@ class LogCleaner:
         ends = [s.base_offset for s in self.segments[1:]] + [res.last_batch_offset + 1]
         for seg, end in zip(self.segments, ends):
             seg.cleanable = end <= first_uncleanable
+            seg.end_offset = end
             if not seg.cleanable:
                 break
         self.stats.first_uncleanable_offset = None if first_uncleanable == W.INT64_MAX else first_uncleanable
@@ -468,34 +544,83 @@ class LogCleaner:
         return [s for s in self.segments if s.cleanable]
 
     # -- step 2
-    def build_offset_map(self) -> OffsetMap:
-        """Key -> latest offset over the cleanable segments, skipping aborted transactions
-        (Kafka's buildOffsetMap)."""
+    def build_offset_map(self, sources: list | None = None, start_offset: int = 0) -> bool:
+        """Key -> latest offset from `start_offset` on, over the cleanable segments (`sources`: their
+        current bytes), skipping aborted transactions, until the map is full (Kafka's
+        buildOffsetMap). Returns whether it filled; map.latest_offset is then the last offset of
+        the last batch mapped whole, else the end of the last segment mapped."""
         t0 = time.perf_counter()
         self.map.clear()
-        txn = CleanedTransactionMetadata(self.scan_result.aborted)
-        put = self.map.put
-        for seg in self.cleanable:
+        omap = self.map
+        stats = self.stats
+        # the aborted transactions that reach the offsets mapped (Kafka: collectAbortedTransactions(start, end)):
+        # the markers of earlier ones are not read again
+        txn = CleanedTransactionMetadata([a for a in self.scan_result.aborted if a.last_offset >= start_offset])
+        for seg in (self.cleanable if sources is None else sources):
+            if seg.end_offset <= start_offset:
+                continue
             _checkpoint(f"map:{seg.base_offset}")
-            for batch in self._batches(seg):
-                if batch.is_control:
-                    txn.on_control_batch_read(batch)
-                    self.stats.map_records_read += 1
-                elif txn.on_batch_read(batch):
-                    self.stats.map_records_read += batch.record_count
-                else:
-                    recs = batch.records()
-                    for r in recs:
-                        if r.key is not None:
-                            put(r.key, r.offset)
-                    self.stats.map_records_read += len(recs)
-                    del recs
-                self.map.update_latest_offset(batch.last_offset)
-                self.stats.map_bytes_read += batch.size_in_bytes
-                del batch
-        self.stats.distinct_keys = len(self.map)
-        self.stats.map_elapsed_s = time.perf_counter() - t0
-        return self.map
+            for s in self._windows(seg):
+                buf, origin = s["buf"], s["origin"]
+                cols = [s[k].tolist() for k in ("position", "size", "magic", "attributes", "base_offset", "last_offset",
+                                                "record_count", "producer_id")]
+                read = n_bytes = 0
+                latest = omap.latest_offset
+                for i, (pos, size, magic, attrs, base, last, count, pid) in enumerate(zip(*cols)):
+                    if last < start_offset:
+                        continue
+                    if magic < 2 or attrs & W.CONTROL_FLAG_MASK:
+                        omap.latest_offset = latest
+                        full = self._map_object_batch(self._batch(s, i), txn, start_offset)
+                    elif txn.on_data_batch(last, attrs & W.TRANSACTIONAL_FLAG_MASK, pid):
+                        read += count  # an aborted batch's keys are not mapped
+                        full = False
+                    else:
+                        if attrs & W.COMPRESSION_CODEC_MASK:
+                            data, start, end, batch = self._section(s, i, pos, size, attrs)
+                        else:
+                            data, start, end, batch = buf, pos - origin + W.RECORDS_OFFSET, pos - origin + size, None
+                        try:
+                            n, full = omap.map_records_v2(data, start, end, count, base, start_offset)
+                        except KBatchError as e:
+                            raise self._kernel_error(e, s, i, batch) from None
+                        read += n
+                    if full:
+                        omap.latest_offset = latest
+                        stats.map_records_read += read
+                        stats.map_bytes_read += n_bytes
+                        self._map_done(t0)
+                        return True
+                    latest = last if last > latest else latest
+                    n_bytes += size
+                omap.latest_offset = latest
+                stats.map_records_read += read
+                stats.map_bytes_read += n_bytes
+            omap.update_latest_offset(seg.end_offset - 1)  # offsets missing at the end of a segment
+        self._map_done(t0)
+        return False
+
+    def _map_object_batch(self, batch, txn, start_offset) -> bool:
+        """build_offset_map for a legacy or control batch, through its records."""
+        if batch.is_control:
+            txn.on_control_batch_read(batch)
+            self.stats.map_records_read += 1
+            return False
+        if txn.on_batch_read(batch):
+            return False
+        omap = self.map
+        for r in batch.records():
+            if r.key is not None and r.offset >= start_offset:
+                if omap.full:
+                    return True
+                omap.put(r.key, r.offset)
+            self.stats.map_records_read += 1
+        return False
+
+    def _map_done(self, t0: float) -> None:
+        self.stats.distinct_keys = max(self.stats.distinct_keys, len(self.map))
+        self.stats.buffer_utilization = max(self.stats.buffer_utilization, self.map.utilization)
+        self.stats.map_elapsed_s += time.perf_counter() - t0
 
     # -- step 3
     def _legacy_horizon(self) -> int:
@@ -518,100 +643,191 @@ class LogCleaner:
         return batch.is_control and batch.producer_epoch == st.epoch
 
     def clean_segment(self, seg: _Segment, out, txn: CleanedTransactionMetadata, legacy_horizon: int) -> None:
-        """Filter one segment's batches into the open file `out` (Kafka's cleanInto + filterTo)."""
-        stats = self.stats
+        """Filter one segment's batches into the open file `out` (Kafka's cleanInto + filterTo).
+        Data batches of magic 2 go through the key map's record filter (no Record objects);
+        control and legacy batches through their records."""
+        st = _Counts()
         now = self.now_ms
         new_horizon = _horizon(now, self.delete_retention_ms)
-        retain_legacy_deletes = seg.mtime_ns // 1_000_000 > legacy_horizon
         last_log_offset = self.scan_result.last_batch_offset
+        producers = self.scan_result.producers
+        filter_records = self.map.filter_records_v2
+        write = out.write
+        for s in self._windows(seg):
+            buf, origin = s["buf"], s["origin"]
+            cols = [s[k].tolist() for k in ("position", "size", "magic", "attributes", "base_offset", "last_offset",
+                                            "record_count", "producer_id", "first_timestamp", "max_timestamp",
+                                            "partition_leader_epoch", "producer_epoch", "base_sequence")]
+            for i, (pos, size, magic, attrs, base, last, count, pid, first_ts, max_ts, ple, epoch,
+                    seq) in enumerate(zip(*cols)):
+                if magic < 2 or attrs & W.CONTROL_FLAG_MASK:
+                    data = self._clean_object_batch(self._batch(s, i), st, txn, legacy_horizon, seg)
+                    if data is not None:
+                        write(data)
+                        st.batches_written += 1
+                        st.bytes_written += len(data)
+                    continue
+                st.batches_read += 1
+                st.bytes_read += size
+                st.records_read += count
+                transactional = attrs & W.TRANSACTIONAL_FLAG_MASK
+                if txn.on_data_batch(last, transactional, pid):  # aborted: its records go
+                    data = self._clean_object_batch(self._batch(s, i), st, txn, legacy_horizon, seg, aborted=True)
+                    if data is not None:
+                        write(data)
+                        st.batches_written += 1
+                        st.bytes_written += len(data)
+                    continue
+                horizon = first_ts if attrs & W.DELETE_HORIZON_FLAG_MASK else None
+                at = pos - origin
+                if attrs & W.COMPRESSION_CODEC_MASK:
+                    data, start, end, batch = self._section(s, i, pos, size, attrs)
+                else:
+                    data, start, end, batch = buf, at + W.RECORDS_OFFSET, at + size, None
+                try:
+                    (section, kept, superseded, invalid, tomb_removed, tomb_kept, base_ts, max_kept,
+                     out_horizon) = filter_records(data, start, end, count, base, first_ts, max_ts, attrs, horizon,
+                                                   horizon is None or now < horizon, new_horizon)
+                except KBatchError as e:
+                    raise self._kernel_error(e, s, i, batch) from None
+                st.superseded_records += superseded
+                st.invalid_records += invalid
+                st.tombstones_removed += tomb_removed
+                if kept:
+                    st.tombstones_kept += tomb_kept
+                    if section is None:
+                        data = buf[at:at + size]
+                        st.batches_copied += 1
+                    else:
+                        if out_horizon != horizon:
+                            st.delete_horizons_set += 1
+                        data = _rebuilt_v2((base, last, ple, attrs, max_ts, pid, epoch, seq),
+                                           (section, kept, superseded, invalid, tomb_removed, tomb_kept, base_ts,
+                                            max_kept, out_horizon))
+                        st.batches_rebuilt += 1
+                    st.records_written += kept
+                    txn.on_kept(transactional, pid)
+                else:
+                    p = producers.get(pid) if pid >= 0 else None
+                    if not ((p is not None and p.last_data_offset == last)
+                            or (self.clean_active_segment and last == last_log_offset)):
+                        continue  # DELETE_EMPTY
+                    if count == 0:  # RETAIN_EMPTY: the producer's last sequence, or the log end
+                        data = buf[at:at + size]
+                        st.batches_copied += 1
+                    else:
+                        data = empty_batch_header(batch if batch is not None else self._batch(s, i))
+                        st.empty_batches_written += 1
+                    txn.on_kept(transactional, pid)
+                write(data)
+                st.batches_written += 1
+                st.bytes_written += len(data)
+        self._count(seg, st)
+
+    def _clean_object_batch(self, batch, st, txn, legacy_horizon, seg, aborted=False):
+        """clean_segment for a legacy, control or aborted batch, through its records: the bytes to
+        write, or None."""
+        now = self.now_ms
         omap = self.map
-        for batch in self._batches(seg):
-            stats.batches_read += 1
-            stats.bytes_read += batch.size_in_bytes
-            v2 = batch.magic == 2
-            horizon = batch.delete_horizon_ms
-            # checkBatchRetention
+        v2 = batch.magic == 2
+        horizon = batch.delete_horizon_ms
+        if batch.is_control or batch.magic < 2:
+            st.batches_read += 1
+            st.bytes_read += batch.size_in_bytes
+            st.records_read += batch.record_count
+        # checkBatchRetention
+        if batch.is_control:
+            can_discard = txn.on_control_batch_read(batch)
+            discard_records = can_discard and horizon is not None and horizon <= now
+        elif batch.magic < 2:
+            can_discard = aborted = txn.on_batch_read(batch)
+            discard_records = can_discard
+        else:
+            can_discard = discard_records = aborted  # on_data_batch said so
+        if v2 and batch.producer_id >= 0 and self._is_last_of_producer(batch):
+            retention = RETAIN_EMPTY
+        elif v2 and self.clean_active_segment and batch.last_offset == self.scan_result.last_batch_offset:
+            retention = RETAIN_EMPTY  # keep the log end offset
+        elif discard_records:
+            retention = DELETE
+        else:
+            retention = DELETE_EMPTY
+        marker_for_empty_txn = can_discard and batch.is_control
+        if retention == DELETE:
             if batch.is_control:
-                can_discard = txn.on_control_batch_read(batch)
-                discard_records = can_discard and horizon is not None and horizon <= now
-                aborted = False
-            else:
-                can_discard = aborted = txn.on_batch_read(batch)
-                discard_records = can_discard
-            if v2 and batch.producer_id >= 0 and self._is_last_of_producer(batch):
-                retention = RETAIN_EMPTY
-            elif v2 and self.clean_active_segment and batch.last_offset == last_log_offset:
-                retention = RETAIN_EMPTY  # keep the log end offset
-            elif discard_records:
-                retention = DELETE
-            else:
-                retention = DELETE_EMPTY
-            marker_for_empty_txn = can_discard and batch.is_control
-
-            records = batch.records() if retention != DELETE else ()
-            stats.records_read += batch.record_count
-            if retention == DELETE:
-                if batch.is_control:
-                    stats.control_batches_removed += 1
+                st.control_batches_removed += 1
+            if aborted:
+                st.aborted_records_removed += batch.record_count
+            return None
+        records = batch.records()
+        retain_legacy_deletes = seg.mtime_ns // 1_000_000 > legacy_horizon
+        retained = []
+        for r in records:
+            if discard_records:
                 if aborted:
-                    stats.aborted_records_removed += batch.record_count
+                    st.aborted_records_removed += 1
                 continue
-            retained = []
-            for r in records:
-                if discard_records:
-                    if aborted:
-                        stats.aborted_records_removed += 1
-                    continue
-                if batch.is_control or r.offset > omap.latest_offset:
-                    retained.append(r)
-                    continue
-                key = r.key
-                if key is None:
-                    stats.invalid_records += 1
-                    continue
-                if r.offset < omap.get(key):
-                    stats.superseded_records += 1
-                    continue
-                if r.is_tombstone:
-                    keep = (horizon is None or now < horizon) if v2 else retain_legacy_deletes
-                    if not keep:
-                        stats.tombstones_removed += 1
-                        continue
+            if batch.is_control or r.offset > omap.latest_offset:
                 retained.append(r)
-
-            if retained:
-                n_tombs = 0 if batch.is_control else sum(1 for r in retained if r.is_tombstone)
-                stats.tombstones_kept += n_tombs
-                need_horizon = v2 and (n_tombs > 0 or marker_for_empty_txn) and horizon is None
-                if len(retained) == len(records) and not need_horizon:
-                    data = batch.raw
-                    stats.batches_copied += 1
-                else:
-                    if need_horizon:
-                        horizon = new_horizon
-                        stats.delete_horizons_set += 1
-                    data = rebuild_batch(batch, retained, horizon)
-                    stats.batches_rebuilt += 1
-                stats.records_written += len(retained)
-                if not batch.is_control:
-                    txn.on_batch_kept(batch)
-            elif retention == RETAIN_EMPTY:
-                if batch.record_count == 0:
-                    data = batch.raw
-                    stats.batches_copied += 1
-                else:
-                    data = empty_batch_header(batch)
-                    stats.empty_batches_written += 1
-                if not batch.is_control:
-                    txn.on_batch_kept(batch)
-            else:
-                if batch.is_control:
-                    stats.control_batches_removed += 1
                 continue
-            out.write(data)
-            stats.batches_written += 1
-            stats.bytes_written += len(data)
-            del data, retained, records, batch
+            key = r.key
+            if key is None:
+                st.invalid_records += 1
+                continue
+            if r.offset < omap.get(key):
+                st.superseded_records += 1
+                continue
+            if r.is_tombstone:
+                keep = (horizon is None or now < horizon) if v2 else retain_legacy_deletes
+                if not keep:
+                    st.tombstones_removed += 1
+                    continue
+            retained.append(r)
+        if retained:
+            n_tombs = 0 if batch.is_control else sum(1 for r in retained if r.is_tombstone)
+            st.tombstones_kept += n_tombs
+            need_horizon = v2 and (n_tombs > 0 or marker_for_empty_txn) and horizon is None
+            if len(retained) == len(records) and not need_horizon:
+                data = batch.raw
+                st.batches_copied += 1
+            else:
+                if need_horizon:
+                    horizon = _horizon(now, self.delete_retention_ms)
+                    st.delete_horizons_set += 1
+                data = rebuild_batch(batch, retained, horizon)
+                st.batches_rebuilt += 1
+            st.records_written += len(retained)
+            if not batch.is_control:
+                txn.on_batch_kept(batch)
+            return data
+        if retention == RETAIN_EMPTY:
+            if batch.record_count == 0:
+                data = batch.raw
+                st.batches_copied += 1
+            else:
+                data = empty_batch_header(batch)
+                st.empty_batches_written += 1
+            if not batch.is_control:
+                txn.on_batch_kept(batch)
+            return data
+        if batch.is_control:
+            st.control_batches_removed += 1
+        return None
+
+    def _count(self, seg: _Segment, st: "_Counts") -> None:
+        """Add a segment's cleaning to the stats: what it removed; what it read when these were the
+        input's bytes (not an earlier pass's output); what it wrote, replacing an earlier pass's."""
+        stats = self.stats
+        for name in _Counts.REMOVED:
+            setattr(stats, name, getattr(stats, name) + getattr(st, name))
+        if not seg.cleaned:
+            for name in _Counts.READ:
+                setattr(stats, name, getattr(stats, name) + getattr(st, name))
+        self._written[seg.base_offset] = st
+
+    def _finish_counts(self) -> None:
+        for name in _Counts.WRITTEN:
+            setattr(self.stats, name, sum(getattr(st, name) for st in self._written.values()))
 
     # -- step 4
     def _write_indexes(self, scratch: str, base: int) -> None:
@@ -619,18 +835,79 @@ class LogCleaner:
 
         rebuild_segment_indexes(_files.segment_path(scratch, base, _files.LOG_SUFFIX), self.index_interval_bytes)
 
-    def _write_segment(self, seg: _Segment, directory: str, txn, legacy_horizon: int) -> None:
+    def _write_segment(self, seg: _Segment, directory: str, txn, legacy_horizon: int, indexes: bool = True) -> str:
         """The cleaned .log of `seg` in `directory`, fsynced, with its indexes, keeping the source's
-        lastModified (Kafka: cleaned.lastModified)."""
+        lastModified (Kafka: cleaned.lastModified). Returns its path."""
         path = _files.segment_path(directory, seg.base_offset, _files.LOG_SUFFIX)
         with open(path, "xb") as out:
             self.clean_segment(seg, out, txn, legacy_horizon)
             out.flush()
             os.fsync(out.fileno())
-        self._write_indexes(directory, seg.base_offset)
-        for suffix in (_files.LOG_SUFFIX, *_INDEX_SUFFIXES):
+        if indexes:
+            self._write_indexes(directory, seg.base_offset)
+        for suffix in (_files.LOG_SUFFIX, *(_INDEX_SUFFIXES if indexes else ())):
             os.utime(_files.segment_path(directory, seg.base_offset, suffix), ns=(seg.mtime_ns, seg.mtime_ns))
-        self.stats.segments_cleaned += 1
+        return path
+
+    def _passes(self, cleanable: list, directory: str | None) -> list:
+        """Clean `cleanable` in passes (see the class doc) into `directory` (None: a dry run, which
+        writes nothing there; the passes before the last write to a temporary directory).
+        Returns the paths of the cleaned .log files (none for a dry run)."""
+        sources = list(cleanable)
+        start = 0
+        tmp = None
+        try:
+            while True:
+                self.stats.passes += 1
+                full = self.build_offset_map(sources, start)
+                _checkpoint("mapped")
+                end = self.map.latest_offset + 1
+                if full and end <= start:
+                    raise InvalidConfigurationError(
+                        "The cleaner's key map is too small: it filled before one batch was mapped whole",
+                        expected=f"more than {self.map.capacity} keys (dedupe_buffer_size, Kafka's "
+                                 f"log.cleaner.dedupe.buffer.size)", found=f"a batch at offset {start} with more")
+                txn = CleanedTransactionMetadata(self.scan_result.aborted)
+                legacy_horizon = self._legacy_horizon()
+                target = directory
+                if directory is None and full:
+                    if tmp is None:
+                        tmp = tempfile.mkdtemp(prefix="kbatch-compact-dry-run-")
+                    target = tmp
+                for i, seg in enumerate(sources):
+                    if full and seg.base_offset >= end:
+                        break  # Kafka: log.logSegments(0, endOffset)
+                    _checkpoint(f"clean:{seg.base_offset}")
+                    if target is None:
+                        self.clean_segment(seg, _Discard(), txn, legacy_horizon)
+                        continue
+                    sources[i] = self._clean_into(seg, target, txn, legacy_horizon, last_pass=not full)
+                if not full:
+                    break
+                start = end
+        finally:
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+        self._finish_counts()
+        self.stats.segments_cleaned = len(cleanable)
+        return [] if directory is None else [s.path for s in sources]
+
+    def _clean_into(self, seg: _Segment, directory: str, txn, legacy_horizon: int, last_pass: bool) -> _Segment:
+        """One segment of a pass, cleaned into directory/<base>.log (with its indexes in the last
+        pass). A segment an earlier pass cleaned is written under a pass directory first and then
+        renamed over its previous version, which this pass was reading (its open file keeps them)."""
+        work = directory if not seg.cleaned else os.path.join(directory, f"pass-{self.stats.passes}")
+        os.makedirs(work, exist_ok=True)
+        self._write_segment(seg, work, txn, legacy_horizon, indexes=last_pass)
+        if work != directory:
+            for suffix in (_files.LOG_SUFFIX, *(_INDEX_SUFFIXES if last_pass else ())):
+                os.replace(_files.segment_path(work, seg.base_offset, suffix),
+                           _files.segment_path(directory, seg.base_offset, suffix))
+        path = _files.segment_path(directory, seg.base_offset, _files.LOG_SUFFIX)
+        records = FileRecords(path)
+        self._opened.append(records)
+        return _Segment(seg.base_offset, path, records.size_in_bytes, seg.mtime_ns, records, True, seg.end_offset,
+                        cleaned=True)
 
     def clean(self, *, dry_run: bool = False, output_dir=None) -> CleanerStats:
         """The whole round. dry_run: read and compute, write nothing. output_dir: write the
@@ -644,7 +921,8 @@ class LogCleaner:
                 log_loader.clean_directory(self.log_dir, checkpoint=_checkpoint)  # finish an interrupted one first
             try:
                 self._round(dry_run, output_dir)
-            except (UncleanablePartitionError, LogDirectoryLockedError, LogWriteError, FileChangedError):
+            except (UncleanablePartitionError, LogDirectoryLockedError, LogWriteError, FileChangedError,
+                    InvalidConfigurationError):
                 raise
             except StorageError as e:
                 raise self._uncleanable(str(e), e) from e
@@ -672,14 +950,8 @@ class LogCleaner:
             return
         if not cleanable:
             return
-        self.build_offset_map()
-        _checkpoint("mapped")
-        txn = CleanedTransactionMetadata(self.scan_result.aborted)
-        legacy_horizon = self._legacy_horizon()
         if dry_run:
-            for seg in cleanable:
-                self.clean_segment(seg, _Discard(), txn, legacy_horizon)
-                self.stats.segments_cleaned += 1
+            self._passes(cleanable, None)
             return
         scratch = os.path.join(self.log_dir, f"{_SCRATCH_PREFIX}{os.getpid()}")
         created: list[str] = []  # .cleaned / .swap files this run made (removed on failure)
@@ -687,9 +959,8 @@ class LogCleaner:
         try:
             shutil.rmtree(scratch, ignore_errors=True)
             os.mkdir(scratch)
+            self._passes(cleanable, scratch)
             for seg in cleanable:
-                _checkpoint(f"clean:{seg.base_offset}")
-                self._write_segment(seg, scratch, txn, legacy_horizon)
                 for suffix in (_files.LOG_SUFFIX, *_INDEX_SUFFIXES):
                     src = _files.segment_path(scratch, seg.base_offset, suffix)
                     dst = _files.segment_path(self.log_dir, seg.base_offset, suffix + _CLEANED)
@@ -737,13 +1008,13 @@ class LogCleaner:
         os.mkdir(stage)
         try:
             if cleanable:
-                self.build_offset_map()
-            txn = CleanedTransactionMetadata(self.scan_result.aborted if self.scan_result else [])
-            legacy_horizon = self._legacy_horizon()
+                self._passes(cleanable, stage)
+                for name in os.listdir(stage):  # what passes before the last wrote first
+                    if name.startswith("pass-"):
+                        shutil.rmtree(os.path.join(stage, name), ignore_errors=True)
             cleaned = {s.base_offset for s in cleanable}
             for seg in self.segments:
                 if seg.base_offset in cleaned:
-                    self._write_segment(seg, stage, txn, legacy_horizon)
                     continue
                 path = _files.segment_path(stage, seg.base_offset, _files.LOG_SUFFIX)
                 with open(path, "xb") as out:
@@ -791,7 +1062,8 @@ def compact(log_dir: PathLike, now_ms: int, delete_retention_ms: int = 86_400_00
             legacy_delete_horizon_ms: int | None = None,
             index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES, verify_crc: bool = True,
             max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES, dry_run: bool = False,
-            output_dir: PathLike | None = None) -> CleanerStats:
+            output_dir: PathLike | None = None, dedupe_buffer_size: int = W.DEFAULT_DEDUPE_BUFFER_SIZE,
+            load_factor: float = W.DEFAULT_DEDUPE_LOAD_FACTOR) -> CleanerStats:
     """Compact the partition directory `log_dir` as a broker's log cleaner does (see module doc).
 
     now_ms: the cleaner's clock (delete horizons are now_ms + delete_retention_ms; tombstones and
@@ -799,13 +1071,17 @@ def compact(log_dir: PathLike, now_ms: int, delete_retention_ms: int = 86_400_00
     legacy_delete_horizon_ms: override the legacy (magic 0/1) tombstone horizon.
     dry_run: write nothing; the stats say what a run would remove (records_removed, bytes_saved).
     output_dir: write the compacted partition to this new (or empty) directory instead.
+    dedupe_buffer_size / load_factor: the key map's memory and how full it gets before a pass
+    cleans what it mapped (Kafka's log.cleaner.dedupe.buffer.size, for one cleaner thread, and
+    log.cleaner.io.buffer.load.factor): more distinct keys than that take more passes.
     Returns CleanerStats. The input files are never modified in place; a partition that cannot be
     read in full raises UncleanablePartitionError and nothing changes.
     """
     return LogCleaner(log_dir, now_ms, delete_retention_ms, clean_active_segment=clean_active_segment,
                       legacy_delete_horizon_ms=legacy_delete_horizon_ms,
                       index_interval_bytes=index_interval_bytes, verify_crc=verify_crc,
-                      max_decompressed_bytes=max_decompressed_bytes).clean(dry_run=dry_run, output_dir=output_dir)
+                      max_decompressed_bytes=max_decompressed_bytes, dedupe_buffer_size=dedupe_buffer_size,
+                      load_factor=load_factor).clean(dry_run=dry_run, output_dir=output_dir)
 
 
 __all__ = ["compact", "recover", "LogCleaner", "CleanerStats", "OffsetMap", "CleanedTransactionMetadata",

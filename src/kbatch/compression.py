@@ -11,11 +11,13 @@ import zlib
 from typing import TYPE_CHECKING, Any
 
 import cramjam
+import lz4.block
 import lz4.frame
 import zstandard
 
 from . import _wire as W
-from .errors import CorruptRecordError, DecompressionLimitError, KBatchError, UnsupportedCodecError
+from .errors import (CorruptRecordError, DecompressionLimitError, InvalidConfigurationError, KBatchError,
+                     UnsupportedCodecError)
 
 if TYPE_CHECKING:
     from ._typing import Buffer
@@ -70,37 +72,101 @@ def check_codec(codec: int, magic: int, position: int | None = None) -> Compress
     return c
 
 
+# ------------------------------------------------------------------------------------ levels
+_LEVELS = {Compression.GZIP: W.GZIP_LEVELS, Compression.LZ4: W.LZ4_LEVELS, Compression.ZSTD: W.ZSTD_LEVELS}
+
+
+def default_level(codec: int) -> int | None:
+    """Kafka's default level for `codec` (KIP-390): gzip -1 (zlib's 6), lz4 9, zstd 3; None for
+    none and snappy, which have no levels."""
+    levels = _LEVELS.get(Compression(int(codec)))
+    return None if levels is None else levels[2]
+
+
+def check_level(codec: int, level: int | None) -> int | None:
+    """`level` for `codec` as Kafka accepts it (its Compression builders' ranges: gzip 1-9 or -1,
+    lz4 1-17, zstd -131072-22), Kafka's default when None. A level for none or snappy is refused."""
+    codec = Compression(int(codec))
+    levels = _LEVELS.get(codec)
+    if level is None:
+        return None if levels is None else levels[2]
+    if isinstance(level, bool) or not isinstance(level, int):
+        raise InvalidConfigurationError(f"Invalid {codec.name.lower()} compression level", expected="an integer",
+                                        found=repr(level))
+    if levels is None:
+        raise InvalidConfigurationError(f"{codec.name.lower()} has no compression levels",
+                                        expected="no level (None)", found=level)
+    lo, hi, default = levels
+    if not (lo <= level <= hi or level == default):
+        extra = f" or {default}" if not lo <= default <= hi else ""
+        raise InvalidConfigurationError(f"{codec.name.lower()} doesn't support the given compression level",
+                                        expected=f"a level in [{lo}, {hi}]{extra}", found=level)
+    return int(level)
+
+
 # ------------------------------------------------------------------------------------ compress
 def compress(codec: int, data: Buffer, magic: int = 2, level: int | None = None) -> bytes:
-    """Compress `data` the way Kafka's producer frames it for `codec`."""
+    """Compress `data` the way Kafka's producer frames it for `codec`, at Kafka's `level` for that
+    codec (check_level; None: Kafka's default)."""
     codec = check_codec(codec, magic)
-    data = bytes(data)
+    given = check_level(codec, level)
     if codec == Compression.NONE:
-        return data
+        return bytes(data)
+    mv = memoryview(data).cast("B")  # no copy of the input
     if codec == Compression.GZIP:
-        c = zlib.compressobj(6 if level is None or level < 0 else level, zlib.DEFLATED, 31)
-        return c.compress(data) + c.flush()
+        c = zlib.compressobj(W.GZIP_LEVELS[2] if given is None else given, zlib.DEFLATED, 31)  # -1: zlib's 6
+        return c.compress(mv) + c.flush()
     if codec == Compression.SNAPPY:
         framed = bytearray(XERIAL_HEADER)
-        for i in range(0, len(data), XERIAL_BLOCK_SIZE) or [0]:
-            block = bytes(cramjam.snappy.compress_raw(data[i:i + XERIAL_BLOCK_SIZE]))
-            framed += struct.pack(">i", len(block)) + block
+        for i in range(0, len(mv), XERIAL_BLOCK_SIZE) or [0]:
+            block = cramjam.snappy.compress_raw(mv[i:i + XERIAL_BLOCK_SIZE])
+            framed += struct.pack(">i", len(block))
+            framed += block
         return bytes(framed)
     if codec == Compression.LZ4:
-        out: bytes = lz4.frame.compress(
-            data, compression_level=0 if level is None else level, block_size=lz4.frame.BLOCKSIZE_MAX64KB,
-            block_linked=False, content_checksum=False, store_size=False, return_bytearray=False)
+        frame = _lz4_frame(mv, W.LZ4_LEVELS[2] if given is None else given)
         if magic == 0:
             # KAFKA-3160: magic 0 used a header checksum over magic+FLG+BD; keep writing it so old
             # readers (and Kafka's own v0 reader) see what they expect.
-            out = out[:6] + bytes([(xxh32(out[0:6]) >> 8) & 0xFF]) + out[7:]
-        return out
+            frame = frame[:6] + bytes([(xxh32(frame[0:6]) >> 8) & 0xFF]) + frame[7:]
+        return frame
     # ZSTD: streaming frame without content size, as zstd-jni's output stream writes it
-    cache: dict[int | None, zstandard.ZstdCompressor] = _zstd_local.__dict__.setdefault("compressors", {})
-    z = cache.get(level)
+    zlevel = W.ZSTD_LEVELS[2] if given is None else given
+    cache: dict[int, zstandard.ZstdCompressor] = _zstd_local.__dict__.setdefault("compressors", {})
+    z = cache.get(zlevel)
     if z is None:
-        z = cache[level] = zstandard.ZstdCompressor(level=3 if level is None else level, write_content_size=False)
-    return z.compress(data)
+        z = cache[zlevel] = zstandard.ZstdCompressor(level=zlevel, write_content_size=False)
+    return z.compress(mv)
+
+
+_LZ4_BLOCK = 64 * 1024
+_LZ4_HEADER = LZ4_MAGIC + bytes([0x60, 0x40, 0x82])  # FLG, BD (64 KiB blocks), header checksum
+_LZ4_UNCOMPRESSED = 0x80000000
+
+
+def _lz4_frame(data: Buffer, level: int) -> bytes:
+    """Kafka's lz4 frame, block by block as Lz4BlockOutputStream writes it: independent 64 KiB
+    blocks, each compressed with lz4-java's fast compressor at Kafka's default level 9 (liblz4's
+    LZ4_compress_default: lz4.block's default mode) and with its high-compression one at any other
+    level; a block that does not shrink is stored as it is (size high bit set); no checksums, no
+    content size. (lz4.frame's own fast path compresses blocks differently, so it is not used.)"""
+    mv = memoryview(data).cast("B")
+    out = bytearray(_LZ4_HEADER)
+    fast = level == W.LZ4_LEVELS[2]
+    for i in range(0, len(mv), _LZ4_BLOCK):
+        raw = mv[i:i + _LZ4_BLOCK]
+        if fast:
+            block = lz4.block.compress(raw, store_size=False)
+        else:
+            block = lz4.block.compress(raw, mode="high_compression", compression=level, store_size=False)
+        if len(block) >= len(raw):
+            out += struct.pack("<I", len(raw) | _LZ4_UNCOMPRESSED)
+            out += raw
+        else:
+            out += struct.pack("<I", len(block))
+            out += block
+    out += b"\x00\x00\x00\x00"  # EndMark
+    return bytes(out)
 
 
 # ------------------------------------------------------------------------------------ decompress

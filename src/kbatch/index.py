@@ -106,10 +106,12 @@ class _Index:
         es = self.entry_size
         if n >= 2 and not any(bytes(data[:2 * es])):
             return 0
-        for i in range(self._first_tail_slot, n):
-            if self._relative_offset_at(data, i) == 0:
-                return i
-        return n
+        if n <= self._first_tail_slot:
+            return n
+        # every entry's relative offset at once (a 68,000-entry index is read on a segment's first lookup)
+        words = np.frombuffer(data, dtype=">i4", count=n * es // 4).reshape(n, es // 4)
+        zero = np.flatnonzero(words[self._first_tail_slot:, self._relative_offset_word] == 0)
+        return self._first_tail_slot + int(zero[0]) if len(zero) else n
 
     # ---- entries
     def __len__(self):
@@ -233,6 +235,7 @@ class OffsetIndex(_Index):
     suffix = ".index"
     # no real entry names the base offset (the first batch is never indexed), so slot 0 can end it too
     _first_tail_slot = 0
+    _relative_offset_word = 0  # (relative offset, position): the first of its two int32 words
 
     @staticmethod
     def _relative_offset_at(data, i):
@@ -295,6 +298,7 @@ class TimeIndex(_Index):
     key_kind = KEY_TIMESTAMP
     suffix = ".timeindex"
     _first_tail_slot = 1  # (T, base offset) is a real first entry when the first batch reached T
+    _relative_offset_word = 2  # (timestamp int64, relative offset int32): the third int32 word
 
     @staticmethod
     def _relative_offset_at(data, i):

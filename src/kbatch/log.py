@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import errno
+import itertools
 import logging
 import os
 import random
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     from .validate import AppendInfo
 from .segment import (FileRecords, LogSegment, MaxTimestampTracker, _batch_at, _crc_error, build_indexes,
                       scan_headers)
+from .segment import _FIRST_WINDOW as segment_first_window
 
 logger = logging.getLogger("kbatch.log")
 
@@ -90,6 +92,9 @@ class LogConfig:
     message_timestamp_after_max_ms: int = W.INT64_MAX
     cleanup_policy: str = "delete"
     compression_type: str = "producer"
+    compression_gzip_level: int = W.GZIP_LEVELS[2]
+    compression_lz4_level: int = W.LZ4_LEVELS[2]
+    compression_zstd_level: int = W.ZSTD_LEVELS[2]
     max_message_bytes: int = W.DEFAULT_MAX_MESSAGE_BYTES
     timestamp_extended: bool = False
     extra: dict = field(default_factory=dict, repr=False)
@@ -107,6 +112,14 @@ class LogConfig:
         if str(self.compression_type).lower() not in _CODECS:
             raise InvalidConfigurationError("Invalid compression.type", expected=", ".join(_CODECS),
                                             found=self.compression_type)
+        from .compression import check_level
+        for codec in (W.Compression.GZIP, W.Compression.LZ4, W.Compression.ZSTD):
+            name = f"compression_{codec.name.lower()}_level"
+            try:
+                check_level(codec, getattr(self, name))
+            except InvalidConfigurationError as e:
+                raise InvalidConfigurationError(f"Invalid value for {name.replace('_', '.')}", expected=e.expected,
+                                                found=e.found) from None
         policies = self.cleanup_policies
         if not policies or not policies <= {"delete", "compact"}:
             raise InvalidConfigurationError("Invalid cleanup.policy", expected="delete and/or compact",
@@ -131,6 +144,16 @@ class LogConfig:
     def compression(self):
         """The topic codec (a Compression), or None for compression.type=producer."""
         return _CODECS[str(self.compression_type).lower()]
+
+    @property
+    def compression_level(self) -> int | None:
+        """The topic codec's level (compression.<codec>.level), None for producer, none and snappy.
+        Batches rebuilt for a "producer" topic keep their codec at its default level, as Kafka's
+        BrokerCompressionType.targetCompression does."""
+        codec = self.compression
+        if codec in (W.Compression.GZIP, W.Compression.LZ4, W.Compression.ZSTD):
+            return getattr(self, f"compression_{codec.name.lower()}_level")
+        return None
 
     @classmethod
     def from_properties(cls, props: dict) -> "LogConfig":
@@ -168,7 +191,7 @@ class LogConfig:
         return LogValidator(self.message_timestamp_type, self.message_timestamp_before_max_ms,
                             self.message_timestamp_after_max_ms, compacted="compact" in self.cleanup_policies,
                             max_message_bytes=self.max_message_bytes, compression=self.compression,
-                            timestamp_extended=self.timestamp_extended, topic_partition=topic_partition)
+                            compression_level=self.compression_level, timestamp_extended=self.timestamp_extended, topic_partition=topic_partition)
 
 
 # ------------------------------------------------------------------------------------ reports
@@ -490,14 +513,14 @@ class Log:
                     yield _batch_at(s, i)
 
     def _last_headers(self, seg, column):
-        """The given header column's value for the segment's last batch (None when empty)."""
+        """The given header column's value (a tuple of columns: a tuple of values) for the
+        segment's last batch, None when it has none; read from the last index entry on."""
         def run():
-            oi = seg.offset_index
-            start = seg._entry_position(oi.entry(oi.entries - 1).offset) if oi.entries else 0
             last = None
-            for s in seg.log.scan(start, reuse=True):
-                if len(s[column]):
-                    last = int(s[column][-1])
+            for s in seg.log.scan(seg.last_entry_position(), first_window=segment_first_window, reuse=True):
+                if len(s["position"]):
+                    last = (int(s[column][-1]) if isinstance(column, str)
+                            else tuple(int(s[c][-1]) for c in column))
             return last
         return seg._guarded(run)
 
@@ -554,16 +577,42 @@ class Log:
     def offsets_for_times(self, targets: Any) -> Any:
         """Answers for many targets.
 
-        A list/tuple gives a list of OffsetAndTimestamp | None in the same order (targets may be
-        ints or OffsetSpec members). A numpy array of int64 timestamps gives two int64 arrays
+        A list/tuple (any iterable) gives a list of OffsetAndTimestamp | None in the same order
+        (targets may be ints or OffsetSpec members); its timestamps go through the same bulk
+        lookup as a numpy array's. A numpy array of int64 timestamps gives two int64 arrays
         (offsets, timestamps); offsets is -1 where no record has a timestamp >= the target, and the
         timestamp there is meaningless (any int64 is a valid timestamp, so mask with offsets >= 0).
         """
         if isinstance(targets, np.ndarray):
-            return self._stable(self._offsets_for_times_array, targets)
+            return self._stable(self._offsets_for_times_array, targets)[:2]
         if isinstance(targets, (int, np.integer, OffsetSpec)):
             return self.offset_for(targets)
-        return [self.offset_for(t) for t in targets]
+        targets = targets if type(targets) is list else list(targets)
+        if all(type(t) is int for t in targets):  # plain timestamps: converted by numpy in one step
+            try:
+                times = np.array(targets, dtype=np.int64)
+            except OverflowError:
+                pass  # one is out of range: the loop below names it
+            else:
+                return _answers(*self._stable(self._offsets_for_times_array, times))
+        out = [None] * len(targets)
+        times, where = [], []
+        for i, t in enumerate(targets):
+            if isinstance(t, OffsetSpec):
+                out[i] = self.offset_for(t)
+                continue
+            if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)):
+                raise TypeError(f"a lookup target is an int64 timestamp or an OffsetSpec, not {t!r}")
+            t = int(t)
+            if not W.INT64_MIN <= t <= W.INT64_MAX:
+                raise InvalidRequestError("Target timestamp out of the int64 range", expected="an int64", found=t)
+            times.append(t)
+            where.append(i)
+        if times:  # every timestamp target in one bulk lookup, as for a numpy array
+            for i, hit in zip(where, _answers(*self._stable(self._offsets_for_times_array,
+                                                             np.array(times, dtype=np.int64)))):
+                out[i] = hit
+        return out
 
     def _largest_timestamps(self) -> np.ndarray:
         return np.array([s.largest_timestamp for s in self.segments], dtype=np.int64)
@@ -582,24 +631,24 @@ class Log:
         targets = targets.astype(np.int64).ravel()
         offsets = np.full(len(targets), -1, dtype=np.int64)
         stamps = np.full(len(targets), W.NO_TIMESTAMP, dtype=np.int64)
+        epochs = np.full(len(targets), -1, dtype=np.int64)
         if not self.segments or not len(targets):
-            return offsets, stamps
+            return offsets, stamps, epochs
         largest = np.maximum.accumulate(self._largest_timestamps())
         which = np.searchsorted(largest, targets, side="left")  # first segment with largest >= t
-        for si in np.unique(which).tolist():
-            if si >= len(self.segments):
-                continue
+        for si in np.flatnonzero(np.bincount(which, minlength=len(self.segments) + 1)[:len(self.segments)]).tolist():
             sel = np.flatnonzero(which == si)
             seg = self.segments[si]
             if len(sel) * 8 >= seg.offset_index.entries:  # dense: one header pass over the segment
-                o, ts, _ep = seg.find_offsets_by_timestamps(targets[sel], self.log_start_offset)
-                offsets[sel], stamps[sel] = o, ts
+                offsets[sel], stamps[sel], epochs[sel] = seg.find_offsets_by_timestamps(targets[sel],
+                                                                                        self.log_start_offset)
             else:  # sparse: index lookups, O(log n) each
                 for i in sel.tolist():
                     hit = seg.find_offset_by_timestamp(int(targets[i]), self.log_start_offset)
                     if hit is not None:
                         offsets[i], stamps[i] = hit.offset, hit.timestamp
-        return offsets, stamps
+                        epochs[i] = -1 if hit.leader_epoch is None else hit.leader_epoch
+        return offsets, stamps, epochs
 
     def _max_timestamp(self):
         """MAX_TIMESTAMP (KIP-734): the segment with the largest max timestamp (first on ties),
@@ -643,14 +692,44 @@ class Log:
             self._epoch_cache = cache
         return self._epoch_cache
 
+    def _epochs_from_batches(self) -> bool:
+        """A read-only log without a leader-epoch-checkpoint: its epoch cache is built from the batches."""
+        from .checkpoints import LEADER_EPOCH_CHECKPOINT
+
+        return not self.writable and not os.path.exists(os.path.join(self.directory, LEADER_EPOCH_CHECKPOINT))
+
     def _epoch_at_start(self):
-        """EARLIEST's epoch: the first cached epoch when it starts at or before the log start offset."""
-        first = self.leader_epoch_cache.earliest_entry()
-        return first.epoch if first is not None and first.start_offset <= self.log_start_offset else None
+        """EARLIEST's epoch: the first cached epoch when it starts at or before the log start offset.
+        Without a checkpoint file that entry is the first batch carrying an epoch: the batches up to
+        the log start offset are read, no further."""
+        if not self._epochs_from_batches():
+            first = self.leader_epoch_cache.earliest_entry()
+            return first.epoch if first is not None and first.start_offset <= self.log_start_offset else None
+        for seg in self.segments:
+            if seg.base_offset > self.log_start_offset:
+                break
+            for s in seg.log.scan(0, first_window=segment_first_window, reuse=True):
+                ok = np.flatnonzero((s["magic"] >= 2) & (s["partition_leader_epoch"] >= 0))
+                if len(ok):
+                    i = int(ok[0])
+                    return int(s["partition_leader_epoch"][i]) if s["base_offset"][i] <= self.log_start_offset else None
+                if len(s["base_offset"]) and s["base_offset"][-1] > self.log_start_offset:
+                    return None
+        return None
 
     def _epoch_at_end(self):
-        """LATEST's epoch: the cache's latest epoch (a new leader's epoch before any batch carries it)."""
-        return self.leader_epoch_cache.latest_epoch()
+        """LATEST's epoch: the cache's latest epoch (a new leader's epoch before any batch carries it).
+        Without a checkpoint file: the last batch's, read from the last index entry on (the latest
+        epoch a broker's recovery assigns whenever epochs never go down along the log, as in every
+        log a leader wrote; the whole cache, for end_offset_for_epoch, still reads every header)."""
+        if not self._epochs_from_batches():
+            return self.leader_epoch_cache.latest_epoch()
+        for seg in reversed(self.segments):
+            last = self._last_headers(seg, ("magic", "partition_leader_epoch"))
+            if last is not None:
+                magic, ple = last
+                return ple if magic >= 2 and ple >= 0 else None
+        return None
 
     def assign_epoch_start_offset(self, epoch: int, start_offset: int | None = None) -> None:
         """Record that `epoch` starts at `start_offset` (default: the log end offset), as a broker does
@@ -693,8 +772,7 @@ class Log:
             self._validator = self.config.validator(tp)
         if from_client is None:
             from_client = sum(len(s["position"]) for s in scan_headers(memoryview(data))) <= 1
-        out, info = self._validator.validate_and_assign(
-            data, self.end_offset(), now, partition_leader_epoch=self.partition_leader_epoch, from_client=from_client)
+        out, info = self._validator._assign(data, self.end_offset(), now, self.partition_leader_epoch, from_client)
         if not out:
             return info
         rows = [s for s in scan_headers(memoryview(out))]
@@ -1083,6 +1161,16 @@ class _AppendGroup:
                 raise LogWriteError(f"{exc} (and taking out what the earlier appends of the call wrote failed too: "
                                     f"{e2}; reopening the log for writing finishes that)", path=log.directory) from exc
         return False
+
+
+def _answers(offsets: np.ndarray, stamps: np.ndarray, epochs: np.ndarray) -> list:
+    """Bulk lookup arrays -> [OffsetAndTimestamp | None] (leader epoch None when unknown)."""
+    eps = epochs.tolist() if (epochs >= 0).all() else np.where(epochs >= 0, epochs, None).tolist()
+    out = list(map(tuple.__new__, itertools.repeat(OffsetAndTimestamp),
+                   zip(offsets.tolist(), stamps.tolist(), eps)))
+    for i in np.flatnonzero(offsets < 0).tolist():
+        out[i] = None
+    return out
 
 
 def _read_or_none(path):

@@ -7,7 +7,8 @@ index's position (kafka-format.md §5.1, §5.2, §5.4). `build_indexes` holds th
 rules in one place; recovery, `rebuild_indexes`, `verify_indexes` and the writer all follow it.
 
 Files are never memory-mapped: a .log is read in windows with pread into private buffers, so a
-file truncated by another process gives a kbatch error (FileChangedError), never SIGBUS. A segment
+file truncated by another process gives a kbatch error (FileChangedError), never SIGBUS. Scans
+that reuse their buffers read the next large window in a thread while the current one is parsed. A segment
 opens its .log once and keeps that file: a compaction or retention that replaces or deletes it
 later leaves this reader with the old bytes. Index files are read lazily, and only while the .log
 at the segment's path is still the file this segment opened (otherwise they may describe a new
@@ -23,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import threading
 import time
 from typing import NamedTuple
 
@@ -40,6 +42,25 @@ log = logging.getLogger("kbatch.segment")
 
 _WINDOW = 16 * 1024 * 1024
 _FIRST_WINDOW = 16 * 1024  # lookups usually end within a few batches of the index entry (4 KiB apart)
+
+# Window buffers of scans that reuse one (FileRecords.scan(reuse=True)), kept between scans so
+# that a lookup or a header pass does not allocate and zero a new buffer each time. A scan takes
+# one for its whole life and gives it back when it ends; at most two are kept.
+_SPARE_BUFFERS: list = []
+_SPARE_KEEP = 2
+_SPARE_MAX_BYTES = 2 * _WINDOW
+
+
+def _take_buffer() -> bytearray | None:
+    try:
+        return _SPARE_BUFFERS.pop()
+    except IndexError:
+        return None
+
+
+def _give_buffer(buf) -> None:
+    if buf is not None and len(buf) <= _SPARE_MAX_BYTES and len(_SPARE_BUFFERS) < _SPARE_KEEP:
+        _SPARE_BUFFERS.append(buf)
 MAX_SEGMENT_BYTES = W.INT32_MAX  # positions in .index are int32 (Kafka: segment.bytes is an int)
 
 
@@ -85,7 +106,7 @@ def _head(s: dict, n: int) -> dict:
 
 
 def scan_windows(read, size: int, start: int = 0, verify_crc: bool = False, first_window: int = _WINDOW,
-                 limit: int | None = MAX_SEGMENT_BYTES):
+                 limit: int | None = MAX_SEGMENT_BYTES, prefetch=None):
     """Batch-header columns of bytes [start, size), window by window, with file positions; each
     dict also holds the window ("buf") and the file position of its first byte ("origin").
 
@@ -93,7 +114,8 @@ def scan_windows(read, size: int, start: int = 0, verify_crc: bool = False, firs
     size running past the end); the return value (StopIteration.value) is where complete batches
     end. A header the kernel rejects (size below the overhead, bad magic) raises, but only after
     the complete batches before it were yielded. A batch ending past `limit` raises
-    SegmentTooLargeError (Kafka's int32 positions)."""
+    SegmentTooLargeError (Kafka's int32 positions). prefetch(position, n), when given, is told
+    which window comes next before the current one is handed out (a reader can fetch it meanwhile)."""
     core = _backend.core
     pos = start
     window = first_window
@@ -101,6 +123,11 @@ def scan_windows(read, size: int, start: int = 0, verify_crc: bool = False, firs
         n = min(size - pos, window)
         window = min(window * 16, _WINDOW)  # a lookup that did not end in the first window goes on in larger ones
         buf = read(pos, n)
+        if n < size - pos and n >= W.LOG_OVERHEAD:
+            (sz,) = _SIZE.unpack_from(buf, W.SIZE_OFFSET)
+            if n < sz + W.LOG_OVERHEAD <= size - pos:  # the first batch is larger than the window: read it whole
+                n = sz + W.LOG_OVERHEAD
+                buf = read(pos, n)
         try:
             s = core.scan_batches(buf, 0, n, verify_crc)
         except KBatchError as e:
@@ -132,6 +159,8 @@ def scan_windows(read, size: int, start: int = 0, verify_crc: bool = False, firs
             raise SegmentTooLargeError("Segment is larger than Kafka's limit", position=bad,
                                        expected=f"a segment of at most {limit} bytes (positions in .index are int32)",
                                        found=f"a batch ending at byte {int(ends[k])}")
+        if prefetch is not None and size - pos - done > W.HEADER_SIZE_UP_TO_MAGIC:
+            prefetch(pos + done, min(size - pos - done, window))
         yield _place(s, buf, pos)
         pos += done
     return pos
@@ -212,6 +241,7 @@ class IndexBuild(NamedTuple):
 
 
 _OFF = struct.Struct(">ii")
+_SIZE = struct.Struct(">i")
 _TIME = struct.Struct(">qi")
 
 
@@ -300,6 +330,9 @@ class FileRecords:
         self._fd = fd
         self.identity = _files.fstat_identity(fd)
         self._size = os.fstat(fd).st_size
+        # (position, bytes) of the last small read, read a whole first window long: a lookup reads
+        # a batch header to check an index entry, then scans from that same position
+        self._head = None
 
     @classmethod
     def open(cls, path, *, writable: bool = False) -> "FileRecords":
@@ -324,27 +357,34 @@ class FileRecords:
     def read(self, position: int, size: int) -> bytes:
         """`size` bytes at `position` (within the size this FileRecords knows)."""
         size = max(0, min(size, self._size - position))
-        return _files.pread_exact(self._fd_or_raise(), size, position, self.path) if size else b""
+        if not size:
+            return b""
+        head = self._head
+        if head is not None and head[0] <= position and position + size <= head[0] + len(head[1]):
+            at = position - head[0]
+            return head[1][at:at + size]
+        fd = self._fd_or_raise()
+        if size < _FIRST_WINDOW:
+            data = _files.pread_exact(fd, min(_FIRST_WINDOW, self._size - position), position, self.path)
+            self._head = (position, data)
+            return data[:size]
+        return _files.pread_exact(fd, size, position, self.path)
 
     def scan(self, start: int = 0, verify_crc: bool = False, first_window: int = _WINDOW, *, reuse: bool = False):
         """scan_windows over the file (see there). reuse=True reads every window into one buffer
         (no allocation per window): only for callers that keep nothing (no batch, record, key or
-        value view) from a window once they ask for the next one."""
-        return scan_windows(self._reusing_reader() if reuse else self.read, self._size, start, verify_crc,
-                            first_window)
+        value view) from a window once they ask for the next one, or once the scan has ended."""
+        if not reuse:
+            return scan_windows(self.read, self._size, start, verify_crc, first_window)
+        return self._scan_reusing(start, verify_crc, first_window)
 
-    def _reusing_reader(self):
-        holder = [None]
-
-        def read(position: int, size: int):
-            size = max(0, min(size, self._size - position))
-            buf = holder[0]
-            if buf is None or len(buf) < size:
-                buf = holder[0] = bytearray(max(size, _FIRST_WINDOW))
-            mv = memoryview(buf)[:size]
-            _files.pread_into(self._fd_or_raise(), mv, position, self.path)
-            return mv
-        return read
+    def _scan_reusing(self, start, verify_crc, first_window):
+        reader = _WindowReader(self)
+        try:
+            return (yield from scan_windows(reader.read, self._size, start, verify_crc, first_window,
+                                            prefetch=reader.prefetch))
+        finally:
+            reader.close()
 
     def headers(self, start: int = 0, verify_crc: bool = False, first_window: int = _WINDOW):
         return self.scan(start, verify_crc, first_window)
@@ -451,6 +491,7 @@ class FileRecords:
         return pos
 
     def _cut_back(self, size: int) -> None:
+        self._head = None
         try:
             _files.truncate_back(self._fd, size, self.path)
         except OSError as e:
@@ -466,6 +507,7 @@ class FileRecords:
         """Cut the file to `size` bytes (durably); returns how many bytes went."""
         self._check_writable()
         gone = self._size - size
+        self._head = None
         _files.truncate_back(self._fd_or_raise(), size, self.path)
         self._size = size
         return gone
@@ -497,6 +539,7 @@ class SourceFileRecords(FileRecords):
         self._open = True
         self.identity = source.identity
         self._size = source.size
+        self._head = None
 
     @property
     def closed(self) -> bool:
@@ -508,8 +551,9 @@ class SourceFileRecords(FileRecords):
         size = max(0, min(size, self._size - position))
         return self.source.pread(size, position) if size else b""
 
-    def _reusing_reader(self):
-        return self.read  # each read is a new buffer from the source anyway
+    def _scan_reusing(self, start, verify_crc, first_window):
+        # each read is a new buffer from the source anyway: nothing to reuse
+        return (yield from scan_windows(self.read, self._size, start, verify_crc, first_window))
 
     def flush(self) -> None:
         pass
@@ -645,6 +689,113 @@ class RemoteSegmentFiles(SegmentFiles):
         return 0 if mt is None else int(mt) // 1_000_000
 
 
+_KERNEL_MIN_RECORDS = 32  # below this, decoding the few Record objects costs less than a kernel call
+_ONE_TARGET = np.zeros(1, dtype=np.int64)
+
+
+def _first_in_row(s, i: int, target: int, starting_offset: int):
+    """first_record_at_or_after for row i of a window: an uncompressed CreateTime v2 batch of many
+    records through the find_timestamps_v2 kernel (every record checked, no Record objects), any
+    other batch through its records."""
+    attrs = int(s["attributes"][i])
+    if (s["magic"][i] != 2 or attrs & (W.COMPRESSION_CODEC_MASK | W.TIMESTAMP_TYPE_MASK)
+            or s["record_count"][i] < _KERNEL_MIN_RECORDS):
+        return first_record_at_or_after(_batch_at(s, i), target, starting_offset)
+    j = slice(i, i + 1)
+    pos = s["position"][j] - s["origin"]
+    try:
+        offs, stamps = _backend.core.find_timestamps_v2(
+            s["buf"], pos + W.RECORDS_OFFSET, pos + s["size"][j], s["record_count"][j], s["base_offset"][j],
+            s["first_timestamp"][j], s["max_timestamp"][j], s["attributes"][j], _ONE_TARGET,
+            np.array((target,), dtype=np.int64), starting_offset)
+    except KBatchError as e:
+        raise _move(e, s["origin"])  # window positions -> file positions
+    if offs[0] < 0:
+        return None
+    return TimestampAndOffset(int(stamps[0]), int(offs[0]), _epoch(int(s["partition_leader_epoch"][i])))
+
+
+def _runs(sorted_rows: np.ndarray):
+    """np.unique(.., return_index, return_counts) of a non-decreasing array, without sorting it."""
+    if not len(sorted_rows):
+        return sorted_rows, sorted_rows, sorted_rows
+    first = np.flatnonzero(np.diff(sorted_rows, prepend=sorted_rows[0] - 1))
+    return sorted_rows[first], first, np.diff(first, append=len(sorted_rows))
+
+
+_PREFETCH_MIN = 1 << 20  # windows this large are read ahead, in a thread, while the last one is worked on
+
+
+class _WindowReader:
+    """FileRecords' reader for scans that reuse their buffers: two window buffers (from the spare
+    ones), the next large window read ahead in a thread while the caller works on the current one
+    (pread lets the GIL go: on a second core the copy from the page cache overlaps the parsing),
+    and the bytes a header check just read handed out again without a syscall."""
+
+    __slots__ = ("records", "bufs", "cur", "pending")
+
+    def __init__(self, records):
+        self.records = records
+        self.bufs = [_take_buffer(), _take_buffer()]
+        self.cur = 0          # the buffer of the window the caller holds
+        self.pending = None   # (position, size, buffer index, thread, result box)
+
+    def _fill(self, idx: int, position: int, size: int):
+        buf = self.bufs[idx]
+        if buf is None or len(buf) < size:
+            buf = self.bufs[idx] = bytearray(max(size, _FIRST_WINDOW))
+        mv = memoryview(buf)[:size]
+        _files.pread_into(self.records._fd_or_raise(), mv, position, self.records.path)
+        return mv
+
+    def _wait(self):
+        p, self.pending = self.pending, None
+        if p is not None:
+            p[3].join()
+        return p
+
+    def prefetch(self, position: int, size: int) -> None:
+        size = max(0, min(size, self.records.size_in_bytes - position))
+        if size < _PREFETCH_MIN:
+            return
+        self._wait()
+        idx, box = 1 - self.cur, {}
+
+        def run():
+            try:
+                box["mv"] = self._fill(idx, position, size)
+            except BaseException as e:  # raised where the caller reads this window
+                box["error"] = e
+
+        t = threading.Thread(target=run, name="kbatch-read-ahead", daemon=True)
+        t.start()
+        self.pending = (position, size, idx, t, box)
+
+    def read(self, position: int, size: int):
+        records = self.records
+        size = max(0, min(size, records.size_in_bytes - position))
+        head = records._head
+        if head is not None and head[0] <= position and position + size <= head[0] + len(head[1]):
+            at = position - head[0]  # read along with the header just checked
+            return memoryview(head[1])[at:at + size]
+        p = self._wait()
+        if p is not None and p[0] == position and p[1] == size:
+            if "error" in p[4]:
+                raise p[4]["error"]
+            self.cur = p[2]
+            return p[4]["mv"]
+        idx = 1 - self.cur  # never the buffer of the window the caller may still be reading
+        mv = self._fill(idx, position, size)
+        self.cur = idx
+        return mv
+
+    def close(self) -> None:
+        self._wait()
+        for buf in self.bufs:
+            _give_buffer(buf)
+        self.bufs = [None, None]
+
+
 def first_record_at_or_after(batch, target: int, starting_offset: int = 0):
     """(timestamp, offset, leader epoch) of the batch's first record with ts >= target and
     offset >= starting_offset, or None."""
@@ -660,6 +811,7 @@ def first_record_at_or_after(batch, target: int, starting_offset: int = 0):
 
 
 _V2_OFFSETS = struct.Struct(">qiibIhi")  # baseOffset .. lastOffsetDelta
+_V2_MAX = struct.Struct(">qiibIhiqq")    # baseOffset .. maxTimestamp
 
 
 def _header_offsets(head: bytes, available: int):
@@ -876,6 +1028,11 @@ class LogSegment:
                                      f"but the batch there holds offsets {base}..{last}")
         return mapping.position
 
+    def last_entry_position(self) -> int:
+        """Where to read the batches after the last offset-index entry from (checked against the log)."""
+        oi = self.offset_index
+        return self._entry_position(oi.entry(oi.entries - 1).offset) if oi.entries else 0
+
     def _check_time_entry(self, s, entry) -> bool:
         """Check a .timeindex entry (T, O) against a window holding the batch that ends at or after
         O: that batch must end at O with a max timestamp <= T. True once checked."""
@@ -913,9 +1070,7 @@ class LogSegment:
         # broker's active segment has no final time entry yet)
         last = self.time_index.last_entry
         t = MaxTimestampTracker(*(last if last is not None else (None, None)))
-        oi = self.offset_index
-        start = self._entry_position(oi.entry(oi.entries - 1).offset) if oi.entries else 0
-        for s in self._scan(start):
+        for s in self._scan(self.last_entry_position()):
             t.update_rows(s)
         return t
 
@@ -948,8 +1103,7 @@ class LogSegment:
         return self._guarded(self._read_end)
 
     def _read_end(self):
-        oi = self.offset_index
-        start = self._entry_position(oi.entry(oi.entries - 1).offset) if oi.entries else 0
+        start = self.last_entry_position()
         nxt = self.base_offset
         gen = self.log.scan(start, reuse=True)
         error = None
@@ -1010,12 +1164,16 @@ class LogSegment:
         has_entry = ts_off.timestamp != W.NO_TIMESTAMP or ts_off.offset != self.base_offset
         position = self._entry_position(max(ts_off.offset, starting_offset))
         check = ts_off if has_entry and not self.indexes_from_scan and ts_off.offset >= starting_offset else None
+        if has_entry and ts_off.timestamp < target and ts_off.offset >= starting_offset:
+            past = self._past_time_entry(position, ts_off)
+            if past is not None:  # the entry's batch agrees with it and ends below the target: skip it unread
+                position, check = past, None
         for s in self._scan(position, _FIRST_WINDOW):
             if check is not None and self._check_time_entry(s, check):
                 check = None
             cand = np.flatnonzero((s["max_timestamp"] >= target) & (s["last_offset"] >= starting_offset))
             for i in cand.tolist():
-                hit = first_record_at_or_after(_batch_at(s, i), target, starting_offset)
+                hit = _first_in_row(s, i, target, starting_offset)
                 if hit is not None:
                     return hit
         if check is not None:
@@ -1023,6 +1181,19 @@ class LogSegment:
                                      f"offset the log does not hold")
         self._check_max_claim(target)
         return None
+
+    def _past_time_entry(self, position: int, entry):
+        """Where the batch after the one at `position` starts, when that batch is the .timeindex
+        entry's (a v2 batch ending at its offset, max timestamp <= its timestamp: the entry is then
+        checked); None otherwise. Read from the batch's header alone."""
+        head = self.log.read(position, W.RECORD_BATCH_OVERHEAD)
+        if len(head) < W.RECORD_BATCH_OVERHEAD or head[W.MAGIC_OFFSET] != 2:
+            return None
+        base, size, _ple, _magic, _crc, _attrs, delta, _first, max_ts = _V2_MAX.unpack_from(head, 0)
+        end = position + W.LOG_OVERHEAD + size
+        if base + delta != entry.offset or max_ts > entry.timestamp or end > self.log.size_in_bytes:
+            return None
+        return end
 
     def _check_max_claim(self, target: int) -> None:
         """Nothing >= target was found although the indexes say this segment's max is >= target:
@@ -1057,7 +1228,7 @@ class LogSegment:
 
     def _find_offsets_by_timestamps(self, targets, starting_offset):
         targets = np.asarray(targets, dtype=np.int64)
-        order = np.argsort(targets, kind="stable")
+        order = np.argsort(targets)  # equal targets have equal answers: any order among them will do
         ts_sorted = targets[order]
         n = len(targets)
         out_off = np.full(n, -1, dtype=np.int64)
@@ -1095,7 +1266,7 @@ class LogSegment:
             # the others (compressed, legacy) batch by batch; rows is non-decreasing (targets are
             # sorted), so each batch's targets are one slice
             rest = np.flatnonzero(~v2)
-            uniq, first, counts = np.unique(rows[rest], return_index=True, return_counts=True)
+            uniq, first, counts = _runs(rows[rest])
             for row, f0, c in zip(uniq.tolist(), first.tolist(), counts.tolist()):
                 sel = k + rest[f0:f0 + c]
                 self._answer_in_batch(_batch_at(s, row), ts_sorted, sel, order, starting_offset,
@@ -1120,12 +1291,16 @@ class LogSegment:
         """Answer sorted targets ts_sorted[sel] from the uncompressed v2 batches at scan rows `rows`
         (one per target, non-decreasing) with one find_timestamps_v2 call: each batch is checked as
         decoding it would check it, but no record object is made."""
-        uniq, which = np.unique(rows, return_inverse=True)
+        uniq, first, _counts = _runs(rows)
+        which = np.cumsum(np.diff(rows, prepend=rows[:1]) != 0)  # rows are sorted: their run number
         pos = s["position"][uniq] - s["origin"]
-        offs, stamps = _backend.core.find_timestamps_v2(
-            s["buf"], pos + W.RECORDS_OFFSET, pos + s["size"][uniq], s["record_count"][uniq], s["base_offset"][uniq],
-            s["first_timestamp"][uniq], s["max_timestamp"][uniq], s["attributes"][uniq], which, ts_sorted[sel],
-            starting_offset)
+        try:
+            offs, stamps = _backend.core.find_timestamps_v2(
+                s["buf"], pos + W.RECORDS_OFFSET, pos + s["size"][uniq], s["record_count"][uniq],
+                s["base_offset"][uniq], s["first_timestamp"][uniq], s["max_timestamp"][uniq], s["attributes"][uniq],
+                which, ts_sorted[sel], starting_offset)
+        except KBatchError as e:
+            raise _move(e, s["origin"])  # window positions -> file positions
         hit = offs >= 0
         idx = order[sel[hit]]
         out_off[idx], out_ts[idx] = offs[hit], stamps[hit]

@@ -30,8 +30,8 @@ from . import _backend
 from . import _wire as W
 from .batch import RecordBatch, iter_batches
 from .builder import BatchBuilder
-from .compression import decompress
-from .errors import (InvalidOffsetError, InvalidRecordError, InvalidTimestampError, KBatchError, RecordTooLargeError,
+from .compression import check_level, decompress
+from .errors import (InvalidConfigurationError, InvalidOffsetError, InvalidRecordError, InvalidTimestampError, KBatchError, RecordTooLargeError,
                      UnsupportedForMessageFormatError)
 from .legacy import LegacyRecordBatch, parse_message
 
@@ -244,6 +244,7 @@ class LogValidator:
     max_message_bytes: the largest batch accepted (default 1048588).
     magic / compression: the topic's message format and codec; compression=None keeps the
       producer's codec (compression.type=producer).
+    compression_level: the topic codec's level (Kafka's compression.<codec>.level; None: its default).
     timestamp_extended: behave as a KIP-228 "new broker": write extended batches (bit 7), turning a
       non-extended batch's -1 ("no timestamp") into Long.MIN_VALUE.
     monotonic_log_append_time: stamp max(last stamped time, now) (KIP-32), so LogAppendTime never
@@ -255,7 +256,8 @@ class LogValidator:
     def __init__(self, timestamp_type: W.TimestampType = W.TimestampType.CREATE_TIME, before_max_ms: int = LONG_MAX,
                  after_max_ms: int = LONG_MAX, *, difference_max_ms: int | None = None, compacted: bool = False,
                  max_message_bytes: int = W.DEFAULT_MAX_MESSAGE_BYTES, magic: int = W.CURRENT_MAGIC_VALUE,
-                 compression: W.Compression | None = None, timestamp_extended: bool = False,
+                 compression: W.Compression | None = None, compression_level: int | None = None,
+                 timestamp_extended: bool = False,
                  monotonic_log_append_time: bool = False, allow_drop_headers: bool = False,
                  topic_partition: str | None = None,
                  max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES) -> None:
@@ -272,6 +274,13 @@ class LogValidator:
             raise ValueError(f"magic must be 0, 1 or 2, not {magic}")
         self.magic = magic
         self.compression = None if compression is None else W.Compression(compression)
+        # the topic codec's level (compression.<codec>.level); a "producer" topic rebuilds at the
+        # producer codec's default level (Kafka's BrokerCompressionType.targetCompression)
+        if self.compression is None and compression_level is not None:
+            raise InvalidConfigurationError("A compression level needs a topic codec", expected="compression set",
+                                            found="compression=None (the producer's codec)")
+        self.compression_level = None if self.compression is None else check_level(self.compression,
+                                                                                   compression_level)
         self.timestamp_extended = bool(timestamp_extended)
         self.monotonic_log_append_time = bool(monotonic_log_append_time)
         self.allow_drop_headers = bool(allow_drop_headers)
@@ -339,6 +348,13 @@ class LogValidator:
         covered field changed) when the magic and codec are kept; otherwise they are rebuilt.
         partition_leader_epoch: written into magic 2 batches; None leaves it as sent.
         """
+        out, info = self._assign(data, next_offset, now_ms, partition_leader_epoch, from_client)
+        return (out if type(out) is bytes else bytes(out)), info
+
+    def _assign(self, data: Buffer, next_offset: int, now_ms: int, partition_leader_epoch: int | None,
+                from_client: bool) -> tuple[bytes | bytearray, AppendInfo]:
+        """validate_and_assign's work; the output may be a bytearray (Log.append writes it as it is):
+        when every batch is patched in place, the input is copied once and patched there."""
         now = _int64("now_ms", now_ms)
         next_offset = _int64("next_offset", next_offset)
         ple = None if partition_leader_epoch is None else int(partition_leader_epoch)
@@ -350,20 +366,27 @@ class LogValidator:
         if lat:
             stamp = max(now, self.last_log_append_time) if self.monotonic_log_append_time else now
         groups = [checked] if from_client else [[c] for c in checked]
-        out = []
         first_offset = next_offset
         rebuilt = False
         tracker = _MaxTracker()
-        for group in groups:
-            if self._in_place(group):
-                for chk in group:
-                    chunk, next_offset = self._patch(chk, next_offset, stamp, ple, tracker)
-                    out.append(chunk)
-            else:
-                rebuilt = True
-                chunk, next_offset = self._rebuild(group, next_offset, stamp, ple, tracker)
-                out.append(chunk)
-        result = b"".join(out)
+        in_place = [self._in_place(group) for group in groups]
+        result: bytes | bytearray
+        if all(in_place):  # the input's bytes, copied once and patched batch by batch (no rebuild moves them)
+            result = bytearray(memoryview(data).cast("B"))
+            for chk in checked:
+                next_offset = self._patch(chk, next_offset, stamp, ple, tracker, result)[1]
+        else:
+            out: list[bytes | bytearray] = []
+            for group, keep in zip(groups, in_place):
+                if keep:
+                    for chk in group:
+                        patched, next_offset = self._patch(chk, next_offset, stamp, ple, tracker)
+                        out.append(patched)
+                else:
+                    rebuilt = True
+                    built, next_offset = self._rebuild(group, next_offset, stamp, ple, tracker)
+                    out.append(built)
+            result = b"".join(out)
         n_out = self._check_output_sizes(result) if rebuilt else len(checked)
         for chk in checked:  # accepted: now the migration WARN
             self._maybe_warn_future(chk, now, _column_max(chk))
@@ -464,16 +487,14 @@ class LogValidator:
     def _check_records(self, index: int, batch: Batch, now: int, before: int, after: int, lo: int,
                        hi: int) -> _Checked:
         no_ts = batch.no_timestamp
-        cols = _v2_columns(batch) if isinstance(batch, RecordBatch) else None
+        cols = _v2_fields(batch) if isinstance(batch, RecordBatch) else None
         records: Sequence[Record] | _LazyRecords
-        if cols is not None:  # the column kernel: no Record object per record
+        if cols is not None:  # the record-fields kernel: no Record object, no key or value copied
             records = _LazyRecords(batch)
-            valid = cols["timestamp_valid"]
-            n = len(valid)
-            missing = n - int(np.count_nonzero(valid))
-            ts = cols["timestamp"] if not missing else np.where(valid, cols["timestamp"], no_ts)
-            offsets = cols["offset"]
-            key_null = ~cols["key_valid"]
+            offsets, ts, key_valid = cols
+            n = len(ts)
+            missing = int(np.count_nonzero(ts == no_ts))
+            key_null = ~key_valid
         else:
             records = batch.records()
             n = len(records)
@@ -612,14 +633,19 @@ class LogValidator:
         return in_place
 
     def _patch(self, chk: _Checked, next_offset: int, stamp: int | None, ple: int | None,
-               tracker: _MaxTracker) -> tuple[bytes | bytearray, int]:
+               tracker: _MaxTracker, into: bytearray | None = None) -> tuple[bytearray, int]:
+        """The batch with its offsets assigned and fields patched: a copy of its bytes, or (when
+        `into` holds the whole input) patched where it is in `into` (which is returned then)."""
         b = chk.batch
-        chunk = bytearray(b.raw)
+        if into is None:
+            chunk, at = bytearray(b.raw), 0
+        else:
+            chunk, at = into, b.position
         if b.magic >= 2:
             delta = b.last_offset - b.base_offset
-            _Q.pack_into(chunk, W.BASE_OFFSET_OFFSET, next_offset)
+            _Q.pack_into(chunk, at + W.BASE_OFFSET_OFFSET, next_offset)
             if ple is not None:
-                _I.pack_into(chunk, W.PARTITION_LEADER_EPOCH_OFFSET, ple)
+                _I.pack_into(chunk, at + W.PARTITION_LEADER_EPOCH_OFFSET, ple)
             attrs = b.attributes
             new_attrs = attrs
             extended = b.timestamp_extended
@@ -637,13 +663,14 @@ class LogValidator:
                 new_max, j = _batch_max(chk, start)
                 tracker.offer(new_max, -1 if j < 0 else next_offset + int(chk.offsets[j]) - b.base_offset)
             if new_attrs != attrs or new_max != b.max_timestamp:
-                _H.pack_into(chunk, W.ATTRIBUTES_OFFSET, _s16(new_attrs))
-                _Q.pack_into(chunk, W.MAX_TIMESTAMP_OFFSET, new_max)
-                _U32.pack_into(chunk, W.CRC_OFFSET, _backend.core.crc32c(memoryview(chunk)[W.ATTRIBUTES_OFFSET:]))
+                _H.pack_into(chunk, at + W.ATTRIBUTES_OFFSET, _s16(new_attrs))
+                _Q.pack_into(chunk, at + W.MAX_TIMESTAMP_OFFSET, new_max)
+                _U32.pack_into(chunk, at + W.CRC_OFFSET, _backend.core.crc32c(
+                    memoryview(chunk)[at + W.ATTRIBUTES_OFFSET:at + b.size_in_bytes]))
             return chunk, next_offset + delta + 1
         n = len(chk)
         last = next_offset + n - 1
-        _Q.pack_into(chunk, W.OFFSET_OFFSET, last)
+        _Q.pack_into(chunk, at + W.OFFSET_OFFSET, last)
         if isinstance(b, LegacyRecordBatch) and b.magic == 1:
             attrs = b.attributes
             if stamp is not None:
@@ -657,9 +684,10 @@ class LogValidator:
                     new_ts = b.timestamp  # the message's own timestamp: never rewritten
                     tracker.offer(new_ts, next_offset if new_ts > W.NO_TIMESTAMP else -1)
             if new_attrs != attrs or new_ts != b.timestamp:
-                chunk[_LEGACY_ATTRS_AT] = new_attrs
-                _Q.pack_into(chunk, _LEGACY_TS_AT, new_ts)
-                _U32.pack_into(chunk, _LEGACY_CRC_AT, zlib.crc32(memoryview(chunk)[_LEGACY_MAGIC_AT:]))
+                chunk[at + _LEGACY_ATTRS_AT] = new_attrs
+                _Q.pack_into(chunk, at + _LEGACY_TS_AT, new_ts)
+                _U32.pack_into(chunk, at + _LEGACY_CRC_AT,
+                               zlib.crc32(memoryview(chunk)[at + _LEGACY_MAGIC_AT:at + b.size_in_bytes]))
         return chunk, last + 1
 
     def _rebuild(self, group: list[_Checked], next_offset: int, stamp: int | None, ple: int | None,
@@ -679,7 +707,7 @@ class LogValidator:
             is_control=first.is_control,
             partition_leader_epoch=(W.NO_PARTITION_LEADER_EPOCH if to_magic < 2 else ple if ple is not None
                                     else first.partition_leader_epoch),
-            log_append_time=stamp)
+            log_append_time=stamp, compression_level=self.compression_level if target == self.compression else None)
         start = W.NO_TIMESTAMP_EXTENDED if extended else W.NO_TIMESTAMP
         best, best_off = start, -1
         offset = next_offset
@@ -713,7 +741,7 @@ class LogValidator:
             tracker.offer(best, best_off)
         return builder.build(), offset
 
-    def _check_output_sizes(self, data: bytes) -> int:
+    def _check_output_sizes(self, data: bytes | bytearray) -> int:
         s = _backend.core.scan_batches(data, 0, -1, False)
         sizes = s["size"]
         if len(sizes) and int(sizes.max()) > self.max_message_bytes:
@@ -743,21 +771,23 @@ class _LazyRecords:
         return self.batch.record_count
 
 
-def _v2_columns(batch: RecordBatch) -> dict[str, Any]:
-    """The columns validate needs (offset, timestamp, key validity) of one v2 batch from the
-    decode_columns_v2 kernel, or None when the bytes are bad: batch.records() then raises the
-    canonical error (positions inside compressed data mapped to the batch)."""
-    codec = batch.attributes & W.COMPRESSION_CODEC_MASK
+def _v2_fields(batch: RecordBatch) -> tuple[Any, Any, Any]:
+    """(offsets, timestamps, key_valid) of one v2 batch's records from the record_fields_v2 kernel
+    ("no timestamp" as the batch's sentinel; keys and values are checked, not copied), or raise:
+    batch.records() then raises the canonical error (positions inside compressed data mapped to
+    the batch)."""
+    attrs = batch.attributes
     try:
-        if codec:
+        if attrs & W.COMPRESSION_CODEC_MASK:
             buf = batch.records_bytes()
             start, end = 0, len(buf)
         else:
             buf = batch._buf
-            start, end = batch.position + W.RECORDS_OFFSET, batch.position + batch.size_in_bytes
-        return _backend.core.decode_columns_v2(
-            buf, (start,), (end,), (batch.record_count,), (batch.base_offset,), (batch.first_timestamp,),
-            (batch.max_timestamp,), (_s16(batch.attributes),), False)
+            at = batch.position - batch._origin
+            start, end = at + W.RECORDS_OFFSET, at + batch.size_in_bytes
+        fields: tuple[Any, Any, Any] = _backend.core.record_fields_v2(
+            buf, start, end, batch.record_count, batch.base_offset, batch.first_timestamp, batch.max_timestamp, attrs)
+        return fields
     except KBatchError:
         batch.records()  # raises the same problem, located as the object API locates it
         raise

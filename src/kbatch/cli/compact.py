@@ -9,13 +9,13 @@ writes nothing; `--output DIR` writes the compacted copy to DIR/<partition> inst
 import os
 import sys
 
-from ..errors import KBatchError, StorageError
+from ..errors import InvalidConfigurationError, KBatchError, StorageError
 from ._common import (EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, UsageProblem, api, emit, now_ms, options, partition_dirs,
                       refuse_remote, run, time_value)
 
 
 def cmd_compact(path, *, now=None, delete_retention_ms=86_400_000, dry_run=False, output=None, as_json=False,
-                quiet=False, out=None, err=None) -> int:
+                quiet=False, dedupe_buffer_size=None, out=None, err=None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     now_value = now_ms() if now is None else now
@@ -27,9 +27,11 @@ def cmd_compact(path, *, now=None, delete_retention_ms=86_400_000, dry_run=False
         name = os.path.basename(os.path.abspath(d))
         target = None if output is None else os.path.join(output, name)
         try:
+            extra = {} if dedupe_buffer_size is None else {"dedupe_buffer_size": dedupe_buffer_size}
             stats = api("compact")(d, now_ms=now_value, delete_retention_ms=delete_retention_ms, dry_run=dry_run,
-                                   output_dir=target)
-        except StorageError as e:  # locked, unwritable, changed under us: the partition was not compacted
+                                   output_dir=target, **extra)
+        except (StorageError, InvalidConfigurationError) as e:
+            # locked, unwritable, changed under us, or a key map too small: the partition was not compacted
             err.write(f"kbatch: {name}: {e}\n")
             code = max(code, EXIT_USAGE)
             continue
@@ -70,6 +72,7 @@ def register(app) -> None:
                 delete_retention_ms: Annotated[int, typer.Option("--delete-retention-ms", help="delete.retention.ms")] = 86_400_000,
                 dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing; say what would be removed and how many bytes saved.")] = False,
                 output: Annotated[Optional[str], typer.Option("--output", help="Write the compacted partitions to DIR/<partition> and leave the input as it is.")] = None,
+                dedupe_buffer_size: Annotated[Optional[int], typer.Option("--dedupe-buffer-size", help="Bytes of the key map (log.cleaner.dedupe.buffer.size; default 134217728); more distinct keys than it holds take more passes.")] = None,
                 as_json: Json = False, quiet: Quiet = False):
         run(cmd_compact, path, now=time_value(now), delete_retention_ms=delete_retention_ms, dry_run=dry_run,
-            output=output, as_json=as_json, quiet=quiet)
+            output=output, as_json=as_json, quiet=quiet, dedupe_buffer_size=dedupe_buffer_size)

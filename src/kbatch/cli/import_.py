@@ -72,9 +72,9 @@ def _batches(fmt: str, src: str, files: list, binary: str, advance):
             advance(os.path.getsize(path))
 
 
-def cmd_import(src, *, to, topic=None, partitions=None, fmt=None, config=(), compression=None, binary="base64",
-               quiet=False, as_json=False, out=None, err=None) -> int:
-    from ..compression import codec_from_name
+def cmd_import(src, *, to, topic=None, partitions=None, fmt=None, config=(), compression=None, compression_level=None,
+               binary="base64", quiet=False, as_json=False, out=None, err=None) -> int:
+    from ..compression import check_level, codec_from_name
     from ..log import Log, LogConfig
     from ..partitioner import Router
 
@@ -89,6 +89,8 @@ def cmd_import(src, *, to, topic=None, partitions=None, fmt=None, config=(), com
         props[name.strip()] = value.strip()
     cfg = LogConfig.from_properties(props)
     codec = None if compression is None else codec_from_name(compression)
+    if compression_level is not None:  # Kafka's scale of the codec the batches get
+        check_level(codec if codec is not None else (cfg.compression or 0), compression_level)
     if partitions is not None and partitions < 1:
         raise UsageProblem("--partitions must be >= 1")
     route = Router(topic, partitions or 1)
@@ -107,7 +109,7 @@ def cmd_import(src, *, to, topic=None, partitions=None, fmt=None, config=(), com
                         existed = os.path.isdir(path)
                         log = logs[key] = (Log.open(path, cfg, writable=True) if existed else Log.create(path, cfg))
                         done[key] = [log.end_offset(), 0]
-                    info = log.append_table(sub, compression=codec)
+                    info = log.append_table(sub, compression=codec, compression_level=compression_level)
                     done[key][1] += info.record_count
     except KBatchError as e:
         err.write(f"kbatch: {e}\n")
@@ -147,7 +149,9 @@ def register(app) -> None:
                 fmt: Annotated[Optional[str], typer.Option("--format", help="parquet or jsonl (default: from the file names).")] = None,
                 config: Annotated[Optional[List[str]], typer.Option("--config", help="Topic configuration name=value (Kafka's names, e.g. segment.bytes=67108864); repeatable.")] = None,
                 compression: Annotated[Optional[str], typer.Option("--compression", help="Codec of the batches when compression.type is producer: none, gzip, snappy, lz4, zstd.")] = None,
+                compression_level: Annotated[Optional[int], typer.Option("--compression-level", help="Level of that codec on Kafka's scale (gzip 1-9, lz4 1-17, zstd -131072-22; default: Kafka's, gzip 6, lz4 9, zstd 3, or the topic's compression.<codec>.level).")] = None,
                 binary: Annotated[str, typer.Option("--binary", help="JSON lines: keys and values as base64 or text (UTF-8).")] = "base64",
                 as_json: Json = False, quiet: Quiet = False):
         run(cmd_import, src, to=to, topic=topic, partitions=partitions, fmt=fmt, config=config or (),
-            compression=compression, binary=binary, quiet=quiet, as_json=as_json)
+            compression=compression, compression_level=compression_level, binary=binary, quiet=quiet,
+            as_json=as_json)
