@@ -23,6 +23,29 @@ import os
 import time
 from datetime import datetime
 
+from ..errors import MissingDependencyError
+
+_FEATURE = "kbatch's Spark data source (kbatch.spark)"
+try:  # the `spark` extra: Spark's Python data source API (Spark >= 4) and Arrow
+    import pyspark
+except ModuleNotFoundError as e:
+    if e.name != "pyspark":  # a broken install: what is missing is the message
+        raise
+    raise MissingDependencyError(_FEATURE, "pyspark", "spark", requirement=">=4.1") from e
+try:
+    import pyspark.sql.datasource  # noqa: F401
+except ModuleNotFoundError as e:
+    if e.name != "pyspark.sql.datasource":
+        raise
+    raise MissingDependencyError(_FEATURE, "pyspark", "spark", requirement=">=4.1",
+                                 installed=pyspark.__version__) from e
+try:
+    import pyarrow  # noqa: F401
+except ModuleNotFoundError as e:
+    if e.name != "pyarrow":
+        raise
+    raise MissingDependencyError(_FEATURE, "pyarrow", "spark") from e
+
 from .datasource import (NAME, PYTHON_NAME, KafkaSegmentsDataSource, KafkaSegmentsPushdownDataSource,
                          KafkaSegmentsPythonDataSource, KafkaSegmentsPythonPushdownDataSource, _to_ms, spark_schema)
 from .jvm import JVM_NAME, Reader, jar_path, live_reader
