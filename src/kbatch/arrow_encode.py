@@ -397,7 +397,7 @@ def append_table(log, data, now_ms: int | None = None, *, compression=None, comp
                 group.before_append(more)
                 infos.append(log.append(piece, now, from_client=False))
     except KBatchError as e:
-        if infos and log._failed is None:
+        if infos and log._failed is None and log._group is None:  # (inside an outer group, that one undoes)
             done = _merge(infos)
             e.reason += (f" (append_table appended nothing: the {done.record_count} records the calls before took, "
                          f"offsets {done.first_offset}..{done.last_offset}, were taken out again; the log ends at "

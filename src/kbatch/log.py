@@ -298,6 +298,7 @@ class Log:
         self._epoch_cache = None            # LeaderEpochFileCache, loaded on first use
         self.layout = "broker"              # or a tiered-storage layout (kbatch.layout)
         self._listing_problems = []         # tiered copies left out when the directory was listed
+        self._group: _AppendGroup | None = None  # the all-or-nothing group open on this Log, if any
 
     # ---- opening
     @classmethod
@@ -1127,25 +1128,35 @@ class _AppendGroup:
     (a log_loader.Truncation, so a kill from then on recovers to it); when the block fails, what
     the earlier appends wrote is truncated away (Log._truncate), or, when the Log stopped writing
     (a write it could not undo), the note stays for the next writer's open to do that; when the
-    block succeeds the note goes."""
+    block succeeds the note goes.
+
+    A group opened inside another on the same Log (an append_table call inside `kbatch import`'s
+    group, which spans all its calls to one partition) is part of the outer one and does nothing
+    itself: the outer group's start is where a failure comes back to."""
 
     def __init__(self, log: Log):
         self.log = log
+        self.outer = log._group
         self.start = log.end_offset()
         # an empty active segment at the start stays; a segment a roll started goes with the undo
         self.plan = log_loader.Truncation(self.start, any(s.base_offset == self.start for s in log.segments))
         self.written = False
 
     def before_append(self, more: bool) -> None:
-        if more and not self.written:
+        if more and not self.written and self.outer is None:
             self.plan.write(self.log.directory)
             self.written = True
 
     def __enter__(self):
+        if self.outer is None:
+            self.log._group = self
         return self
 
     def __exit__(self, exc_type, exc, tb):
         log = self.log
+        if self.outer is not None:
+            return False
+        log._group = None
         if exc is None:
             if self.written:
                 log._forget_truncation(self.start)
