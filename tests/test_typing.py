@@ -107,7 +107,8 @@ def test_planted_bug_is_caught(bug: Path, mypy_report):
 STRICT_MODULES = ["kbatch", "kbatch._backend", "kbatch._typing", "kbatch._wire", "kbatch.errors", "kbatch.records",
                   "kbatch.batch", "kbatch.legacy", "kbatch.builder", "kbatch.compression", "kbatch.validate", "kbatch.cli",
                   "kbatch.cli._common", "kbatch.compat", "kbatch.compat.kafka_python", "kbatch.compat.aiokafka",
-                  "kbatch.partitioner", "kbatch.arrow_encode", "kbatch.arrow"]
+                  "kbatch.partitioner", "kbatch.arrow_encode", "kbatch.arrow", "kbatch.cli.import_",
+                  "kbatch.cli._jsonl", "kbatch.cli.reindex", "kbatch.cli.compact", "kbatch.cli.serve"]
 # third-party packages without type information (Any to mypy)
 UNTYPED = "lz4.*,cramjam.*,zstandard.*,pyarrow.*,typer.*,rich.*,kafka.*,aiokafka.*,py4j.*,pandas.*"
 

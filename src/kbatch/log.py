@@ -42,6 +42,8 @@ from .errors import (CorruptRecordError, FileChangedError, InvalidConfigurationE
 from .index import OffsetIndex, TimeIndex
 
 if TYPE_CHECKING:
+    from types import TracebackType
+
     import numpy.typing as npt
 
     from ._typing import Buffer, PathLike
@@ -1134,7 +1136,7 @@ class _AppendGroup:
     group, which spans all its calls to one partition) is part of the outer one and does nothing
     itself: the outer group's start is where a failure comes back to."""
 
-    def __init__(self, log: Log):
+    def __init__(self, log: Log) -> None:
         self.log = log
         self.outer = log._group
         self.start = log.end_offset()
@@ -1147,12 +1149,13 @@ class _AppendGroup:
             self.plan.write(self.log.directory)
             self.written = True
 
-    def __enter__(self):
+    def __enter__(self) -> _AppendGroup:
         if self.outer is None:
             self.log._group = self
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> bool:
         log = self.log
         if self.outer is not None:
             return False

@@ -20,20 +20,21 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
 from ..errors import KBatchError
-from ._common import EXIT_OK, EXIT_PROBLEMS, UsageProblem, emit, options, progress_bar, run
+from ._common import EXIT_OK, EXIT_PROBLEMS, UsageProblem, emit, flags, progress_bar, run
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    import typer
 
     from ..log import Log, LogConfig, _AppendGroup
 
 FORMATS = ("parquet", "jsonl")
 
 
-def _inputs(src: str, fmt):
+def _inputs(src: str, fmt: str | None) -> tuple[str, list[str]]:
     """(format, [files]) of SRC: a file, or a directory's .parquet / .jsonl files (recursively)."""
     if not os.path.exists(src):
         raise UsageProblem(f"{src}: no such file or directory")
@@ -41,7 +42,7 @@ def _inputs(src: str, fmt):
         raise UsageProblem(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     if os.path.isfile(src):
         return fmt or ("jsonl" if src.endswith((".jsonl", ".json")) else "parquet"), [src]
-    found = {"parquet": [], "jsonl": []}
+    found: dict[str, list[str]] = {"parquet": [], "jsonl": []}
     for d, dirs, files in os.walk(src):
         dirs[:] = sorted(x for x in dirs if not x.startswith((".", "_")))
         for name in sorted(files):
@@ -57,7 +58,8 @@ def _inputs(src: str, fmt):
     return fmt, found[fmt]
 
 
-def _batches(fmt: str, src: str, files: list, binary: str, advance):
+def _batches(fmt: str, src: str, files: list[str], binary: str,
+             advance: Callable[[int], object]) -> "Iterator[pa.RecordBatch]":
     if fmt == "parquet":
         import pyarrow.dataset as ds
 
@@ -242,12 +244,12 @@ def _summary(out: IO[str], err: IO[str], to: str, parts: "dict[tuple[str, int], 
             out.write(f"{path}: {n} records appended, offsets {first}..{first + n - 1}\n")
 
 
-def register(app) -> None:
+def register(app: "typer.Typer") -> None:
     from typing import Annotated, List, Optional
 
     import typer
 
-    Quiet, Json = options()
+    quiet_flag, json_flag = flags()
 
     @app.command(name="import", help="Import Parquet or JSON lines (decode_columns' columns) into partition "
                                      "directories of segments, through Log (offsets from the log end, validation, "
@@ -262,7 +264,7 @@ def register(app) -> None:
                 compression: Annotated[Optional[str], typer.Option("--compression", help="Codec of the batches when compression.type is producer: none, gzip, snappy, lz4, zstd.")] = None,
                 compression_level: Annotated[Optional[int], typer.Option("--compression-level", help="Level of that codec on Kafka's scale (gzip 1-9, lz4 1-17, zstd -131072-22; default: Kafka's, gzip 6, lz4 9, zstd 3, or the topic's compression.<codec>.level).")] = None,
                 binary: Annotated[str, typer.Option("--binary", help="JSON lines: keys and values as base64 or text (UTF-8).")] = "base64",
-                as_json: Json = False, quiet: Quiet = False):
+                as_json: Annotated[bool, json_flag] = False, quiet: Annotated[bool, quiet_flag] = False) -> None:
         run(cmd_import, src, to=to, topic=topic, partitions=partitions, fmt=fmt, config=config or (),
             compression=compression, compression_level=compression_level, binary=binary, quiet=quiet,
             as_json=as_json)
