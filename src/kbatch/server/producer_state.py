@@ -134,7 +134,7 @@ class ProducerStateManager:
                 raise ProducerStateError(45, f"Invalid sequence number for new epoch of producer {pid}at offset "
                                              f"{offset} in partition {self.topic_partition}: {epoch} (request epoch), "
                                              f"{first_seq} (seq. number), {current_epoch} (current producer epoch)")
-        elif e.batches and not _in_sequence(e.last_seq, first_seq):
+        elif e is not None and e.batches and not _in_sequence(e.last_seq, first_seq):
             raise ProducerStateError(45, f"Out of order sequence number for producer {pid} at offset {offset} in "
                                          f"partition {self.topic_partition}: {first_seq} (incoming seq. number), "
                                          f"{e.last_seq} (current end sequence number)")
