@@ -108,7 +108,16 @@ STRICT_MODULES = ["kbatch", "kbatch._backend", "kbatch._typing", "kbatch._wire",
                   "kbatch.batch", "kbatch.legacy", "kbatch.builder", "kbatch.compression", "kbatch.validate", "kbatch.cli",
                   "kbatch.cli._common", "kbatch.compat", "kbatch.compat.kafka_python", "kbatch.compat.aiokafka",
                   "kbatch.partitioner", "kbatch.arrow_encode", "kbatch.arrow", "kbatch.cli.import_",
-                  "kbatch.cli._jsonl", "kbatch.cli.reindex", "kbatch.cli.compact", "kbatch.cli.serve"]
+                  "kbatch.cli._jsonl", "kbatch.cli.reindex", "kbatch.cli.compact", "kbatch.cli.serve", "kbatch.schema",
+                  "kbatch.coordinator_records", "kbatch.server", "kbatch.server.broker", "kbatch.server.connection",
+                  "kbatch.server.group_coordinator", "kbatch.server.partition", "kbatch.server.producer_state",
+                  "kbatch.server.protocol", "kbatch.server.socket_server", "kbatch.server.apis",
+                  "kbatch.server.apis._errors", "kbatch.server.apis.api_versions", "kbatch.server.apis.fetch",
+                  "kbatch.server.apis.find_coordinator", "kbatch.server.apis.heartbeat",
+                  "kbatch.server.apis.init_producer_id", "kbatch.server.apis.join_group",
+                  "kbatch.server.apis.leave_group", "kbatch.server.apis.list_offsets", "kbatch.server.apis.metadata",
+                  "kbatch.server.apis.offset_commit", "kbatch.server.apis.offset_fetch", "kbatch.server.apis.produce",
+                  "kbatch.server.apis.sync_group"]
 # third-party packages without type information (Any to mypy)
 UNTYPED = "lz4.*,cramjam.*,zstandard.*,pyarrow.*,typer.*,rich.*,kafka.*,aiokafka.*,py4j.*,pandas.*"
 

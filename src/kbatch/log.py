@@ -296,7 +296,7 @@ class Log:
         self._lock = lock
         self._failed = None            # why writing stopped (a write that could not be undone)
         self._recovery_point = None    # what the checkpoint file says (writers)
-        self.partition_leader_epoch = None  # written into appended batches when set
+        self.partition_leader_epoch: int | None = None  # written into appended batches when set
         self._epoch_cache = None            # LeaderEpochFileCache, loaded on first use
         self.layout = "broker"              # or a tiered-storage layout (kbatch.layout)
         self._listing_problems = []         # tiered copies left out when the directory was listed
