@@ -329,6 +329,9 @@ def test_cluster_metadata_decoder_on_a_real_kraft_log():
     assert type_name("ZkMigrationStateRecord") == "ZK_MIGRATION_STATE_RECORD"
     assert format_metadata_record(b"\x00\x02\x00", 7).startswith("Error at 7, skipping. Could not deserialize "
                                                                 "metadata record with frame version 0")
+    # a null value (a record no controller writes) is reported like other bad records; it raised TypeError
+    assert format_metadata_record(None, 8) == "Error at 8, skipping. Metadata record has a null value: expected a " \
+        "record value, found null (at byte 0)"
 
 
 def test_offsets_decoder_on_real_consumer_offsets(tmp_path):
