@@ -117,9 +117,11 @@ STRICT_MODULES = ["kbatch", "kbatch._backend", "kbatch._typing", "kbatch._wire",
                   "kbatch.server.apis.init_producer_id", "kbatch.server.apis.join_group",
                   "kbatch.server.apis.leave_group", "kbatch.server.apis.list_offsets", "kbatch.server.apis.metadata",
                   "kbatch.server.apis.offset_commit", "kbatch.server.apis.offset_fetch", "kbatch.server.apis.produce",
-                  "kbatch.server.apis.sync_group"]
+                  "kbatch.server.apis.sync_group", "kbatch._fs", "kbatch.layout", "kbatch.checkpoints",
+                  "kbatch.leader_epoch", "kbatch.index_rules", "kbatch.metadata_records", "kbatch.raft_snapshot",
+                  "kbatch.producer_state"]
 # third-party packages without type information (Any to mypy)
-UNTYPED = "lz4.*,cramjam.*,zstandard.*,pyarrow.*,typer.*,rich.*,kafka.*,aiokafka.*,py4j.*,pandas.*"
+UNTYPED = "lz4.*,cramjam.*,zstandard.*,pyarrow.*,typer.*,rich.*,kafka.*,aiokafka.*,py4j.*,pandas.*,fsspec.*"
 
 
 def test_annotated_modules_pass_strict(tmp_path):

@@ -26,7 +26,7 @@ from .errors import CorruptRecordError
 from .schema import MESSAGES, Message, read_message, to_json, write_message
 
 if TYPE_CHECKING:
-    from ._typing import BytesLike
+    from ._typing import Buffer
 
 # GroupCoordinatorRecordSerde.apiMessageKeyFor / apiMessageValueFor
 GROUP_RECORD_TYPES = {
@@ -55,7 +55,7 @@ def _version(buf: bytes, what: str) -> int:
     return version
 
 
-def read_group_record(key: BytesLike, value: BytesLike | None) -> tuple[int, Message, int | None, Message | None]:
+def read_group_record(key: Buffer, value: Buffer | None) -> tuple[int, Message, int | None, Message | None]:
     """(record type, key dict, value version or None, value dict or None) of a __consumer_offsets record."""
     kb = bytes(key)
     rtype = _version(kb, "key")
@@ -91,7 +91,7 @@ def base64_decode(text: str) -> bytes:
     return base64.b64decode(text)
 
 
-def group_record_json(key: BytesLike, value: BytesLike | None) -> tuple[Message, Message | None]:
+def group_record_json(key: Buffer, value: Buffer | None) -> tuple[Message, Message | None]:
     """(key JSON, value JSON or None): what the offsets decoder prints, as dicts."""
     rtype, key_data, vversion, value_data = read_group_record(key, value)
     name = GROUP_RECORD_TYPES[rtype]
@@ -111,7 +111,7 @@ def _dumps(obj: Message) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
-def format_offsets_record(key: BytesLike | None, value: BytesLike | None, offset: int) -> tuple[str, str | None]:
+def format_offsets_record(key: Buffer | None, value: Buffer | None, offset: int) -> tuple[str, str | None]:
     """(key text, payload text or None) as DumpLogSegments' OffsetsMessageParser prints them."""
     if key is None:
         raise CorruptRecordError(f"Failed to decode message at offset {offset} using offset topic decoder "
@@ -125,7 +125,7 @@ def format_offsets_record(key: BytesLike | None, value: BytesLike | None, offset
     return _dumps(k), ("<DELETE>" if v is None else _dumps(v))
 
 
-def read_transaction_record(key: BytesLike, value: BytesLike | None
+def read_transaction_record(key: Buffer, value: Buffer | None
                             ) -> tuple[int, str | None, int | None, Message | None]:
     """(key version, transactional id, value version or None, value dict or None) of a
     __transaction_state record; transactional id None for a key version Kafka does not know."""
@@ -150,7 +150,7 @@ def transaction_state_name(status: int) -> str:
     return TRANSACTION_STATES[status]
 
 
-def format_transaction_record(key: BytesLike, value: BytesLike | None) -> tuple[str, str | None]:
+def format_transaction_record(key: Buffer, value: Buffer | None) -> tuple[str, str | None]:
     """(key text, payload text or None) as TransactionLog.formatRecordKeyAndValue prints them.
     Partitions are listed in the stored order (Kafka prints them from a hash set)."""
     kversion, txn_id, _vv, v = read_transaction_record(key, value)
@@ -273,7 +273,7 @@ def encode_value(value: ClassicGroupValue) -> bytes | None:
     return struct.pack(">h", value.version) + body
 
 
-def decode(key: BytesLike, value: BytesLike | None) -> GroupRecord:
+def decode(key: Buffer, value: Buffer | None) -> GroupRecord:
     """(typed key, typed value or None) of one `__consumer_offsets` record: OffsetCommitKey /
     GroupMetadataKey with their values, or (OtherGroupRecord, value dict or None) for record
     types 3-15. Raises CorruptRecordError (with the byte position) for bytes the schemas reject."""

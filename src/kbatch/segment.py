@@ -617,9 +617,9 @@ class SegmentFiles:
 
     remote = False
 
-    def __init__(self, stem: str, base_offset: int):
+    def __init__(self, stem: str, base_offset: int | None) -> None:
         self.stem = stem
-        self.base_offset = base_offset
+        self.base_offset = base_offset  # None: a .log named without one (kbatch.layout.segment_files_for)
 
     def path(self, suffix: str) -> str:
         return self.stem + suffix
@@ -652,7 +652,8 @@ class RemoteSegmentFiles(SegmentFiles):
 
     remote = True
 
-    def __init__(self, stem: str, base_offset: int, sizes: dict | None = None):
+    def __init__(self, stem: str, base_offset: int | None,
+                 sizes: dict[str, tuple[int | None, int | None]] | None = None) -> None:
         super().__init__(stem, base_offset)
         self.sizes = sizes or {}
 
