@@ -404,6 +404,26 @@ def test_transaction_log_decoder(tmp_path):
     assert rec["decoded"]["key"] == "transaction_metadata::transactionalId=payments-tx"
 
 
+def test_decoders_on_a_record_without_a_key(tmp_path):
+    """A keyless record in a coordinator topic is an error on that record's line; the dump goes on
+    (the transaction decoder and --offsets-decoder --json raised TypeError, ending the dump)."""
+    b = kbatch.BatchBuilder()
+    b.append(1, None, b"v")
+    b.append(2, txn_key("tx"), None)
+    seg = tmp_path / "00000000000000000000.log"
+    seg.write_bytes(b.build())
+    res, out, _ = run_dump([seg], decoder="transaction-log")
+    lines = out.splitlines()
+    assert lines[3].endswith("key: Error at offset 0, skipping. Failed to decode message using transaction log "
+                             "decoder (message had a missing key): expected a key, found null"), lines[3]
+    assert lines[4].endswith("key: transaction_metadata::transactionalId=tx payload: <DELETE>")
+    res, out, _ = run_dump([seg], decoder="offsets", json=True)
+    recs = [json.loads(x) for x in out.splitlines() if '"record"' in x]
+    assert recs[0]["decoded"]["error"].startswith("Failed to decode message using offset topic decoder (message had "
+                                                  "a missing key)")
+    assert len(recs) == 2
+
+
 def test_dump_cli_decoders_and_broker_files(tmp_path):
     from typer.testing import CliRunner
 

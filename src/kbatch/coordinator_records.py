@@ -55,8 +55,12 @@ def _version(buf: bytes, what: str) -> int:
     return version
 
 
-def read_group_record(key: Buffer, value: Buffer | None) -> tuple[int, Message, int | None, Message | None]:
+def read_group_record(key: Buffer | None, value: Buffer | None
+                      ) -> tuple[int, Message, int | None, Message | None]:
     """(record type, key dict, value version or None, value dict or None) of a __consumer_offsets record."""
+    if key is None:
+        raise CorruptRecordError("Failed to decode message using offset topic decoder (message had a missing key)",
+                                 expected="a key", found="null")
     kb = bytes(key)
     rtype = _version(kb, "key")
     name = GROUP_RECORD_TYPES.get(rtype)
@@ -91,7 +95,7 @@ def base64_decode(text: str) -> bytes:
     return base64.b64decode(text)
 
 
-def group_record_json(key: Buffer, value: Buffer | None) -> tuple[Message, Message | None]:
+def group_record_json(key: Buffer | None, value: Buffer | None) -> tuple[Message, Message | None]:
     """(key JSON, value JSON or None): what the offsets decoder prints, as dicts."""
     rtype, key_data, vversion, value_data = read_group_record(key, value)
     name = GROUP_RECORD_TYPES[rtype]
@@ -125,10 +129,13 @@ def format_offsets_record(key: Buffer | None, value: Buffer | None, offset: int)
     return _dumps(k), ("<DELETE>" if v is None else _dumps(v))
 
 
-def read_transaction_record(key: Buffer, value: Buffer | None
+def read_transaction_record(key: Buffer | None, value: Buffer | None
                             ) -> tuple[int, str | None, int | None, Message | None]:
     """(key version, transactional id, value version or None, value dict or None) of a
     __transaction_state record; transactional id None for a key version Kafka does not know."""
+    if key is None:
+        raise CorruptRecordError("Failed to decode message using transaction log decoder (message had a missing "
+                                 "key)", expected="a key", found="null")
     kb = bytes(key)
     kversion = _version(kb, "key")
     valid = MESSAGES["TransactionLogKey"]["valid"]
@@ -150,7 +157,7 @@ def transaction_state_name(status: int) -> str:
     return TRANSACTION_STATES[status]
 
 
-def format_transaction_record(key: Buffer, value: Buffer | None) -> tuple[str, str | None]:
+def format_transaction_record(key: Buffer | None, value: Buffer | None) -> tuple[str, str | None]:
     """(key text, payload text or None) as TransactionLog.formatRecordKeyAndValue prints them.
     Partitions are listed in the stored order (Kafka prints them from a hash set)."""
     kversion, txn_id, _vv, v = read_transaction_record(key, value)

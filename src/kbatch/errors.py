@@ -22,6 +22,8 @@ class KBatchError(Exception):
     """
 
     error_code: int | None = None
+    #: where the batch that failed starts, set by the readers that go on past it (dump, verify)
+    batch_position: int
 
     def __init__(self, message: str, *, position: int | None = None, base_offset: int | None = None,
                  expected: object = None, found: object = None, row: int | None = None) -> None:
