@@ -10,6 +10,7 @@ import os
 import sys
 from typing import IO, TYPE_CHECKING
 
+from .. import _wire as W
 from ..errors import InvalidConfigurationError, KBatchError, StorageError
 from ._common import (EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, UsageProblem, emit, flags, now_ms, partition_dirs,
                       refuse_remote, run, time_value)
@@ -36,9 +37,9 @@ def cmd_compact(path: "PathLike", *, now: int | None = None, delete_retention_ms
         name = os.path.basename(os.path.abspath(d))
         target = None if output is None else os.path.join(output, name)
         try:
-            extra = {} if dedupe_buffer_size is None else {"dedupe_buffer_size": dedupe_buffer_size}
             stats = compact(d, now_ms=now_value, delete_retention_ms=delete_retention_ms, dry_run=dry_run,
-                            output_dir=target, **extra)
+                            output_dir=target, dedupe_buffer_size=W.DEFAULT_DEDUPE_BUFFER_SIZE
+                            if dedupe_buffer_size is None else dedupe_buffer_size)
         except (StorageError, InvalidConfigurationError) as e:
             # locked, unwritable, changed under us, or a key map too small: the partition was not compacted
             err.write(f"kbatch: {name}: {e}\n")
