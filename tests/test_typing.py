@@ -119,7 +119,9 @@ STRICT_MODULES = ["kbatch", "kbatch._backend", "kbatch._typing", "kbatch._wire",
                   "kbatch.server.apis.offset_commit", "kbatch.server.apis.offset_fetch", "kbatch.server.apis.produce",
                   "kbatch.server.apis.sync_group", "kbatch._fs", "kbatch.layout", "kbatch.checkpoints",
                   "kbatch.leader_epoch", "kbatch.index_rules", "kbatch.metadata_records", "kbatch.raft_snapshot",
-                  "kbatch.producer_state", "kbatch.cli.dump", "kbatch.cli.offsets", "kbatch.cli.export"]
+                  "kbatch.producer_state", "kbatch.cli.dump", "kbatch.cli.offsets", "kbatch.cli.export",
+                  "kbatch.cli.stats", "kbatch.cli.validate", "kbatch.cli.verify", "kbatch.cli.cat", "kbatch.dump",
+                  "kbatch._files", "kbatch.index", "kbatch.segment", "kbatch.log_loader", "kbatch.log"]
 # third-party packages without type information (Any to mypy)
 UNTYPED = "lz4.*,cramjam.*,zstandard.*,pyarrow.*,typer.*,rich.*,kafka.*,aiokafka.*,py4j.*,pandas.*,fsspec.*"
 

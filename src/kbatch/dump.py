@@ -45,7 +45,7 @@ from .segment import _batch_at, open_records, scan_windows, time_floor
 
 if TYPE_CHECKING:
     from ._core import Record
-    from ._typing import Buffer, PathLike
+    from ._typing import Buffer, BytesLike, PathLike
     from .batch import RecordBatch
     from .index_rules import IndexFinding
     from .segment import FileRecords
@@ -133,7 +133,7 @@ def batches_until_error(data: Buffer, errors: list[KBatchError]) -> Iterator[Bat
     yield from file_batches_until_error(lambda p, n: mv[p:p + n], len(mv), errors)
 
 
-def file_batches_until_error(read: Callable[[int, int], Buffer], size: int,
+def file_batches_until_error(read: Callable[[int, int], BytesLike], size: int,
                              errors: list[KBatchError]) -> Iterator[Batch]:
     """batches_until_error over bytes [0, size) read in windows with read(position, n) (a
     FileRecords' read: pread, never mmap, so a file truncated under the dump is a FileChangedError,
