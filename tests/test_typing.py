@@ -121,7 +121,8 @@ STRICT_MODULES = ["kbatch", "kbatch._backend", "kbatch._typing", "kbatch._wire",
                   "kbatch.leader_epoch", "kbatch.index_rules", "kbatch.metadata_records", "kbatch.raft_snapshot",
                   "kbatch.producer_state", "kbatch.cli.dump", "kbatch.cli.offsets", "kbatch.cli.export",
                   "kbatch.cli.stats", "kbatch.cli.validate", "kbatch.cli.verify", "kbatch.cli.cat", "kbatch.dump",
-                  "kbatch._files", "kbatch.index", "kbatch.segment", "kbatch.log_loader", "kbatch.log"]
+                  "kbatch._files", "kbatch.index", "kbatch.segment", "kbatch.log_loader", "kbatch.log",
+                  "kbatch.compaction"]
 # third-party packages without type information (Any to mypy)
 UNTYPED = "lz4.*,cramjam.*,zstandard.*,pyarrow.*,typer.*,rich.*,kafka.*,aiokafka.*,py4j.*,pandas.*,fsspec.*"
 
