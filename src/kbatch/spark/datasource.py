@@ -361,7 +361,8 @@ class KafkaSegmentsPushdownReader(KafkaSegmentsReader):
 
     def _push(self, f) -> bool:
         """True when the filter is fully applied by the reader."""
-        col = f.attribute[0] if len(f.attribute) == 1 else None
+        attribute = getattr(f, "attribute", ())  # a Not has no column of its own: handed back to Spark
+        col = attribute[0] if len(attribute) == 1 else None
         v = getattr(f, "value", None)
         if col == "partition":
             values = None
