@@ -122,7 +122,8 @@ STRICT_MODULES = ["kbatch", "kbatch._backend", "kbatch._typing", "kbatch._wire",
                   "kbatch.producer_state", "kbatch.cli.dump", "kbatch.cli.offsets", "kbatch.cli.export",
                   "kbatch.cli.stats", "kbatch.cli.validate", "kbatch.cli.verify", "kbatch.cli.cat", "kbatch.dump",
                   "kbatch._files", "kbatch.index", "kbatch.segment", "kbatch.log_loader", "kbatch.log",
-                  "kbatch.compaction"]
+                  "kbatch.compaction", "kbatch.spark", "kbatch.spark._plan", "kbatch.spark.datasource",
+                  "kbatch.spark.writer", "kbatch.spark.jvm"]
 # third-party packages without type information (Any to mypy)
 UNTYPED = "lz4.*,cramjam.*,zstandard.*,pyarrow.*,typer.*,rich.*,kafka.*,aiokafka.*,py4j.*,pandas.*,fsspec.*"
 
