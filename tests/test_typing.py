@@ -123,7 +123,8 @@ STRICT_MODULES = ["kbatch", "kbatch._backend", "kbatch._typing", "kbatch._wire",
                   "kbatch.cli.stats", "kbatch.cli.validate", "kbatch.cli.verify", "kbatch.cli.cat", "kbatch.dump",
                   "kbatch._files", "kbatch.index", "kbatch.segment", "kbatch.log_loader", "kbatch.log",
                   "kbatch.compaction", "kbatch.spark", "kbatch.spark._plan", "kbatch.spark.datasource",
-                  "kbatch.spark.writer", "kbatch.spark.jvm", "kbatch._core_py"]
+                  "kbatch.spark.writer", "kbatch.spark.jvm", "kbatch._core_py",
+                  "kbatch.demo", "kbatch.__main__", "kbatch.cli.__main__", "kbatch.schema._tables"]
 # third-party packages without type information (Any to mypy)
 UNTYPED = "lz4.*,cramjam.*,zstandard.*,pyarrow.*,typer.*,rich.*,kafka.*,aiokafka.*,py4j.*,pandas.*,fsspec.*"
 
