@@ -329,6 +329,9 @@ def test_cluster_metadata_decoder_on_a_real_kraft_log():
     assert type_name("ZkMigrationStateRecord") == "ZK_MIGRATION_STATE_RECORD"
     assert format_metadata_record(b"\x00\x02\x00", 7).startswith("Error at 7, skipping. Could not deserialize "
                                                                 "metadata record with frame version 0")
+    # a null value (a record no controller writes) is reported like other bad records; it raised TypeError
+    assert format_metadata_record(None, 8) == "Error at 8, skipping. Metadata record has a null value: expected a " \
+        "record value, found null (at byte 0)"
 
 
 def test_offsets_decoder_on_real_consumer_offsets(tmp_path):
@@ -399,6 +402,26 @@ def test_transaction_log_decoder(tmp_path):
     res, out, _ = run_dump([seg], decoder="transaction-log", json=True)
     rec = [json.loads(x) for x in out.splitlines()][2]
     assert rec["decoded"]["key"] == "transaction_metadata::transactionalId=payments-tx"
+
+
+def test_decoders_on_a_record_without_a_key(tmp_path):
+    """A keyless record in a coordinator topic is an error on that record's line; the dump goes on
+    (the transaction decoder and --offsets-decoder --json raised TypeError, ending the dump)."""
+    b = kbatch.BatchBuilder()
+    b.append(1, None, b"v")
+    b.append(2, txn_key("tx"), None)
+    seg = tmp_path / "00000000000000000000.log"
+    seg.write_bytes(b.build())
+    res, out, _ = run_dump([seg], decoder="transaction-log")
+    lines = out.splitlines()
+    assert lines[3].endswith("key: Error at offset 0, skipping. Failed to decode message using transaction log "
+                             "decoder (message had a missing key): expected a key, found null"), lines[3]
+    assert lines[4].endswith("key: transaction_metadata::transactionalId=tx payload: <DELETE>")
+    res, out, _ = run_dump([seg], decoder="offsets", json=True)
+    recs = [json.loads(x) for x in out.splitlines() if '"record"' in x]
+    assert recs[0]["decoded"]["error"].startswith("Failed to decode message using offset topic decoder (message had "
+                                                  "a missing key)")
+    assert len(recs) == 2
 
 
 def test_dump_cli_decoders_and_broker_files(tmp_path):

@@ -1,5 +1,6 @@
 """`kbatch export` and `kbatch import`: segments to Parquet / JSON lines and back through Log,
 lossless; resumable per segment; damaged segments named, not exported, exit 1."""
+import base64
 import json
 import os
 
@@ -123,10 +124,57 @@ def test_import_stops_at_a_refused_row_and_says_what_was_appended(tmp_path):
     assert invoke("import", tmp_path / "missing.parquet", "--to", tmp_path / "r2")[0] == 2
 
 
+def files_of(root) -> dict:
+    """Every file under root (relative path -> bytes): what "left as it was" is checked against."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_failed_import_leaves_the_files_as_they_were(tmp_path):
+    """A failed command leaves the files as they were: the import's earlier append_table calls
+    (three partitions, several calls each, segments rolled) are taken out of the partitions that
+    existed, byte for byte, and the partition directories it created are removed."""
+    root = tmp_path / "r"
+    for p in (0, 1):
+        log = kbatch.Log.create(root / f"t-{p}", kbatch.LogConfig(segment_bytes=4096))
+        log.append_table(pa.table({"value": pa.array([b"old %d" % i * 20 for i in range(40 + p)], pa.binary())}), NOW)
+        log.close()
+    before = files_of(root)
+    src = tmp_path / "src"
+    src.mkdir()
+    value = base64.b64encode(b"x" * 300).decode()
+    (src / "a.jsonl").write_text("".join(json.dumps({"partition": i % 3, "value": value, "timestamp": NOW + i}) + "\n"
+                                         for i in range(120)))
+    (src / "b.jsonl").write_text("".join(json.dumps({"partition": i % 3, "value": value}) + "\n" for i in range(30))
+                                 + json.dumps({"partition": 1, "value": None, "isTombstone": False}) + "\n")
+    args = ("import", src, "--to", root, "--topic", "t", "--format", "jsonl", "--config", "segment.bytes=4096")
+    code, text = invoke(*args)
+    assert code == 1 and "must be a tombstone" in text
+    assert f"{root / 't-0'}: not imported, left as it was: the log ends at 40 as before" in text
+    assert f"{root / 't-1'}: not imported, left as it was: the log ends at 41 as before" in text
+    assert f"{root / 't-2'}: not imported, removed (this import created it)" in text
+    assert files_of(root) == before
+    assert sorted(os.listdir(root)) == ["t-0", "t-1"]
+    for p, end in ((0, 40), (1, 41)):
+        log = kbatch.Log.open(root / f"t-{p}")
+        assert log.end_offset() == end and not log.problems and log.recovery.recovered_segments == ()
+        log.close()
+    # --json says the same; a --to directory the import made (two levels here) goes too
+    code, text = invoke(*args[:3], tmp_path / "new" / "deeper", *args[4:], "--json")
+    assert code == 1 and not (tmp_path / "new").exists()
+    assert [json.loads(x) for x in text.splitlines() if x.startswith("{")] == [
+        {"type": "rolled_back", "partition": str(tmp_path / "new" / "deeper" / f"t-{p}"), "records": n,
+         "next_offset": 0, "removed": True, "outcome": "removed (this import created it)"}
+        for p, n in ((0, 50), (1, 40), (2, 40))]  # b.jsonl: partition 0 appended, 1 refused, 2 not reached
+    # without the refused row the same import lands whole
+    (src / "b.jsonl").write_text("".join((src / "b.jsonl").read_text().splitlines(keepends=True)[:30]))
+    assert invoke(*args)[0] == 0
+    assert [kbatch.Log.open(root / f"t-{p}").end_offset() for p in range(3)] == [40 + 50, 41 + 50, 50]
+
+
 def test_topic_names_are_checked_as_kafka_does(tmp_path):
     """A topic names a directory: Kafka's legal names only (Topic.validate), nothing that walks out."""
     (tmp_path / "in.jsonl").write_text('{"topic": "../../etc", "value": "dg=="}\n')
     code, text = invoke("import", tmp_path / "in.jsonl", "--to", tmp_path / "r")
     assert code == 1 and "Topic name is illegal" in text
-    assert not (tmp_path / "etc-0").exists() and os.listdir(tmp_path / "r") == []
+    assert not (tmp_path / "etc-0").exists() and not (tmp_path / "r").exists()  # --to made, then removed
     assert invoke("import", tmp_path / "in.jsonl", "--to", tmp_path / "r", "--topic", "ok.topic_1-x")[0] == 0

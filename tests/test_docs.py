@@ -205,7 +205,7 @@ def test_block_runs(block: Block, tmp_path: Path):
 
 
 # ------------------------------------------------------------------------------------ API reference
-PUBLIC_MODULES = ["kbatch", "kbatch.arrow", "kbatch.compat", "kbatch.cli", "kbatch.spark"]
+PUBLIC_MODULES = ["kbatch", "kbatch.arrow", "kbatch.compat", "kbatch.cli", "kbatch.spark", "kbatch.server"]
 
 
 @pytest.mark.parametrize("modname", PUBLIC_MODULES)

@@ -239,6 +239,18 @@ def test_malformed_arrow_buffers_are_refused_not_read(backend):
     assert enc.rows == 0
 
 
+def test_headers_without_a_key_column_are_null_keys_on_both_backends(backend):
+    """A headers spec whose key (value) column is None reads as every key (value) null, as the
+    compiled twin reads a None binary column (the pure twin raised TypeError): a row with a header
+    is then refused for its null key."""
+    value = (np.array([0, 1], np.int32), np.frombuffer(b"v", np.uint8), None, 0, 1)
+    headers = (np.array([0, 1], np.int32), None, 0, None, 0, 1, None, None)  # row 0: one header, key column None
+    enc = backend.ColumnsEncoderV2(0, 0x80, 1000, 1 << 20)
+    with pytest.raises(kbatch.InvalidRecordError, match="Null header keys are not permitted") as e:
+        enc.encode(1, None, value, None, 1, None, headers, None)
+    assert e.value.row == 0 and enc.rows == 0
+
+
 def test_a_refused_call_leaves_the_encoder_as_it_was(backend):
     enc = backend.ColumnsEncoderV2(0, 0x80, 1000, 1 << 20)  # 0x80: isTimestampExtended, BatchBuilder's default
     good = E.column_specs(table(ROWS[:2]).to_batches()[0])

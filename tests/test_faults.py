@@ -355,6 +355,76 @@ def test_sigkill_append_table_at_every_crash_point(tmp_path, monkeypatch):
     report("append_table crash points", **stats)
 
 
+def test_sigkill_import_at_every_crash_point(tmp_path):
+    """`kbatch import` into an existing partition and a new one, several append_table calls each
+    (segments rolling), killed at every durable step. Each partition comes back, at the next
+    writer's open, to where it was before the import or to all of it; an import whose last row
+    is refused always to where it was (a partition it created: gone, or empty). The notes go one
+    partition at a time at the end, so a kill there may keep one partition's rows and not the
+    other's (docs/cli.md says so)."""
+    import io
+    import json as _json
+
+    pytest.importorskip("pyarrow")
+    from kbatch.cli.import_ import cmd_import
+
+    pristine = tmp_path / "pristine"
+    helper.writer(str(pristine / "t-0"), str(tmp_path / "acks"), stop_after=6)
+    old = records(pristine / "t-0")
+    rows = [_json.dumps({"partition": i % 2, "key": "aw==", "value": "dmFs" * 40, "timestamp": NOW + i})
+            for i in range(60)]
+    sources = {"succeeds": rows, "refused": rows + [_json.dumps({"partition": 1, "value": None, "isTombstone": False})]}
+    stats = dict(points=0, kills=0, old_end=0, new_end=0)
+    for label, lines in sources.items():
+        src = tmp_path / f"{label}.jsonl"
+        # one line a batch: each row is an append_table call of its own
+        src.write_text("\n".join(lines) + "\n")
+
+        def run(root, src=src):
+            from kbatch.cli import _jsonl
+
+            orig = _jsonl.batches_of
+            _jsonl.batches_of = lambda f, binary: orig(f, binary, chunk_rows=1)
+            try:
+                return cmd_import(str(src), to=str(root), topic="t", config=["segment.bytes=1500", "index.interval.bytes=100"],
+                                  out=io.StringIO(), err=io.StringIO())
+            finally:
+                _jsonl.batches_of = orig
+
+        probe = tmp_path / f"probe-{label}"
+        shutil.copytree(pristine, probe)
+        names = []
+        with helper.recording_crash_points(names):
+            assert run(probe) == (0 if label == "succeeds" else 1)
+        new = {p: records(probe / f"t-{p}") if (probe / f"t-{p}").exists() else None for p in (0, 1)}
+        assert (new[0] == old) == (label == "refused") and any(n.startswith("create:") for n in names)
+        ks = _sample(names, tier(2, None))
+        for k in ks:
+            root = tmp_path / f"{label}-k{k}"
+            shutil.copytree(pristine, root)
+
+            def child(k=k, root=root):
+                helper.kill_at(k)
+                run(root)
+            status, out = helper.in_child(child)
+            assert killed(status), (label, k, names[k - 1], out)
+            for p in (0, 1):
+                d = root / f"t-{p}"
+                if not d.exists():
+                    assert p == 1, (label, names[k - 1])
+                    stats["old_end"] += 1
+                    continue
+                kbatch.Log.open(d, helper.config(), writable=True).close()  # the writer's open finishes an undo
+                got = records(d)
+                before = old if p == 0 else []
+                assert got == before or (label == "succeeds" and got == new[p]), (label, p, names[k - 1])
+                stats["old_end" if got == before else "new_end"] += 1
+                assert not _leftovers(d) and helper.indexes_exact(d), (label, p, names[k - 1])
+        stats["points"] += len(names)
+        stats["kills"] += len(ks)
+    report("import crash points", **stats)
+
+
 # ------------------------------------------------------------------------------------ short writes, full disks
 def _fill_until_failure(d, acks, limit_setter=None, **cfg):
     """Append until a write fails; the failing call must leave every file as it was, and the Log

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tarfile
 import textwrap
+import types
 from pathlib import Path
 
 import pytest
@@ -165,6 +166,45 @@ def test_missing_pyarrow_is_a_kbatch_error_and_an_import_error(monkeypatch):
         importlib.import_module("kbatch.arrow")
     assert isinstance(info.value, kbatch.MissingDependencyError) and isinstance(info.value, kbatch.KBatchError)
     assert info.value.name == "pyarrow"
+
+
+def _package(name: str, **attrs: object) -> types.ModuleType:
+    mod = types.ModuleType(name)
+    mod.__path__ = []  # a package, so its submodules may be looked up
+    mod.__dict__.update(attrs)
+    return mod
+
+
+# what is importable -> (the package named, the message); None stands for "not installed"
+SPARK_MISSING = {
+    "no pyspark": ({"pyspark": None}, "pyspark",
+                   "kbatch's Spark data source (kbatch.spark) needs pyspark>=4.1, which is not installed: "
+                   "pip install 'pyspark>=4.1' (kafka-kbatch's 'spark' extra)"),
+    "pyspark 3": ({"pyspark": _package("pyspark", __version__="3.5.1"), "pyspark.sql": _package("pyspark.sql"),
+                   "pyspark.sql.datasource": None}, "pyspark",
+                  "kbatch's Spark data source (kbatch.spark) needs pyspark>=4.1, but pyspark 3.5.1 is installed: "
+                  "pip install 'pyspark>=4.1' (kafka-kbatch's 'spark' extra)"),
+    "no pyarrow": ({"pyspark": _package("pyspark", __version__="4.1.0"), "pyspark.sql": _package("pyspark.sql"),
+                    "pyspark.sql.datasource": _package("pyspark.sql.datasource"), "pyarrow": None}, "pyarrow",
+                   "kbatch's Spark data source (kbatch.spark) needs pyarrow, which is not installed: "
+                   "pip install pyarrow (kafka-kbatch's 'spark' extra)"),
+}
+
+
+@pytest.mark.parametrize("case", SPARK_MISSING)
+def test_missing_spark_extra_is_a_kbatch_error_naming_the_extra(case, monkeypatch):
+    """`import kbatch.spark` without the spark extra says which package and which extra, as
+    kbatch.arrow does for pyarrow; still an ImportError (what `except ImportError` expects)."""
+    modules, package, message = SPARK_MISSING[case]
+    for name in [m for m in sys.modules if m == "kbatch.spark" or m.startswith("kbatch.spark.")]:
+        monkeypatch.delitem(sys.modules, name)
+    for name, mod in modules.items():
+        monkeypatch.setitem(sys.modules, name, mod)
+    with pytest.raises(ImportError) as info:
+        importlib.import_module("kbatch.spark")
+    assert isinstance(info.value, kbatch.MissingDependencyError) and isinstance(info.value, kbatch.KBatchError)
+    assert info.value.name == package
+    assert str(info.value) == message
 
 
 # ------------------------------------------------------------------------------------ the sdist

@@ -477,13 +477,16 @@ def test_idempotent_producer_duplicates_gaps_and_epochs(server, logdir, backend)
         assert send(_idem(pid, 1, 3, [b"x"]))[0] == 45                 # a new epoch must start at 0
         assert send(_idem(pid, 1, 0, [b"d"])) == (0, 33)
         assert send(_idem(pid, 0, 3, [b"x"]))[0] == 47                 # fenced: INVALID_PRODUCER_EPOCH
+        # a producer id with no state at epoch -1 (NO_PRODUCER_EPOCH): any sequence is taken, as Kafka's
+        # ProducerAppendInfo does (this one made the check fail with an AttributeError)
+        assert send(_idem(pid + 1, -1, 7, [b"e"])) == (0, 34)
         r, _ = c.call(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000, producer_id=pid,
                                             producer_epoch=1), 4)
         assert (r.producer_id, r.producer_epoch) == (pid, 2)            # KIP-360 epoch bump
         r, _ = c.call(InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=60000), 4)
         assert r.error_code == 53                                      # no transactions
     values = [v for _, _, _, v, _ in log_records(str(logdir / "t-0"))[30:]]
-    assert values == [b"a", b"b", b"c", b"d"]
+    assert values == [b"a", b"b", b"c", b"d", b"e"]
 
 
 def test_producer_state_and_ids_survive_a_restart(logdir):

@@ -210,6 +210,19 @@ def test_pushdown_gives_the_same_rows_as_spark_filtering(spark, fmt, data_dir):
     assert pushed.rdd.getNumPartitions() < plain.rdd.getNumPartitions()
 
 
+def test_pushdown_reader_hands_back_filters_without_a_column():
+    """A filter with no column of its own (Spark's Not) is handed back to Spark, not applied (the
+    pushdown reader raised AttributeError on it); a partition filter beside it is still applied."""
+    from pyspark.sql.datasource import EqualTo, Not
+
+    from kbatch.spark.datasource import KafkaSegmentsPushdownReader, spark_schema
+
+    reader = KafkaSegmentsPushdownReader({"path": "unused"}, spark_schema())
+    negated = Not(EqualTo(("partition",), 1))
+    assert list(reader.pushFilters([negated, EqualTo(("partition",), 2)])) == [negated]
+    assert reader.partitions_in == {2}
+
+
 def test_one_dataframe_queried_with_and_without_pushed_filters(spark, fmt, data_dir):
     """A DataFrame first queried with pushed-down filters, then without: the JVM reader plans each
     query afresh. Spark 4.1-4.3 keeps a Python data source's pushed-down read plan on the

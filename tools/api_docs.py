@@ -30,6 +30,8 @@ MODULES = {
     "kbatch.spark": "The `kafka-segments` PySpark data source and helpers (needs the `spark` extra).",
     "kbatch.compat": "Drop-in acceleration for kafka-python's and aiokafka's record classes.",
     "kbatch.cli": "The `kbatch` command line as functions (the commands themselves: docs/cli.md).",
+    "kbatch.server": "A single-node Kafka protocol endpoint over a log directory (`kbatch serve`, docs/serve.md; "
+                     "needs the `serve` extra).",
 }
 
 INTRO = """# API reference
@@ -58,7 +60,11 @@ def _plain(annotation: object) -> object:
 
 
 def _default(value: object) -> object:
-    return _Raw(f"{type(value).__name__}.{value.name}") if isinstance(value, enum.Enum) else value
+    if isinstance(value, enum.Enum):
+        return _Raw(f"{type(value).__name__}.{value.name}")
+    if inspect.isfunction(value):  # a function's repr has its address: the file would change every run
+        return _Raw("<lambda>" if value.__name__ == "<lambda>" else value.__qualname__)
+    return value
 
 
 def _signature(obj: object) -> str:

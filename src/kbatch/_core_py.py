@@ -10,8 +10,11 @@ import bisect
 import operator
 import struct
 import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn
 
 import numpy as np
+import numpy.typing as npt
 
 from . import _wire as W
 from .errors import (ST_BAD_COUNT, ST_BAD_MAGIC, ST_BATCH_TOO_SMALL, ST_CRC, ST_FIELD_PAST_END,
@@ -19,7 +22,11 @@ from .errors import (ST_BAD_COUNT, ST_BAD_MAGIC, ST_BATCH_TOO_SMALL, ST_CRC, ST_
                      ST_PREMATURE_EOF, ST_RECORD_SIZE, ST_RECORD_TOO_LONG, ST_RECORDS_REMAINING,
                      ST_TRUNCATED, ST_VARINT_TOO_LONG, ST_VARLONG_TOO_LONG, raise_status)
 
-BACKEND = "python"
+if TYPE_CHECKING:
+    from ._core import _BinaryColumn, _FilterResult, _HeadersColumn, _ValueColumn
+    from ._typing import Buffer, Headers, RecordTuple
+
+BACKEND: Final = "python"
 
 _MASK64 = (1 << 64) - 1
 _MASK32 = (1 << 32) - 1
@@ -36,7 +43,7 @@ def _s32(v: int) -> int:
     return v - (1 << 32) if v >> 31 else v
 
 
-def _view(data) -> memoryview:
+def _view(data: Buffer) -> memoryview:
     mv = data if isinstance(data, memoryview) else memoryview(data)
     if mv.ndim != 1 or mv.itemsize != 1 or not mv.c_contiguous:
         mv = mv.cast("B")
@@ -50,7 +57,7 @@ def _view(data) -> memoryview:
 ByteView = memoryview
 
 
-def byte_view(data, start: int, end: int) -> memoryview:
+def byte_view(data: Buffer, start: int, end: int) -> memoryview:
     """A read-only zero-copy view of data[start:end] that keeps `data` alive; 0 <= start <= end <= len."""
     mv = _view(data)
     if not (isinstance(start, int) and isinstance(end, int) and 0 <= start <= end <= len(mv)):
@@ -59,8 +66,8 @@ def byte_view(data, start: int, end: int) -> memoryview:
 
 
 # ------------------------------------------------------------------------------------ CRC32C
-def _make_table():
-    table = []
+def _make_table() -> list[int]:
+    table: list[int] = []
     for n in range(256):
         c = n
         for _ in range(8):
@@ -72,7 +79,7 @@ def _make_table():
 _CRC_TABLE = _make_table()
 
 
-def crc32c(data, value: int = 0) -> int:
+def crc32c(data: Buffer, value: int = 0) -> int:
     """CRC-32C (Castagnoli) of any buffer, continuing from `value` (like zlib.crc32)."""
     crc = (value & _MASK32) ^ 0xFFFFFFFF
     table = _CRC_TABLE
@@ -87,7 +94,7 @@ def crc32c_is_hardware() -> bool:
 
 
 # ------------------------------------------------------------------------------------ varints
-def read_varint(data, pos: int):
+def read_varint(data: Buffer, pos: int) -> tuple[int, int]:
     """Decode a zigzag varint (int32) at `pos` as Kafka's ByteUtils.readVarint does.
 
     Returns (value, next_pos). Non-minimal encodings are accepted; a 5th byte with its MSB set is
@@ -114,7 +121,7 @@ def read_varint(data, pos: int):
     return _s32((raw >> 1) ^ -(raw & 1)), pos
 
 
-def read_varlong(data, pos: int):
+def read_varlong(data: Buffer, pos: int) -> tuple[int, int]:
     """Decode a zigzag varlong (int64) at `pos` as Kafka's ByteUtils.readVarlong does."""
     buf = _view(data)
     n = len(buf)
@@ -182,7 +189,7 @@ _V2_HEADER = struct.Struct(">qiibIhiqqqhii")  # base offset .. records count, 61
 _LEGACY_HEAD = struct.Struct(">qiIbb")        # offset, size, crc, magic, attributes
 
 
-def scan_batches(data, start: int = 0, end: int = -1, verify_crc: bool = True) -> dict:
+def scan_batches(data: Buffer, start: int = 0, end: int = -1, verify_crc: bool = True) -> dict[str, Any]:
     """Read every batch header in data[start:end] into numpy columns (one row per batch).
 
     Works for magic 0, 1 and 2 mixed. Stops without error, as Kafka's FileLogInputStream does,
@@ -196,7 +203,7 @@ def scan_batches(data, start: int = 0, end: int = -1, verify_crc: bool = True) -
     buf = _view(data)
     if end < 0 or end > len(buf):
         end = len(buf)
-    rows = []
+    rows: list[tuple[int, ...]] = []
     pos = start
     while end - pos > W.HEADER_SIZE_UP_TO_MAGIC:
         offset, size = struct.unpack_from(">qi", buf, pos)
@@ -232,7 +239,7 @@ def scan_batches(data, start: int = 0, end: int = -1, verify_crc: bool = True) -
         else:
             raise_status(ST_BAD_MAGIC, pos + W.MAGIC_OFFSET, "magic 0, 1 or 2", magic, offset)
         pos += total
-    out = {name: np.array([r[i] for r in rows], dtype=dt) for i, (name, dt) in enumerate(SCAN_FIELDS)}
+    out: dict[str, Any] = {name: np.array([r[i] for r in rows], dtype=dt) for i, (name, dt) in enumerate(SCAN_FIELDS)}
     out["valid_bytes"] = pos
     return out
 
@@ -246,7 +253,19 @@ class Record:
     __slots__ = ("offset", "timestamp", "timestamp_type", "key", "value", "headers", "is_tombstone",
                  "attributes")
 
-    def __init__(self, offset, timestamp, timestamp_type, key, value, headers, is_tombstone, attributes):
+    offset: int
+    timestamp: int | None
+    timestamp_type: int
+    # read-only memoryviews from the decoders; what was given otherwise (bytes, once unpickled)
+    key: Buffer | None
+    value: Buffer | None
+    headers: tuple[tuple[str, Buffer | None], ...]
+    is_tombstone: bool
+    attributes: int
+
+    def __init__(self, offset: int, timestamp: int | None, timestamp_type: int, key: Buffer | None,
+                 value: Buffer | None, headers: tuple[tuple[str, Buffer | None], ...], is_tombstone: bool,
+                 attributes: int) -> None:
         self.offset = offset
         self.timestamp = timestamp
         self.timestamp_type = timestamp_type
@@ -256,31 +275,36 @@ class Record:
         self.is_tombstone = is_tombstone
         self.attributes = attributes
 
-    def _astuple(self):
+    def _astuple(self) -> tuple[Any, ...]:
         return (self.offset, self.timestamp, self.timestamp_type,
                 None if self.key is None else bytes(self.key),
                 None if self.value is None else bytes(self.value),
                 tuple((k, None if v is None else bytes(v)) for k, v in self.headers),
                 self.is_tombstone, self.attributes)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Record], tuple[Any, ...]]:
         # keys and values travel as bytes: views cannot leave their buffer
         return Record, self._astuple()
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         if not hasattr(other, "_astuple"):
             return NotImplemented
-        return self._astuple() == other._astuple()
+        equal: bool = self._astuple() == other._astuple()
+        return equal
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(self._astuple())
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return ("Record(offset={}, timestamp={}, timestamp_type={}, key={!r}, value={!r}, headers={!r}, "
                 "is_tombstone={})").format(*self._astuple()[:7])
 
 
-def _walk_records_v2(buf, start: int, end: int, count: int, base_offset: int):
+#: one record as _walk_records_v2 yields it: (attributes, timestampDelta, offsetDelta, key, value, headers)
+_Walked = tuple[int, int, int, "memoryview | None", "memoryview | None", "list[tuple[memoryview, memoryview | None]]"]
+
+
+def _walk_records_v2(buf: memoryview, start: int, end: int, count: int, base_offset: int) -> Iterator[_Walked]:
     """Yield (attributes, timestampDelta, offsetDelta, key, value, [(key, value), ...]) for each of
     exactly `count` v2 records in buf[start:end]; keys, values and header keys/values are read-only
     memoryviews (None for null). Checks each record's declared length, header counts, and that
@@ -312,7 +336,7 @@ def _walk_records_v2(buf, start: int, end: int, count: int, base_offset: int):
         if n_headers > rec_end - pos:
             raise_status(ST_HEADER_COUNT_TOO_LARGE, pos, f"header count <= {rec_end - pos}", n_headers,
                          base_offset)
-        headers = []
+        headers: list[tuple[memoryview, memoryview | None]] = []
         for _h in range(n_headers):
             klen_pos = pos
             klen, pos = _varint_in(buf, pos, rec_end, base_offset)
@@ -333,8 +357,8 @@ def _walk_records_v2(buf, start: int, end: int, count: int, base_offset: int):
                      f"{end - pos} more bytes", base_offset)
 
 
-def decode_records_v2(data, start: int, end: int, count: int, base_offset: int, base_timestamp: int,
-                      log_append_time, timestamp_type: int, extended: bool):
+def decode_records_v2(data: Buffer, start: int, end: int, count: int, base_offset: int, base_timestamp: int,
+                      log_append_time: int | None, timestamp_type: int, extended: bool) -> list[Record]:
     """Decode exactly `count` v2 records from data[start:end] into a list of Record.
 
     offset = base_offset + offsetDelta; timestamp = base_timestamp + timestampDelta (Java wrapping
@@ -345,10 +369,11 @@ def decode_records_v2(data, start: int, end: int, count: int, base_offset: int, 
     """
     buf = _view(data)
     no_ts = W.NO_TIMESTAMP_EXTENDED if extended else W.NO_TIMESTAMP
-    lat = None
+    lat: int | None = None
     if log_append_time is not None:
         lat = None if log_append_time == no_ts else log_append_time
-    out = []
+    out: list[Record] = []
+    ts: int | None
     for attributes, ts_delta, off_delta, key, value, headers in _walk_records_v2(buf, start, end, count,
                                                                                  base_offset):
         if log_append_time is not None:
@@ -368,7 +393,9 @@ _COLUMN_ARGS = ("starts", "ends", "counts", "base_offsets", "base_timestamps", "
 _COLUMN_DTYPES = (np.int64, np.int64, np.int32, np.int64, np.int64, np.int64, np.int16)
 
 
-def _column_arrays(starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes):
+def _column_arrays(starts: npt.ArrayLike, ends: npt.ArrayLike, counts: npt.ArrayLike, base_offsets: npt.ArrayLike,
+                   base_timestamps: npt.ArrayLike, max_timestamps: npt.ArrayLike,
+                   attributes: npt.ArrayLike) -> list[npt.NDArray[Any]]:
     """The per-batch arguments of decode_columns_v2 as contiguous 1-D numpy arrays of their dtypes
     (numpy's conversion rules, so both backends accept and refuse the same inputs), one entry
     per batch in each, else ValueError."""
@@ -382,7 +409,7 @@ def _column_arrays(starts, ends, counts, base_offsets, base_timestamps, max_time
     return arrs
 
 
-def _crc_array(crcs, nb: int):
+def _crc_array(crcs: npt.ArrayLike | None, nb: int) -> npt.NDArray[np.int64] | None:
     """decode_columns_v2's optional stored CRCs as a contiguous int64 array of nb entries (-1: skip)."""
     if crcs is None:
         return None
@@ -392,14 +419,16 @@ def _crc_array(crcs, nb: int):
     return a
 
 
-def _offsets_of(lengths) -> np.ndarray:
+def _offsets_of(lengths: Sequence[int]) -> npt.NDArray[np.int32]:
     out = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(np.array(lengths, dtype=np.int64), out=out[1:])
     return out.astype(np.int32)
 
 
-def decode_columns_v2(data, starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes,
-                      include_headers=True, crcs=None) -> dict:
+def decode_columns_v2(data: Buffer, starts: npt.ArrayLike, ends: npt.ArrayLike, counts: npt.ArrayLike,
+                      base_offsets: npt.ArrayLike, base_timestamps: npt.ArrayLike, max_timestamps: npt.ArrayLike,
+                      attributes: npt.ArrayLike, include_headers: bool = True,
+                      crcs: npt.ArrayLike | None = None) -> dict[str, npt.NDArray[Any]]:
     """Decode the v2 records of many batches into Arrow-layout column arrays (kbatch.arrow).
 
     data holds each batch's (decompressed) records section at [starts[i], ends[i]); counts,
@@ -424,8 +453,17 @@ def decode_columns_v2(data, starts, ends, counts, base_offsets, base_timestamps,
     crc_a = _crc_array(crcs, len(arrays[0]))
     crc_l = None if crc_a is None else crc_a.tolist()
     cols = [a.tolist() for a in arrays]
-    offs, tss, tsv, ttypes, tombs, bidx = [], [], [], [], [], []
-    keys, values, hcounts, hkeys, hvals = [], [], [], [], []
+    offs: list[int] = []
+    tss: list[int] = []
+    tsv: list[bool] = []
+    ttypes: list[int] = []
+    tombs: list[bool] = []
+    bidx: list[int] = []
+    keys: list[memoryview | None] = []
+    values: list[memoryview | None] = []
+    hcounts: list[int] = []
+    hkeys: list[memoryview | None] = []
+    hvals: list[memoryview | None] = []
     for i, (s, e, c, bo, bt, mt, a) in enumerate(zip(*cols)):
         if s < 0 or e > len(buf) or e < s:
             raise_status(ST_TRUNCATED, s, 1, 0, bo)
@@ -453,7 +491,7 @@ def decode_columns_v2(data, starts, ends, counts, base_offsets, base_timestamps,
                 for hk, hv in headers:
                     hkeys.append(hk)
                     hvals.append(hv)
-    out = {
+    out: dict[str, npt.NDArray[Any]] = {
         "offset": np.array(offs, dtype=np.int64),
         "timestamp": np.array(tss, dtype=np.int64),
         "timestamp_valid": np.array(tsv, dtype=np.bool_),
@@ -473,8 +511,10 @@ def decode_columns_v2(data, starts, ends, counts, base_offsets, base_timestamps,
     return out
 
 
-def find_timestamps_v2(data, starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes,
-                       target_batches, targets, starting_offset):
+def find_timestamps_v2(data: Buffer, starts: npt.ArrayLike, ends: npt.ArrayLike, counts: npt.ArrayLike,
+                       base_offsets: npt.ArrayLike, base_timestamps: npt.ArrayLike, max_timestamps: npt.ArrayLike,
+                       attributes: npt.ArrayLike, target_batches: npt.ArrayLike, targets: npt.ArrayLike,
+                       starting_offset: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """For each target: the first record of batch target_batches[j] with a timestamp, an offset >=
     starting_offset and a timestamp >= targets[j] (kafka-format.md §5.4, one batch) -> two int64
     arrays (offsets, timestamps), offset -1 and timestamp -1 where that batch has none.
@@ -497,13 +537,16 @@ def find_timestamps_v2(data, starts, ends, counts, base_offsets, base_timestamps
                          f"{tb.shape} {tt.shape}")
     if len(tb) and (tb.min() < 0 or tb.max() >= len(cols[0])):
         raise ValueError(f"target_batches must be in [0, {len(cols[0])})")
-    runs = []  # per batch: (running max timestamps, offsets, timestamps) where the running max rises
+    runs: list[tuple[list[int], list[int], list[int]]] = []  # per batch: (running max timestamps, offsets,
+    # timestamps) where the running max rises
     for s, e, c, bo, bt, mt, a in zip(*cols):
         if s < 0 or e > len(buf) or e < s:
             raise_status(ST_TRUNCATED, s, 1, 0, bo)
         no_ts = W.NO_TIMESTAMP_EXTENDED if a & W.TIMESTAMP_EXTENDED_FLAG_MASK else W.NO_TIMESTAMP
         lat = bool(a & W.TIMESTAMP_TYPE_MASK)
-        run, offs, stamps = [], [], []
+        run: list[int] = []
+        offs: list[int] = []
+        stamps: list[int] = []
         for _attrs, ts_delta, off_delta, _k, _v, _h in _walk_records_v2(buf, s, e, c, bo):
             ts = mt if lat else _s64(bt + ts_delta)
             off = _s64(bo + off_delta)
@@ -522,7 +565,9 @@ def find_timestamps_v2(data, starts, ends, counts, base_offsets, base_timestamps
     return out_off, out_ts
 
 
-def record_fields_v2(data, start, end, count, base_offset, base_timestamp, max_timestamp, attributes):
+def record_fields_v2(data: Buffer, start: int, end: int, count: int, base_offset: int, base_timestamp: int,
+                     max_timestamp: int, attributes: int
+                     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
     """The fields LogValidator checks of each record of one v2 records section (data[start:end),
     `count` records, checked as decode_records_v2 checks them): (offsets, timestamps, key_valid),
     int64, int64 and bool arrays. A timestamp is base_timestamp + its delta (wrapping), or
@@ -536,7 +581,9 @@ def record_fields_v2(data, start, end, count, base_offset, base_timestamp, max_t
     lat = bool(operator.index(attributes) & W.TIMESTAMP_TYPE_MASK)
     if start < 0 or end > len(buf) or end < start:
         raise_status(ST_TRUNCATED, start, 1, 0, base_offset)
-    offs, stamps, keys = [], [], []
+    offs: list[int] = []
+    stamps: list[int] = []
+    keys: list[bool] = []
     for _a, ts_delta, off_delta, key, _v, _h in _walk_records_v2(buf, start, end, count, base_offset):
         offs.append(_s64(base_offset + off_delta))
         stamps.append(max_timestamp if lat else _s64(base_timestamp + ts_delta))
@@ -544,7 +591,7 @@ def record_fields_v2(data, start, end, count, base_offset, base_timestamp, max_t
     return (np.array(offs, dtype=np.int64), np.array(stamps, dtype=np.int64), np.array(keys, dtype=np.bool_))
 
 
-def _varint_in(buf, pos, limit, base_offset):
+def _varint_in(buf: memoryview, pos: int, limit: int, base_offset: int) -> tuple[int, int]:
     """read_varint bounded by `limit` (a record or section end) instead of the buffer end."""
     try:
         return read_varint(buf[:limit], pos)
@@ -552,14 +599,14 @@ def _varint_in(buf, pos, limit, base_offset):
         raise e.at(base_offset=base_offset) if hasattr(e, "at") else e
 
 
-def _varlong_in(buf, pos, limit, base_offset):
+def _varlong_in(buf: memoryview, pos: int, limit: int, base_offset: int) -> tuple[int, int]:
     try:
         return read_varlong(buf[:limit], pos)
     except Exception as e:  # noqa: BLE001
         raise e.at(base_offset=base_offset) if hasattr(e, "at") else e
 
 
-def _bytes_in(buf, pos, limit, base_offset):
+def _bytes_in(buf: memoryview, pos: int, limit: int, base_offset: int) -> tuple[memoryview | None, int]:
     """A varint length then that many bytes; any negative length is null (Kafka's Utils.readBytes)."""
     n, pos = _varint_in(buf, pos, limit, base_offset)
     if n < 0:
@@ -570,7 +617,8 @@ def _bytes_in(buf, pos, limit, base_offset):
 
 
 # ------------------------------------------------------------------------------------ timestamps
-def check_timestamps(timestamps, now_ms: int, before_max_ms: int, after_max_ms: int, no_timestamp: int):
+def check_timestamps(timestamps: npt.ArrayLike, now_ms: int, before_max_ms: int, after_max_ms: int,
+                     no_timestamp: int | None) -> tuple[int, int, int]:
     """KIP-937 range check over an int64 column, without wrapping (DESIGN.md decision 4).
 
     A timestamp equal to `no_timestamp` is skipped. Bad = ts < now - before_max_ms (too old) or
@@ -594,7 +642,7 @@ def check_timestamps(timestamps, now_ms: int, before_max_ms: int, after_max_ms: 
     return first, n_old, n_new
 
 
-def timestamp_bounds(now_ms: int, before_max_ms: int, after_max_ms: int):
+def timestamp_bounds(now_ms: int, before_max_ms: int, after_max_ms: int) -> tuple[int, int]:
     """[now - before, now + after], saturated to the int64 range."""
     lo = max(W.INT64_MIN, min(W.INT64_MAX, now_ms - before_max_ms))
     hi = max(W.INT64_MIN, min(W.INT64_MAX, now_ms + after_max_ms))
@@ -605,7 +653,7 @@ def timestamp_bounds(now_ms: int, before_max_ms: int, after_max_ms: int):
 _KEY_FORMATS = {0: ">i", 1: ">q"}  # 0: offset index (int32 relative offset), 1: time index (int64)
 
 
-def index_search(data, entry_size: int, key_kind: int, target: int, n_entries: int) -> int:
+def index_search(data: Buffer, entry_size: int, key_kind: Literal[0, 1], target: int, n_entries: int) -> int:
     """Slot of the largest entry whose key <= target in a sorted index, or -1 when none.
 
     key_kind 0 = `.index` (key: int32 relative offset), 1 = `.timeindex` (key: int64 timestamp).
@@ -616,7 +664,8 @@ def index_search(data, entry_size: int, key_kind: int, target: int, n_entries: i
     if n_entries * entry_size > len(buf):
         raise_status(ST_TRUNCATED, len(buf), n_entries * entry_size, len(buf))
     lo, hi = 0, n_entries - 1
-    if n_entries == 0 or struct.unpack_from(fmt, buf, 0)[0] > target:
+    first: int = struct.unpack_from(fmt, buf, 0)[0] if n_entries else 0
+    if n_entries == 0 or first > target:
         return -1
     while lo < hi:
         mid = (lo + hi + 1) >> 1
@@ -627,7 +676,8 @@ def index_search(data, entry_size: int, key_kind: int, target: int, n_entries: i
     return lo
 
 
-def index_search_many(data, entry_size: int, key_kind: int, targets, n_entries: int):
+def index_search_many(data: Buffer, entry_size: int, key_kind: Literal[0, 1], targets: Iterable[int] | npt.ArrayLike,
+                      n_entries: int) -> npt.NDArray[np.int64]:
     """index_search for each of many targets (any order); returns an int64 numpy array."""
     t = np.asarray(targets, dtype=np.int64)
     return np.array([index_search(data, entry_size, key_kind, int(x), n_entries) for x in t.tolist()],
@@ -638,12 +688,12 @@ def index_search_many(data, entry_size: int, key_kind: int, targets, n_entries: 
 from .errors import InvalidOffsetError, InvalidRecordError  # noqa: E402 (kernels appended below)
 
 
-def _blob(v):
+def _blob(v: Buffer | None) -> bytes | None:
     """Any bytes-like object's bytes (never bytes(int)), or None."""
     return None if v is None else bytes(memoryview(v))
 
 
-def _int64(name: str, v) -> int:
+def _int64(name: str, v: int) -> int:
     v = operator.index(v)
     if not W.INT64_MIN <= v <= W.INT64_MAX:
         raise OverflowError(f"{name} out of int64 range: {v}")
@@ -659,7 +709,8 @@ def _put_varint(out: bytearray, n: int) -> None:
     out.append(u)
 
 
-def encode_records_v2(records, base_offset: int, last_offset, base_timestamp, extended: bool):
+def encode_records_v2(records: Iterable[RecordTuple], base_offset: int, last_offset: int | None,
+                      base_timestamp: int | None, extended: bool) -> tuple[bytes, int, int, int, int | None]:
     """Encode magic 2 records as Kafka's DefaultRecord.writeTo lays them out (the records section).
 
     Each record is a tuple of BatchBuilder.append's arguments: (timestamp, key, value[, headers
@@ -687,9 +738,9 @@ def encode_records_v2(records, base_offset: int, last_offset, base_timestamp, ex
         if not 3 <= n <= 6:
             raise TypeError(f"a record is (timestamp, key, value[, headers[, tombstone[, offset]]]), not {n} values")
         timestamp, key, value = rec[0], rec[1], rec[2]
-        headers = rec[3] if n > 3 else ()
-        tombstone = rec[4] if n > 4 else None
-        offset = rec[5] if n > 5 else None
+        headers: Headers = rec[3] if n > 3 else ()  # type: ignore[misc]  # a 4+-tuple's 4th item
+        tombstone: bool | None = rec[4] if n > 4 else None  # type: ignore[misc]
+        offset: int | None = rec[5] if n > 5 else None  # type: ignore[misc]
         if offset is None:
             offset = base_offset if last_offset is None else last_offset + 1
         else:
@@ -717,12 +768,12 @@ def encode_records_v2(records, base_offset: int, last_offset, base_timestamp, ex
         if tombstone is False and value is None:
             raise InvalidRecordError("A record with a null value must be a tombstone (KIP-87)",
                                      expected="a value, or tombstone=True/None", found="null value, tombstone=False")
-        hdrs = []
+        hdrs: list[tuple[bytes, bytes | None]] = []
         for hk, hv in headers or ():
             if hk is None:
                 raise InvalidRecordError("Null header keys are not permitted", expected="str", found=None)
-            hdrs.append((hk.encode("utf-8") if isinstance(hk, str) else _blob(hk), _blob(hv)))
-        key, value_bytes = _blob(key), _blob(value)
+            hdrs.append((hk.encode("utf-8") if isinstance(hk, str) else bytes(memoryview(hk)), _blob(hv)))
+        key_bytes, value_bytes = _blob(key), _blob(value)
         if base_timestamp is None:
             base_timestamp = ts
         if ts > max_ts:
@@ -732,21 +783,21 @@ def encode_records_v2(records, base_offset: int, last_offset, base_timestamp, ex
         body.append(W.RECORD_TOMBSTONE_FLAG_MASK if (value is None if tombstone is None else tombstone) else 0)
         _put_varint(body, _s64(ts - base_timestamp))  # Java long arithmetic: the delta wraps
         _put_varint(body, offset - base_offset)
-        for blob in (key, value_bytes):
+        for blob in (key_bytes, value_bytes):
             if blob is None:
                 body.append(1)  # varint -1
             else:
                 _put_varint(body, len(blob))
                 body += blob
         _put_varint(body, len(hdrs))
-        for hk, hv in hdrs:
-            _put_varint(body, len(hk))
-            body += hk
-            if hv is None:
+        for hkb, hvb in hdrs:
+            _put_varint(body, len(hkb))
+            body += hkb
+            if hvb is None:
                 body.append(1)
             else:
-                _put_varint(body, len(hv))
-                body += hv
+                _put_varint(body, len(hvb))
+                body += hvb
         _put_varint(out, len(body))
         out += body
         last_offset = offset
@@ -763,21 +814,24 @@ class RecordsEncoderV2:
     list, leaves the encoder as it was. section() is every record so far, encoded.
     """
 
-    def __init__(self, base_offset, last_offset=None, base_timestamp=None, extended=False):
+    def __init__(self, base_offset: int, last_offset: int | None = None, base_timestamp: int | None = None,
+                 extended: bool = False) -> None:
         self.base_offset = _int64("base_offset", base_offset)
         self.last_offset = None if last_offset is None else _int64("last_offset", last_offset)
         self.base_timestamp = None if base_timestamp is None else _int64("base_timestamp", base_timestamp)
         self.extended = bool(extended)
         self.max_timestamp = W.NO_TIMESTAMP_EXTENDED if self.extended else W.NO_TIMESTAMP
         self.count = 0
-        self._parts = []
+        self._parts: list[bytes] = []
 
-    def append(self, timestamp, key, value, headers=(), tombstone=None, offset=None) -> int:
+    def append(self, timestamp: int | None, key: Buffer | None, value: Buffer | None, headers: Headers = (),
+               tombstone: bool | None = None, offset: int | None = None) -> int:
         """Encode one record (BatchBuilder.append's arguments); returns its offset."""
         self.extend(((timestamp, key, value, headers, tombstone, offset),))
+        assert self.last_offset is not None  # the record's
         return self.last_offset
 
-    def extend(self, records) -> None:
+    def extend(self, records: Iterable[RecordTuple]) -> None:
         section, n, base_ts, max_ts, last = encode_records_v2(records, self.base_offset, self.last_offset,
                                                               self.base_timestamp, self.extended)
         if n:
@@ -812,7 +866,7 @@ EC_OFFSET_RANGE = 9       # the next offset would pass Long.MAX_VALUE
 ENCODE_COLUMNS = ("key", "value", "timestamp", "isTombstone", "headers", "headers.key", "headers.value", "offset")
 
 
-def _raise_encode(code: int, row: int, a: int = 0, b: int = 0):
+def _raise_encode(code: int, row: int, a: int = 0, b: int = 0) -> NoReturn:
     """The exception for an encoder error code at table row `row`. Never returns."""
     if code == EC_NULL_VALUE:
         raise InvalidRecordError("A record with a null value must be a tombstone (KIP-87)",
@@ -843,7 +897,7 @@ def _raise_encode(code: int, row: int, a: int = 0, b: int = 0):
     raise InvalidRequestError(f"Unknown encoder error {code}", row=row)
 
 
-def _bit(bitmap, i: int) -> bool:
+def _bit(bitmap: npt.NDArray[np.uint8], i: int) -> bool:
     return bool(bitmap[i >> 3] >> (i & 7) & 1)
 
 
@@ -853,15 +907,17 @@ class _Col:
 
     __slots__ = ("offsets", "data", "valid", "origin", "length", "code")
 
-    def __init__(self, spec, binary: bool, length: int, code: int, row: int):
+    def __init__(self, spec: _BinaryColumn | _ValueColumn, binary: bool, length: int, code: int, row: int) -> None:
+        self.offsets: npt.NDArray[Any] | None
+        self.data: npt.NDArray[Any]
         if binary:
-            offsets, data, valid, origin, length = spec
+            offsets, data, valid, origin, length = spec  # type: ignore[misc]  # a _BinaryColumn when binary
             self.offsets = np.ascontiguousarray(offsets)
             self.data = np.ascontiguousarray(data, dtype=np.uint8).reshape(-1)
             if self.offsets.dtype not in (np.int32, np.int64) or self.offsets.ndim != 1:
                 raise TypeError(f"the offsets of {ENCODE_COLUMNS[code]} must be a 1-D int32 or int64 array")
         else:
-            data, valid, origin = spec
+            data, valid, origin = spec  # type: ignore[misc]  # a _ValueColumn otherwise
             self.offsets = None
             self.data = np.ascontiguousarray(data, dtype=np.uint8 if code in (3, 4) else np.int64).reshape(-1)
         self.valid = None if valid is None else np.ascontiguousarray(valid, dtype=np.uint8).reshape(-1)
@@ -873,7 +929,7 @@ class _Col:
             _raise_encode(EC_BAD_ARRAY, row, code, 0)
         if self.valid is not None and len(self.valid) * 8 < end:
             _raise_encode(EC_BAD_ARRAY, row, code, self.length)
-        if binary and len(self.offsets) < end + 1:
+        if binary and self.offsets is not None and len(self.offsets) < end + 1:
             _raise_encode(EC_BAD_ARRAY, row, code, self.length)
         if not binary and len(self.data) * (8 if code == 3 else 1) < end:  # 3: isTombstone, a bitmap
             _raise_encode(EC_BAD_ARRAY, row, code, self.length)
@@ -881,17 +937,26 @@ class _Col:
     def null(self, i: int) -> bool:
         return self.valid is not None and not _bit(self.valid, self.origin + i)
 
-    def blob(self, i: int, row: int):
+    def blob(self, i: int, row: int) -> bytes | None:
         """Element i's bytes, or None when null."""
         if self.null(i):
             return None
+        assert self.offsets is not None  # a binary column's
         lo, hi = int(self.offsets[self.origin + i]), int(self.offsets[self.origin + i + 1])
         if not 0 <= lo <= hi <= len(self.data):
             _raise_encode(EC_BAD_ARRAY, row, self.code, i)
         return self.data[lo:hi].tobytes()
 
 
-def encode_setup(n, ts_divisor, key, value, timestamp, tombstone, headers, offset, row0):
+#: encode_setup's answer: (n, divisor, key, value, timestamp, tombstone, offset, headers list, headers
+#: struct, header keys, header values)
+_Setup = tuple[int, int, "_Col | None", "_Col | None", "_Col | None", "_Col | None", "_Col | None", "_Col | None",
+               "_Col | None", "_Col | None", "_Col | None"]
+
+
+def encode_setup(n: int, ts_divisor: int, key: _BinaryColumn | None, value: _BinaryColumn | None,
+                 timestamp: _ValueColumn | None, tombstone: _ValueColumn | None, headers: _HeadersColumn | None,
+                 offset: _ValueColumn | None, row0: int) -> _Setup:
     """ColumnsEncoderV2.encode's arguments checked and read as _Col objects, in the order both
     backends check them: (n, divisor, key, value, timestamp, tombstone, offset, headers list,
     headers struct, header keys, header values); None for an absent column."""
@@ -914,8 +979,9 @@ def encode_setup(n, ts_divisor, key, value, timestamp, tombstone, headers, offse
         hs.length = operator.index(slength)
         if hs.length < 0 or (hs.valid is not None and len(hs.valid) * 8 < hs.origin + hs.length):
             _raise_encode(EC_BAD_ARRAY, row0, 4, hs.length)
-        hk = _Col(hkey, True, hs.length, 5, row0)
-        hv = _Col(hval, True, hs.length, 6, row0)
+        # None: every header key (value) null, as the compiled twin reads it
+        hk = None if hkey is None else _Col(hkey, True, hs.length, 5, row0)
+        hv = None if hval is None else _Col(hval, True, hs.length, 6, row0)
     return n, div, kc, vc, tc, bc, oc, hl, hs, hk, hv
 
 
@@ -964,9 +1030,10 @@ class ColumnsEncoderV2:
     over every call) and are the same on both backends.
     """
 
-    def __init__(self, base_offset, attributes, records_per_batch, max_batch_bytes, producer_id=W.NO_PRODUCER_ID,
-                 producer_epoch=W.NO_PRODUCER_EPOCH, base_sequence=W.NO_SEQUENCE,
-                 partition_leader_epoch=W.NO_PARTITION_LEADER_EPOCH, log_append_time=None):
+    def __init__(self, base_offset: int, attributes: int, records_per_batch: int, max_batch_bytes: int,
+                 producer_id: int = W.NO_PRODUCER_ID, producer_epoch: int = W.NO_PRODUCER_EPOCH,
+                 base_sequence: int = W.NO_SEQUENCE, partition_leader_epoch: int = W.NO_PARTITION_LEADER_EPOCH,
+                 log_append_time: int | None = None) -> None:
         self.base_offset = _int64("base_offset", base_offset)
         self.attributes = _ranged("attributes", attributes, 0, 0x7FFF)
         self.records_per_batch = _ranged("records_per_batch", records_per_batch, 1, W.INT32_MAX)
@@ -984,22 +1051,25 @@ class ColumnsEncoderV2:
         self.extended = bool(self.attributes & W.TIMESTAMP_EXTENDED_FLAG_MASK)
         self.no_timestamp = W.NO_TIMESTAMP_EXTENDED if self.extended else W.NO_TIMESTAMP
         self.rows = 0                   # rows encoded, over every call
-        self.last_offset = None         # the offset of the last row encoded
+        self.last_offset: int | None = None  # the offset of the last row encoded
         self.sequence = self.base_sequence  # the open (or next) batch's base sequence
         self._section = bytearray()     # the open batch's records
         self._count = 0
-        self._base_off = self._base_ts = self._max_ts = self._last = None
+        # the open batch's base offset, base timestamp, max timestamp, last offset (0 while none is open)
+        self._base_off = self._base_ts = self._max_ts = self._last = 0
 
-    def _state(self):
+    def _state(self) -> tuple[int, int | None, int, bytes, int, int, int, int, int]:
         return (self.rows, self.last_offset, self.sequence, bytes(self._section), self._count, self._base_off,
                 self._base_ts, self._max_ts, self._last)
 
-    def _restore(self, s):
+    def _restore(self, s: tuple[int, int | None, int, bytes, int, int, int, int, int]) -> None:
         (self.rows, self.last_offset, self.sequence, section, self._count, self._base_off, self._base_ts,
          self._max_ts, self._last) = s
         self._section = bytearray(section)
 
-    def encode(self, n, key, value, timestamp, ts_divisor, tombstone, headers, offset, final=False):
+    def encode(self, n: int, key: _BinaryColumn | None, value: _BinaryColumn | None, timestamp: _ValueColumn | None,
+               ts_divisor: int, tombstone: _ValueColumn | None, headers: _HeadersColumn | None,
+               offset: _ValueColumn | None, final: bool = False) -> tuple[bytes, npt.NDArray[np.int64]]:
         cols = encode_setup(n, ts_divisor, key, value, timestamp, tombstone, headers, offset, self.rows)
         saved = self._state()
         try:
@@ -1008,10 +1078,12 @@ class ColumnsEncoderV2:
             self._restore(saved)
             raise
 
-    def _encode(self, n, div, kc, vc, tc, bc, oc, hl, hs, hk, hv, final):
+    def _encode(self, n: int, div: int, kc: _Col | None, vc: _Col | None, tc: _Col | None, bc: _Col | None,
+                oc: _Col | None, hl: _Col | None, hs: _Col | None, hk: _Col | None, hv: _Col | None,
+                final: bool) -> tuple[bytes, npt.NDArray[np.int64]]:
         row0 = self.rows
         out = bytearray()
-        ends = []
+        ends: list[int] = []
         for i in range(n):
             row = row0 + i
             k = None if kc is None else kc.blob(i, row)
@@ -1028,18 +1100,19 @@ class ColumnsEncoderV2:
                 tomb = _bit(bc.data, bc.origin + i)
                 if not tomb and v is None:
                     _raise_encode(EC_NULL_VALUE, row)
-            hdrs = []
+            hdrs: list[tuple[bytes, bytes | None]] = []
             if hl is not None and not hl.null(i):
+                assert hl.offsets is not None and hs is not None  # encode_setup makes them together
                 a, b = int(hl.offsets[hl.origin + i]), int(hl.offsets[hl.origin + i + 1])
                 if not 0 <= a <= b <= hs.length:
                     _raise_encode(EC_BAD_ARRAY, row, 4, i)
                 for j in range(a, b):
                     if hs.valid is not None and not _bit(hs.valid, hs.origin + j):
                         _raise_encode(EC_NULL_HEADER, row)
-                    hkey = hk.blob(j, row)
+                    hkey = None if hk is None else hk.blob(j, row)
                     if hkey is None:
                         _raise_encode(EC_NULL_HEADER_KEY, row)
-                    hdrs.append((hkey, hv.blob(j, row)))
+                    hdrs.append((hkey, None if hv is None else hv.blob(j, row)))
             if oc is not None:
                 if oc.null(i):
                     _raise_encode(EC_NULL_OFFSET, row)
@@ -1058,7 +1131,8 @@ class ColumnsEncoderV2:
             self._close(out, ends)
         return bytes(out), np.array(ends, dtype=np.int64)
 
-    def _add(self, out, ends, row, ts, k, v, hdrs, tomb, off):
+    def _add(self, out: bytearray, ends: list[int], row: int, ts: int, k: bytes | None, v: bytes | None,
+             hdrs: list[tuple[bytes, bytes | None]], tomb: bool, off: int) -> None:
         """Put one record in the open batch, closing it first when the record does not belong."""
         if self._count and (self._count >= self.records_per_batch or off - self._base_off > W.INT32_MAX):
             self._close(out, ends)
@@ -1100,7 +1174,7 @@ class ColumnsEncoderV2:
         self._last = off
         self.last_offset = off
 
-    def _close(self, out, ends):
+    def _close(self, out: bytearray, ends: list[int]) -> None:
         lat = bool(self.attributes & W.TIMESTAMP_TYPE_MASK)
         header = bytearray(_V2_HEADER.pack(
             self._base_off, W.RECORD_BATCH_OVERHEAD - W.LOG_OVERHEAD + len(self._section),
@@ -1118,9 +1192,10 @@ class ColumnsEncoderV2:
         self._section = bytearray()
         self._count = 0
 
-    def flush(self):
+    def flush(self) -> tuple[bytes, npt.NDArray[np.int64]]:
         """Close the open batch: (data, ends) as encode returns them (empty when none is open)."""
-        out, ends = bytearray(), []
+        out = bytearray()
+        ends: list[int] = []
         if self._count:
             self._close(out, ends)
         return bytes(out), np.array(ends, dtype=np.int64)
@@ -1131,7 +1206,7 @@ class ColumnsEncoderV2:
         return self._count
 
 
-def _ranged(name: str, v, lo: int, hi: int) -> int:
+def _ranged(name: str, v: int, lo: int, hi: int) -> int:
     v = operator.index(v)
     if not lo <= v <= hi:
         raise OverflowError(f"{name} must be in [{lo}, {hi}], not {v}")
@@ -1163,7 +1238,7 @@ def _murmur2_one(data: bytes) -> int:
     return _s32(h)
 
 
-def murmur2(keys) -> np.ndarray:
+def murmur2(keys: _BinaryColumn) -> npt.NDArray[np.int32]:
     """Kafka's murmur2 of every element of a binary column (offsets, data, validity, origin, length;
     see ColumnsEncoderV2) -> int32 array; 0 where the element is null (the caller decides where
     null keys go: Kafka's partitioner does not hash them)."""
@@ -1187,12 +1262,12 @@ import hashlib  # noqa: E402
 from . import errors as _errors_mod  # noqa: E402
 
 
-def md5(data) -> bytes:
+def md5(data: Buffer) -> bytes:
     """MD5 of a buffer (the digest long keys are kept by; the compiled twin has its own in C)."""
     return hashlib.md5(_view(data)).digest()
 
 
-def key_digest(key) -> bytes:
+def key_digest(key: Buffer) -> bytes:
     """The 16 bytes an OffsetMap keeps for a key: a key of up to 15 bytes as itself after a byte
     holding its length + 1 (no two such keys share a digest); a longer key as its MD5 (Kafka's
     digest) with the first byte's top bit set, so the two kinds never meet."""
@@ -1213,7 +1288,8 @@ class OffsetMap:
     refuses a new key only when every slot is taken (SkimpyOffsetMap.put's requirement).
     """
 
-    def __init__(self, memory: int = W.DEFAULT_DEDUPE_BUFFER_SIZE, load_factor: float = W.DEFAULT_DEDUPE_LOAD_FACTOR):
+    def __init__(self, memory: int = W.DEFAULT_DEDUPE_BUFFER_SIZE,
+                 load_factor: float = W.DEFAULT_DEDUPE_LOAD_FACTOR) -> None:
         memory = operator.index(memory)
         load_factor = float(load_factor)
         if not 0.0 < load_factor <= 1.0:
@@ -1228,14 +1304,14 @@ class OffsetMap:
         self.load_factor = load_factor
         self.slots = slots
         self.capacity = int(slots * load_factor)
-        self._map: dict = {}
+        self._map: dict[bytes, int] = {}  # key digest -> latest offset
         self.latest_offset = -1
 
     @property
     def size(self) -> int:
         return len(self._map)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._map)
 
     @property
@@ -1247,17 +1323,17 @@ class OffsetMap:
     def utilization(self) -> float:
         return len(self._map) / self.slots
 
-    def put(self, key, offset) -> None:
+    def put(self, key: Buffer, offset: int) -> None:
         d = key_digest(key)
         if d not in self._map and len(self._map) >= self.slots:
             raise OverflowError("Attempt to add a new entry to a full offset map")
         self._map[d] = _int64("offset", offset)
 
-    def get(self, key) -> int:
+    def get(self, key: Buffer) -> int:
         """The latest offset for `key`, or -1."""
         return self._map.get(key_digest(key), -1)
 
-    def update_latest_offset(self, offset) -> None:
+    def update_latest_offset(self, offset: int) -> None:
         offset = _int64("offset", offset)
         if offset > self.latest_offset:
             self.latest_offset = offset
@@ -1266,7 +1342,8 @@ class OffsetMap:
         self._map.clear()
         self.latest_offset = -1
 
-    def map_records_v2(self, data, start, end, count, base_offset, start_offset):
+    def map_records_v2(self, data: Buffer, start: int, end: int, count: int, base_offset: int,
+                       start_offset: int) -> tuple[int, bool]:
         """Put the key of every record of one v2 records section (data[start:end), `count` records,
         checked as decode_records_v2 checks them) whose offset >= start_offset, in order, while the
         map is not full (Cleaner.buildOffsetMapForSegment). Returns (records read, full): full
@@ -1287,8 +1364,9 @@ class OffsetMap:
             read += 1
         return read, False
 
-    def filter_records_v2(self, data, start, end, count, base_offset, base_timestamp, max_timestamp, attributes,
-                          delete_horizon, keep_tombstones, new_horizon):
+    def filter_records_v2(self, data: Buffer, start: int, end: int, count: int, base_offset: int,
+                          base_timestamp: int, max_timestamp: int, attributes: int, delete_horizon: int | None,
+                          keep_tombstones: bool, new_horizon: int) -> _FilterResult:
         """The cleaner's record filter over one v2 data batch's records section (Cleaner's
         shouldRetainRecord), and the kept records written again when the batch must be rebuilt.
 
@@ -1317,7 +1395,9 @@ class OffsetMap:
         lat = bool(attrs & W.TIMESTAMP_TYPE_MASK)
         no_ts = W.NO_TIMESTAMP_EXTENDED if attrs & W.TIMESTAMP_EXTENDED_FLAG_MASK else W.NO_TIMESTAMP
         latest = self.latest_offset
-        kept, superseded, invalid, tomb_removed, tomb_kept, n = [], 0, 0, 0, 0, 0
+        kept: list[tuple[bool, int, int, memoryview | None, memoryview | None,
+                         list[tuple[memoryview, memoryview | None]]]] = []
+        superseded, invalid, tomb_removed, tomb_kept, n = 0, 0, 0, 0, 0
         for a, ts_delta, off_delta, key, value, headers in _walk_records_v2(buf, start, end, count, base_offset):
             n += 1
             off = _s64(base_offset + off_delta)

@@ -144,5 +144,5 @@ static uint32_t kb_crc32c(uint32_t value, const uint8_t *p, size_t n) {
     return kb_crc32c_sw(crc, p, n) ^ 0xFFFFFFFFu;
 }
 
-static int kb_crc32c_is_hw(void) { return kb_crc_hw; }
+static inline int kb_crc32c_is_hw(void) { return kb_crc_hw; }
 #endif

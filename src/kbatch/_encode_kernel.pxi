@@ -89,8 +89,9 @@ cdef inline int64_t _ce_off(const void *offs, bint wide, int64_t k) noexcept nog
 cdef inline int _ce_get(const _CeBin *c, int64_t i, const uint8_t **p, int64_t *n) noexcept nogil:
     """Element i (n = -1 when null); -1 when its offsets leave the data buffer."""
     cdef int64_t k = c.origin + i, lo, hi
+    p[0] = NULL  # both outputs set on every path: callers may skip the status where it was checked before
+    n[0] = -1
     if not c.present or _ce_null(c.valid, k):
-        n[0] = -1
         return 0
     lo = _ce_off(c.offs, c.wide, k)
     hi = _ce_off(c.offs, c.wide, k + 1)
@@ -385,13 +386,31 @@ cdef int _ce_bin(_CeBin *b, object col) except -1:
     b.data_len = col.data.shape[0]
     b.offs = <const void *>cnp.PyArray_DATA(col.offsets)
     b.wide = col.offsets.dtype.itemsize == 8
-    b.valid = NULL if col.valid is None else <const uint8_t *>cnp.PyArray_DATA(col.valid)
+    b.valid = _ce_bitmap(col.valid)
     b.origin = col.origin
     return 0
 
 
+# Statements, not `NULL if x is None else <const T *>...`: Cython gives such an expression a
+# temporary without the const, and the C compiler warns that the cast's const is discarded.
 cdef inline const uint8_t *_ce_bitmap(object valid):
-    return NULL if valid is None else <const uint8_t *>cnp.PyArray_DATA(valid)
+    if valid is None:
+        return NULL
+    return <const uint8_t *>cnp.PyArray_DATA(valid)
+
+
+cdef inline const void *_ce_data(object col):
+    """The data buffer of a checked _Col, NULL for None."""
+    if col is None:
+        return NULL
+    return <const void *>cnp.PyArray_DATA(col.data)
+
+
+cdef inline const uint8_t *_ce_valid(object col):
+    """The validity bitmap of a checked _Col, NULL for None (no column) or no nulls."""
+    if col is None:
+        return NULL
+    return _ce_bitmap(col.valid)
 
 
 @cython.final
@@ -465,17 +484,17 @@ cdef class ColumnsEncoderV2:
         _ce_bin(&c.key, kc)
         _ce_bin(&c.value, vc)
         c.has_ts = tc is not None
-        c.ts = NULL if tc is None else <const int64_t *>cnp.PyArray_DATA(tc.data)
-        c.ts_valid = NULL if tc is None else _ce_bitmap(tc.valid)
+        c.ts = <const int64_t *>_ce_data(tc)
+        c.ts_valid = _ce_valid(tc)
         c.ts_origin = 0 if tc is None else tc.origin
         c.ts_div = div
         c.has_tomb = bc is not None
-        c.tomb = NULL if bc is None else <const uint8_t *>cnp.PyArray_DATA(bc.data)
-        c.tomb_valid = NULL if bc is None else _ce_bitmap(bc.valid)
+        c.tomb = <const uint8_t *>_ce_data(bc)
+        c.tomb_valid = _ce_valid(bc)
         c.tomb_origin = 0 if bc is None else bc.origin
         c.has_off = oc is not None
-        c.offv = NULL if oc is None else <const int64_t *>cnp.PyArray_DATA(oc.data)
-        c.off_valid = NULL if oc is None else _ce_bitmap(oc.valid)
+        c.offv = <const int64_t *>_ce_data(oc)
+        c.off_valid = _ce_valid(oc)
         c.off_origin = 0 if oc is None else oc.origin
         c.has_hdr = hl is not None
         if hl is not None:

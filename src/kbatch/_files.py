@@ -17,8 +17,16 @@ import secrets
 import stat
 import struct
 import sys
+from types import TracebackType
+from typing import TYPE_CHECKING
 
 from .errors import FileChangedError, LogDirectoryLockedError, LogWriteError, StorageError
+
+if TYPE_CHECKING:
+    from ._typing import Buffer, PathLike
+
+#: what identifies a file (st_dev, st_ino)
+FileIdentity = tuple[int, int]
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -50,11 +58,11 @@ def filename_prefix(offset: int) -> str:
     return f"{offset:020d}"
 
 
-def segment_path(directory, base_offset: int, suffix: str) -> str:
+def segment_path(directory: PathLike, base_offset: int, suffix: str) -> str:
     return os.path.join(os.fspath(directory), filename_prefix(base_offset) + suffix)
 
 
-def list_segment_bases(directory) -> list[int]:
+def list_segment_bases(directory: PathLike) -> list[int]:
     """Base offsets of the `<20 digits>.log` names in a directory, ascending. Everything else
     (checkpoints, partition.metadata, .snapshot, .deleted/.cleaned/.swap) is ignored. Whether a
     name is a regular file is checked when it is opened (open_regular)."""
@@ -84,7 +92,7 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def open_regular(path, *, writable: bool = False) -> int:
+def open_regular(path: PathLike, *, writable: bool = False) -> int:
     """An fd for the regular file at `path` (symlinks followed). O_NONBLOCK keeps a FIFO named
     like a segment from hanging the open; anything but a regular file raises StorageError, and so
     does a dangling symlink. A missing file raises FileNotFoundError (the caller knows whether
@@ -110,7 +118,7 @@ def open_regular(path, *, writable: bool = False) -> int:
     return fd
 
 
-def pread_exact(fd: int, size: int, offset: int, path=None) -> bytes:
+def pread_exact(fd: int, size: int, offset: int, path: PathLike | None = None) -> bytes:
     """`size` bytes at `offset`; a file that ends sooner shrank under the reader: FileChangedError."""
     data = os.pread(fd, size, offset)
     if len(data) == size:
@@ -126,7 +134,7 @@ def pread_exact(fd: int, size: int, offset: int, path=None) -> bytes:
     return b"".join(parts)
 
 
-def pread_into(fd: int, buf, offset: int, path=None) -> None:
+def pread_into(fd: int, buf: Buffer, offset: int, path: PathLike | None = None) -> None:
     """Fill the writable buffer `buf` from `offset` (FileChangedError when the file is shorter)."""
     mv = memoryview(buf)
     got = 0
@@ -139,7 +147,7 @@ def pread_into(fd: int, buf, offset: int, path=None) -> None:
         got += n
 
 
-def read_whole(path) -> bytes:
+def read_whole(path: PathLike) -> bytes:
     """A small file's bytes (indexes, checkpoints), through open_regular."""
     fd = open_regular(path)
     try:
@@ -149,12 +157,12 @@ def read_whole(path) -> bytes:
         os.close(fd)
 
 
-def fstat_identity(fd: int) -> tuple:
+def fstat_identity(fd: int) -> FileIdentity:
     st = os.fstat(fd)
     return st.st_dev, st.st_ino
 
 
-def path_identity(path) -> tuple | None:
+def path_identity(path: PathLike) -> FileIdentity | None:
     try:
         st = os.stat(path)
     except OSError:
@@ -163,7 +171,7 @@ def path_identity(path) -> tuple | None:
 
 
 # ------------------------------------------------------------------------------------ writing
-def write_all(fd: int, data, offset: int) -> None:
+def write_all(fd: int, data: Buffer, offset: int) -> None:
     """pwrite every byte of `data` at `offset`, or raise OSError. A short write (disk full, the
     RLIMIT_FSIZE limit) is continued, and the retry reports the error (ENOSPC, EFBIG)."""
     mv = memoryview(data).cast("B") if not isinstance(data, (bytes, bytearray)) else memoryview(data)
@@ -175,19 +183,19 @@ def write_all(fd: int, data, offset: int) -> None:
         done += n
 
 
-def truncate_back(fd: int, size: int, path=None) -> None:
+def truncate_back(fd: int, size: int, path: PathLike | None = None) -> None:
     """Cut a file back to `size` after a failed write and make that durable."""
     crash_point(f"truncate:{os.path.basename(os.fspath(path)) if path else fd}")
     os.ftruncate(fd, size)
     os.fsync(fd)
 
 
-def write_error(e: OSError, path, what: str) -> LogWriteError:
+def write_error(e: OSError, path: PathLike | None, what: str) -> LogWriteError:
     return LogWriteError(f"{what} failed ({os.strerror(e.errno) if e.errno else e}); the file is as it was before",
                          path=path, errno=e.errno)
 
 
-def fsync_dir(directory) -> None:
+def fsync_dir(directory: PathLike) -> None:
     """Make a rename or create in `directory` durable (no-op where directories cannot be opened)."""
     try:
         fd = os.open(os.fspath(directory), os.O_RDONLY | O_CLOEXEC)
@@ -201,7 +209,7 @@ def fsync_dir(directory) -> None:
         os.close(fd)
 
 
-def atomic_write(path, data) -> None:
+def atomic_write(path: PathLike, data: Buffer) -> None:
     """Write `data` to `path` atomically: temp file beside it (the target's mode kept, or the
     umask's default for a new file), fsync, os.replace, fsync the dir. On failure (disk full...)
     the temp file goes, the target is untouched, and LogWriteError is raised."""
@@ -234,7 +242,7 @@ def atomic_write(path, data) -> None:
     fsync_dir(directory)
 
 
-def mtime_ms(path) -> int:
+def mtime_ms(path: PathLike) -> int:
     """A file's last-modified time in ms (Kafka's File.lastModified)."""
     return os.stat(path).st_mtime_ns // 1_000_000
 
@@ -247,7 +255,7 @@ def mtime_ms(path) -> int:
 # back to POSIX locks plus a registry of the files this process holds.
 _OFD = (sys.platform.startswith("linux") and hasattr(fcntl, "F_OFD_SETLK") and struct.calcsize("P") == 8)
 _FLOCK = struct.Struct("hhqqi4x")   # struct flock on 64-bit Linux: type, whence, start, len, pid
-_HELD: dict = {}                    # (st_dev, st_ino) of .lock files this process holds
+_HELD: dict[FileIdentity, str] = {}  # (st_dev, st_ino) of .lock files this process holds -> their directory
 
 
 def _lock_holder(lock_path: str) -> int | None:
@@ -261,7 +269,7 @@ def _lock_holder(lock_path: str) -> int | None:
         cmd = fcntl.F_OFD_GETLK if _OFD else fcntl.F_GETLK
         res = fcntl.fcntl(fd, cmd, _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0))
         ltype, _w, _s, _l, pid = _FLOCK.unpack(res)
-        return None if ltype == fcntl.F_UNLCK else pid
+        return None if ltype == fcntl.F_UNLCK else int(pid)
     except OSError:
         return None
     finally:
@@ -274,14 +282,14 @@ class DirLock:
     another writer holds it, in this process or another, and when the parent directory's `.lock`
     is held by another process (a running Kafka broker owns that log directory)."""
 
-    def __init__(self, directory: str, fd: int, key: tuple):
+    def __init__(self, directory: str, fd: int, key: FileIdentity) -> None:
         self.directory = directory
         self.path = os.path.join(directory, LOCK_FILE)
-        self._fd = fd
+        self._fd: int | None = fd
         self._key = key
 
     @staticmethod
-    def check_parent(directory, purpose: str = "write") -> None:
+    def check_parent(directory: PathLike, purpose: str = "write") -> None:
         """Refuse (LogDirectoryLockedError) a partition directory, existing or to be made, whose log
         directory's `.lock` another process holds (a running Kafka broker owns it)."""
         directory = os.path.abspath(os.fspath(directory))
@@ -295,14 +303,14 @@ class DirLock:
                 f"running Kafka broker); stop the broker or work on a copy", path=directory, errno=_errno.EAGAIN)
 
     @classmethod
-    def acquire(cls, directory, purpose: str = "write") -> "DirLock":
+    def acquire(cls, directory: PathLike, purpose: str = "write") -> "DirLock":
         directory = os.path.abspath(os.fspath(directory))
         cls.check_parent(directory, purpose)
         path = os.path.join(directory, LOCK_FILE)
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | O_CLOEXEC, 0o644)
         except OSError as e:
-            raise StorageError(f"cannot create the lock file {LOCK_FILE} ({os.strerror(e.errno)})", path=directory,
+            raise StorageError(f"cannot create the lock file {LOCK_FILE} ({e.strerror})", path=directory,
                                errno=e.errno) from None
         key = fstat_identity(fd)
         try:
@@ -315,7 +323,7 @@ class DirLock:
         except OSError as e:
             os.close(fd)
             if e.errno not in (_errno.EAGAIN, _errno.EACCES):
-                raise StorageError(f"cannot lock {LOCK_FILE} ({os.strerror(e.errno)})", path=directory,
+                raise StorageError(f"cannot lock {LOCK_FILE} ({e.strerror})", path=directory,
                                    errno=e.errno) from None
             raise LogDirectoryLockedError(
                 f"cannot {purpose}: another writer holds {path} (a kbatch Log opened for writing, compact or "
@@ -333,11 +341,12 @@ class DirLock:
             os.close(self._fd)   # closing the description drops the lock
             self._fd = None
 
-    def __enter__(self):
+    def __enter__(self) -> DirLock:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         self.release()
 
-    def __del__(self):
+    def __del__(self) -> None:
         self.release()

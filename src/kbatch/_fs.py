@@ -23,11 +23,17 @@ import os
 import posixpath
 import stat as _stat
 import threading
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING, NamedTuple, TypeGuard
 from urllib.parse import urlsplit
 
 from . import _files
 from .errors import FileChangedError, StorageError, UnsupportedLayoutError
+
+if TYPE_CHECKING:
+    from pyarrow import fs as pafs  # no type information: Any to a type checker
+
+    from ._typing import PathLike
 
 MIN_REQUEST = 32 * 1024      # smallest ranged read asked of a remote store (headers + a first window)
 _KEEP_BYTES = 1024 * 1024    # reads up to this size are kept for the next reads of the same bytes
@@ -39,7 +45,7 @@ _stats_lock = threading.Lock()
 _STATS = {"requests": 0, "bytes": 0, "metadata_requests": 0}
 
 
-def io_stats() -> dict:
+def io_stats() -> dict[str, int]:
     """Remote requests made by this process so far: ranged reads ("requests") and the bytes they
     asked for ("bytes"), and listings and file-info requests ("metadata_requests")."""
     with _stats_lock:
@@ -58,7 +64,7 @@ def _count_metadata() -> None:
 
 
 # ------------------------------------------------------------------------------------ paths
-def is_remote(path) -> bool:
+def is_remote(path: object) -> TypeGuard[str]:
     """Whether `path` is a URI with a scheme other than file:// (a Windows drive letter is local)."""
     if not isinstance(path, str):
         return False
@@ -66,18 +72,18 @@ def is_remote(path) -> bool:
     return i > 1 and path[:i].isalnum() and path[:i].lower() != "file"
 
 
-def local_path(path) -> str:
+def local_path(path: PathLike) -> str:
     """A local path as a str (file:// URIs lose their scheme)."""
     p = os.fspath(path)
     return p[len("file://"):] if isinstance(p, str) and p.lower().startswith("file://") else p
 
 
-def _split_query(uri: str):
+def _split_query(uri: str) -> tuple[str, str]:
     i = uri.find("?")
     return (uri, "") if i < 0 else (uri[:i], uri[i:])
 
 
-def join(base, *names) -> str:
+def join(base: PathLike, *names: str) -> str:
     """Path joining; a URI keeps its query (`?endpoint_override=...`) at the end."""
     if not is_remote(base):
         return os.path.join(local_path(base), *names)
@@ -88,13 +94,13 @@ def join(base, *names) -> str:
     return out + query
 
 
-def basename(path) -> str:
+def basename(path: PathLike) -> str:
     if not is_remote(path):
         return os.path.basename(local_path(path).rstrip(os.sep))
     return posixpath.basename(urlsplit(path).path.rstrip("/"))
 
 
-def dirname(path) -> str:
+def dirname(path: PathLike) -> str:
     if not is_remote(path):
         return os.path.dirname(os.path.abspath(local_path(path)))
     base, query = _split_query(path)
@@ -102,7 +108,7 @@ def dirname(path) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _root(scheme: str, netloc: str, query: str):
+def _root(scheme: str, netloc: str, query: str) -> tuple[pafs.FileSystem, Callable[[str], str]]:
     """(filesystem, path mapper) for one scheme://netloc (created once per process)."""
     if scheme in _PYARROW_SCHEMES:
         from pyarrow import fs as pafs
@@ -127,7 +133,11 @@ def _root(scheme: str, netloc: str, query: str):
         spec = fsspec.filesystem(scheme)
     except (ImportError, ValueError) as e:
         raise UnsupportedLayoutError(f"no filesystem for {scheme}:// URIs ({e})", path=f"{scheme}://{netloc}") from None
-    return pafs.PyFileSystem(pafs.FSSpecHandler(spec)), lambda p: spec._strip_protocol(f"{scheme}://{netloc}{p}")
+    def strip(p: str) -> str:
+        stripped: str = spec._strip_protocol(f"{scheme}://{netloc}{p}")
+        return stripped
+
+    return pafs.PyFileSystem(pafs.FSSpecHandler(spec)), strip
 
 
 def clear_cache() -> None:
@@ -135,7 +145,7 @@ def clear_cache() -> None:
     _root.cache_clear()
 
 
-def resolve(uri: str):
+def resolve(uri: str) -> tuple[pafs.FileSystem, str]:
     """(pyarrow filesystem, path inside it) for a remote URI."""
     parts = urlsplit(uri)
     if "@" in parts.netloc:
@@ -146,7 +156,7 @@ def resolve(uri: str):
     return fs, mapper(parts.path.rstrip("/") if parts.path not in ("", "/") else "")
 
 
-def _info(path):
+def _info(path: str) -> tuple[pafs.FileInfo, type[pafs.FileType]]:
     from pyarrow import fs as pafs
 
     fs, p = resolve(path)
@@ -159,34 +169,34 @@ def _info(path):
 
 
 # ------------------------------------------------------------------------------------ facts
-def isdir(path) -> bool:
+def isdir(path: PathLike) -> bool:
     if not is_remote(path):
         return os.path.isdir(local_path(path))
     info, ft = _info(path)
-    return info.type == ft.Directory
+    return bool(info.type == ft.Directory)
 
 
-def isfile(path) -> bool:
+def isfile(path: PathLike) -> bool:
     if not is_remote(path):
         return os.path.isfile(local_path(path))
     info, ft = _info(path)
-    return info.type == ft.File
+    return bool(info.type == ft.File)
 
 
-def exists(path) -> bool:
+def exists(path: PathLike) -> bool:
     if not is_remote(path):
         return os.path.exists(local_path(path))
     info, ft = _info(path)
-    return info.type != ft.NotFound
+    return bool(info.type != ft.NotFound)
 
 
-def getsize(path) -> int:
+def getsize(path: PathLike) -> int:
     if not is_remote(path):
         return os.path.getsize(local_path(path))
     info, ft = _info(path)
     if info.type == ft.NotFound:
         raise FileNotFoundError(2, "No such file or directory", path)
-    return info.size
+    return int(info.size)
 
 
 class Entry(NamedTuple):
@@ -199,11 +209,11 @@ class Entry(NamedTuple):
     mtime_ns: int | None
 
 
-def scandir(path) -> list:
+def scandir(path: PathLike) -> list[Entry]:
     """The entries of a directory (or an object-store prefix), sorted by name, in one listing."""
     if not is_remote(path):
         p = local_path(path)
-        out = []
+        out: list[Entry] = []
         with os.scandir(p) as it:
             for e in it:
                 try:
@@ -232,11 +242,11 @@ def scandir(path) -> list:
     return sorted(out)
 
 
-def listdir(path) -> list:
+def listdir(path: PathLike) -> list[str]:
     return [e.name for e in scandir(path)]
 
 
-def read_bytes(path) -> bytes:
+def read_bytes(path: PathLike) -> bytes:
     """A small file's bytes (indexes, checkpoints). Local files go through open_regular: a FIFO or
     directory named like the file is a StorageError, never a hang."""
     if not is_remote(path):
@@ -248,7 +258,7 @@ def read_bytes(path) -> bytes:
         f.close()
 
 
-def mtime_ms(path) -> int:
+def mtime_ms(path: PathLike) -> int:
     if not is_remote(path):
         return _files.mtime_ms(local_path(path))
     info, ft = _info(path)
@@ -262,7 +272,7 @@ class RemoteFile:
     """One remote object read by ranges. The size is fixed when it is opened (from a listing or
     one metadata request); a read past what the object still holds is a FileChangedError."""
 
-    def __init__(self, path: str, size: int | None = None, mtime_ns: int | None = None):
+    def __init__(self, path: str, size: int | None = None, mtime_ns: int | None = None) -> None:
         self.path = path
         self._fs, self._p = resolve(path)
         if size is None:
@@ -275,8 +285,8 @@ class RemoteFile:
         self.size = int(size)
         self.identity = (path, self.size, mtime_ns)
         self.mtime_ns = mtime_ns
-        self._f = None          # opened on the first read: a listing already gave the size
-        self._blocks = []       # [(start, bytes)], most recent first
+        self._f: pafs.RandomAccessFile | None = None  # opened on the first read: a listing already gave the size
+        self._blocks: list[tuple[int, bytes]] = []     # [(start, bytes)], most recent first
         self.requests = 0
         self.bytes_requested = 0
 
@@ -290,7 +300,7 @@ class RemoteFile:
             except OSError as e:
                 raise StorageError(f"cannot open ({e})", path=self.path) from None
         try:
-            data = self._f.read_at(n, position)
+            data: bytes = self._f.read_at(n, position)
         except OSError as e:
             raise StorageError(f"reading {n} bytes at byte {position} failed ({e})", path=self.path) from None
         self.requests += 1
@@ -329,24 +339,26 @@ class FileObjectSource:
     """A seekable binary file object (open(..., "rb"), a pyarrow NativeFile, an fsspec file) read by
     ranges, for readers that take a file object instead of a path."""
 
-    def __init__(self, f, name=None):
+    def __init__(self, f: IO[bytes] | pafs.NativeFile, name: str | None = None) -> None:
         self._f = f
-        self.path = name or getattr(f, "name", None) or getattr(f, "path", None) or repr(f)
+        self.path: str = name or getattr(f, "name", None) or getattr(f, "path", None) or repr(f)
         here = f.tell()
-        self.size = f.seek(0, os.SEEK_END)
+        self.size: int = f.seek(0, os.SEEK_END)
         f.seek(here)
         self.identity = (id(f), self.size)
-        self.mtime_ns = None
+        self.mtime_ns: int | None = None
 
     def pread(self, n: int, position: int) -> bytes:
         if n <= 0:
             return b""
-        read_at = getattr(self._f, "read_at", None)
+        read_at: Callable[[int, int], bytes] | None = getattr(self._f, "read_at", None)
+        data: bytes | bytearray | memoryview
         if read_at is not None:
             data = read_at(n, position)
         else:
             self._f.seek(position)
-            parts, got = [], 0
+            parts: list[bytes] = []
+            got = 0
             while got < n:
                 more = self._f.read(n - got)
                 if not more:
@@ -363,7 +375,7 @@ class FileObjectSource:
         pass
 
 
-def is_regular_local(path) -> bool:
+def is_regular_local(path: PathLike) -> bool:
     """Whether a local path is a regular file (no open: FIFOs must not be opened blocking)."""
     try:
         return _stat.S_ISREG(os.stat(local_path(path)).st_mode)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import os
 
+    import pyarrow
     from typing_extensions import Buffer, TypeAlias
 
     #: a file or directory path
@@ -18,10 +19,14 @@ if TYPE_CHECKING:
     HeaderIn: TypeAlias = "tuple[str, Buffer | None]"
     Headers: TypeAlias = "Iterable[HeaderIn]"
     #: one record for BatchBuilder.extend / build_batch: (timestamp, key, value[, headers[, tombstone[, offset]]])
+    #: rows in decode_columns' columns, as encode_columns / Log.append_table take them: a pyarrow
+    #: Table, RecordBatch, RecordBatchReader, or an iterable of record batches or tables
+    TableLike: TypeAlias = ("pyarrow.Table | pyarrow.RecordBatch | pyarrow.RecordBatchReader"
+                            " | Iterable[pyarrow.RecordBatch | pyarrow.Table]")
     RecordTuple: TypeAlias = (
         "tuple[int | None, Buffer | None, Buffer | None]"
         " | tuple[int | None, Buffer | None, Buffer | None, Headers]"
         " | tuple[int | None, Buffer | None, Buffer | None, Headers, bool | None]"
         " | tuple[int | None, Buffer | None, Buffer | None, Headers, bool | None, int | None]")
 
-__all__ = ["Buffer", "BytesLike", "PathLike", "HeaderIn", "Headers", "RecordTuple"]
+__all__ = ["Buffer", "BytesLike", "PathLike", "HeaderIn", "Headers", "RecordTuple", "TableLike"]

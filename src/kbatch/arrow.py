@@ -27,7 +27,11 @@ alive). Legacy (magic 0/1) batches go through the record objects of `legacy.py`.
 """
 from __future__ import annotations
 
+from collections.abc import Generator, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
+import numpy.typing as npt
 
 from .errors import MissingDependencyError
 
@@ -42,6 +46,15 @@ from . import _wire as W
 from .batch import _as_view, scan_headers, truncation_error
 from .compression import check_codec, decompress
 from .errors import CrcMismatchError, KBatchError
+
+if TYPE_CHECKING:
+    from ._core import ByteView, Record
+    from ._typing import Buffer
+
+#: a kernel result: Arrow-layout numpy columns by name (kbatch._core_py.decode_columns_v2)
+Columns = dict[str, npt.NDArray[Any]]
+#: per-batch (producer_id, producer_epoch, base_sequence, attributes), indexed by batch_index
+BatchFields = tuple[npt.NDArray[Any], ...]
 
 HEADER_TYPE = pa.list_(pa.field("element", pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])))
 
@@ -103,11 +116,21 @@ def spark_ddl(include_headers: bool = True, batch_fields: bool = False, tombston
 
 
 # ------------------------------------------------------------------------------------ kernel glue
-def _columns_from_records(records_per_batch, include_headers: bool) -> dict:
+def _columns_from_records(records_per_batch: Iterable[tuple[int, Sequence[Record]]],
+                          include_headers: bool) -> Columns:
     """The decode_columns_v2 result layout, built from Record objects (legacy batches).
     records_per_batch: [(ttype, [Record, ...]), ...]."""
-    offs, tss, tsv, ttypes, tombs, bidx = [], [], [], [], [], []
-    keys, values, hcounts, hkeys, hvals = [], [], [], [], []
+    offs: list[int] = []
+    tss: list[int] = []
+    tsv: list[bool] = []
+    ttypes: list[int] = []
+    tombs: list[bool] = []
+    bidx: list[int] = []
+    keys: list[ByteView | None] = []
+    values: list[ByteView | None] = []
+    hcounts: list[int] = []
+    hkeys: list[bytes] = []
+    hvals: list[ByteView | None] = []
     for i, (ttype, recs) in enumerate(records_per_batch):
         for r in recs:
             offs.append(r.offset)
@@ -148,7 +171,7 @@ def _columns_from_records(records_per_batch, include_headers: bool) -> dict:
     return out
 
 
-def _offsets(lens_lists) -> np.ndarray:
+def _offsets(lens_lists: Sequence[Sequence[int]]) -> npt.NDArray[np.int32]:
     lens = np.array(lens_lists[0], dtype=np.int64)
     o = np.zeros(len(lens) + 1, dtype=np.int64)
     np.cumsum(lens, out=o[1:])
@@ -156,13 +179,14 @@ def _offsets(lens_lists) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------ Arrow assembly
-def _validity(valid: np.ndarray):
+def _validity(valid: npt.NDArray[np.bool_]) -> tuple[pa.Buffer | None, int]:
     if valid.all():
         return None, 0
     return pa.py_buffer(np.packbits(valid, bitorder="little")), int(len(valid) - np.count_nonzero(valid))
 
 
-def _binary(offsets, data, valid, typ=pa.binary(), nulls=None):
+def _binary(offsets: npt.NDArray[np.int32], data: npt.NDArray[np.uint8], valid: npt.NDArray[np.bool_] | None,
+            typ: pa.DataType = pa.binary(), nulls: int | None = None) -> pa.Array:
     """A binary/string array; `nulls` (when known) spares the pass that counts them."""
     n = len(offsets) - 1
     if valid is None or nulls == 0:
@@ -172,7 +196,7 @@ def _binary(offsets, data, valid, typ=pa.binary(), nulls=None):
     return pa.Array.from_buffers(typ, n, [vbuf, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls)
 
 
-def _header_keys(offsets, data):
+def _header_keys(offsets: npt.NDArray[np.int32], data: npt.NDArray[np.uint8]) -> pa.Array:
     arr = _binary(offsets, data, None, pa.string())
     try:
         arr.validate(full=True)
@@ -186,13 +210,14 @@ class _Assembler:
     """Kernel results -> pyarrow.RecordBatch, with the topic and partition columns made once and
     sliced for each chunk (they hold the same value on every row)."""
 
-    def __init__(self, topic, partition, include_headers: bool, batch_fields: bool, tombstone: bool):
+    def __init__(self, topic: str | None, partition: int | None, include_headers: bool, batch_fields: bool,
+                 tombstone: bool) -> None:
         self.topic, self.partition = topic, partition
         self.include_headers, self.batch_fields, self.tombstone = include_headers, batch_fields, tombstone
         self.schema = schema(include_headers, batch_fields, tombstone)
-        self._consts = None
+        self._consts: tuple[pa.Array, pa.Array] | None = None
 
-    def _constant(self, n: int):
+    def _constant(self, n: int) -> tuple[pa.Array, pa.Array]:
         if self._consts is None or len(self._consts[0]) < n:
             cap = max(n, DEFAULT_CHUNK_ROWS)
             self._consts = (pa.repeat(pa.scalar(self.topic, pa.string()), cap),
@@ -200,7 +225,7 @@ class _Assembler:
         t, p = self._consts
         return (t, p) if len(t) == n else (t.slice(0, n), p.slice(0, n))
 
-    def __call__(self, cols: dict, batch_fields) -> pa.RecordBatch:
+    def __call__(self, cols: Columns, batch_fields: BatchFields | None) -> pa.RecordBatch:
         """batch_fields: None or per-batch numpy arrays (producer_id, producer_epoch, base_sequence,
         attributes) indexed by batch_index."""
         n = len(cols["offset"])
@@ -246,7 +271,8 @@ class _Assembler:
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
 
-def _assemble(cols: dict, topic: str, partition: int, include_headers: bool, batch_fields, tombstone=True):
+def _assemble(cols: Columns, topic: str | None, partition: int | None, include_headers: bool,
+              batch_fields: BatchFields | None, tombstone: bool = True) -> pa.RecordBatch:
     """A pyarrow.RecordBatch from a kernel result (one-off form of _Assembler)."""
     return _Assembler(topic, partition, include_headers, batch_fields is not None, tombstone)(cols, batch_fields)
 
@@ -262,11 +288,11 @@ class _Batches:
 
     __slots__ = ("kind", "c")
 
-    def __init__(self, kind: int, c: dict):
+    def __init__(self, kind: int, c: Columns) -> None:
         self.kind = kind
         self.c = c
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.c["position"])
 
     def take(self, lo: int, hi: int) -> "_Batches":
@@ -275,12 +301,13 @@ class _Batches:
     def then(self, other: "_Batches") -> "_Batches":
         return _Batches(self.kind, {k: np.concatenate((v, other.c[k])) for k, v in self.c.items()})
 
-    def plan(self, chunk_rows: int, chunk_bytes: int) -> list:
+    def plan(self, chunk_rows: int, chunk_bytes: int) -> list[tuple[int, int]]:
         """[(lo, hi)]: consecutive ranges, each ending at the first batch that brings it to
         chunk_rows rows, or before the batch that would take it past chunk_bytes (never empty)."""
         rows = np.cumsum(np.maximum(self.c["record_count"], 1), dtype=np.int64)
         size = np.cumsum(self.c["size"], dtype=np.int64)
-        out, lo, n = [], 0, len(rows)
+        out: list[tuple[int, int]] = []
+        lo, n = 0, len(rows)
         while lo < n:
             r0 = rows[lo - 1] if lo else 0
             b0 = size[lo - 1] if lo else 0
@@ -292,7 +319,7 @@ class _Batches:
         return out
 
 
-def _decode_plain(buf, b: _Batches, include_headers: bool, verify_crc: bool) -> dict:
+def _decode_plain(buf: memoryview, b: _Batches, include_headers: bool, verify_crc: bool) -> Columns:
     """Uncompressed v2 batches: the kernel reads their records in place and checks each batch's
     CRC right before its records (so they are read from cache)."""
     c = b.c
@@ -302,15 +329,18 @@ def _decode_plain(buf, b: _Batches, include_headers: bool, verify_crc: bool) -> 
         c["max_timestamp"], c["attributes"], include_headers, c["crc"].astype(np.int64) if verify_crc else None)
 
 
-def _decode_compressed(buf, b: _Batches, include_headers: bool, verify_crc: bool, max_decompressed_bytes: int,
-                       chunk_bytes: int):
+def _decode_compressed(buf: memoryview, b: _Batches, include_headers: bool, verify_crc: bool,
+                       max_decompressed_bytes: int, chunk_bytes: int) -> Iterator[tuple[Columns, int, int]]:
     """Compressed v2 batches: CRC over the stored bytes, decompress, decode; yields (kernel result,
     index of the run's first batch, index after its last) per run of batches holding up to
     chunk_bytes decompressed bytes (one batch at least), so no more is decompressed at a time."""
     c = {k: v.tolist() for k, v in b.c.items()}
     k, n = 0, len(b)
     while k < n:
-        parts, starts, ends, at, first = [], [], [], 0, k
+        parts: list[bytes] = []
+        starts: list[int] = []
+        ends: list[int] = []
+        at, first = 0, k
         while k < n and (k == first or at < chunk_bytes):
             p, s, base = c["position"][k], c["size"][k], c["base_offset"][k]
             if verify_crc:
@@ -347,7 +377,8 @@ def _decode_compressed(buf, b: _Batches, include_headers: bool, verify_crc: bool
         yield cols, first, k
 
 
-def _decode_legacy(buf, b: _Batches, include_headers: bool, max_decompressed_bytes: int, verify_crc) -> dict:
+def _decode_legacy(buf: memoryview, b: _Batches, include_headers: bool, max_decompressed_bytes: int,
+                   verify_crc: bool) -> Columns:
     from .legacy import LegacyRecordBatch
 
     per_batch = []
@@ -361,12 +392,13 @@ def _decode_legacy(buf, b: _Batches, include_headers: bool, max_decompressed_byt
     return _columns_from_records(per_batch, include_headers)
 
 
-def iter_record_batches(data, topic: str | None = None, partition: int | None = None, *,
+def iter_record_batches(data: Buffer, topic: str | None = None, partition: int | None = None, *,
                         include_headers: bool = True, batch_fields: bool = False, include_control: bool = False,
                         tombstone: bool = True, verify_crc: bool = True, strict: bool = True,
                         start_offset: int | None = None, end_offset: int | None = None,
                         chunk_rows: int = DEFAULT_CHUNK_ROWS, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-                        max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES):
+                        max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES
+                        ) -> Generator[pa.RecordBatch, None, int]:
     """Yield pyarrow.RecordBatch objects of about `chunk_rows` rows and at most about
     `chunk_bytes` bytes of (decompressed) records each; a batch is never split, so a chunk holds
     one batch at least.
@@ -381,11 +413,11 @@ def iter_record_batches(data, topic: str | None = None, partition: int | None = 
     chunk_bytes = max(1, min(int(chunk_bytes), _MAX_CHUNK_BYTES))
     assemble = _Assembler(topic, partition, include_headers, batch_fields, tombstone)
     gen = scan_headers(buf)
-    pending = None  # the last, possibly unfinished, chunk: more batches of its kind may follow
+    pending: _Batches | None = None  # the last, possibly unfinished, chunk: more batches of its kind may follow
     done = False
     valid = 0
 
-    def results(b: _Batches):
+    def results(b: _Batches) -> Iterator[tuple[Columns, int, int]]:
         """(kernel result, index in b of its first batch, index after its last batch)."""
         if b.kind == _PLAIN:
             yield _decode_plain(buf, b, include_headers, verify_crc), 0, len(b)
@@ -394,12 +426,12 @@ def iter_record_batches(data, topic: str | None = None, partition: int | None = 
         else:
             yield _decode_legacy(buf, b, include_headers, max_decompressed_bytes, verify_crc), 0, len(b)
 
-    def decode(b: _Batches):
+    def decode(b: _Batches) -> Iterator[tuple[pa.RecordBatch | None, int]]:
         """(record batch or None, index after the last batch it holds), run after run."""
         for cols, first, end in results(b):
             rb = None
             if cols["offset"].size:
-                bf = None
+                bf: BatchFields | None = None
                 if batch_fields:
                     if b.kind == _LEGACY:
                         n_b = len(b)
@@ -415,7 +447,7 @@ def iter_record_batches(data, topic: str | None = None, partition: int | None = 
                         rb = rb.filter(pa.array((off >= lo) & (off < hi)))
             yield (rb if rb is not None and rb.num_rows else None), end
 
-    def flush(b: _Batches):
+    def flush(b: _Batches) -> Iterator[pa.RecordBatch]:
         """Yield the chunk's rows; on a bad batch, first yield the rows of the good batches
         before it (one batch at a time), then raise the bad batch's error."""
         done = 0
@@ -480,7 +512,7 @@ def iter_record_batches(data, topic: str | None = None, partition: int | None = 
     return valid
 
 
-def _check_crc(buf, pos, size, magic, base, stored):
+def _check_crc(buf: memoryview, pos: int, size: int, magic: int, base: int, stored: int) -> None:
     # the scan ran without CRC checks (so skipped batches cost nothing); check the ones we decode
     if magic == 2:
         computed = _backend.core.crc32c(buf[pos + W.ATTRIBUTES_OFFSET:pos + size])
@@ -491,7 +523,7 @@ def _check_crc(buf, pos, size, magic, base, stored):
         raise CrcMismatchError(stored=stored, computed=computed, position=pos, base_offset=base)
 
 
-def decode_columns(data, topic: str | None = None, partition: int | None = None, *, include_headers: bool = True,
+def decode_columns(data: Buffer, topic: str | None = None, partition: int | None = None, *, include_headers: bool = True,
                    batch_fields: bool = False, include_control: bool = False, verify_crc: bool = True,
                    strict: bool = True, start_offset: int | None = None, end_offset: int | None = None,
                    chunk_rows: int = DEFAULT_CHUNK_ROWS, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
@@ -517,7 +549,7 @@ def decode_columns(data, topic: str | None = None, partition: int | None = None,
     return pa.Table.from_batches(batches, schema=schema(include_headers, batch_fields))
 
 
-def timestamps_ms(column) -> np.ndarray:
+def timestamps_ms(column: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.int64]:
     """The `timestamp` column back in int64 milliseconds, with nulls as Long.MIN_VALUE."""
     arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     us = pc.fill_null(arr.cast(pa.int64()), W.INT64_MIN).to_numpy(zero_copy_only=False)

@@ -32,8 +32,11 @@ functions BatchBuilder uses (so `compression_level` means the same there and her
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -42,31 +45,43 @@ from . import _wire as W
 from .compression import check_codec, check_level, compress
 from .errors import InvalidRequestError, KBatchError
 
+if TYPE_CHECKING:
+    from ._core import ColumnsEncoderV2, _BinaryColumn, _HeadersColumn, _ValueColumn
+    from ._typing import TableLike
+    from .log import Log
+    from .validate import AppendInfo
+
+    #: the kernel's column arguments for one record batch (column_specs)
+    ColumnSpecs = tuple[_BinaryColumn | None, _BinaryColumn | None, _ValueColumn | None, int, _ValueColumn | None,
+                        _HeadersColumn | None, _ValueColumn | None]
+
+_T = TypeVar("_T")
+
 DEFAULT_CHUNK_BYTES = 16 * 1024 * 1024  # iter_encode_columns: input bytes per kernel call, about
 _TS_DIVISORS = {"ms": 1, "us": 1000, "ns": 1000000}
 _LENGTH_CRC = struct.Struct(">i")
 
 
 # ------------------------------------------------------------------------------------ column specs
-def _bitmap(arr: pa.Array, buf):
+def _bitmap(arr: pa.Array, buf: pa.Buffer | None) -> npt.NDArray[np.uint8] | None:
     """Arrow's validity bitmap as numpy, or None when the array has no nulls."""
     if buf is None or arr.null_count == 0:
         return None
     return np.frombuffer(buf, np.uint8)
 
 
-def _np(buf, dtype) -> np.ndarray:
+def _np(buf: pa.Buffer | None, dtype: type[np.integer[Any]]) -> npt.NDArray[Any]:
     if buf is None:
         return np.zeros(0, dtype)
     return np.frombuffer(buf, dtype, count=buf.size // np.dtype(dtype).itemsize)
 
 
-def _is_view(t) -> bool:
+def _is_view(t: pa.DataType) -> bool:
     """binary_view / string_view (pyarrow >= 16; older ones have neither)."""
     return any(getattr(pa.types, f, lambda _t: False)(t) for f in ("is_binary_view", "is_string_view"))
 
 
-def _binary_spec(arr: pa.Array, name: str):
+def _binary_spec(arr: pa.Array, name: str) -> _BinaryColumn | None:
     """(offsets, data, validity, origin, length) of a binary-like array; None: every row null."""
     t = arr.type
     if pa.types.is_null(t):
@@ -77,6 +92,7 @@ def _binary_spec(arr: pa.Array, name: str):
     if _is_view(t) or pa.types.is_fixed_size_binary(t):
         arr = arr.cast(pa.binary())
         t = arr.type
+    dtype: type[np.integer[Any]]
     if pa.types.is_binary(t) or pa.types.is_string(t):
         dtype = np.int32
     elif pa.types.is_large_binary(t) or pa.types.is_large_string(t):
@@ -88,7 +104,7 @@ def _binary_spec(arr: pa.Array, name: str):
     return _np(offsets, dtype), _np(data, np.uint8), _bitmap(arr, validity), arr.offset, len(arr)
 
 
-def _timestamp_spec(arr: pa.Array):
+def _timestamp_spec(arr: pa.Array) -> tuple[_ValueColumn | None, int]:
     """((values, validity, origin), divisor) of the timestamp column; (None, 1): every row null."""
     t = arr.type
     if pa.types.is_null(t):
@@ -113,7 +129,7 @@ def _timestamp_spec(arr: pa.Array):
     return (_np(values, np.int64), _bitmap(arr, validity), arr.offset), div
 
 
-def _bool_spec(arr: pa.Array, name: str):
+def _bool_spec(arr: pa.Array, name: str) -> _ValueColumn | None:
     t = arr.type
     if pa.types.is_null(t):
         return None
@@ -123,7 +139,7 @@ def _bool_spec(arr: pa.Array, name: str):
     return _np(values, np.uint8), _bitmap(arr, validity), arr.offset
 
 
-def _offset_spec(arr: pa.Array):
+def _offset_spec(arr: pa.Array) -> _ValueColumn:
     t = arr.type
     if pa.types.is_null(t):
         raise InvalidRequestError("Column 'offset' is all null", expected="integer offsets", found="null type")
@@ -134,20 +150,19 @@ def _offset_spec(arr: pa.Array):
     return _np(values, np.int64), _bitmap(arr, validity), arr.offset
 
 
-def _headers_spec(arr: pa.Array):
+def _headers_spec(arr: pa.Array) -> _HeadersColumn | None:
     """(list offsets, validity, origin, struct validity, struct origin, struct length, key spec,
     value spec); None: no row has headers."""
     t = arr.type
     if pa.types.is_null(t):
         return None
+    dtype: type[np.integer[Any]] | None = None
     if pa.types.is_list(t):
         dtype = np.int32
     elif pa.types.is_large_list(t):
         dtype = np.int64
-    else:
-        dtype = None
     st = t.value_type if dtype is not None else None
-    if (st is None or not pa.types.is_struct(st) or st.get_field_index("key") < 0
+    if (dtype is None or st is None or not pa.types.is_struct(st) or st.get_field_index("key") < 0
             or st.get_field_index("value") < 0):
         raise InvalidRequestError("Column 'headers' has an unsupported type",
                                   expected="list<struct<key: string, value: binary>>", found=str(t))
@@ -162,7 +177,7 @@ def _headers_spec(arr: pa.Array):
             values.offset, len(values), _binary_spec(keys, "headers.key"), _binary_spec(vals, "headers.value"))
 
 
-def _column(rb: pa.RecordBatch, name: str):
+def _column(rb: pa.RecordBatch, name: str) -> pa.Array | None:
     i = rb.schema.get_field_index(name)
     if i < 0:
         if name in rb.schema.names:
@@ -171,7 +186,7 @@ def _column(rb: pa.RecordBatch, name: str):
     return rb.column(i)
 
 
-def column_specs(rb: pa.RecordBatch) -> tuple:
+def column_specs(rb: pa.RecordBatch) -> ColumnSpecs:
     """The kernel's column arguments for one record batch: (key, value, timestamp, divisor,
     isTombstone, headers, offset)."""
     value = _column(rb, "value")
@@ -185,9 +200,10 @@ def column_specs(rb: pa.RecordBatch) -> tuple:
             None if hdrs is None else _headers_spec(hdrs), None if off is None else _offset_spec(off))
 
 
-def _record_batches(data, chunk_bytes: int | None):
+def _record_batches(data: TableLike, chunk_bytes: int | None) -> Iterator[pa.RecordBatch]:
     """pa.RecordBatch pieces of `data` (a Table, RecordBatch, RecordBatchReader or an iterable of
     record batches / tables), sliced to about chunk_bytes of input each (None: as they come)."""
+    pieces: Iterable[pa.RecordBatch | pa.Table]
     if isinstance(data, pa.RecordBatch):
         pieces = (data,)
     elif isinstance(data, pa.Table):
@@ -218,7 +234,8 @@ def _record_batches(data, chunk_bytes: int | None):
 
 
 # ------------------------------------------------------------------------------------ encoding
-def _attributes(codec, timestamp_type, is_transactional, timestamp_extended) -> int:
+def _attributes(codec: W.Compression, timestamp_type: W.TimestampType, is_transactional: bool,
+                timestamp_extended: bool) -> int:
     a = int(codec)
     if timestamp_type == W.TimestampType.LOG_APPEND_TIME:
         a |= W.TIMESTAMP_TYPE_MASK
@@ -231,8 +248,10 @@ def _attributes(codec, timestamp_type, is_transactional, timestamp_extended) -> 
     return a
 
 
-def _encoder(compression, records_per_batch, max_batch_bytes, base_offset, timestamp_type, log_append_time,
-             timestamp_extended, producer_id, producer_epoch, base_sequence, is_transactional, partition_leader_epoch):
+def _encoder(compression: W.Compression, records_per_batch: int | None, max_batch_bytes: int, base_offset: int,
+             timestamp_type: W.TimestampType, log_append_time: int | None, timestamp_extended: bool, producer_id: int,
+             producer_epoch: int, base_sequence: int, is_transactional: bool,
+             partition_leader_epoch: int) -> tuple[ColumnsEncoderV2, W.Compression]:
     """The backend's ColumnsEncoderV2 for encode_columns' options, and the codec."""
     codec = check_codec(int(compression), 2)
     lat = timestamp_type == W.TimestampType.LOG_APPEND_TIME
@@ -245,11 +264,13 @@ def _encoder(compression, records_per_batch, max_batch_bytes, base_offset, times
     return enc, codec
 
 
-def _compressed(data: bytes, ends: np.ndarray, codec, level):
+def _compressed(data: bytes, ends: npt.NDArray[np.int64], codec: W.Compression,
+                level: int | None) -> tuple[bytes, npt.NDArray[np.int64]]:
     """Compress each batch's records section and set its batchLength and CRC (the kernel left the
     section plain with every other header field filled in) -> (bytes, the batches' new ends)."""
     crc32c = _backend.core.crc32c
-    parts, new_ends = [], []
+    parts: list[bytes | bytearray] = []
+    new_ends = []
     start = at = 0
     mv = memoryview(data)
     for end in ends.tolist():
@@ -265,30 +286,32 @@ def _compressed(data: bytes, ends: np.ndarray, codec, level):
     return b"".join(parts), np.array(new_ends, dtype=np.int64)
 
 
-def _encoded(enc, codec, level, pieces, final_last=False):
+def _encoded(enc: ColumnsEncoderV2, codec: W.Compression, level: int | None, pieces: Iterable[pa.RecordBatch],
+             final_last: bool = False) -> Iterator[tuple[bytes, npt.NDArray[np.int64]]]:
     """(bytes, batch ends) of the batches the record batches `pieces` close, then of the last."""
-    pieces = iter(pieces)
-    rb = next(pieces, None)
+    it = iter(pieces)
+    rb = next(it, None)
     while rb is not None:
-        nxt = next(pieces, None) if final_last else None
+        nxt = next(it, None) if final_last else None
         key, value, ts, div, tomb, hdrs, off = column_specs(rb)
         out, ends = enc.encode(rb.num_rows, key, value, ts, div, tomb, hdrs, off, final_last and nxt is None)
         if len(ends):
             yield (out, ends) if codec == W.Compression.NONE else _compressed(out, ends, codec, level)
-        rb = nxt if final_last else next(pieces, None)
+        rb = nxt if final_last else next(it, None)
     out, ends = enc.flush()  # nothing is left open after a final call
     if len(ends):
         yield (out, ends) if codec == W.Compression.NONE else _compressed(out, ends, codec, level)
 
 
-def iter_encode_columns(data, *, compression=W.Compression.NONE, compression_level: int | None = None,
-                        records_per_batch: int | None = None, max_batch_bytes: int = W.DEFAULT_MAX_MESSAGE_BYTES,
-                        base_offset: int = 0, timestamp_type=W.TimestampType.CREATE_TIME,
+def iter_encode_columns(data: TableLike, *, compression: W.Compression = W.Compression.NONE,
+                        compression_level: int | None = None, records_per_batch: int | None = None,
+                        max_batch_bytes: int = W.DEFAULT_MAX_MESSAGE_BYTES, base_offset: int = 0,
+                        timestamp_type: W.TimestampType = W.TimestampType.CREATE_TIME,
                         log_append_time: int | None = None, timestamp_extended: bool = True,
                         producer_id: int = W.NO_PRODUCER_ID, producer_epoch: int = W.NO_PRODUCER_EPOCH,
                         base_sequence: int = W.NO_SEQUENCE, is_transactional: bool = False,
                         partition_leader_epoch: int = W.NO_PARTITION_LEADER_EPOCH,
-                        chunk_bytes: int | None = DEFAULT_CHUNK_BYTES):
+                        chunk_bytes: int | None = DEFAULT_CHUNK_BYTES) -> Iterator[bytes]:
     """Yield bytes objects of whole magic 2 batches holding every row of `data`, in order.
 
     data: a pyarrow Table, RecordBatch, RecordBatchReader, or an iterable of record batches or
@@ -304,9 +327,10 @@ def iter_encode_columns(data, *, compression=W.Compression.NONE, compression_lev
         yield out
 
 
-def encode_columns(data, *, compression=W.Compression.NONE, compression_level: int | None = None,
-                   records_per_batch: int | None = None, max_batch_bytes: int = W.DEFAULT_MAX_MESSAGE_BYTES,
-                   base_offset: int = 0, timestamp_type=W.TimestampType.CREATE_TIME,
+def encode_columns(data: TableLike, *, compression: W.Compression = W.Compression.NONE,
+                   compression_level: int | None = None, records_per_batch: int | None = None,
+                   max_batch_bytes: int = W.DEFAULT_MAX_MESSAGE_BYTES, base_offset: int = 0,
+                   timestamp_type: W.TimestampType = W.TimestampType.CREATE_TIME,
                    log_append_time: int | None = None, timestamp_extended: bool = True,
                    producer_id: int = W.NO_PRODUCER_ID, producer_epoch: int = W.NO_PRODUCER_EPOCH,
                    base_sequence: int = W.NO_SEQUENCE, is_transactional: bool = False,
@@ -339,7 +363,7 @@ def encode_columns(data, *, compression=W.Compression.NONE, compression_level: i
 APPEND_PIECE_BYTES = 1024 * 1024  # batch bytes per Log.append call, at most (and <= segment.bytes), one batch at least
 
 
-def _merge(infos):
+def _merge(infos: list[AppendInfo]) -> AppendInfo:
     """One AppendInfo for several consecutive appends."""
     from .validate import AppendInfo
 
@@ -355,14 +379,14 @@ def _merge(infos):
                       sum(i.size_in_bytes for i in infos))
 
 
-def _without_offsets(pieces):
+def _without_offsets(pieces: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for rb in pieces:
         i = rb.schema.get_field_index("offset")
         yield rb if i < 0 else rb.remove_column(i)
 
 
-def append_table(log, data, now_ms: int | None = None, *, compression=None, compression_level: int | None = None,
-                 records_per_batch: int | None = None):
+def append_table(log: Log, data: TableLike, now_ms: int | None = None, *, compression: W.Compression | None = None,
+                 compression_level: int | None = None, records_per_batch: int | None = None) -> AppendInfo:
     """Log.append_table: encode `data` (a Table, RecordBatch, RecordBatchReader or an iterable of
     record batches) with the kernel and hand whole batches to log.append, at most
     min(segment.bytes, 1 MiB) a call (a produce request's size), so validation, offsets, rolling,
@@ -388,7 +412,7 @@ def append_table(log, data, now_ms: int | None = None, *, compression=None, comp
     if now is None:
         import time
         now = time.time_ns() // 1_000_000
-    infos = []
+    infos: list[AppendInfo] = []
     encoded = _encoded(enc, codec, level, _without_offsets(_record_batches(data, DEFAULT_CHUNK_BYTES)))
     pieces = _pieces(encoded, limit)
     try:
@@ -397,7 +421,7 @@ def append_table(log, data, now_ms: int | None = None, *, compression=None, comp
                 group.before_append(more)
                 infos.append(log.append(piece, now, from_client=False))
     except KBatchError as e:
-        if infos and log._failed is None:
+        if infos and log._failed is None and log._group is None:  # (inside an outer group, that one undoes)
             done = _merge(infos)
             e.reason += (f" (append_table appended nothing: the {done.record_count} records the calls before took, "
                          f"offsets {done.first_offset}..{done.last_offset}, were taken out again; the log ends at "
@@ -412,7 +436,7 @@ def append_table(log, data, now_ms: int | None = None, *, compression=None, comp
     return _merge(infos)
 
 
-def _pieces(encoded, limit: int):
+def _pieces(encoded: Iterable[tuple[bytes, npt.NDArray[np.int64]]], limit: int) -> Iterator[memoryview]:
     """Runs of whole batches of at most `limit` bytes (one batch at least) from (bytes, ends) chunks."""
     for out, ends in encoded:
         mv, start, k = memoryview(out), 0, 0
@@ -423,7 +447,7 @@ def _pieces(encoded, limit: int):
             start, k = end, j
 
 
-def _with_more(items):
+def _with_more(items: Iterable[_T]) -> Iterator[tuple[_T, bool]]:
     """(item, whether another follows), reading one item ahead."""
     it = iter(items)
     prev = next(it, None)

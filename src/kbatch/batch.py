@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Generator, Iterator
-from typing import TYPE_CHECKING, Any, BinaryIO, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeGuard, cast
 
 from . import _backend
 from . import _wire as W
@@ -283,7 +283,7 @@ def iter_batches(data: Buffer | str | os.PathLike[str] | BinaryIO, verify_crc: b
         raise truncation_error(buf, valid)
 
 
-def _is_file_object(data: object) -> bool:
+def _is_file_object(data: object) -> TypeGuard[BinaryIO]:
     """A seekable binary file object that is not itself a buffer (an mmap is both: a buffer)."""
     if not (hasattr(data, "read") and hasattr(data, "seek")):
         return False
@@ -299,7 +299,7 @@ def _legacy_crc(buf: memoryview, pos: int, size: int) -> int:
     return zlib.crc32(buf[pos + W.LOG_OVERHEAD + W.LEGACY_MAGIC_OFFSET:pos + size])
 
 
-def truncation_error(buf: memoryview, valid: int) -> TruncatedDataError:
+def truncation_error(buf: bytes | memoryview, valid: int) -> TruncatedDataError:
     left = len(buf) - valid
     if left >= W.LOG_OVERHEAD:
         (size,) = struct.unpack_from(">i", buf, valid + W.SIZE_OFFSET)

@@ -21,11 +21,19 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from . import _files
 from .errors import CorruptCheckpointError
+
+if TYPE_CHECKING:
+    from ._typing import PathLike
+
+_E = TypeVar("_E")
+#: an offset checkpoint's entry: ((topic, partition), offset)
+OffsetEntry = tuple[tuple[str, int], int]
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA = "partition.metadata"
@@ -51,7 +59,7 @@ class PartitionMetadata(NamedTuple):
     topic_id: str  # Kafka's Uuid string (URL-safe base64 of 16 bytes)
 
 
-def _lines(text: str):
+def _lines(text: str) -> Iterator[tuple[str, int]]:
     """(line, byte position) pairs, as BufferedReader.readLine splits them."""
     pos = 0
     for line in text.splitlines(keepends=True):
@@ -59,7 +67,7 @@ def _lines(text: str):
         pos += len(line.encode("utf-8"))
 
 
-def _read_text(path) -> str:
+def _read_text(path: PathLike) -> str:
     """A broker text file's contents. Local files go through open_regular (a FIFO or directory
     named like the file is a StorageError, never a hang); URIs through kbatch._fs."""
     from . import _fs
@@ -67,11 +75,11 @@ def _read_text(path) -> str:
     return _fs.read_bytes(path).decode("utf-8", errors="replace")
 
 
-def _read(path, parse_entry) -> list:
+def _read(path: PathLike, parse_entry: Callable[[str], _E | None]) -> list[_E]:
     path = path if isinstance(path, str) else os.fspath(path)
     lines = list(_lines(_read_text(path)))
 
-    def malformed(line, pos):
+    def malformed(line: str, pos: int) -> CorruptCheckpointError:
         return CorruptCheckpointError(f"Malformed line in checkpoint file [{path}]: {line}", position=pos,
                                       found=line)
 
@@ -93,7 +101,7 @@ def _read(path, parse_entry) -> list:
         expected = int(line)
     except ValueError:
         raise malformed(line, pos) from None
-    entries = []
+    entries: list[_E] = []
     for line, pos in lines[2:]:
         entry = parse_entry(line)
         if entry is None:
@@ -105,12 +113,12 @@ def _read(path, parse_entry) -> list:
     return entries
 
 
-def _write(path, entries) -> None:
+def _write(path: PathLike, entries: list[str]) -> None:
     body = f"{CURRENT_VERSION}\n{len(entries)}\n" + "".join(f"{e}\n" for e in entries)
     _files.atomic_write(os.fspath(path), body.encode("utf-8"))
 
 
-def _epoch_entry(line: str):
+def _epoch_entry(line: str) -> EpochEntry | None:
     parts = _WS.split(line)
     if len(parts) != 2:
         return None
@@ -120,7 +128,7 @@ def _epoch_entry(line: str):
         return None
 
 
-def _offset_entry(line: str):
+def _offset_entry(line: str) -> OffsetEntry | None:
     parts = _WS.split(line)
     if len(parts) != 3:
         return None
@@ -130,33 +138,33 @@ def _offset_entry(line: str):
         return None
 
 
-def read_leader_epoch_checkpoint(path) -> list:
+def read_leader_epoch_checkpoint(path: PathLike) -> list[EpochEntry]:
     """[EpochEntry] of a `leader-epoch-checkpoint`, in file order."""
     return _read(path, _epoch_entry)
 
 
-def write_leader_epoch_checkpoint(path, entries) -> None:
+def write_leader_epoch_checkpoint(path: PathLike, entries: Iterable[tuple[int, int]]) -> None:
     _write(path, [f"{int(e[0])} {int(e[1])}" for e in entries])
 
 
-def read_offset_checkpoint(path) -> dict:
+def read_offset_checkpoint(path: PathLike) -> dict[tuple[str, int], int]:
     """{(topic, partition): offset} of an offset checkpoint file (recovery point, replication, log
     start offset, cleaner)."""
     return dict(_read(path, _offset_entry))
 
 
-def write_offset_checkpoint(path, offsets: dict) -> None:
+def write_offset_checkpoint(path: PathLike, offsets: Mapping[tuple[str, int], int]) -> None:
     _write(path, [f"{t} {p} {o}" for (t, p), o in offsets.items()])
 
 
-def read_partition_metadata(path) -> PartitionMetadata:
+def read_partition_metadata(path: PathLike) -> PartitionMetadata:
     """`partition.metadata` (PartitionMetadataReadBuffer): "version: N" then "topic_id: <uuid>"."""
     from .schema import uuid_bytes
 
     path = path if isinstance(path, str) else os.fspath(path)
     lines = list(_lines(_read_text(path)))
 
-    def malformed(i):
+    def malformed(i: int) -> CorruptCheckpointError:
         line, pos = lines[i] if i < len(lines) else ("", sum(len(x.encode()) for x, _ in lines))
         return CorruptCheckpointError(f"Malformed line in checkpoint file [{path}]: {line}", position=pos, found=line)
 
@@ -187,7 +195,7 @@ def read_partition_metadata(path) -> PartitionMetadata:
     return PartitionMetadata(version, parts[1])
 
 
-def write_partition_metadata(path, topic_id: str) -> None:
+def write_partition_metadata(path: PathLike, topic_id: str) -> None:
     """PartitionMetadata.encode: no newline after the topic id, as Kafka writes it."""
     _files.atomic_write(os.fspath(path), f"version: {CURRENT_VERSION}\ntopic_id: {topic_id}".encode("utf-8"))
 
@@ -223,11 +231,11 @@ class RecoveryCheckpoint:
     clean_shutdown: bool = False
 
     @staticmethod
-    def path(directory) -> str:
+    def path(directory: PathLike) -> str:
         return os.path.join(os.fspath(directory), RECOVERY_CHECKPOINT_FILE)
 
     @classmethod
-    def read(cls, directory) -> "RecoveryCheckpoint":
+    def read(cls, directory: PathLike) -> "RecoveryCheckpoint":
         """The directory's checkpoint; a missing or unreadable one means "unclean, from offset 0"."""
         p = cls.path(directory)
         try:
@@ -237,7 +245,7 @@ class RecoveryCheckpoint:
         except (OSError, UnicodeDecodeError) as e:
             logger.warning("Ignoring unreadable recovery checkpoint %s (%s): recovering every segment", p, e)
             return cls()
-        fields = {}
+        fields: dict[str, str] = {}
         for line in text.splitlines():
             parts = line.split()
             if len(parts) == 2:
@@ -254,7 +262,7 @@ class RecoveryCheckpoint:
             return cls()
         return cls(rp, clean)
 
-    def write(self, directory) -> None:
+    def write(self, directory: PathLike) -> None:
         _files.atomic_write(self.path(directory),
                             (f"kbatch-recovery-checkpoint {_RECOVERY_VERSION}\nrecovery-point {self.recovery_point}\n"
                              f"clean-shutdown {'true' if self.clean_shutdown else 'false'}\n").encode("ascii"))

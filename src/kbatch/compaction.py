@@ -74,8 +74,9 @@ import shutil
 import struct
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -83,6 +84,7 @@ from . import _backend
 from . import _files
 from . import _wire as W
 from . import log_loader
+from .batch import RecordBatch
 from .builder import BatchBuilder
 from .compression import compress
 from .errors import (FileChangedError, InvalidConfigurationError, InvalidRecordError, KBatchError,
@@ -90,7 +92,15 @@ from .errors import (FileChangedError, InvalidConfigurationError, InvalidRecordE
 from .segment import FileRecords, _batch_at, _crc_error, _move
 
 if TYPE_CHECKING:
-    from ._typing import PathLike
+    from . import _core
+    from ._core import Record
+    from ._typing import Buffer, PathLike
+    from .legacy import LegacyRecordBatch
+    from .segment import Window
+
+    Batch = RecordBatch | LegacyRecordBatch
+    #: a batch's header fields _rebuilt_v2 keeps (_header_of)
+    _V2Header = tuple[int, int, int, int, int, int, int, int]
 
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")
 _SCRATCH_PREFIX = log_loader.SCRATCH_PREFIX
@@ -144,7 +154,7 @@ class CleanerStats:
     passes: int = 0                  # map-and-clean passes (more than one when the key map filled)
     buffer_utilization: float = 0.0  # the fullest the key map got, of its slots (Kafka's bufferUtilization)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @property
@@ -156,7 +166,8 @@ class CleanerStats:
         return self.records_read - self.records_written
 
 
-def OffsetMap(memory: int = W.DEFAULT_DEDUPE_BUFFER_SIZE, load_factor: float = W.DEFAULT_DEDUPE_LOAD_FACTOR):
+def OffsetMap(memory: int = W.DEFAULT_DEDUPE_BUFFER_SIZE,
+              load_factor: float = W.DEFAULT_DEDUPE_LOAD_FACTOR) -> _core.OffsetMap:
     """The cleaner's key -> latest offset map of the live backend (kbatch._core.OffsetMap, or its
     pure twin): 24-byte entries (a 16-byte key digest: short keys as themselves, longer ones by
     MD5 as Kafka's SkimpyOffsetMap keys them; an offset) within `memory` bytes
@@ -183,10 +194,10 @@ class CleanedTransactionMetadata:
     only surviving batches keep a marker alive (kbatch converges in one pass, see module doc).
     """
 
-    def __init__(self, aborted: list[AbortedTxn]):
+    def __init__(self, aborted: list[AbortedTxn]) -> None:
         self._aborted = sorted(aborted, key=lambda a: a.first_offset)
         self._next = 0
-        self._ongoing_aborted: dict[int, list] = {}   # pid -> [AbortedTxn, batches kept]
+        self._ongoing_aborted: dict[int, list[Any]] = {}   # pid -> [AbortedTxn, batches kept]
         self._ongoing_committed: dict[int, int] = {}  # pid -> batches kept
 
     def _consume_aborted_up_to(self, offset: int) -> None:
@@ -195,7 +206,7 @@ class CleanedTransactionMetadata:
             self._next += 1
             self._ongoing_aborted.setdefault(a.producer_id, [a, 0])
 
-    def on_batch_read(self, batch) -> bool:
+    def on_batch_read(self, batch: Batch) -> bool:
         """True when `batch` (a data batch) is part of an aborted transaction."""
         return self.on_data_batch(batch.last_offset, batch.is_transactional, batch.producer_id)
 
@@ -210,7 +221,7 @@ class CleanedTransactionMetadata:
         self._ongoing_committed.setdefault(producer_id, 0)
         return False
 
-    def on_batch_kept(self, batch) -> None:
+    def on_batch_kept(self, batch: Batch) -> None:
         self.on_kept(batch.is_transactional, batch.producer_id)
 
     def on_kept(self, transactional: bool, producer_id: int) -> None:
@@ -222,7 +233,7 @@ class CleanedTransactionMetadata:
         elif producer_id in self._ongoing_committed:
             self._ongoing_committed[producer_id] += 1
 
-    def on_control_batch_read(self, batch) -> bool:
+    def on_control_batch_read(self, batch: Batch) -> bool:
         """True when the marker's transaction has no data left (the marker may be discarded)."""
         self._consume_aborted_up_to(batch.last_offset)
         controls = batch.control_records()
@@ -262,8 +273,24 @@ class _Counts:
     REMOVED = ("invalid_records", "superseded_records", "tombstones_removed", "delete_horizons_set",
                "aborted_records_removed", "control_batches_removed")
     __slots__ = READ + WRITTEN + REMOVED
+    batches_read: int
+    bytes_read: int
+    records_read: int
+    batches_written: int
+    batches_copied: int
+    batches_rebuilt: int
+    empty_batches_written: int
+    records_written: int
+    bytes_written: int
+    tombstones_kept: int
+    invalid_records: int
+    superseded_records: int
+    tombstones_removed: int
+    delete_horizons_set: int
+    aborted_records_removed: int
+    control_batches_removed: int
 
-    def __init__(self):
+    def __init__(self) -> None:
         for name in self.__slots__:
             setattr(self, name, 0)
 
@@ -278,16 +305,16 @@ class _ProducerState:
 class _LogScan:
     """What a header-level walk of the whole log finds (the broker's producer state and .txnindex)."""
 
-    aborted: list = field(default_factory=list)
-    producers: dict = field(default_factory=dict)
-    open_txn_first_offset: dict = field(default_factory=dict)
+    aborted: list[AbortedTxn] = field(default_factory=list)
+    producers: dict[int, _ProducerState] = field(default_factory=dict)
+    open_txn_first_offset: dict[int, int] = field(default_factory=dict)
     last_batch_offset: int = -1
 
 
 class _Discard:
     """The output of a dry run: counts what would be written."""
 
-    def write(self, data) -> int:
+    def write(self, data: bytes | memoryview) -> int:
         return len(data)
 
 
@@ -295,7 +322,7 @@ def _horizon(now_ms: int, delete_retention_ms: int) -> int:
     return max(W.INT64_MIN, min(W.INT64_MAX, now_ms + delete_retention_ms))
 
 
-def empty_batch_header(batch) -> bytes:
+def empty_batch_header(batch: Batch) -> bytes:
     """The 61-byte header-only batch Kafka keeps for an emptied batch (DefaultRecordBatch
     .writeEmptyHeader): count 0, no codec, baseTimestamp -1, the original maxTimestamp,
     lastOffset, producer fields, epoch and flags (kbatch keeps the extended flag too)."""
@@ -312,8 +339,8 @@ def empty_batch_header(batch) -> bytes:
 def with_last_offset(data: bytes, last_offset: int) -> bytes:
     """A v2 batch with lastOffsetDelta set so that lastOffset = `last_offset` (Kafka's
     MemoryRecordsBuilder.overrideLastOffset), CRC recomputed over [21, end)."""
-    (base,) = struct.unpack_from(">q", data, W.BASE_OFFSET_OFFSET)
-    (delta,) = struct.unpack_from(">i", data, W.LAST_OFFSET_DELTA_OFFSET)
+    base: int = struct.unpack_from(">q", data, W.BASE_OFFSET_OFFSET)[0]
+    delta: int = struct.unpack_from(">i", data, W.LAST_OFFSET_DELTA_OFFSET)[0]
     if base + delta == last_offset:
         return data
     if not 0 <= last_offset - base <= W.INT32_MAX:
@@ -326,7 +353,7 @@ def with_last_offset(data: bytes, last_offset: int) -> bytes:
     return bytes(buf)
 
 
-def rebuild_batch(batch, records, delete_horizon_ms: int | None) -> bytes:
+def rebuild_batch(batch: Batch, records: list[Record], delete_horizon_ms: int | None) -> bytes:
     """Write `records` (a subset of `batch`'s, in order) as a batch with `batch`'s codec, producer
     fields, epoch, timestamp type and extended flag, the records' own offsets and timestamps, and
     (v2) the original lastOffset. `delete_horizon_ms` stamps bit 6 and the base timestamp."""
@@ -345,13 +372,13 @@ def rebuild_batch(batch, records, delete_horizon_ms: int | None) -> bytes:
     return with_last_offset(data, batch.last_offset) if v2 else data
 
 
-def _header_of(batch) -> tuple:
+def _header_of(batch: Batch) -> _V2Header:
     """The header fields _rebuilt_v2 keeps, of a RecordBatch."""
     return (batch.base_offset, batch.last_offset, batch.partition_leader_epoch, batch.attributes, batch.max_timestamp,
             batch.producer_id, batch.producer_epoch, batch.base_sequence)
 
 
-def _rebuilt_v2(header: tuple, filtered) -> bytes:
+def _rebuilt_v2(header: _V2Header, filtered: _core._FilterResult) -> bytes:
     """The v2 batch holding the records OffsetMap.filter_records_v2 kept of a batch, exactly as
     rebuild_batch writes them with BatchBuilder: the batch's base offset, codec (Kafka's default
     level), producer fields, epoch, timestamp type, extended flag and lastOffset; the base
@@ -360,6 +387,7 @@ def _rebuilt_v2(header: tuple, filtered) -> bytes:
     producer id, producer epoch, base sequence)."""
     base, last, ple, attrs, batch_max, pid, epoch, seq = header
     section, count, base_ts, max_ts, horizon = filtered[0], filtered[1], filtered[6], filtered[7], filtered[8]
+    assert section is not None  # the kernel's new records section (None: the batch is kept as it is)
     attrs &= (W.COMPRESSION_CODEC_MASK | W.TIMESTAMP_TYPE_MASK | W.TRANSACTIONAL_FLAG_MASK | W.CONTROL_FLAG_MASK
               | W.TIMESTAMP_EXTENDED_FLAG_MASK)
     if horizon is not None:
@@ -389,12 +417,12 @@ class LogCleaner:
     (.cleaned -> .swap -> rename over the originals).
     """
 
-    def __init__(self, log_dir, now_ms: int, delete_retention_ms: int = 86_400_000, *,
+    def __init__(self, log_dir: PathLike, now_ms: int, delete_retention_ms: int = 86_400_000, *,
                  clean_active_segment: bool = False, legacy_delete_horizon_ms: int | None = None,
                  index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES, verify_crc: bool = True,
                  max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES,
                  dedupe_buffer_size: int = W.DEFAULT_DEDUPE_BUFFER_SIZE,
-                 load_factor: float = W.DEFAULT_DEDUPE_LOAD_FACTOR):
+                 load_factor: float = W.DEFAULT_DEDUPE_LOAD_FACTOR) -> None:
         self.log_dir = os.fspath(log_dir)
         if not os.path.isdir(self.log_dir):
             raise FileNotFoundError(f"not a log directory: {self.log_dir}")
@@ -411,19 +439,19 @@ class LogCleaner:
         self.map = OffsetMap(dedupe_buffer_size, load_factor)
         self.segments: list[_Segment] = []
         self.scan_result: _LogScan | None = None
-        self._written: dict = {}   # base offset -> the written counts of its last cleaning
-        self._opened: list = []    # FileRecords of cleaned segments read by a later pass
+        self._written: dict[int, _Counts] = {}   # base offset -> the written counts of its last cleaning
+        self._opened: list[FileRecords] = []     # FileRecords of cleaned segments read by a later pass
 
     # -- helpers
-    def _uncleanable(self, what: str, cause=None) -> UncleanablePartitionError:
-        kw = {}
+    def _uncleanable(self, what: str, cause: BaseException | None = None) -> UncleanablePartitionError:
+        kw: dict[str, int | None] = {}
         if isinstance(cause, KBatchError):
             kw = dict(position=cause.position, base_offset=cause.base_offset)
         return UncleanablePartitionError(
             f"Partition {self.log_dir} cannot be compacted: {what}; nothing was changed (Kafka's cleaner marks such "
             f"a partition uncleanable and never truncates; `kbatch verify` shows the damage)", **kw)
 
-    def _windows(self, segment: _Segment):
+    def _windows(self, segment: _Segment) -> Iterator[Window]:
         """Every window of batch headers of a segment, in order (a reused buffer: nothing of a window
         is kept once the next is asked for); a byte that is not part of a complete, valid batch
         raises UncleanablePartitionError (compaction must not drop what it cannot read)."""
@@ -449,20 +477,22 @@ class LogCleaner:
                 raise
             raise self._uncleanable(f"segment {name} cannot be read: {e}", e) from e
 
-    def _batch(self, s, i):
+    def _batch(self, s: Window, i: int) -> Batch:
         return _batch_at(s, i, self.max_decompressed_bytes)
 
-    def _section(self, s, i, pos, size, attrs):
+    def _section(self, s: Window, i: int, pos: int, size: int,
+                 attrs: int) -> tuple[Buffer, int, int, RecordBatch | LegacyRecordBatch | None]:
         """(buffer, start, end) of a v2 batch's records section: in the window when uncompressed,
         else decompressed (with the RecordBatch, to locate an error in it)."""
         if not attrs & W.COMPRESSION_CODEC_MASK:
             at = pos - s["origin"]
             return s["buf"], at + W.RECORDS_OFFSET, at + size, None
         batch = self._batch(s, i)
+        assert isinstance(batch, RecordBatch)  # a v2 batch's row
         data = batch.records_bytes()
         return data, 0, len(data), batch
 
-    def _kernel_error(self, e: KBatchError, s, i, batch):
+    def _kernel_error(self, e: KBatchError, s: Window, i: int, batch: Batch | None) -> KBatchError:
         """A record kernel's error -> the error decoding the batch reports (file positions)."""
         if batch is None:
             return _move(e, s["origin"])
@@ -470,7 +500,7 @@ class LogCleaner:
         return e
 
     def _list_segments(self) -> list[_Segment]:
-        segs = []
+        segs: list[_Segment] = []
         try:
             for base in _files.list_segment_bases(self.log_dir):
                 path = _files.segment_path(self.log_dir, base, _files.LOG_SUFFIX)
@@ -479,7 +509,7 @@ class LogCleaner:
                 except StorageError as e:
                     raise self._uncleanable(f"{os.path.basename(path)} is named like a segment but {e.reason}",
                                             e) from e
-                st = os.fstat(records._fd)
+                st = os.fstat(records._fd_or_raise())
                 segs.append(_Segment(base, path, st.st_size, st.st_mtime_ns, records))
         except BaseException:
             for seg in segs:
@@ -544,7 +574,7 @@ class LogCleaner:
         return [s for s in self.segments if s.cleanable]
 
     # -- step 2
-    def build_offset_map(self, sources: list | None = None, start_offset: int = 0) -> bool:
+    def build_offset_map(self, sources: list[_Segment] | None = None, start_offset: int = 0) -> bool:
         """Key -> latest offset from `start_offset` on, over the cleanable segments (`sources`: their
         current bytes), skipping aborted transactions, until the map is full (Kafka's
         buildOffsetMap). Returns whether it filled; map.latest_offset is then the last offset of
@@ -555,6 +585,7 @@ class LogCleaner:
         stats = self.stats
         # the aborted transactions that reach the offsets mapped (Kafka: collectAbortedTransactions(start, end)):
         # the markers of earlier ones are not read again
+        assert self.scan_result is not None  # scan() first
         txn = CleanedTransactionMetadata([a for a in self.scan_result.aborted if a.last_offset >= start_offset])
         for seg in (self.cleanable if sources is None else sources):
             if seg.end_offset <= start_offset:
@@ -566,13 +597,15 @@ class LogCleaner:
                                                 "record_count", "producer_id")]
                 read = n_bytes = 0
                 latest = omap.latest_offset
+                data: Buffer
+                batch: Batch | None
                 for i, (pos, size, magic, attrs, base, last, count, pid) in enumerate(zip(*cols)):
                     if last < start_offset:
                         continue
                     if magic < 2 or attrs & W.CONTROL_FLAG_MASK:
                         omap.latest_offset = latest
                         full = self._map_object_batch(self._batch(s, i), txn, start_offset)
-                    elif txn.on_data_batch(last, attrs & W.TRANSACTIONAL_FLAG_MASK, pid):
+                    elif txn.on_data_batch(last, bool(attrs & W.TRANSACTIONAL_FLAG_MASK), pid):
                         read += count  # an aborted batch's keys are not mapped
                         full = False
                     else:
@@ -600,7 +633,7 @@ class LogCleaner:
         self._map_done(t0)
         return False
 
-    def _map_object_batch(self, batch, txn, start_offset) -> bool:
+    def _map_object_batch(self, batch: Batch, txn: CleanedTransactionMetadata, start_offset: int) -> bool:
         """build_offset_map for a legacy or control batch, through its records."""
         if batch.is_control:
             txn.on_control_batch_read(batch)
@@ -634,7 +667,8 @@ class LogCleaner:
             return 0
         return cleanable[-1].mtime_ns // 1_000_000 - self.delete_retention_ms
 
-    def _is_last_of_producer(self, batch) -> bool:
+    def _is_last_of_producer(self, batch: Batch) -> bool:
+        assert self.scan_result is not None  # scan() first
         st = self.scan_result.producers.get(batch.producer_id)
         if st is None:
             return False
@@ -642,10 +676,12 @@ class LogCleaner:
             return batch.last_offset == st.last_data_offset
         return batch.is_control and batch.producer_epoch == st.epoch
 
-    def clean_segment(self, seg: _Segment, out, txn: CleanedTransactionMetadata, legacy_horizon: int) -> None:
+    def clean_segment(self, seg: _Segment, out: IO[bytes] | _Discard, txn: CleanedTransactionMetadata,
+                      legacy_horizon: int) -> None:
         """Filter one segment's batches into the open file `out` (Kafka's cleanInto + filterTo).
         Data batches of magic 2 go through the key map's record filter (no Record objects);
         control and legacy batches through their records."""
+        assert self.scan_result is not None  # scan() first
         st = _Counts()
         now = self.now_ms
         new_horizon = _horizon(now, self.delete_retention_ms)
@@ -653,6 +689,9 @@ class LogCleaner:
         producers = self.scan_result.producers
         filter_records = self.map.filter_records_v2
         write = out.write
+        data: bytes | memoryview | None
+        src: Buffer
+        batch: Batch | None
         for s in self._windows(seg):
             buf, origin = s["buf"], s["origin"]
             cols = [s[k].tolist() for k in ("position", "size", "magic", "attributes", "base_offset", "last_offset",
@@ -670,7 +709,7 @@ class LogCleaner:
                 st.batches_read += 1
                 st.bytes_read += size
                 st.records_read += count
-                transactional = attrs & W.TRANSACTIONAL_FLAG_MASK
+                transactional = bool(attrs & W.TRANSACTIONAL_FLAG_MASK)
                 if txn.on_data_batch(last, transactional, pid):  # aborted: its records go
                     data = self._clean_object_batch(self._batch(s, i), st, txn, legacy_horizon, seg, aborted=True)
                     if data is not None:
@@ -681,12 +720,12 @@ class LogCleaner:
                 horizon = first_ts if attrs & W.DELETE_HORIZON_FLAG_MASK else None
                 at = pos - origin
                 if attrs & W.COMPRESSION_CODEC_MASK:
-                    data, start, end, batch = self._section(s, i, pos, size, attrs)
+                    src, start, end, batch = self._section(s, i, pos, size, attrs)
                 else:
-                    data, start, end, batch = buf, at + W.RECORDS_OFFSET, at + size, None
+                    src, start, end, batch = buf, at + W.RECORDS_OFFSET, at + size, None
                 try:
                     (section, kept, superseded, invalid, tomb_removed, tomb_kept, base_ts, max_kept,
-                     out_horizon) = filter_records(data, start, end, count, base, first_ts, max_ts, attrs, horizon,
+                     out_horizon) = filter_records(src, start, end, count, base, first_ts, max_ts, attrs, horizon,
                                                    horizon is None or now < horizon, new_horizon)
                 except KBatchError as e:
                     raise self._kernel_error(e, s, i, batch) from None
@@ -724,7 +763,8 @@ class LogCleaner:
                 st.bytes_written += len(data)
         self._count(seg, st)
 
-    def _clean_object_batch(self, batch, st, txn, legacy_horizon, seg, aborted=False):
+    def _clean_object_batch(self, batch: Batch, st: _Counts, txn: CleanedTransactionMetadata, legacy_horizon: int,
+                            seg: _Segment, aborted: bool = False) -> bytes | memoryview | None:
         """clean_segment for a legacy, control or aborted batch, through its records: the bytes to
         write, or None."""
         now = self.now_ms
@@ -746,7 +786,8 @@ class LogCleaner:
             can_discard = discard_records = aborted  # on_data_batch said so
         if v2 and batch.producer_id >= 0 and self._is_last_of_producer(batch):
             retention = RETAIN_EMPTY
-        elif v2 and self.clean_active_segment and batch.last_offset == self.scan_result.last_batch_offset:
+        elif v2 and self.clean_active_segment and self.scan_result is not None \
+                and batch.last_offset == self.scan_result.last_batch_offset:
             retention = RETAIN_EMPTY  # keep the log end offset
         elif discard_records:
             retention = DELETE
@@ -761,7 +802,7 @@ class LogCleaner:
             return None
         records = batch.records()
         retain_legacy_deletes = seg.mtime_ns // 1_000_000 > legacy_horizon
-        retained = []
+        retained: list[Record] = []
         for r in records:
             if discard_records:
                 if aborted:
@@ -787,6 +828,7 @@ class LogCleaner:
             n_tombs = 0 if batch.is_control else sum(1 for r in retained if r.is_tombstone)
             st.tombstones_kept += n_tombs
             need_horizon = v2 and (n_tombs > 0 or marker_for_empty_txn) and horizon is None
+            data: bytes | memoryview
             if len(retained) == len(records) and not need_horizon:
                 data = batch.raw
                 st.batches_copied += 1
@@ -835,7 +877,8 @@ class LogCleaner:
 
         rebuild_segment_indexes(_files.segment_path(scratch, base, _files.LOG_SUFFIX), self.index_interval_bytes)
 
-    def _write_segment(self, seg: _Segment, directory: str, txn, legacy_horizon: int, indexes: bool = True) -> str:
+    def _write_segment(self, seg: _Segment, directory: str, txn: CleanedTransactionMetadata, legacy_horizon: int,
+                       indexes: bool = True) -> str:
         """The cleaned .log of `seg` in `directory`, fsynced, with its indexes, keeping the source's
         lastModified (Kafka: cleaned.lastModified). Returns its path."""
         path = _files.segment_path(directory, seg.base_offset, _files.LOG_SUFFIX)
@@ -849,13 +892,14 @@ class LogCleaner:
             os.utime(_files.segment_path(directory, seg.base_offset, suffix), ns=(seg.mtime_ns, seg.mtime_ns))
         return path
 
-    def _passes(self, cleanable: list, directory: str | None) -> list:
+    def _passes(self, cleanable: list[_Segment], directory: str | None) -> list[str]:
         """Clean `cleanable` in passes (see the class doc) into `directory` (None: a dry run, which
         writes nothing there; the passes before the last write to a temporary directory).
         Returns the paths of the cleaned .log files (none for a dry run)."""
+        assert self.scan_result is not None  # scan() first
         sources = list(cleanable)
         start = 0
-        tmp = None
+        tmp: str | None = None
         try:
             while True:
                 self.stats.passes += 1
@@ -892,7 +936,8 @@ class LogCleaner:
         self.stats.segments_cleaned = len(cleanable)
         return [] if directory is None else [s.path for s in sources]
 
-    def _clean_into(self, seg: _Segment, directory: str, txn, legacy_horizon: int, last_pass: bool) -> _Segment:
+    def _clean_into(self, seg: _Segment, directory: str, txn: CleanedTransactionMetadata, legacy_horizon: int,
+                    last_pass: bool) -> _Segment:
         """One segment of a pass, cleaned into directory/<base>.log (with its indexes in the last
         pass). A segment an earlier pass cleaned is written under a pass directory first and then
         renamed over its previous version, which this pass was reading (its open file keeps them)."""
@@ -909,12 +954,12 @@ class LogCleaner:
         return _Segment(seg.base_offset, path, records.size_in_bytes, seg.mtime_ns, records, True, seg.end_offset,
                         cleaned=True)
 
-    def clean(self, *, dry_run: bool = False, output_dir=None) -> CleanerStats:
+    def clean(self, *, dry_run: bool = False, output_dir: PathLike | None = None) -> CleanerStats:
         """The whole round. dry_run: read and compute, write nothing. output_dir: write the
         compacted partition there (a new or empty directory) and leave the input as it is."""
         t0 = time.perf_counter()
         self.stats.dry_run = dry_run
-        lock = None
+        lock: _files.DirLock | None = None
         try:
             if not dry_run and output_dir is None:
                 lock = _files.DirLock.acquire(self.log_dir, "compact")
@@ -941,7 +986,7 @@ class LogCleaner:
         self.stats.elapsed_s = time.perf_counter() - t0
         return self.stats
 
-    def _round(self, dry_run: bool, output_dir) -> None:
+    def _round(self, dry_run: bool, output_dir: PathLike | None) -> None:
         self.scan()
         _checkpoint("scanned")
         cleanable = self.cleanable
@@ -990,7 +1035,7 @@ class LogCleaner:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
-    def _write_copy(self, output_dir: str, cleanable: list) -> None:
+    def _write_copy(self, output_dir: str, cleanable: list[_Segment]) -> None:
         """The compacted partition as a new directory: cleaned segments rewritten, the others
         copied byte for byte (as far as this run read them), indexes rebuilt, partition.metadata,
         leader-epoch-checkpoint, .txnindex and .snapshot files copied. Staged beside the target and
@@ -1050,7 +1095,7 @@ def _unlink(path: str) -> None:
         pass
 
 
-def recover(log_dir) -> None:
+def recover(log_dir: PathLike) -> None:
     """Finish or undo an interrupted compaction, as a broker's LogLoader does (log_loader.clean_directory),
     holding the directory's lock: `.cleaned` files and scratch directories are deleted; `.swap`
     files (written only once every cleaned segment was complete) are renamed over their originals."""

@@ -20,9 +20,13 @@ from __future__ import annotations
 import json
 import struct
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Union
 
 from .errors import CorruptRecordError
-from .schema import MESSAGES, read_message, to_json, write_message
+from .schema import MESSAGES, Message, read_message, to_json, write_message
+
+if TYPE_CHECKING:
+    from ._typing import Buffer
 
 # GroupCoordinatorRecordSerde.apiMessageKeyFor / apiMessageValueFor
 GROUP_RECORD_TYPES = {
@@ -43,15 +47,20 @@ class UnknownRecordTypeError(CorruptRecordError):
     """A coordinator record key whose type this Kafka schema set does not know."""
 
 
-def _version(buf, what: str) -> int:
+def _version(buf: bytes, what: str) -> int:
     if len(buf) < 2:
         raise CorruptRecordError(f"Could not read version from {what}'s buffer.", position=0, expected="2 bytes",
                                  found=len(buf))
-    return struct.unpack_from(">h", buf, 0)[0]
+    version: int = struct.unpack_from(">h", buf, 0)[0]
+    return version
 
 
-def read_group_record(key, value) -> tuple:
+def read_group_record(key: Buffer | None, value: Buffer | None
+                      ) -> tuple[int, Message, int | None, Message | None]:
     """(record type, key dict, value version or None, value dict or None) of a __consumer_offsets record."""
+    if key is None:
+        raise CorruptRecordError("Failed to decode message using offset topic decoder (message had a missing key)",
+                                 expected="a key", found="null")
     kb = bytes(key)
     rtype = _version(kb, "key")
     name = GROUP_RECORD_TYPES.get(rtype)
@@ -66,7 +75,7 @@ def read_group_record(key, value) -> tuple:
     return rtype, key_data, vversion, value_data
 
 
-def _embedded_consumer_protocol(member: dict, field: str, schema: str) -> None:
+def _embedded_consumer_protocol(member: Message, field: str, schema: str) -> None:
     """GroupMetadataValue members of a "consumer" group: the subscription / assignment bytes
     decoded (version-prefixed ConsumerProtocol messages); left as bytes when they do not decode."""
     raw = member.get(field)
@@ -86,13 +95,14 @@ def base64_decode(text: str) -> bytes:
     return base64.b64decode(text)
 
 
-def group_record_json(key, value) -> tuple:
+def group_record_json(key: Buffer | None, value: Buffer | None) -> tuple[Message, Message | None]:
     """(key JSON, value JSON or None): what the offsets decoder prints, as dicts."""
     rtype, key_data, vversion, value_data = read_group_record(key, value)
     name = GROUP_RECORD_TYPES[rtype]
     key_json = {"type": str(rtype), "data": to_json(name + "Key", rtype, key_data)}
     if value_data is None:
         return key_json, None
+    assert vversion is not None  # a value has its version
     data = to_json(name + "Value", vversion, value_data)
     if name == "GroupMetadata" and data.get("protocolType") == CONSUMER_PROTOCOL_TYPE:
         for m in data.get("members") or ():
@@ -101,11 +111,11 @@ def group_record_json(key, value) -> tuple:
     return key_json, {"version": str(vversion), "data": data}
 
 
-def _dumps(obj) -> str:
+def _dumps(obj: Message) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
-def format_offsets_record(key, value, offset: int) -> tuple:
+def format_offsets_record(key: Buffer | None, value: Buffer | None, offset: int) -> tuple[str, str | None]:
     """(key text, payload text or None) as DumpLogSegments' OffsetsMessageParser prints them."""
     if key is None:
         raise CorruptRecordError(f"Failed to decode message at offset {offset} using offset topic decoder "
@@ -119,9 +129,13 @@ def format_offsets_record(key, value, offset: int) -> tuple:
     return _dumps(k), ("<DELETE>" if v is None else _dumps(v))
 
 
-def read_transaction_record(key, value) -> tuple:
+def read_transaction_record(key: Buffer | None, value: Buffer | None
+                            ) -> tuple[int, str | None, int | None, Message | None]:
     """(key version, transactional id, value version or None, value dict or None) of a
     __transaction_state record; transactional id None for a key version Kafka does not know."""
+    if key is None:
+        raise CorruptRecordError("Failed to decode message using transaction log decoder (message had a missing "
+                                 "key)", expected="a key", found="null")
     kb = bytes(key)
     kversion = _version(kb, "key")
     valid = MESSAGES["TransactionLogKey"]["valid"]
@@ -143,7 +157,7 @@ def transaction_state_name(status: int) -> str:
     return TRANSACTION_STATES[status]
 
 
-def format_transaction_record(key, value) -> tuple:
+def format_transaction_record(key: Buffer | None, value: Buffer | None) -> tuple[str, str | None]:
     """(key text, payload text or None) as TransactionLog.formatRecordKeyAndValue prints them.
     Partitions are listed in the stored order (Kafka prints them from a hash set)."""
     kversion, txn_id, _vv, v = read_transaction_record(key, value)
@@ -153,7 +167,7 @@ def format_transaction_record(key, value) -> tuple:
     if v is None:
         return key_text, "<DELETE>"
     state = transaction_state_name(v["transactionStatus"])
-    parts = []
+    parts: list[str] = []
     if state != "Empty":
         for tp in v.get("transactionPartitions") or ():
             parts += [f"{tp['topic']}-{p}" for p in tp["partitionIds"]]
@@ -207,7 +221,7 @@ class GroupMetadataValue:
     generation: int
     protocol: str | None
     leader: str | None
-    members: tuple = field(default_factory=tuple)
+    members: tuple[MemberMetadata, ...] = field(default_factory=tuple)
     current_state_timestamp: int = -1
     version: int = 3
 
@@ -217,7 +231,16 @@ class OtherGroupRecord:
     """A key of record types 3-15 (KIP-848 consumer groups, share groups) as the schema's dict."""
 
     record_type: int
-    key: dict
+    key: Message
+
+
+#: a `__consumer_offsets` key of the classic group protocol, and its value (None: a tombstone)
+ClassicGroupKey = Union[OffsetCommitKey, GroupMetadataKey]
+ClassicGroupValue = Union[OffsetCommitValue, GroupMetadataValue, None]
+#: what `decode` gives: a typed key and value, or a KIP-848 / share group key with its value as the schema's dict
+GroupRecord = Union[tuple[OffsetCommitKey, Union[OffsetCommitValue, None]],
+                    tuple[GroupMetadataKey, Union[GroupMetadataValue, None]],
+                    tuple[OtherGroupRecord, Union[Message, None]]]
 
 
 _VALUE_FIELDS = {"offset": "offset", "leaderEpoch": "leader_epoch", "metadata": "metadata",
@@ -229,7 +252,7 @@ _MEMBER_FIELDS = {"memberId": "member_id", "groupInstanceId": "group_instance_id
                   "sessionTimeout": "session_timeout", "subscription": "subscription", "assignment": "assignment"}
 
 
-def encode_key(key) -> bytes:
+def encode_key(key: ClassicGroupKey) -> bytes:
     """A typed key as `__consumer_offsets` stores it (int16 record type, then the key message)."""
     if isinstance(key, OffsetCommitKey):
         body = write_message("OffsetCommitKey", key.version,
@@ -241,7 +264,7 @@ def encode_key(key) -> bytes:
     return struct.pack(">h", key.version) + body
 
 
-def encode_value(value) -> bytes | None:
+def encode_value(value: ClassicGroupValue) -> bytes | None:
     """A typed value (int16 version, then the value message); None stays None (a tombstone)."""
     if value is None:
         return None
@@ -257,7 +280,7 @@ def encode_value(value) -> bytes | None:
     return struct.pack(">h", value.version) + body
 
 
-def decode(key, value) -> tuple:
+def decode(key: Buffer, value: Buffer | None) -> GroupRecord:
     """(typed key, typed value or None) of one `__consumer_offsets` record: OffsetCommitKey /
     GroupMetadataKey with their values, or (OtherGroupRecord, value dict or None) for record
     types 3-15. Raises CorruptRecordError (with the byte position) for bytes the schemas reject."""
@@ -266,20 +289,22 @@ def decode(key, value) -> tuple:
         k = OffsetCommitKey(key_data["group"], key_data["topic"], key_data["partition"], version=rtype)
         if value_data is None:
             return k, None
+        assert vversion is not None  # a value has its version
         return k, OffsetCommitValue(version=vversion, **{a: value_data[n] for n, a in _VALUE_FIELDS.items()
                                                          if n in value_data})
     if rtype == 2:
-        k = GroupMetadataKey(key_data["group"], version=rtype)
+        gk = GroupMetadataKey(key_data["group"], version=rtype)
         if value_data is None:
-            return k, None
+            return gk, None
+        assert vversion is not None  # a value has its version
         fields = {a: value_data[n] for n, a in _GROUP_FIELDS.items() if n in value_data}
         members = tuple(MemberMetadata(**{a: m[n] for n, a in _MEMBER_FIELDS.items() if n in m})
                         for m in value_data["members"])
-        return k, GroupMetadataValue(version=vversion, members=members, **fields)
+        return gk, GroupMetadataValue(version=vversion, members=members, **fields)
     return OtherGroupRecord(rtype, key_data), value_data
 
 
 __all__ = ["GROUP_RECORD_TYPES", "TRANSACTION_STATES", "UnknownRecordTypeError", "read_group_record",
            "group_record_json", "format_offsets_record", "read_transaction_record", "format_transaction_record",
            "transaction_state_name", "OffsetCommitKey", "OffsetCommitValue", "GroupMetadataKey", "GroupMetadataValue",
-           "MemberMetadata", "OtherGroupRecord", "encode_key", "encode_value", "decode"]
+           "MemberMetadata", "OtherGroupRecord", "ClassicGroupKey", "ClassicGroupValue", "GroupRecord", "encode_key", "encode_value", "decode"]

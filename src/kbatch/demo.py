@@ -21,10 +21,14 @@ import struct
 import sys
 import tempfile
 import time
+from typing import IO, TYPE_CHECKING, TypedDict
 
 from . import _wire as W
 from .batch import iter_batches
 from .builder import BatchBuilder, build_end_txn_marker
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 DAY = 86_400_000
 HOUR = 3_600_000
@@ -46,9 +50,11 @@ class _SegmentWriter:
         self.segment_bytes = segment_bytes
         self.index_interval = index_interval
         os.makedirs(path, exist_ok=True)
-        self.log = None
+        self.log: IO[bytes] | None = None
+        self.index: IO[bytes]
+        self.tindex: IO[bytes]
 
-    def _roll(self, base_offset: int):
+    def _roll(self, base_offset: int) -> None:
         self._close_segment()
         name = os.path.join(self.path, f"{base_offset:020d}")
         self.base = base_offset
@@ -61,23 +67,25 @@ class _SegmentWriter:
         self.offset_of_max = base_offset
         self.last_time_entry = W.INT64_MIN
 
-    def _time_entry(self):
+    def _time_entry(self) -> None:
         if self.max_ts > self.last_time_entry:
             self.tindex.write(struct.pack(">qi", self.max_ts, self.offset_of_max - self.base))
             self.last_time_entry = self.max_ts
 
-    def _close_segment(self):
+    def _close_segment(self) -> None:
         if self.log is not None:
             self._time_entry()
             for f in (self.log, self.index, self.tindex):
                 f.close()
             self.log = None
 
-    def append(self, data: bytes):
+    def append(self, data: bytes) -> None:
         batches = list(iter_batches(data))
         first = batches[0]
         if self.log is None or (self.size > 0 and self.size + len(data) > self.segment_bytes):
             self._roll(first.base_offset)
+        log = self.log
+        assert log is not None  # _roll opened it
         for b in batches:
             if self.since_entry > self.index_interval:
                 self.index.write(struct.pack(">ii", b.last_offset - self.base, self.size))
@@ -86,11 +94,11 @@ class _SegmentWriter:
             if b.max_timestamp > self.max_ts:
                 self.max_ts = b.max_timestamp
                 self.offset_of_max = b.last_offset
-            self.log.write(b.raw)
+            log.write(b.raw)
             self.size += b.size_in_bytes
             self.since_entry += b.size_in_bytes
 
-    def close(self):
+    def close(self) -> None:
         self._close_segment()
 
 
@@ -104,7 +112,7 @@ class _LogWriter:
         self.now_ms = now_ms
         self.log = Log.create(path, cfg, now_ms=now_ms)
 
-    def append(self, data: bytes):
+    def append(self, data: bytes) -> None:
         # a producer sends base offset 0 (the log assigns offsets); data with transaction markers is
         # appended as a coordinator would (from_client=False), which accepts control batches
         from_client = not any(b.is_control for b in iter_batches(data))
@@ -112,11 +120,11 @@ class _LogWriter:
             data = bytes(8) + data[8:]  # base offset is outside the CRC
         self.log.append(data, now_ms=self.now_ms, from_client=from_client)
 
-    def close(self):
+    def close(self) -> None:
         self.log.close()
 
 
-def _writer(path: str, segment_bytes: int, now_ms: int, legacy: bool = False):
+def _writer(path: str, segment_bytes: int, now_ms: int, legacy: bool = False) -> _LogWriter | _SegmentWriter:
     """kbatch.Log when this build has it (legacy message sets excepted: a current broker would
     up-convert them), else the small writer above."""
     if not legacy:
@@ -158,8 +166,15 @@ def prepare_root(root: str) -> None:
         f.write("Sample topics written by `python -m kbatch.demo`; the demo replaces them when run again here.\n")
 
 
+class DemoSummary(TypedDict):
+    """What generate wrote: its clock, and each partition's offsets."""
+
+    now_ms: int
+    partitions: dict[str, int]
+
+
 def generate(root: str, records: int = 20000, now_ms: int | None = None, seed: int = 7,
-             segment_bytes: int = 96 * 1024) -> dict:
+             segment_bytes: int = 96 * 1024) -> DemoSummary:
     """Write the sample topics under `root` (see prepare_root: only a new, empty or demo-made
     directory). Returns a summary dict."""
     import random
@@ -170,7 +185,7 @@ def generate(root: str, records: int = 20000, now_ms: int | None = None, seed: i
     rng = random.Random(seed)
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     prepare_root(root)
-    summary = {"now_ms": now_ms, "partitions": {}}
+    summary = DemoSummary(now_ms=now_ms, partitions={})
     per_part = max(records // 3, 50)
     seg_bytes = segment_bytes
 
@@ -246,7 +261,7 @@ def generate(root: str, records: int = 20000, now_ms: int | None = None, seed: i
 
 
 # ------------------------------------------------------------------------------------ the job
-def _spark_session():
+def _spark_session() -> SparkSession:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -263,7 +278,7 @@ def _spark_session():
     return spark
 
 
-def _show(df, n=30):
+def _show(df: DataFrame, n: int = 30) -> None:
     rows = df.collect()
     cols = df.columns
     widths = [max(len(c), *(len(str(r[c])) for r in rows)) if rows else len(c) for c in cols]
@@ -351,7 +366,7 @@ def _compaction(root: str, now_ms: int) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kbatch.demo", description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", default="./sample-data", help="where to write the sample topics")
     ap.add_argument("--records", type=int, default=20000, help="records across the orders partitions")

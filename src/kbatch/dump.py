@@ -24,22 +24,35 @@ import os
 import struct
 import sys
 import zlib
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Any
 
 from . import _fs
 from . import _wire as W
 
 from .compression import decompress
-from .errors import KBatchError, StorageError
+from .errors import CorruptRecordError, KBatchError, StorageError
 from .index import OffsetIndex, TimeIndex, TransactionIndex
 from . import checkpoints as C
 from . import producer_state, raft_snapshot
 from .coordinator_records import format_offsets_record, format_transaction_record, group_record_json
 from .index_rules import SegmentBatches, check_offset_index, check_time_index
 from .metadata_records import format_metadata_record, metadata_record_json
-from .legacy import parse_message
+from .legacy import LegacyRecordBatch, parse_message
 from .records import parse_control_record
 from .segment import _batch_at, open_records, scan_windows, time_floor
+
+if TYPE_CHECKING:
+    from ._core import Record
+    from ._typing import Buffer, BytesLike, PathLike
+    from .batch import RecordBatch
+    from .index_rules import IndexFinding
+    from .segment import FileRecords
+
+    Batch = RecordBatch | LegacyRecordBatch
+    #: an index rule of kbatch.index_rules: (file, entries, the segment's batches) -> findings
+    IndexCheck = Callable[[str, Iterable[tuple[int, int]], SegmentBatches], list[IndexFinding]]
 
 INT32_MAX = W.INT32_MAX
 DECODERS = ("offsets", "transaction-log", "cluster-metadata")
@@ -56,7 +69,7 @@ class FileNameError(ValueError):
     """A segment or index file whose name does not carry its base offset."""
 
 
-def timestamp_type_name(tt) -> str:
+def timestamp_type_name(tt: int) -> str:
     """Kafka's TimestampType.toString: CreateTime, LogAppendTime, NoTimestampType."""
     return _TS_NAMES[W.TimestampType(tt)]
 
@@ -68,19 +81,19 @@ def increment_sequence(sequence: int, increment: int) -> int:
     return sequence + increment
 
 
-def last_sequence(batch) -> int:
+def last_sequence(batch: Batch) -> int:
     if batch.base_sequence == W.NO_SEQUENCE:
         return W.NO_SEQUENCE
     return increment_sequence(batch.base_sequence, batch.last_offset - batch.base_offset)
 
 
-def record_sequence(batch, record) -> int:
+def record_sequence(batch: Batch, record: Record) -> int:
     if batch.base_sequence < 0:
         return W.NO_SEQUENCE
     return increment_sequence(batch.base_sequence, record.offset - batch.base_offset)
 
 
-def base_offset_from_name(path) -> int:
+def base_offset_from_name(path: PathLike) -> int:
     """The offset a segment or index file is named after (the part before the first dot)."""
     name = os.path.basename(os.fspath(path))
     prefix = name.split(".")[0]
@@ -89,7 +102,7 @@ def base_offset_from_name(path) -> int:
     return int(prefix)
 
 
-def sibling(path, suffix: str) -> str:
+def sibling(path: PathLike, suffix: str) -> str:
     """The file with the same base name and another suffix (`.index` -> `.log`)."""
     if _fs.is_remote(path):
         return _fs.join(_fs.dirname(path), _fs.basename(path).split(".")[0] + suffix)
@@ -97,12 +110,12 @@ def sibling(path, suffix: str) -> str:
     return os.path.join(os.path.dirname(path), os.path.basename(path).split(".")[0] + suffix)
 
 
-def _abs(path) -> str:
+def _abs(path: str) -> str:
     """How messages name a file: DumpLogSegments prints absolute paths; URIs stay as given."""
     return path if _fs.is_remote(path) else os.path.abspath(path)
 
 
-def encode_blob(data) -> tuple[str | None, str | None]:
+def encode_blob(data: Buffer | None) -> tuple[str | None, str | None]:
     """(text, encoding): UTF-8 text where the bytes decode, base64 otherwise; (None, None) for null."""
     if data is None:
         return None, None
@@ -113,14 +126,15 @@ def encode_blob(data) -> tuple[str | None, str | None]:
         return base64.b64encode(raw).decode("ascii"), "base64"
 
 
-def batches_until_error(data, errors: list):
+def batches_until_error(data: Buffer, errors: list[KBatchError]) -> Iterator[Batch]:
     """Every complete batch of a buffer, in order, up to the first one that cannot be framed; the
     error for that one (if any) is appended to `errors`, with .batch_position where it starts."""
     mv = memoryview(data).cast("B") if not isinstance(data, (bytes, memoryview)) else memoryview(data)
     yield from file_batches_until_error(lambda p, n: mv[p:p + n], len(mv), errors)
 
 
-def file_batches_until_error(read, size: int, errors: list):
+def file_batches_until_error(read: Callable[[int, int], BytesLike], size: int,
+                             errors: list[KBatchError]) -> Iterator[Batch]:
     """batches_until_error over bytes [0, size) read in windows with read(position, n) (a
     FileRecords' read: pread, never mmap, so a file truncated under the dump is a FileChangedError,
     not SIGBUS). Batches carry file positions. A StorageError (the file changed or cannot be read)
@@ -139,7 +153,7 @@ def file_batches_until_error(read, size: int, errors: list):
         errors.append(e)
 
 
-def first_batch_at(records, position: int, max_size: int):
+def first_batch_at(records: FileRecords, position: int, max_size: int) -> Batch | None:
     """The first complete batch starting at `position` of a FileRecords (within max_size bytes),
     or None when there is none there (past the end, or bytes that are not a batch). Reads its
     header, then only that batch."""
@@ -156,7 +170,7 @@ def first_batch_at(records, position: int, max_size: int):
     return None
 
 
-def batch_containing(records, position: int, offset: int):
+def batch_containing(records: FileRecords, position: int, offset: int) -> tuple[Batch | None, int | None]:
     """(batch, its file position): the first batch of a FileRecords from `position` on whose last
     offset is >= offset, or (None, None)."""
     if position < 0 or position >= records.size_in_bytes:
@@ -173,7 +187,7 @@ def batch_containing(records, position: int, offset: int):
     return b, found.position
 
 
-def max_record_timestamp(batch) -> int:
+def max_record_timestamp(batch: Batch) -> int:
     """Max of the records' timestamps, starting at NO_TIMESTAMP as DumpLogSegments does, or at
     Long.MIN_VALUE for kbatch's extended batches, whose negative timestamps are indexed
     (DESIGN.md decision 5)."""
@@ -184,15 +198,19 @@ def max_record_timestamp(batch) -> int:
     return m
 
 
-def legacy_record_crcs(batch) -> list[tuple[int, bool]]:
+def legacy_record_crcs(batch: LegacyRecordBatch) -> list[tuple[int, bool]]:
     """(crc, is_valid) of each message a legacy entry holds, as Kafka's deep iterator sees them:
     the entry itself when uncompressed, each inner message of a compressed wrapper otherwise."""
     if batch.attributes & W.LEGACY_COMPRESSION_CODEC_MASK == 0:
         return [(batch.crc, batch.is_valid())]
     raw = batch.raw
     _crc, magic, _a, _ts, _key, value = parse_message(raw, W.LOG_OVERHEAD, len(raw), batch.offset)
+    if value is None:  # a compressed wrapper holds its messages in its value
+        raise CorruptRecordError("A compressed message has a null value", position=batch.position,
+                                 expected="the compressed inner messages", found="null")
     inner = memoryview(decompress(batch.compression, value, magic, batch.max_decompressed_bytes, batch.position))
-    out, p, n = [], 0, len(inner)
+    out: list[tuple[int, bool]] = []
+    p, n = 0, len(inner)
     while n - p >= W.LOG_OVERHEAD:
         _off, size = struct.unpack_from(">qi", inner, p)
         if size < W.RECORD_OVERHEAD_V0 or size > n - p - W.LOG_OVERHEAD:
@@ -217,7 +235,7 @@ class DumpOptions:
     json: bool = False
     decoder: str | None = None  # "offsets", "transaction-log" or "cluster-metadata" (DECODERS)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.decoder is not None and self.decoder not in DECODERS:
             raise ValueError(f"unknown decoder {self.decoder!r}: one of {', '.join(DECODERS)}")
 
@@ -245,55 +263,56 @@ class Dumper:
     """Prints files as DumpLogSegments does. `out`/`err` are text streams; `progress(n)` is called
     with the number of bytes of .log data read since the last call."""
 
-    def __init__(self, options: DumpOptions, out=None, err=None, progress=None):
+    def __init__(self, options: DumpOptions, out: IO[str] | None = None, err: IO[str] | None = None,
+                 progress: Callable[[int], object] | None = None) -> None:
         self.o = options
         self.out = out if out is not None else sys.stdout
         self.err = err if err is not None else sys.stderr
         self.progress = progress or (lambda n: None)
         self.result = DumpResult()
         # reports printed after all files, in DumpLogSegments' order
-        self._index_mismatches: dict[str, list] = {}
-        self._ts_mismatch: dict[str, list] = {}
-        self._ts_out_of_order: dict[str, list] = {}
-        self._ts_not_found: dict[str, list] = {}
-        self._non_consecutive: dict[str, list] = {}
-        self._notes: dict[str, list] = {}  # index entries in forms older brokers write (valid)
+        self._index_mismatches: dict[str, list[tuple[int, int]]] = {}
+        self._ts_mismatch: dict[str, list[tuple[int, int]]] = {}
+        self._ts_out_of_order: dict[str, list[tuple[int, int]]] = {}
+        self._ts_not_found: dict[str, list[tuple[int, int]]] = {}
+        self._non_consecutive: dict[str, list[tuple[int, int]]] = {}
+        self._notes: dict[str, list[str]] = {}  # index entries in forms older brokers write (valid)
 
     # -- output
     def _line(self, text: str = "") -> None:
         self.out.write(text + "\n")
 
-    def _obj(self, **fields) -> None:
+    def _obj(self, **fields: Any) -> None:
         self.out.write(_json.dumps(fields, separators=(", ", ": ")) + "\n")
 
-    def _problem(self, path, kind: str, message: str, **fields) -> None:
+    def _problem(self, path: str, kind: str, message: str, **fields: Any) -> None:
         self.result.problems += 1
         if self.o.json:
             self._obj(type="problem", file=os.fspath(path), kind=kind, message=message, **fields)
         else:
             self.err.write(message + "\n")
 
-    def _io_error(self, path, message: str) -> None:
+    def _io_error(self, path: str, message: str) -> None:
         self.result.io_errors += 1
         if self.o.json:
             self._obj(type="error", file=os.fspath(path), message=message)
         self.err.write(f"kbatch dump: {message}\n")
 
     # -- entry point
-    def dump(self, paths) -> DumpResult:
+    def dump(self, paths: Iterable[PathLike]) -> DumpResult:
         for p in paths:
             self.dump_file(p)
         self.finish()
         return self.result
 
-    def dump_file(self, path) -> None:
+    def dump_file(self, path: PathLike) -> None:
         path = os.fspath(path)
         name = os.path.basename(path)
         suffix = name[name.rfind("."):] if "." in name else ""
         if not self.o.json:
             self._line(f"Dumping {path}")
         self.result.files += 1
-        handlers = {".log": self.dump_log, ".index": self.dump_index, ".timeindex": self.dump_time_index,
+        handlers: dict[str, Callable[[str], None]] = {".log": self.dump_log, ".index": self.dump_index, ".timeindex": self.dump_time_index,
                     ".txnindex": self.dump_txn_index, ".snapshot": self.dump_producer_snapshot,
                     ".checkpoint": self.dump_log}
         handler = handlers.get(suffix)
@@ -322,7 +341,7 @@ class Dumper:
             self._io_error(path, f"{e.filename or path}: {e.strerror or e}")
 
     # -- .log
-    def dump_log(self, path) -> None:
+    def dump_log(self, path: str) -> None:
         """A .log segment, or a KRaft snapshot (.checkpoint: the same batches after a header line)."""
         o = self.o
         snapshot = raft_snapshot.snapshot_id(path) if os.fspath(path).endswith(raft_snapshot.SUFFIX) else None
@@ -343,9 +362,10 @@ class Dumper:
                 self._line("KRaft bootstrap snapshot")
             else:
                 self._line(f"Snapshot end offset: {snapshot.end_offset}, epoch: {snapshot.epoch}")
-            valid = 0
+            valid: int | None = 0
             last_offset = -1
-            errors = []
+            errors: list[KBatchError] = []
+            batch: Batch | None
             for batch in file_batches_until_error(records.read, limit, errors):
                 self._print_batch(path, batch)
                 if o.deep:
@@ -370,7 +390,7 @@ class Dumper:
         finally:
             records.close()
 
-    def _print_batch(self, path, batch) -> None:
+    def _print_batch(self, path: str, batch: Batch) -> None:
         valid = batch.is_valid()
         if not valid:
             self.result.problems += 1
@@ -404,11 +424,11 @@ class Dumper:
         self._line(f"{head} position: {batch.position} {tname}: {batch.max_timestamp} size: {batch.size_in_bytes} "
                    f"magic: {batch.magic} compresscodec: {codec} crc: {batch.crc} isvalid: {_b(valid)}")
 
-    def _print_records(self, path, batch, last_offset: int) -> int:
+    def _print_records(self, path: str, batch: Batch, last_offset: int) -> int:
         o = self.o
         try:
             records = batch.records()
-            legacy_crcs = legacy_record_crcs(batch) if batch.magic < 2 else None
+            legacy_crcs = legacy_record_crcs(batch) if isinstance(batch, LegacyRecordBatch) else None
             controls = [parse_control_record(r) for r in records] if batch.is_control else None
         except KBatchError as e:
             pos = e.position if e.position is not None else batch.position
@@ -425,7 +445,7 @@ class Dumper:
             key_size = -1 if r.key is None else len(r.key)
             value_size = -1 if r.value is None else len(r.value)
             if o.json:
-                fields = dict(type="record", file=path, batch_position=batch.position, offset=r.offset,
+                fields: dict[str, Any] = dict(type="record", file=path, batch_position=batch.position, offset=r.offset,
                               timestamp_type=tname, timestamp=r.timestamp, key_size=key_size,
                               value_size=value_size, is_tombstone=bool(r.is_tombstone))
                 if batch.magic >= 2:
@@ -433,7 +453,7 @@ class Dumper:
                     hdrs = []
                     for hk, hv in r.headers:
                         text, enc = encode_blob(hv) if o.printing_data else (None, None)
-                        h = {"key": hk}
+                        h: dict[str, str | None] = {"key": hk}
                         if o.printing_data:
                             h.update(value=text, value_encoding=enc)
                         hdrs.append(h)
@@ -469,11 +489,11 @@ class Dumper:
                     parts.append(f" isValid: {_b(legacy_crcs[i][1])} crc: {legacy_crcs[i][0]}}}")
                 if controls is not None:
                     c = controls[i]
-                    body = raft_snapshot.control_record_text(c.type, r.value)
+                    text = raft_snapshot.control_record_text(c.type, r.value)
                     if c.type in (W.ControlRecordType.ABORT, W.ControlRecordType.COMMIT):
                         parts.append(f" endTxnMarker: {c.type.name} coordinatorEpoch: {c.coordinator_epoch}")
-                    elif body is not None:
-                        parts.append(f" {body}")
+                    elif text is not None:
+                        parts.append(f" {text}")
                     else:
                         parts.append(f" controlType: {c.type.name}({_control_type_id(r)})")
             if o.printing_data and controls is None:
@@ -489,7 +509,7 @@ class Dumper:
     # -- .index
     # Index files are read by kbatch.index, which stops at a preallocated file's zero-filled tail
     # as DumpLogSegments does; --index-sanity-check runs its sanity_check (Kafka's, plus sorted keys).
-    def dump_index(self, path) -> None:
+    def dump_index(self, path: str) -> None:
         o = self.o
         index = OffsetIndex.open(path)
         base = index.base_offset
@@ -528,7 +548,7 @@ class Dumper:
         index.close()
 
     # -- .timeindex
-    def dump_time_index(self, path) -> None:
+    def dump_time_index(self, path: str) -> None:
         o = self.o
         tindex = TimeIndex.open(path)
         base = tindex.base_offset
@@ -588,7 +608,7 @@ class Dumper:
         tindex.close()
 
     # -- .txnindex
-    def dump_txn_index(self, path) -> None:
+    def dump_txn_index(self, path: str) -> None:
         txns = TransactionIndex.open(path)
         if self.o.json:
             self._obj(type="file", file=path, kind="txn_index", entries=len(txns))
@@ -602,7 +622,7 @@ class Dumper:
                            f"lastOffset: {t.last_offset} lastStableOffset: {t.last_stable_offset}")
 
     # -- record decoders (--offsets-decoder, --transaction-log-decoder, --cluster-metadata-decoder)
-    def _decode_text(self, r) -> tuple:
+    def _decode_text(self, r: Record) -> tuple[str | None, str | None]:
         """(key text or None, payload text or None) as kafka-dump-log's message parsers print them."""
         d = self.o.decoder
         if d is None:  # StringDecoder
@@ -617,7 +637,7 @@ class Dumper:
         except KBatchError as e:
             return f"Error at offset {r.offset}, skipping. {e}", None
 
-    def _decode_json(self, r) -> dict:
+    def _decode_json(self, r: Record) -> dict[str, Any]:
         """The decoded key and value as JSON values (objects where the decoder prints JSON)."""
         d = self.o.decoder
         try:
@@ -626,13 +646,13 @@ class Dumper:
             if d == "offsets":
                 k, v = group_record_json(r.key, r.value)
                 return {"key": k, "value": v}
-            k, v = format_transaction_record(r.key, r.value)
-            return {"key": k, "value": v}
+            kt, vt = format_transaction_record(r.key, r.value)
+            return {"key": kt, "value": vt}
         except KBatchError as e:
             return {"error": str(e), "position": e.position}
 
     # -- broker files beside the segments
-    def dump_producer_snapshot(self, path) -> None:
+    def dump_producer_snapshot(self, path: str) -> None:
         data = _fs.read_bytes(path)  # open_regular: a FIFO named like a snapshot is an error, not a hang
         try:
             entries = producer_state.read_snapshot(data)
@@ -642,13 +662,13 @@ class Dumper:
         if self.o.json:
             self._obj(type="file", file=path, kind="producer_snapshot", offset=base_offset_from_name(path),
                       entries=len(entries))
-        for e in entries:
+        for entry in entries:
             if self.o.json:
-                self._obj(type="producer_state", file=path, **e._asdict())
+                self._obj(type="producer_state", file=path, **entry._asdict())
             else:
-                self._line(producer_state.format_entry(e))
+                self._line(producer_state.format_entry(entry))
 
-    def dump_leader_epoch_checkpoint(self, path) -> None:
+    def dump_leader_epoch_checkpoint(self, path: str) -> None:
         entries = C.read_leader_epoch_checkpoint(path)
         if self.o.json:
             self._obj(type="file", file=path, kind="leader_epoch_checkpoint", entries=len(entries))
@@ -658,7 +678,7 @@ class Dumper:
             else:
                 self._line(f"epoch: {e.epoch} startOffset: {e.start_offset}")
 
-    def dump_offset_checkpoint(self, path) -> None:
+    def dump_offset_checkpoint(self, path: str) -> None:
         offsets = C.read_offset_checkpoint(path)
         if self.o.json:
             self._obj(type="file", file=path, kind="offset_checkpoint", entries=len(offsets))
@@ -668,14 +688,15 @@ class Dumper:
             else:
                 self._line(f"topic: {topic} partition: {partition} offset: {offset}")
 
-    def dump_partition_metadata(self, path) -> None:
+    def dump_partition_metadata(self, path: str) -> None:
         m = C.read_partition_metadata(path)
         if self.o.json:
             self._obj(type="partition_metadata", file=path, version=m.version, topic_id=m.topic_id)
         else:
             self._line(f"version: {m.version} topicId: {m.topic_id}")
 
-    def _rule_findings(self, path, check, entries, records) -> dict:
+    def _rule_findings(self, path: str, check: IndexCheck, entries: list[tuple[int, int]],
+                       records: FileRecords) -> dict[int, IndexFinding]:
         """{slot: IndexFinding} from kbatch.index_rules: which entries are damage and which are
         forms an older broker writes."""
         sb = SegmentBatches(records)
@@ -684,14 +705,14 @@ class Dumper:
         finally:
             del sb
 
-    def _note(self, finding) -> None:
+    def _note(self, finding: IndexFinding) -> None:
         if self.o.json:
             self._obj(type="note", file=finding.file, kind="older_broker_index_entry", slot=finding.slot,
                       position=finding.position, message=finding.message)
         else:
             self._notes.setdefault(finding.file, []).append(finding.message)
 
-    def _sanity(self, path, index) -> None:
+    def _sanity(self, path: str, index: OffsetIndex | TimeIndex) -> None:
         try:
             index.sanity_check()
             failure = None
@@ -726,11 +747,11 @@ class Dumper:
                     self._obj(type="problem", file=p, kind="time_index_offset_not_found", index_offset=idx,
                               log_offset=log)
             for p, items in self._non_consecutive.items():
-                for a, b in items:
-                    self._obj(type="non_consecutive", file=p, previous_offset=a, offset=b)
+                for before, after in items:
+                    self._obj(type="non_consecutive", file=p, previous_offset=before, offset=after)
             return
         w = self.err.write
-        a = _abs  # DumpLogSegments names these files by their absolute paths
+        a: Callable[[str], str] = _abs  # DumpLogSegments names these files by their absolute paths
         for p, items in self._index_mismatches.items():
             w(f"Mismatches in :{a(p)}\n")
             for idx, log in reversed(items):  # Kafka prepends to a list
@@ -751,9 +772,9 @@ class Dumper:
             w(f"Non-consecutive offsets in {a(p)}\n")
             for x, y in reversed(items):
                 w(f"  {x} is followed by {y}\n")
-        for p, items in self._notes.items():
+        for p, notes in self._notes.items():
             w(f"Valid index entries kafka-dump-log would flag (older brokers, followers; not problems) in :{a(p)}\n")
-            for msg in items:
+            for msg in notes:
                 w(f"  {msg}\n")
 
 
@@ -761,11 +782,15 @@ def _b(v: bool) -> str:
     return "true" if v else "false"
 
 
-def _control_type_id(record) -> int:
+def _control_type_id(record: Record) -> int:
     key = record.key
-    return struct.unpack_from(">h", key, 2)[0] if key is not None and len(key) >= 4 else -1
+    if key is None or len(key) < 4:
+        return -1
+    type_id: int = struct.unpack_from(">h", key, 2)[0]
+    return type_id
 
 
-def dump(paths, options: DumpOptions | None = None, out=None, err=None, progress=None) -> DumpResult:
+def dump(paths: Iterable[PathLike], options: DumpOptions | None = None, out: IO[str] | None = None,
+         err: IO[str] | None = None, progress: Callable[[int], object] | None = None) -> DumpResult:
     """Dump files (.log, .index, .timeindex, .txnindex) as DumpLogSegments prints them."""
     return Dumper(options or DumpOptions(), out, err, progress).dump(paths)

@@ -22,6 +22,8 @@ class KBatchError(Exception):
     """
 
     error_code: int | None = None
+    #: where the batch that failed starts, set by the readers that go on past it (dump, verify)
+    batch_position: int
 
     def __init__(self, message: str, *, position: int | None = None, base_offset: int | None = None,
                  expected: object = None, found: object = None, row: int | None = None) -> None:
@@ -164,9 +166,13 @@ class MissingDependencyError(KBatchError, ImportError):
     """An optional dependency is not installed: pyarrow for columns (the `arrow` extra), typer and
     rich for the CLI (`cli`), pyspark for Spark (`spark`). The message names the pip command."""
 
-    def __init__(self, feature: str, package: str, extra: str) -> None:
-        super().__init__(f"{feature} needs {package}, which is not installed: "
-                         f"pip install {package} (kafka-kbatch's '{extra}' extra)")
+    def __init__(self, feature: str, package: str, extra: str, *, requirement: str = "",
+                 installed: str | None = None) -> None:
+        # requirement: a version bound (">=4.1"); installed: the version found, too old for it
+        spec = f"'{package}{requirement}'" if requirement else package
+        have = "which is not installed" if installed is None else f"but {package} {installed} is installed"
+        super().__init__(f"{feature} needs {package}{requirement}, {have}: pip install {spec} "
+                         f"(kafka-kbatch's '{extra}' extra)")
         self.name = package  # ImportError's attribute: the module that is missing
 
 

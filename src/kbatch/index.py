@@ -11,22 +11,29 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import NamedTuple
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Final, Literal, NamedTuple, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from . import _backend
 from . import _files
 from . import _wire as W
 from .errors import CorruptIndexError, InvalidOffsetError, LogWriteError
 
+if TYPE_CHECKING:
+    from ._typing import Buffer, BytesLike, PathLike
+
+_I = TypeVar("_I", bound="_Index")
+
 _OFFSET_ENTRY = struct.Struct(">ii")      # relative offset, position
 _TIME_ENTRY = struct.Struct(">qi")        # timestamp, relative offset
 _TXN_ENTRY = struct.Struct(">hqqqq")      # version, producer id, first, last, last stable offset
 assert _TXN_ENTRY.size == W.TXN_INDEX_ENTRY_SIZE
 
-KEY_RELATIVE_OFFSET = 0  # index_search key kinds (see _core_py.index_search)
-KEY_TIMESTAMP = 1
+KEY_RELATIVE_OFFSET: Final = 0  # index_search key kinds (see _core_py.index_search)
+KEY_TIMESTAMP: Final = 1
 
 
 class OffsetPosition(NamedTuple):
@@ -51,21 +58,25 @@ class _Index:
     """Shared machinery: a buffer of `entry_size` entries, the first `entries` of them valid."""
 
     entry_size: int
-    key_kind: int
+    key_kind: Literal[0, 1]
     suffix: str
+    _first_tail_slot: int       # the first slot at which an entry naming the base offset ends the entries
+    _relative_offset_word: int  # which int32 word of an entry holds its relative offset
 
-    def __init__(self, base_offset: int, data=b"", *, path=None, max_index_size: int = W.DEFAULT_SEGMENT_INDEX_BYTES):
+    def __init__(self, base_offset: int, data: bytes | bytearray = b"", *, path: PathLike | None = None,
+                 max_index_size: int = W.DEFAULT_SEGMENT_INDEX_BYTES) -> None:
         self.base_offset = base_offset
         self.path = os.fspath(path) if path is not None else None
         self.max_entries = max_index_size // self.entry_size
         self.file_length = len(data)
-        self._buf = data
-        self._fd = None  # append handle, only for writable indexes
+        self._buf = data  # a bytearray while the index is writable
+        self._fd: int | None = None  # append handle, only for writable indexes
         self.entries = self._valid_entries(data)
 
     # ---- construction
     @classmethod
-    def open(cls, path, base_offset: int | None = None, *, max_index_size: int = W.DEFAULT_SEGMENT_INDEX_BYTES):
+    def open(cls: type[_I], path: PathLike, base_offset: int | None = None, *,
+             max_index_size: int = W.DEFAULT_SEGMENT_INDEX_BYTES) -> _I:
         """Read an existing index file. The base offset defaults to the file name's."""
         from . import _fs
 
@@ -75,14 +86,15 @@ class _Index:
         return cls(base_offset, _fs.read_bytes(path), path=path, max_index_size=max_index_size)
 
     @classmethod
-    def writable(cls, path, base_offset: int, *, max_index_size: int = W.DEFAULT_SEGMENT_INDEX_BYTES,
-                 entries: bytes = b""):
+    def writable(cls: type[_I], path: PathLike, base_offset: int, *,
+                 max_index_size: int = W.DEFAULT_SEGMENT_INDEX_BYTES, entries: Buffer = b"") -> _I:
         """An index kept in memory and appended to `path` entry by entry. The file must hold
         `entries` (valid entries only) first: a new file is created empty, a file holding anything
         else is replaced atomically (its mode kept). A crash mid-append leaves a file that fails
         the sanity check or differs from a rebuild, and recovery rebuilds it."""
         path = os.fspath(path)
         entries = bytes(entries)
+        have: bytes | None
         if not entries and not os.path.lexists(path):
             _files.crash_point(f"create:{os.path.basename(path)}")
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _files.O_CLOEXEC, 0o666)
@@ -98,7 +110,12 @@ class _Index:
         idx._fd = fd
         return idx
 
-    def _valid_entries(self, data) -> int:
+    @staticmethod
+    def _relative_offset_at(data: Buffer, i: int) -> int:
+        """The relative offset of entry i."""
+        raise NotImplementedError
+
+    def _valid_entries(self, data: BytesLike) -> int:
         """Number of real entries: a broker's preallocated or crashed file has a zero-filled tail;
         stop at the first entry at slot > 0 naming the base offset, as DumpLogSegments does. A file
         whose first two slots are all zeros is an empty preallocated file."""
@@ -114,7 +131,7 @@ class _Index:
         return self._first_tail_slot + int(zero[0]) if len(zero) else n
 
     # ---- entries
-    def __len__(self):
+    def __len__(self) -> int:
         return self.entries
 
     def raw(self) -> bytes:
@@ -149,7 +166,7 @@ class _Index:
                 f"Corrupt index file {self.path}: entries are not strictly increasing",
                 expected=f"key > {int(keys[i - 1])}", found=int(keys[i]), position=i * self.entry_size)
 
-    def _keys(self) -> np.ndarray:
+    def _keys(self) -> npt.NDArray[np.int64]:
         dt = ">i4" if self.key_kind == KEY_RELATIVE_OFFSET else ">i8"
         rec = np.frombuffer(self._buf, dtype=np.uint8, count=self.entries * self.entry_size)
         return rec.reshape(-1, self.entry_size)[:, :np.dtype(dt).itemsize].copy().view(dt).ravel().astype(np.int64)
@@ -161,12 +178,12 @@ class _Index:
             return -1
         return _backend.core.index_search(self._buf, self.entry_size, self.key_kind, key, n)
 
-    def _search_many(self, keys) -> np.ndarray:
+    def _search_many(self, keys: npt.ArrayLike) -> npt.NDArray[np.int64]:
         n = self.entries
-        keys = np.asarray(keys, dtype=np.int64)
+        key_array = np.asarray(keys, dtype=np.int64)
         if n == 0:
-            return np.full(len(keys), -1, dtype=np.int64)
-        return np.asarray(_backend.core.index_search_many(self._buf, self.entry_size, self.key_kind, keys, n))
+            return np.full(len(key_array), -1, dtype=np.int64)
+        return np.asarray(_backend.core.index_search_many(self._buf, self.entry_size, self.key_kind, key_array, n))
 
     # ---- writing
     def _append_raw(self, entry: bytes) -> None:
@@ -184,6 +201,7 @@ class _Index:
                 raise LogWriteError(f"a failed index append could not be cut back ({e2})", path=self.path,
                                     errno=e2.errno) from e
             raise _files.write_error(e, self.path, f"appending an index entry at byte {at}") from e
+        assert isinstance(self._buf, bytearray)  # a writable index's buffer
         del self._buf[at:]
         self._buf += entry
         self.entries += 1
@@ -197,6 +215,7 @@ class _Index:
             size = n * self.entry_size
             if durable or os.fstat(self._fd).st_size != size:
                 _files.truncate_back(self._fd, size, self.path)
+            assert isinstance(self._buf, bytearray)  # a writable index's buffer
             del self._buf[size:]
             self.file_length = size
         self.entries = n
@@ -238,14 +257,15 @@ class OffsetIndex(_Index):
     _relative_offset_word = 0  # (relative offset, position): the first of its two int32 words
 
     @staticmethod
-    def _relative_offset_at(data, i):
-        return _OFFSET_ENTRY.unpack_from(data, i * W.OFFSET_INDEX_ENTRY_SIZE)[0]
+    def _relative_offset_at(data: Buffer, i: int) -> int:
+        rel: int = _OFFSET_ENTRY.unpack_from(data, i * W.OFFSET_INDEX_ENTRY_SIZE)[0]
+        return rel
 
     def entry(self, i: int) -> OffsetPosition:
         rel, pos = _OFFSET_ENTRY.unpack_from(self._buf, i * self.entry_size)
         return OffsetPosition(self.base_offset + rel, pos)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[OffsetPosition]:
         return (self.entry(i) for i in range(self.entries))
 
     @property
@@ -260,7 +280,7 @@ class OffsetIndex(_Index):
         slot = self._search(min(rel, W.INT32_MAX))
         return OffsetPosition(self.base_offset, 0) if slot < 0 else self.entry(slot)
 
-    def lookup_positions(self, target_offsets) -> np.ndarray:
+    def lookup_positions(self, target_offsets: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """Vectorised lookup(): the start position for each target offset."""
         t = np.asarray(target_offsets, dtype=np.int64) - self.base_offset
         slots = self._search_many(np.clip(t, -1, W.INT32_MAX))
@@ -301,14 +321,15 @@ class TimeIndex(_Index):
     _relative_offset_word = 2  # (timestamp int64, relative offset int32): the third int32 word
 
     @staticmethod
-    def _relative_offset_at(data, i):
-        return _TIME_ENTRY.unpack_from(data, i * W.TIME_INDEX_ENTRY_SIZE)[1]
+    def _relative_offset_at(data: Buffer, i: int) -> int:
+        rel: int = _TIME_ENTRY.unpack_from(data, i * W.TIME_INDEX_ENTRY_SIZE)[1]
+        return rel
 
     def entry(self, i: int) -> TimestampOffset:
         ts, rel = _TIME_ENTRY.unpack_from(self._buf, i * self.entry_size)
         return TimestampOffset(ts, self.base_offset + rel)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[TimestampOffset]:
         return (self.entry(i) for i in range(self.entries))
 
     def is_full(self) -> bool:
@@ -332,13 +353,13 @@ class TimeIndex(_Index):
         slot = self._search(target_timestamp)
         return TimestampOffset(W.NO_TIMESTAMP, self.base_offset) if slot < 0 else self.entry(slot)
 
-    def lookup_offsets(self, targets) -> np.ndarray:
+    def lookup_offsets(self, targets: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """Vectorised lookup(): the entry offset for each target timestamp."""
         slots = self._search_many(targets)
         if self.entries == 0:
             return np.full(len(slots), self.base_offset, dtype=np.int64)
-        rel = np.frombuffer(self._buf, dtype=np.uint8, count=self.entries * 12).reshape(-1, 12)[:, 8:12]
-        rel = rel.copy().view(">i4").ravel().astype(np.int64)
+        raw = np.frombuffer(self._buf, dtype=np.uint8, count=self.entries * 12).reshape(-1, 12)[:, 8:12]
+        rel = raw.copy().view(">i4").ravel().astype(np.int64)
         return np.where(slots < 0, self.base_offset, self.base_offset + rel[np.maximum(slots, 0)])
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> bool:
@@ -368,13 +389,13 @@ class TransactionIndex:
 
     suffix = ".txnindex"
 
-    def __init__(self, base_offset: int, entries=(), *, path=None):
+    def __init__(self, base_offset: int, entries: Iterable[AbortedTxn] = (), *, path: PathLike | None = None) -> None:
         self.base_offset = base_offset
         self.path = os.fspath(path) if path is not None else None
         self.entries = list(entries)
 
     @classmethod
-    def open(cls, path, base_offset: int | None = None):
+    def open(cls, path: PathLike, base_offset: int | None = None) -> TransactionIndex:
         from . import _fs
 
         path = path if isinstance(path, str) else os.fspath(path)
@@ -383,13 +404,13 @@ class TransactionIndex:
         return cls(base_offset, cls.parse(_fs.read_bytes(path), path), path=path)
 
     @staticmethod
-    def parse(data, path=None) -> list:
+    def parse(data: BytesLike, path: PathLike | None = None) -> list[AbortedTxn]:
         es = W.TXN_INDEX_ENTRY_SIZE
         if len(data) % es:
             raise CorruptIndexError(f"Transaction index {path} is corrupt, its size is not a multiple of {es}",
                                     expected=f"a multiple of {es} bytes", found=f"{len(data)} bytes",
                                     position=len(data) - len(data) % es)
-        out = []
+        out: list[AbortedTxn] = []
         for pos in range(0, len(data), es):
             version, pid, first, last, lso = _TXN_ENTRY.unpack_from(data, pos)
             if version != 0:
@@ -421,12 +442,12 @@ class TransactionIndex:
                 os.close(fd)
         self.entries.append(txn)
 
-    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> list:
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [fetch_offset, upper_bound_offset) (TransactionIndex.collectAbortedTxns)."""
         return [t for t in self.entries if t.last_offset >= fetch_offset and t.first_offset < upper_bound_offset]
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.entries)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[AbortedTxn]:
         return iter(self.entries)

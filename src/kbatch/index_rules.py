@@ -26,14 +26,21 @@ Each finding is a damage problem (`problem=True`) or a note naming the older bro
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 from . import _wire as W
 from .batch import iter_batches, scan_headers
 from .errors import FileChangedError, KBatchError
 from .segment import time_floor
+
+if TYPE_CHECKING:
+    from .batch import RecordBatch
+    from .legacy import LegacyRecordBatch
+    from .segment import FileRecords
 
 NOTE_INDEX_FIRST_OFFSET = ("names the first offset of the batch at its position, as Kafka 0.8-1.1 brokers "
                            "wrote .index entries (2.0+ name the append's last offset)")
@@ -50,7 +57,7 @@ class IndexFinding(NamedTuple):
     file: str
     slot: int           # entry number
     position: int       # byte position of the entry in the index file
-    entry: tuple        # (offset, position) for .index, (timestamp, offset) for .timeindex
+    entry: tuple[int, int]  # (offset, position) for .index, (timestamp, offset) for .timeindex
     problem: bool
     message: str
 
@@ -60,12 +67,23 @@ class SegmentBatches:
     the first batch that cannot be framed, and the segment's running max timestamp, as the index
     rules need them."""
 
-    def __init__(self, buf):
+    # header columns, one row per batch (set from the scan by name)
+    position: npt.NDArray[np.int64]
+    size: npt.NDArray[np.int64]
+    base_offset: npt.NDArray[np.int64]
+    last_offset: npt.NDArray[np.int64]
+    max_timestamp: npt.NDArray[np.int64]
+    magic: npt.NDArray[np.int64]
+    attributes: npt.NDArray[np.int64]
+
+    def __init__(self, buf: FileRecords | bytes | bytearray | memoryview) -> None:
         self.buf = buf
-        cols = {k: [] for k in ("position", "size", "base_offset", "last_offset", "max_timestamp", "magic",
+        cols: dict[str, list[npt.NDArray[np.int64]]] = {k: [] for k in ("position", "size", "base_offset", "last_offset", "max_timestamp", "magic",
                                 "attributes")}
         try:
-            for s in (buf.scan(reuse=True) if hasattr(buf, "scan") else scan_headers(buf)):
+            scans: Iterable[dict[str, Any]] = (buf.scan(reuse=True) if not isinstance(buf, (bytes, bytearray, memoryview))
+                                               else scan_headers(memoryview(buf)))
+            for s in scans:
                 for k in cols:
                     cols[k].append(np.asarray(s[k], dtype=np.int64))
         except FileChangedError:
@@ -86,17 +104,17 @@ class SegmentBatches:
         self.running = np.maximum.accumulate(eff) if n else eff
         self.running_known = np.logical_or.accumulate(has) if n else has
         self._pos_index = {p: i for i, p in enumerate(self.position.tolist())}
-        self._first_inner = {}
+        self._first_inner: dict[int, int] = {}
 
     @property
-    def last_offset_of_segment(self):
+    def last_offset_of_segment(self) -> int | None:
         return int(self.last_offset[-1]) if self.count else None
 
-    def batch_at(self, position: int):
+    def batch_at(self, position: int) -> int | None:
         """Row of the batch starting at `position`, or None."""
         return self._pos_index.get(position)
 
-    def batch_holding(self, offset: int):
+    def batch_holding(self, offset: int) -> int | None:
         """Row of the batch whose offsets [base, last] hold `offset`, or None."""
         i = int(np.searchsorted(self.last_offset, offset, side="left"))
         if i < self.count and self.first_offset(i) <= offset:
@@ -116,13 +134,14 @@ class SegmentBatches:
             return self._first_inner[i]
         return base
 
-    def batch(self, i: int):
+    def batch(self, i: int) -> RecordBatch | LegacyRecordBatch:
         """The batch object of row i (records decoded on demand)."""
         pos, size = int(self.position[i]), int(self.size[i])
-        data = self.buf.read(pos, size) if hasattr(self.buf, "read") else memoryview(self.buf)[pos:pos + size]
+        data = (self.buf.read(pos, size) if not isinstance(self.buf, (bytes, bytearray, memoryview))
+                else memoryview(self.buf)[pos:pos + size])
         return next(iter_batches(data, verify_crc=False))
 
-    def running_max(self, i: int):
+    def running_max(self, i: int) -> int | None:
         """The segment's max timestamp over batches 0..i (None when none counts yet)."""
         return int(self.running[i]) if self.running_known[i] else None
 
@@ -131,15 +150,15 @@ def _where(slot: int, entry_size: int) -> int:
     return slot * entry_size
 
 
-def check_offset_index(path: str, entries, sb: SegmentBatches) -> list:
+def check_offset_index(path: str, entries: Iterable[tuple[int, int]], sb: SegmentBatches) -> list[IndexFinding]:
     """Findings for the (offset, position) entries of a .index against the segment's batches."""
-    out = []
+    out: list[IndexFinding] = []
     es = W.OFFSET_INDEX_ENTRY_SIZE
-    entries = list(entries)
+    entry_list = list(entries)
     end_of_log = int(sb.position[-1] + sb.size[-1]) if sb.count else 0
-    prev = None
-    for slot, (off, pos) in enumerate(entries):
-        def find(problem, msg):
+    prev: tuple[int, int] | None = None
+    for slot, (off, pos) in enumerate(entry_list):
+        def find(problem: bool, msg: str) -> None:
             out.append(IndexFinding(path, slot, _where(slot, es), (off, pos), problem,
                                     f"entry {slot} (offset {off}, position {pos}) {msg}"))
         if prev is not None and pos <= prev[1]:
@@ -154,7 +173,7 @@ def check_offset_index(path: str, entries, sb: SegmentBatches) -> list:
                         f"complete batches ({end_of_log} bytes)")
             out.append(IndexFinding(path, slot, _where(slot, es), (off, pos), True, msg))
             continue
-        nxt = entries[slot + 1][1] if slot + 1 < len(entries) else None
+        nxt = entry_list[slot + 1][1] if slot + 1 < len(entry_list) else None
         j = (int(np.searchsorted(sb.position, nxt, side="left")) - 1) if nxt is not None and nxt > pos else sb.count - 1
         j = max(j, i)
         lasts = sb.last_offset[i:j + 1]
@@ -176,13 +195,13 @@ def check_offset_index(path: str, entries, sb: SegmentBatches) -> list:
     return out
 
 
-def check_time_index(path: str, entries, sb: SegmentBatches) -> list:
+def check_time_index(path: str, entries: Iterable[tuple[int, int]], sb: SegmentBatches) -> list[IndexFinding]:
     """Findings for the (timestamp, offset) entries of a .timeindex against the segment's batches."""
-    out = []
+    out: list[IndexFinding] = []
     es = W.TIME_INDEX_ENTRY_SIZE
-    prev = None
+    prev: tuple[int, int] | None = None
     for slot, (ts, off) in enumerate(entries):
-        def find(problem, msg):
+        def find(problem: bool, msg: str) -> None:
             out.append(IndexFinding(path, slot, _where(slot, es), (ts, off), problem,
                                     f"entry {slot} (timestamp {ts}, offset {off}) {msg}"))
         if prev is not None and (ts <= prev[0] or off < prev[1]):
@@ -200,7 +219,8 @@ def check_time_index(path: str, entries, sb: SegmentBatches) -> list:
             out.append(IndexFinding(path, slot, _where(slot, es), (ts, off), True,
                                     f"entry {slot} says the max timestamp up to offset {off} is {ts}, the log says {m}"))
             continue
-        if i > 0 and sb.running_max(i - 1) is not None and sb.running_max(i - 1) >= ts:
+        before = sb.running_max(i - 1) if i > 0 else None
+        if before is not None and before >= ts:
             k = int(np.searchsorted(sb.running, ts, side="left"))
             find(True, f"but timestamp {ts} is first reached in the batch at byte {int(sb.position[k])} "
                        f"(last offset {int(sb.last_offset[k])}), before {where}")

@@ -27,12 +27,17 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import NamedTuple
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _files
 from . import _fs
 from .errors import StorageError, UnsupportedLayoutError
 from .segment import RemoteSegmentFiles, SegmentFiles
+
+if TYPE_CHECKING:
+    from ._typing import PathLike
+    from .segment import FileRecords
 
 BROKER, TIERED, AIVEN = "broker", "kafka-local-tiered-storage", "aiven-tiered-storage"
 
@@ -60,8 +65,8 @@ class Listing(NamedTuple):
     """A partition directory's segments (SegmentFiles, by base offset) and what was left out."""
 
     layout: str
-    segments: list
-    problems: list
+    segments: list[SegmentFiles]
+    problems: list[str]
 
 
 def _is_segment_name(name: str) -> bool:
@@ -69,7 +74,7 @@ def _is_segment_name(name: str) -> bool:
                                           or _AIVEN_SEGMENT.match(name))
 
 
-def _layout_of(names) -> str:
+def _layout_of(names: Iterable[str]) -> str:
     if any(_AIVEN_SEGMENT.match(n) for n in names):
         return AIVEN
     if any(_TIERED_SEGMENT.match(n) and not _BROKER_SEGMENT.match(n) for n in names):
@@ -77,7 +82,7 @@ def _layout_of(names) -> str:
     return BROKER
 
 
-def describe(path, names=None) -> Partition:
+def describe(path: str, names: Iterable[str] | None = None) -> Partition:
     """What a partition directory is: topic and partition from its name (and its parent's, for
     Aiven's `<topic>-<id>/<partition>`), the layout from the names in it."""
     name = _fs.basename(path)
@@ -95,7 +100,7 @@ def describe(path, names=None) -> Partition:
     return Partition(None, None, path, layout)
 
 
-def find_partitions(root, require_segments: bool = True) -> list:
+def find_partitions(root: str, require_segments: bool = True) -> list[Partition]:
     """The partition directories under `root` (itself when it holds segments): broker `<topic>-<p>`
     folders, LocalTieredStorage `<topic>-<p>-<id>` folders and Aiven `<topic>-<id>/<p>` folders,
     sorted by (topic, partition). One listing per directory level."""
@@ -103,7 +108,7 @@ def find_partitions(root, require_segments: bool = True) -> list:
     names = [e.name for e in entries]
     if any(_is_segment_name(n) for n in names):
         return [describe(root, names)]
-    out = []
+    out: list[Partition] = []
     for e in entries:
         if not e.is_dir:
             continue
@@ -123,22 +128,24 @@ def find_partitions(root, require_segments: bool = True) -> list:
     return out
 
 
-def list_segments(directory) -> Listing:
+def list_segments(directory: str) -> Listing:
     """The segments of one partition directory, any layout, local or remote, from one listing."""
     remote = _fs.is_remote(directory)
     entries = _fs.scandir(directory)
-    groups: dict = {}   # stem -> {suffix: (size, mtime_ns)}
-    kinds: dict = {}    # stem -> (layout, base offset, segment id)
+    groups: dict[str, dict[str, tuple[int | None, int | None]]] = {}   # stem -> {suffix: (size, mtime_ns)}
+    kinds: dict[str, tuple[str, int, str | None]] = {}                 # stem -> (layout, base offset, segment id)
     for e in entries:  # directories named like segment files stay in: opening them is the error to report
         for layout, rx in ((BROKER, _BROKER_SEGMENT), (AIVEN, _AIVEN_SEGMENT), (TIERED, _TIERED_SEGMENT)):
             m = rx.match(e.name)
             if m:
-                stem = e.name[:e.name.rindex("." + m.group(m.lastindex))]
-                groups.setdefault(stem, {})["." + m.group(m.lastindex)] = (e.size, e.mtime_ns)
+                suffix = m.group(m.lastindex or 0)  # each pattern ends with the suffix's group
+                stem = e.name[:e.name.rindex("." + suffix)]
+                groups.setdefault(stem, {})["." + suffix] = (e.size, e.mtime_ns)
                 kinds[stem] = (layout, int(m.group(1)), m.group(2) if layout != BROKER else None)
                 break
-    problems, found = [], {}
-    layouts = set()
+    problems: list[str] = []
+    found: dict[int, SegmentFiles] = {}
+    layouts: set[str] = set()
     for stem, files in sorted(groups.items()):
         layout, base, seg_id = kinds[stem]
         path = _fs.join(directory, stem)
@@ -162,13 +169,13 @@ def list_segments(directory) -> Listing:
                 f"two copies of the segment starting at offset {base}: {other.stem}.log and {path}.log (a copy retried "
                 f"by another leader); kbatch reads the objects, not __remote_log_metadata, so it cannot tell which "
                 f"one the broker uses: move the other away", path=directory)
-        inner = RemoteSegmentFiles(path, base, files) if remote else SegmentFiles(path, base)
+        inner: SegmentFiles = RemoteSegmentFiles(path, base, files) if remote else SegmentFiles(path, base)
         found[base] = AivenSegmentFiles(inner) if layout == AIVEN else inner
     layout = layouts.pop() if len(layouts) == 1 else (BROKER if not layouts else "mixed")
     return Listing(layout, [found[b] for b in sorted(found)], problems)
 
 
-def segment_files_for(log_path) -> SegmentFiles:
+def segment_files_for(log_path: str) -> SegmentFiles:
     """The SegmentFiles of one `.log` path of any layout, local or remote (base offset None when
     the name carries none)."""
     name = _fs.basename(log_path)
@@ -180,13 +187,13 @@ def segment_files_for(log_path) -> SegmentFiles:
             base = int(m.group(1))
             break
     if _fs.is_remote(log_path):
-        sizes = {}
+        sizes: dict[str, tuple[int | None, int | None]] = {}
         for e in _fs.scandir(_fs.dirname(log_path)):  # one listing gives every sibling's size
             if e.name.startswith(_fs.basename(stem) + ".") and not e.is_dir:
                 sizes[e.name[len(_fs.basename(stem)):]] = (e.size, e.mtime_ns)
         if ".log" not in sizes:
             raise FileNotFoundError(2, "No such file or directory", log_path)
-        inner = RemoteSegmentFiles(stem, base, sizes)
+        inner: SegmentFiles = RemoteSegmentFiles(stem, base, sizes)
     else:
         inner = SegmentFiles(stem, base)
     return AivenSegmentFiles(inner) if _AIVEN_SEGMENT.match(name) else inner
@@ -196,13 +203,13 @@ class AivenSegmentFiles(SegmentFiles):
     """An Aiven tiered-storage segment: `.log` as uploaded, indexes as byte ranges of `.indexes`
     named by `.rsm-manifest`. Refuses manifests of transformed (compressed, encrypted) segments."""
 
-    def __init__(self, inner: SegmentFiles):
+    def __init__(self, inner: SegmentFiles) -> None:
         super().__init__(inner.stem, inner.base_offset)
         self.inner = inner
         self.remote = inner.remote
         manifest_path = inner.path(".rsm-manifest")
         try:
-            self.manifest = json.loads(_read(inner, ".rsm-manifest", None))
+            self.manifest: Any = json.loads(_read(inner, ".rsm-manifest", None))  # checked below
         except ValueError as e:
             raise UnsupportedLayoutError(f"not a segment manifest ({e})", path=manifest_path) from None
         m = self.manifest
@@ -222,12 +229,12 @@ class AivenSegmentFiles(SegmentFiles):
             raise UnsupportedLayoutError(f"the segment's chunks are transformed (chunk index {ci.get('type')!r}, "
                                          f"{ci.get('originalChunkSize')} -> {ci.get('transformedChunkSize')} bytes); "
                                          f"kbatch reads only untransformed chunks", path=manifest_path)
-        self.original_size = ci.get("originalFileSize")
+        self.original_size: int | None = ci.get("originalFileSize")
 
     def path(self, suffix: str) -> str:
         return self.inner.path(suffix)
 
-    def open_log(self, writable: bool = False, create: bool = False):
+    def open_log(self, writable: bool = False, create: bool = False) -> FileRecords:
         if writable or create:
             raise StorageError("tiered-storage segments are read-only for kbatch", path=self.path(".log"))
         log = self.inner.open_log()
@@ -237,7 +244,7 @@ class AivenSegmentFiles(SegmentFiles):
                                          f"object {log.size_in_bytes}", path=self.path(".log"))
         return log
 
-    def _range(self, suffix: str):
+    def _range(self, suffix: str) -> tuple[int, int] | None:
         entry = (self.manifest.get("segmentIndexes") or {}).get(_AIVEN_INDEXES[suffix])
         if not entry or not entry.get("size"):
             return None
@@ -252,14 +259,14 @@ class AivenSegmentFiles(SegmentFiles):
     def has(self, suffix: str) -> bool:
         return self._range(suffix) is not None
 
-    def log_replaced(self, log) -> bool:
+    def log_replaced(self, log: FileRecords) -> bool:
         return False
 
-    def log_mtime_ms(self, log) -> int:
+    def log_mtime_ms(self, log: FileRecords) -> int:
         return self.inner.log_mtime_ms(log)
 
 
-def _read(files: SegmentFiles, suffix: str, rng) -> bytes:
+def _read(files: SegmentFiles, suffix: str, rng: tuple[int, int] | None) -> bytes:
     """A whole file of a segment, or (position, size) of it, local or remote."""
     path = files.path(suffix)
     if not files.remote:
@@ -270,6 +277,8 @@ def _read(files: SegmentFiles, suffix: str, rng) -> bytes:
             return _files.pread_exact(fd, rng[1], rng[0], path)
         finally:
             os.close(fd)
+    size: int | None
+    mtime: int | None
     size, mtime = getattr(files, "sizes", {}).get(suffix, (None, None))
     f = _fs.RemoteFile(path, size, mtime)
     try:

@@ -17,10 +17,15 @@ from __future__ import annotations
 
 import bisect
 import os
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from . import checkpoints as C
 from .checkpoints import EpochEntry
 from .errors import InvalidOffsetError
+
+if TYPE_CHECKING:
+    from ._typing import PathLike
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
@@ -29,14 +34,14 @@ UNDEFINED_EPOCH_OFFSET = -1
 class LeaderEpochFileCache:
     """Epoch entries sorted by epoch (and so by start offset); see the module docstring."""
 
-    def __init__(self, entries=(), path=None):
+    def __init__(self, entries: Iterable[tuple[int, int]] = (), path: PathLike | None = None) -> None:
         self.path = None if path is None else os.fspath(path)
-        self._entries: list = []
+        self._entries: list[EpochEntry] = []
         for e in entries:
             self._assign(EpochEntry(int(e[0]), int(e[1])))
 
     @classmethod
-    def load(cls, directory) -> "LeaderEpochFileCache":
+    def load(cls, directory: PathLike) -> "LeaderEpochFileCache":
         """The cache of a partition directory, from its leader-epoch-checkpoint (empty when missing)."""
         from . import _fs
 
@@ -45,22 +50,22 @@ class LeaderEpochFileCache:
         return cls(entries, path)
 
     # ---- facts
-    def entries(self) -> list:
+    def entries(self) -> list[EpochEntry]:
         return list(self._entries)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._entries)
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return bool(self._entries)
 
-    def latest_entry(self):
+    def latest_entry(self) -> EpochEntry | None:
         return self._entries[-1] if self._entries else None
 
     def latest_epoch(self) -> int | None:
         return self._entries[-1].epoch if self._entries else None
 
-    def earliest_entry(self):
+    def earliest_entry(self) -> EpochEntry | None:
         return self._entries[0] if self._entries else None
 
     def epoch_for_offset(self, offset: int) -> int | None:
@@ -74,7 +79,7 @@ class LeaderEpochFileCache:
             prev = e.epoch
         return prev
 
-    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple:
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset) for OffsetForLeaderEpoch: the largest epoch <= requested and the start
         offset of the next epoch (the log end offset for the latest epoch); (-1, -1) when undefined."""
         if requested_epoch == UNDEFINED_EPOCH:
@@ -137,7 +142,7 @@ class LeaderEpochFileCache:
         if self.path is not None and os.path.isdir(os.path.dirname(self.path) or "."):
             C.write_leader_epoch_checkpoint(self.path, self._entries)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"LeaderEpochFileCache({[tuple(e) for e in self._entries]})"
 
 

@@ -25,8 +25,8 @@ import os
 import random
 import time
 from dataclasses import dataclass, field, fields
-from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, overload
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, overload
 
 import numpy as np
 
@@ -42,17 +42,25 @@ from .errors import (CorruptRecordError, FileChangedError, InvalidConfigurationE
 from .index import OffsetIndex, TimeIndex
 
 if TYPE_CHECKING:
+    from types import TracebackType
+
     import numpy.typing as npt
 
-    from ._typing import Buffer, PathLike
+    from ._typing import Buffer, PathLike, TableLike
     from .batch import RecordBatch
+    from .leader_epoch import LeaderEpochFileCache
     from .legacy import LegacyRecordBatch
-    from .validate import AppendInfo
+    from .segment import SegmentMark, SegmentSettings, Window
+    from .validate import AppendInfo, LogValidator
+
+    #: an offsets_for_times target: an int64 timestamp or EARLIEST / LATEST / MAX_TIMESTAMP
+    Target = int | np.integer[Any] | OffsetSpec
 from .segment import (FileRecords, LogSegment, MaxTimestampTracker, _batch_at, _crc_error, build_indexes,
                       scan_headers)
 from .segment import _FIRST_WINDOW as segment_first_window
 
 logger = logging.getLogger("kbatch.log")
+_T = TypeVar("_T")
 
 
 class OffsetAndTimestamp(NamedTuple):
@@ -97,9 +105,9 @@ class LogConfig:
     compression_zstd_level: int = W.ZSTD_LEVELS[2]
     max_message_bytes: int = W.DEFAULT_MAX_MESSAGE_BYTES
     timestamp_extended: bool = False
-    extra: dict = field(default_factory=dict, repr=False)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)  # unknown names, with their values as given
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         t = self.message_timestamp_type
         if isinstance(t, str):
             key = t.replace("_", "").replace(" ", "").lower()
@@ -135,13 +143,13 @@ class LogConfig:
                                                 expected=f"an integer in [{low}, {high}]", found=v)
 
     @property
-    def cleanup_policies(self) -> set:
+    def cleanup_policies(self) -> set[str]:
         p = self.cleanup_policy
         items = p if isinstance(p, (list, tuple, set)) else str(p).split(",")
         return {s.strip().lower() for s in items if s.strip()}
 
     @property
-    def compression(self):
+    def compression(self) -> W.Compression | None:
         """The topic codec (a Compression), or None for compression.type=producer."""
         return _CODECS[str(self.compression_type).lower()]
 
@@ -152,15 +160,17 @@ class LogConfig:
         BrokerCompressionType.targetCompression does."""
         codec = self.compression
         if codec in (W.Compression.GZIP, W.Compression.LZ4, W.Compression.ZSTD):
-            return getattr(self, f"compression_{codec.name.lower()}_level")
+            level: int = getattr(self, f"compression_{codec.name.lower()}_level")
+            return level
         return None
 
     @classmethod
-    def from_properties(cls, props: dict) -> "LogConfig":
+    def from_properties(cls, props: Mapping[str, Any]) -> "LogConfig":
         """From Kafka's dotted names ("segment.bytes": "1024", ...) or snake_case names; values
         may be strings as in a .properties file. Unknown names are kept in `extra`."""
         known = {f.name: f for f in fields(cls) if f.name != "extra"}
-        kw, extra = {}, {}
+        kw: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
         for key, value in props.items():
             name = key.replace(".", "_").replace("-", "_")
             if name == "message_timestamp_extended":
@@ -186,7 +196,7 @@ class LogConfig:
                 kw[name] = value
         return cls(**kw, extra=extra)
 
-    def validator(self, topic_partition: str | None = None):
+    def validator(self, topic_partition: str | None = None) -> LogValidator:
         from .validate import LogValidator
         return LogValidator(self.message_timestamp_type, self.message_timestamp_before_max_ms,
                             self.message_timestamp_after_max_ms, compacted="compact" in self.cleanup_policies,
@@ -202,9 +212,9 @@ class RecoveryReport(NamedTuple):
 
     truncated_bytes: int
     truncation_reason: str | None
-    rebuilt_indexes: tuple
-    recovered_segments: tuple = ()
-    cleaned_up: tuple = ()
+    rebuilt_indexes: tuple[int, ...]          # base offsets
+    recovered_segments: tuple[int, ...] = ()  # base offsets
+    cleaned_up: tuple[str, ...] = ()          # file names
 
 
 class DeletedSegment(NamedTuple):
@@ -215,7 +225,7 @@ class DeletedSegment(NamedTuple):
     reason: str
 
 
-def _now(now_ms):
+def _now(now_ms: int | None) -> int:
     return int(time.time() * 1000) if now_ms is None else int(now_ms)
 
 
@@ -233,16 +243,17 @@ def _raise_open_files_limit() -> bool:
     return False
 
 
-def _open_segments(path: str, seg_kw: dict, writable_last: bool = False, attempts: int = 5) -> list:
+def _open_segments(path: str, seg_kw: SegmentSettings, writable_last: bool = False,
+                   attempts: int = 5) -> list[LogSegment]:
     """Open every segment's .log now, so the Log keeps reading these files whatever retention or
     compaction does later. A segment deleted between listing and opening (a retention race) makes
     the listing start again; non-regular files named like segments raise StorageError."""
     for attempt in range(attempts):
         bases = _files.list_segment_bases(path)
-        segs = []
+        segs: list[LogSegment] = []
         try:
             for i, b in enumerate(bases):
-                segs.append(LogSegment.open(path, b, writable=writable_last and i == len(bases) - 1, **seg_kw))
+                segs.append(LogSegment.open(path, b, **seg_kw, writable=writable_last and i == len(bases) - 1))
             return segs
         except FileNotFoundError as e:
             for seg in segs:
@@ -279,9 +290,12 @@ def _broker_layout(path: str) -> bool:
 class Log:
     """A partition directory of segments (see the module docstring)."""
 
-    def __init__(self, directory, segments: list, config: LogConfig | None, writable: bool, lock=None):
+    def __init__(self, directory: PathLike, segments: list[LogSegment], config: LogConfig | None, writable: bool,
+                 lock: _files.DirLock | None = None) -> None:
         self.directory = os.fspath(directory)
         parsed = _files.parse_partition_dir(self.directory)
+        self.topic: str | None
+        self.partition: int | None
         self.topic, self.partition = parsed if parsed else (None, None)
         self.config = config or LogConfig()
         self.writable = writable
@@ -289,15 +303,16 @@ class Log:
         self.log_start_offset = segments[0].base_offset if segments else 0
         self.recovery = RecoveryReport(0, None, ())
         self._rng = random.Random()
-        self._validator = None
-        self._next_offset = None
+        self._validator: LogValidator | None = None
+        self._next_offset: int | None = None
         self._lock = lock
-        self._failed = None            # why writing stopped (a write that could not be undone)
-        self._recovery_point = None    # what the checkpoint file says (writers)
-        self.partition_leader_epoch = None  # written into appended batches when set
-        self._epoch_cache = None            # LeaderEpochFileCache, loaded on first use
+        self._failed: str | None = None            # why writing stopped (a write that could not be undone)
+        self._recovery_point: int | None = None    # what the checkpoint file says (writers)
+        self.partition_leader_epoch: int | None = None  # written into appended batches when set
+        self._epoch_cache: LeaderEpochFileCache | None = None  # loaded on first use
         self.layout = "broker"              # or a tiered-storage layout (kbatch.layout)
-        self._listing_problems = []         # tiered copies left out when the directory was listed
+        self._listing_problems: list[str] = []  # tiered copies left out when the directory was listed
+        self._group: _AppendGroup | None = None  # the all-or-nothing group open on this Log, if any
 
     # ---- opening
     @classmethod
@@ -313,8 +328,8 @@ class Log:
             raise UnknownTopicOrPartitionError("No such log directory", expected="a partition directory",
                                                found=path)
         cfg = config or LogConfig()
-        seg_kw = dict(index_interval_bytes=cfg.index_interval_bytes, max_index_size=cfg.segment_index_bytes,
-                      created_ms=_now(now_ms))
+        seg_kw: SegmentSettings = dict(index_interval_bytes=cfg.index_interval_bytes,
+                                      max_index_size=cfg.segment_index_bytes, created_ms=_now(now_ms))
         remote = _fs.is_remote(path)
         if remote or not _broker_layout(path):
             if writable:
@@ -326,7 +341,7 @@ class Log:
             log._load_log_start_offset()
             return log
         lock = _files.DirLock.acquire(path, "open the log for writing")
-        segments = []
+        segments: list[LogSegment] = []
         try:
             cleaned = tuple(log_loader.clean_directory(path))
             checkpoint = RecoveryCheckpoint.read(path)
@@ -349,15 +364,17 @@ class Log:
         return log
 
     @classmethod
-    def _open_listed(cls, path: str, cfg, seg_kw: dict) -> "Log":
+    def _open_listed(cls, path: str, cfg: LogConfig, seg_kw: SegmentSettings) -> "Log":
         """A read-only Log over a remote directory or a tiered-storage layout (kbatch.layout): one
         listing names every segment and its files' sizes; objects are read by ranges when used."""
         from . import layout
 
         listing = layout.list_segments(path)
-        segments = []
+        segments: list[LogSegment] = []
         try:
             for f in listing.segments:
+                if f.base_offset is None:  # list_segments names segments by their base offsets
+                    raise StorageError("a segment without a base offset", path=f.path(".log"))
                 segments.append(LogSegment(path, f.base_offset, files=f, **seg_kw))
         except BaseException:
             for seg in segments:
@@ -379,7 +396,7 @@ class Log:
         base offset) (LogLoader): DeleteRecords moves it inside a segment."""
         from .checkpoints import LOG_START_OFFSET_CHECKPOINT, read_offset_checkpoint
 
-        if self.topic is None or not self.segments:
+        if self.topic is None or self.partition is None or not self.segments:
             return
         path = _fs.join(_fs.dirname(self.directory), LOG_START_OFFSET_CHECKPOINT)
         if _fs.exists(path):
@@ -397,14 +414,15 @@ class Log:
                                       found=path)
         return cls.open(path, config or LogConfig(), writable=True, now_ms=now_ms)
 
-    def _recover(self, checkpoint: RecoveryCheckpoint, cleaned: tuple = ()) -> None:
+    def _recover(self, checkpoint: RecoveryCheckpoint, cleaned: tuple[str, ...] = ()) -> None:
         """Broker-style recovery. Segments the checkpoint names (all, after an unclean shutdown,
         from the recovery point on) are read in full, CRCs checked, and re-indexed when their
         indexes differ; other inactive segments get their indexes rebuilt when missing or failing
         the sanity check. The active segment is always re-read: its indexes resume from a scan and
         a torn or corrupt tail is cut off at the end of the last valid batch (LogSegment.recover)."""
         interval = self.config.index_interval_bytes
-        rebuilt, recovered = [], []
+        rebuilt: list[int] = []
+        recovered: list[int] = []
         to_recover = set(checkpoint.segments_to_recover([s.base_offset for s in self.segments]))
         for seg in self.segments[:-1]:
             if seg.base_offset in to_recover:
@@ -438,7 +456,8 @@ class Log:
         seg = self.segments[-1]
         built = build_indexes(seg.log, seg.base_offset, interval, stop_on_error=True)
         recovered.append(seg.base_offset)
-        cut, reason = 0, None
+        cut = 0
+        reason: str | None = None
         if built.valid_bytes < seg.size:
             reason = (str(built.error) if built.error is not None
                       else f"a partial batch of {seg.size - built.valid_bytes} bytes at the end")
@@ -456,13 +475,14 @@ class Log:
         seg.use_indexes(oi, ti, MaxTimestampTracker(built.max_timestamp, built.offset_of_max_timestamp))
         seg.bytes_since_last_index_entry = built.valid_bytes - built.last_indexed_position
         seg.roll_jitter_ms = self._jitter()
-        self._next_offset = seg.base_offset if built.last_offset is None else built.last_offset + 1
+        next_offset = seg.base_offset if built.last_offset is None else built.last_offset + 1
+        self._next_offset = next_offset
         seg.flush()
         self.recovery = RecoveryReport(cut, reason, tuple(rebuilt), tuple(recovered), tuple(cleaned))
         # everything below the log end offset is now checked and on disk: the next unclean open
         # starts from here; a crash from now on is an unclean shutdown
-        RecoveryCheckpoint(self._next_offset, clean_shutdown=False).write(self.directory)
-        self._recovery_point = self._next_offset
+        RecoveryCheckpoint(next_offset, clean_shutdown=False).write(self.directory)
+        self._recovery_point = next_offset
 
     def _jitter(self) -> int:
         j = self.config.segment_jitter_ms
@@ -474,7 +494,7 @@ class Log:
         return self.segments[-1]
 
     @property
-    def problems(self) -> list:
+    def problems(self) -> list[str]:
         """What this Log could not read or had to work around: index entries the log contradicts
         (answers then came from a scan) and bytes that are not complete batches. Empty when every
         answer so far came from data read in full."""
@@ -512,11 +532,16 @@ class Log:
                         raise _crc_error(s, i)
                     yield _batch_at(s, i)
 
-    def _last_headers(self, seg, column):
+    @overload
+    def _last_headers(self, seg: LogSegment, column: str) -> int | None: ...
+    @overload
+    def _last_headers(self, seg: LogSegment, column: tuple[str, ...]) -> tuple[int, ...] | None: ...
+
+    def _last_headers(self, seg: LogSegment, column: str | tuple[str, ...]) -> int | tuple[int, ...] | None:
         """The given header column's value (a tuple of columns: a tuple of values) for the
         segment's last batch, None when it has none; read from the last index entry on."""
-        def run():
-            last = None
+        def run() -> int | tuple[int, ...] | None:
+            last: int | tuple[int, ...] | None = None
             for s in seg.log.scan(seg.last_entry_position(), first_window=segment_first_window, reuse=True):
                 if len(s["position"]):
                     last = (int(s[column][-1]) if isinstance(column, str)
@@ -533,7 +558,7 @@ class Log:
         return None
 
     # ---- lookups (KIP-79)
-    def _stable(self, fn, *args):
+    def _stable(self, fn: Callable[..., _T], *args: Any) -> _T:
         """Run a lookup again when a segment stopped trusting its indexes during it (its facts,
         such as its largest timestamp, may have changed which segment answers)."""
         for _ in range(len(self.segments) + 1):
@@ -559,7 +584,7 @@ class Log:
             raise InvalidRequestError("Target timestamp out of the int64 range", expected="an int64", found=t)
         return self._stable(self._offset_for_time, t)
 
-    def _offset_for_time(self, t: int):
+    def _offset_for_time(self, t: int) -> OffsetAndTimestamp | None:
         seg = self._segment_for_timestamp(t)
         if seg is None:
             return None
@@ -590,13 +615,14 @@ class Log:
         targets = targets if type(targets) is list else list(targets)
         if all(type(t) is int for t in targets):  # plain timestamps: converted by numpy in one step
             try:
-                times = np.array(targets, dtype=np.int64)
+                as_array = np.array(targets, dtype=np.int64)
             except OverflowError:
                 pass  # one is out of range: the loop below names it
             else:
-                return _answers(*self._stable(self._offsets_for_times_array, times))
-        out = [None] * len(targets)
-        times, where = [], []
+                return _answers(*self._stable(self._offsets_for_times_array, as_array))
+        out: list[OffsetAndTimestamp | None] = [None] * len(targets)
+        times: list[int] = []
+        where: list[int] = []
         for i, t in enumerate(targets):
             if isinstance(t, OffsetSpec):
                 out[i] = self.offset_for(t)
@@ -614,21 +640,22 @@ class Log:
                 out[i] = hit
         return out
 
-    def _largest_timestamps(self) -> np.ndarray:
+    def _largest_timestamps(self) -> npt.NDArray[np.int64]:
         return np.array([s.largest_timestamp for s in self.segments], dtype=np.int64)
 
-    def _segment_for_timestamp(self, t: int):
+    def _segment_for_timestamp(self, t: int) -> LogSegment | None:
         """The first segment (offset order) whose largestTimestamp >= t (UnifiedLog)."""
         for seg in self.segments:
             if seg.largest_timestamp >= t:
                 return seg
         return None
 
-    def _offsets_for_times_array(self, targets: np.ndarray):
-        targets = np.asarray(targets)
-        if targets.dtype.kind not in "iu":
-            raise TypeError(f"numpy targets must be integer timestamps, not {targets.dtype}")
-        targets = targets.astype(np.int64).ravel()
+    def _offsets_for_times_array(self, targets: npt.ArrayLike
+                                 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        given = np.asarray(targets)
+        if given.dtype.kind not in "iu":
+            raise TypeError(f"numpy targets must be integer timestamps, not {given.dtype}")
+        targets = given.astype(np.int64).ravel()
         offsets = np.full(len(targets), -1, dtype=np.int64)
         stamps = np.full(len(targets), W.NO_TIMESTAMP, dtype=np.int64)
         epochs = np.full(len(targets), -1, dtype=np.int64)
@@ -650,14 +677,15 @@ class Log:
                         epochs[i] = -1 if hit.leader_epoch is None else hit.leader_epoch
         return offsets, stamps, epochs
 
-    def _max_timestamp(self):
+    def _max_timestamp(self) -> OffsetAndTimestamp | None:
         """MAX_TIMESTAMP (KIP-734): the segment with the largest max timestamp (first on ties),
         then the first record in the batch holding it whose timestamp equals it."""
-        best = None
+        best: LogSegment | None = None
+        best_ts = 0
         for seg in self.segments:
             ts = seg.max_timestamp_so_far
-            if ts is not None and (best is None or ts > best.max_timestamp_so_far):
-                best = seg
+            if ts is not None and (best is None or ts > best_ts):
+                best, best_ts = seg, ts
         if best is None:
             return None
         hit = best.max_timestamp_and_offset()
@@ -665,7 +693,7 @@ class Log:
 
     # ---- leader epochs (LeaderEpochFileCache)
     @property
-    def leader_epoch_cache(self):
+    def leader_epoch_cache(self) -> LeaderEpochFileCache:
         """The partition's LeaderEpochFileCache: its leader-epoch-checkpoint when the file exists;
         otherwise what a broker's recovery of these batches assigns (kept in memory for a
         read-only log, written to the file for a writable one)."""
@@ -698,7 +726,7 @@ class Log:
 
         return not self.writable and not os.path.exists(os.path.join(self.directory, LEADER_EPOCH_CHECKPOINT))
 
-    def _epoch_at_start(self):
+    def _epoch_at_start(self) -> int | None:
         """EARLIEST's epoch: the first cached epoch when it starts at or before the log start offset.
         Without a checkpoint file that entry is the first batch carrying an epoch: the batches up to
         the log start offset are read, no further."""
@@ -717,7 +745,7 @@ class Log:
                     return None
         return None
 
-    def _epoch_at_end(self):
+    def _epoch_at_end(self) -> int | None:
         """LATEST's epoch: the cache's latest epoch (a new leader's epoch before any batch carries it).
         Without a checkpoint file: the last batch's, read from the last index entry on (the latest
         epoch a broker's recovery assigns whenever epochs never go down along the log, as in every
@@ -738,13 +766,13 @@ class Log:
         self.partition_leader_epoch = int(epoch)
         self.leader_epoch_cache.assign(int(epoch), self.end_offset() if start_offset is None else int(start_offset))
 
-    def end_offset_for_epoch(self, epoch: int):
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int] | None:
         """OffsetForLeaderEpoch: (epoch, end offset) for the largest cached epoch <= `epoch`, or None."""
         found_epoch, offset = self.leader_epoch_cache.end_offset_for(int(epoch), self.end_offset())
         return None if offset < 0 else (found_epoch, offset)
 
     # ---- writing
-    def _check_writable(self):
+    def _check_writable(self) -> None:
         if not self.writable:
             raise KBatchError(f"log {self.directory} is open read-only",
                               expected="Log.open(path, config, writable=True) or Log.create(path, config)",
@@ -811,8 +839,8 @@ class Log:
         self._next_offset = info.last_offset + 1
         return info
 
-    def append_table(self, table, now_ms: int | None = None, *, compression=None,
-                     compression_level: int | None = None, records_per_batch: int | None = None):
+    def append_table(self, table: TableLike, now_ms: int | None = None, *, compression: W.Compression | None = None,
+                     compression_level: int | None = None, records_per_batch: int | None = None) -> AppendInfo:
         """Append the rows of a pyarrow Table / RecordBatch / RecordBatchReader (decode_columns'
         columns; or an iterable of record batches) as magic 2 batches written by the encode_columns
         kernel and handed, whole batches at a time, to append (kbatch.arrow_encode.append_table).
@@ -822,7 +850,7 @@ class Log:
         return append_table(self, table, now_ms, compression=compression, compression_level=compression_level,
                             records_per_batch=records_per_batch)
 
-    def _assign_epochs(self, rows) -> None:
+    def _assign_epochs(self, rows: Iterable[Window]) -> None:
         """UnifiedLog.append: each v2 batch assigns (its leader epoch, its base offset). (Kafka clears
         the cache after an append in an older format; Log always writes magic 2.)"""
         cache = self.leader_epoch_cache
@@ -831,7 +859,7 @@ class Log:
                 if ple >= 0:
                     cache.assign(ple, base)
 
-    def _start_segment(self, expected_next_offset, now: int):
+    def _start_segment(self, expected_next_offset: int | None, now: int) -> LogSegment | None:
         """The first half of a roll: the old segment's final time entry and the new segment's
         files. None when the active segment is empty and already at that offset."""
         new_offset = max(expected_next_offset or 0, self.end_offset())
@@ -850,7 +878,7 @@ class Log:
         old.become_read_only()
         _files.fsync_dir(self.directory)
 
-    def _undo(self, active: LogSegment, before, new_seg, cause) -> None:
+    def _undo(self, active: LogSegment, before: SegmentMark, new_seg: LogSegment | None, cause: BaseException) -> None:
         """Put the files back as they were before a failed write; if that fails too, stop writing."""
         try:
             if new_seg is not None:
@@ -904,28 +932,29 @@ class Log:
                 self._lock.release()
                 self._lock = None
 
-    def __enter__(self):
+    def __enter__(self) -> Log:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         self.close()
 
     # ---- retention (§6.3)
-    def delete_old_segments(self, now_ms: int | None = None) -> list:
+    def delete_old_segments(self, now_ms: int | None = None) -> list[DeletedSegment]:
         """Time- then size-based retention, oldest first, stopping at the first survivor; returns
         the DeletedSegment list. Only with cleanup.policy containing "delete"."""
         self._check_writable()
         if "delete" not in self.config.cleanup_policies:
             return []
         now = _now(now_ms)
-        deleted = []
+        deleted: list[DeletedSegment] = []
         if self.config.retention_ms >= 0:
             deleted += self._delete_where(lambda seg: now - seg.largest_timestamp > self.config.retention_ms,
                                           "retention.ms", now)
         if self.config.retention_bytes >= 0 and self.size >= self.config.retention_bytes:
             diff = [self.size - self.config.retention_bytes]
 
-            def breached(seg):
+            def breached(seg: LogSegment) -> bool:
                 if diff[0] - seg.size >= 0:
                     diff[0] -= seg.size
                     return True
@@ -934,8 +963,8 @@ class Log:
             deleted += self._delete_where(breached, "retention.bytes", now)
         return deleted
 
-    def _delete_where(self, predicate, reason: str, now: int) -> list:
-        deletable = []
+    def _delete_where(self, predicate: Callable[[LogSegment], bool], reason: str, now: int) -> list[DeletedSegment]:
+        deletable: list[LogSegment] = []
         high_watermark = self.end_offset()
         for i, seg in enumerate(self.segments):
             nxt = self.segments[i + 1] if i + 1 < len(self.segments) else None
@@ -949,10 +978,10 @@ class Log:
             return []
         if len(deletable) == len(self.segments):
             self.roll(now_ms=now)
-        out = []
+        out: list[DeletedSegment] = []
         for seg in deletable:
-            nxt = self.segments[self.segments.index(seg) + 1].base_offset
-            info = DeletedSegment(seg.base_offset, nxt, seg.size, seg.largest_timestamp, reason)
+            next_base = self.segments[self.segments.index(seg) + 1].base_offset
+            info = DeletedSegment(seg.base_offset, next_base, seg.size, seg.largest_timestamp, reason)
             try:
                 seg.delete_files()   # the .log goes first: from then on the segment is gone
             except OSError as e:
@@ -989,7 +1018,7 @@ class Log:
         self._check_writable()
         return self._truncate(offset, keep_segment_at_target=True)
 
-    def _truncate(self, target, keep_segment_at_target: bool, written: bool = False) -> bool:
+    def _truncate(self, target: int, keep_segment_at_target: bool, written: bool = False) -> bool:
         """truncate_to; keep_segment_at_target=False also deletes a segment that starts at the
         target (an undo of appends that rolled); written: the Truncation file is already there."""
         from .errors import InvalidOffsetError
@@ -1031,7 +1060,7 @@ class Log:
             raise
         return True
 
-    def _plan_truncation(self, target: int, keep_segment_at_target: bool):
+    def _plan_truncation(self, target: int, keep_segment_at_target: bool) -> tuple[log_loader.Truncation, int | None]:
         """(log_loader.Truncation, where to cut the last segment kept or None) for truncating to
         `target`; checks that the log can end there and that the bytes kept in that segment are
         valid batches (it becomes the active segment again). Changes nothing."""
@@ -1042,7 +1071,8 @@ class Log:
         if not kept:
             return plan._replace(fully=True), None
         seg = self.segments[len(kept) - 1]
-        prev_last, cut = None, None
+        prev_last: int | None = None
+        cut: int | None = None
         gen = seg.log.scan(0, verify_crc=True, reuse=True)
         try:
             while cut is None:
@@ -1110,7 +1140,7 @@ class Log:
         self._check_writable()
         return _AppendGroup(self)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"Log({self.directory!r}, segments={len(self.segments)}, start={self.log_start_offset}, "
                 f"writable={self.writable})")
 
@@ -1127,31 +1157,42 @@ class _AppendGroup:
     (a log_loader.Truncation, so a kill from then on recovers to it); when the block fails, what
     the earlier appends wrote is truncated away (Log._truncate), or, when the Log stopped writing
     (a write it could not undo), the note stays for the next writer's open to do that; when the
-    block succeeds the note goes."""
+    block succeeds the note goes.
 
-    def __init__(self, log: Log):
+    A group opened inside another on the same Log (an append_table call inside `kbatch import`'s
+    group, which spans all its calls to one partition) is part of the outer one and does nothing
+    itself: the outer group's start is where a failure comes back to."""
+
+    def __init__(self, log: Log) -> None:
         self.log = log
+        self.outer = log._group
         self.start = log.end_offset()
         # an empty active segment at the start stays; a segment a roll started goes with the undo
         self.plan = log_loader.Truncation(self.start, any(s.base_offset == self.start for s in log.segments))
         self.written = False
 
     def before_append(self, more: bool) -> None:
-        if more and not self.written:
+        if more and not self.written and self.outer is None:
             self.plan.write(self.log.directory)
             self.written = True
 
-    def __enter__(self):
+    def __enter__(self) -> _AppendGroup:
+        if self.outer is None:
+            self.log._group = self
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         log = self.log
+        if self.outer is not None:
+            return
+        log._group = None
         if exc is None:
             if self.written:
                 log._forget_truncation(self.start)
-            return False
+            return
         if log._failed is not None:  # the state in memory is not to be trusted: a reopen undoes it all
-            return False
+            return
         if log.end_offset() != self.start or self.written:
             try:
                 log._truncate(self.start, self.plan.keep_segment_at_target, written=self.written)
@@ -1160,20 +1201,21 @@ class _AppendGroup:
 
                 raise LogWriteError(f"{exc} (and taking out what the earlier appends of the call wrote failed too: "
                                     f"{e2}; reopening the log for writing finishes that)", path=log.directory) from exc
-        return False
 
 
-def _answers(offsets: np.ndarray, stamps: np.ndarray, epochs: np.ndarray) -> list:
+def _answers(offsets: npt.NDArray[np.int64], stamps: npt.NDArray[np.int64],
+             epochs: npt.NDArray[np.int64]) -> list[OffsetAndTimestamp | None]:
     """Bulk lookup arrays -> [OffsetAndTimestamp | None] (leader epoch None when unknown)."""
-    eps = epochs.tolist() if (epochs >= 0).all() else np.where(epochs >= 0, epochs, None).tolist()
-    out = list(map(tuple.__new__, itertools.repeat(OffsetAndTimestamp),
-                   zip(offsets.tolist(), stamps.tolist(), eps)))
+    eps: list[int | None] = (epochs.tolist() if (epochs >= 0).all()
+                             else np.where(epochs >= 0, epochs, np.array(None)).tolist())
+    out: list[OffsetAndTimestamp | None] = list(map(tuple.__new__, itertools.repeat(OffsetAndTimestamp),
+                                                    zip(offsets.tolist(), stamps.tolist(), eps)))
     for i in np.flatnonzero(offsets < 0).tolist():
         out[i] = None
     return out
 
 
-def _read_or_none(path):
+def _read_or_none(path: PathLike) -> bytes | None:
     try:
         return _files.read_whole(path)
     except (FileNotFoundError, StorageError):
@@ -1181,7 +1223,8 @@ def _read_or_none(path):
 
 
 # ------------------------------------------------------------------------------------ KIP-79 over a log dir
-def offsets_for_times(targets, log_dir) -> dict:
+def offsets_for_times(targets: Mapping[tuple[str, int], Target] | Iterable[tuple[tuple[str, int], Target]],
+                      log_dir: PathLike) -> dict[tuple[str, int], OffsetAndTimestamp | KBatchError | None]:
     """ListOffsets over a directory of `<topic>-<partition>` folders.
 
     targets: {(topic, partition): target} or a list of ((topic, partition), target) pairs (so one
@@ -1191,15 +1234,15 @@ def offsets_for_times(targets, log_dir) -> dict:
     UnsupportedForMessageFormatError (43) for a timestamp target on magic 0 data,
     UnknownTopicOrPartitionError (3) for a partition without a directory.
     """
-    pairs = list(targets.items()) if isinstance(targets, dict) else list(targets)
-    wanted: dict = {}
-    dupes = set()
-    for tp, target in pairs:
-        tp = (str(tp[0]), int(tp[1]))
+    pairs = list(targets.items()) if isinstance(targets, Mapping) else list(targets)
+    wanted: dict[tuple[str, int], Target] = {}
+    dupes: set[tuple[str, int]] = set()
+    for named, target in pairs:
+        tp = (str(named[0]), int(named[1]))
         if tp in wanted and not _same_target(wanted[tp], target):
             dupes.add(tp)
         wanted.setdefault(tp, target)
-    out = {}
+    out: dict[tuple[str, int], OffsetAndTimestamp | KBatchError | None] = {}
     for tp, target in wanted.items():
         if tp in dupes:
             out[tp] = InvalidRequestError("Partition is named more than once with different targets",
@@ -1222,14 +1265,14 @@ def offsets_for_times(targets, log_dir) -> dict:
     return out
 
 
-def _same_target(a, b) -> bool:
+def _same_target(a: Target, b: Target) -> bool:
     if isinstance(a, OffsetSpec) or isinstance(b, OffsetSpec):
         return a is b
     return int(a) == int(b)
 
 
 # ------------------------------------------------------------------------------------ index tools
-def _segment_logs(log_path) -> list:
+def _segment_logs(log_path: PathLike) -> list[str]:
     p = os.fspath(log_path)
     if os.path.isdir(p):
         return [_files.segment_path(p, b, ".log") for b in _files.list_segment_bases(p)]
@@ -1244,7 +1287,8 @@ def _base_of(path: str) -> int:
     return int(stem)
 
 
-def rebuild_segment_indexes(log_path, index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES) -> tuple:
+def rebuild_segment_indexes(log_path: PathLike,
+                            index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES) -> tuple[str, int, int]:
     """Write one .log's .index and .timeindex as a broker's recovery writes them, trimmed, each
     atomically. The caller holds the directory's lock (or owns the directory, as compaction's
     scratch space). Returns (log path, index entries, time entries)."""
@@ -1261,7 +1305,8 @@ def rebuild_segment_indexes(log_path, index_interval_bytes: int = W.DEFAULT_INDE
     return (path, len(built.index) // W.OFFSET_INDEX_ENTRY_SIZE, len(built.timeindex) // W.TIME_INDEX_ENTRY_SIZE)
 
 
-def rebuild_indexes(log_path: PathLike, index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES) -> list:
+def rebuild_indexes(log_path: PathLike,
+                    index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES) -> list[tuple[str, int, int]]:
     """Write .index and .timeindex for a .log file (or every segment of a directory) as a broker's
     recovery writes them, trimmed, atomically (each file keeps its mode). Holds the directory's
     `.lock` while it writes: a directory another writer (or a running broker) holds is refused
@@ -1286,10 +1331,10 @@ class SegmentIndexReport:
     often differs, by its spacing after restarts, its close-time entry or an older form)."""
 
     log_path: str
-    sanity_errors: list = field(default_factory=list)          # (file, message)
-    index_mismatches: list = field(default_factory=list)       # (index offset, position, message)
-    time_mismatches: list = field(default_factory=list)        # (index timestamp, offset, message)
-    notes: list = field(default_factory=list)                  # (file, message)
+    sanity_errors: list[tuple[str, str]] = field(default_factory=list)          # (file, message)
+    index_mismatches: list[tuple[int, int, str]] = field(default_factory=list)  # (index offset, position, message)
+    time_mismatches: list[tuple[int, int, str]] = field(default_factory=list)   # (index timestamp, offset, message)
+    notes: list[tuple[str, str]] = field(default_factory=list)                  # (file, message)
     matches_rebuild: bool = True
     rebuild_difference: str | None = None
     truncated_bytes: int = 0
@@ -1298,8 +1343,8 @@ class SegmentIndexReport:
     def ok(self) -> bool:
         return not (self.sanity_errors or self.index_mismatches or self.time_mismatches)
 
-    def lines(self) -> list:
-        out = []
+    def lines(self) -> list[str]:
+        out: list[str] = []
         stem = self.log_path[:-len(_files.LOG_SUFFIX)]
         for f, msg in self.sanity_errors:
             out.append(f"{f} has error: {msg}")
@@ -1323,7 +1368,7 @@ class SegmentIndexReport:
 
 @dataclass
 class IndexVerification:
-    segments: list
+    segments: list[SegmentIndexReport]
 
     @property
     def ok(self) -> bool:
@@ -1333,10 +1378,10 @@ class IndexVerification:
     def matches_rebuild(self) -> bool:
         return all(s.matches_rebuild for s in self.segments)
 
-    def lines(self) -> list:
+    def lines(self) -> list[str]:
         return [line for s in self.segments for line in s.lines()]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return "\n".join(self.lines())
 
 
@@ -1347,7 +1392,7 @@ def verify_indexes(log_path: PathLike, index_interval_bytes: int = W.DEFAULT_IND
     Returns an IndexVerification; nothing is modified."""
     from .index_rules import SegmentBatches, check_offset_index, check_time_index
 
-    reports = []
+    reports: list[SegmentIndexReport] = []
     for path in _segment_logs(log_path):
         base = _base_of(path)
         stem = path[:-len(_files.LOG_SUFFIX)]
@@ -1357,8 +1402,10 @@ def verify_indexes(log_path: PathLike, index_interval_bytes: int = W.DEFAULT_IND
             built = build_indexes(records, base, index_interval_bytes, stop_on_error=True)
             rep.truncated_bytes = records.size_in_bytes - built.valid_bytes
             sb = SegmentBatches(records)
-            found = {}
-            for cls, suffix in ((OffsetIndex, ".index"), (TimeIndex, ".timeindex")):
+            found: dict[str, OffsetIndex | TimeIndex] = {}
+            index_kinds: tuple[tuple[type[OffsetIndex] | type[TimeIndex], str], ...] = (
+                (OffsetIndex, ".index"), (TimeIndex, ".timeindex"))
+            for cls, suffix in index_kinds:
                 try:
                     idx = cls.open(stem + suffix, base)
                 except FileNotFoundError:  # a broker rebuilds a missing index when it loads the segment
@@ -1382,8 +1429,8 @@ def verify_indexes(log_path: PathLike, index_interval_bytes: int = W.DEFAULT_IND
                         else:
                             rep.notes.append((f.file, f.message))
             for suffix, want in ((".index", built.index), (".timeindex", built.timeindex)):
-                idx = found.get(suffix)
-                have = None if idx is None else idx.raw()
+                found_idx = found.get(suffix)
+                have = None if found_idx is None else found_idx.raw()
                 if have != want:
                     rep.matches_rebuild = False
                     rep.rebuild_difference = _describe_difference(suffix, have, want)
@@ -1397,7 +1444,7 @@ def verify_indexes(log_path: PathLike, index_interval_bytes: int = W.DEFAULT_IND
     return IndexVerification(reports)
 
 
-def _describe_difference(suffix, have, want) -> str:
+def _describe_difference(suffix: str, have: bytes | None, want: bytes) -> str:
     es = W.OFFSET_INDEX_ENTRY_SIZE if suffix == ".index" else W.TIME_INDEX_ENTRY_SIZE
     if have is None:
         return f"{suffix} is missing, a rebuild has {len(want) // es} entries"

@@ -13,11 +13,17 @@ import logging
 import os
 import re
 import shutil
-from typing import NamedTuple
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, NamedTuple
 
 from . import _files
 from . import _wire as W
 from .errors import CorruptCheckpointError
+
+if TYPE_CHECKING:
+    from ._typing import PathLike
+    from .leader_epoch import LeaderEpochFileCache
+    from .segment import FileRecords
 
 logger = logging.getLogger("kbatch.log")
 
@@ -39,7 +45,7 @@ def _unlink(path: str) -> None:
         pass
 
 
-def complete_swaps(log_dir: str, checkpoint=None) -> list[str]:
+def complete_swaps(log_dir: str, checkpoint: Callable[[str], None] | None = None) -> list[str]:
     """Rename every `<base>.<suffix>.swap` over its original, earliest segment first; for each
     segment the old index files go before the new log lands, so no stale index ever describes a
     new log (a missing index is rebuilt by any reader, as a broker does). Returns the files swapped in."""
@@ -65,7 +71,7 @@ def complete_swaps(log_dir: str, checkpoint=None) -> list[str]:
     return done
 
 
-def clean_directory(log_dir, checkpoint=None) -> list[str]:
+def clean_directory(log_dir: PathLike, checkpoint: Callable[[str], None] | None = None) -> list[str]:
     """Finish an interrupted compaction and remove leftovers, as a broker's LogLoader does:
     compaction scratch directories, kbatch's temp files and `.deleted` segments go; `.cleaned`
     files go too unless the compaction was committed (COMMIT_MARKER), in which case they become
@@ -129,7 +135,7 @@ class Truncation(NamedTuple):
     keep_segment_at_target: bool = True
     fully: bool = False   # no segment is kept: the log starts again, empty, at the target
 
-    def write(self, log_dir) -> None:
+    def write(self, log_dir: PathLike) -> None:
         _files.atomic_write(os.path.join(os.fspath(log_dir), TRUNCATION_MARKER),
                             (f"kbatch-truncation {_TRUNCATION_VERSION}\ntruncate-to {self.target}\n"
                              f"keep-segment-at-target {'true' if self.keep_segment_at_target else 'false'}\n"
@@ -137,7 +143,7 @@ class Truncation(NamedTuple):
                             .encode("ascii"))
 
     @classmethod
-    def read(cls, log_dir) -> Truncation | None:
+    def read(cls, log_dir: PathLike) -> Truncation | None:
         """The pending truncation, or None. A file that cannot be parsed is an error: guessing
         would cut the wrong data or leave half a truncation."""
         path = os.path.join(os.fspath(log_dir), TRUNCATION_MARKER)
@@ -162,17 +168,17 @@ class Truncation(NamedTuple):
         return out
 
     @staticmethod
-    def remove(log_dir) -> None:
+    def remove(log_dir: PathLike) -> None:
         _files.crash_point(f"delete:{TRUNCATION_MARKER}")
         _unlink(os.path.join(os.fspath(log_dir), TRUNCATION_MARKER))
         _files.fsync_dir(log_dir)
 
-    def kept_bases(self, bases) -> list[int]:
+    def kept_bases(self, bases: Iterable[int]) -> list[int]:
         t = self.target
         return [b for b in bases if b < t or (self.keep_segment_at_target and b == t)]
 
 
-def truncate_segments(log_dir, truncation: Truncation, cut: int | None = None) -> None:
+def truncate_segments(log_dir: PathLike, truncation: Truncation, cut: int | None = None) -> None:
     """The file half of a truncation (LocalLog.truncateTo): delete the segments past the target,
     newest first and each .log first (so the directory always holds a prefix of the log), cut the
     last segment left at the first batch whose last offset reaches the target (`cut`, when the
@@ -214,7 +220,8 @@ def truncate_segments(log_dir, truncation: Truncation, cut: int | None = None) -
         except FileNotFoundError:
             continue
         n = 0
-        while n < idx.entries and idx.entry(n).offset < t and (cls is TimeIndex or idx.entry(n).position < cut):
+        while n < idx.entries and idx.entry(n).offset < t and (isinstance(idx, TimeIndex)
+                                                               or idx.entry(n).position < cut):
             n += 1
         _trim(path, n * idx.entry_size)
     path = _files.segment_path(log_dir, base, _files.TXN_INDEX_SUFFIX)
@@ -227,7 +234,7 @@ def truncate_segments(log_dir, truncation: Truncation, cut: int | None = None) -
     _files.fsync_dir(log_dir)
 
 
-def _cut_position(records, target: int) -> int:
+def _cut_position(records: FileRecords, target: int) -> int:
     """Where the first batch whose last offset is >= target starts (the end of the complete
     batches when there is none)."""
     gen = records.scan(0, reuse=True)
@@ -235,8 +242,9 @@ def _cut_position(records, target: int) -> int:
         try:
             s = next(gen)
         except StopIteration as stop:
-            return stop.value
-        hit = [p for p, last in zip(s["position"].tolist(), s["last_offset"].tolist()) if last >= target]
+            end: int = stop.value
+            return end
+        hit: list[int] = [p for p, last in zip(s["position"].tolist(), s["last_offset"].tolist()) if last >= target]
         if hit:
             return hit[0]
 
@@ -251,7 +259,7 @@ def _trim(path: str, size: int) -> None:
         os.close(fd)
 
 
-def complete_truncation(log_dir) -> list[str]:
+def complete_truncation(log_dir: PathLike) -> list[str]:
     """Finish a truncation a kill interrupted: the segment files, the leader epoch cache, the
     recovery point, then the marker goes. Returns [TRUNCATION_MARKER] when there was one."""
     from .checkpoints import LEADER_EPOCH_CHECKPOINT
@@ -270,7 +278,7 @@ def complete_truncation(log_dir) -> list[str]:
     return [TRUNCATION_MARKER]
 
 
-def truncate_epochs(cache, truncation: Truncation) -> None:
+def truncate_epochs(cache: LeaderEpochFileCache, truncation: Truncation) -> None:
     """The leader epoch cache after a truncation: cleared when no segment was kept (UnifiedLog.
     truncateFullyAndStartAt), else entries starting at or past the target go (truncateFromEnd)."""
     if truncation.fully:
@@ -280,7 +288,7 @@ def truncate_epochs(cache, truncation: Truncation) -> None:
         cache.truncate_from_end(truncation.target)
 
 
-def lower_recovery_point(log_dir, offset: int) -> None:
+def lower_recovery_point(log_dir: PathLike, offset: int) -> None:
     """The recovery point never stays above the log end (LocalLog.updateLogEndOffset)."""
     from .checkpoints import RecoveryCheckpoint
 

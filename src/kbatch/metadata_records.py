@@ -9,9 +9,13 @@ metadata/src/main/resources/common/metadata/*.json).
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from .errors import CorruptRecordError
-from .schema import MESSAGES, read_message, to_json
+from .schema import MESSAGES, Message, read_message, to_json
+
+if TYPE_CHECKING:
+    from ._typing import Buffer
 
 FRAME_VERSION = 1  # AbstractApiMessageSerde.DEFAULT_FRAME_VERSION
 
@@ -20,7 +24,8 @@ RECORD_TYPES = {spec["api_key"]: name for name, spec in MESSAGES.items() if spec
 
 def type_name(record_name: str) -> str:
     """MetadataRecordType's constant name: TopicRecord -> TOPIC_RECORD (MessageGenerator.toSnakeCase)."""
-    out, prev_upper = [], True
+    out: list[str] = []
+    prev_upper = True
     for c in record_name:
         if c.isupper():
             if not prev_upper:
@@ -33,7 +38,7 @@ def type_name(record_name: str) -> str:
     return "".join(out).upper()
 
 
-def _uvarint(buf, pos: int, what: str):
+def _uvarint(buf: bytes, pos: int, what: str) -> tuple[int, int]:
     value = shift = 0
     for i in range(5):
         if pos >= len(buf):
@@ -52,8 +57,11 @@ def _uvarint(buf, pos: int, what: str):
                              found="more")
 
 
-def read_metadata_record(value) -> tuple:
+def read_metadata_record(value: Buffer | None) -> tuple[str, int, Message]:
     """(record name, version, decoded dict) of one metadata record value."""
+    if value is None:  # MetadataRecordSerde reads a value; a null one is a corrupt record, not a crash
+        raise CorruptRecordError("Metadata record has a null value", position=0, expected="a record value",
+                                 found="null")
     buf = bytes(value)
     frame, pos = _uvarint(buf, 0, "frame version")
     if frame == 0:
@@ -74,12 +82,12 @@ def read_metadata_record(value) -> tuple:
     return name, version, data
 
 
-def metadata_record_json(value) -> dict:
+def metadata_record_json(value: Buffer | None) -> Message:
     name, version, data = read_metadata_record(value)
     return {"type": type_name(name), "version": version, "data": to_json(name, version, data)}
 
 
-def format_metadata_record(value, offset: int) -> str:
+def format_metadata_record(value: Buffer | None, offset: int) -> str:
     """The payload text kafka-dump-log prints with --cluster-metadata-decoder."""
     try:
         return json.dumps(metadata_record_json(value), separators=(",", ":"), ensure_ascii=False)

@@ -3,8 +3,10 @@ RoundRobinPartitioner): where the Spark writer and `kbatch import` send each row
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from . import _backend
@@ -14,7 +16,7 @@ from .errors import InvalidRequestError
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 
-def check_topic(name) -> str:
+def check_topic(name: object) -> str:
     """Kafka's Topic.validate: 1 to 249 of [a-zA-Z0-9._-], not "." or ".." (a topic names a
     directory: nothing else may reach the file system)."""
     if not isinstance(name, str) or not _LEGAL_TOPIC.fullmatch(name) or name in (".", ".."):
@@ -23,7 +25,7 @@ def check_topic(name) -> str:
     return name
 
 
-def partitions_for(keys: pa.Array, num_partitions: int, start: int = 0):
+def partitions_for(keys: pa.Array, num_partitions: int, start: int = 0) -> tuple[npt.NDArray[np.int32], int]:
     """Kafka's default partitioner over a key column: toPositive(murmur2(key)) % num_partitions;
     null keys take partitions in turn from `start` (RoundRobinPartitioner). Returns (int32
     array, the next round-robin position)."""
@@ -47,19 +49,20 @@ class Router:
     column when there is one (a null there: the key partitioner), else the key partitioner over
     num_partitions (an error without it)."""
 
-    def __init__(self, topic, num_partitions):
+    def __init__(self, topic: str | None, num_partitions: int | None) -> None:
         self.topic = None if topic is None else check_topic(topic)
         self.num_partitions = num_partitions
         self.turn = 0  # the round-robin position for rows without a key
 
-    def _hashed(self, keys, rows):
+    def _hashed(self, keys: pa.Array, rows: int) -> npt.NDArray[np.int32]:
         if self.num_partitions is None:
             raise InvalidRequestError("A row needs a partition", expected="a 'partition' column or the "
                                       "numPartitions option (Kafka's key partitioner)", found="neither", row=rows)
         out, self.turn = partitions_for(keys, self.num_partitions, self.turn)
         return out
 
-    def __call__(self, rb: pa.RecordBatch):
+    def __call__(self, rb: pa.RecordBatch) -> tuple[list[str], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """(topic names, each row's index into them, each row's partition)."""
         n = rb.num_rows
         names = rb.schema.names
         keys = rb.column(names.index("key")) if "key" in names else pa.nulls(n, pa.binary())
@@ -89,7 +92,7 @@ class Router:
         return topics, np.asarray(enc.indices, dtype=np.int64), parts
 
 
-    def groups(self, rb: pa.RecordBatch):
+    def groups(self, rb: pa.RecordBatch) -> Iterator[tuple[tuple[str, int], pa.RecordBatch]]:
         """Yield ((topic, partition), the rows of rb that go there, in row order)."""
         if rb.num_rows == 0:
             return

@@ -8,10 +8,14 @@ ProducerStateManager.readSnapshot does and raises CorruptSnapshotError with Kafk
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 from . import _backend
 from .errors import CorruptRecordError, CorruptSnapshotError
+
+if TYPE_CHECKING:
+    from ._typing import Buffer
 from .schema import MESSAGES, read_message
 
 SUFFIX = ".snapshot"  # LogFileUtils.PRODUCER_SNAPSHOT_FILE_SUFFIX
@@ -41,7 +45,7 @@ def decrement_sequence(sequence: int, decrement: int) -> int:
     return sequence - decrement
 
 
-def read_snapshot(data) -> list:
+def read_snapshot(data: Buffer) -> list[ProducerStateEntry]:
     """The entries of a producer snapshot (bytes of the whole file)."""
     buf = bytes(data)
     valid = MESSAGES["ProducerSnapshot"]["valid"]
@@ -62,19 +66,19 @@ def read_snapshot(data) -> list:
         raise CorruptSnapshotError(f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {snap['crc']}. "
                                    f"Computed crc: {computed}", position=CRC_OFFSET, expected=computed,
                                    found=snap["crc"])
-    out = []
-    for e in snap["producerEntries"]:
-        has_batch = e["lastOffset"] >= 0
-        first_seq = decrement_sequence(e["lastSequence"], e["offsetDelta"]) if has_batch else None
+    out: list[ProducerStateEntry] = []
+    for entry in snap["producerEntries"]:
+        has_batch = entry["lastOffset"] >= 0
+        first_seq = decrement_sequence(entry["lastSequence"], entry["offsetDelta"]) if has_batch else None
         out.append(ProducerStateEntry(
-            e["producerId"], e["epoch"], e["coordinatorEpoch"], e["timestamp"],
-            e["currentTxnFirstOffset"] if e["currentTxnFirstOffset"] >= 0 else None,
-            first_seq, e["lastSequence"] if has_batch else None, e["lastOffset"] if has_batch else None,
-            e["offsetDelta"] if has_batch else None, e["timestamp"] if has_batch else None))
+            entry["producerId"], entry["epoch"], entry["coordinatorEpoch"], entry["timestamp"],
+            entry["currentTxnFirstOffset"] if entry["currentTxnFirstOffset"] >= 0 else None,
+            first_seq, entry["lastSequence"] if has_batch else None, entry["lastOffset"] if has_batch else None,
+            entry["offsetDelta"] if has_batch else None, entry["timestamp"] if has_batch else None))
     return out
 
 
-def write_snapshot(entries) -> bytes:
+def write_snapshot(entries: Sequence[ProducerStateEntry]) -> bytes:
     """The bytes ProducerStateManager.writeSnapshot writes for `entries` (ProducerStateEntry)."""
     body = struct.pack(">i", len(entries))
     for e in entries:

@@ -13,11 +13,14 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from . import _wire as W
 from .errors import KBatchError
-from .schema import read_message, to_json
+from .schema import Message, read_message, to_json
+
+if TYPE_CHECKING:
+    from ._typing import Buffer, PathLike
 
 SUFFIX = ".checkpoint"                      # Snapshots.SUFFIX
 BOOTSTRAP_FILENAME = "bootstrap.checkpoint"  # BootstrapDirectory.BINARY_BOOTSTRAP_FILENAME
@@ -39,7 +42,7 @@ class SnapshotId(NamedTuple):
     bootstrap: bool = False
 
 
-def snapshot_id(path) -> SnapshotId:
+def snapshot_id(path: PathLike) -> SnapshotId:
     """The end offset and epoch a snapshot file is named after (Snapshots.parse), or the bootstrap
     snapshot (offset 0, epoch 0)."""
     name = os.path.basename(os.fspath(path))
@@ -57,7 +60,7 @@ def snapshot_filename(end_offset: int, epoch: int) -> str:
     return f"{end_offset:020d}-{epoch:010d}{SUFFIX}"
 
 
-def control_record_json(control_type, value):
+def control_record_json(control_type: W.ControlRecordType, value: Buffer | None) -> Message | None:
     """The decoded value of a raft control record as Kafka's JSON converter writes it (written at
     the version its own `version` field names), or None for other control types."""
     spec = CONTROL_MESSAGES.get(control_type)
@@ -71,7 +74,7 @@ def control_record_json(control_type, value):
         return {"error": str(e)}
 
 
-def control_record_text(control_type, value):
+def control_record_text(control_type: W.ControlRecordType, value: Buffer | None) -> str | None:
     """` SnapshotHeader {...}` style text (without the leading space), or None."""
     body = control_record_json(control_type, value)
     if body is None:

@@ -26,9 +26,11 @@ import os
 import struct
 import threading
 import time
-from typing import NamedTuple
+from collections.abc import Callable, Generator, Iterator
+from typing import IO, TYPE_CHECKING, Any, NamedTuple, TypedDict, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from . import _backend
 from . import _files
@@ -38,6 +40,27 @@ from .errors import (CrcMismatchError, InvalidOffsetError, KBatchError, LogWrite
                      StorageError)
 from .index import OffsetIndex, TimeIndex, TransactionIndex
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._fs import FileObjectSource, RemoteFile
+    from ._typing import Buffer, BytesLike, PathLike
+    from .index import TimestampOffset
+    from .legacy import LegacyRecordBatch
+
+    Batch = RecordBatch | LegacyRecordBatch
+
+#: one window of a scan: the kernel's batch-header columns (numpy arrays named as SCAN_FIELDS, file
+#: positions) with "valid_bytes", plus the window's bytes ("buf") and their file position ("origin")
+Window = dict[str, Any]
+#: a scan: windows, then (StopIteration.value) where complete batches end
+Scan = Generator[Window, None, int]
+#: read(position, n) -> n bytes at position
+Read = Callable[[int, int], "BytesLike"]
+#: row numbers into a window's columns, or into sorted lookup targets
+Rows = npt.NDArray[np.intp]
+_T = TypeVar("_T")
+
 log = logging.getLogger("kbatch.segment")
 
 _WINDOW = 16 * 1024 * 1024
@@ -46,7 +69,7 @@ _FIRST_WINDOW = 16 * 1024  # lookups usually end within a few batches of the ind
 # Window buffers of scans that reuse one (FileRecords.scan(reuse=True)), kept between scans so
 # that a lookup or a header pass does not allocate and zero a new buffer each time. A scan takes
 # one for its whole life and gives it back when it ends; at most two are kept.
-_SPARE_BUFFERS: list = []
+_SPARE_BUFFERS: list[bytearray] = []
 _SPARE_KEEP = 2
 _SPARE_MAX_BYTES = 2 * _WINDOW
 
@@ -58,7 +81,7 @@ def _take_buffer() -> bytearray | None:
         return None
 
 
-def _give_buffer(buf) -> None:
+def _give_buffer(buf: bytearray | None) -> None:
     if buf is not None and len(buf) <= _SPARE_MAX_BYTES and len(_SPARE_BUFFERS) < _SPARE_KEEP:
         _SPARE_BUFFERS.append(buf)
 MAX_SEGMENT_BYTES = W.INT32_MAX  # positions in .index are int32 (Kafka: segment.bytes is an int)
@@ -91,7 +114,7 @@ def _move(e: KBatchError, delta: int) -> KBatchError:
     return e
 
 
-def _place(s: dict, buf, origin: int) -> dict:
+def _place(s: Window, buf: BytesLike, origin: int) -> Window:
     """Kernel columns of a window with file positions, plus the window (buf) and its origin."""
     if origin:
         s["position"] = s["position"] + origin
@@ -101,12 +124,12 @@ def _place(s: dict, buf, origin: int) -> dict:
     return s
 
 
-def _head(s: dict, n: int) -> dict:
+def _head(s: Window, n: int) -> Window:
     return {k: (v[:n] if isinstance(v, np.ndarray) else v) for k, v in s.items()}
 
 
-def scan_windows(read, size: int, start: int = 0, verify_crc: bool = False, first_window: int = _WINDOW,
-                 limit: int | None = MAX_SEGMENT_BYTES, prefetch=None):
+def scan_windows(read: Read, size: int, start: int = 0, verify_crc: bool = False, first_window: int = _WINDOW,
+                 limit: int | None = MAX_SEGMENT_BYTES, prefetch: Callable[[int, int], None] | None = None) -> Scan:
     """Batch-header columns of bytes [start, size), window by window, with file positions; each
     dict also holds the window ("buf") and the file position of its first byte ("origin").
 
@@ -166,14 +189,14 @@ def scan_windows(read, size: int, start: int = 0, verify_crc: bool = False, firs
     return pos
 
 
-def scan_buffer(buf, start: int = 0, verify_crc: bool = False, first_window: int = _WINDOW,
-                limit: int | None = MAX_SEGMENT_BYTES):
+def scan_buffer(buf: Buffer, start: int = 0, verify_crc: bool = False, first_window: int = _WINDOW,
+                limit: int | None = MAX_SEGMENT_BYTES) -> Scan:
     """scan_windows over an in-memory buffer (windows are zero-copy slices)."""
     mv = memoryview(buf).cast("B") if not isinstance(buf, (bytes, memoryview)) else memoryview(buf)
     return scan_windows(lambda p, n: mv[p:p + n], len(mv), start, verify_crc, first_window, limit)
 
 
-def _batch_at(s, i, max_decompressed_bytes=W.DEFAULT_MAX_DECOMPRESSED_BYTES):
+def _batch_at(s: Window, i: int, max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES) -> Batch:
     """A RecordBatch / LegacyRecordBatch for row i of a window (positions are file positions)."""
     buf, origin = s["buf"], s["origin"]
     pos, size, magic = int(s["position"][i]), int(s["size"][i]), int(s["magic"][i])
@@ -189,7 +212,7 @@ def _batch_at(s, i, max_decompressed_bytes=W.DEFAULT_MAX_DECOMPRESSED_BYTES):
                              verify_crc=False, origin=origin)
 
 
-def _crc_error(s, i) -> CrcMismatchError:
+def _crc_error(s: Window, i: int) -> CrcMismatchError:
     b = _batch_at(s, i)
     return CrcMismatchError(stored=b.crc, computed=b.compute_crc(), position=b.position,
                             base_offset=int(s["base_offset"][i]))
@@ -209,7 +232,7 @@ class MaxTimestampTracker:
 
     __slots__ = ("timestamp", "offset")
 
-    def __init__(self, timestamp=None, offset=None):
+    def __init__(self, timestamp: int | None = None, offset: int | None = None) -> None:
         self.timestamp = timestamp
         self.offset = offset
 
@@ -218,7 +241,7 @@ class MaxTimestampTracker:
             self.timestamp = max_ts
             self.offset = last_offset
 
-    def update_rows(self, s) -> None:
+    def update_rows(self, s: Window) -> None:
         for ts, off, magic, attrs in zip(s["max_timestamp"].tolist(), s["last_offset"].tolist(),
                                          s["magic"].tolist(), s["attributes"].tolist()):
             self.update(ts, off, magic, attrs)
@@ -229,7 +252,7 @@ class IndexBuild(NamedTuple):
     valid byte count, the max timestamp tracker, the last offset (None if no batch), and the error
     that stopped the scan early (None when the whole file was read)."""
 
-    index: bytes
+    index: bytes  # type: ignore[assignment]  # the field's name shadows tuple.index (callers use it)
     timeindex: bytes
     valid_bytes: int
     max_timestamp: int | None
@@ -245,14 +268,15 @@ _SIZE = struct.Struct(">i")
 _TIME = struct.Struct(">qi")
 
 
-def _windows(source, start=0, verify_crc=False, first_window=_WINDOW):
+def _windows(source: FileRecords | Buffer, start: int = 0, verify_crc: bool = False,
+             first_window: int = _WINDOW) -> Scan:
     """scan_windows over a FileRecords or any buffer."""
     if isinstance(source, FileRecords):
         return source.scan(start, verify_crc, first_window, reuse=True)
     return scan_buffer(source, start, verify_crc, first_window)
 
 
-def build_indexes(source, base_offset: int, index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES, *,
+def build_indexes(source: FileRecords | Buffer, base_offset: int, index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES, *,
                   verify_crc: bool = True, stop_on_error: bool = False) -> IndexBuild:
     """Index a .log (a FileRecords or a buffer) as LogSegment.recover does (kafka-format.md
     §5.1-5.2): before each batch, if (its position - the last indexed position) > interval, add
@@ -264,9 +288,9 @@ def build_indexes(source, base_offset: int, index_interval_bytes: int = W.DEFAUL
     timeindex = bytearray()
     tracker = MaxTimestampTracker()
     last_indexed_pos = 0
-    last_time_ts = None
-    last_offset = None
-    error = None
+    last_time_ts: int | None = None
+    last_offset: int | None = None
+    error: KBatchError | None = None
     gen = _windows(source, 0, verify_crc)
     valid = 0
     try:
@@ -293,6 +317,7 @@ def build_indexes(source, base_offset: int, index_interval_bytes: int = W.DEFAUL
                 if pos - last_indexed_pos > index_interval_bytes:
                     index += _OFF.pack(rel, pos)
                     if tracker.timestamp is not None and (last_time_ts is None or tracker.timestamp > last_time_ts):
+                        assert tracker.offset is not None  # set with the timestamp
                         timeindex += _TIME.pack(tracker.timestamp, tracker.offset - base_offset)
                         last_time_ts = tracker.timestamp
                     last_indexed_pos = pos
@@ -304,6 +329,7 @@ def build_indexes(source, base_offset: int, index_interval_bytes: int = W.DEFAUL
         error = e
     final = tracker.timestamp is not None and (last_time_ts is None or tracker.timestamp > last_time_ts)
     if final:
+        assert tracker.offset is not None  # set with the timestamp
         timeindex += _TIME.pack(tracker.timestamp, tracker.offset - base_offset)
     return IndexBuild(bytes(index), bytes(timeindex), valid, tracker.timestamp, tracker.offset, last_offset, error,
                       final, last_indexed_pos)
@@ -319,7 +345,7 @@ class FileRecords:
     and raises LogWriteError.
     """
 
-    def __init__(self, path, *, writable: bool = False, create: bool = False):
+    def __init__(self, path: PathLike, *, writable: bool = False, create: bool = False) -> None:
         self.path = os.fspath(path)
         self.writable = writable or create
         if create:
@@ -327,22 +353,22 @@ class FileRecords:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _files.O_CLOEXEC, 0o666)
         else:
             fd = _files.open_regular(self.path, writable=writable)
-        self._fd = fd
-        self.identity = _files.fstat_identity(fd)
+        self._fd: int | None = fd
+        self.identity: tuple[object, ...] = _files.fstat_identity(fd)  # what tells this file from a later one
         self._size = os.fstat(fd).st_size
         # (position, bytes) of the last small read, read a whole first window long: a lookup reads
         # a batch header to check an index entry, then scans from that same position
-        self._head = None
+        self._head: tuple[int, bytes] | None = None
 
     @classmethod
-    def open(cls, path, *, writable: bool = False) -> "FileRecords":
+    def open(cls, path: PathLike, *, writable: bool = False) -> "FileRecords":
         return cls(path, writable=writable)
 
     @property
     def size_in_bytes(self) -> int:
         return self._size
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self._size
 
     @property
@@ -370,7 +396,8 @@ class FileRecords:
             return data[:size]
         return _files.pread_exact(fd, size, position, self.path)
 
-    def scan(self, start: int = 0, verify_crc: bool = False, first_window: int = _WINDOW, *, reuse: bool = False):
+    def scan(self, start: int = 0, verify_crc: bool = False, first_window: int = _WINDOW, *,
+             reuse: bool = False) -> Scan:
         """scan_windows over the file (see there). reuse=True reads every window into one buffer
         (no allocation per window): only for callers that keep nothing (no batch, record, key or
         value view) from a window once they ask for the next one, or once the scan has ended."""
@@ -378,7 +405,7 @@ class FileRecords:
             return scan_windows(self.read, self._size, start, verify_crc, first_window)
         return self._scan_reusing(start, verify_crc, first_window)
 
-    def _scan_reusing(self, start, verify_crc, first_window):
+    def _scan_reusing(self, start: int, verify_crc: bool, first_window: int) -> Scan:
         reader = _WindowReader(self)
         try:
             return (yield from scan_windows(reader.read, self._size, start, verify_crc, first_window,
@@ -386,7 +413,7 @@ class FileRecords:
         finally:
             reader.close()
 
-    def headers(self, start: int = 0, verify_crc: bool = False, first_window: int = _WINDOW):
+    def headers(self, start: int = 0, verify_crc: bool = False, first_window: int = _WINDOW) -> Scan:
         return self.scan(start, verify_crc, first_window)
 
     def buffer(self) -> bytes:
@@ -418,13 +445,14 @@ class FileRecords:
             try:
                 next(gen)
             except StopIteration as stop:
-                return stop.value
+                end: int = stop.value
+                return end
 
     @property
     def truncated_bytes(self) -> int:
         return self._size - self.valid_bytes
 
-    def batches(self, start: int = 0, verify_crc: bool = True):
+    def batches(self, start: int = 0, verify_crc: bool = True) -> Iterator[Batch]:
         """Complete batches from byte `start` (RecordBatch / LegacyRecordBatch, file positions)."""
         for s in self.scan(start, verify_crc):
             ok = s["crc_valid"].tolist()
@@ -433,10 +461,10 @@ class FileRecords:
                     raise _crc_error(s, i)
                 yield _batch_at(s, i)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Batch]:
         return self.batches()
 
-    def search_for_offset_with_size(self, target_offset: int, starting_position: int = 0):
+    def search_for_offset_with_size(self, target_offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
         """The first batch from `starting_position` whose last offset >= target, as
         (last offset, position, size), or None (FileRecords.searchForOffsetWithSize)."""
         for s in self.scan(starting_position, first_window=_FIRST_WINDOW, reuse=True):
@@ -446,7 +474,8 @@ class FileRecords:
                 return LogOffsetPosition(int(s["last_offset"][i]), int(s["position"][i]), int(s["size"][i]))
         return None
 
-    def search_for_timestamp(self, target: int, starting_position: int = 0, starting_offset: int = 0):
+    def search_for_timestamp(self, target: int, starting_position: int = 0,
+                             starting_offset: int = 0) -> TimestampAndOffset | None:
         """The first record with timestamp >= target and offset >= starting_offset, scanning from
         `starting_position` and skipping batches whose max timestamp < target
         (FileRecords.searchForTimestamp). Records without a timestamp never match."""
@@ -467,11 +496,11 @@ class FileRecords:
         return best
 
     # ---- writing
-    def _check_writable(self):
+    def _check_writable(self) -> None:
         if not self.writable:
             raise KBatchError(f"{self.path} is open read-only", expected="a writable log", found="read-only")
 
-    def append(self, data) -> int:
+    def append(self, data: BytesLike) -> int:
         """Append bytes at the end; returns the position they start at. All or nothing: a failed
         or short write (ENOSPC, EFBIG) is cut back off and raises LogWriteError."""
         self._check_writable()
@@ -493,7 +522,7 @@ class FileRecords:
     def _cut_back(self, size: int) -> None:
         self._head = None
         try:
-            _files.truncate_back(self._fd, size, self.path)
+            _files.truncate_back(self._fd_or_raise(), size, self.path)
         except OSError as e:
             raise LogWriteError(f"a failed append could not be cut back to {size} bytes ({e}); the file may hold a "
                                 f"partial batch at byte {size}, which recovery removes", path=self.path,
@@ -531,7 +560,7 @@ class SourceFileRecords(FileRecords):
     each read one ranged request) or a seekable file object (kbatch._fs.FileObjectSource). The
     same windows, scans and lookups as a local file; nothing can be written."""
 
-    def __init__(self, source):
+    def __init__(self, source: RemoteFile | FileObjectSource) -> None:
         self.path = source.path
         self.writable = False
         self.source = source
@@ -551,7 +580,7 @@ class SourceFileRecords(FileRecords):
         size = max(0, min(size, self._size - position))
         return self.source.pread(size, position) if size else b""
 
-    def _scan_reusing(self, start, verify_crc, first_window):
+    def _scan_reusing(self, start: int, verify_crc: bool, first_window: int) -> Scan:
         # each read is a new buffer from the source anyway: nothing to reuse
         return (yield from scan_windows(self.read, self._size, start, verify_crc, first_window))
 
@@ -566,7 +595,7 @@ class SourceFileRecords(FileRecords):
     close_quietly = close
 
 
-def open_records(path, size: int | None = None) -> FileRecords:
+def open_records(path: PathLike | IO[bytes], size: int | None = None) -> FileRecords:
     """A read-only FileRecords for a local path (pread on one fd), a remote URI (ranged reads;
     `size` from a listing saves a metadata request) or a seekable binary file object."""
     from . import _fs
@@ -577,11 +606,13 @@ def open_records(path, size: int | None = None) -> FileRecords:
         return SourceFileRecords(_fs.FileObjectSource(path))
     if _fs.is_remote(path):
         return SourceFileRecords(_fs.RemoteFile(path, size))
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"a segment is a path, a URI or a seekable binary file object, not {path!r}")
     return FileRecords(_fs.local_path(path))
 
 
-def iter_file_batches(source, verify_crc: bool = True, strict: bool = True,
-                      max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES):
+def iter_file_batches(source: PathLike | IO[bytes], verify_crc: bool = True, strict: bool = True,
+                      max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES) -> Iterator[Batch]:
     """iter_batches over a path, URI or file object (see there), through open_records."""
     from .batch import truncation_error
 
@@ -617,9 +648,9 @@ class SegmentFiles:
 
     remote = False
 
-    def __init__(self, stem: str, base_offset: int):
+    def __init__(self, stem: str, base_offset: int | None) -> None:
         self.stem = stem
-        self.base_offset = base_offset
+        self.base_offset = base_offset  # None: a .log named without one (kbatch.layout.segment_files_for)
 
     def path(self, suffix: str) -> str:
         return self.stem + suffix
@@ -652,7 +683,8 @@ class RemoteSegmentFiles(SegmentFiles):
 
     remote = True
 
-    def __init__(self, stem: str, base_offset: int, sizes: dict | None = None):
+    def __init__(self, stem: str, base_offset: int | None,
+                 sizes: dict[str, tuple[int | None, int | None]] | None = None) -> None:
         super().__init__(stem, base_offset)
         self.sizes = sizes or {}
 
@@ -685,7 +717,7 @@ class RemoteSegmentFiles(SegmentFiles):
         return False  # objects are immutable: a new copy is a new name
 
     def log_mtime_ms(self, log: FileRecords) -> int:
-        mt = getattr(log.source, "mtime_ns", None)
+        mt = log.source.mtime_ns if isinstance(log, SourceFileRecords) else None
         return 0 if mt is None else int(mt) // 1_000_000
 
 
@@ -693,7 +725,7 @@ _KERNEL_MIN_RECORDS = 32  # below this, decoding the few Record objects costs le
 _ONE_TARGET = np.zeros(1, dtype=np.int64)
 
 
-def _first_in_row(s, i: int, target: int, starting_offset: int):
+def _first_in_row(s: Window, i: int, target: int, starting_offset: int) -> TimestampAndOffset | None:
     """first_record_at_or_after for row i of a window: an uncompressed CreateTime v2 batch of many
     records through the find_timestamps_v2 kernel (every record checked, no Record objects), any
     other batch through its records."""
@@ -715,7 +747,7 @@ def _first_in_row(s, i: int, target: int, starting_offset: int):
     return TimestampAndOffset(int(stamps[0]), int(offs[0]), _epoch(int(s["partition_leader_epoch"][i])))
 
 
-def _runs(sorted_rows: np.ndarray):
+def _runs(sorted_rows: Rows) -> tuple[Rows, Rows, Rows]:
     """np.unique(.., return_index, return_counts) of a non-decreasing array, without sorting it."""
     if not len(sorted_rows):
         return sorted_rows, sorted_rows, sorted_rows
@@ -734,13 +766,14 @@ class _WindowReader:
 
     __slots__ = ("records", "bufs", "cur", "pending")
 
-    def __init__(self, records):
+    def __init__(self, records: FileRecords) -> None:
         self.records = records
         self.bufs = [_take_buffer(), _take_buffer()]
         self.cur = 0          # the buffer of the window the caller holds
-        self.pending = None   # (position, size, buffer index, thread, result box)
+        # (position, size, buffer index, thread, result box)
+        self.pending: tuple[int, int, int, threading.Thread, _ReadBox] | None = None
 
-    def _fill(self, idx: int, position: int, size: int):
+    def _fill(self, idx: int, position: int, size: int) -> memoryview:
         buf = self.bufs[idx]
         if buf is None or len(buf) < size:
             buf = self.bufs[idx] = bytearray(max(size, _FIRST_WINDOW))
@@ -748,7 +781,7 @@ class _WindowReader:
         _files.pread_into(self.records._fd_or_raise(), mv, position, self.records.path)
         return mv
 
-    def _wait(self):
+    def _wait(self) -> tuple[int, int, int, threading.Thread, _ReadBox] | None:
         p, self.pending = self.pending, None
         if p is not None:
             p[3].join()
@@ -759,9 +792,10 @@ class _WindowReader:
         if size < _PREFETCH_MIN:
             return
         self._wait()
-        idx, box = 1 - self.cur, {}
+        idx = 1 - self.cur
+        box: _ReadBox = {}
 
-        def run():
+        def run() -> None:
             try:
                 box["mv"] = self._fill(idx, position, size)
             except BaseException as e:  # raised where the caller reads this window
@@ -771,7 +805,7 @@ class _WindowReader:
         t.start()
         self.pending = (position, size, idx, t, box)
 
-    def read(self, position: int, size: int):
+    def read(self, position: int, size: int) -> memoryview:
         records = self.records
         size = max(0, min(size, records.size_in_bytes - position))
         head = records._head
@@ -796,7 +830,14 @@ class _WindowReader:
         self.bufs = [None, None]
 
 
-def first_record_at_or_after(batch, target: int, starting_offset: int = 0):
+class _ReadBox(TypedDict, total=False):
+    """What a read-ahead thread hands back: the window, or the error to raise where it is read."""
+
+    mv: memoryview
+    error: BaseException
+
+
+def first_record_at_or_after(batch: Batch, target: int, starting_offset: int = 0) -> TimestampAndOffset | None:
     """(timestamp, offset, leader epoch) of the batch's first record with ts >= target and
     offset >= starting_offset, or None."""
     if batch.magic == 2 and batch.timestamp_type == W.TimestampType.LOG_APPEND_TIME:
@@ -814,7 +855,7 @@ _V2_OFFSETS = struct.Struct(">qiibIhi")  # baseOffset .. lastOffsetDelta
 _V2_MAX = struct.Struct(">qiibIhiqq")    # baseOffset .. maxTimestamp
 
 
-def _header_offsets(head: bytes, available: int):
+def _header_offsets(head: bytes, available: int) -> tuple[int, int] | None:
     """(base offset, last offset) of the batch whose header starts `head`, or None when these
     bytes cannot start a complete batch of the `available` bytes (wrong size or magic)."""
     if len(head) < W.HEADER_SIZE_UP_TO_MAGIC:
@@ -841,13 +882,29 @@ class IndexContradiction(Exception):
     """Internal: an index entry the log does not agree with (the segment falls back to a scan)."""
 
 
+class SegmentSettings(TypedDict, total=False):
+    """A Log's settings for each of its segments (keyword arguments of LogSegment)."""
+
+    index_interval_bytes: int
+    max_index_size: int
+    created_ms: int | None
+    roll_jitter_ms: int
+
+
+class SegmentOptions(SegmentSettings, total=False):
+    """LogSegment's keyword arguments (LogSegment.open / create)."""
+
+    writable: bool
+    files: SegmentFiles | None
+
+
 class SegmentMark(NamedTuple):
     """A writable segment's state before a write, to put it back if the write fails."""
 
     log_size: int
     index_entries: int
     time_entries: int
-    tracker: tuple
+    tracker: tuple[int | None, int | None]
     bytes_since_last_index_entry: int
     rolling_based_timestamp: int | None
     writable: bool
@@ -863,10 +920,10 @@ class LogSegment:
     since the last index entry, the rolling timestamp and creation time used by segment.ms.
     """
 
-    def __init__(self, directory, base_offset: int, *, writable: bool = False,
+    def __init__(self, directory: PathLike, base_offset: int, *, writable: bool = False,
                  index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES,
                  max_index_size: int = W.DEFAULT_SEGMENT_INDEX_BYTES, created_ms: int | None = None,
-                 roll_jitter_ms: int = 0, _create: bool = False, files: SegmentFiles | None = None):
+                 roll_jitter_ms: int = 0, _create: bool = False, files: SegmentFiles | None = None) -> None:
         self.directory = directory if isinstance(directory, str) else os.fspath(directory)
         self.base_offset = base_offset
         self.files = files or SegmentFiles(_files.segment_path(self.directory, base_offset, ""), base_offset)
@@ -875,16 +932,16 @@ class LogSegment:
         self.writable = writable or _create
         self.roll_jitter_ms = roll_jitter_ms
         self.created_ms = int(time.time() * 1000) if created_ms is None else created_ms
-        self.index_problem = None
+        self.index_problem: OSError | KBatchError | None = None
         self.problems: list[str] = []   # what a reader could not trust or read (also logged)
         self.indexes_from_scan = False  # indexes built from the .log itself (nothing to verify)
         self.log = self.files.open_log(writable=writable, create=_create)
-        self._offset_index = None
-        self._time_index = None
-        self._txn_index = None
-        self._tracker = None            # MaxTimestampTracker, loaded lazily
+        self._offset_index: OffsetIndex | None = None
+        self._time_index: TimeIndex | None = None
+        self._txn_index: TransactionIndex | None = None
+        self._tracker: MaxTimestampTracker | None = None  # loaded lazily
         self.bytes_since_last_index_entry = 0
-        self.rolling_based_timestamp = None
+        self.rolling_based_timestamp: int | None = None
         if _create:
             self._tracker = MaxTimestampTracker()
             self.indexes_from_scan = True
@@ -902,14 +959,14 @@ class LogSegment:
 
     # ---- construction
     @classmethod
-    def open(cls, directory, base_offset: int, **kw) -> "LogSegment":
+    def open(cls, directory: PathLike, base_offset: int, **kw: Unpack[SegmentOptions]) -> "LogSegment":
         return cls(directory, base_offset, **kw)
 
     @classmethod
-    def create(cls, directory, base_offset: int, **kw) -> "LogSegment":
+    def create(cls, directory: PathLike, base_offset: int, **kw: Unpack[SegmentOptions]) -> "LogSegment":
         return cls(directory, base_offset, _create=True, **kw)
 
-    def _read_index_files(self):
+    def _read_index_files(self) -> tuple[OffsetIndex, TimeIndex]:
         """The index files as they are now, if they belong to the .log this segment opened."""
         # .timeindex first: the writer adds a time entry only after the offset entry of the same
         # batch, so every time entry read here has its offset entry in the .index read next
@@ -944,7 +1001,7 @@ class LogSegment:
         head = self.log.read(position, W.HEADER_SIZE_UP_TO_MAGIC)
         if len(head) < W.HEADER_SIZE_UP_TO_MAGIC or head[W.MAGIC_OFFSET] not in (0, 1, 2):
             return False  # not a batch header: left for the checks at use to report
-        (sz,) = struct.unpack_from(">i", head, W.SIZE_OFFSET)
+        sz: int = struct.unpack_from(">i", head, W.SIZE_OFFSET)[0]
         return sz >= 0 and position + W.LOG_OVERHEAD + sz > self.log.size_in_bytes
 
     def _load_indexes(self) -> None:
@@ -982,12 +1039,14 @@ class LogSegment:
     def offset_index(self) -> OffsetIndex:
         if self._offset_index is None:
             self._load_indexes()
+        assert self._offset_index is not None  # read or built
         return self._offset_index
 
     @property
     def time_index(self) -> TimeIndex:
         if self._time_index is None:
             self._load_indexes()
+        assert self._time_index is not None  # read or built
         return self._time_index
 
     @property
@@ -1033,7 +1092,7 @@ class LogSegment:
         oi = self.offset_index
         return self._entry_position(oi.entry(oi.entries - 1).offset) if oi.entries else 0
 
-    def _check_time_entry(self, s, entry) -> bool:
+    def _check_time_entry(self, s: Window, entry: TimestampOffset) -> bool:
         """Check a .timeindex entry (T, O) against a window holding the batch that ends at or after
         O: that batch must end at O with a max timestamp <= T. True once checked."""
         hit = np.flatnonzero(s["last_offset"] >= entry.offset)
@@ -1046,7 +1105,7 @@ class LogSegment:
                                      f"match the log: the batch there ends at offset {last} with max timestamp {mx}")
         return True
 
-    def _guarded(self, fn, *args):
+    def _guarded(self, fn: Callable[..., _T], *args: Any) -> _T:
         """Run a lookup; if the log contradicts an index entry it used, distrust the indexes and
         run it again from indexes built from the log."""
         try:
@@ -1102,11 +1161,11 @@ class LogSegment:
         end that are not a complete batch are reported in `problems`."""
         return self._guarded(self._read_end)
 
-    def _read_end(self):
+    def _read_end(self) -> tuple[int, int]:
         start = self.last_entry_position()
         nxt = self.base_offset
         gen = self.log.scan(start, reuse=True)
-        error = None
+        error: KBatchError | None = None
         end = start
         try:
             while True:
@@ -1124,7 +1183,7 @@ class LogSegment:
             self.report_unreadable(end, error)
         return nxt, end
 
-    def _scan(self, start: int, first_window: int = _WINDOW):
+    def _scan(self, start: int, first_window: int = _WINDOW) -> Iterator[Window]:
         """The .log's windows from `start` (reused buffers); a scan that reaches the end short of
         the file's size reports the bytes it could not read."""
         gen = self.log.scan(start, first_window=first_window, reuse=True)
@@ -1137,7 +1196,7 @@ class LogSegment:
                 return
             yield s
 
-    def report_unreadable(self, position: int, error=None) -> None:
+    def report_unreadable(self, position: int, error: KBatchError | None = None) -> None:
         why = f": {error}" if error is not None else " (a partial batch: a torn write, a bad length, or not a segment)"
         msg = f"{self.path('.log')}: {self.size - position} bytes from byte {position} could not be read{why}"
         if msg not in self.problems:
@@ -1145,25 +1204,26 @@ class LogSegment:
             self.problems.append(msg)
 
     # ---- lookups
-    def translate_offset(self, offset: int, starting_file_position: int = 0):
+    def translate_offset(self, offset: int, starting_file_position: int = 0) -> LogOffsetPosition | None:
         """The first batch with last offset >= `offset` as (last offset, position, size), or None
         (LogSegment.translateOffset: index lookup, then scan)."""
         return self._guarded(self._translate_offset, offset, starting_file_position)
 
-    def _translate_offset(self, offset, starting_file_position):
+    def _translate_offset(self, offset: int, starting_file_position: int) -> LogOffsetPosition | None:
         pos = self._entry_position(offset)
         return self.log.search_for_offset_with_size(offset, max(pos, starting_file_position))
 
-    def find_offset_by_timestamp(self, target: int, starting_offset: int = 0):
+    def find_offset_by_timestamp(self, target: int, starting_offset: int = 0) -> TimestampAndOffset | None:
         """The first record with timestamp >= target and offset >= starting_offset, as
         TimestampAndOffset, or None (LogSegment.findOffsetByTimestamp)."""
         return self._guarded(self._find_offset_by_timestamp, target, starting_offset)
 
-    def _find_offset_by_timestamp(self, target, starting_offset):
+    def _find_offset_by_timestamp(self, target: int, starting_offset: int) -> TimestampAndOffset | None:
         ts_off = self.time_index.lookup(target)
         has_entry = ts_off.timestamp != W.NO_TIMESTAMP or ts_off.offset != self.base_offset
         position = self._entry_position(max(ts_off.offset, starting_offset))
-        check = ts_off if has_entry and not self.indexes_from_scan and ts_off.offset >= starting_offset else None
+        check: TimestampOffset | None = (ts_off if has_entry and not self.indexes_from_scan
+                                         and ts_off.offset >= starting_offset else None)
         if has_entry and ts_off.timestamp < target and ts_off.offset >= starting_offset:
             past = self._past_time_entry(position, ts_off)
             if past is not None:  # the entry's batch agrees with it and ends below the target: skip it unread
@@ -1182,7 +1242,7 @@ class LogSegment:
         self._check_max_claim(target)
         return None
 
-    def _past_time_entry(self, position: int, entry):
+    def _past_time_entry(self, position: int, entry: TimestampOffset) -> int | None:
         """Where the batch after the one at `position` starts, when that batch is the .timeindex
         entry's (a v2 batch ending at its offset, max timestamp <= its timestamp: the entry is then
         checked); None otherwise. Read from the batch's header alone."""
@@ -1193,7 +1253,7 @@ class LogSegment:
         end = position + W.LOG_OVERHEAD + size
         if base + delta != entry.offset or max_ts > entry.timestamp or end > self.log.size_in_bytes:
             return None
-        return end
+        return int(end)
 
     def _check_max_claim(self, target: int) -> None:
         """Nothing >= target was found although the indexes say this segment's max is >= target:
@@ -1205,7 +1265,8 @@ class LogSegment:
             return
         self._find_max_batch(t)
 
-    def _find_max_batch(self, t):
+    def _find_max_batch(self, t: MaxTimestampTracker) -> tuple[Window, int]:
+        assert t.offset is not None  # set with the timestamp
         position = self._entry_position(t.offset)
         for s in self._scan(position, _FIRST_WINDOW):
             hit = np.flatnonzero(s["last_offset"] >= t.offset)
@@ -1220,17 +1281,19 @@ class LogSegment:
         raise IndexContradiction(f"the indexes say the segment's max timestamp {t.timestamp} is at offset {t.offset}, "
                                  f"which the log does not hold")
 
-    def find_offsets_by_timestamps(self, targets: np.ndarray, starting_offset: int = 0):
+    def find_offsets_by_timestamps(self, targets: npt.ArrayLike, starting_offset: int = 0
+                                   ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """find_offset_by_timestamp for many targets at once -> (offsets, timestamps, epochs) int64
         arrays, offset -1 where there is no record. Headers are scanned once, window by window,
         and each batch holding an answer is decoded once."""
         return self._guarded(self._find_offsets_by_timestamps, targets, starting_offset)
 
-    def _find_offsets_by_timestamps(self, targets, starting_offset):
-        targets = np.asarray(targets, dtype=np.int64)
-        order = np.argsort(targets)  # equal targets have equal answers: any order among them will do
-        ts_sorted = targets[order]
-        n = len(targets)
+    def _find_offsets_by_timestamps(self, targets: npt.ArrayLike, starting_offset: int
+                                    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        target_array = np.asarray(targets, dtype=np.int64)
+        order = np.argsort(target_array)  # equal targets have equal answers: any order among them will do
+        ts_sorted = target_array[order]
+        n = len(target_array)
         out_off = np.full(n, -1, dtype=np.int64)
         out_ts = np.full(n, W.NO_TIMESTAMP, dtype=np.int64)
         out_ep = np.full(n, -1, dtype=np.int64)
@@ -1240,7 +1303,8 @@ class LogSegment:
         ts_off = self.time_index.lookup(int(ts_sorted[0]))
         lo_pos = self._entry_position(max(ts_off.offset, starting_offset))
         has_entry = ts_off.timestamp != W.NO_TIMESTAMP or ts_off.offset != self.base_offset
-        check = ts_off if has_entry and not self.indexes_from_scan and ts_off.offset >= starting_offset else None
+        check: TimestampOffset | None = (ts_off if has_entry and not self.indexes_from_scan
+                                         and ts_off.offset >= starting_offset else None)
         running = W.INT64_MIN
         k = 0  # next unresolved sorted target
         for s in self._scan(lo_pos):
@@ -1287,7 +1351,9 @@ class LogSegment:
         return out_off, out_ts, out_ep
 
     @staticmethod
-    def _answer_in_sections(s, rows, sel, ts_sorted, order, starting_offset, out_off, out_ts, out_ep):
+    def _answer_in_sections(s: Window, rows: Rows, sel: Rows, ts_sorted: npt.NDArray[np.int64], order: Rows,
+                            starting_offset: int, out_off: npt.NDArray[np.int64], out_ts: npt.NDArray[np.int64],
+                            out_ep: npt.NDArray[np.int64]) -> None:
         """Answer sorted targets ts_sorted[sel] from the uncompressed v2 batches at scan rows `rows`
         (one per target, non-decreasing) with one find_timestamps_v2 call: each batch is checked as
         decoding it would check it, but no record object is made."""
@@ -1307,7 +1373,9 @@ class LogSegment:
         out_ep[idx] = s["partition_leader_epoch"][uniq][which[hit]]
 
     @staticmethod
-    def _answer_in_batch(batch, ts_sorted, sel, order, starting_offset, out_off, out_ts, out_ep):
+    def _answer_in_batch(batch: Batch, ts_sorted: npt.NDArray[np.int64], sel: Rows, order: Rows, starting_offset: int,
+                         out_off: npt.NDArray[np.int64], out_ts: npt.NDArray[np.int64],
+                         out_ep: npt.NDArray[np.int64]) -> None:
         epoch = batch.partition_leader_epoch
         if batch.magic == 2 and batch.timestamp_type == W.TimestampType.LOG_APPEND_TIME:
             hit = first_record_at_or_after(batch, int(ts_sorted[sel[0]]), starting_offset)
@@ -1316,8 +1384,10 @@ class LogSegment:
                 out_off[idx], out_ts[idx], out_ep[idx] = hit.offset, hit.timestamp, epoch
             return
         # first record with ts >= t is the first where the running max reaches t
-        run, offs, stamps = [], [], []
-        best = None
+        run: list[int] = []
+        offs: list[int] = []
+        stamps: list[int] = []
+        best: int | None = None
         for r in batch:
             if r.timestamp is not None and r.offset >= starting_offset:
                 best = r.timestamp if best is None or r.timestamp > best else best
@@ -1334,14 +1404,14 @@ class LogSegment:
                 o = int(order[i])
                 out_off[o], out_ts[o], out_ep[o] = offs[j], stamps[j], epoch
 
-    def max_timestamp_and_offset(self):
+    def max_timestamp_and_offset(self) -> TimestampAndOffset | None:
         """MAX_TIMESTAMP within this segment: the first record of the batch whose max timestamp is
         the segment's max, whose timestamp equals it; None when the segment has no timestamps."""
         return self._guarded(self._max_timestamp_and_offset)
 
-    def _max_timestamp_and_offset(self):
+    def _max_timestamp_and_offset(self) -> TimestampAndOffset | None:
         t = self._max_tracker()
-        if t.timestamp is None:
+        if t.timestamp is None or t.offset is None:  # both are set together
             return None
         target = t.timestamp
         if not self.indexes_from_scan:
@@ -1397,7 +1467,7 @@ class LogSegment:
         self.bytes_since_last_index_entry = m.bytes_since_last_index_entry
         self.rolling_based_timestamp = m.rolling_based_timestamp
 
-    def append_batch(self, data, last_offset: int, max_timestamp: int, magic: int, attributes: int) -> int:
+    def append_batch(self, data: BytesLike, last_offset: int, max_timestamp: int, magic: int, attributes: int) -> int:
         """Append one batch (LogSegment.append): bytes to .log, index entries by the
         index.interval.bytes rule. Returns the batch's position. A failed write raises
         LogWriteError with the segment's files and state as they were before the call."""
@@ -1418,7 +1488,7 @@ class LogSegment:
             tracker.update(max_timestamp, last_offset, magic, attributes)
             if self.bytes_since_last_index_entry > self.index_interval_bytes:
                 self.offset_index.append(last_offset, position)
-                if tracker.timestamp is not None:
+                if tracker.timestamp is not None and tracker.offset is not None:  # set together
                     self.time_index.maybe_append(tracker.timestamp, tracker.offset)
                 self.bytes_since_last_index_entry = 0
             self.bytes_since_last_index_entry += len(data)
@@ -1430,7 +1500,7 @@ class LogSegment:
     def on_become_inactive(self) -> None:
         """The final time-index entry when the segment stops being active (files stay trimmed)."""
         t = self._max_tracker()
-        if t.timestamp is not None and self.writable:
+        if t.timestamp is not None and t.offset is not None and self.writable:  # timestamp and offset are set together
             self.time_index.maybe_append(t.timestamp, t.offset, skip_full_check=True)
 
     def become_read_only(self) -> None:
@@ -1477,7 +1547,7 @@ class LogSegment:
             except FileNotFoundError:
                 pass
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size}, path={self.path('.log')!r})"
 
 

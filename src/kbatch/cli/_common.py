@@ -9,11 +9,14 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import IO, Any, NoReturn
+from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from .. import _fs
 from .. import _wire as W
 from ..errors import KBatchError, MissingDependencyError
+
+if TYPE_CHECKING:
+    from ..segment import SegmentFiles
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -112,7 +115,8 @@ def _path(path: str | os.PathLike[str]) -> str:
     return path if isinstance(path, str) and _fs.is_remote(path) else os.fspath(path)
 
 
-def resolve_segments(path: str | os.PathLike[str], problems: list[str] | None = None) -> list[tuple[str, list[Any]]]:
+def resolve_segments(path: str | os.PathLike[str],
+                     problems: list[str] | None = None) -> "list[tuple[str, list[SegmentFiles]]]":
     """[(partition dir, [SegmentFiles])] for a segment file, a partition dir or a log dir, in any
     layout kbatch.layout reads, local or remote. `seg.path(".log")` names each segment's .log.
     Tiered copies left out as incomplete go to `problems` (the command reports them and exits
@@ -126,7 +130,7 @@ def resolve_segments(path: str | os.PathLike[str], problems: list[str] | None = 
         return [(_fs.dirname(path), [layout.segment_files_for(path)])]
     if not _fs.exists(path):
         raise UsageProblem(f"{path}: no such file or directory")
-    out: list[tuple[str, list[Any]]] = []
+    out: list[tuple[str, list[SegmentFiles]]] = []
     for d in partition_dirs(path):
         listing = layout.list_segments(d)
         for p in listing.problems:
@@ -150,7 +154,7 @@ def refuse_remote(path: str | os.PathLike[str], what: str) -> None:
                            f"to a local directory first")
 
 
-def total_size(parts: list[tuple[str, list[Any]]]) -> int:
+def total_size(parts: "list[tuple[str, list[SegmentFiles]]]") -> int:
     """Bytes of the .log files resolve_segments named (0 for a size that cannot be had)."""
     total = 0
     for _d, segs in parts:
@@ -227,12 +231,18 @@ def time_value(text: str | None) -> int | None:
         raise typer.BadParameter(str(e)) from None
 
 
+def flags() -> tuple[Any, Any]:
+    """The options every command takes, as typer.Option objects (quiet, json), for annotations a
+    type checker reads too: `quiet: Annotated[bool, quiet_flag] = False`."""
+    import typer
+
+    return (typer.Option("--quiet", "-q", help="No progress bars and no summary when all is well."),
+            typer.Option("--json", help="One JSON object per line."))
+
+
 def options() -> tuple[Any, Any]:
     """The options every command takes: (Quiet, Json) as typer annotations."""
     from typing import Annotated
 
-    import typer
-
-    quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars and no summary when all is well.")]
-    as_json = Annotated[bool, typer.Option("--json", help="One JSON object per line.")]
-    return quiet, as_json
+    quiet, as_json = flags()
+    return Annotated[bool, quiet], Annotated[bool, as_json]

@@ -8,6 +8,8 @@ JSON) or, with --binary text, UTF-8 text; timestamps are epoch milliseconds (nul
 import base64
 import binascii
 import json
+from collections.abc import Callable, Iterable, Iterator
+from typing import IO, Any
 
 import numpy as np
 import pyarrow as pa
@@ -17,12 +19,15 @@ from ._common import UsageProblem, parse_time
 
 BINARY_FORMS = ("base64", "text")
 
+#: a row's JSON value of a binary field (base64 or text) -> its bytes; the line is for errors
+Decoder = Callable[[object, int], "bytes | None"]
 
-def _encoder(binary: str):
+
+def _encoder(binary: str) -> Callable[[bytes | None], str | None]:
     if binary == "base64":
         return lambda b: None if b is None else base64.b64encode(b).decode("ascii")
 
-    def text(b):
+    def text(b: bytes | None) -> str | None:
         if b is None:
             return None
         try:
@@ -33,12 +38,14 @@ def _encoder(binary: str):
     return text
 
 
-def _decoder(binary: str):
+def _decoder(binary: str) -> Decoder:
     if binary == "base64":
-        def b64(s, line):
+        def b64(s: object, line: int) -> bytes | None:
             if s is None:
                 return None
             try:
+                if not isinstance(s, str):  # a JSON number, list, ...
+                    raise TypeError(type(s).__name__)
                 return base64.b64decode(s, validate=True)
             except (binascii.Error, TypeError, ValueError):
                 raise InvalidRecordError("Not base64", expected="base64 (or --binary text)", found=repr(s)[:40],
@@ -47,7 +54,7 @@ def _decoder(binary: str):
     return lambda s, line: None if s is None else str(s).encode("utf-8")
 
 
-def rows_of(rb: pa.RecordBatch, binary: str):
+def rows_of(rb: pa.RecordBatch, binary: str) -> list[dict[str, Any]]:
     """JSON-ready dicts of a decode_columns record batch."""
     from ..arrow import timestamps_ms
 
@@ -66,12 +73,12 @@ def rows_of(rb: pa.RecordBatch, binary: str):
     return [dict(zip(names, vals)) for vals in zip(*(cols[n] for n in names))]
 
 
-def write_lines(f, rb: pa.RecordBatch, binary: str) -> None:
+def write_lines(f: IO[str], rb: pa.RecordBatch, binary: str) -> None:
     for row in rows_of(rb, binary):
         f.write(json.dumps(row, separators=(",", ":")) + "\n")
 
 
-def _timestamp(v, line):
+def _timestamp(v: object, line: int) -> int | None:
     if v is None or isinstance(v, int) and not isinstance(v, bool):
         return v
     if isinstance(v, str):
@@ -82,7 +89,7 @@ def _timestamp(v, line):
     raise InvalidRecordError("Bad timestamp", expected="epoch ms or ISO-8601", found=repr(v), row=line)
 
 
-def batches_of(f, binary: str, chunk_rows: int = 10_000, first_line: int = 0):
+def batches_of(f: Iterable[str], binary: str, chunk_rows: int = 10_000, first_line: int = 0) -> Iterator[pa.RecordBatch]:
     """pyarrow record batches (kbatch's column names and types) from JSON lines; errors name the
     line (0-based, blank lines counted)."""
     from ..arrow import HEADER_TYPE
@@ -90,10 +97,11 @@ def batches_of(f, binary: str, chunk_rows: int = 10_000, first_line: int = 0):
     dec = _decoder(binary)
     fields = {"topic": pa.string(), "partition": pa.int32(), "key": pa.binary(), "value": pa.binary(),
               "timestamp": pa.int64(), "headers": HEADER_TYPE, "isTombstone": pa.bool_()}
-    cols, n, line = {k: [] for k in fields}, 0, first_line - 1
-    seen = set()
+    cols: dict[str, list[Any]] = {k: [] for k in fields}
+    n, line = 0, first_line - 1
+    seen: set[str] = set()
 
-    def flush():
+    def flush() -> pa.RecordBatch:
         arrays = {k: pa.array(v, fields[k]) for k, v in cols.items() if k in seen}
         if "timestamp" in arrays:
             arrays["timestamp"] = arrays["timestamp"].cast(pa.timestamp("ms", tz="UTC"))

@@ -32,10 +32,32 @@ import logging
 import re
 import struct
 import sys
+from collections.abc import Iterable, Iterator, Sequence
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, Literal, Protocol, Union
 
 from .. import _wire as W
 from ..errors import KBatchError, StorageError
-from ._common import (EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, UsageProblem, api, partition_dirs, run)
+from ._common import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, UsageProblem, partition_dirs, run
+
+if TYPE_CHECKING:
+    import typer
+
+    from .._core import ByteView, Record
+    from .._typing import PathLike
+    from ..batch import RecordBatch
+    from ..legacy import LegacyRecordBatch
+    from ..log import Log
+
+#: a piece of a kcat -f format: literal bytes, or a token letter (TOKENS)
+FormatPart = Union[tuple[Literal["str"], bytes], tuple[Literal["tok"], str]]
+#: -o's start: ("beginning",), ("end",), ("abs", N), ("tail", N) or ("time", T)
+Start = Union[tuple[Literal["beginning", "end"]], tuple[Literal["abs", "tail", "time"], int]]
+
+
+class _BytesOut(Protocol):
+    def write(self, data: bytes, /) -> object: ...
+
+    def flush(self) -> object: ...
 
 TOKENS = "sSRkKThtpo%"
 _NULL = b"NULL"
@@ -85,7 +107,7 @@ def parse_delim(text: str) -> bytes:
     """kcat's -D/-K delimiters: \\n, \\t and \\xHH."""
     out = text.replace("\\n", "\n").replace("\\t", "\t")
 
-    def hexchar(m):
+    def hexchar(m: re.Match[str]) -> str:
         return chr(int(m.group(1), 16) & 0xFF)
     if re.search(r"\\x(?![0-9A-Fa-f])", out):
         raise UsageProblem(f"delimiter {text!r}: \\x expects a hex number")
@@ -93,9 +115,9 @@ def parse_delim(text: str) -> bytes:
     return out.encode("latin-1", errors="strict") if all(ord(ch) < 256 for ch in out) else out.encode("utf-8")
 
 
-def parse_format(fmt: str) -> list:
+def parse_format(fmt: str) -> list[FormatPart]:
     """A kcat -f string -> [("str", bytes) | ("tok", letter)]."""
-    parts = []
+    parts: list[FormatPart] = []
     s = fmt
     while s:
         i = s.find("%")
@@ -122,7 +144,7 @@ class Serdes:
     NAMES = ("text", "hex", "base64")
     _PACK = {"b": "b", "B": "B", "h": "h", "H": "H", "i": "i", "I": "I", "q": "q", "Q": "Q"}
 
-    def __init__(self, spec: str = "text"):
+    def __init__(self, spec: str = "text") -> None:
         self.spec = spec
         if spec not in self.NAMES:
             bad = [c for c in spec if c not in " <>bBhHiIqQcs$"]
@@ -140,7 +162,8 @@ class Serdes:
         return self._unpack(data)
 
     def _unpack(self, data: bytes) -> bytes:
-        out, pos, endian = [], 0, ">"
+        out: list[str] = []
+        pos, endian = 0, ">"
         for t in self.spec:
             if t == " ":
                 out.append(" ")
@@ -167,8 +190,8 @@ class Serdes:
 class Formatter:
     """One record -> bytes, as kcat's fmt_msg_output_str / fmt_msg_output_json write it."""
 
-    def __init__(self, fmt, *, as_json=False, delim=b"\n", key_delim=None, null=False, key_serdes=None,
-                 value_serdes=None):
+    def __init__(self, fmt: str | None, *, as_json: bool = False, delim: bytes = b"\n", key_delim: bytes | None = None,
+                 null: bool = False, key_serdes: Serdes | None = None, value_serdes: Serdes | None = None) -> None:
         self.as_json = as_json
         self.delim = delim
         self.null = null
@@ -181,7 +204,7 @@ class Formatter:
             self.parts = parse_format(fmt)
         self.errors = 0
 
-    def _blob(self, data, serdes, what, where, err):
+    def _blob(self, data: "ByteView | None", serdes: Serdes, what: str, where: str, err: IO[str]) -> bytes:
         if data is None or len(data) == 0:  # kcat: an empty and a NULL key print alike
             return _NULL if self.null else b""
         try:
@@ -191,15 +214,17 @@ class Formatter:
             err.write(f"% ERROR: Failed to format message in {where}: {what}: {e}\n")
             return b""
 
-    def format(self, topic, partition, rec, tstype, err) -> bytes:
+    def format(self, topic: str, partition: int, rec: "Record", tstype: str | None, err: IO[str]) -> bytes:
         if self.as_json:
             return self._json(topic, partition, rec, tstype) + self.delim
         where = f"{topic} [{partition}] at offset {rec.offset}"
-        out = []
-        for kind, v in self.parts:
-            if kind == "str":
-                out.append(v)
-            elif v == "s":
+        out: list[bytes] = []
+        for part in self.parts:
+            if part[0] == "str":
+                out.append(part[1])
+                continue
+            v = part[1]
+            if v == "s":
                 out.append(self._blob(rec.value, self.value_serdes, "value", where, err))
             elif v == "k":
                 out.append(self._blob(rec.key, self.key_serdes, "key", where, err))
@@ -222,20 +247,20 @@ class Formatter:
                 out.append(str(rec.offset).encode())
         return b"".join(out)
 
-    def _text(self, data, serdes):
+    def _text(self, data: "ByteView | None", serdes: Serdes) -> str | None:
         if data is None:
             return None
         raw = serdes(bytes(data))
         return raw.decode("utf-8", "replace")
 
-    def _json(self, topic, partition, rec, tstype) -> bytes:
-        obj = {"topic": topic, "partition": partition, "offset": rec.offset}
+    def _json(self, topic: str, partition: int, rec: "Record", tstype: str | None) -> bytes:
+        obj: dict[str, Any] = {"topic": topic, "partition": partition, "offset": rec.offset}
         if rec.timestamp is not None and tstype is not None:
             obj["tstype"] = tstype
             obj["ts"] = rec.timestamp
         obj["broker"] = -1
         if rec.headers:
-            flat = []
+            flat: list[str | None] = []
             for k, hv in rec.headers:
                 flat += [k, None if hv is None else bytes(hv).decode("utf-8", "replace")]
             obj["headers"] = flat
@@ -250,10 +275,11 @@ class Formatter:
 
 
 # ------------------------------------------------------------------------------------ offsets
-def parse_offsets(specs) -> tuple:
+def parse_offsets(specs: Iterable[str] | None) -> tuple[Start, int | None]:
     """-o values -> (start, stop_ts): start is ("beginning",), ("end",), ("abs", N), ("tail", N)
     or ("time", T); stop_ts an e@ timestamp or None."""
-    start, stop = ("beginning",), None
+    start: Start = ("beginning",)
+    stop: int | None = None
     for spec in specs or ():
         s = spec.strip()
         if s.startswith("e@"):
@@ -275,7 +301,7 @@ def parse_offsets(specs) -> tuple:
     return start, stop
 
 
-def _ms(text, spec) -> int:
+def _ms(text: str, spec: str) -> int:
     from ._common import parse_time
 
     try:
@@ -284,16 +310,15 @@ def _ms(text, spec) -> int:
         raise UsageProblem(f"-o {spec!r}: the time is epoch milliseconds (kcat) or ISO-8601") from None
 
 
-def start_offset(log, start, err, name) -> int:
+def start_offset(log: "Log", start: Start, err: IO[str], name: str) -> int:
     lo, hi = log.beginning_offset(), log.end_offset()
-    kind = start[0]
-    if kind == "beginning":
+    if start[0] == "beginning":
         return lo
-    if kind == "end":
+    if start[0] == "end":
         return hi
-    if kind == "tail":
+    if start[0] == "tail":
         return max(lo, hi - start[1])
-    if kind == "time":
+    if start[0] == "time":
         hit = log.offset_for(start[1])
         return hi if hit is None else hit.offset
     v = start[1]
@@ -304,16 +329,16 @@ def start_offset(log, start, err, name) -> int:
     return v
 
 
-def _tstype(batch):
+def _tstype(batch: "RecordBatch | LegacyRecordBatch") -> str | None:
     if batch.magic == 0:
         return None
     return "logappend" if batch.timestamp_type == W.TimestampType.LOG_APPEND_TIME else "create"
 
 
-def _aborted(log, first_segment: int) -> dict:
+def _aborted(log: "Log", first_segment: int) -> dict[int, list[tuple[int, int]]]:
     """{producer id: [(first offset, last offset)]} of aborted transactions from the .txnindex of
     each segment from `first_segment` on (a marker, and its entry, comes after the data)."""
-    out = {}
+    out: dict[int, list[tuple[int, int]]] = {}
     for seg in log.segments[first_segment:]:
         if seg.files.has(".txnindex"):
             for t in seg.txn_index:
@@ -321,7 +346,8 @@ def _aborted(log, first_segment: int) -> dict:
     return out
 
 
-def records_from(log, offset: int, stop: int | None, read_committed: bool):
+def records_from(log: "Log", offset: int, stop: int | None,
+                 read_committed: bool) -> "Iterator[tuple[RecordBatch | LegacyRecordBatch, Record]]":
     """(batch, record) from `offset` (a batch boundary found through .index) to `stop` (exclusive),
     in offset order; control batches and (read_committed) aborted transactions left out."""
     from ..segment import _FIRST_WINDOW, _batch_at, _crc_error
@@ -374,7 +400,7 @@ class _TextOut:
     """Bytes onto a text stream that has no binary buffer (a StringIO): decoded as UTF-8, bytes
     that are not UTF-8 kept as surrogate escapes."""
 
-    def __init__(self, stream):
+    def __init__(self, stream: IO[str]) -> None:
         self.stream = stream
 
     def write(self, data: bytes) -> None:
@@ -384,17 +410,22 @@ class _TextOut:
         self.stream.flush()
 
 
-def _binary(stream):
+def _binary(stream: IO[Any]) -> _BytesOut:
+    """Where record bytes go: a binary stream as it is, a text stream's buffer, or the text stream."""
     if isinstance(stream, io.TextIOBase) or hasattr(stream, "encoding"):
-        buf = getattr(stream, "buffer", None)
+        buf: BinaryIO | None = getattr(stream, "buffer", None)
         return buf if buf is not None else _TextOut(stream)
     return stream
 
 
-def cmd_cat(path, *, topic=None, partition=None, offsets=(), count=None, fmt=None, as_json=False, delim="\\n",
-            key_delim=None, null=False, serdes=(), exit_at_end=True, unbuffered=False, quiet=False,
-            properties=(), out=None, err=None) -> int:
-    out = _binary(out if out is not None else sys.stdout)
+def cmd_cat(path: "PathLike", *, topic: str | None = None, partition: int | None = None, offsets: Sequence[str] = (),
+            count: int | None = None, fmt: str | None = None, as_json: bool = False, delim: str = "\\n",
+            key_delim: str | None = None, null: bool = False, serdes: Sequence[str] = (), exit_at_end: bool = True,
+            unbuffered: bool = False, quiet: bool = False, properties: Sequence[str] = (),
+            out: IO[str] | BinaryIO | None = None, err: IO[str] | None = None) -> int:
+    from ..log import Log
+
+    dest = _binary(out if out is not None else sys.stdout)
     err = err if err is not None else sys.stderr
     start, stop_ts = parse_offsets(offsets)
     read_committed = True
@@ -440,7 +471,7 @@ def cmd_cat(path, *, topic=None, partition=None, offsets=(), count=None, fmt=Non
         p = part.partition if part.partition is not None else -1
         name = f"{t} [{p}]"
         try:
-            log = api("Log").open(part.path)
+            log = Log.open(part.path)
         except StorageError as e:
             err.write(f"kbatch: {part.path}: {e}\n")
             code = max(code, EXIT_USAGE)
@@ -449,16 +480,17 @@ def cmd_cat(path, *, topic=None, partition=None, offsets=(), count=None, fmt=Non
             err.write(f"kbatch: {part.path}: {e}\n")
             code = max(code, EXIT_PROBLEMS)
             continue
-        last = stop = None
+        last: int | None = None
+        stop: int | None = None
         try:
             first = start_offset(log, start, err, name)
             if stop_ts is not None:
                 hit = log.offset_for(stop_ts)
                 stop = None if hit is None else hit.offset
             for b, r in records_from(log, first, stop, read_committed):
-                out.write(formatter.format(t, p, r, _tstype(b), err))
+                dest.write(formatter.format(t, p, r, _tstype(b), err))
                 if unbuffered:
-                    out.flush()
+                    dest.flush()
                 last = r.offset
                 printed += 1
                 if count is not None and printed >= count:
@@ -477,13 +509,13 @@ def cmd_cat(path, *, topic=None, partition=None, offsets=(), count=None, fmt=Non
                 err.write(f"% Reached {'stop timestamp' if stop_ts is not None and stop is not None else 'end'} "
                           f"of topic {name} at offset {at}{tail}\n")
             log.close()
-    out.flush()
+    dest.flush()
     if formatter.errors:
         code = max(code, EXIT_PROBLEMS)
     return code
 
 
-def register(app) -> None:
+def register(app: "typer.Typer") -> None:
     from typing import Annotated, List, Optional
 
     import typer
@@ -505,7 +537,7 @@ def register(app) -> None:
             exit_at_end: Annotated[bool, typer.Option("-e", help="Exit at the end (always: files end).")] = False,
             unbuffered: Annotated[bool, typer.Option("-u", help="Flush after each record.")] = False,
             quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No 'Reached end' lines on stderr.")] = False,
-            prop: Annotated[Optional[List[str]], typer.Option("-X", help="isolation.level=read_committed (default) or read_uncommitted.")] = None):
+            prop: Annotated[Optional[List[str]], typer.Option("-X", help="isolation.level=read_committed (default) or read_uncommitted.")] = None) -> None:
         run(cmd_cat, path, topic=topic, partition=partition, offsets=list(offset or []), count=count, fmt=fmt,
             as_json=as_json, delim=delim, key_delim=key_delim, null=null, serdes=list(serdes or []),
             exit_at_end=exit_at_end, unbuffered=unbuffered, quiet=quiet, properties=list(prop or []))

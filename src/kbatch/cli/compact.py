@@ -8,14 +8,24 @@ writes nothing; `--output DIR` writes the compacted copy to DIR/<partition> inst
 
 import os
 import sys
+from typing import IO, TYPE_CHECKING
 
+from .. import _wire as W
 from ..errors import InvalidConfigurationError, KBatchError, StorageError
-from ._common import (EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, UsageProblem, api, emit, now_ms, options, partition_dirs,
+from ._common import (EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, UsageProblem, emit, flags, now_ms, partition_dirs,
                       refuse_remote, run, time_value)
 
+if TYPE_CHECKING:
+    import typer
 
-def cmd_compact(path, *, now=None, delete_retention_ms=86_400_000, dry_run=False, output=None, as_json=False,
-                quiet=False, dedupe_buffer_size=None, out=None, err=None) -> int:
+    from .._typing import PathLike
+
+
+def cmd_compact(path: "PathLike", *, now: int | None = None, delete_retention_ms: int = 86_400_000,
+                dry_run: bool = False, output: "PathLike | None" = None, as_json: bool = False, quiet: bool = False,
+                dedupe_buffer_size: int | None = None, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
+    from ..compaction import compact
+
     out = out or sys.stdout
     err = err or sys.stderr
     now_value = now_ms() if now is None else now
@@ -27,9 +37,9 @@ def cmd_compact(path, *, now=None, delete_retention_ms=86_400_000, dry_run=False
         name = os.path.basename(os.path.abspath(d))
         target = None if output is None else os.path.join(output, name)
         try:
-            extra = {} if dedupe_buffer_size is None else {"dedupe_buffer_size": dedupe_buffer_size}
-            stats = api("compact")(d, now_ms=now_value, delete_retention_ms=delete_retention_ms, dry_run=dry_run,
-                                   output_dir=target, **extra)
+            stats = compact(d, now_ms=now_value, delete_retention_ms=delete_retention_ms, dry_run=dry_run,
+                            output_dir=target, dedupe_buffer_size=W.DEFAULT_DEDUPE_BUFFER_SIZE
+                            if dedupe_buffer_size is None else dedupe_buffer_size)
         except (StorageError, InvalidConfigurationError) as e:
             # locked, unwritable, changed under us, or a key map too small: the partition was not compacted
             err.write(f"kbatch: {name}: {e}\n")
@@ -57,12 +67,12 @@ def cmd_compact(path, *, now=None, delete_retention_ms=86_400_000, dry_run=False
     return code
 
 
-def register(app) -> None:
-    from typing import Annotated, List, Optional  # noqa: F401
+def register(app: "typer.Typer") -> None:
+    from typing import Annotated, Optional
 
     import typer
 
-    Quiet, Json = options()
+    quiet_flag, json_flag = flags()
 
     @app.command(help="Compact partition(s) as the broker's log cleaner does (KIP-87 tombstones, KIP-534 delete "
                       "horizons). A partition that cannot be read in full is refused (exit 1, nothing changed); a "
@@ -73,6 +83,6 @@ def register(app) -> None:
                 dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing; say what would be removed and how many bytes saved.")] = False,
                 output: Annotated[Optional[str], typer.Option("--output", help="Write the compacted partitions to DIR/<partition> and leave the input as it is.")] = None,
                 dedupe_buffer_size: Annotated[Optional[int], typer.Option("--dedupe-buffer-size", help="Bytes of the key map (log.cleaner.dedupe.buffer.size; default 134217728); more distinct keys than it holds take more passes.")] = None,
-                as_json: Json = False, quiet: Quiet = False):
+                as_json: Annotated[bool, json_flag] = False, quiet: Annotated[bool, quiet_flag] = False) -> None:
         run(cmd_compact, path, now=time_value(now), delete_retention_ms=delete_retention_ms, dry_run=dry_run,
             output=output, as_json=as_json, quiet=quiet, dedupe_buffer_size=dedupe_buffer_size)

@@ -3,15 +3,21 @@
 import contextlib
 import os
 import sys
+from collections.abc import Sequence
+from typing import IO, TYPE_CHECKING
 
 from .. import _wire as W
-from ._common import (UsageProblem, options, progress_bar, run)
+from ._common import UsageProblem, flags, progress_bar, run
+
+if TYPE_CHECKING:
+    import typer
 
 
-def cmd_dump(files, *, print_data_log=False, deep_iteration=False, index_sanity_check=False,
-             verify_index_only=False, skip_record_metadata=False, max_bytes=W.INT32_MAX,
-             max_message_size=5 * 1024 * 1024, decoder=None, as_json=False, quiet=False, out=None,
-             err=None) -> int:
+def cmd_dump(files: Sequence[str], *, print_data_log: bool = False, deep_iteration: bool = False,
+             index_sanity_check: bool = False, verify_index_only: bool = False, skip_record_metadata: bool = False,
+             max_bytes: int = W.INT32_MAX, max_message_size: int = 5 * 1024 * 1024, decoder: str | None = None,
+             as_json: bool = False, quiet: bool = False, out: IO[str] | None = None,
+             err: IO[str] | None = None) -> int:
     from ..dump import DumpOptions, Dumper
 
     out = out or sys.stdout
@@ -32,12 +38,12 @@ def cmd_dump(files, *, print_data_log=False, deep_iteration=False, index_sanity_
     return result.exit_code
 
 
-def register(app) -> None:
-    from typing import Annotated, List, Optional  # noqa: F401
+def register(app: "typer.Typer") -> None:
+    from typing import Annotated, List, Optional
 
     import typer
 
-    Quiet, Json = options()
+    quiet_flag, json_flag = flags()
 
     @app.command(help="Print segment, index, snapshot and checkpoint files as kafka-dump-log --files does: .log, "
                       ".index, .timeindex, .txnindex, producer .snapshot, KRaft .checkpoint, leader-epoch-checkpoint, "
@@ -55,9 +61,9 @@ def register(app) -> None:
         offsets_decoder: Annotated[bool, typer.Option("--offsets-decoder", help="Decode records as __consumer_offsets keys and values (group metadata, committed offsets); implies --print-data-log.")] = False,
         transaction_log_decoder: Annotated[bool, typer.Option("--transaction-log-decoder", help="Decode records as __transaction_state transaction metadata; implies --print-data-log.")] = False,
         cluster_metadata_decoder: Annotated[bool, typer.Option("--cluster-metadata-decoder", help="Decode records as KRaft cluster metadata records; implies --print-data-log.")] = False,
-        as_json: Json = False,
-        quiet: Quiet = False,
-    ):
+        as_json: Annotated[bool, json_flag] = False,
+        quiet: Annotated[bool, quiet_flag] = False,
+    ) -> None:
         chosen = [d for d, on in (("offsets", offsets_decoder), ("transaction-log", transaction_log_decoder),
                                   ("cluster-metadata", cluster_metadata_decoder)) if on]
         if len(chosen) > 1:

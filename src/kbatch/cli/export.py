@@ -16,19 +16,28 @@ stderr with its byte position and the command exits 1.
 import json
 import os
 import sys
+from collections.abc import Iterator
+from typing import IO, TYPE_CHECKING, Any
 
 from .. import _files
 from .. import _fs
 from ..errors import KBatchError
 from ..layout import describe
-from ._common import (EXIT_OK, EXIT_PROBLEMS, UsageProblem, emit, options, progress_bar, resolve_segments, run,
+from ._common import (EXIT_OK, EXIT_PROBLEMS, UsageProblem, emit, flags, progress_bar, resolve_segments, run,
                       total_size)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import typer
+
+    from .._typing import PathLike
+    from ..segment import SegmentFiles
 
 FORMATS = ("parquet", "jsonl")
 STATE = ".kbatch-export.json"
 
 
-def _format(to: str, fmt):
+def _format(to: str, fmt: str | None) -> str:
     if fmt is not None:
         if fmt not in FORMATS:
             raise UsageProblem(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
@@ -36,7 +45,8 @@ def _format(to: str, fmt):
     return "jsonl" if to.endswith((".jsonl", ".json")) else "parquet"
 
 
-def _batches(files, topic, partition, batch_fields: bool):
+def _batches(files: "SegmentFiles", topic: str | None, partition: int | None,
+             batch_fields: bool) -> "Iterator[pa.RecordBatch]":
     """decode_columns' record batches of one whole segment (a damaged one raises). The .log is
     read through its FileRecords (pread or ranged reads: a FIFO named like a segment is an error,
     not a hang)."""
@@ -53,7 +63,7 @@ def _batches(files, topic, partition, batch_fields: bool):
 class _Sink:
     """One output file written under a temporary name and renamed into place by done()."""
 
-    def __init__(self, path: str, fmt: str, schema, binary: str):
+    def __init__(self, path: str, fmt: str, schema: "pa.Schema", binary: str) -> None:
         self.path, self.fmt, self.binary = path, fmt, binary
         d = os.path.dirname(path) or "."
         os.makedirs(d, exist_ok=True)
@@ -61,12 +71,12 @@ class _Sink:
         if fmt == "parquet":
             import pyarrow.parquet as pq
 
-            self.w = pq.ParquetWriter(self.tmp, schema)
+            self.w: Any = pq.ParquetWriter(self.tmp, schema)  # or a text file (jsonl)
         else:
             self.w = open(self.tmp, "w", encoding="utf-8")
         self.rows = 0
 
-    def write(self, rb) -> None:
+    def write(self, rb: "pa.RecordBatch") -> None:
         if self.fmt == "parquet":
             self.w.write_batch(rb)
         else:
@@ -92,17 +102,18 @@ class _Sink:
                 pass
 
 
-def cmd_export(path, *, to, fmt=None, batch_fields=False, binary="base64", overwrite=False, quiet=False,
-               as_json=False, out=None, err=None) -> int:
+def cmd_export(path: "PathLike", *, to: str, fmt: str | None = None, batch_fields: bool = False, binary: str = "base64",
+               overwrite: bool = False, quiet: bool = False, as_json: bool = False, out: IO[str] | None = None,
+               err: IO[str] | None = None) -> int:
     from ..arrow import schema as arrow_schema
 
     out = out or sys.stdout
     err = err or sys.stderr
-    fmt = _format(to, fmt)
+    fmt_name = _format(to, fmt)
     one_file = to.endswith((".parquet", ".jsonl", ".json"))
     if _fs.is_remote(to):
         raise UsageProblem(f"--to {to}: export writes local files (the segments it reads may be remote)")
-    left_out = []
+    left_out: list[str] = []
     parts = resolve_segments(path, left_out)
     total = total_size(parts)
     full = arrow_schema(True, batch_fields)
@@ -111,13 +122,13 @@ def cmd_export(path, *, to, fmt=None, batch_fields=False, binary="base64", overw
     for p in left_out:
         err.write(f"kbatch: {p} (not exported)\n")
     state_path = os.path.join(to, STATE)
-    state = {}
+    state: dict[str, dict[str, Any]] = {}
     if not one_file:
         os.makedirs(to, exist_ok=True)
         if os.path.exists(state_path) and not overwrite:
             with open(state_path, encoding="utf-8") as f:
                 state = json.load(f)
-    sink = _Sink(to, fmt, full, binary) if one_file else None
+    sink = _Sink(to, fmt_name, full, binary) if one_file else None
     try:
         with progress_bar(total, "export", quiet) as advance:
             for d, segs in parts:
@@ -127,16 +138,18 @@ def cmd_export(path, *, to, fmt=None, batch_fields=False, binary="base64", overw
                     seg = files.path(".log")
                     size = _fs.getsize(seg)
                     base = _fs.basename(seg)[:-len(".log")]
-                    if one_file:
+                    target: _Sink
+                    key: str | None
+                    if sink is not None:  # one_file
                         target, key, rows = sink, None, sink.rows
                     else:
-                        rel = os.path.join(f"topic={topic}", f"partition={partition}", f"{base}.{fmt}")
+                        rel = os.path.join(f"topic={topic}", f"partition={partition}", f"{base}.{fmt_name}")
                         done = state.get(rel)
                         if done and done.get("bytes") == size and os.path.exists(os.path.join(to, rel)):
                             advance(size)
                             _report(out, as_json, quiet, "skipped", seg, rel, done.get("rows"))
                             continue
-                        target, key, rows = _Sink(os.path.join(to, rel), fmt, per_file, binary), rel, 0
+                        target, key, rows = _Sink(os.path.join(to, rel), fmt_name, per_file, binary), rel, 0
                     try:
                         for rb in _batches(files, topic, partition, batch_fields):
                             target.write(rb if one_file else rb.drop_columns(["topic", "partition"]))
@@ -147,14 +160,14 @@ def cmd_export(path, *, to, fmt=None, batch_fields=False, binary="base64", overw
                             target.discard()
                         advance(size)
                         continue
-                    if not one_file:
+                    if key is not None:  # not one_file
                         target.done()
                         state[key] = dict(source=seg if _fs.is_remote(seg) else os.path.abspath(seg), bytes=size,
                                           rows=target.rows)
                         _files.atomic_write(state_path, json.dumps(state, indent=1).encode())
                     advance(size)
                     _report(out, as_json, quiet, "exported", seg, key or to, target.rows - rows)
-        if one_file:
+        if sink is not None:  # one_file
             if problems:
                 sink.discard()
                 err.write(f"kbatch: {to} not written: {problems} segment(s) could not be read in full\n")
@@ -167,19 +180,19 @@ def cmd_export(path, *, to, fmt=None, batch_fields=False, binary="base64", overw
     return EXIT_PROBLEMS if problems else EXIT_OK
 
 
-def _report(out, as_json, quiet, what, seg, dest, rows):
+def _report(out: IO[str], as_json: bool, quiet: bool, what: str, seg: str, dest: str, rows: int | None) -> None:
     if as_json:
         emit(out, dict(type=what, segment=seg, to=dest, rows=rows))
     elif not quiet:
         out.write(f"{seg}: {what} {rows} rows -> {dest}\n")
 
 
-def register(app) -> None:
+def register(app: "typer.Typer") -> None:
     from typing import Annotated, Optional
 
     import typer
 
-    Quiet, Json = options()
+    quiet_flag, json_flag = flags()
 
     @app.command(help="Export segments to Parquet or JSON lines (decode_columns' columns): a directory gets one file "
                       "per segment in topic=/partition= folders, resumable; a .parquet/.jsonl path gets one file.")
@@ -189,6 +202,6 @@ def register(app) -> None:
                batch_fields: Annotated[bool, typer.Option("--batch-fields", help="Add producerId, producerEpoch, baseSequence, isTransactional, isControl.")] = False,
                binary: Annotated[str, typer.Option("--binary", help="JSON lines: keys and values as base64 (lossless) or text (UTF-8).")] = "base64",
                overwrite: Annotated[bool, typer.Option("--overwrite", help="Export every segment again, even those done before.")] = False,
-               as_json: Json = False, quiet: Quiet = False):
+               as_json: Annotated[bool, json_flag] = False, quiet: Annotated[bool, quiet_flag] = False) -> None:
         run(cmd_export, path, to=to, fmt=fmt, batch_fields=batch_fields, binary=binary, overwrite=overwrite,
             quiet=quiet, as_json=as_json)

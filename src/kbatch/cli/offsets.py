@@ -7,17 +7,28 @@ stderr. Either makes the exit code 1; the answers printed are still the log's.
 
 import logging
 import sys
+from collections.abc import Sequence
+from typing import IO, TYPE_CHECKING
 
 from ..errors import KBatchError, StorageError
-from ._common import (EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, UsageProblem, api, emit, format_time, options, parse_time,
+from ._common import (EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, UsageProblem, emit, flags, format_time, parse_time,
                       partition_dirs, partition_name, run, time_value)
 
+if TYPE_CHECKING:
+    import typer
 
-def cmd_offsets(path, *, times=(), earliest=False, latest=False, max_timestamp=False, as_json=False,
-                quiet=False, out=None, err=None) -> int:
+    from .._typing import PathLike
+
+
+def cmd_offsets(path: "PathLike", *, times: Sequence[str] = (), earliest: bool = False, latest: bool = False,
+                max_timestamp: bool = False, as_json: bool = False, quiet: bool = False, out: IO[str] | None = None,
+                err: IO[str] | None = None) -> int:
+    from .._wire import OffsetSpec
+    from ..log import Log
+
     out = out or sys.stdout
     err = err or sys.stderr
-    targets = [("earliest", None)] if earliest else []
+    targets: list[tuple[str, int | None]] = [("earliest", None)] if earliest else []
     targets += [("latest", None)] if latest else []
     targets += [("max-timestamp", None)] if max_timestamp else []
     targets += [(t, parse_time(t)) for t in times]
@@ -29,7 +40,7 @@ def cmd_offsets(path, *, times=(), earliest=False, latest=False, max_timestamp=F
     for d in partition_dirs(path):
         name = partition_name(d)
         try:
-            log = api("Log").open(d)
+            log = Log.open(d)
         except StorageError as e:
             err.write(f"kbatch: {name}: {e}\n")
             code = max(code, EXIT_USAGE)
@@ -37,9 +48,9 @@ def cmd_offsets(path, *, times=(), earliest=False, latest=False, max_timestamp=F
         try:
             for label, ts in targets:
                 if label in ("earliest", "latest"):  # epochs from the leader epoch cache, as a broker answers
-                    hit = log.offset_for(api("EARLIEST" if label == "earliest" else "LATEST"))
-                elif label == "max-timestamp":
-                    hit = log.offset_for(api("MAX_TIMESTAMP"))
+                    hit = log.offset_for(OffsetSpec.EARLIEST if label == "earliest" else OffsetSpec.LATEST)
+                elif label == "max-timestamp" or ts is None:
+                    hit = log.offset_for(OffsetSpec.MAX_TIMESTAMP)
                 else:
                     hit = log.offsets_for_times([ts])[0]
                 offset, found_ts, epoch = (None, None, None) if hit is None else hit
@@ -70,12 +81,12 @@ def cmd_offsets(path, *, times=(), earliest=False, latest=False, max_timestamp=F
     return code
 
 
-def register(app) -> None:
-    from typing import Annotated, List, Optional  # noqa: F401
+def register(app: "typer.Typer") -> None:
+    from typing import Annotated, List, Optional
 
     import typer
 
-    Quiet, Json = options()
+    quiet_flag, json_flag = flags()
 
     @app.command(help="Look up offsets per partition: by time (first record with timestamp >= T), earliest, "
                       "latest (log end offset) or the record with the largest timestamp. Exit 1 when an index "
@@ -85,7 +96,7 @@ def register(app) -> None:
                 earliest: Annotated[bool, typer.Option("--earliest", help="The log start offset.")] = False,
                 latest: Annotated[bool, typer.Option("--latest", help="The log end offset.")] = False,
                 max_timestamp: Annotated[bool, typer.Option("--max-timestamp", help="The record with the largest timestamp.")] = False,
-                as_json: Json = False, quiet: Quiet = False):
+                as_json: Annotated[bool, json_flag] = False, quiet: Annotated[bool, quiet_flag] = False) -> None:
         for t in time_ or []:
             time_value(t)
         run(cmd_offsets, path, times=list(time_ or []), earliest=earliest, latest=latest,

@@ -3,13 +3,23 @@
 import logging
 import os
 import sys
+from collections.abc import Callable, Sequence
+from typing import IO, TYPE_CHECKING
 
 from ._common import EXIT_OK, UsageProblem, run
 
+if TYPE_CHECKING:
+    import typer
 
-def cmd_serve(path, *, listen="127.0.0.1:9092", read_only=False, auto_create_topics=False, config=(),
-              advertised_host=None, num_partitions=1, group_initial_rebalance_delay_ms=3000, flush_messages=None,
-              quiet=False, err=None, ready=None) -> int:
+    from .._typing import PathLike
+    from ..server import Server
+
+
+def cmd_serve(path: "PathLike", *, listen: str = "127.0.0.1:9092", read_only: bool = False,
+              auto_create_topics: bool = False, config: Sequence[str] = (), advertised_host: str | None = None,
+              num_partitions: int = 1, group_initial_rebalance_delay_ms: int = 3000, flush_messages: int | None = None,
+              quiet: bool = False, err: IO[str] | None = None,
+              ready: "Callable[[Server], object] | None" = None) -> int:
     """Serve `path` until SIGINT/SIGTERM; exit 0 after a clean stop."""
     err = err or sys.stderr
     if not os.path.isdir(path):
@@ -44,8 +54,8 @@ def cmd_serve(path, *, listen="127.0.0.1:9092", read_only=False, auto_create_top
     return EXIT_OK
 
 
-def register(app) -> None:
-    from typing import Annotated, List, Optional  # noqa: F401
+def register(app: "typer.Typer") -> None:
+    from typing import Annotated, List, Optional
 
     import typer
 
@@ -61,7 +71,7 @@ def register(app) -> None:
               num_partitions: Annotated[int, typer.Option("--num-partitions", help="Partitions of an auto-created topic.")] = 1,
               rebalance_delay_ms: Annotated[int, typer.Option("--group-initial-rebalance-delay-ms", help="group.initial.rebalance.delay.ms.")] = 3000,
               flush_messages: Annotated[Optional[int], typer.Option("--flush-messages", help="fsync after this many records, before answering (flush.messages; default: the OS page cache, as Kafka).")] = None,
-              quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Warnings and errors only.")] = False):
+              quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Warnings and errors only.")] = False) -> None:
         run(cmd_serve, path, listen=listen, read_only=read_only, auto_create_topics=auto_create_topics,
             config=list(config or []), advertised_host=advertised_host, num_partitions=num_partitions,
             group_initial_rebalance_delay_ms=rebalance_delay_ms, flush_messages=flush_messages, quiet=quiet)

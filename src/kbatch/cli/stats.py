@@ -9,13 +9,22 @@ is checked. Anything that cannot be read is named on stderr and makes the exit c
 
 import logging
 import sys
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import _wire as W
 from ..errors import KBatchError, StorageError
-from ._common import (EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, api, emit, format_time, options, partition_dirs,
-                      progress_bar, run)
+from ._common import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, emit, flags, format_time, partition_dirs, progress_bar, run
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import typer
+
+    from .._typing import PathLike
+    from ..layout import Partition
+    from ..log import Log
 
 HLL_P = 14  # 16384 registers
 
@@ -24,18 +33,21 @@ class KeyCardinality:
     """A HyperLogLog sketch of binary keys (hash: Kafka's murmur2 kernel, then a 32-bit finalizer
     so that keys differing in one byte spread over the registers)."""
 
-    def __init__(self, p: int = HLL_P):
+    def __init__(self, p: int = HLL_P) -> None:
         self.p = p
         self.registers = np.zeros(1 << p, dtype=np.uint8)
 
-    def add(self, keys) -> None:
+    def add(self, keys: "pa.Array") -> None:
         """Add the non-null values of a pyarrow binary column."""
         from .. import _backend
         from ..arrow_encode import _binary_spec
 
         if keys.null_count == len(keys):
             return
-        h = np.asarray(_backend.core.murmur2(_binary_spec(keys, "key"))).astype(np.uint32)
+        spec = _binary_spec(keys, "key")
+        if spec is None:  # a null-typed column
+            return
+        h = np.asarray(_backend.core.murmur2(spec)).astype(np.uint32)
         if keys.null_count:
             h = h[np.asarray(keys.is_valid())]
         h ^= h >> np.uint32(16)                       # fmix32 (MurmurHash3's finalizer)
@@ -62,7 +74,7 @@ class KeyCardinality:
         return int(round(raw))
 
 
-def partition_stats(log, advance=lambda n: None) -> dict:
+def partition_stats(log: "Log", advance: Callable[[int], object] = lambda n: None) -> dict[str, Any]:
     """The statistics of one open Log (see the module docstring)."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -71,7 +83,7 @@ def partition_stats(log, advance=lambda n: None) -> dict:
     from ..records import parse_control_record
     from ..segment import _batch_at
 
-    st = dict(segments=len(log.segments), bytes=log.size, batches=0, records=0,
+    st: dict[str, Any] = dict(segments=len(log.segments), bytes=log.size, batches=0, records=0,
               log_start_offset=log.beginning_offset(), first_offset=None, last_offset=None,
               end_offset=log.end_offset(), min_timestamp=None, max_timestamp=None, records_without_timestamp=0,
               codecs={}, magic={}, batch_bytes_min=None, batch_bytes_max=None, batch_bytes_mean=None,
@@ -79,9 +91,10 @@ def partition_stats(log, advance=lambda n: None) -> dict:
               transactional_records=0, commits=0, aborts=0, control_batches=0, tombstones=0, null_keys=0,
               key_cardinality_estimate=0, problems=[])
     sizes_sum = 0
-    producers = set()
+    producers: set[int] = set()
     hll = KeyCardinality()
-    lo_ts, hi_ts = None, None
+    lo_ts: int | None = None
+    hi_ts: int | None = None
     for seg in log.segments:
         gen = seg.log.scan(0, verify_crc=True)
         try:
@@ -162,8 +175,10 @@ def partition_stats(log, advance=lambda n: None) -> dict:
     return st
 
 
-def cmd_stats(path, *, topic=None, partition=None, as_json=False, quiet=False, out=None, err=None) -> int:
+def cmd_stats(path: "PathLike", *, topic: str | None = None, partition: int | None = None, as_json: bool = False,
+              quiet: bool = False, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
     from ..layout import describe
+    from ..log import Log
 
     out = out or sys.stdout
     err = err or sys.stderr
@@ -174,7 +189,7 @@ def cmd_stats(path, *, topic=None, partition=None, as_json=False, quiet=False, o
     with progress_bar(0, "stats", quiet) as advance:
         for part in parts:
             try:
-                log = api("Log").open(part.path)
+                log = Log.open(part.path)
             except KBatchError as e:
                 err.write(f"kbatch: {part.path}: {e}\n")
                 code = max(code, EXIT_USAGE if isinstance(e, StorageError) else EXIT_PROBLEMS)
@@ -198,7 +213,7 @@ def cmd_stats(path, *, topic=None, partition=None, as_json=False, quiet=False, o
     return code
 
 
-def _text(part, st) -> str:
+def _text(part: "Partition", st: dict[str, Any]) -> str:
     codecs = ", ".join(f"{k} {v}" for k, v in sorted(st["codecs"].items())) or "-"
     lines = [
         f"{part.topic}-{part.partition} ({part.path})",
@@ -220,17 +235,17 @@ def _text(part, st) -> str:
     return "\n".join(lines) + "\n"
 
 
-def register(app) -> None:
+def register(app: "typer.Typer") -> None:
     from typing import Annotated, Optional
 
     import typer
 
-    Quiet, Json = options()
+    quiet_flag, json_flag = flags()
 
     @app.command(help="Per partition: records, bytes, offset and time ranges, codecs, batch sizes, producers and "
                       "transactions, tombstones, an estimate of distinct keys. PATH may be a URI (s3://...).")
     def stats(path: Annotated[str, typer.Argument(help="Partition directory or log directory (local or a URI).")],
               topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Only this topic.")] = None,
               partition: Annotated[Optional[int], typer.Option("--partition", "-p", help="Only this partition.")] = None,
-              as_json: Json = False, quiet: Quiet = False):
+              as_json: Annotated[bool, json_flag] = False, quiet: Annotated[bool, quiet_flag] = False) -> None:
         run(cmd_stats, path, topic=topic, partition=partition, as_json=as_json, quiet=quiet)

@@ -6,30 +6,71 @@ position and size, and makes the exit code 1, as timestamps outside the window d
 
 import os
 import sys
+from collections.abc import Callable, Iterable
+from typing import IO, TYPE_CHECKING, TypedDict
 
 from .. import _wire as W
 from ..errors import KBatchError
-from ._common import (EXIT_OK, EXIT_PROBLEMS, UsageProblem, api, emit, format_time, now_ms, options, progress_bar,
+from ._common import (EXIT_OK, EXIT_PROBLEMS, UsageProblem, emit, flags, format_time, now_ms, progress_bar,
                       partition_name, resolve_segments, run, time_value, total_size)
 
+if TYPE_CHECKING:
+    import typer
+    from typing_extensions import NotRequired
 
-def _segment_records(seg, rep, advance):
+    from .._typing import PathLike
+    from ..segment import SegmentFiles
+
+
+class Unreadable(TypedDict):
+    """Bytes timestamp_report could not read: the file, where (None: the file could not be opened),
+    how many bytes (when known) and why."""
+
+    file: str
+    position: int | None
+    bytes: "NotRequired[int]"
+    message: str
+
+
+class TimestampReport(TypedDict):
+    """timestamp_report's answer (the --json line's fields, with the partition's)."""
+
+    records: int
+    no_timestamp: int
+    too_old: int
+    too_new: int
+    first_too_old_offset: int | None
+    first_too_old_timestamp: int | None
+    first_too_new_offset: int | None
+    first_too_new_timestamp: int | None
+    lower_bound: int | None
+    upper_bound: int | None
+    unreadable: list[Unreadable]
+    unread_bytes: int
+    message: str | None
+
+
+def _segment_records(seg: "SegmentFiles | PathLike", rep: TimestampReport,
+                     advance: Callable[[int], object]) -> tuple[list[int], list[int]]:
     """(offsets, timestamps) of every record of one segment file that can be read; everything that
     cannot (a file that is not a regular file, a bad CRC, a batch that does not decode, a header
     that does not parse, bytes at the end that are not a complete batch) goes to rep["unreadable"]
     with its byte count in rep["unread_bytes"]."""
     from ..segment import _batch_at
 
-    offsets, stamps = [], []
+    offsets: list[int] = []
+    stamps: list[int] = []
     if isinstance(seg, (str, os.PathLike)):  # a .log path (timestamp_report's callers may give paths)
         from ..layout import segment_files_for
 
-        seg = segment_files_for(seg if isinstance(seg, str) else os.fspath(seg))
-    files, seg = seg, seg.path(".log")
+        files = segment_files_for(seg if isinstance(seg, str) else os.fspath(seg))
+    else:
+        files = seg
+    log_path = files.path(".log")
     try:
         f = files.open_log()
     except (OSError, KBatchError) as e:
-        rep["unreadable"].append(dict(file=seg, position=None, message=str(e)))
+        rep["unreadable"].append(Unreadable(file=log_path, position=None, message=str(e)))
         return offsets, stamps
     try:
         size = f.size_in_bytes
@@ -42,8 +83,8 @@ def _segment_records(seg, rep, advance):
                 except StopIteration as stop:
                     done = stop.value
                     if done < size:
-                        rep["unreadable"].append(dict(
-                            file=seg, position=done, bytes=size - done,
+                        rep["unreadable"].append(Unreadable(
+                            file=log_path, position=done, bytes=size - done,
                             message=f"{size - done} bytes at the end are not a complete batch (torn write, bad length "
                                     f"field, or not a segment)"))
                         rep["unread_bytes"] += size - done
@@ -52,16 +93,17 @@ def _segment_records(seg, rep, advance):
                 for i in range(len(ok)):
                     batch = _batch_at(s, i)
                     if not ok[i]:
-                        rep["unreadable"].append(dict(file=seg, position=batch.position, bytes=batch.size_in_bytes,
-                                                      message=f"CRC mismatch: stored {batch.crc}, computed "
-                                                              f"{batch.compute_crc()}"))
+                        rep["unreadable"].append(Unreadable(file=log_path, position=batch.position,
+                                                            bytes=batch.size_in_bytes,
+                                                            message=f"CRC mismatch: stored {batch.crc}, computed "
+                                                                    f"{batch.compute_crc()}"))
                         rep["unread_bytes"] += batch.size_in_bytes
                         continue
                     try:
                         records = batch.records()
                     except KBatchError as e:
-                        rep["unreadable"].append(dict(file=seg, position=batch.position, bytes=batch.size_in_bytes,
-                                                      message=str(e)))
+                        rep["unreadable"].append(Unreadable(file=log_path, position=batch.position,
+                                                            bytes=batch.size_in_bytes, message=str(e)))
                         rep["unread_bytes"] += batch.size_in_bytes
                         continue
                     for r in records:
@@ -72,27 +114,29 @@ def _segment_records(seg, rep, advance):
                             stamps.append(r.timestamp)
                     rep["records"] += len(records)
                     advance(batch.size_in_bytes)
-                    records = batch = None
+                    del records, batch  # not kept alive while the next window is read
                 if len(s["position"]):
                     done = int(s["position"][-1] + s["size"][-1])
         except KBatchError as e:  # a header that cannot be parsed: the rest of the file is unread
-            rep["unreadable"].append(dict(file=seg, position=done, bytes=size - done,
-                                          message=f"cannot read from here on: {e}"))
+            rep["unreadable"].append(Unreadable(file=log_path, position=done, bytes=size - done,
+                                                message=f"cannot read from here on: {e}"))
             rep["unread_bytes"] += size - done
     finally:
         f.close()
     return offsets, stamps
 
 
-def timestamp_report(segments, now: int, before_max_ms: int, after_max_ms: int, advance=lambda n: None) -> dict:
+def timestamp_report(segments: "Iterable[SegmentFiles | PathLike]", now: int, before_max_ms: int, after_max_ms: int,
+                     advance: Callable[[int], object] = lambda n: None) -> TimestampReport:
     """KIP-937 over the records of a partition's segments: how many timestamps fall outside
     [now - before_max_ms, now + after_max_ms] (saturated, DESIGN.md decision 4), and the first
     offending offsets. Records without a timestamp are skipped, as Kafka skips -1. Bytes that could
     not be read are listed in "unreadable" ("unread_bytes" in all)."""
     import numpy as np
 
-    check = api("check_timestamps")
-    rep = dict(records=0, no_timestamp=0, too_old=0, too_new=0, first_too_old_offset=None,
+    from ..validate import check_timestamps as check
+
+    rep = TimestampReport(records=0, no_timestamp=0, too_old=0, too_new=0, first_too_old_offset=None,
                first_too_old_timestamp=None, first_too_new_offset=None, first_too_new_timestamp=None,
                lower_bound=None, upper_bound=None, unreadable=[], unread_bytes=0, message=None)
     for seg in segments:
@@ -117,13 +161,14 @@ def timestamp_report(segments, now: int, before_max_ms: int, after_max_ms: int, 
     return rep
 
 
-def cmd_validate(path, *, before_max_ms=W.INT64_MAX, after_max_ms=W.INT64_MAX, now=None, as_json=False,
-                 quiet=False, out=None, err=None) -> int:
+def cmd_validate(path: "PathLike", *, before_max_ms: int = W.INT64_MAX, after_max_ms: int = W.INT64_MAX,
+                 now: int | None = None, as_json: bool = False, quiet: bool = False, out: IO[str] | None = None,
+                 err: IO[str] | None = None) -> int:
     out = out or sys.stdout
     now_value = now_ms() if now is None else now
     if before_max_ms < 0 or after_max_ms < 0:
         raise UsageProblem("--before-max-ms and --after-max-ms must be >= 0")
-    left_out = []
+    left_out: list[str] = []
     parts = resolve_segments(path, left_out)
     total = total_size(parts)
     bad = len(left_out)
@@ -166,12 +211,12 @@ def _sat(v: int) -> int:
     return max(W.INT64_MIN, min(W.INT64_MAX, v))
 
 
-def register(app) -> None:
-    from typing import Annotated, List, Optional  # noqa: F401
+def register(app: "typer.Typer") -> None:
+    from typing import Annotated, Optional
 
     import typer
 
-    Quiet, Json = options()
+    quiet_flag, json_flag = flags()
 
     @app.command(help="KIP-937 timestamp report: per partition, records older than now - before-max-ms or newer "
                       "than now + after-max-ms, and the first offending offsets. Exit 1 if any, or if any byte "
@@ -180,6 +225,6 @@ def register(app) -> None:
                  before_max_ms: Annotated[int, typer.Option("--before-max-ms", help="message.timestamp.before.max.ms")] = W.INT64_MAX,
                  after_max_ms: Annotated[int, typer.Option("--after-max-ms", help="message.timestamp.after.max.ms")] = W.INT64_MAX,
                  now: Annotated[Optional[str], typer.Option("--now", help="The validator's clock (epoch ms or ISO-8601); default: now.")] = None,
-                 as_json: Json = False, quiet: Quiet = False):
+                 as_json: Annotated[bool, json_flag] = False, quiet: Annotated[bool, quiet_flag] = False) -> None:
         run(cmd_validate, path, before_max_ms=before_max_ms, after_max_ms=after_max_ms, now=time_value(now),
             as_json=as_json, quiet=quiet)

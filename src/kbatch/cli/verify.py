@@ -6,35 +6,48 @@ directory or dangling symlink named like a segment, is a problem (exit 1), not a
 
 import os
 import sys
+from collections.abc import Callable, Iterable, Iterator
+from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import KBatchError
-from ._common import (EXIT_OK, EXIT_PROBLEMS, UsageProblem, emit, options, progress_bar, resolve_segments, run,
+from ._common import (EXIT_OK, EXIT_PROBLEMS, UsageProblem, emit, flags, progress_bar, resolve_segments, run,
                       total_size)
+
+if TYPE_CHECKING:
+    import typer
+
+    from .._typing import PathLike
+    from ..batch import RecordBatch
+    from ..index import OffsetIndex, TimeIndex
+    from ..index_rules import SegmentBatches
+    from ..legacy import LegacyRecordBatch
+    from ..segment import FileRecords, SegmentFiles
 
 
 class _Verifier:
     """Reads every batch and record of a set of segments and collects problems with the file and
     byte position of each."""
 
-    def __init__(self, advance, deep: bool = True):
+    def __init__(self, advance: Callable[[int], object], deep: bool = True) -> None:
         self.advance = advance
         self.deep = deep
-        self.problems: list[dict] = []
-        self.notes: list[dict] = []     # index entries in forms older brokers write (valid)
+        # JSON objects (--json lines): file, position, message, and for problems their kind
+        self.problems: list[dict[str, Any]] = []
+        self.notes: list[dict[str, Any]] = []     # index entries in forms older brokers write (valid)
         self.segments = 0
         self.batches = 0
         self.records = 0
         self.bytes = 0
 
-    def problem(self, file, position, message, **extra):
+    def problem(self, file: "PathLike", position: int | None, message: str, **extra: str) -> None:
         self.problems.append(dict(file=os.fspath(file), position=position, message=message, **extra))
 
-    def partition(self, directory, segments) -> None:
+    def partition(self, directory: str, segments: "Iterable[SegmentFiles]") -> None:
         """segments: kbatch SegmentFiles (any layout, local or remote), by base offset."""
         from .. import _fs
 
-        prev_last = None  # last offset of the previous segment
-        prev_file = None
+        prev_last: int | None = None  # last offset of the previous segment
+        prev_file = ""
         for files in segments:
             seg = files.path(".log")
             base = files.base_offset
@@ -48,13 +61,13 @@ class _Verifier:
             if last is not None:
                 prev_last, prev_file = last, seg
 
-    def segment(self, files, base: int, prev_last):
+    def segment(self, files: "SegmentFiles", base: int, prev_last: int | None) -> int | None:
         """Check one .log file and its indexes; returns its last offset (None when empty)."""
         from ..errors import StorageError
         from ..index_rules import SegmentBatches
 
         self.segments += 1
-        last_offset = None
+        last_offset: int | None = None
         path = files.path(".log")
         try:
             f = files.open_log()
@@ -65,8 +78,9 @@ class _Verifier:
             raise UsageProblem(f"{path}: {e.strerror or e}") from None
         try:
             size = f.size_in_bytes
-            state = {}
+            state: dict[str, KBatchError] = {}
             valid = 0
+            batch: RecordBatch | LegacyRecordBatch | None
             try:
                 for batch in _file_batches(f, state):
                     self.batches += 1
@@ -94,10 +108,11 @@ class _Verifier:
             except StorageError as e:  # the file changed under us
                 self.problem(path, None, f"cannot read: {e.reason}", kind="file")
                 return last_offset
-            e = state.get("error")
-            if e is not None:
-                self.problem(path, e.batch_position, f"corrupt batch: {e}; the {size - e.batch_position} bytes from "
-                                                     f"byte {e.batch_position} could not be read", kind="framing")
+            bad = state.get("error")
+            if bad is not None:
+                self.problem(path, bad.batch_position, f"corrupt batch: {bad}; the {size - bad.batch_position} bytes "
+                                                       f"from byte {bad.batch_position} could not be read",
+                             kind="framing")
             elif valid < size:
                 self.problem(path, valid, f"{size - valid} bytes at the end of the file are not a complete batch "
                                           f"(truncated or partially written tail)", kind="truncated")
@@ -107,7 +122,7 @@ class _Verifier:
             f.close()
         return last_offset
 
-    def _records(self, path, batch, where) -> None:
+    def _records(self, path: str, batch: "RecordBatch | LegacyRecordBatch", where: str) -> None:
         try:
             records = batch.records()
         except KBatchError as e:
@@ -120,7 +135,7 @@ class _Verifier:
             if n > span:
                 self.problem(path, batch.position, f"{where} holds {n} records but its offsets span only {span}",
                              kind="count")
-        prev = None
+        prev: int | None = None
         for r in records:
             if r.offset < batch.base_offset or r.offset > batch.last_offset:
                 self.problem(path, batch.position, f"record offset {r.offset} lies outside {where} "
@@ -139,15 +154,16 @@ class _Verifier:
             except KBatchError as e:
                 self.problem(path, batch.position, f"bad control record in {where}: {e}", kind="records")
 
-    def _indexes(self, files, base, sb) -> None:
+    def _indexes(self, files: "SegmentFiles", base: int, sb: "SegmentBatches") -> None:
         """Index entries against the log by the rules of kbatch.index_rules: every form a broker of
         any version writes is accepted (notes name the older ones), damage is a problem. A
         preallocated zero-filled tail and a missing file (a broker rebuilds it) are not errors."""
         from ..index import OffsetIndex, TimeIndex
         from ..index_rules import check_offset_index, check_time_index
 
-        for suffix, cls, check in ((".index", OffsetIndex, check_offset_index),
-                                   (".timeindex", TimeIndex, check_time_index)):
+        rules: tuple[tuple[str, type[OffsetIndex] | type[TimeIndex], Callable[..., list[Any]]], ...] = (
+            (".index", OffsetIndex, check_offset_index), (".timeindex", TimeIndex, check_time_index))
+        for suffix, cls, check in rules:
             ipath = files.path(suffix)
             index = self._open_index(files, cls, suffix, base)
             if index is None:
@@ -162,7 +178,8 @@ class _Verifier:
             finally:
                 index.close()
 
-    def _open_index(self, files, cls, suffix, base):
+    def _open_index(self, files: "SegmentFiles", cls: "type[OffsetIndex] | type[TimeIndex]", suffix: str,
+                    base: int) -> "OffsetIndex | TimeIndex | None":
         """The index file, or None when it is missing (a broker rebuilds it); one that cannot be
         read (not a regular file, a dangling symlink) is a problem."""
         from ..errors import StorageError
@@ -176,7 +193,7 @@ class _Verifier:
             pass
         return None
 
-    def _sanity(self, path, index) -> bool:
+    def _sanity(self, path: str, index: "OffsetIndex | TimeIndex") -> bool:
         try:
             index.sanity_check()
         except KBatchError as e:
@@ -185,7 +202,8 @@ class _Verifier:
         return True
 
 
-def _file_batches(records, state: dict):
+def _file_batches(records: "FileRecords",
+                  state: dict[str, KBatchError]) -> "Iterator[RecordBatch | LegacyRecordBatch]":
     """Every complete batch of a FileRecords, in order (file positions). A header that cannot be
     parsed ends the scan: its error goes to state["error"], with .batch_position where the bad
     batch starts; a torn tail ends it quietly."""
@@ -207,15 +225,16 @@ def _file_batches(records, state: dict):
         state["error"] = e
 
 
-def cmd_verify(path, *, quiet=False, as_json=False, out=None, err=None) -> int:
+def cmd_verify(path: "PathLike", *, quiet: bool = False, as_json: bool = False, out: IO[str] | None = None,
+               err: IO[str] | None = None) -> int:
     out = out or sys.stdout
-    left_out = []
+    left_out: list[str] = []
     parts = resolve_segments(path, left_out)
     total = total_size(parts)
     with progress_bar(total, "verify", quiet) as advance:
         v = _Verifier(advance)
-        for p in left_out:  # tiered copies that could not be read at all
-            v.problem(p.split(": ", 1)[0], None, p.split(": ", 1)[-1], kind="file")
+        for text in left_out:  # tiered copies that could not be read at all
+            v.problem(text.split(": ", 1)[0], None, text.split(": ", 1)[-1], kind="file")
         for d, segs in parts:
             v.partition(d, segs)
     summary = dict(partitions=len(parts), segments=v.segments, batches=v.batches, records=v.records,
@@ -241,15 +260,15 @@ def cmd_verify(path, *, quiet=False, as_json=False, out=None, err=None) -> int:
     return EXIT_PROBLEMS if v.problems else EXIT_OK
 
 
-def register(app) -> None:
-    from typing import Annotated, List, Optional  # noqa: F401
+def register(app: "typer.Typer") -> None:
+    from typing import Annotated
 
     import typer
 
-    Quiet, Json = options()
+    quiet_flag, json_flag = flags()
 
     @app.command(help="Check CRCs, offsets, record counts and indexes of a segment, a partition directory or a "
                       "whole log directory. Exit 1 and name file and byte position for anything wrong.")
     def verify(path: Annotated[str, typer.Argument(help="Segment .log file, partition directory or log directory.")],
-               as_json: Json = False, quiet: Quiet = False):
+               as_json: Annotated[bool, json_flag] = False, quiet: Annotated[bool, quiet_flag] = False) -> None:
         run(cmd_verify, path, quiet=quiet, as_json=as_json)

@@ -26,6 +26,7 @@ import importlib
 import struct
 import sys
 import time
+from collections.abc import Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -138,7 +139,7 @@ _CRC_STRUCT = struct.Struct(">I")
 
 
 def append_v2(builder: Any, offset: int, timestamp: int | None, key: BytesLike | None, value: BytesLike | None,
-              headers: list[tuple[str, BytesLike | None]]) -> Any:
+              headers: Sequence[tuple[str, BytesLike | None]]) -> Any:
     """DefaultRecordBatchBuilder.append of both clients' pure builders (same checks, messages and
     batch state), with the record encoded by kbatch: write one record (magic 2); returns the
     client's DefaultRecordMetadata, or None when the batch is full. Installed as the method itself
@@ -221,31 +222,20 @@ def decode_v2_tuples(buf: BytesLike, pos: int, count: int, base_offset: int, fir
         if dsize >= 10:  # a 10-byte varlong may carry bits kbatch drops; let the client decide
             return None
         off_delta = _wrap64(r.offset - base_offset)
-        key = r.key
-        value = r.value
+        key = None if r.key is None else bytes(r.key)
+        value = None if r.value is None else bytes(r.value)
         size = 1 + dsize + sv(off_delta)
-        if key is None:
-            size += 1
-        else:
-            key = bytes(key)
-            size += sv(len(key)) + len(key)
-        if value is None:
-            size += 1
-        else:
-            value = bytes(value)
-            size += sv(len(value)) + len(value)
-        headers = []
+        size += 1 if key is None else sv(len(key)) + len(key)
+        size += 1 if value is None else sv(len(value)) + len(value)
+        headers: list[tuple[str, bytes | None]] = []
         size += sv(len(r.headers))
-        for hk, hv in r.headers:
+        for hk, hview in r.headers:
             if "\ufffd" in hk:  # maybe undecodable UTF-8: the client raises, let it
                 return None
             n = len(hk.encode("utf-8"))
             size += sv(n) + n
-            if hv is None:
-                size += 1
-            else:
-                hv = bytes(hv)
-                size += sv(len(hv)) + len(hv)
+            hv = None if hview is None else bytes(hview)
+            size += 1 if hv is None else sv(len(hv)) + len(hv)
             headers.append((hk, hv))
         consumed += sv(size) + size
         out.append((size, base_offset + off_delta, max_ts if log_append else first_ts + delta, key,
@@ -257,11 +247,11 @@ def decode_v2_tuples(buf: BytesLike, pos: int, count: int, base_offset: int, fir
 
 
 def encode_v2_record(offset_delta: int, timestamp_delta: int, key: BytesLike | None, value: BytesLike | None,
-                     headers: list[tuple[str, BytesLike | None]]) -> bytes:
+                     headers: Sequence[tuple[str, BytesLike | None]]) -> bytes:
     """One v2 record (length prefix included) as the clients' builders write it."""
     core = _backend.core
     wv = core.write_varlong  # the clients zigzag every varint as int64
-    parts = [b"\x00", wv(timestamp_delta), wv(offset_delta)]
+    parts: list[BytesLike] = [b"\x00", wv(timestamp_delta), wv(offset_delta)]
     if key is None:
         parts.append(b"\x01")
     else:
@@ -273,8 +263,8 @@ def encode_v2_record(offset_delta: int, timestamp_delta: int, key: BytesLike | N
         parts.append(wv(len(value)))
         parts.append(value)
     parts.append(wv(len(headers)))
-    for hk, hv in headers:
-        hk = hk.encode("utf-8")
+    for name, hv in headers:
+        hk = name.encode("utf-8")
         parts.append(wv(len(hk)))
         parts.append(hk)
         if hv is None:

@@ -7,8 +7,14 @@ isinstance checks, methods and reprs are unchanged and a consumer's attribute re
 kbatch.compat for the fall-back rule), v2 record encoding in the builder, and the batch CRC-32C.
 Legacy (magic 0/1) batches keep kafka-python's own implementation.
 """
+# kafka-python ships no type information: its classes are `Any` to a type checker, and these
+# subclass them (the records and metadata are kafka-python's own objects, typed as its classes).
+# mypy: disallow-subclassing-any=False
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from types import ModuleType
+from typing import Any
 
 import kafka.record.default_records as _d
 import kafka.record.legacy_records as _l
@@ -39,12 +45,15 @@ _ORIG = {
 }
 
 
-_FACTORIES = []
+_FACTORIES: list[tuple[Any, Any]] = []  # (record SlotFactory, metadata SlotFactory), made once
+# `__slots__ = _NO_SLOTS` (a name, not a literal): the subclasses add no slot, and mypy, which
+# cannot see the untyped base classes' slots, would take a literal () for all the slots there are
+_NO_SLOTS: tuple[str, ...] = ()
 _RECORD_PROPERTIES = {"size_in_bytes": "_size_in_bytes", "offset": "_offset", "timestamp": "_timestamp",
                       "timestamp_type": "_timestamp_type", "key": "_key", "value": "_value", "headers": "_headers"}
 
 
-class _SlotReadDefaultRecord(DefaultRecord):
+class _SlotReadDefaultRecord(_d.DefaultRecord):
     """kafka-python's DefaultRecord (a subclass: isinstance, methods and repr unchanged) whose
     read-only properties, each of which returns one slot, are read-only slot members
     (_speedups.slot_read_properties): reading `record.offset` in a consumer loop is then a slot
@@ -55,7 +64,7 @@ class _SlotReadDefaultRecord(DefaultRecord):
 _SlotReadDefaultRecord.__name__ = _SlotReadDefaultRecord.__qualname__ = "DefaultRecord"
 
 
-def _factories(sp):
+def _factories(sp: ModuleType) -> tuple[Any, Any]:
     """(record factory, metadata factory) that build kafka-python's objects without __init__."""
     if not _FACTORIES:
         # only properties that are exactly `return self.<slot>` in the installed kafka-python
@@ -68,7 +77,7 @@ def _factories(sp):
     return _FACTORIES[0]
 
 
-def _returns_slot(prop, slot: str) -> bool:
+def _returns_slot(prop: object, slot: str) -> bool:
     """True when `prop` is a property whose getter is `def f(self): return self.<slot>`."""
     if type(prop) is not property or prop.fset is not None or prop.fdel is not None:
         return False
@@ -77,7 +86,7 @@ def _returns_slot(prop, slot: str) -> bool:
             and code.co_argcount == 1 and not code.co_freevars)
 
 
-def _returns_attribute(self):
+def _returns_attribute(self: Any) -> Any:
     return self.slot
 
 
@@ -85,9 +94,12 @@ _RETURNS_ATTRIBUTE = _returns_attribute.__code__
 
 
 class DefaultRecordBatch(_d.DefaultRecordBatch):
-    __slots__ = ()
+    __slots__ = _NO_SLOTS
+    # kafka-python's slots this class sets
+    _pos: int
+    _next_record_index: int
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[_d.DefaultRecord]:
         self._maybe_uncompress()
         if self._next_record_index == 0 and not self.is_control_batch:
             hd = self._header_data
@@ -95,7 +107,7 @@ class DefaultRecordBatch(_d.DefaultRecordBatch):
             if sp is not None:
                 pos = self._pos
 
-                def client_reader(k):
+                def client_reader(k: int) -> Iterator[_d.DefaultRecord]:
                     """kafka-python's own reader, past the k records kbatch returned."""
                     STATS["fallback_batches"] += 1
                     self._pos = pos
@@ -106,8 +118,9 @@ class DefaultRecordBatch(_d.DefaultRecordBatch):
 
                 self._next_record_index = self._num_records
                 self._pos = len(self._buffer)
-                return sp.V2Records(self._buffer, pos, self._num_records, hd[0], hd[7], hd[8], hd[5] & 0x08, 0,
+                records: Iterator[_d.DefaultRecord] = sp.V2Records(self._buffer, pos, self._num_records, hd[0], hd[7], hd[8], hd[5] & 0x08, 0,
                                     _factories(sp)[0], self.timestamp_type, client_reader, STATS)
+                return records
             recs = decode_v2_tuples(self._buffer, self._pos, self._num_records, hd[0], hd[7], hd[8],
                                     bool(hd[5] & 0x08))
             if recs is not None:
@@ -120,30 +133,33 @@ class DefaultRecordBatch(_d.DefaultRecordBatch):
             STATS["fallback_batches"] += 1
         return self
 
-    def validate_crc(self):
+    def validate_crc(self) -> bool:
         assert self._decompressed is False, "Validate should be called before iteration"
-        return self.crc == _backend.core.crc32c(memoryview(self._buffer)[self.ATTRIBUTES_OFFSET:])
+        return bool(self.crc == _backend.core.crc32c(memoryview(self._buffer)[self.ATTRIBUTES_OFFSET:]))
 
 
 class DefaultRecordBatchBuilder(_d.DefaultRecordBatchBuilder):
-    __slots__ = ()
+    __slots__ = _NO_SLOTS
 
     append = append_v2
     _METADATA = DefaultRecordMetadata
-    _compiled_metadata = None   # kafka-python's own DefaultRecordMetadata, made without __init__
+    # kafka-python's own DefaultRecordMetadata, made without __init__
+    _compiled_metadata: Callable[[int, int, int], _d.DefaultRecordMetadata] | None = None
 
     @classmethod
-    def _bind_compiled_metadata(cls, sp):
-        cls._compiled_metadata = _factories(sp)[1].make
-        return cls._compiled_metadata
+    def _bind_compiled_metadata(cls, sp: ModuleType) -> Callable[[int, int, int], _d.DefaultRecordMetadata]:
+        make: Callable[[int, int, int], _d.DefaultRecordMetadata] = _factories(sp)[1].make
+        cls._compiled_metadata = make
+        return make
 
-    def write_header(self, use_compression_type=True):
+    def write_header(self, use_compression_type: bool = True) -> None:
         write_v2_header(self, 0, use_compression_type)
 
 class MemoryRecords(_m.MemoryRecords):
-    __slots__ = ()
+    __slots__ = _NO_SLOTS
 
-    def next_batch(self, _min_slice=_m.MemoryRecords.MIN_SLICE, _magic_offset=_m.MemoryRecords.MAGIC_OFFSET):
+    def next_batch(self, _min_slice: int = _m.MemoryRecords.MIN_SLICE,
+                   _magic_offset: int = _m.MemoryRecords.MAGIC_OFFSET) -> DefaultRecordBatch | _l.LegacyRecordBatch | None:
         next_slice = self._next_slice
         if next_slice is None:
             return None
@@ -158,7 +174,7 @@ class MemoryRecords(_m.MemoryRecords):
             return LegacyRecordBatch(next_slice, magic)
         return DefaultRecordBatch(next_slice)
 
-    def __next__(self):
+    def __next__(self) -> DefaultRecordBatch | _l.LegacyRecordBatch | None:
         if self._next_slice is None:
             raise StopIteration
         return self.next_batch()
@@ -167,10 +183,15 @@ class MemoryRecords(_m.MemoryRecords):
 
 
 class MemoryRecordsBuilder(_m.MemoryRecordsBuilder):
-    __slots__ = ()
+    __slots__ = _NO_SLOTS
+    # kafka-python's slots this class sets (the producer state is None for magic 0 and 1)
+    _producer_id: int | None
+    _producer_epoch: int | None
+    _base_sequence: int | None
 
-    def __init__(self, magic, compression_type, batch_size, offset=0, transactional=False, producer_id=-1,
-                 producer_epoch=-1, base_sequence=-1):
+    def __init__(self, magic: int, compression_type: int, batch_size: int, offset: int = 0,
+                 transactional: bool = False, producer_id: int = -1, producer_epoch: int = -1,
+                 base_sequence: int = -1) -> None:
         assert magic in [0, 1, 2], "Not supported magic"
         assert compression_type in [0, 1, 2, 3, 4], "Not valid compression type"
         if magic >= 2:
@@ -200,12 +221,12 @@ class MemoryRecordsBuilder(_m.MemoryRecordsBuilder):
         self._magic = magic
         self._bytes_written = 0
 
-    def records(self):
+    def records(self) -> MemoryRecords:
         assert self._closed
         return MemoryRecords(self._buffer)
 
 
-def import_client_modules():
+def import_client_modules() -> None:
     """Import the kafka-python modules that bind the record classes, so install() patches them."""
     import importlib
 
@@ -218,5 +239,5 @@ def import_client_modules():
             pass
 
 
-def replacements():
+def replacements() -> list[tuple[type, type]]:
     return [(_ORIG[name], globals()[name]) for name in _ORIG]

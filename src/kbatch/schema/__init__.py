@@ -14,35 +14,62 @@ from __future__ import annotations
 
 import base64
 import struct
+from typing import TYPE_CHECKING, Any, NoReturn, TypedDict
 
 from ..errors import CorruptRecordError
 from ._tables import KAFKA_COMMIT, MESSAGES
 
-_FIXED = {"int8": ">b", "int16": ">h", "int32": ">i", "int64": ">q", "uint16": ">H", "uint32": ">I",
-          "float64": ">d"}
-_FIXED = {k: struct.Struct(v) for k, v in _FIXED.items()}
+if TYPE_CHECKING:
+    from .._typing import BytesLike
+
+#: a version range (low, high), both included, or None (no version)
+Versions = tuple[int, int] | None
+#: a field's default: [] for arrays, else what the schema says (None for a null default)
+Default = bool | int | float | str | bytes | list[Any] | None
+#: one field of a message or struct: (json name, is array, type or "struct", versions, nullable
+#: versions, tagged versions, tag, default, sub-fields of a struct)
+Field = tuple[str, bool, str, Versions, Versions, Versions, "int | None", Default, "tuple[Field, ...] | None"]
+#: a decoded message: field name -> value, in schema order. The schema says each value's type at run time
+#: (int, float, bool, str, bytes, None, a list, or a nested message), so to a type checker it is Any.
+Message = dict[str, Any]
 
 
-def _has(versions, v: int) -> bool:
+class MessageSpec(TypedDict):
+    """MESSAGES[name]: one Kafka message schema as a table (_tables.py)."""
+
+    type: str
+    api_key: int | None
+    valid: tuple[int, int]
+    flexible: Versions
+    fields: tuple[Field, ...]
+    source: str
+
+
+_FIXED = {k: struct.Struct(v) for k, v in {"int8": ">b", "int16": ">h", "int32": ">i", "int64": ">q", "uint16": ">H",
+                                           "uint32": ">I", "float64": ">d"}.items()}
+
+
+def _has(versions: Versions, v: int) -> bool:
     return versions is not None and versions[0] <= v <= versions[1]
 
 
 class _Reader:
-    def __init__(self, buf, pos: int, end: int, what: str):
+    def __init__(self, buf: BytesLike, pos: int, end: int, what: str) -> None:
         self.buf, self.pos, self.end, self.what = buf, pos, end, what
 
-    def fail(self, message, expected=None, found=None):
+    def fail(self, message: str, expected: object = None, found: object = None) -> NoReturn:
         raise CorruptRecordError(f"Cannot read {self.what}: {message}", position=self.pos, expected=expected,
                                  found=found)
 
-    def take(self, n: int):
+    def take(self, n: int) -> BytesLike:
         if n < 0 or self.end - self.pos < n:
             self.fail("the data ends inside a field", expected=f"{n} more bytes", found=f"{self.end - self.pos}")
         p = self.pos
         self.pos += n
         return self.buf[p:p + n]
 
-    def fixed(self, kind: str):
+    def fixed(self, kind: str) -> Any:
+        """An int (a float for float64): the kind decides, at run time."""
         st = _FIXED[kind]
         return st.unpack(self.take(st.size))[0]
 
@@ -60,10 +87,12 @@ class _Reader:
         """A string (wide=False: int16) or bytes/array (int32) length; -1 for null."""
         if flexible:
             return self.uvarint() - 1
-        return self.fixed("int32" if wide else "int16")
+        n: int = self.fixed("int32" if wide else "int16")
+        return n
 
 
-def _read_value(r: _Reader, kind: str, sub, version: int, flexible: bool, nullable: bool):
+def _read_value(r: _Reader, kind: str, sub: tuple[Field, ...] | None, version: int, flexible: bool,
+                nullable: bool) -> Any:
     if kind in _FIXED:
         return r.fixed(kind)
     if kind == "bool":
@@ -93,7 +122,7 @@ def _read_value(r: _Reader, kind: str, sub, version: int, flexible: bool, nullab
     r.fail(f"unknown schema type {kind}")
 
 
-def _read_field(r: _Reader, f, version: int, flexible: bool):
+def _read_field(r: _Reader, f: Field, version: int, flexible: bool) -> Any:
     _name, is_array, kind, _v, nullable_v, _t, _tag, _d, sub = f
     nullable = _has(nullable_v, version)
     if not is_array:
@@ -108,9 +137,11 @@ def _read_field(r: _Reader, f, version: int, flexible: bool):
     return [_read_value(r, kind, sub, version, flexible, False) for _ in range(n)]
 
 
-def _read_struct(r: _Reader, fields, version: int, flexible: bool) -> dict:
-    out = {}
-    tagged = {}
+def _read_struct(r: _Reader, fields: tuple[Field, ...] | None, version: int, flexible: bool) -> Message:
+    assert fields is not None  # a struct's type always has its fields
+    out: Message = {}
+    tagged: dict[int | None, Field] = {}
+    f: Field | None
     for f in fields:
         name, _a, _k, versions, _n, tagged_v, tag, _d, _s = f
         if not _has(versions, version):
@@ -135,15 +166,15 @@ def _read_struct(r: _Reader, fields, version: int, flexible: bool) -> dict:
     return {k: out[k] for k in order}
 
 
-def message(name: str) -> dict:
+def message(name: str) -> MessageSpec:
     spec = MESSAGES.get(name)
     if spec is None:
         raise KeyError(f"no Kafka schema named {name!r} in kbatch.schema (Kafka commit {KAFKA_COMMIT})")
     return spec
 
 
-def read_message(name: str, version: int, buf, pos: int = 0, end: int | None = None, *,
-                 exact: bool = True) -> tuple:
+def read_message(name: str, version: int, buf: BytesLike, pos: int = 0, end: int | None = None, *,
+                 exact: bool = True) -> tuple[Message, int]:
     """Decode message `name` at `version` from buf[pos:end] -> (dict in schema order, end position).
     exact: the message must use every byte (as MetadataRecordSerde requires)."""
     spec = message(name)
@@ -175,7 +206,8 @@ def _write_length(out: bytearray, n: int, flexible: bool, wide: bool) -> None:
         out += _FIXED["int32" if wide else "int16"].pack(n)
 
 
-def _write_value(out: bytearray, kind: str, sub, version: int, flexible: bool, nullable: bool, value, name):
+def _write_value(out: bytearray, kind: str, sub: tuple[Field, ...] | None, version: int, flexible: bool,
+                 nullable: bool, value: Any, name: str) -> None:
     if kind in _FIXED:
         out += _FIXED[kind].pack(value)
     elif kind == "bool":
@@ -200,7 +232,7 @@ def _write_value(out: bytearray, kind: str, sub, version: int, flexible: bool, n
         raise ValueError(f"unknown schema type {kind}")
 
 
-def _write_field(out: bytearray, f, version: int, flexible: bool, value) -> None:
+def _write_field(out: bytearray, f: Field, version: int, flexible: bool, value: Any) -> None:
     name, is_array, kind, _v, nullable_v, _t, _tag, _d, sub = f
     nullable = _has(nullable_v, version)
     if not is_array:
@@ -216,8 +248,10 @@ def _write_field(out: bytearray, f, version: int, flexible: bool, value) -> None
         _write_value(out, kind, sub, version, flexible, False, item, name)
 
 
-def _write_struct(out: bytearray, fields, version: int, flexible: bool, data: dict) -> None:
-    tagged = []
+def _write_struct(out: bytearray, fields: tuple[Field, ...] | None, version: int, flexible: bool,
+                  data: Message) -> None:
+    assert fields is not None  # a struct's type always has its fields
+    tagged: list[tuple[int, Field, Any]] = []
     for f in fields:
         name, is_array, kind, versions, _n, tagged_v, tag, default, _s = f
         if not _has(versions, version):
@@ -225,6 +259,7 @@ def _write_struct(out: bytearray, fields, version: int, flexible: bool, data: di
         value = data.get(name, default)
         if flexible and _has(tagged_v, version):
             if value != default and not (is_array and not value):
+                assert tag is not None  # a tagged field has its tag
                 tagged.append((tag, f, value))
             continue
         _write_field(out, f, version, flexible, value)
@@ -236,7 +271,7 @@ def _write_struct(out: bytearray, fields, version: int, flexible: bool, data: di
             out += _uvarint(tag) + _uvarint(len(body)) + body
 
 
-def write_message(name: str, version: int, data: dict) -> bytes:
+def write_message(name: str, version: int, data: Message) -> bytes:
     """Encode message `name` at `version` from a dict with the schema's field names (the inverse of
     read_message, as Kafka's generated `Message.write`): fields missing from `data` take the
     schema's default; tagged fields are written only when they differ from it."""
@@ -261,14 +296,15 @@ def uuid_bytes(text: str) -> bytes:
     return raw
 
 
-def to_json(name: str, version: int, data: dict) -> dict:
+def to_json(name: str, version: int, data: Message) -> Message:
     """The value Kafka's generated JSON converter writes for a decoded message: bytes as base64,
     UUIDs as Kafka strings, tagged fields only when they differ from their default."""
     return _json_struct(message(name)["fields"], version, data)
 
 
-def _json_struct(fields, version, data) -> dict:
-    out = {}
+def _json_struct(fields: tuple[Field, ...] | None, version: int, data: Message) -> Message:
+    assert fields is not None  # a struct's type always has its fields
+    out: Message = {}
     for f in fields:
         name, is_array, kind, _v, _n, tagged_v, _tag, default, sub = f
         if name not in data:
@@ -281,7 +317,7 @@ def _json_struct(fields, version, data) -> dict:
     return out
 
 
-def _json_value(kind, sub, version, value, is_array):
+def _json_value(kind: str, sub: tuple[Field, ...] | None, version: int, value: Any, is_array: bool) -> Any:
     if value is None:
         return None
     if is_array:
@@ -295,5 +331,5 @@ def _json_value(kind, sub, version, value, is_array):
     return value
 
 
-__all__ = ["KAFKA_COMMIT", "MESSAGES", "message", "read_message", "write_message", "to_json", "uuid_string",
+__all__ = ["KAFKA_COMMIT", "MESSAGES", "Field", "Message", "MessageSpec", "Versions", "message", "read_message", "write_message", "to_json", "uuid_string",
            "uuid_bytes"]

@@ -13,6 +13,7 @@ import os
 import re
 import time
 import uuid
+from typing import TYPE_CHECKING, TypedDict
 
 from .. import _files
 from ..log import Log, LogConfig
@@ -20,6 +21,15 @@ from . import apis
 from .group_coordinator import OFFSETS_TOPIC, GroupCoordinator, partition_for
 from .partition import Partition
 from .producer_state import ProducerIdManager
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from .._typing import PathLike
+    from .protocol import Answer, Request
+
+    #: an API handler (kbatch.server.apis): (broker, request, client host) -> its answer
+    Handler = Callable[["Broker", Request, str], Awaitable[Answer]]
 
 logger = logging.getLogger("kbatch.server")
 
@@ -44,8 +54,8 @@ class ServerConfig:
     num_partitions: int = 1
     node_id: int | None = None
     cluster_id: str | None = None
-    topic_config: dict = dataclasses.field(default_factory=dict)
-    topic_configs: dict = dataclasses.field(default_factory=dict)
+    topic_config: dict[str, str] = dataclasses.field(default_factory=dict)
+    topic_configs: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
     flush_messages: int | None = None
     offsets_topic_num_partitions: int | None = None
     group_initial_rebalance_delay_ms: int = 3000
@@ -55,7 +65,35 @@ class ServerConfig:
     shutdown_timeout_s: float = 10.0
 
 
-def _read_properties(path: str) -> dict:
+class ServeOptions(TypedDict, total=False):
+    """ServerConfig's fields but host and port (serve and run take them as `listen`), as keyword
+    arguments."""
+
+    advertised_host: str | None
+    read_only: bool
+    auto_create_topics: bool
+    num_partitions: int
+    node_id: int | None
+    cluster_id: str | None
+    topic_config: dict[str, str]
+    topic_configs: dict[str, dict[str, str]]
+    flush_messages: int | None
+    offsets_topic_num_partitions: int | None
+    group_initial_rebalance_delay_ms: int
+    group_min_session_timeout_ms: int
+    group_max_session_timeout_ms: int
+    socket_request_max_bytes: int
+    shutdown_timeout_s: float
+
+
+class ServerOptions(ServeOptions, total=False):
+    """ServerConfig's fields as keyword arguments (Server, ServerThread)."""
+
+    host: str
+    port: int
+
+
+def _read_properties(path: str) -> dict[str, str]:
     out = {}
     try:
         with open(path, encoding="utf-8") as f:
@@ -70,7 +108,7 @@ def _read_properties(path: str) -> dict:
 
 
 class Broker:
-    def __init__(self, directory, config: ServerConfig):
+    def __init__(self, directory: PathLike, config: ServerConfig) -> None:
         self.directory = os.path.abspath(os.fspath(directory))
         if not os.path.isdir(self.directory):
             raise FileNotFoundError(f"kbatch serve: {self.directory} is not a directory")
@@ -88,13 +126,14 @@ class Broker:
         self.coordinator = GroupCoordinator(self, initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
                                             min_session_timeout_ms=config.group_min_session_timeout_ms,
                                             max_session_timeout_ms=config.group_max_session_timeout_ms)
-        self.handlers = apis.HANDLERS
-        self._create_lock = None
+        self.handlers: dict[int, Handler] = apis.HANDLERS
+        self._create_lock: asyncio.Lock | None = None
         self.closing = False
-        self._closing_future = None
-        self._offsets_partitions = None
+        self._closing_future: asyncio.Future[None] | None = None
+        self._offsets_partitions: int | None = None
+        self._dir_lock: _files.DirLock | None = None
 
-    def closing_waiter(self):
+    def closing_waiter(self) -> asyncio.Future[None]:
         """An awaitable that completes when shutdown begins (long polls wait on it too)."""
         if self._closing_future is None:
             self._closing_future = asyncio.get_running_loop().create_future()
@@ -159,13 +198,13 @@ class Broker:
             except Exception as e:  # close what can be closed; report the rest
                 logger.error("Closing %s failed: %s", part.name, e)
         self.partitions.clear()
-        lock, self._dir_lock = getattr(self, "_dir_lock", None), None
+        lock, self._dir_lock = self._dir_lock, None
         if lock is not None:
             lock.release()
 
     # ---- topics
-    def topics(self) -> dict:
-        out: dict = {}
+    def topics(self) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
         for (topic, index) in self.partitions:
             out.setdefault(topic, []).append(index)
         return {t: sorted(p) for t, p in sorted(out.items())}
@@ -198,7 +237,7 @@ class Broker:
         return True
 
     # ---- __consumer_offsets
-    def offsets_partitions(self) -> list:
+    def offsets_partitions(self) -> list[Partition]:
         return [p for (t, _), p in sorted(self.partitions.items()) if t == OFFSETS_TOPIC]
 
     def offsets_topic_partition_count(self) -> int:
@@ -236,14 +275,14 @@ class Broker:
         return part
 
     # ---- dispatch
-    async def handle(self, request, client_host: str):
+    async def handle(self, request: Request, client_host: str) -> Answer:
         handler = self.handlers[request.api.key]
         return await handler(self, request, client_host)
 
 
 def _topic_id(path: str) -> bytes | None:
     """The topic id in `partition.metadata` (version: 0 / topic_id: <base64 uuid>), if any."""
-    props = {}
+    props: dict[str, str] = {}
     try:
         with open(os.path.join(path, "partition.metadata"), encoding="utf-8") as f:
             for line in f:
@@ -271,4 +310,4 @@ def _stable_cluster_id(directory: str) -> str:
     return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
 
 
-__all__ = ["Broker", "ServerConfig"]
+__all__ = ["Broker", "ServerConfig", "ServerOptions", "ServeOptions"]

@@ -14,11 +14,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import struct
+from typing import TYPE_CHECKING
 
 from ..errors import KBatchError
-from .protocol import (CloseConnection, FileSlice, UnsupportedApiVersion, decode_request,
+from .protocol import (CloseConnection, FileSlice, Request, Slices, UnsupportedApiVersion, decode_request,
                        encode_api_versions_fallback, encode_response, encode_with_slices)
+
+if TYPE_CHECKING:
+    from kafka.protocol.api_message import ApiMessage
+
+    from .broker import Broker
 
 logger = logging.getLogger("kbatch.server")
 
@@ -32,7 +39,7 @@ class ConnectionClosed(Exception):
     pass
 
 
-async def handle_connection(broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def handle_connection(broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     peer = writer.get_extra_info("peername")
     host = peer[0] if isinstance(peer, tuple) else str(peer)
     name = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
@@ -93,7 +100,7 @@ async def handle_connection(broker, reader: asyncio.StreamReader, writer: asynci
             pass
 
 
-async def _send_fetch(writer, request, response, slices) -> None:
+async def _send_fetch(writer: asyncio.StreamWriter, request: Request, response: ApiMessage, slices: Slices) -> None:
     total = sum(s.size for _, s in slices)
     if total < SENDFILE_MIN_BYTES:
         for part, sl in slices:
@@ -114,16 +121,17 @@ async def _send_fetch(writer, request, response, slices) -> None:
     await writer.drain()
 
 
-async def _sendfile(loop, writer, piece: FileSlice) -> int:
+async def _sendfile(loop: asyncio.AbstractEventLoop, writer: asyncio.StreamWriter, piece: FileSlice) -> int:
     transport = writer.transport
-    sock = transport.get_extra_info("socket")
+    sock: socket.socket | None = transport.get_extra_info("socket")
     if sock is not None and transport.get_write_buffer_size() == 0 and hasattr(os, "sendfile"):
         # the transport has nothing queued, so the socket is ours until this returns: os.sendfile
         # straight from the segment file, waiting for writability only when the socket is full
         return await _sendfile_on_socket(loop, sock.fileno(), piece)
     f = os.fdopen(piece.fd, "rb", closefd=False, buffering=0)
     try:
-        return await loop.sendfile(transport, f, piece.position, piece.size, fallback=False)
+        sent_at_once: int = await loop.sendfile(transport, f, piece.position, piece.size, fallback=False)
+        return sent_at_once
     except (asyncio.SendfileNotAvailableError, NotImplementedError):
         pass  # e.g. an event loop without sendfile (uvloop): positional reads, no shared file offset
     sent = 0
@@ -137,9 +145,10 @@ async def _sendfile(loop, writer, piece: FileSlice) -> int:
     return sent
 
 
-async def _sendfile_on_socket(loop, sockfd: int, piece: FileSlice) -> int:
+async def _sendfile_on_socket(loop: asyncio.AbstractEventLoop, sockfd: int, piece: FileSlice) -> int:
     sent = 0
     while sent < piece.size:
+        n: int | None
         try:
             n = os.sendfile(sockfd, piece.fd, piece.position + sent, piece.size - sent)
         except BlockingIOError:
@@ -147,7 +156,7 @@ async def _sendfile_on_socket(loop, sockfd: int, piece: FileSlice) -> int:
         if n == 0:
             break  # the file ended early
         if n is None:
-            fut = loop.create_future()
+            fut: asyncio.Future[None] = loop.create_future()
             loop.add_writer(sockfd, _set_done, fut)
             try:
                 await fut
@@ -158,7 +167,7 @@ async def _sendfile_on_socket(loop, sockfd: int, piece: FileSlice) -> int:
     return sent
 
 
-def _set_done(fut) -> None:
+def _set_done(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
 

@@ -24,9 +24,33 @@ import enum
 import logging
 import time
 import uuid
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Required, TypedDict
 
 from .. import coordinator_records as cr
 from ..builder import BatchBuilder
+
+if TYPE_CHECKING:
+    from .broker import Broker
+    from .partition import Partition
+
+#: a member's supported protocols in its order of preference: [(name, metadata bytes)]
+Protocols = list[tuple[str, bytes]]
+#: committed offsets asked for: (topic, partition) -> (offset, leader epoch or None/-1, metadata or None)
+OffsetsToCommit = dict[tuple[str, int], tuple[int, "int | None", "str | None"]]
+
+
+class GroupAnswer(TypedDict, total=False):
+    """A JoinGroup or SyncGroup answer (the response's fields); error_code is always there."""
+
+    error_code: Required[int]
+    member_id: str
+    generation_id: int
+    protocol_type: str | None
+    protocol_name: str | None
+    leader: str | None
+    members: list[tuple[str, str | None, bytes]]  # the leader's: (member id, group instance id, metadata)
+    assignment: bytes
 
 logger = logging.getLogger("kbatch.server.groups")
 
@@ -75,16 +99,16 @@ class Member:
                  "rebalance_timeout", "protocol_type", "protocols", "assignment", "join_future", "sync_future",
                  "expiry")
 
-    def __init__(self, member_id, group_instance_id, client_id, client_host, session_timeout, rebalance_timeout,
-                 protocol_type, protocols):
+    def __init__(self, member_id: str, group_instance_id: str | None, client_id: str, client_host: str,
+                 session_timeout: int, rebalance_timeout: int, protocol_type: str, protocols: Protocols) -> None:
         self.member_id, self.group_instance_id = member_id, group_instance_id
         self.client_id, self.client_host = client_id, client_host
         self.session_timeout, self.rebalance_timeout = session_timeout, rebalance_timeout
         self.protocol_type, self.protocols = protocol_type, protocols  # [(name, metadata bytes)]
         self.assignment = b""
-        self.join_future = None
-        self.sync_future = None
-        self.expiry = None
+        self.join_future: asyncio.Future[GroupAnswer] | None = None
+        self.sync_future: asyncio.Future[GroupAnswer] | None = None
+        self.expiry: asyncio.TimerHandle | None = None
 
     def metadata(self, protocol: str) -> bytes:
         for name, meta in self.protocols:
@@ -94,34 +118,34 @@ class Member:
 
 
 class Group:
-    def __init__(self, group_id: str):
+    def __init__(self, group_id: str) -> None:
         self.group_id = group_id
         self.state = GroupState.EMPTY
         self.generation = 0
-        self.protocol_type = None
-        self.protocol_name = None
-        self.leader_id = None
+        self.protocol_type: str | None = None
+        self.protocol_name: str | None = None
+        self.leader_id: str | None = None
         self.members: dict[str, Member] = collections.OrderedDict()
-        self.pending_members: set = set()
-        self.rebalance_timer = None
-        self.offsets: dict = {}          # (topic, partition) -> OffsetCommitValue
+        self.pending_members: set[str] = set()
+        self.rebalance_timer: asyncio.TimerHandle | None = None
+        self.offsets: dict[tuple[str, int], cr.OffsetCommitValue] = {}  # (topic, partition) -> committed
         self.state_timestamp = int(time.time() * 1000)
         self.initial_delay_until = 0
 
-    def supports(self, protocol_type: str, protocols) -> bool:
+    def supports(self, protocol_type: str, protocols: Sequence[tuple[str, bytes]]) -> bool:
         if not self.members:
             return bool(protocol_type) and bool(protocols)
         names = {p for p, _ in protocols}
         return protocol_type == self.protocol_type and bool(names & self._candidates())
 
-    def _candidates(self) -> set:
+    def _candidates(self) -> set[str]:
         sets = [set(p for p, _ in m.protocols) for m in self.members.values()]
         return set.intersection(*sets) if sets else set()
 
     def select_protocol(self) -> str:
         """Kafka's selectProtocol: the candidates all members support, voted by each member's order."""
         candidates = self._candidates()
-        votes = collections.Counter()
+        votes: collections.Counter[str] = collections.Counter()
         for m in self.members.values():
             for name, _ in m.protocols:
                 if name in candidates:
@@ -136,15 +160,15 @@ class Group:
 
 
 class GroupCoordinator:
-    def __init__(self, broker, *, initial_rebalance_delay_ms: int = 3000, min_session_timeout_ms: int = 6000,
-                 max_session_timeout_ms: int = 1800000, max_metadata_bytes: int = 4096):
+    def __init__(self, broker: Broker, *, initial_rebalance_delay_ms: int = 3000, min_session_timeout_ms: int = 6000,
+                 max_session_timeout_ms: int = 1800000, max_metadata_bytes: int = 4096) -> None:
         self.broker = broker
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
         self.max_metadata_bytes = max_metadata_bytes
         self.groups: dict[str, Group] = {}
-        self._write_lock = None
+        self._write_lock: asyncio.Lock | None = None
 
     # ---- persistence
     def load(self) -> None:
@@ -157,24 +181,25 @@ class GroupCoordinator:
                     if rec.key is None:
                         continue
                     try:
-                        key, value = cr.decode(bytes(rec.key), None if rec.value is None else bytes(rec.value))
+                        record = cr.decode(bytes(rec.key), None if rec.value is None else bytes(rec.value))
                     except Exception as e:
                         logger.warning("Skipping an unreadable %s record at offset %d of %s: %s", OFFSETS_TOPIC,
                                        rec.offset, part.name, e)
                         continue
-                    self._replay(key, value)
+                    self._replay(record)
 
-    def _replay(self, key, value) -> None:
+    def _replay(self, record: cr.GroupRecord) -> None:
+        key, value = record
         if isinstance(key, cr.OffsetCommitKey):
             g = self._group(key.group)
             if value is None:
                 g.offsets.pop((key.topic, key.partition), None)
-            else:
+            elif isinstance(value, cr.OffsetCommitValue):
                 g.offsets[(key.topic, key.partition)] = value
         elif isinstance(key, cr.GroupMetadataKey):
             if value is None:
                 self.groups.pop(key.group, None)
-            else:
+            elif isinstance(value, cr.GroupMetadataValue):
                 g = self._group(key.group)
                 g.generation = value.generation
                 g.protocol_type = value.protocol_type or None
@@ -186,7 +211,7 @@ class GroupCoordinator:
             g = self.groups[group_id] = Group(group_id)
         return g
 
-    async def _append(self, group_id: str, records) -> None:
+    async def _append(self, group_id: str, records: Iterable[tuple[cr.ClassicGroupKey, cr.ClassicGroupValue]]) -> None:
         """Append (key, value) coordinator records for a group to its __consumer_offsets partition."""
         if self.broker.read_only:
             return
@@ -202,11 +227,11 @@ class GroupCoordinator:
             await asyncio.to_thread(self._append_sync, part, data, now)
 
     @staticmethod
-    def _append_sync(part, data, now) -> None:
+    def _append_sync(part: Partition, data: bytes, now: int) -> None:
         part.log.append(data, now_ms=now, from_client=False)
         part.log.flush()
 
-    def _group_record(self, g: Group):
+    def _group_record(self, g: Group) -> tuple[cr.GroupMetadataKey, cr.GroupMetadataValue]:
         members = tuple(cr.MemberMetadata(
             member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
             client_host=m.client_host, rebalance_timeout=m.rebalance_timeout, session_timeout=m.session_timeout,
@@ -218,27 +243,28 @@ class GroupCoordinator:
         return cr.GroupMetadataKey(g.group_id), value
 
     # ---- JoinGroup
-    async def join_group(self, *, group_id, member_id, group_instance_id, client_id, client_host, session_timeout,
-                         rebalance_timeout, protocol_type, protocols, require_known_member_id: bool) -> dict:
+    async def join_group(self, *, group_id: str, member_id: str, group_instance_id: str | None, client_id: str,
+                         client_host: str, session_timeout: int, rebalance_timeout: int, protocol_type: str,
+                         protocols: Sequence[tuple[str, bytes]], require_known_member_id: bool) -> GroupAnswer:
         if not group_id:
-            return dict(error_code=INVALID_GROUP_ID, member_id=member_id)
+            return GroupAnswer(error_code=INVALID_GROUP_ID, member_id=member_id)
         if not self.min_session_timeout_ms <= session_timeout <= self.max_session_timeout_ms:
-            return dict(error_code=INVALID_SESSION_TIMEOUT, member_id=member_id)
+            return GroupAnswer(error_code=INVALID_SESSION_TIMEOUT, member_id=member_id)
         g = self._group(group_id)
         if not g.supports(protocol_type, protocols):
-            return dict(error_code=INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
+            return GroupAnswer(error_code=INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
         if rebalance_timeout < 0:
             rebalance_timeout = session_timeout
         if not member_id:
             new_id = f"{client_id}-{uuid.uuid4()}"
             if require_known_member_id:
                 g.pending_members.add(new_id)
-                return dict(error_code=MEMBER_ID_REQUIRED, member_id=new_id)
+                return GroupAnswer(error_code=MEMBER_ID_REQUIRED, member_id=new_id)
             member_id = new_id
         elif member_id in g.pending_members:
             g.pending_members.discard(member_id)
         elif member_id not in g.members:
-            return dict(error_code=UNKNOWN_MEMBER_ID, member_id=member_id)
+            return GroupAnswer(error_code=UNKNOWN_MEMBER_ID, member_id=member_id)
         m = g.members.get(member_id)
         loop = asyncio.get_running_loop()
         if m is None:
@@ -257,7 +283,8 @@ class GroupCoordinator:
                 return self._join_response(g, m)
             if g.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
                 self._prepare_rebalance(g)
-        fut = m.join_future = loop.create_future()
+        fut: asyncio.Future[GroupAnswer] = loop.create_future()
+        m.join_future = fut
         self._cancel_expiry(m)
         self._maybe_complete_join(g)
         return await fut
@@ -268,7 +295,7 @@ class GroupCoordinator:
         # members waiting for a SyncGroup answer learn that a new rebalance started
         for m in g.members.values():
             if m.sync_future is not None and not m.sync_future.done():
-                m.sync_future.set_result(dict(error_code=REBALANCE_IN_PROGRESS, assignment=b""))
+                m.sync_future.set_result(GroupAnswer(error_code=REBALANCE_IN_PROGRESS, assignment=b""))
             m.sync_future = None
         initial = g.state == GroupState.EMPTY
         delay = (self.initial_rebalance_delay_ms if initial
@@ -283,7 +310,7 @@ class GroupCoordinator:
             g.rebalance_timer.cancel()
         g.rebalance_timer = loop.call_later(delay / 1000.0, self._rebalance_deadline, g, now)
 
-    def _rebalance_deadline(self, g: Group, started) -> None:
+    def _rebalance_deadline(self, g: Group, started: int) -> None:
         if g.state != GroupState.PREPARING_REBALANCE or g.state_timestamp != started:
             return
         # members that did not rejoin in time are removed (GroupCoordinator.onCompleteJoin)
@@ -322,34 +349,35 @@ class GroupCoordinator:
                 fut.set_result(self._join_response(g, m))
             self._schedule_expiry(g, m)
 
-    def _join_response(self, g: Group, m: Member) -> dict:
+    def _join_response(self, g: Group, m: Member) -> GroupAnswer:
         members = []
-        if m.member_id == g.leader_id:
+        if m.member_id == g.leader_id and g.protocol_name is not None:
             members = [(x.member_id, x.group_instance_id, x.metadata(g.protocol_name)) for x in g.members.values()]
-        return dict(error_code=NONE, generation_id=g.generation, protocol_type=g.protocol_type,
+        return GroupAnswer(error_code=NONE, generation_id=g.generation, protocol_type=g.protocol_type,
                     protocol_name=g.protocol_name, leader=g.leader_id, member_id=m.member_id, members=members)
 
     # ---- SyncGroup
-    async def sync_group(self, *, group_id, generation_id, member_id, protocol_type=None, protocol_name=None,
-                         assignments=()) -> dict:
+    async def sync_group(self, *, group_id: str, generation_id: int, member_id: str, protocol_type: str | None = None,
+                         protocol_name: str | None = None,
+                         assignments: Iterable[tuple[str, bytes]] = ()) -> GroupAnswer:
         g = self.groups.get(group_id)
         if g is None or member_id not in g.members:
-            return dict(error_code=UNKNOWN_MEMBER_ID, assignment=b"")
+            return GroupAnswer(error_code=UNKNOWN_MEMBER_ID, assignment=b"")
         if generation_id != g.generation:
-            return dict(error_code=ILLEGAL_GENERATION, assignment=b"")
+            return GroupAnswer(error_code=ILLEGAL_GENERATION, assignment=b"")
         if (protocol_type is not None and protocol_type != g.protocol_type) or \
                 (protocol_name is not None and protocol_name != g.protocol_name):
-            return dict(error_code=INCONSISTENT_GROUP_PROTOCOL, assignment=b"")
+            return GroupAnswer(error_code=INCONSISTENT_GROUP_PROTOCOL, assignment=b"")
         m = g.members[member_id]
         self._schedule_expiry(g, m)
         if g.state == GroupState.PREPARING_REBALANCE:
-            return dict(error_code=REBALANCE_IN_PROGRESS, assignment=b"")
+            return GroupAnswer(error_code=REBALANCE_IN_PROGRESS, assignment=b"")
         if g.state == GroupState.STABLE:
-            return dict(error_code=NONE, assignment=m.assignment)
+            return GroupAnswer(error_code=NONE, assignment=m.assignment)
         if g.state != GroupState.COMPLETING_REBALANCE:
-            return dict(error_code=UNKNOWN_MEMBER_ID, assignment=b"")
-        m.sync_future = asyncio.get_running_loop().create_future()
-        fut = m.sync_future
+            return GroupAnswer(error_code=UNKNOWN_MEMBER_ID, assignment=b"")
+        fut: asyncio.Future[GroupAnswer] = asyncio.get_running_loop().create_future()
+        m.sync_future = fut
         if member_id == g.leader_id:
             given = dict(assignments)
             for x in g.members.values():
@@ -361,12 +389,12 @@ class GroupCoordinator:
                 g.state_timestamp = int(time.time() * 1000)
                 for x in g.members.values():
                     if x.sync_future is not None and not x.sync_future.done():
-                        x.sync_future.set_result(dict(error_code=NONE, assignment=x.assignment))
+                        x.sync_future.set_result(GroupAnswer(error_code=NONE, assignment=x.assignment))
                     x.sync_future = None
         return await fut
 
     # ---- Heartbeat
-    def heartbeat(self, *, group_id, generation_id, member_id) -> int:
+    def heartbeat(self, *, group_id: str, generation_id: int, member_id: str) -> int:
         g = self.groups.get(group_id)
         if g is None or member_id not in g.members:
             return UNKNOWN_MEMBER_ID
@@ -378,9 +406,10 @@ class GroupCoordinator:
         return NONE
 
     # ---- LeaveGroup
-    def leave_group(self, group_id: str, member_ids) -> list:
+    def leave_group(self, group_id: str, member_ids: Iterable[str]) -> list[tuple[str, int]]:
+        """[(member id, error code)] for each member asked to leave."""
         g = self.groups.get(group_id)
-        out = []
+        out: list[tuple[str, int]] = []
         for mid in member_ids:
             if g is None or mid not in g.members:
                 if g is not None and mid in g.pending_members:
@@ -410,7 +439,7 @@ class GroupCoordinator:
         self._cancel_expiry(m)
         for fut in (m.join_future, m.sync_future):
             if fut is not None and not fut.done():
-                fut.set_result(dict(error_code=UNKNOWN_MEMBER_ID, member_id=member_id, assignment=b""))
+                fut.set_result(GroupAnswer(error_code=UNKNOWN_MEMBER_ID, member_id=member_id, assignment=b""))
         if g.leader_id == member_id:
             g.leader_id = next(iter(g.members), None)
 
@@ -438,7 +467,8 @@ class GroupCoordinator:
             self._complete_join(g)
 
     # ---- offsets
-    async def commit_offsets(self, *, group_id, generation_id, member_id, offsets) -> dict:
+    async def commit_offsets(self, *, group_id: str, generation_id: int, member_id: str,
+                             offsets: OffsetsToCommit) -> dict[tuple[str, int], int]:
         """offsets: {(topic, partition): (offset, leader_epoch, metadata)} -> {(topic, partition): error}"""
         g = self.groups.get(group_id)
         if not group_id:
@@ -455,7 +485,8 @@ class GroupCoordinator:
             return {tp: ILLEGAL_GENERATION for tp in offsets}
         g = self._group(group_id)
         now = int(time.time() * 1000)
-        result, records = {}, []
+        result: dict[tuple[str, int], int] = {}
+        records: list[tuple[cr.OffsetCommitKey, cr.OffsetCommitValue]] = []
         for (topic, partition), (offset, epoch, metadata) in offsets.items():
             if metadata is not None and len(metadata.encode("utf-8")) > self.max_metadata_bytes:
                 result[(topic, partition)] = OFFSET_METADATA_TOO_LARGE
@@ -473,7 +504,8 @@ class GroupCoordinator:
                 g.offsets[(key.topic, key.partition)] = value
         return result
 
-    def fetch_offsets(self, group_id: str, partitions):
+    def fetch_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]] | None
+                      ) -> list[tuple[tuple[str, int], cr.OffsetCommitValue | None]]:
         """partitions: [(topic, partition)] or None for all -> [((topic, partition), OffsetCommitValue | None)]"""
         g = self.groups.get(group_id)
         offsets = g.offsets if g is not None else {}

@@ -17,6 +17,7 @@ import bisect
 import logging
 import os
 import time
+from typing import TYPE_CHECKING
 
 from .. import _wire as W
 from ..batch import iter_batches
@@ -24,13 +25,21 @@ from ..errors import KBatchError
 from .producer_state import ProducerStateError, ProducerStateManager
 from .protocol import FileSlice
 
+if TYPE_CHECKING:
+    from .._typing import Buffer
+    from ..index import AbortedTxn
+    from ..log import Log, OffsetAndTimestamp
+    from ..segment import LogSegment
+    from ..validate import AppendInfo
+
 logger = logging.getLogger("kbatch.server")
 
 
 class AppendResult:
     __slots__ = ("first_offset", "last_offset", "log_append_time", "duplicate")
 
-    def __init__(self, first_offset, last_offset, log_append_time, duplicate=False):
+    def __init__(self, first_offset: int, last_offset: int, log_append_time: int | None,
+                 duplicate: bool = False) -> None:
         self.first_offset, self.last_offset = first_offset, last_offset
         self.log_append_time, self.duplicate = log_append_time, duplicate
 
@@ -38,12 +47,13 @@ class AppendResult:
 class ReadResult:
     __slots__ = ("error_code", "records", "aborted")
 
-    def __init__(self, error_code=0, records=None, aborted=None):
+    def __init__(self, error_code: int = 0, records: FileSlice | None = None,
+                 aborted: list[AbortedTxn] | None = None) -> None:
         self.error_code, self.records, self.aborted = error_code, records, aborted
 
 
 class Partition:
-    def __init__(self, topic: str, index: int, log, *, flush_messages: int | None = None):
+    def __init__(self, topic: str, index: int, log: Log, *, flush_messages: int | None = None) -> None:
         self.topic = topic
         self.index = index
         self.name = f"{topic}-{index}"
@@ -53,9 +63,10 @@ class Partition:
         self.producer_state = ProducerStateManager(self.name)
         self._state_lock = asyncio.Lock()
         self._append_lock = asyncio.Lock()
-        self._waiters: set = set()
+        self._waiters: set[asyncio.Future[None]] = set()
         self._fds: dict[int, int] = {}
         latest = log.offset_for(W.OffsetSpec.LATEST)
+        assert latest is not None  # LATEST always has an answer
         self.leader_epoch = latest.leader_epoch if latest.leader_epoch is not None else 0
         if log.writable:
             log.partition_leader_epoch = self.leader_epoch
@@ -65,7 +76,7 @@ class Partition:
     def _set_high_watermark(self) -> None:
         self.high_watermark = self.log.end_offset()
         seg = self.log.segments[-1] if self.log.segments else None
-        self._hw_segment = None if seg is None else seg.base_offset
+        self._hw_segment: int | None = None if seg is None else seg.base_offset
         self._hw_position = 0 if seg is None else seg.size
 
     @property
@@ -88,7 +99,7 @@ class Partition:
                                         (s for seg in segments for s in seg.log.headers()))
 
     # ---- appends
-    async def append(self, data, now_ms: int | None = None) -> AppendResult:
+    async def append(self, data: Buffer, now_ms: int | None = None) -> AppendResult:
         """Validate and append one produce request's records (Log.append, client origin), after the
         idempotence checks; returns the assigned offsets. Raises KBatchError or ProducerStateError."""
         first = None
@@ -113,7 +124,7 @@ class Partition:
         self._wake()
         return AppendResult(info.first_offset, info.last_offset, info.log_append_time)
 
-    def _append_durably(self, data, now: int):
+    def _append_durably(self, data: Buffer, now: int) -> AppendInfo:
         info = self.log.append(data, now_ms=now, from_client=True)
         self._unflushed += info.record_count
         if self.flush_messages is not None and self._unflushed >= self.flush_messages:
@@ -122,8 +133,8 @@ class Partition:
         return info
 
     # ---- long polls
-    def waiter(self) -> asyncio.Future:
-        fut = asyncio.get_running_loop().create_future()
+    def waiter(self) -> asyncio.Future[None]:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.add(fut)
         fut.add_done_callback(self._waiters.discard)
         return fut
@@ -167,26 +178,26 @@ class Partition:
             return ReadResult(0, FileSlice(self._fd(seg), start.position, size), aborted)
         return ReadResult(0, None, [] if read_committed else None)
 
-    def _aborted(self, i: int, fetch_offset: int, upper: int) -> list:
+    def _aborted(self, i: int, fetch_offset: int, upper: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [fetch_offset, upper) from the segments' .txnindex."""
-        out = []
+        out: list[AbortedTxn] = []
         for seg in self.log.segments[i:]:
             if seg.base_offset >= upper:
                 break
             out += seg.txn_index.collect_aborted_txns(fetch_offset, upper)
         return out
 
-    def _fd(self, seg) -> int:
+    def _fd(self, seg: LogSegment) -> int:
         fd = self._fds.get(seg.base_offset)
         if fd is None:
             fd = self._fds[seg.base_offset] = os.open(seg.log.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         return fd
 
     # ---- lookups
-    def offset_for(self, target):
+    def offset_for(self, target: int | W.OffsetSpec) -> OffsetAndTimestamp | None:
         return self.log.offset_for(target)
 
-    def magic(self):
+    def magic(self) -> int | None:
         return self.log.magic()
 
     def close(self) -> None:

@@ -21,10 +21,16 @@ from __future__ import annotations
 
 import collections
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from .. import _files
 from .. import _wire as W
+
+if TYPE_CHECKING:
+    from ..batch import RecordBatch
+    from ..legacy import LegacyRecordBatch
 
 NUM_BATCHES_TO_RETAIN = 5           # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 INT32_MAX = W.INT32_MAX
@@ -33,7 +39,7 @@ INT32_MAX = W.INT32_MAX
 class ProducerStateError(Exception):
     """A batch refused by the producer-state checks; `error_code` is Kafka's."""
 
-    def __init__(self, error_code: int, message: str):
+    def __init__(self, error_code: int, message: str) -> None:
         self.error_code = error_code
         super().__init__(message)
 
@@ -50,17 +56,17 @@ class BatchMetadata:
 class ProducerStateEntry:
     __slots__ = ("producer_id", "epoch", "batches", "current_txn_first_offset")
 
-    def __init__(self, producer_id: int, epoch: int = W.NO_PRODUCER_EPOCH):
+    def __init__(self, producer_id: int, epoch: int = W.NO_PRODUCER_EPOCH) -> None:
         self.producer_id = producer_id
         self.epoch = epoch
-        self.batches = collections.deque(maxlen=NUM_BATCHES_TO_RETAIN)
-        self.current_txn_first_offset = None
+        self.batches: collections.deque[BatchMetadata] = collections.deque(maxlen=NUM_BATCHES_TO_RETAIN)
+        self.current_txn_first_offset: int | None = None
 
     @property
     def last_seq(self) -> int:
         return self.batches[-1].last_seq if self.batches else W.NO_SEQUENCE
 
-    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int):
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
         if epoch != self.epoch:
             return None
         for b in self.batches:
@@ -83,13 +89,13 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
 class ProducerStateManager:
     """The producer state of one partition (see the module docstring)."""
 
-    def __init__(self, topic_partition: str):
+    def __init__(self, topic_partition: str) -> None:
         self.topic_partition = topic_partition
         self.producers: dict[int, ProducerStateEntry] = {}
         self.loaded = False
 
     # ---- loading
-    def load_from_headers(self, header_rows) -> None:
+    def load_from_headers(self, header_rows: Iterable[dict[str, Any]]) -> None:
         """Rebuild from batch header scans (kbatch.batch.scan_headers rows, in offset order)."""
         for s in header_rows:
             cols = [s[k].tolist() for k in ("magic", "producer_id", "producer_epoch", "base_sequence", "base_offset",
@@ -112,7 +118,7 @@ class ProducerStateManager:
         self.loaded = True
 
     # ---- checks before an append (UnifiedLog.analyzeAndValidateProducerState)
-    def check(self, batch, offset: int):
+    def check(self, batch: RecordBatch | LegacyRecordBatch, offset: int) -> BatchMetadata | None:
         """None when `batch` may be appended at `offset`; the BatchMetadata of the original when it
         is a duplicate; raises ProducerStateError otherwise."""
         pid = batch.producer_id
@@ -134,13 +140,13 @@ class ProducerStateManager:
                 raise ProducerStateError(45, f"Invalid sequence number for new epoch of producer {pid}at offset "
                                              f"{offset} in partition {self.topic_partition}: {epoch} (request epoch), "
                                              f"{first_seq} (seq. number), {current_epoch} (current producer epoch)")
-        elif e.batches and not _in_sequence(e.last_seq, first_seq):
+        elif e is not None and e.batches and not _in_sequence(e.last_seq, first_seq):
             raise ProducerStateError(45, f"Out of order sequence number for producer {pid} at offset {offset} in "
                                          f"partition {self.topic_partition}: {first_seq} (incoming seq. number), "
                                          f"{e.last_seq} (current end sequence number)")
         return None
 
-    def update(self, batch, first_offset: int, last_offset: int, timestamp: int) -> None:
+    def update(self, batch: RecordBatch | LegacyRecordBatch, first_offset: int, last_offset: int, timestamp: int) -> None:
         """Record an appended batch."""
         pid = batch.producer_id
         if pid < 0:
@@ -151,7 +157,7 @@ class ProducerStateManager:
         e.batches.append(BatchMetadata(batch.base_sequence, _last_sequence(batch.base_sequence, batch.record_count),
                                        first_offset, last_offset, timestamp))
 
-    def first_unstable_offset(self):
+    def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest open transaction, or None (LSO = min(this, high watermark))."""
         open_txns = [e.current_txn_first_offset for e in self.producers.values()
                      if e.current_txn_first_offset is not None]
@@ -167,7 +173,7 @@ class ProducerIdManager:
     BLOCK_SIZE = 1000
     FILE = "kbatch-producer-id-block"
 
-    def __init__(self, directory: str | None, now_ms: int):
+    def __init__(self, directory: str | None, now_ms: int) -> None:
         self.path = None if directory is None else os.path.join(directory, self.FILE)
         start = now_ms
         if self.path is not None:

@@ -13,11 +13,14 @@ import io
 import os
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import InvalidRequestError
 
 try:
     from kafka.protocol.api_header import RequestHeader
+    from kafka.protocol.api_message import ApiMessage
+    from kafka.protocol.data_container import DataContainer
     from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
     from kafka.protocol.consumer.group import (HeartbeatRequest, HeartbeatResponse, JoinGroupRequest,
                                                JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse,
@@ -35,12 +38,16 @@ except ImportError as e:  # pragma: no cover - the serve extra is missing
                       "pip install 'kafka-kbatch[serve]'") from e
 
 
+# kafka-python's message classes (ApiMessage, and DataContainer for their parts) carry no type information:
+# they are Any to a type checker
+
+
 @dataclass(frozen=True)
 class Api:
     key: int
     name: str
-    request: type
-    response: type
+    request: type[ApiMessage]
+    response: type[ApiMessage]
     min_version: int
     max_version: int
     first_flexible: int
@@ -75,11 +82,12 @@ class Request:
 
     __slots__ = ("api", "version", "correlation_id", "client_id", "body", "size")
 
-    def __init__(self, api, version, correlation_id, client_id, body, size):
+    def __init__(self, api: Api, version: int, correlation_id: int, client_id: str | None, body: ApiMessage,
+                 size: int) -> None:
         self.api, self.version, self.correlation_id = api, version, correlation_id
         self.client_id, self.body, self.size = client_id, body, size
 
-    def response(self, **fields):
+    def response(self, **fields: Any) -> ApiMessage:
         """A response object of this request's API and version."""
         return self.api.response(version=self.version, **fields)
 
@@ -87,26 +95,34 @@ class Request:
 class UnsupportedApiVersion(InvalidRequestError):
     """ApiVersions at a version above the advertised range (answered at v0, KIP-511)."""
 
-    def __init__(self, correlation_id: int, version: int):
+    def __init__(self, correlation_id: int, version: int) -> None:
         self.correlation_id = correlation_id
         self.version = version
         super().__init__("Unsupported ApiVersions version", expected=f"version <= {APIS[18].max_version}",
                          found=version)
 
 
+#: the slices of a Fetch response: each partition's part of the response and its records in a segment file
+Slices = list[tuple[DataContainer, "FileSlice"]]
+#: what a request handler answers: a response message; for Fetch (response, Slices); None: no answer
+#: (Produce with acks=0)
+Answer = ApiMessage | tuple[ApiMessage, Slices] | None
+
+
 class CloseConnection(Exception):
     """Raised by a handler when Kafka would close the connection instead of answering."""
 
 
-def peek_header(frame) -> tuple[int, int, int]:
+def peek_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
     """(api key, api version, correlation id) from the first 8 bytes of a request frame."""
     if len(frame) < 8:
         raise InvalidRequestError("Request is shorter than its header", position=0, expected="at least 8 bytes",
                                   found=f"{len(frame)} bytes")
-    return struct.unpack_from(">hhi", frame, 0)
+    key, version, correlation_id = struct.unpack_from(">hhi", frame, 0)
+    return key, version, correlation_id
 
 
-def decode_request(frame) -> Request:
+def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     """Decode a request frame (without its 4-byte size). Unknown keys and versions outside the
     advertised range raise InvalidRequestError (the connection is closed, as Kafka does), except
     ApiVersions above its range, which raises UnsupportedApiVersion (answered at v0)."""
@@ -133,23 +149,25 @@ def decode_request(frame) -> Request:
     return Request(api, version, correlation_id, header.client_id, body, len(frame))
 
 
-def encode_response(request: Request, response) -> bytes:
+def encode_response(request: Request, response: ApiMessage) -> bytes | bytearray:
     """The framed response (size, header, body). ApiVersions always uses header v0 (the library's
     ApiVersionsResponse does that), every other flexible version header v1."""
     if response.version != request.version:
         raise ValueError(f"response version {response.version} for a v{request.version} request")
     response.with_header(correlation_id=request.correlation_id)
-    return response.encode(header=True, framed=True)
+    framed: bytes | bytearray = response.encode(header=True, framed=True)  # kafka-python: a bytearray
+    return framed
 
 
-def encode_api_versions_fallback(correlation_id: int) -> bytes:
+def encode_api_versions_fallback(correlation_id: int) -> bytes | bytearray:
     """Kafka's answer to an ApiVersions request above its range: v0 layout, error 35
     UNSUPPORTED_VERSION, and the ApiVersions range so the client can retry (KIP-511)."""
     api = APIS[API_VERSIONS_KEY]
     resp = ApiVersionsResponse(version=0, error_code=35, api_keys=[
         ApiVersionsResponse.ApiVersion(api_key=api.key, min_version=api.min_version, max_version=api.max_version)])
     resp.with_header(correlation_id=correlation_id)
-    return resp.encode(header=True, framed=True)
+    framed: bytes | bytearray = resp.encode(header=True, framed=True)
+    return framed
 
 
 # ------------------------------------------------------------------------------------ file slices
@@ -159,7 +177,7 @@ class FileSlice:
 
     __slots__ = ("fd", "position", "size")
 
-    def __init__(self, fd: int, position: int, size: int):
+    def __init__(self, fd: int, position: int, size: int) -> None:
         self.fd, self.position, self.size = fd, position, size
 
     def read(self) -> bytes:
@@ -170,7 +188,8 @@ class FileSlice:
         return data
 
 
-def encode_with_slices(request: Request, response, slices: list) -> list:
+def encode_with_slices(request: Request, response: ApiMessage,
+                       slices: Slices) -> list[bytes | bytearray | FileSlice]:
     """Frame a Fetch response whose partitions' `records` are FileSlice objects without reading
     them: the library encodes the response with a unique placeholder in each records field, then
     each placeholder (and its length prefix) is replaced by the slice's real length prefix and the
@@ -183,7 +202,8 @@ def encode_with_slices(request: Request, response, slices: list) -> list:
         part.records = mark
         marks.append((mark, sl))
     raw = encode_response(request, response)
-    pieces, pos, total = [], 4, 0
+    pieces: list[bytes | bytearray | FileSlice] = []
+    pos, total = 4, 0
     for mark, sl in marks:
         at = raw.find(mark, pos)
         if at < 0:
@@ -200,13 +220,18 @@ def encode_with_slices(request: Request, response, slices: list) -> list:
     tail = raw[pos:]
     pieces.append(tail)
     total += len(tail)
-    pieces[0] = struct.pack(">i", total) + pieces[0]
+    first = pieces[0]
+    assert not isinstance(first, FileSlice)  # the response head, never a slice
+    pieces[0] = struct.pack(">i", total) + first
     return pieces
 
 
 def _length_prefix(n: int, flexible: bool) -> bytes:
     # the records field is NULLABLE_BYTES (int32 length) or COMPACT_NULLABLE_BYTES (uvarint length + 1)
-    return UnsignedVarInt32.encode(n + 1) if flexible else struct.pack(">i", n)
+    if flexible:
+        prefix: bytes = UnsignedVarInt32.encode(n + 1)
+        return prefix
+    return struct.pack(">i", n)
 
 
 __all__ = ["APIS", "Api", "Request", "FileSlice", "UnsupportedApiVersion", "CloseConnection", "decode_request", "encode_response",

@@ -15,20 +15,40 @@ import dataclasses
 import logging
 import signal
 import threading
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .broker import Broker, ServerConfig
 from .connection import handle_connection
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from typing_extensions import Unpack
+
+    from .._typing import PathLike
+    from .broker import ServeOptions, ServerOptions
+
+_T = TypeVar("_T")
 
 logger = logging.getLogger("kbatch.server")
 
 
 class Server:
-    def __init__(self, directory, config: ServerConfig | None = None, **options):
+    def __init__(self, directory: PathLike, config: ServerConfig | None = None,
+                 **options: Unpack[ServerOptions]) -> None:
         self.config = dataclasses.replace(config or ServerConfig(), **options)
         self.directory = directory
-        self.broker = None
-        self._server = None
-        self._tasks: set = set()
+        self._broker: Broker | None = None
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    @property
+    def broker(self) -> Broker:
+        """The served directory (once started)."""
+        if self._broker is None:
+            raise RuntimeError("the server is not started")
+        return self._broker
 
     @property
     def port(self) -> int:
@@ -41,20 +61,21 @@ class Server:
     async def start(self) -> "Server":
         broker = Broker(self.directory, self.config)
         await asyncio.to_thread(broker.open)
-        self.broker = broker
+        self._broker = broker
         try:
-            self._server = await asyncio.start_server(self._accept, self.config.host, self.config.port,
-                                                      reuse_address=True)
+            server = self._server = await asyncio.start_server(self._accept, self.config.host, self.config.port,
+                                                               reuse_address=True)
         except BaseException:
             broker.close()
             raise
-        broker.port = self._server.sockets[0].getsockname()[1]
+        broker.port = server.sockets[0].getsockname()[1]
         logger.info("kbatch serve: %s on %s (%d partitions%s)", broker.directory, self.bootstrap,
                     len(broker.partitions), ", read-only" if broker.read_only else "")
         return self
 
-    async def _accept(self, reader, writer) -> None:
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
+        assert task is not None  # this coroutine's
         self._tasks.add(task)
         try:
             await handle_connection(self.broker, reader, writer)
@@ -82,12 +103,12 @@ class Server:
 class ServerThread:
     """A Server on a daemon thread with its own event loop (see `serve`)."""
 
-    def __init__(self, directory, **options):
+    def __init__(self, directory: PathLike, **options: Unpack[ServerOptions]) -> None:
         self.server = Server(directory, **options)
-        self._loop = None
-        self._thread = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
         self._started = threading.Event()
-        self._error = None
+        self._error: BaseException | None = None
 
     def start(self) -> "ServerThread":
         self._thread = threading.Thread(target=self._run, name="kbatch-serve", daemon=True)
@@ -115,7 +136,7 @@ class ServerThread:
             loop.close()
 
     def stop(self) -> None:
-        if self._thread is None:
+        if self._thread is None or self._loop is None:
             return
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
@@ -130,27 +151,33 @@ class ServerThread:
         return self.server.bootstrap
 
     @property
-    def broker(self):
+    def broker(self) -> Broker:
         return self.server.broker
 
-    def call(self, fn, *args):
+    def call(self, fn: Callable[..., Coroutine[Any, Any, _T] | _T], *args: object) -> _T:
         """Run fn(*args) on the server's event loop and return its result (for tests)."""
+        if self._loop is None:
+            raise RuntimeError("the server is not started")
         fut = asyncio.run_coroutine_threadsafe(_call(fn, *args), self._loop)
         return fut.result(timeout=30)
 
-    def __enter__(self):
+    def __enter__(self) -> ServerThread:
         return self.start() if self._thread is None else self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         self.stop()
 
 
-async def _call(fn, *args):
+async def _call(fn: Callable[..., Coroutine[Any, Any, _T] | _T], *args: object) -> _T:
     out = fn(*args)
-    return await out if asyncio.iscoroutine(out) else out
+    if asyncio.iscoroutine(out):
+        result: _T = await out
+        return result
+    return out
 
 
-def serve(directory, *, listen: str = "127.0.0.1:0", **options) -> ServerThread:
+def serve(directory: PathLike, *, listen: str = "127.0.0.1:0", **options: Unpack[ServeOptions]) -> ServerThread:
     """Serve `directory` on a background thread; use as a context manager:
 
         with kbatch.server.serve("logs", read_only=True) as srv:
@@ -169,11 +196,12 @@ def parse_listen(listen: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
-def run(directory, *, listen: str = "127.0.0.1:9092", ready=None, **options) -> None:
-    """Serve until SIGINT or SIGTERM (the `kbatch serve` command)."""
+def run(directory: PathLike, *, listen: str = "127.0.0.1:9092", ready: Callable[[Server], object] | None = None,
+        **options: Unpack[ServeOptions]) -> None:
+    """Serve until SIGINT or SIGTERM (the `kbatch serve` command); ready(server) once it listens."""
     host, port = parse_listen(listen)
 
-    async def main():
+    async def main() -> None:
         server = Server(directory, host=host, port=port, **options)
         await server.start()
         stop = asyncio.Event()

@@ -21,7 +21,39 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from ..errors import MissingDependencyError
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+    from .._typing import PathLike
+
+_FEATURE = "kbatch's Spark data source (kbatch.spark)"
+try:  # the `spark` extra: Spark's Python data source API (Spark >= 4) and Arrow
+    import pyspark
+except ModuleNotFoundError as e:
+    if e.name != "pyspark":  # a broken install: what is missing is the message
+        raise
+    raise MissingDependencyError(_FEATURE, "pyspark", "spark", requirement=">=4.1") from e
+try:
+    import pyspark.sql.datasource  # noqa: F401
+except ModuleNotFoundError as e:
+    if e.name != "pyspark.sql.datasource":
+        raise
+    raise MissingDependencyError(_FEATURE, "pyspark", "spark", requirement=">=4.1",
+                                 installed=pyspark.__version__) from e
+try:
+    import pyarrow  # noqa: F401
+except ModuleNotFoundError as e:
+    if e.name != "pyarrow":
+        raise
+    raise MissingDependencyError(_FEATURE, "pyarrow", "spark") from e
 
 from .datasource import (NAME, PYTHON_NAME, KafkaSegmentsDataSource, KafkaSegmentsPushdownDataSource,
                          KafkaSegmentsPythonDataSource, KafkaSegmentsPythonPushdownDataSource, _to_ms, spark_schema)
@@ -30,7 +62,7 @@ from .jvm import JVM_NAME, Reader, jar_path, live_reader
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
-def register(spark, pushdown: bool = False, reader: str = "auto") -> Reader:
+def register(spark: SparkSession, pushdown: bool = False, reader: str = "auto") -> Reader:
     """Register `kafka-segments` on a session and return which reader serves it (also logged).
 
     The Python data source is always registered (under `kafka-segments` and
@@ -54,7 +86,7 @@ def register(spark, pushdown: bool = False, reader: str = "auto") -> Reader:
     return live
 
 
-def _session(spark=None):
+def _session(spark: SparkSession | None = None) -> SparkSession:
     if spark is not None:
         return spark
     from pyspark.sql import SparkSession
@@ -65,18 +97,18 @@ def _session(spark=None):
     return s
 
 
-def read(path, spark=None, **options):
+def read(path: PathLike, spark: SparkSession | None = None, **options: object) -> DataFrame:
     """spark.read.format('kafka-segments').options(**options).load(path), registering the source."""
     spark = _session(spark)
     if not live_reader(spark).is_jvm:
-        register(spark, pushdown=spark.conf.get(PUSHDOWN_CONF, "false").lower() == "true")
+        register(spark, pushdown=str(spark.conf.get(PUSHDOWN_CONF, "false")).lower() == "true")
     return spark.read.format(NAME).options(**{k: str(v) for k, v in options.items()}).load(os.fspath(path))
 
 
 # ------------------------------------------------------------------------------------ decode_batches
-def decode_batches(df, column: str, topic=None, partition=None, *, topic_col: str | None = None,
-                   partition_col: str | None = None, include_headers: bool = True, batch_fields: bool = False,
-                   verify_crc: bool = True):
+def decode_batches(df: DataFrame, column: str, topic: str | None = None, partition: int | None = None, *,
+                   topic_col: str | None = None, partition_col: str | None = None, include_headers: bool = True,
+                   batch_fields: bool = False, verify_crc: bool = True) -> DataFrame:
     """Decode a binary column holding raw record batches (any magic, any codec) with mapInArrow.
 
     Each row's bytes are one or more whole batches. `topic`/`partition` give constant values;
@@ -96,12 +128,21 @@ def decode_batches(df, column: str, topic=None, partition=None, *, topic_col: st
 
 
 class _DecodeFn:
-    def __init__(self, column, topic, partition, topic_col, partition_col, include_headers, batch_fields,
-                 verify_crc):
+    column: str
+    topic: str | None
+    partition: int | None
+    topic_col: str | None
+    partition_col: str | None
+    include_headers: bool
+    batch_fields: bool
+    verify_crc: bool
+
+    def __init__(self, column: str, topic: str | None, partition: int | None, topic_col: str | None,
+                 partition_col: str | None, include_headers: bool, batch_fields: bool, verify_crc: bool) -> None:
         self.__dict__.update(locals())
         del self.__dict__["self"]
 
-    def __call__(self, batches):
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from ..arrow import iter_record_batches
 
         for rb in batches:
@@ -121,8 +162,9 @@ REPORT_SCHEMA = ("topic string, partition int, records long, noTimestamp long, t
                  "firstTooOldOffset long, firstTooNewOffset long")
 
 
-def _report_partials(before_max_ms, after_max_ms, now_ms):
-    def fn(batches):
+def _report_partials(before_max_ms: int, after_max_ms: int,
+                     now_ms: int) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def fn(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import numpy as np
         import pyarrow as pa
 
@@ -130,7 +172,9 @@ def _report_partials(before_max_ms, after_max_ms, now_ms):
         from ..arrow import timestamps_ms
 
         check = _check_timestamps_fn()
-        acc = {}
+        # (topic, partition) -> [records, no timestamp, too old, too new, first too old offset or None,
+        # first too new offset or None]: mixed ints and Nones, so to a type checker the items are Any
+        acc: dict[tuple[str, int], list[Any]] = {}
         for rb in batches:
             if rb.num_rows == 0:
                 continue
@@ -140,12 +184,14 @@ def _report_partials(before_max_ms, after_max_ms, now_ms):
             part = rb.column("partition").to_numpy(zero_copy_only=False)
             keys = list(zip(topic, part.tolist()))
             # group rows by (topic, partition): data-source batches hold one partition each
+            groups: dict[tuple[str, int], slice | list[int]]
             if keys[0] == keys[-1] and all(k == keys[0] for k in set(keys)):
                 groups = {keys[0]: slice(None)}
             else:
-                groups = {}
+                rows: dict[tuple[str, int], list[int]] = {}
                 for i, k in enumerate(keys):
-                    groups.setdefault(k, []).append(i)
+                    rows.setdefault(k, []).append(i)
+                groups = dict(rows)
             for k, idx in groups.items():
                 t = ts[idx]
                 o = off[idx]
@@ -170,7 +216,7 @@ def _report_partials(before_max_ms, after_max_ms, now_ms):
     return fn
 
 
-def _check_timestamps_fn():
+def _check_timestamps_fn() -> Callable[[npt.ArrayLike, int, int, int, int], tuple[int, int, int]]:
     """The vectorized KIP-937 range check: (first_bad_index, n_too_old, n_too_new).
 
     Uses the backend kernel (`_backend.core.check_timestamps`, same saturating arithmetic as
@@ -180,7 +226,8 @@ def _check_timestamps_fn():
     return _backend.core.check_timestamps
 
 
-def timestamp_report(df_or_path, before_max_ms: int, after_max_ms: int, now=None, spark=None):
+def timestamp_report(df_or_path: DataFrame | PathLike, before_max_ms: int, after_max_ms: int,
+                     now: int | datetime | None = None, spark: SparkSession | None = None) -> DataFrame:
     """KIP-937 violations per topic/partition, computed on executors.
 
     df_or_path: a DataFrame with topic, partition, offset, timestamp columns (e.g. from
@@ -210,7 +257,8 @@ def timestamp_report(df_or_path, before_max_ms: int, after_max_ms: int, now=None
 OFFSETS_SCHEMA = "topic string, partition int, offset long, timestamp long"
 
 
-def offsets_for_times(path, timestamp, spark=None, *, topics=None):
+def offsets_for_times(path: PathLike, timestamp: int | datetime, spark: SparkSession | None = None, *,
+                      topics: Iterable[str] | None = None) -> DataFrame:
     """For every partition under `path`, the first offset whose timestamp >= `timestamp` (ms or
     datetime; any int64, negative too) and that record's timestamp, as Kafka's offsetsForTimes
     (null offset/timestamp when no such record). One Spark task per partition; the lookups use
@@ -227,7 +275,7 @@ def offsets_for_times(path, timestamp, spark=None, *, topics=None):
     return spark.createDataFrame(rdd, OFFSETS_SCHEMA).orderBy("topic", "partition")
 
 
-def _lookup(t, target):
+def _lookup(t: tuple[str, int, str], target: int) -> tuple[str, int, int | None, int | None]:
     from . import _plan
 
     topic, partition, path = t

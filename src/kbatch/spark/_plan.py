@@ -14,13 +14,26 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from .. import _fs
 from .. import _wire as W
 from ..batch import iter_batches
+
+if TYPE_CHECKING:
+    from .._typing import Buffer
+    from ..batch import RecordBatch
+    from ..legacy import LegacyRecordBatch
+    from ..log import Log
+    from ..segment import SegmentFiles
+
+#: an aborted transaction: (producer id, first offset, last offset: its ABORT marker's)
+Aborted = tuple[int, int, int]
 
 log = logging.getLogger("kbatch.spark")
 _OFFSET_ENTRY = np.dtype([("rel", ">i4"), ("pos", ">i4")])
@@ -33,7 +46,7 @@ class Segment:
     path: str                       # the .log (a local path or a URI)
     base_offset: int
     size: int
-    files: object = field(default=None, repr=False, compare=False)  # kbatch SegmentFiles (driver side)
+    files: SegmentFiles | None = field(default=None, repr=False, compare=False)  # (driver side)
 
 
 @dataclass
@@ -41,10 +54,11 @@ class TopicPartition:
     topic: str
     partition: int
     path: str
-    segments: list = field(default_factory=list)
+    segments: list[Segment] = field(default_factory=list)
 
 
-def list_partitions(root: str, topics=None, topic_pattern: str | None = None) -> list:
+def list_partitions(root: str, topics: Iterable[str] | None = None,
+                    topic_pattern: str | None = None) -> list[TopicPartition]:
     """Every partition folder under `root` (or `root` itself when it is one), in any layout
     kbatch.layout reads (broker `<topic>-<p>`, Kafka's LocalTieredStorage, Aiven's tiered
     storage), local or remote (s3://, gs://, hdfs://: one listing per directory), sorted, each
@@ -56,9 +70,9 @@ def list_partitions(root: str, topics=None, topic_pattern: str | None = None) ->
         raise FileNotFoundError(f"kafka-segments: no such directory: {root}")
     wanted = None if topics is None else set(topics)
     pattern = re.compile(topic_pattern) if topic_pattern else None
-    out = []
+    out: list[TopicPartition] = []
     for part in layout.find_partitions(root, require_segments=False):
-        if part.topic is None:
+        if part.topic is None or part.partition is None:  # named so together, or neither
             continue
         if wanted is not None and part.topic not in wanted:
             continue
@@ -67,13 +81,14 @@ def list_partitions(root: str, topics=None, topic_pattern: str | None = None) ->
         listing = layout.list_segments(part.path)
         for problem in listing.problems:
             log.warning("kafka-segments: %s", problem)
-        segs = [Segment(f.path(".log"), f.base_offset, _log_size(f), f) for f in listing.segments]
+        segs = [Segment(f.path(".log"), f.base_offset, _log_size(f), f) for f in listing.segments
+                if f.base_offset is not None]  # list_segments names every segment by its base offset
         out.append(TopicPartition(part.topic, part.partition, part.path, segs))
     out.sort(key=lambda tp: (tp.topic, tp.partition))
     return out
 
 
-def _log_size(files) -> int:
+def _log_size(files: SegmentFiles) -> int:
     sizes = getattr(files, "sizes", None) or getattr(getattr(files, "inner", None), "sizes", None)
     if sizes and sizes.get(".log", (None,))[0] is not None:
         return int(sizes[".log"][0])
@@ -81,12 +96,12 @@ def _log_size(files) -> int:
 
 
 # ------------------------------------------------------------------------------------ indexes
-def _entries(data: bytes, dtype) -> np.ndarray:
+def _entries(data: bytes, dtype: np.dtype[np.void]) -> npt.NDArray[np.void]:
     """Entries of an index file, cut at the zero-filled tail of a preallocated file (an entry
     with relative offset 0 after the first one, as DumpLogSegments stops)."""
     raw = np.frombuffer(data, dtype=np.uint8)
     n = len(raw) // dtype.itemsize
-    entries = raw[:n * dtype.itemsize].view(dtype)
+    entries: npt.NDArray[np.void] = raw[:n * dtype.itemsize].view(dtype)
     if n > 1:
         zero = np.flatnonzero(entries["rel"][1:] == 0)
         if zero.size:
@@ -94,7 +109,7 @@ def _entries(data: bytes, dtype) -> np.ndarray:
     return entries
 
 
-def _read_index(seg: Segment, suffix: str, dtype) -> np.ndarray:
+def _read_index(seg: Segment, suffix: str, dtype: np.dtype[np.void]) -> npt.NDArray[np.void]:
     files = seg.files
     if files is None:
         from ..layout import segment_files_for
@@ -106,13 +121,13 @@ def _read_index(seg: Segment, suffix: str, dtype) -> np.ndarray:
         return np.zeros(0, dtype)
 
 
-def offset_index(seg: Segment) -> tuple:
+def offset_index(seg: Segment) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """(absolute offsets, positions) of the segment's `.index` as int64 arrays."""
     e = _read_index(seg, ".index", _OFFSET_ENTRY)
     return e["rel"].astype(np.int64) + seg.base_offset, e["pos"].astype(np.int64)
 
 
-def time_index(seg: Segment) -> tuple:
+def time_index(seg: Segment) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """(timestamps, absolute offsets) of the segment's `.timeindex` as int64 arrays."""
     e = _read_index(seg, ".timeindex", _TIME_ENTRY)
     return e["ts"].astype(np.int64), e["rel"].astype(np.int64) + seg.base_offset
@@ -148,7 +163,7 @@ def read_range(path: str, start: int, end: int, size: int | None = None) -> byte
 _read_range = read_range
 
 
-def offset_for_time_in_segment(seg: Segment, target: int, min_offset: int | None = None):
+def offset_for_time_in_segment(seg: Segment, target: int, min_offset: int | None = None) -> tuple[int, int] | None:
     """(offset, timestamp) of the first record with timestamp >= target in this segment, or None.
 
     Kafka's LogSegment.findOffsetByTimestamp: time index lookup, then offset index lookup, then
@@ -170,7 +185,7 @@ def offset_for_time_in_segment(seg: Segment, target: int, min_offset: int | None
     return None
 
 
-def offset_for_time(tp: TopicPartition, target: int):
+def offset_for_time(tp: TopicPartition, target: int) -> tuple[int, int] | None:
     """(offset, timestamp) of the first record of the partition with timestamp >= target, or None
     (KIP-79 semantics, any int64 target, negative ones included)."""
     log_cls = _storage_log()
@@ -180,7 +195,9 @@ def offset_for_time(tp: TopicPartition, target: int):
             res = lg.offsets_for_times([target])[0]
         finally:
             lg.close()
-        return None if res is None else (int(res.offset), int(res.timestamp))
+        if res is None or res.timestamp is None:  # a timestamp lookup's answer has its timestamp
+            return None
+        return int(res.offset), int(res.timestamp)
     for seg in tp.segments:
         found = offset_for_time_in_segment(seg, target)
         if found is not None:
@@ -188,7 +205,7 @@ def offset_for_time(tp: TopicPartition, target: int):
     return None
 
 
-def _storage_log():
+def _storage_log() -> type[Log] | None:
     if os.environ.get("KBATCH_SPARK_OWN_INDEX"):
         return None
     try:
@@ -212,7 +229,7 @@ def end_offset(tp: TopicPartition) -> int:
 
 
 # ------------------------------------------------------------------------------------ transactions
-def aborted_transactions(tp: TopicPartition) -> list:
+def aborted_transactions(tp: TopicPartition) -> list[Aborted]:
     """The partition's aborted transactions as (producer id, first offset, last offset) tuples, the
     last offset being the ABORT marker's (AbortedTxn, kafka-format.md 3 and 5.5).
 
@@ -224,13 +241,13 @@ def aborted_transactions(tp: TopicPartition) -> list:
     from ..index import TransactionIndex
 
     paths = [seg.path[:-4] + ".txnindex" for seg in tp.segments]
+    out: list[Aborted] = []
     if tp.segments and all(os.path.exists(p) for p in paths):
-        out = []
         for p in paths:
             with open(p, "rb") as f:
                 out += [(t.producer_id, t.first_offset, t.last_offset) for t in TransactionIndex.parse(f.read(), p)]
         return out
-    out, open_txn = [], {}
+    open_txn: dict[int, int] = {}
     for seg in tp.segments:
         for b in iter_batches(_read_range(seg.path, 0, seg.size), verify_crc=False, strict=False):
             if b.magic != 2 or not b.is_transactional:
@@ -247,7 +264,7 @@ def aborted_transactions(tp: TopicPartition) -> list:
     return out
 
 
-def marker_type(batch) -> int:
+def marker_type(batch: RecordBatch | LegacyRecordBatch) -> W.ControlRecordType:
     """The type of a control batch's first control record (UNKNOWN when it has none), checked by
     kbatch.records.parse_control_record; errors name the batch."""
     from ..errors import KBatchError
@@ -259,7 +276,7 @@ def marker_type(batch) -> int:
     return recs[0].type if recs else W.ControlRecordType.UNKNOWN
 
 
-def check_markers(data, start: int, aborted: list, lo: int, hi: int, verify_crc: bool) -> None:
+def check_markers(data: Buffer, start: int, aborted: Iterable[Aborted], lo: int, hi: int, verify_crc: bool) -> None:
     """read_committed: every transaction marker of data (bytes from file position `start`) with an
     offset in [lo, hi) must agree with the aborted list (an ABORT marker is the last offset of an
     aborted transaction of its producer, a COMMIT marker is not): an index that contradicts the log
@@ -289,7 +306,8 @@ def check_markers(data, start: int, aborted: list, lo: int, hi: int, verify_crc:
                          f"{b.base_offset}", found=kind.name)
 
 
-def aborted_mask(pid, transactional, offsets, aborted: list):
+def aborted_mask(pid: npt.NDArray[np.int64], transactional: npt.NDArray[np.bool_], offsets: npt.NDArray[np.int64],
+                 aborted: Iterable[Aborted]) -> npt.NDArray[np.bool_]:
     """Rows of aborted transactions: transactional rows of a producer between the first offset and
     the marker of one of its aborted transactions."""
     mask = np.zeros(len(offsets), dtype=bool)
@@ -313,14 +331,14 @@ class Slice:
     file_size: int
     start_offset: int | None
     end_offset: int | None
-    aborted: list | None = None
+    aborted: list[Aborted] | None = None
 
 
 def plan_partition(tp: TopicPartition, start_offset: int | None, end_offset: int | None,
-                   max_bytes: int, aborted: list | None = None) -> list:
+                   max_bytes: int, aborted: list[Aborted] | None = None) -> list[Slice]:
     """Slices covering [start_offset, end_offset) of one partition, at most `max_bytes` each
     where the `.index` offers a batch boundary to split at."""
-    out = []
+    out: list[Slice] = []
     if aborted is not None:
         lo = INT64_MIN if start_offset is None else start_offset
         hi = INT64_MAX if end_offset is None else end_offset

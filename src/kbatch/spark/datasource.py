@@ -52,8 +52,10 @@ import json
 import logging
 import os
 import uuid
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, GreaterThan, GreaterThanOrEqual, In,
                                     InputPartition, LessThan, LessThanOrEqual)
@@ -64,6 +66,10 @@ from .. import arrow as A
 from .._files import atomic_write
 from ..errors import InvalidRequestError, KBatchError
 from . import _plan
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql.datasource import DataSourceWriter, Filter
 
 log = logging.getLogger("kbatch.spark")
 
@@ -93,7 +99,7 @@ def spark_schema(include_headers: bool = False, batch_fields: bool = False) -> S
 _BATCH_FIELDS = ("producerId", "producerEpoch", "baseSequence", "isTransactional", "isControl")
 
 
-def _columns(schema: StructType) -> list:
+def _columns(schema: StructType) -> list[str]:
     """The columns of a user-given schema (`.schema(...)` before `.load`), checked against the
     source's full schema: a subset, in any order, with the same types. Only those columns are sent
     from the Python workers to the JVM (Python data sources get no column pruning from Spark)."""
@@ -112,14 +118,14 @@ def _columns(schema: StructType) -> list:
     return names
 
 
-def _bool(options, name, default):
+def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
     v = _opt(options, name)
     if v is None:
         return default
     return str(v).strip().lower() in ("1", "true", "yes", "on")
 
 
-def _opt(options, *names):
+def _opt(options: Mapping[str, str], *names: str) -> str | None:
     for n in names:
         if n in options and options[n] not in (None, ""):
             return options[n]
@@ -130,7 +136,7 @@ def _opt(options, *names):
     return None
 
 
-def _json_option(name, text):
+def _json_option(name: str, text: str) -> dict[tuple[str, int], int]:
     try:
         obj = json.loads(text)
     except ValueError as e:
@@ -142,7 +148,7 @@ def _json_option(name, text):
     return {(t, int(p)): int(v) for t, parts in obj.items() for p, v in parts.items()}
 
 
-def _to_ms(value) -> int:
+def _to_ms(value: datetime | int | str) -> int:
     if isinstance(value, datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=timezone.utc)
@@ -154,14 +160,14 @@ def _to_ms(value) -> int:
 class SegmentSlice(InputPartition):
     """A picklable input partition: one byte range of one segment file."""
 
-    def __init__(self, s: _plan.Slice):
+    def __init__(self, s: _plan.Slice) -> None:
         super().__init__(None)
         self.topic, self.partition, self.path = s.topic, s.partition, s.path
         self.start, self.end, self.file_size = s.start, s.end, s.file_size
         self.start_offset, self.end_offset = s.start_offset, s.end_offset
         self.aborted = s.aborted
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"SegmentSlice({self.path}[{self.start}:{self.end}], offsets "
                 f"[{self.start_offset}, {self.end_offset}))")
 
@@ -169,12 +175,13 @@ class SegmentSlice(InputPartition):
 class KafkaSegmentsReader(DataSourceReader):
     """Plans slices on the driver, decodes them with kbatch.arrow on executors."""
 
-    def __init__(self, options, schema: StructType):
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.options = dict(options)
-        self.path = _opt(self.options, "path")
-        if not self.path:
+        path = _opt(self.options, "path")
+        if not path:
             raise InvalidRequestError("kafka-segments needs a path: spark.read.format('kafka-segments').load(dir)",
                                       expected="a directory of <topic>-<partition> folders", found=None)
+        self.path: str = path
         self.columns = _columns(schema)
         self.include_headers = "headers" in self.columns
         self.batch_fields = any(c in _BATCH_FIELDS for c in self.columns)
@@ -182,7 +189,7 @@ class KafkaSegmentsReader(DataSourceReader):
         self.read_committed = _isolation(self.options)
         # None: read() yields every column it builds, in order (the source's own schema)
         built = [f.name for f in A.schema(self.include_headers, self.batch_fields, self.tombstone)]
-        self.select = None if self.columns == built else self.columns
+        self.select: list[str] | None = None if self.columns == built else self.columns
         self.bad_records_path = _opt(self.options, "badRecordsPath")
         self.fail_on_data_loss = (_bool(self.options, "failOnDataLoss", True) and not _bool(
             self.options, "skipBadSegments", False) and self.bad_records_path is None)
@@ -190,19 +197,20 @@ class KafkaSegmentsReader(DataSourceReader):
         self.max_bytes = int(_opt(self.options, "maxPartitionBytes") or DEFAULT_MAX_PARTITION_BYTES)
         self.rows_per_batch = int(_opt(self.options, "rowsPerBatch") or DEFAULT_ROWS_PER_BATCH)
         topics = _opt(self.options, "topics", "subscribe")
-        self.topics = None if topics is None else {t.strip() for t in topics.split(",") if t.strip()}
+        self.topics: set[str] | None = None if topics is None else {t.strip() for t in topics.split(",") if t.strip()}
         self.topic_pattern = _opt(self.options, "topicPattern", "subscribePattern")
         # narrowed by pushed filters
-        self.partitions_in = None     # set of ints
-        self.offset_lo = None         # inclusive
-        self.offset_hi = None         # exclusive
-        self.ts_lo = None             # ms, inclusive: rows before the first offset with ts >= ts_lo are skipped
+        self.partitions_in: set[int] | None = None
+        self.offset_lo: int | None = None         # inclusive
+        self.offset_hi: int | None = None         # exclusive
+        self.ts_lo: int | None = None             # ms, inclusive: rows before the first offset with ts >= ts_lo are skipped
 
     # -------------------------------------------------------------------------------- planning
-    def _bounds(self, tp: _plan.TopicPartition):
+    def _bounds(self, tp: _plan.TopicPartition) -> tuple[int | None, int | None]:
         o = self.options
         key = (tp.topic, tp.partition)
-        start = end = None  # None: earliest / latest
+        start: int | None = None  # None: earliest / latest
+        end: int | None = None
         start_ts = _opt(o, "startingTimestamp")
         start_by_ts = _opt(o, "startingOffsetsByTimestamp")
         start_offs = _opt(o, "startingOffsets")
@@ -240,12 +248,12 @@ class KafkaSegmentsReader(DataSourceReader):
         return start, end
 
     @staticmethod
-    def _offset_for_time(tp, ts: int) -> int:
+    def _offset_for_time(tp: _plan.TopicPartition, ts: int) -> int:
         found = _plan.offset_for_time(tp, ts)
         return _plan.end_offset(tp) if found is None else found[0]
 
-    def partitions(self):
-        out = []
+    def partitions(self) -> list[SegmentSlice]:
+        out: list[SegmentSlice] = []
         for tp in _plan.list_partitions(self.path, self.topics, self.topic_pattern):
             if self.partitions_in is not None and tp.partition not in self.partitions_in:
                 continue
@@ -257,9 +265,10 @@ class KafkaSegmentsReader(DataSourceReader):
         return out or [SegmentSlice(_plan.Slice("", 0, "", 0, 0, 0, 0, 0))]
 
     # -------------------------------------------------------------------------------- reading
-    def read(self, partition: SegmentSlice):
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from ..arrow import iter_record_batches
 
+        assert isinstance(partition, SegmentSlice)  # what partitions() planned
         if not partition.path or partition.end <= partition.start:
             return
         committed = self.read_committed and partition.aborted is not None
@@ -270,7 +279,7 @@ class KafkaSegmentsReader(DataSourceReader):
         with _slice(partition.path, partition.start, partition.end, partition.file_size) as data:
             at_eof = partition.end >= partition.file_size
             # only the columns the schema selects are built (headers, batch fields, isTombstone)
-            gen = iter_record_batches(
+            gen: Iterator[pa.RecordBatch] = iter_record_batches(
                 data, partition.topic, partition.partition, include_headers=self.include_headers,
                 batch_fields=self.batch_fields or committed, include_control=committed,
                 tombstone=self.tombstone, verify_crc=self.verify_crc, strict=not at_eof,
@@ -278,6 +287,7 @@ class KafkaSegmentsReader(DataSourceReader):
                 chunk_rows=self.rows_per_batch)
             try:
                 if committed:
+                    assert partition.aborted is not None  # committed says so
                     lo = _plan.INT64_MIN if partition.start_offset is None else partition.start_offset
                     hi = _plan.INT64_MAX if partition.end_offset is None else partition.end_offset
                     _plan.check_markers(data, 0, partition.aborted, lo, hi, self.verify_crc)
@@ -302,7 +312,7 @@ class KafkaSegmentsReader(DataSourceReader):
             _report_skipped(self.bad_records_path, partition, e)
 
 
-def _isolation(options) -> bool:
+def _isolation(options: Mapping[str, str]) -> bool:
     """True for isolation.level=read_committed (also Spark's Kafka-source spelling kafka.isolation.level)."""
     v = _opt(options, "isolation.level", "kafka.isolation.level", "isolationLevel")
     if v is None:
@@ -314,7 +324,7 @@ def _isolation(options) -> bool:
     return v == "read_committed"
 
 
-def _committed(gen, aborted):
+def _committed(gen: Iterable[pa.RecordBatch], aborted: list[_plan.Aborted]) -> Iterator[pa.RecordBatch]:
     """read_committed: leave out control rows and the rows of aborted transactions."""
     import pyarrow as pa
 
@@ -331,7 +341,7 @@ def _committed(gen, aborted):
 
 
 @contextmanager
-def _slice(path: str, start: int, end: int, file_size: int):
+def _slice(path: str, start: int, end: int, file_size: int) -> Iterator[bytes]:
     """Bytes [start, end) of a segment: one pread of a local file, one ranged request of a remote
     object. Not a memory map: a file truncated under a map kills the worker with SIGBUS, while a
     short pread is a kbatch FileChangedError naming the file and position."""
@@ -353,18 +363,19 @@ class KafkaSegmentsPushdownReader(KafkaSegmentsReader):
     """The reader with filter pushdown on partition, topic, offset (exact) and timestamp (a
     lower bound resolves through the time index; Spark still applies timestamp filters)."""
 
-    def pushFilters(self, filters):
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
         for f in filters:
             if self._push(f):
                 continue
             yield f
 
-    def _push(self, f) -> bool:
+    def _push(self, f: Filter) -> bool:
         """True when the filter is fully applied by the reader."""
-        col = f.attribute[0] if len(f.attribute) == 1 else None
-        v = getattr(f, "value", None)
+        attribute: tuple[str, ...] = getattr(f, "attribute", ())  # a Not has its child's
+        col = attribute[0] if len(attribute) == 1 else None
+        v: Any = getattr(f, "value", None)  # a literal of any type (pyspark's Filter.value is Any)
         if col == "partition":
-            values = None
+            values: set[int] | None = None
             if isinstance(f, EqualTo):
                 values = {int(v)}
             elif isinstance(f, In):
@@ -374,13 +385,13 @@ class KafkaSegmentsPushdownReader(KafkaSegmentsReader):
                 return True
             return False
         if col == "topic":
-            values = None
+            names: set[str] | None = None
             if isinstance(f, EqualTo):
-                values = {v}
+                names = {v}
             elif isinstance(f, In):
-                values = {x for x in v if x is not None}
-            if values is not None:
-                self.topics = values if self.topics is None else self.topics & values
+                names = {x for x in v if x is not None}
+            if names is not None:
+                self.topics = names if self.topics is None else self.topics & names
                 return True
             return False
         if col == "offset":
@@ -408,7 +419,7 @@ class KafkaSegmentsPushdownReader(KafkaSegmentsReader):
             return False
         return False
 
-    def _offsets(self, lo, hi):
+    def _offsets(self, lo: int | None, hi: int | None) -> None:
         if lo is not None:
             self.offset_lo = lo if self.offset_lo is None else max(self.offset_lo, lo)
         if hi is not None:
@@ -421,19 +432,19 @@ class KafkaSegmentsDataSource(DataSource):
     pushdown = False
 
     @classmethod
-    def name(cls):
+    def name(cls) -> str:
         return NAME
 
-    def schema(self):
+    def schema(self) -> StructType:
         return spark_schema(_bool(self.options, "includeHeaders", False),
                             _bool(self.options, "includeBatchFields", False))
 
-    def reader(self, schema):
+    def reader(self, schema: StructType) -> KafkaSegmentsReader:
         if _bool(self.options, "pushdown", self.pushdown):
             return KafkaSegmentsPushdownReader(self.options, schema)
         return KafkaSegmentsReader(self.options, schema)
 
-    def writer(self, schema, overwrite):
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         """df.write.format("kafka-segments"): kbatch.spark.writer (the encode_columns kernel)."""
         from .writer import KafkaSegmentsWriter
 
@@ -451,7 +462,7 @@ class KafkaSegmentsPythonDataSource(KafkaSegmentsDataSource):
     the JVM reader serves `kafka-segments` (tests run every query on both)."""
 
     @classmethod
-    def name(cls):
+    def name(cls) -> str:
         return PYTHON_NAME
 
 

@@ -18,6 +18,10 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger("kbatch.spark")
 
@@ -40,7 +44,7 @@ class Reader:
     def is_jvm(self) -> bool:
         return self.kind == "jvm"
 
-    def __str__(self):
+    def __str__(self) -> str:
         if self.is_jvm:
             return f"kafka-segments: JVM reader ({self.reason})"
         return f"kafka-segments: Python reader ({self.reason})"
@@ -54,13 +58,14 @@ def jar_path() -> str | None:
     return str(p) if p.is_file() else None
 
 
-def _jvm_of(spark):
-    """(py4j gateway view, Java session) of a classic session; None for Spark Connect."""
+def _jvm_of(spark: SparkSession) -> tuple[Any, Any]:
+    """(py4j gateway view, Java session) of a classic session; None for Spark Connect (py4j's
+    objects have no types: Any)."""
     jvm = getattr(getattr(spark, "sparkContext", None), "_jvm", None) if hasattr(spark, "_jsparkSession") else None
     return (jvm, spark._jsparkSession) if jvm is not None else (None, None)
 
 
-def provider_class(spark, name: str = "kafka-segments") -> str | None:
+def provider_class(spark: SparkSession, name: str = "kafka-segments") -> str | None:
     """The JVM class Spark resolves the short name to, or None when only a Python data source has it."""
     jvm, jsession = _jvm_of(spark)
     if jvm is None:
@@ -68,12 +73,12 @@ def provider_class(spark, name: str = "kafka-segments") -> str | None:
     try:
         cls = jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(
             name, jsession.sessionState().conf())
-        return cls.getName()
+        return str(cls.getName())
     except Exception:  # noqa: BLE001 - py4j raises for "not found"; a Python source may still have the name
         return None
 
 
-def live_reader(spark) -> Reader:
+def live_reader(spark: SparkSession) -> Reader:
     """Which reader serves `kafka-segments` in this session now."""
     cls = provider_class(spark)
     if cls == JVM_CLASS:
@@ -83,7 +88,7 @@ def live_reader(spark) -> Reader:
     return Reader("python", None, "the JVM reader is not on this session's class path")
 
 
-def jvm_version(spark) -> str:
+def jvm_version(spark: SparkSession) -> str:
     jvm, _ = _jvm_of(spark)
     try:
         loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
@@ -92,7 +97,7 @@ def jvm_version(spark) -> str:
         return "unknown"
 
 
-def load(spark, reader: str = "auto") -> Reader:
+def load(spark: SparkSession, reader: str = "auto") -> Reader:
     """Put the JVM reader on the session (ADD JAR, when it is not there yet) and say which reader
     serves `kafka-segments`. reader="python" leaves the jar out; "jvm" raises when it cannot load."""
     reader = (os.environ.get("KBATCH_SPARK_READER") or reader or "auto").strip().lower()
@@ -111,7 +116,7 @@ def load(spark, reader: str = "auto") -> Reader:
     return out
 
 
-def _load_jvm(spark) -> Reader:
+def _load_jvm(spark: SparkSession) -> Reader:
     jvm, _ = _jvm_of(spark)
     if jvm is None:
         return Reader("python", None, "a Spark Connect session: its server needs the jar (kbatch.spark.jar_path()) "

@@ -45,7 +45,9 @@ import logging
 import os
 import shutil
 import uuid
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, overload
 
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
@@ -53,11 +55,24 @@ from .._files import DirLock, fsync_dir, parse_partition_dir
 from ..errors import InvalidRequestError, KBatchError
 from ..partitioner import Router, check_topic, partitions_for
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql.types import StructType
+
+    from .. import _wire as W
+    from ..log import Log, LogConfig
+
 STAGING = "_kbatch_staging"
 CLOSED = ".closed"  # a job directory commit or abort has taken over
 
 
-def _opt(options, name, default=None):
+@overload
+def _opt(options: Mapping[str, str], name: str) -> str | None: ...
+@overload
+def _opt(options: Mapping[str, str], name: str, default: str) -> str: ...
+
+
+def _opt(options: Mapping[str, str], name: str, default: str | None = None) -> str | None:
     for k, v in options.items():
         if k.lower() == name.lower() and v not in (None, ""):
             return v
@@ -78,14 +93,14 @@ class Piece:
 class TaskCommit(WriterCommitMessage):
     task: int
     attempt: str
-    pieces: list = field(default_factory=list)
+    pieces: list[Piece] = field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------------ the writer
 class KafkaSegmentsWriter(DataSourceArrowWriter):
     """Made on the driver by KafkaSegmentsDataSource.writer; write() runs in each task."""
 
-    def __init__(self, options, schema, overwrite: bool):
+    def __init__(self, options: Mapping[str, str], schema: StructType, overwrite: bool) -> None:
         self.path = os.fspath(_opt(options, "path") or "")
         if not self.path:
             raise InvalidRequestError("No path", expected="save(path)", found="none")
@@ -112,18 +127,18 @@ class KafkaSegmentsWriter(DataSourceArrowWriter):
         self.job_dir = os.path.join(self.path, STAGING, self.job)
         os.makedirs(self.job_dir)
 
-    def config(self):
+    def config(self) -> LogConfig:
         from ..log import LogConfig
 
         return LogConfig.from_properties(self.properties)
 
-    def _codec(self):
+    def _codec(self) -> W.Compression | None:
         from ..compression import codec_from_name
 
         return None if self.compression is None else codec_from_name(self.compression)
 
     # -------------------------------------------------------------------------------- tasks
-    def write(self, iterator):
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskCommit:
         from pyspark import TaskContext
 
         from ..log import Log
@@ -139,7 +154,7 @@ class KafkaSegmentsWriter(DataSourceArrowWriter):
             raise self._job_over(name) from None
         route = Router(self.topic, self.num_partitions)
         cfg, codec = self.config(), self._codec()
-        logs = {}
+        logs: dict[tuple[str, int], Log] = {}
         try:
             for rb in iterator:
                 for key, sub in route.groups(rb):
@@ -165,17 +180,17 @@ class KafkaSegmentsWriter(DataSourceArrowWriter):
         pieces = [Piece(t, p, log.directory, log.end_offset()) for (t, p), log in sorted(logs.items())]
         return TaskCommit(task, attempt, pieces)
 
-    def _job_over(self, name):
+    def _job_over(self, name: str) -> KBatchError:
         return KBatchError(f"kafka-segments write job {self.job}: task attempt {name} ran after the job was committed "
                            f"or aborted; its output was discarded", expected="a running write job",
                            found="the job's staging directory closed")
 
-    def _clean_up_late(self, name):
+    def _clean_up_late(self, name: str) -> None:
         """A late attempt removes what it wrote, should the driver's removal have run first."""
         shutil.rmtree(os.path.join(self.job_dir + CLOSED, name), ignore_errors=True)
 
     # -------------------------------------------------------------------------------- driver
-    def _close_job(self):
+    def _close_job(self) -> str | None:
         """Rename the job directory to `<job>.closed` (late tasks can no longer write into it);
         None when commit or abort already did."""
         closed = self.job_dir + CLOSED
@@ -185,16 +200,17 @@ class KafkaSegmentsWriter(DataSourceArrowWriter):
             return None
         return closed
 
-    def commit(self, messages):
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         closed = self._close_job()
         if closed is None:
             raise InvalidRequestError("The write job was already committed or aborted", expected="a running job",
                                       found=self.job)
         try:
-            by_partition = {}
+            by_partition: dict[tuple[str, int], list[tuple[int, Piece]]] = {}
             for msg in messages:
                 if msg is None:
                     continue
+                assert isinstance(msg, TaskCommit)  # what write() returns
                 for piece in msg.pieces:
                     path = closed + piece.path[len(self.job_dir):]  # where the closed job keeps it
                     by_partition.setdefault((piece.topic, piece.partition), []).append(
@@ -203,10 +219,10 @@ class KafkaSegmentsWriter(DataSourceArrowWriter):
         finally:
             self._remove_staging(closed)
 
-    def abort(self, messages):
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         self._remove_staging(self._close_job())
 
-    def _remove_staging(self, closed):
+    def _remove_staging(self, closed: str | None) -> None:
         if closed is not None:
             shutil.rmtree(closed, ignore_errors=True)
         try:
@@ -215,7 +231,7 @@ class KafkaSegmentsWriter(DataSourceArrowWriter):
             pass
 
 
-def _close_quietly(log):
+def _close_quietly(log: Log) -> None:
     try:
         log.close()
     except (OSError, KBatchError):  # a late task: its directory may be gone already
@@ -228,15 +244,16 @@ def _close_quietly(log):
 class _Commit:
     """One job's commit (see the module docstring): lock, build, then change, undoing on failure."""
 
-    def __init__(self, writer, closed: str, by_partition: dict):
+    def __init__(self, writer: KafkaSegmentsWriter, closed: str,
+                 by_partition: dict[tuple[str, int], list[tuple[int, Piece]]]) -> None:
         self.w = writer
         self.config = writer.config()
         self.closed = closed
         self.by_partition = {k: [p for _t, p in sorted(v, key=lambda it: it[0])] for k, v in by_partition.items()}
-        self.held = []   # how to let go of the locks and the Logs open for writing, at the end
-        self.undo = []   # what to do to put back what was changed, newest last
+        self.held: list[Callable[[], None]] = []   # how to let go of the locks and the Logs open for writing
+        self.undo: list[Callable[[], None]] = []   # what to do to put back what was changed, newest last
 
-    def run(self):
+    def run(self) -> None:
         try:
             appends, replaced, new = self._lock_all()
             built = {name: self._build(name, pieces) for name, pieces in new.items()}
@@ -263,18 +280,20 @@ class _Commit:
                 except Exception as e:  # noqa: BLE001 - let go of the others too
                     logging.getLogger("kbatch.spark").error("releasing a partition after a commit: %s", e)
 
-    def _lock_all(self):
+    def _lock_all(self) -> tuple[dict[str, tuple[Log, list[Piece]]], list[str], dict[str, list[Piece]]]:
         """Take the lock of every partition directory the commit changes, before changing any (the
         Logs appended to last: opening one for writing recovers it)."""
         from ..log import Log
 
-        appends, replaced, new = {}, [], {}
+        to_append: dict[str, list[Piece]] = {}
+        replaced: list[str] = []
+        new: dict[str, list[Piece]] = {}
         path = self.w.path
         for (topic, part), pieces in sorted(self.by_partition.items()):
             name = f"{topic}-{part}"
             target = os.path.join(path, name)
             if os.path.isdir(target) and not self.w.overwrite:
-                appends[name] = pieces
+                to_append[name] = pieces
                 continue
             if os.path.isdir(target):
                 self._lock(target)
@@ -290,39 +309,40 @@ class _Commit:
                         and os.path.isdir(os.path.join(path, name)):
                     self._lock(os.path.join(path, name))
                     replaced.append(name)
-        for name, pieces in appends.items():
+        appends: dict[str, tuple[Log, list[Piece]]] = {}
+        for name, pieces in to_append.items():
             log = Log.open(os.path.join(path, name), self.config, writable=True)
             self.held.append(log.close)
             appends[name] = (log, pieces)
         return appends, replaced, new
 
-    def _lock(self, directory):
+    def _lock(self, directory: str) -> None:
         self.held.append(DirLock.acquire(directory, "commit a Spark write into it").release)
 
-    def _build(self, name, pieces) -> str:
+    def _build(self, name: str, pieces: list[Piece]) -> str:
         built = os.path.join(self.closed, "_final", name)
         os.makedirs(os.path.dirname(built), exist_ok=True)
         _join_pieces(built, pieces, self.config)
         self._lock(built)
         return built
 
-    def _append(self, log, pieces):
+    def _append(self, log: Log, pieces: list[Piece]) -> None:
         start = log.end_offset()
         keep = any(s.base_offset == start for s in log.segments)
 
-        def truncate_back():
+        def truncate_back() -> None:
             log._check_writable()
             log._truncate(start, keep_segment_at_target=keep)
         self.undo.append(truncate_back)
         _append_pieces(log, pieces)
 
-    def _rename(self, src, dst):
+    def _rename(self, src: str, dst: str) -> None:
         os.rename(src, dst)  # a partition directory made meanwhile (not empty: its .lock) refuses it
         self.undo.append(lambda: os.rename(dst, src))
 
 
 # ------------------------------------------------------------------------------------ joining pieces
-def _segments(path):
+def _segments(path: str) -> list[int]:
     from .._files import list_segment_bases
 
     return list_segment_bases(path)
@@ -345,7 +365,7 @@ def _shift_batches(log_path: str, delta: int) -> None:
         records.close()  # fsyncs
 
 
-def _join_pieces(target: str, pieces: list, config) -> None:
+def _join_pieces(target: str, pieces: list[Piece], config: LogConfig) -> None:
     """One partition directory from the tasks' logs, in task order: each piece's segments shifted
     past the offsets of the pieces before it, then opened and closed as a Log (its own files)."""
     from .. import _files
@@ -368,7 +388,7 @@ def _join_pieces(target: str, pieces: list, config) -> None:
     _files.fsync_dir(target)
 
 
-def _append_pieces(log, pieces: list) -> None:
+def _append_pieces(log: Log, pieces: list[Piece]) -> None:
     """Append the tasks' batches to an existing partition (a Log the commit holds open for writing)
     through Log.append, its validation and offsets from its end; all or nothing, even across a
     kill (Log._all_or_nothing, as append_table)."""
@@ -380,7 +400,7 @@ def _append_pieces(log, pieces: list) -> None:
             log.append(run, from_client=False)
 
 
-def _runs(pieces):
+def _runs(pieces: list[Piece]) -> Iterator[memoryview]:
     """Runs of whole batches (at most 16 MiB, one batch at least) of the pieces' logs, in order."""
     from ..log import Log
 
@@ -397,11 +417,13 @@ def _runs(pieces):
             src.close()
 
 
-def _batch_ends(data, limit: int = 16 * 1024 * 1024):
+def _batch_ends(data: memoryview, limit: int = 16 * 1024 * 1024) -> list[int]:
     """Ends of runs of whole batches of at most `limit` bytes (one batch at least)."""
     from ..batch import scan_headers
 
-    out, start, prev = [], 0, None
+    out: list[int] = []
+    start = 0
+    prev: int | None = None
     for s in scan_headers(data):
         for end in (s["position"] + s["size"]).tolist():
             if prev is not None and end - start > limit:

@@ -1,14 +1,24 @@
 """ApiVersions (key 18): the advertised table (protocol.APIS). A v3+ request must name the client
 software validly (ApiVersionsRequest.isValid), else INVALID_REQUEST, as Kafka answers."""
+from __future__ import annotations
+
 import re
+from typing import TYPE_CHECKING
 
 from ..protocol import APIS
+
+if TYPE_CHECKING:
+    from kafka.protocol.api_message import ApiMessage
+
+    from ..broker import Broker
+    from ..protocol import Request
+
 
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 INVALID_REQUEST = 42
 
 
-async def handle(broker, request, client_host):
+async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessage:
     body = request.body
     if request.version >= 3 and not (_SOFTWARE.match(body.client_software_name or "")
                                      and _SOFTWARE.match(body.client_software_version or "")):

@@ -7,13 +7,28 @@ stops at the last stable offset and lists aborted transactions from `.txnindex`)
 No fetch sessions (KIP-227) are kept: every answer is a full response with session id 0, which
 tells a client to keep sending full requests; an unknown session id gets FETCH_SESSION_ID_NOT_FOUND.
 """
+from __future__ import annotations
+
 import asyncio
 import time
+from typing import TYPE_CHECKING
 
 from . import _errors as E
 
+if TYPE_CHECKING:
+    from kafka.protocol.api_message import ApiMessage
 
-async def handle(broker, request, client_host):
+    from kafka.protocol.data_container import DataContainer
+
+    from ..broker import Broker
+    from ..partition import Partition, ReadResult
+    from ..protocol import Request, Slices
+
+    #: one partition's outcome: (topic, partition, error code, the partition when served, what was read)
+    _Result = tuple[str, int, int, Partition | None, ReadResult | None]
+
+
+async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessage | tuple[ApiMessage, Slices]:
     body, v = request.body, request.version
     read_committed = body.isolation_level == 1
     if v >= 7 and body.session_id != 0:
@@ -44,10 +59,12 @@ async def handle(broker, request, client_host):
     return _response(request, results)
 
 
-def _read_all(broker, wanted, body, v, read_committed):
-    remaining = body.max_bytes if v >= 3 else 2 ** 31 - 1
+def _read_all(broker: Broker, wanted: list[tuple[str, DataContainer]], body: ApiMessage, v: int,
+              read_committed: bool) -> tuple[list[_Result], int, bool]:
+    remaining: int = body.max_bytes if v >= 3 else 2 ** 31 - 1
     min_one = True   # KIP-74: the first non-empty partition may exceed the limits by one batch
-    results, total, errors = [], 0, False
+    results: list[_Result] = []
+    total, errors = 0, False
     for topic, p in wanted:
         part = broker.partition(topic, p.partition)
         if part is None:
@@ -74,11 +91,12 @@ def _read_all(broker, wanted, body, v, read_committed):
     return results, total, errors
 
 
-def _response(request, results):
+def _response(request: Request, results: list[_Result]) -> tuple[ApiMessage, Slices]:
     cls = request.api.response
     T = cls.FetchableTopicResponse
     P = T.PartitionData
-    topics, slices = [], []
+    topics: list[DataContainer] = []
+    slices: Slices = []
     for topic, index, err, part, rr in results:
         if not topics or topics[-1].topic != topic:
             topics.append(T(topic=topic, partitions=[]))

@@ -1,8 +1,18 @@
 """FindCoordinator (key 10): this node coordinates every group; transaction coordinators are not served."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from . import _errors as E
 
+if TYPE_CHECKING:
+    from kafka.protocol.api_message import ApiMessage
 
-async def handle(broker, request, client_host):
+    from ..broker import Broker
+    from ..protocol import Request
+
+
+async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessage:
     body, v = request.body, request.version
     if v >= 1 and body.key_type != 0:
         return request.response(throttle_time_ms=0, error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,

@@ -1,12 +1,23 @@
 """InitProducerId (key 22): a new producer id (epoch 0) for an idempotent producer, or, when a v3+
 request names its current id and epoch (KIP-360), the same id with the epoch bumped. Transactional
 ids are refused: kbatch serve has no transaction coordinator."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from . import _errors as E
+
+if TYPE_CHECKING:
+    from kafka.protocol.api_message import ApiMessage
+
+    from ..broker import Broker
+    from ..protocol import Request
+
 
 MAX_EPOCH = 32767
 
 
-async def handle(broker, request, client_host):
+async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessage:
     body, v = request.body, request.version
     if body.transactional_id is not None:
         return request.response(throttle_time_ms=0, error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,

@@ -1,8 +1,17 @@
 """JoinGroup (key 11): the GroupCoordinator's join phase; v4+ asks an unknown member to rejoin with
 the member id it is given (MEMBER_ID_REQUIRED)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kafka.protocol.api_message import ApiMessage
+
+    from ..broker import Broker
+    from ..protocol import Request
 
 
-async def handle(broker, request, client_host):
+async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessage:
     body, v = request.body, request.version
     cls = request.api.response
     res = await broker.coordinator.join_group(

@@ -1,7 +1,16 @@
 """LeaveGroup (key 13): v0-2 name one member; v3+ a list of members, answered one by one."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kafka.protocol.api_message import ApiMessage
+
+    from ..broker import Broker
+    from ..protocol import Request
 
 
-async def handle(broker, request, client_host):
+async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessage:
     body, v = request.body, request.version
     cls = request.api.response
     ids = [m.member_id for m in body.members] if v >= 3 else [body.member_id]

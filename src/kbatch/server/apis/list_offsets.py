@@ -2,29 +2,44 @@
 target, from the log start), -1 EARLIEST, -2 LATEST (the high watermark, or the last stable offset
 for read_committed), -3 MAX_TIMESTAMP (v7+); any other negative target, or a special one on too old
 a version, gets UNSUPPORTED_VERSION; a partition named twice gets INVALID_REQUEST (KafkaApis)."""
+from __future__ import annotations
+
 import asyncio
+from typing import TYPE_CHECKING
 
 from ... import _wire as W
 from ...errors import KBatchError
 from . import _errors as E
 
+if TYPE_CHECKING:
+    from kafka.protocol.api_message import ApiMessage
+
+    from kafka.protocol.data_container import DataContainer
+
+    from ...log import OffsetAndTimestamp
+    from ..broker import Broker
+    from ..partition import Partition
+    from ..protocol import Request
+
+
 _SPECS = {-1: W.OffsetSpec.LATEST, -2: W.OffsetSpec.EARLIEST, -3: W.OffsetSpec.MAX_TIMESTAMP}
 _MIN_VERSION = {-1: 1, -2: 1, -3: 7}
 
 
-async def handle(broker, request, client_host):
+async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessage:
     body, v = request.body, request.version
     cls = request.api.response
     P = cls.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
     read_committed = v >= 2 and body.isolation_level == 1
-    seen, dupes = set(), set()
+    seen: set[tuple[str, int]] = set()
+    dupes: set[tuple[str, int]] = set()
     for t in body.topics:
         for p in t.partitions:
             tp = (t.name, p.partition_index)
             (dupes if tp in seen else seen).add(tp)
-    topics = []
+    topics: list[DataContainer] = []
     for t in body.topics:
-        parts = []
+        parts: list[DataContainer] = []
         for p in t.partitions:
             err, ts, off, epoch = await _lookup(broker, t.name, p, v, read_committed, (t.name, p.partition_index) in dupes)
             parts.append(P(partition_index=p.partition_index, error_code=err, timestamp=ts, offset=off, leader_epoch=epoch))
@@ -32,17 +47,22 @@ async def handle(broker, request, client_host):
     return request.response(throttle_time_ms=0, topics=topics)
 
 
-_MAGIC_V0 = object()
+class _MagicV0:
+    """_search's answer for a magic 0 log: it has no timestamps (error 43, as Kafka)."""
 
 
-def _search(part, t):
+_MAGIC_V0 = _MagicV0()
+
+
+def _search(part: Partition, t: int) -> OffsetAndTimestamp | _MagicV0 | None:
     """Off the event loop: the lookup (index search and header scans in nogil kernels)."""
     if t >= 0 and part.magic() == W.MAGIC_VALUE_V0:  # magic 0 has no timestamps (error 43, as Kafka)
         return _MAGIC_V0
     return part.offset_for(_SPECS.get(t, t))
 
 
-async def _lookup(broker, topic, p, version, read_committed, duplicate):
+async def _lookup(broker: Broker, topic: str, p: DataContainer, version: int, read_committed: bool,
+                  duplicate: bool) -> tuple[int, int, int, int]:
     if duplicate:
         return E.INVALID_REQUEST, -1, -1, -1
     part = broker.partition(topic, p.partition_index)
@@ -64,7 +84,7 @@ async def _lookup(broker, topic, p, version, read_committed, duplicate):
         hit = await asyncio.to_thread(_search, part, t)
     except KBatchError as e:
         return E.code_of(e, f"ListOffsets on {part.name}"), -1, -1, -1
-    if hit is _MAGIC_V0:
+    if isinstance(hit, _MagicV0):
         return E.UNSUPPORTED_FOR_MESSAGE_FORMAT, -1, -1, -1
     if hit is None or (t != -2 and hit.offset >= fetchable):
         return E.NONE, -1, -1, -1

@@ -1,18 +1,30 @@
 """Metadata (key 3): this node as the only broker, leader of every partition; topics from the
 served directory, created on request when auto-creation is on (auto.create.topics.enable)."""
+from __future__ import annotations
+
 import uuid
+from typing import TYPE_CHECKING
 
 from ..group_coordinator import OFFSETS_TOPIC
+
+if TYPE_CHECKING:
+    from kafka.protocol.api_message import ApiMessage
+    from kafka.protocol.data_container import DataContainer
+
+    from ..broker import Broker
+    from ..protocol import Request
+
 
 UNKNOWN_TOPIC_OR_PARTITION = 3
 INVALID_TOPIC_EXCEPTION = 17
 NO_AUTHORIZED_OPERATIONS = None  # encodes as Integer.MIN_VALUE: "not requested"
 
 
-async def handle(broker, request, client_host):
+async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessage:
     body, v = request.body, request.version
     cls = request.api.response
     known = broker.topics()
+    names: list[str]
     if body.topics is None or (v == 0 and not body.topics):
         names = list(known)
     else:
@@ -25,7 +37,7 @@ async def handle(broker, request, client_host):
             if name is not None:
                 names.append(name)
     allow_create = v < 4 or body.allow_auto_topic_creation
-    topics = []
+    topics: list[DataContainer] = []
     for name in names:
         if name not in known and allow_create and name != OFFSETS_TOPIC and await broker.create_topic(name):
             known = broker.topics()
@@ -33,9 +45,10 @@ async def handle(broker, request, client_host):
             err = INVALID_TOPIC_EXCEPTION if not name or len(name) > 249 else UNKNOWN_TOPIC_OR_PARTITION
             topics.append(_topic(cls, err, name, uuid.UUID(int=0), False, []))
             continue
-        parts = []
+        parts: list[DataContainer] = []
         for index in known[name]:
             p = broker.partition(name, index)
+            assert p is not None  # one of broker.topics()
             parts.append(cls.MetadataResponseTopic.MetadataResponsePartition(
                 error_code=0, partition_index=index, leader_id=broker.node_id, leader_epoch=p.leader_epoch,
                 replica_nodes=[broker.node_id], isr_nodes=[broker.node_id], offline_replicas=[]))
@@ -46,6 +59,7 @@ async def handle(broker, request, client_host):
                             authorized_operations=NO_AUTHORIZED_OPERATIONS)
 
 
-def _topic(cls, error, name, topic_id, internal, partitions):
+def _topic(cls: type[ApiMessage], error: int, name: str, topic_id: uuid.UUID, internal: bool,
+           partitions: list[DataContainer]) -> DataContainer:
     return cls.MetadataResponseTopic(error_code=error, name=name, topic_id=topic_id, is_internal=internal,
                                      partitions=partitions, authorized_operations=NO_AUTHORIZED_OPERATIONS)

@@ -1,7 +1,16 @@
 """OffsetCommit (key 8): offsets are appended to `__consumer_offsets` before the answer."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kafka.protocol.api_message import ApiMessage
+
+    from ..broker import Broker
+    from ..protocol import Request
 
 
-async def handle(broker, request, client_host):
+async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessage:
     body, v = request.body, request.version
     cls = request.api.response
     offsets = {}

@@ -1,16 +1,27 @@
 """OffsetFetch (key 9): committed offsets (-1 and empty metadata where none is committed);
 topics null (v2+) asks for every committed partition of the group."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from . import _errors as E
 
+if TYPE_CHECKING:
+    from kafka.protocol.api_message import ApiMessage
+    from kafka.protocol.data_container import DataContainer
 
-async def handle(broker, request, client_host):
+    from ..broker import Broker
+    from ..protocol import Request
+
+
+async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessage:
     body = request.body
     cls = request.api.response
     T = cls.OffsetFetchResponseTopic
     P = T.OffsetFetchResponsePartition
     wanted = None if body.topics is None else [(t.name, i) for t in body.topics for i in t.partition_indexes]
     found = broker.coordinator.fetch_offsets(body.group_id, wanted)
-    topics = []
+    topics: list[DataContainer] = []
     for (topic, index), value in found:
         if not topics or topics[-1].name != topic:
             topics.append(T(name=topic, partitions=[]))

@@ -2,6 +2,11 @@
 origin: KIP-937 error 32 with Kafka's messages and per-record errors at v8+, LogAppendTime,
 KIP-228), idempotence checks (producer_state), offsets assigned by the Log. The answer is sent
 after the append has returned (and been fsynced when flush_messages says so); acks=0 gets none."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, TypedDict
+
 from ...batch import iter_batches
 from ...errors import KBatchError
 from ..group_coordinator import OFFSETS_TOPIC
@@ -9,21 +14,42 @@ from ..partition import ProducerStateError
 from ..protocol import CloseConnection
 from . import _errors as E
 
+if TYPE_CHECKING:
+    from kafka.protocol.api_message import ApiMessage
+    from kafka.protocol.data_container import DataContainer
 
-async def handle(broker, request, client_host):
+    from ...batch import RecordBatch
+    from ...legacy import LegacyRecordBatch
+    from ..broker import Broker
+    from ..protocol import Request
+
+
+class _Result(TypedDict, total=False):
+    """One partition's answer (PartitionProduceResponse's fields)."""
+
+    error_code: int
+    base_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    error_message: str | None
+    record_errors: list[tuple[int, str | None]]
+
+
+async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessage | None:
     body, v = request.body, request.version
     cls = request.api.response
     P = cls.TopicProduceResponse.PartitionProduceResponse
     acks = body.acks
-    topics = []
+    topics: list[DataContainer] = []
     for t in body.topic_data:
-        parts = []
+        parts: list[DataContainer] = []
         for pd in t.partition_data:
+            res: _Result
             if acks not in (-1, 0, 1):
-                res = dict(error_code=E.INVALID_REQUIRED_ACKS)
+                res = _Result(error_code=E.INVALID_REQUIRED_ACKS)
             elif body.transactional_id is not None:
-                res = dict(error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                           error_message="kbatch serve does not serve transactions")
+                res = _Result(error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                              error_message="kbatch serve does not serve transactions")
             else:
                 res = await _append(broker, t.name, pd.index, pd.records, v)
             res.setdefault("base_offset", -1)
@@ -31,9 +57,9 @@ async def handle(broker, request, client_host):
             res.setdefault("log_start_offset", -1)
             res.setdefault("record_errors", [])
             res.setdefault("error_message", None)
-            parts.append(P(index=pd.index, **{k: res[k] for k in ("error_code", "base_offset", "log_append_time_ms",
-                                                                   "log_start_offset", "error_message")},
-                           record_errors=[P.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+            parts.append(P(index=pd.index, error_code=res["error_code"], base_offset=res["base_offset"],
+                           log_append_time_ms=res["log_append_time_ms"], log_start_offset=res["log_start_offset"],
+                           error_message=res["error_message"], record_errors=[P.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
                                           for i, m in res["record_errors"]]))
         topics.append(cls.TopicProduceResponse(name=t.name, partition_responses=parts))
     if acks == 0:
@@ -45,17 +71,17 @@ async def handle(broker, request, client_host):
     return request.response(responses=topics, throttle_time_ms=0)
 
 
-async def _append(broker, topic, index, records, version) -> dict:
+async def _append(broker: Broker, topic: str, index: int, records: bytes | None, version: int) -> _Result:
     part = broker.partition(topic, index)
     if part is None:
-        return dict(error_code=E.UNKNOWN_TOPIC_OR_PARTITION)
+        return _Result(error_code=E.UNKNOWN_TOPIC_OR_PARTITION)
     if topic == OFFSETS_TOPIC:
-        return dict(error_code=E.INVALID_TOPIC_EXCEPTION, error_message=f"Cannot append to internal topic {topic}")
+        return _Result(error_code=E.INVALID_TOPIC_EXCEPTION, error_message=f"Cannot append to internal topic {topic}")
     if broker.read_only:
-        return dict(error_code=E.TOPIC_AUTHORIZATION_FAILED,
-                    error_message="kbatch serve --read-only: this directory is not written to")
+        return _Result(error_code=E.TOPIC_AUTHORIZATION_FAILED,
+                       error_message="kbatch serve --read-only: this directory is not written to")
     if records is None:
-        return dict(error_code=E.INVALID_RECORD, error_message="Produce request has no records")
+        return _Result(error_code=E.INVALID_RECORD, error_message="Produce request has no records")
     data = memoryview(records)
     # ProduceRequest.validateRecords: v3+ carries exactly one magic 2 batch; zstd needs v7+
     try:
@@ -63,33 +89,33 @@ async def _append(broker, topic, index, records, version) -> dict:
     except KBatchError as e:
         return _error(e)
     if len(found) != 1 or found[0].magic != 2:
-        return dict(error_code=E.INVALID_RECORD,
-                    error_message=f"Produce requests with version {version} are only allowed to contain exactly "
-                                  f"one record batch with magic version 2")
+        return _Result(error_code=E.INVALID_RECORD,
+                       error_message=f"Produce requests with version {version} are only allowed to contain exactly "
+                                     f"one record batch with magic version 2")
     if found[0].compression == 4 and version < 7:
-        return dict(error_code=E.UNSUPPORTED_COMPRESSION_TYPE,
-                    error_message="Produce requests with version < 7 cannot carry zstd-compressed batches")
+        return _Result(error_code=E.UNSUPPORTED_COMPRESSION_TYPE,
+                       error_message="Produce requests with version < 7 cannot carry zstd-compressed batches")
     try:
         result = await part.append(data)
     except ProducerStateError as e:
-        return dict(error_code=e.error_code, error_message=str(e))
+        return _Result(error_code=e.error_code, error_message=str(e))
     except KBatchError as e:
         return _error(e)
     except Exception as e:
-        return dict(error_code=E.code_of(e, f"a produce to {part.name}"), error_message=str(e))
-    return dict(error_code=E.NONE, base_offset=result.first_offset,
-                log_append_time_ms=-1 if result.log_append_time is None else result.log_append_time,
-                log_start_offset=part.log_start_offset)
+        return _Result(error_code=E.code_of(e, f"a produce to {part.name}"), error_message=str(e))
+    return _Result(error_code=E.NONE, base_offset=result.first_offset,
+                   log_append_time_ms=-1 if result.log_append_time is None else result.log_append_time,
+                   log_start_offset=part.log_start_offset)
 
 
-def _first_two(data):
+def _first_two(data: memoryview) -> Iterator[RecordBatch | LegacyRecordBatch]:
     for i, b in enumerate(iter_batches(data, verify_crc=False, strict=True)):
         yield b
         if i:
             return
 
 
-def _error(e: KBatchError) -> dict:
+def _error(e: KBatchError) -> _Result:
     errs = [(r.record_index, r.message) for r in getattr(e, "record_errors", ())]
-    return dict(error_code=e.error_code if e.error_code is not None else E.CORRUPT_MESSAGE,
+    return _Result(error_code=e.error_code if e.error_code is not None else E.CORRUPT_MESSAGE,
                 error_message=e.reason, record_errors=errs)

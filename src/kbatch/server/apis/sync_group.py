@@ -1,7 +1,16 @@
 """SyncGroup (key 14): the leader's assignment is relayed to every member."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kafka.protocol.api_message import ApiMessage
+
+    from ..broker import Broker
+    from ..protocol import Request
 
 
-async def handle(broker, request, client_host):
+async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessage:
     body, v = request.body, request.version
     res = await broker.coordinator.sync_group(
         group_id=body.group_id, generation_id=body.generation_id, member_id=body.member_id,
