@@ -709,6 +709,36 @@ def _put_varint(out: bytearray, n: int) -> None:
     out.append(u)
 
 
+_Blob = bytes | memoryview | None  # a key, value or header value as the encoders hold it
+
+
+def _put_record(out: bytearray, body: bytearray, tombstone: bool, ts_delta: int, offset_delta: int, key: _Blob,
+                value: _Blob, headers: Sequence[tuple[bytes | memoryview, _Blob]]) -> None:
+    """One v2 record onto `out` as DefaultRecord.writeTo lays it out: its length, then attributes,
+    deltas, key, value and headers (`body` is scratch space, reused between calls)."""
+    del body[:]
+    body.append(W.RECORD_TOMBSTONE_FLAG_MASK if tombstone else 0)
+    _put_varint(body, ts_delta)
+    _put_varint(body, offset_delta)
+    for blob in (key, value):
+        if blob is None:
+            body.append(1)  # varint -1
+        else:
+            _put_varint(body, len(blob))
+            body += blob
+    _put_varint(body, len(headers))
+    for hk, hv in headers:
+        _put_varint(body, len(hk))
+        body += hk
+        if hv is None:
+            body.append(1)
+        else:
+            _put_varint(body, len(hv))
+            body += hv
+    _put_varint(out, len(body))
+    out += body
+
+
 def encode_records_v2(records: Iterable[RecordTuple], base_offset: int, last_offset: int | None,
                       base_timestamp: int | None, extended: bool) -> tuple[bytes, int, int, int, int | None]:
     """Encode magic 2 records as Kafka's DefaultRecord.writeTo lays them out (the records section).
@@ -778,28 +808,9 @@ def encode_records_v2(records: Iterable[RecordTuple], base_offset: int, last_off
             base_timestamp = ts
         if ts > max_ts:
             max_ts = ts
-        # the record after its length: attributes, deltas, key, value, headers
-        del body[:]
-        body.append(W.RECORD_TOMBSTONE_FLAG_MASK if (value is None if tombstone is None else tombstone) else 0)
-        _put_varint(body, _s64(ts - base_timestamp))  # Java long arithmetic: the delta wraps
-        _put_varint(body, offset - base_offset)
-        for blob in (key_bytes, value_bytes):
-            if blob is None:
-                body.append(1)  # varint -1
-            else:
-                _put_varint(body, len(blob))
-                body += blob
-        _put_varint(body, len(hdrs))
-        for hkb, hvb in hdrs:
-            _put_varint(body, len(hkb))
-            body += hkb
-            if hvb is None:
-                body.append(1)
-            else:
-                _put_varint(body, len(hvb))
-                body += hvb
-        _put_varint(out, len(body))
-        out += body
+        _put_record(out, body, value is None if tombstone is None else tombstone,
+                    _s64(ts - base_timestamp),  # Java long arithmetic: the delta wraps
+                    offset - base_offset, key_bytes, value_bytes, hdrs)
         last_offset = offset
         count += 1
     return bytes(out), count, no_ts if base_timestamp is None else base_timestamp, max_ts, last_offset
@@ -1138,27 +1149,8 @@ class ColumnsEncoderV2:
             self._close(out, ends)
         base_ts = ts if not self._count else self._base_ts
         base_off = off if not self._count else self._base_off
-        body = bytearray([W.RECORD_TOMBSTONE_FLAG_MASK if tomb else 0])
-        _put_varint(body, _s64(ts - base_ts))
-        _put_varint(body, off - base_off)
-        for blob in (k, v):
-            if blob is None:
-                body.append(1)
-            else:
-                _put_varint(body, len(blob))
-                body += blob
-        _put_varint(body, len(hdrs))
-        for hk, hv in hdrs:
-            _put_varint(body, len(hk))
-            body += hk
-            if hv is None:
-                body.append(1)
-            else:
-                _put_varint(body, len(hv))
-                body += hv
         rec = bytearray()
-        _put_varint(rec, len(body))
-        rec += body
+        _put_record(rec, bytearray(), tomb, _s64(ts - base_ts), off - base_off, k, v, hdrs)
         if W.RECORD_BATCH_OVERHEAD + len(self._section) + len(rec) > self.max_batch_bytes:
             if not self._count:
                 _raise_encode(EC_RECORD_TOO_LARGE, row, W.RECORD_BATCH_OVERHEAD + len(rec), self.max_batch_bytes)
@@ -1427,25 +1419,5 @@ class OffsetMap:
         for tomb, ts, off_delta, key, value, headers in kept:
             if ts > max_ts:
                 max_ts = ts
-            del body[:]
-            body.append(W.RECORD_TOMBSTONE_FLAG_MASK if tomb else 0)
-            _put_varint(body, _s64(ts - base_ts))
-            _put_varint(body, off_delta)
-            for blob in (key, value):
-                if blob is None:
-                    body.append(1)  # varint -1
-                else:
-                    _put_varint(body, len(blob))
-                    body += blob
-            _put_varint(body, len(headers))
-            for hk, hv in headers:
-                _put_varint(body, len(hk))
-                body += hk
-                if hv is None:
-                    body.append(1)
-                else:
-                    _put_varint(body, len(hv))
-                    body += hv
-            _put_varint(out, len(body))
-            out += body
+            _put_record(out, body, tomb, _s64(ts - base_ts), off_delta, key, value, headers)
         return (bytes(out), *result, base_ts, max_ts, horizon)
