@@ -518,14 +518,7 @@ class Log:
         """Every complete batch, segment by segment. Bytes at the end of a segment that are not a
         complete batch end that segment's batches and are reported in `problems`."""
         for seg in self.segments:
-            gen = seg.log.scan(0, verify_crc)
-            while True:
-                try:
-                    s = next(gen)
-                except StopIteration as stop:
-                    if stop.value < seg.size:
-                        seg.report_unreadable(stop.value)
-                    break
+            for s in seg.windows(verify_crc=verify_crc):
                 ok = s["crc_valid"].tolist()
                 for i in range(len(ok)):
                     if verify_crc and not ok[i]:

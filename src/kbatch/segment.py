@@ -1129,7 +1129,7 @@ class LogSegment:
         # broker's active segment has no final time entry yet)
         last = self.time_index.last_entry
         t = MaxTimestampTracker(*(last if last is not None else (None, None)))
-        for s in self._scan(self.last_entry_position()):
+        for s in self.windows(self.last_entry_position(), reuse=True):
             t.update_rows(s)
         return t
 
@@ -1183,10 +1183,12 @@ class LogSegment:
             self.report_unreadable(end, error)
         return nxt, end
 
-    def _scan(self, start: int, first_window: int = _WINDOW) -> Iterator[Window]:
-        """The .log's windows from `start` (reused buffers); a scan that reaches the end short of
-        the file's size reports the bytes it could not read."""
-        gen = self.log.scan(start, first_window=first_window, reuse=True)
+    def windows(self, start: int = 0, *, verify_crc: bool = False, first_window: int = _WINDOW,
+                reuse: bool = False) -> Iterator[Window]:
+        """The .log's scan windows from `start` (`reuse`: buffers reused from one window to the
+        next, for callers that keep nothing of a window); a scan that reaches the end short of the
+        file's size reports the bytes it could not read in `problems`."""
+        gen = self.log.scan(start, verify_crc, first_window, reuse=reuse)
         while True:
             try:
                 s = next(gen)
@@ -1228,7 +1230,7 @@ class LogSegment:
             past = self._past_time_entry(position, ts_off)
             if past is not None:  # the entry's batch agrees with it and ends below the target: skip it unread
                 position, check = past, None
-        for s in self._scan(position, _FIRST_WINDOW):
+        for s in self.windows(position, first_window=_FIRST_WINDOW, reuse=True):
             if check is not None and self._check_time_entry(s, check):
                 check = None
             cand = np.flatnonzero((s["max_timestamp"] >= target) & (s["last_offset"] >= starting_offset))
@@ -1268,7 +1270,7 @@ class LogSegment:
     def _find_max_batch(self, t: MaxTimestampTracker) -> tuple[Window, int]:
         assert t.offset is not None  # set with the timestamp
         position = self._entry_position(t.offset)
-        for s in self._scan(position, _FIRST_WINDOW):
+        for s in self.windows(position, first_window=_FIRST_WINDOW, reuse=True):
             hit = np.flatnonzero(s["last_offset"] >= t.offset)
             if len(hit):
                 i = int(hit[0])
@@ -1307,7 +1309,7 @@ class LogSegment:
                                          and ts_off.offset >= starting_offset else None)
         running = W.INT64_MIN
         k = 0  # next unresolved sorted target
-        for s in self._scan(lo_pos):
+        for s in self.windows(lo_pos, reuse=True):
             if check is not None and self._check_time_entry(s, check):
                 check = None
             if k >= n:
@@ -1417,7 +1419,7 @@ class LogSegment:
         if not self.indexes_from_scan:
             self._find_max_batch(t)
         position = self._entry_position(t.offset)
-        for s in self._scan(position, _FIRST_WINDOW):
+        for s in self.windows(position, first_window=_FIRST_WINDOW, reuse=True):
             for i in np.flatnonzero(s["max_timestamp"] == target).tolist():
                 b = _batch_at(s, i)
                 for rec in b:

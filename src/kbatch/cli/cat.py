@@ -365,14 +365,7 @@ def records_from(log: "Log", offset: int, stop: int | None,
             if found is None:
                 continue
             pos = found.position
-        gen = seg.log.scan(pos, verify_crc=True, first_window=_FIRST_WINDOW)
-        while True:
-            try:
-                s = next(gen)
-            except StopIteration as e:
-                if e.value < seg.size:
-                    seg.report_unreadable(e.value)
-                break
+        for s in seg.windows(pos, verify_crc=True, first_window=_FIRST_WINDOW):
             ok = s["crc_valid"].tolist()
             for j in range(len(ok)):
                 if not ok[j]:

@@ -96,15 +96,8 @@ def partition_stats(log: "Log", advance: Callable[[int], object] = lambda n: Non
     lo_ts: int | None = None
     hi_ts: int | None = None
     for seg in log.segments:
-        gen = seg.log.scan(0, verify_crc=True)
         try:
-            while True:
-                try:
-                    s = next(gen)
-                except StopIteration as e:
-                    if e.value < seg.size:
-                        seg.report_unreadable(e.value)
-                    break
+            for s in seg.windows(verify_crc=True):
                 n = len(s["position"])
                 if not n:
                     continue
