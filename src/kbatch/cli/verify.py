@@ -6,7 +6,7 @@ directory or dangling symlink named like a segment, is a problem (exit 1), not a
 
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import KBatchError
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..index import OffsetIndex, TimeIndex
     from ..index_rules import SegmentBatches
     from ..legacy import LegacyRecordBatch
-    from ..segment import FileRecords, SegmentFiles
+    from ..segment import SegmentFiles
 
 
 class _Verifier:
@@ -63,6 +63,7 @@ class _Verifier:
 
     def segment(self, files: "SegmentFiles", base: int, prev_last: int | None) -> int | None:
         """Check one .log file and its indexes; returns its last offset (None when empty)."""
+        from ..dump import file_batches_until_error
         from ..errors import StorageError
         from ..index_rules import SegmentBatches
 
@@ -78,11 +79,11 @@ class _Verifier:
             raise UsageProblem(f"{path}: {e.strerror or e}") from None
         try:
             size = f.size_in_bytes
-            state: dict[str, KBatchError] = {}
+            errors: list[KBatchError] = []
             valid = 0
             batch: RecordBatch | LegacyRecordBatch | None
             try:
-                for batch in _file_batches(f, state):
+                for batch in file_batches_until_error(f.read, size, errors):
                     self.batches += 1
                     pos = batch.position
                     where = f"batch at byte {pos} (base offset {batch.base_offset})"
@@ -108,7 +109,7 @@ class _Verifier:
             except StorageError as e:  # the file changed under us
                 self.problem(path, None, f"cannot read: {e.reason}", kind="file")
                 return last_offset
-            bad = state.get("error")
+            bad = errors[0] if errors else None
             if bad is not None:
                 self.problem(path, bad.batch_position, f"corrupt batch: {bad}; the {size - bad.batch_position} bytes "
                                                        f"from byte {bad.batch_position} could not be read",
@@ -200,29 +201,6 @@ class _Verifier:
             self.problem(path, e.position, f"sanity check failed: {e}", kind="index")
             return False
         return True
-
-
-def _file_batches(records: "FileRecords",
-                  state: dict[str, KBatchError]) -> "Iterator[RecordBatch | LegacyRecordBatch]":
-    """Every complete batch of a FileRecords, in order (file positions). A header that cannot be
-    parsed ends the scan: its error goes to state["error"], with .batch_position where the bad
-    batch starts; a torn tail ends it quietly."""
-    from ..errors import StorageError
-    from ..segment import _batch_at
-
-    done = 0
-    gen = records.scan(0)
-    try:
-        for s in gen:
-            for i in range(len(s["position"])):
-                b = _batch_at(s, i)
-                done = b.position + b.size_in_bytes
-                yield b
-    except KBatchError as e:
-        if isinstance(e, StorageError):
-            raise
-        e.batch_position = done
-        state["error"] = e
 
 
 def cmd_verify(path: "PathLike", *, quiet: bool = False, as_json: bool = False, out: IO[str] | None = None,
