@@ -25,12 +25,14 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Required, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from .. import coordinator_records as cr
 from ..builder import BatchBuilder
 
 if TYPE_CHECKING:
+    from typing_extensions import Required  # typing's from 3.11; kbatch runs on 3.10
+
     from .broker import Broker
     from .partition import Partition
 
