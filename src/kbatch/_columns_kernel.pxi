@@ -191,9 +191,11 @@ cdef int _dc_loop(const uint8_t* buf, int64_t nbuf, const int64_t* starts, const
         lat = mts[bi]
         # while this batch's records are walked (from cache: its CRC pass just read them), ask
         # for the next batch's bytes, a few lines a record, so its CRC pass reads them from cache
-        # too instead of waiting on memory
+        # too instead of waiting on memory (without a CRC pass, the walk reads the batch in order
+        # and the hardware prefetcher keeps up: asking costs more than it saves)
         pf = pf_end = pf_from = 0
-        if bi + 1 < nb and 0 <= starts[bi + 1] - (RECORD_BATCH_OVERHEAD - ATTRIBUTES_OFFSET) and ends[bi + 1] <= nbuf:
+        if (bi + 1 < nb and crcs != NULL and crcs[bi + 1] >= 0
+                and 0 <= starts[bi + 1] - (RECORD_BATCH_OVERHEAD - ATTRIBUTES_OFFSET) and ends[bi + 1] <= nbuf):
             pf = starts[bi + 1] - (RECORD_BATCH_OVERHEAD - ATTRIBUTES_OFFSET)
             pf_end = ends[bi + 1]
             pf_from = pf - pos - _DC_PREFETCH_AHEAD
