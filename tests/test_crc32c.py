@@ -53,3 +53,34 @@ def test_cython_matches_the_pure_twin():
             chunk = DATA[align:align + n]
             assert cy.crc32c(chunk, 12345) == py.crc32c(chunk, 12345), (n, align)
 
+
+
+FOLD_BLOCK, FOLD_MIN = 256, 1024  # _crc32c.h's folding path: 256 bytes a step, from 1024 bytes
+
+
+def test_every_path_this_cpu_has():
+    """Each CRC-32C path of the compiled core (software, the crc32 instruction, carry-less
+    multiply folding where the CPU has AVX-512 VPCLMULQDQ) against the `crc32c` package: lengths
+    around the folding path's threshold and step and the crc32 path's blocks, every alignment,
+    random lengths, continuation from a value."""
+    cy = load_backend("cython")
+    lengths = set(boundary_lengths(len(DATA) - 8))
+    for base in [FOLD_MIN + k * FOLD_BLOCK for k in range(6)] + [FOLD_MIN // 2, 3 * LONG + FOLD_BLOCK]:
+        lengths.update(base + d for d in range(-17, 18))
+    data = RNG.integers(0, 256, 200_008, dtype=np.uint8).tobytes()
+    randoms = RNG.integers(0, 200_001, 40).tolist()
+    paths = cy._crc32c_paths()
+    assert paths[:2] == [0, 1] or paths == [0]
+    previous = cy._crc32c_limit(paths[-1])
+    try:
+        for path in paths:
+            cy._crc32c_limit(path)
+            for n in sorted(lengths):
+                for align in (0, 1, 5) if path else (0,):
+                    chunk = DATA[align:align + n]
+                    assert cy.crc32c(chunk) == crc32c_pkg.crc32c(chunk), (path, n, align)
+            for n in randoms:
+                view = memoryview(data)[3:3 + n]
+                assert cy.crc32c(view, 0xDEADBEEF) == crc32c_pkg.crc32c(view, 0xDEADBEEF), (path, n)
+    finally:
+        cy._crc32c_limit(previous)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import struct
 
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -121,6 +122,24 @@ def test_columns_carry_is_tombstone(backend):
     table = kbatch.decode_columns(b.build() + legacy.build(), topic="t", partition=0)
     assert table.column("isTombstone").to_pylist() == [True, True, False, True]
     assert table.column("value").to_pylist() == [None, b"p", b"v", None]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=4)), st.booleans()), min_size=1, max_size=40),
+       st.integers(1, 9))
+def test_is_tombstone_column_bits(backend, recs, chunk_rows):
+    """The isTombstone column (packed to Arrow's bitmap from the kernel's bytes) holds each
+    record's flag, for any row count and chunking (the last byte of a bitmap partly used)."""
+    data, expect = b"", []
+    for i in range(0, len(recs), 7):
+        b = kbatch.BatchBuilder(base_offset=i)
+        for value, tomb in recs[i:i + 7]:
+            b.append(7, b"k", value, tombstone=True if tomb else None)
+            expect.append(value is None or tomb)
+        data += b.build()
+    col = kbatch.decode_columns(data, chunk_rows=chunk_rows).column("isTombstone")
+    assert col.type == pa.bool_() and col.null_count == 0
+    assert col.to_pylist() == expect
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))

@@ -48,6 +48,8 @@ cdef extern from "_crc32c.h" nogil:
     void kb_crc32c_init()
     uint32_t kb_crc32c(uint32_t value, const uint8_t *p, size_t n)
     int kb_crc32c_is_hw()
+    int kb_crc32c_paths()
+    int kb_crc32c_limit(int path)
 
 cnp.import_array()
 kb_crc32c_init()
@@ -181,6 +183,18 @@ def crc32c(data, value=0):
 def crc32c_is_hardware():
     """Whether crc32c runs on a CPU instruction (SSE4.2 crc32, chosen at import)."""
     return kb_crc32c_is_hw() != 0
+
+
+def _crc32c_paths():
+    """The CRC-32C paths this CPU runs, fastest last: 0 software, 1 the crc32 instruction,
+    2 carry-less multiply folding (AVX-512 VPCLMULQDQ) for long inputs. For tests."""
+    return list(range(kb_crc32c_paths() + 1))
+
+
+def _crc32c_limit(int path):
+    """Use CRC-32C paths up to `path` only (tests check each path this CPU has against the
+    others); returns the previous limit. Not thread-safe: tests only."""
+    return kb_crc32c_limit(path)
 
 
 # ------------------------------------------------------------------------------------ varints
