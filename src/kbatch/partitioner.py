@@ -34,9 +34,9 @@ def partitions_for(keys: pa.Array, num_partitions: int, start: int = 0) -> tuple
     n = len(keys)
     spec = _binary_spec(keys, "key")
     if spec is None:  # every key null
-        out = ((np.arange(n, dtype=np.int64) + start) % num_partitions).astype(np.int32)
-        return out, start + n
-    out = ((_backend.core.murmur2(spec).astype(np.int64) & 0x7FFFFFFF) % num_partitions).astype(np.int32)
+        every: npt.NDArray[np.int32] = ((np.arange(n, dtype=np.int64) + start) % num_partitions).astype(np.int32)
+        return every, start + n
+    out: npt.NDArray[np.int32] = ((_backend.core.murmur2(spec).astype(np.int64) & 0x7FFFFFFF) % num_partitions).astype(np.int32)
     if keys.null_count:
         nulls = np.flatnonzero(np.asarray(keys.is_null()))
         out[nulls] = (np.arange(len(nulls), dtype=np.int64) + start) % num_partitions
