@@ -155,3 +155,64 @@ def test_index_rules_do_not_judge_a_file_that_changed_while_it_was_read(tmp_path
 
     with pytest.raises(FileChangedError):
         SegmentBatches(Cut())
+
+
+_JVM_READ_WHILE_TRUNCATED = r"""
+import glob, os, shutil, sys, threading, time
+import kbatch
+import kbatch.spark
+from pyspark.sql import SparkSession
+
+root = sys.argv[1]
+spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+         .config("spark.ui.showConsoleProgress", "false").config("spark.task.maxFailures", "1").getOrCreate())
+spark.sparkContext.setLogLevel("OFF")
+reader = kbatch.spark.register(spark)
+if not reader.is_jvm:
+    print("SKIP", reader.reason)
+    sys.exit(0)
+src = os.path.join(root, "src")
+os.makedirs(os.path.join(src, "t-0"))
+with open(os.path.join(src, "t-0", "00000000000000000000.log"), "wb") as f:
+    for i in range(2000):  # about 60 MB of 100-record batches: a count takes a while
+        f.write(kbatch.build_batch([(1000 + j, b"k%d" % j, b"v" * 300) for j in range(100)], base_offset=i * 100))
+outcomes = []
+for delay in (0.0, 0.05, 0.1, 0.2, 0.4):
+    d = os.path.join(root, "run%s" % delay)
+    shutil.copytree(src, d)
+    seg = os.path.join(d, "t-0", "00000000000000000000.log")
+    cut = threading.Timer(delay, os.truncate, (seg, 5_000_000))
+    cut.start()
+    try:
+        n = spark.read.format("kafka-segments-jvm").load(d).count()
+        outcomes.append("rows" if n <= 200_000 else "wrong %d" % n)  # all, or what was there when planned
+    except Exception as e:  # the task failed: say why
+        msg = str(e)
+        outcomes.append("error:" + ("FileChangedError" if "FileChangedError" in msg or "changed while it was read" in msg
+                                    else "Truncated" if "Truncated" in msg else msg[:300].replace("\n", " ")))
+    cut.join()
+# the JVM is still there and still answers
+outcomes.append("alive %d" % spark.range(10).count())
+print(" | ".join(outcomes))
+print("hs_err files:", len(glob.glob("hs_err_pid*.log")))
+"""
+
+
+def test_jvm_spark_reader_survives_a_segment_truncated_while_it_reads(tmp_path):
+    """The JVM reader never maps a segment: a mapped file cut by another process while a task read
+    it faulted inside the JDK's CRC-32C stub and killed the JVM (SIGBUS, hs_err; the Spark driver
+    gone in local mode). Whenever the cut lands (before planning, mid-read, after), the query
+    answers or fails with a kbatch error, and the JVM answers the next query."""
+    pytest.importorskip("pyspark")
+    r = subprocess.run([sys.executable, "-c", _JVM_READ_WHILE_TRUNCATED, str(tmp_path)], capture_output=True,
+                       text=True, timeout=300, cwd=tmp_path,
+                       env=dict(os.environ, PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])))
+    assert r.returncode == 0, (r.returncode, r.stdout[-2000:], r.stderr[-3000:])
+    if r.stdout.startswith("SKIP"):
+        pytest.skip(r.stdout.strip())
+    outcomes, hs_err = r.stdout.strip().splitlines()[-2:]
+    assert hs_err == "hs_err files: 0"
+    parts = outcomes.split(" | ")
+    assert parts[-1] == "alive 10", outcomes
+    for p in parts[:-1]:
+        assert p in ("rows", "error:FileChangedError", "error:Truncated"), outcomes

@@ -38,15 +38,16 @@ def _jar():
     return jar
 
 
-def java_decode(paths, verify_crc=True, strict=True, windows=False, window_bytes=None) -> dict:
-    """DecodeMain over the files: mapped as the Spark reader maps local files, or through read
-    windows as it reads remote ones (window_bytes: their size instead of kbatch's 16 MiB)."""
+def java_decode(paths, verify_crc=True, strict=True, window_bytes=None, cut_after=None) -> dict:
+    """DecodeMain over the files, read through windows as the Spark reader reads every file
+    (window_bytes: their size instead of kbatch's 16 MiB)."""
     import pyspark
 
     jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
     args = ["java"] + ([f"-Dkbatch.spark.scanWindow={window_bytes}"] if window_bytes else [])
     args += ["-cp", f"{jars}/*{os.pathsep}{_jar()}", "kbatch.spark.DecodeMain"]
-    args += ([] if verify_crc else ["--no-crc"]) + ([] if strict else ["--lenient"]) + (["--windows"] if windows else [])
+    args += ([] if verify_crc else ["--no-crc"]) + ([] if strict else ["--lenient"])
+    args += [] if cut_after is None else [f"--cut-after={cut_after}"]
     args += list(paths)
     out = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -123,10 +124,10 @@ def test_corner_segment_equals_decode_columns(corpus):
     assert len(cols["offset"]) > 90
 
 
-@pytest.mark.parametrize("verify_crc,strict,windows", [(True, True, False), (False, True, True), (True, False, True),
-                                                       (False, False, False)])
-def test_random_and_damaged_segments(corpus, verify_crc, strict, windows):
-    errors = _agree(corpus, verify_crc, strict, windows=windows)
+@pytest.mark.parametrize("verify_crc,strict,window_bytes", [(True, True, None), (False, True, 4096),
+                                                            (True, False, 65536), (False, False, None)])
+def test_random_and_damaged_segments(corpus, verify_crc, strict, window_bytes):
+    errors = _agree(corpus, verify_crc, strict, window_bytes=window_bytes)
     assert 0 < errors < len(corpus)  # the damage is found, and clean files read clean
 
 
@@ -141,16 +142,37 @@ def test_read_windows_smaller_than_a_segment(tmp_path):
         p = tmp_path / f"w{i}.log"
         p.write_bytes(b"".join(segment_corpus.random_segment(rng, batches=40) for _ in range(3)))
         files.append(str(p))
-    assert _agree(files, windows=True, window_bytes=4096) == 0
+    assert _agree(files, window_bytes=4096) == 0
+
+
+def test_a_file_cut_while_it_is_read_is_an_error_not_a_crash(tmp_path):
+    """The reader reads every file through windows, never through a memory map: a mapped segment
+    cut by another process while it was read faulted inside the JDK's CRC-32C stub, and the JVM
+    died with SIGBUS (an hs_err file, the Spark driver or executor gone). Cut after the first 4 KiB
+    window: that window's rows, then a FileChangedError at the byte the next read starts from."""
+    _jar()
+    data = b"".join(kbatch.build_batch([(1000 + i, b"k%d" % i, b"v" * 300) for i in range(5)], base_offset=5 * n)
+                    for n in range(40))
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(data)
+    ends = [b.position + b.size_in_bytes for b in kbatch.iter_batches(data)]
+    first_window_end = max(e for e in ends if e <= 4096)
+    (tmp_path / "prefix.log").write_bytes(data[:first_window_end])
+    want, _ = python_decode(str(tmp_path / "prefix.log"))
+
+    cols, err = java_decode([str(path)], window_bytes=4096, cut_after=100)[str(path)]
+    assert os.path.getsize(path) == 100
+    assert err == ("FileChangedError", first_window_end, None)
+    assert cols == want and len(cols["offset"]) > 0
 
 
 def test_real_broker_segments(tmp_path):
     """Every segment of tests/data/brokers (Kafka 2.1 to 3.7.0, compacted consumer offsets, KRaft
-    metadata with its control batches), mapped and through read windows: decode_columns' rows."""
+    metadata with its control batches), through whole-file and 64 KiB read windows: decode_columns' rows."""
     _jar()
     from test_broker_data import BROKER_DIRS, broker_copy
 
     files = [str(p) for name in BROKER_DIRS for p in sorted(broker_copy(name, tmp_path).rglob("*.log"))]
     assert len(files) >= 10
     assert _agree(files) == 0
-    assert _agree(files, windows=True, window_bytes=65536) == 0
+    assert _agree(files, window_bytes=65536) == 0

@@ -15,35 +15,23 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 /**
  * The JVM decoder without Spark, for differential tests against kbatch.decode_columns:
  *
- * <pre>java -cp 'pyspark/jars/*:kbatch-kafka-segments.jar' kbatch.spark.DecodeMain [--no-crc] [--lenient] [--windows] FILE...</pre>
+ * <pre>java -cp 'pyspark/jars/*:kbatch-kafka-segments.jar' kbatch.spark.DecodeMain [--no-crc] [--lenient] [--cut-after=BYTES] FILE...</pre>
  *
  * prints one JSON line per file: every column of every row decoded before the first error (all
  * columns, headers and batch fields included; keys, values and header keys/values in hex;
  * timestamps in microseconds as Spark holds them), and the error's kbatch class, byte position and
- * base offset. --lenient ignores a partial last batch (decode_columns(strict=False)); --windows reads
- * through 16 MiB read windows (as from a remote file system) instead of one mapping.
+ * base offset. --lenient ignores a partial last batch (decode_columns(strict=False)). Files are read
+ * through 16 MiB windows (the system property kbatch.spark.scanWindow changes it), as the reader does.
  */
 public final class DecodeMain {
     private DecodeMain() {}
 
-    /** Reads a local file by windows, or (mapped) as the Spark reader reads local files. */
+    /** Reads a local file by positioned reads, as the Spark reader reads every file. */
     private static final class FileSource implements SegmentReader.Source {
         private final RandomAccessFile f;
-        private final boolean map;
-        private java.nio.MappedByteBuffer mapping;
 
-        FileSource(String path, boolean map) throws IOException {
+        FileSource(String path) throws IOException {
             f = new RandomAccessFile(path, "r");
-            this.map = map;
-        }
-
-        @Override
-        public java.nio.ByteBuffer map(long from, long to) throws IOException {
-            if (!map) {
-                return null;
-            }
-            mapping = f.getChannel().map(java.nio.channels.FileChannel.MapMode.READ_ONLY, from, to - from);
-            return mapping;
         }
 
         @Override
@@ -55,9 +43,6 @@ public final class DecodeMain {
         @Override
         public void close() throws IOException {
             f.close();
-            if (mapping != null) {
-                Mappings.unmap(mapping);
-            }
         }
     }
 
@@ -80,7 +65,11 @@ public final class DecodeMain {
         return out;
     }
 
-    static Map<String, Object> decode(String path, boolean verifyCrc, boolean strict, boolean map)
+    /**
+     * cutAfter >= 0: once the first rows are out, truncate the file to that many bytes (a test of
+     * a file cut by another process while it is read; -1: never).
+     */
+    static Map<String, Object> decode(String path, boolean verifyCrc, boolean strict, long cutAfter)
             throws IOException {
         Map<String, List<Object>> cols = new LinkedHashMap<>();
         for (String n : new String[] {"key", "value", "offset", "timestamp", "timestampType", "headers",
@@ -94,9 +83,15 @@ public final class DecodeMain {
             size = f.length();
         }
         RecordColumns c = new RecordColumns(true, true, true, true, true, true, true, true);
-        try (SegmentReader r = new SegmentReader(new FileSource(path, map), 0, size, strict ? size + 1 : size, verifyCrc,
+        try (SegmentReader r = new SegmentReader(new FileSource(path), 0, size, strict ? size + 1 : size, verifyCrc,
                 Long.MIN_VALUE, Long.MAX_VALUE, null, c, 1000, new RecordBatchDecoder(Wire.DEFAULT_MAX_DECOMPRESSED_BYTES))) {
             while (r.next()) {
+                if (cutAfter >= 0) {
+                    try (RandomAccessFile cut = new RandomAccessFile(path, "rw")) {
+                        cut.setLength(cutAfter);
+                    }
+                    cutAfter = -1;
+                }
                 cols.get("key").addAll(binaries(c.keys, 0, c.rows));
                 cols.get("value").addAll(binaries(c.values, 0, c.rows));
                 for (int i = 0; i < c.rows; i++) {
@@ -139,7 +134,7 @@ public final class DecodeMain {
     public static void main(String[] args) throws IOException {
         boolean verifyCrc = true;
         boolean strict = true;
-        boolean map = true;
+        long cutAfter = -1;
         ObjectMapper json = new ObjectMapper();
         BufferedWriter out = new BufferedWriter(new OutputStreamWriter(System.out, StandardCharsets.UTF_8));
         for (String a : args) {
@@ -147,10 +142,10 @@ public final class DecodeMain {
                 verifyCrc = false;
             } else if (a.equals("--lenient")) {
                 strict = false;
-            } else if (a.equals("--windows")) {
-                map = false;
+            } else if (a.startsWith("--cut-after=")) {
+                cutAfter = Long.parseLong(a.substring("--cut-after=".length()));
             } else {
-                out.write(json.writeValueAsString(decode(a, verifyCrc, strict, map)));
+                out.write(json.writeValueAsString(decode(a, verifyCrc, strict, cutAfter)));
                 out.newLine();
             }
         }

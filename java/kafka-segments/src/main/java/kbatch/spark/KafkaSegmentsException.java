@@ -168,6 +168,12 @@ public final class KafkaSegmentsException extends RuntimeException {
                 expected, found);
     }
 
+    /** kbatch.errors.FileChangedError: the file shrank while it was read. */
+    static KafkaSegmentsException fileChanged(long pos, Object expected, Object found) {
+        return new KafkaSegmentsException("FileChangedError", "The file changed while it was read", pos, null,
+                expected, found);
+    }
+
     static KafkaSegmentsException corruptIndex(String reason, Long pos, Object expected, Object found) {
         return new KafkaSegmentsException("CorruptIndexError", reason, pos, null, expected, found);
     }

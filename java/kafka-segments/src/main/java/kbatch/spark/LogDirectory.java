@@ -1,13 +1,8 @@
 package kbatch.spark;
 
-import java.io.File;
 import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.Serializable;
-import java.nio.ByteBuffer;
-import java.nio.MappedByteBuffer;
-import java.nio.channels.FileChannel;
-import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
@@ -22,7 +17,6 @@ import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.LocalFileSystem;
 import org.apache.hadoop.fs.Path;
-import org.apache.hadoop.fs.RawLocalFileSystem;
 
 /**
  * A directory of `<topic>-<partition>/` folders of segments, through Hadoop's FileSystem (so
@@ -175,16 +169,16 @@ final class LogDirectory {
         return b;
     }
 
-    /** Positioned reads of one file through Hadoop; local files are mapped instead (no copy). */
+    /**
+     * Positioned reads of one file through Hadoop. Local files are read too, never mapped: a mapped
+     * file truncated under a reader faults in the JDK's CRC-32C stub, which kills the JVM (SIGBUS);
+     * a read past the new end is an error that names the file and the byte.
+     */
     static final class FsSource implements SegmentReader.Source {
         private final FSDataInputStream in;
-        private final File local;
-        private MappedByteBuffer mapping;
 
         FsSource(FileSystem fs, String path) throws IOException {
-            Path p = new Path(path);
-            in = fs.open(p, 1 << 16);
-            local = fs instanceof RawLocalFileSystem ? ((RawLocalFileSystem) fs).pathToFile(p) : null;
+            in = fs.open(new Path(path), 1 << 16);
         }
 
         @Override
@@ -193,26 +187,8 @@ final class LogDirectory {
         }
 
         @Override
-        public ByteBuffer map(long from, long to) throws IOException {
-            if (local == null) {
-                return null;
-            }
-            try (FileChannel ch = FileChannel.open(local.toPath(), StandardOpenOption.READ)) {
-                if (to > ch.size()) {
-                    return null; // shorter than planned: read, and let the reads say so
-                }
-                mapping = ch.map(FileChannel.MapMode.READ_ONLY, from, to - from);
-                return mapping;
-            }
-        }
-
-        @Override
         public void close() throws IOException {
             in.close();
-            if (mapping != null) {
-                Mappings.unmap(mapping);
-                mapping = null;
-            }
         }
     }
 }

@@ -132,8 +132,8 @@ final class RecordColumns {
     private int capacity;
 
     /**
-     * Nullable binary values. A value is either a reference into the input (a stable buffer: the
-     * mapped segment range, or the read window, which lives until the next output batch) or a
+     * Nullable binary values. A value is either a reference into the input (the read window, which
+     * lives until the next output batch) or a
      * copy (values from decompressed records, whose buffer is reused by the next batch).
      */
     static final class Binary {

@@ -1,6 +1,7 @@
 package kbatch.spark;
 
 import java.io.Closeable;
+import java.io.EOFException;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
@@ -21,17 +22,10 @@ final class SegmentReader implements Closeable {
     /** Output batches end after the Kafka batch that takes them past this many key+value bytes. */
     static final int MAX_OUTPUT_BYTES = 64 * 1024 * 1024;
 
-    /** Positioned reads of one file. */
+    /** Positioned reads of one file (never a mapping: see LogDirectory.FsSource). */
     interface Source extends Closeable {
+        /** Exactly len bytes at position; EOFException when the file ends before them. */
         void readFully(long position, byte[] b, int off, int len) throws IOException;
-
-        /**
-         * Bytes [from, to) of the file mapped read-only (big-endian), or null where the file
-         * system cannot map (anything but local files). A mapping lives until close().
-         */
-        default ByteBuffer map(long from, long to) throws IOException {
-            return null;
-        }
     }
 
     private final Source src;
@@ -46,10 +40,9 @@ final class SegmentReader implements Closeable {
     private final int rowsPerBatch;
     private final RecordBatchDecoder decoder;
 
-    /** The bytes being read: the mapped range (whole), or the current read window. */
+    /** The bytes being read: the current read window. */
     private ByteBuffer buf;
     private byte[] window = new byte[0];
-    private boolean mapped;
     private long bufPos;
     private long pos;
     private BatchHeader[] headers = new BatchHeader[0];
@@ -102,7 +95,7 @@ final class SegmentReader implements Closeable {
         try {
             while (true) {
                 if (next == count) {
-                    if (out.rows > 0 && !mapped) {
+                    if (out.rows > 0) {
                         return true; // the rows refer to this window: hand them out before it is reloaded
                     }
                     if (stopped || !scanWindow()) {
@@ -182,17 +175,8 @@ final class SegmentReader implements Closeable {
     }
 
     // ------------------------------------------------------------------ framing (scan_headers)
-    /** Make bytes [from, to) of the file addressable in buf: the whole range is mapped once where
-     * the file system can map, else read into the window array. */
+    /** Read bytes [from, to) of the file into the window array (buf). */
     private void load(long from, long to) throws IOException {
-        if (buf == null && end - start < Integer.MAX_VALUE) {
-            buf = src.map(start, end);
-            mapped = buf != null;
-            bufPos = start;
-        }
-        if (mapped) {
-            return;
-        }
         int n = (int) (to - from);
         if (window.length < n) {
             window = new byte[Math.max(n, Math.min(SCAN_WINDOW, (int) Math.min(Integer.MAX_VALUE - 8, end - start)))];
@@ -200,7 +184,12 @@ final class SegmentReader implements Closeable {
         } else if (buf == null) {
             buf = ByteBuffer.wrap(window);
         }
-        src.readFully(from, window, 0, n);
+        try {
+            src.readFully(from, window, 0, n);
+        } catch (EOFException e) { // planned from a longer file: it was truncated while being read
+            throw KafkaSegmentsException.fileChanged(from, n + " bytes at byte " + from + " (the size planned: " + end
+                    + ")", "the end of the file before them");
+        }
         bufPos = from;
     }
 

@@ -129,7 +129,9 @@ final class SegmentReaderFactory implements PartitionReaderFactory {
             } catch (KafkaSegmentsException e) {
                 done = true;
                 e.inFile(slice.path);
-                if (options.failOnDataLoss()) {
+                // a file that changed under the read is not bad data: it fails the task whatever
+                // failOnDataLoss says, as in the Python reader
+                if (options.failOnDataLoss() || "FileChangedError".equals(e.errorClass())) {
                     // a JDK class, message only: the driver deserializes task failures with Spark's
                     // class loader, which does not see a jar added at runtime (ADD JAR)
                     throw new IOException(e.getMessage());
