@@ -905,6 +905,56 @@ def test_diff_decode_columns_with_crcs(batches, ops, skip, headers):
     same("decode_columns_v2", data, *cols, headers, np.array(crcs, np.int64))
 
 
+def same_on_every_walk(*args):
+    """decode_columns_v2 on each record walk this CPU runs (generic, AVX2) against the pure twin."""
+    cy = load_backend("cython")
+    walks = cy._decode_columns_walks()
+    previous = cy._decode_columns_walk_limit(walks[-1])
+    try:
+        for walk in walks:
+            cy._decode_columns_walk_limit(walk)
+            same("decode_columns_v2", *args)
+    finally:
+        cy._decode_columns_walk_limit(previous)
+
+
+def one_batch_section(recs):
+    """(data, the 7 header columns, crcs) of one v2 batch holding `recs` (raw records)."""
+    data = v2_batch(b"".join(recs), count=len(recs), base_offset=7, first_ts=1_000)
+    _base, _len, _ple, _magic, crc = struct.unpack_from(">qiibI", data)
+    cols = [np.array([x], dt) for x, dt in ((61, np.int64), (len(data), np.int64), (len(recs), np.int32),
+                                            (7, np.int64), (1_000, np.int64), (1_000, np.int64), (0, np.int16))]
+    return data, cols, np.array([crc], np.int64)
+
+
+def test_decode_columns_every_key_and_value_size_on_every_walk():
+    """Keys and values of every size from 0 to 300 bytes (each copy path: byte loop, 4/8/16-byte
+    pairs, 32-byte steps with an overlapping tail, a plain copy past 256), nulls between them, and
+    the same bytes cut at each record boundary: the same arrays on every walk as the pure twin."""
+    recs = [record(off_delta=i, ts_delta=i, key=bytes(range(i % 256))[:i] + b"k" * max(0, i - 256),
+                   value=None if i % 7 == 3 else bytes((i + j) % 256 for j in range(300 - i)),
+                   headers=[("h", b"v" * (i % 40))] if i % 5 == 0 else [])
+            for i in range(301)]
+    data, cols, crcs = one_batch_section(recs)
+    for headers in (True, False):
+        same_on_every_walk(data, *cols, headers, crcs)
+    cut = 61 + len(b"".join(recs[:150])) + 3  # inside a record: the same error on every walk
+    same_on_every_walk(data[:cut], *cols[:1], np.array([cut], np.int64), *cols[2:], True)
+
+
+@DIFF
+@given(recs=st.lists(st.tuples(st.none() | st.binary(max_size=40) | st.binary(min_size=200, max_size=300),
+                               st.none() | st.binary(max_size=40) | st.binary(min_size=30, max_size=300)),
+                     min_size=1, max_size=6),
+       ops=MUTATIONS, headers=st.booleans(), check_crc=st.booleans())
+def test_diff_decode_columns_long_fields_on_every_walk(recs, ops, headers, check_crc):
+    """Long keys and values (the 32-byte copy steps), then bit flips, cuts and insertions: the same
+    arrays, or the same error at the same position, on every walk and the pure twin."""
+    data, cols, crcs = one_batch_section([record(off_delta=i, key=k, value=v) for i, (k, v) in enumerate(recs)])
+    data = mutate(data, ops)
+    same_on_every_walk(data, *cols, headers, crcs if check_crc else None)
+
+
 def test_decode_columns_argument_shapes(backend):
     one = [np.zeros(1, np.int64)] * 7
     with pytest.raises(ValueError):

@@ -7,15 +7,59 @@
 # record. Same arrays, statuses and positions as the pure twin (which walks the records as
 # decode_records_v2 does).
 
-cdef struct _DcErr:
-    int status
-    int64_t pos
-    int64_t a      # numbers for the expected/found texts, per status
-    int64_t b
-    int64_t c
-    int64_t batch
+cdef extern from "_columns_decode.h" nogil:
+    # an error: a status of kbatch.errors (ST_*), its byte position, the numbers its message names
+    ctypedef struct _DcErr "kb_dc_err":
+        int status
+        int64_t pos
+        int64_t a
+        int64_t b
+        int64_t c
+        int64_t batch
+    ctypedef struct _DcHdr "kb_dc_hdr":
+        int32_t *k_off
+        int32_t *v_off
+        uint8_t *v_val
+        uint8_t *k_dat
+        uint8_t *v_dat
+    ctypedef struct _DcIn "kb_dc_in":
+        const uint8_t *buf
+        int64_t nbuf
+        const int64_t *starts
+        const int64_t *ends
+        const int64_t *bases
+        const int64_t *bts
+        const int64_t *mts
+        const int64_t *crcs
+        const int32_t *counts
+        const int16_t *attrs
+        int64_t nb
+        int64_t crc_lead
+        int64_t header_size
+        int headers
+    ctypedef struct _DcOut "kb_dc_out":
+        int64_t *off
+        int64_t *ts
+        uint8_t *tsv
+        uint8_t *tomb
+        uint8_t *k_val
+        uint8_t *v_val
+        int32_t *tt
+        int32_t *bi
+        int32_t *k_off
+        int32_t *v_off
+        int32_t *h_off
+        uint8_t *k_dat
+        uint8_t *v_dat
+    # the record walk (in C: see the header)
+    int _dc_loop "kb_dc_loop"(const _DcIn *inp, const _DcOut *o, _DcHdr *hb, int64_t *n_hdr, int64_t *stats,
+                              _DcErr *err)
+    int kb_dc_walks()
+    int kb_dc_walk_limit(int k)
 
 
+# The varint readers below serve the other record walks of this file (timestamp search, record
+# checks), which follow _dc_loop's statuses and positions.
 cdef inline int _dc_varint(const uint8_t* buf, int64_t pos, int64_t limit, int32_t* out, int64_t* npos,
                            _DcErr* err) noexcept nogil:
     cdef uint32_t raw = 0
@@ -79,247 +123,17 @@ cdef inline int _dc_varlong(const uint8_t* buf, int64_t pos, int64_t limit, int6
 
 from libc.string cimport memset
 
-cdef extern from *:
-    """
-    #if defined(__GNUC__) || defined(__clang__)
-    #define kb_prefetch(p) __builtin_prefetch((p), 0, 3)
-    #else
-    #define kb_prefetch(p) ((void)(p))
-    #endif
-    """
-    void kb_prefetch(const void *p) noexcept nogil
 
-# bytes of the next batch asked for ahead of where this batch's walk is (see _dc_loop)
-cdef enum:
-    _DC_PREFETCH_AHEAD = 4096
+def _decode_columns_walks():
+    """The record walks of decode_columns_v2 this CPU runs, fastest last: 0 generic, 1 AVX2 (32-byte
+    moves for keys and values). For tests."""
+    return list(range(kb_dc_walks() + 1))
 
 
-cdef struct _DcHdr:
-    # header columns, grown as headers come (most records have none: nothing is reserved for them)
-    int32_t *k_off
-    int32_t *v_off
-    uint8_t *v_val
-    uint8_t *k_dat
-    uint8_t *v_dat
-    int64_t cap_h   # entries of v_val (the offsets hold one more)
-    int64_t cap_k
-    int64_t cap_v
-
-
-cdef inline int _dc_realloc(void **p, int64_t nbytes) noexcept nogil:
-    cdef void *q = realloc(p[0], <size_t>nbytes)
-    if q == NULL:
-        return -1
-    p[0] = q
-    return 0
-
-
-cdef int _dc_hdr_room(_DcHdr *hb, int64_t entries, int64_t kbytes, int64_t vbytes) noexcept nogil:
-    """Room for `entries` headers (their offsets: one more) and kbytes / vbytes of header keys /
-    values, growing by doubling; -1 when memory runs out."""
-    cdef int64_t c
-    if entries > hb.cap_h:
-        c = max(entries, hb.cap_h * 2, 1024)
-        if (_dc_realloc(<void **>&hb.k_off, (c + 1) * 4) < 0 or _dc_realloc(<void **>&hb.v_off, (c + 1) * 4) < 0
-                or _dc_realloc(<void **>&hb.v_val, c) < 0):
-            return -1
-        hb.cap_h = c
-    if kbytes > hb.cap_k:
-        c = max(kbytes, hb.cap_k * 2, 4096)
-        if _dc_realloc(<void **>&hb.k_dat, c) < 0:
-            return -1
-        hb.cap_k = c
-    if vbytes > hb.cap_v:
-        c = max(vbytes, hb.cap_v * 2, 4096)
-        if _dc_realloc(<void **>&hb.v_dat, c) < 0:
-            return -1
-        hb.cap_v = c
-    return 0
-
-
-@cython.boundscheck(False)
-@cython.wraparound(False)
-cdef int _dc_loop(const uint8_t* buf, int64_t nbuf, const int64_t* starts, const int64_t* ends,
-                  const int32_t* counts, const int64_t* bases, const int64_t* bts, const int64_t* mts,
-                  const int16_t* attrs, const int64_t* crcs, Py_ssize_t nb, bint headers,
-                  int64_t* o_off, int64_t* o_ts, uint8_t* o_tsv, int32_t* o_tt, uint8_t* o_tomb, int32_t* o_bi,
-                  int32_t* k_off, uint8_t* k_dat, uint8_t* k_val, int32_t* v_off, uint8_t* v_dat, uint8_t* v_val,
-                  int32_t* h_off, _DcHdr* hb, int64_t* n_hdr, int64_t* stats, _DcErr* err) noexcept nogil:
-    # per-record arrays hold sum(min(count, section bytes // 7)) rows (a record takes >= 7 bytes),
-    # key and value data the section bytes: every output byte comes from a section byte
-    cdef Py_ssize_t bi
-    cdef int64_t r = 0, h = 0, kd = 0, vd = 0, hkd = 0, hvd = 0
-    cdef int64_t pos, end, rec_start, rec_end, no_ts, ts, ts_delta, lat, hv_pos
-    cdef int64_t pf, pf_end, pf_from
-    cdef int32_t length, off_delta, klen, n, nh, j, count, done_in_batch
-    cdef uint32_t crc
-    cdef uint8_t a
-    cdef bint is_lat
-    # decode_columns_v2's "stats": null timestamps, smallest and largest timestamp, null keys,
-    # null values, null header values (so the Arrow assembly needs no pass to find them)
-    cdef int64_t ts_nulls = 0, ts_min = INT64_MAX, ts_max = INT64_MIN, k_nulls = 0, v_nulls = 0, hv_nulls = 0
-    k_off[0] = 0; v_off[0] = 0; h_off[0] = 0
-    if headers:
-        if _dc_hdr_room(hb, 1, 0, 0) < 0:
-            err.status = -2
-            return -1
-        hb.k_off[0] = 0; hb.v_off[0] = 0
-    for bi in range(nb):
-        pos = starts[bi]
-        end = ends[bi]
-        count = counts[bi]
-        err.batch = bi
-        if pos < 0 or end > nbuf or end < pos:
-            err.status = 1; err.pos = pos; err.a = end; err.b = nbuf
-            return -1
-        if crcs != NULL and crcs[bi] >= 0:
-            # the CRC covers the batch from its attributes (40 bytes before the records) to its end,
-            # checked here so the decode below reads the batch from cache
-            if pos < RECORD_BATCH_OVERHEAD:
-                err.status = 1; err.pos = pos; err.a = end; err.b = nbuf
-                return -1
-            crc = kb_crc32c(0, buf + pos - (RECORD_BATCH_OVERHEAD - ATTRIBUTES_OFFSET),
-                            <size_t>(end - pos + RECORD_BATCH_OVERHEAD - ATTRIBUTES_OFFSET))
-            if <int64_t>crc != crcs[bi]:
-                err.status = 9; err.pos = pos - RECORD_BATCH_OVERHEAD; err.a = crc; err.b = crcs[bi]
-                return -1
-        if count < 0:
-            err.status = 12; err.pos = pos; err.a = count
-            return -1
-        no_ts = INT64_MIN if attrs[bi] & 0x80 else -1
-        is_lat = (attrs[bi] & 0x08) != 0
-        lat = mts[bi]
-        # while this batch's records are walked (from cache: its CRC pass just read them), ask
-        # for the next batch's bytes, a few lines a record, so its CRC pass reads them from cache
-        # too instead of waiting on memory (without a CRC pass, the walk reads the batch in order
-        # and the hardware prefetcher keeps up: asking costs more than it saves)
-        pf = pf_end = pf_from = 0
-        if (bi + 1 < nb and crcs != NULL and crcs[bi + 1] >= 0
-                and 0 <= starts[bi + 1] - (RECORD_BATCH_OVERHEAD - ATTRIBUTES_OFFSET) and ends[bi + 1] <= nbuf):
-            pf = starts[bi + 1] - (RECORD_BATCH_OVERHEAD - ATTRIBUTES_OFFSET)
-            pf_end = ends[bi + 1]
-            pf_from = pf - pos - _DC_PREFETCH_AHEAD
-        for done_in_batch in range(count):
-            while pf < pf_end and pf < pos + pf_from + 2 * _DC_PREFETCH_AHEAD:
-                kb_prefetch(buf + pf)
-                pf += 64
-            if pos >= end:
-                err.status = 8; err.pos = pos; err.a = count; err.b = done_in_batch
-                return -1
-            rec_start = pos
-            if _dc_varint(buf, pos, end, &length, &pos, err) < 0:
-                return -1
-            if length < 0 or length > end - pos:
-                err.status = 13; err.pos = rec_start; err.a = end - pos; err.b = length
-                return -1
-            rec_end = pos + length
-            if rec_end - pos < 1:
-                err.status = 14; err.pos = pos; err.a = 1; err.b = 0; err.c = 1
-                return -1
-            a = buf[pos]
-            pos += 1
-            if _dc_varlong(buf, pos, rec_end, &ts_delta, &pos, err) < 0:
-                return -1
-            if _dc_varint(buf, pos, rec_end, &off_delta, &pos, err) < 0:
-                return -1
-            # key
-            if _dc_varint(buf, pos, rec_end, &n, &pos, err) < 0:
-                return -1
-            if n < 0:
-                k_val[r] = 0
-                k_nulls += 1
-            else:
-                if n > rec_end - pos:
-                    err.status = 14; err.pos = pos; err.a = n; err.b = rec_end - pos
-                    return -1
-                memcpy(k_dat + kd, buf + pos, n)
-                kd += n
-                pos += n
-                k_val[r] = 1
-            k_off[r + 1] = <int32_t>kd
-            # value
-            if _dc_varint(buf, pos, rec_end, &n, &pos, err) < 0:
-                return -1
-            if n < 0:
-                v_val[r] = 0
-                v_nulls += 1
-            else:
-                if n > rec_end - pos:
-                    err.status = 14; err.pos = pos; err.a = n; err.b = rec_end - pos
-                    return -1
-                memcpy(v_dat + vd, buf + pos, n)
-                vd += n
-                pos += n
-                v_val[r] = 1
-            v_off[r + 1] = <int32_t>vd
-            # headers
-            if _dc_varint(buf, pos, rec_end, &nh, &pos, err) < 0:
-                return -1
-            if nh < 0:
-                err.status = 6; err.pos = pos; err.a = nh
-                return -1
-            if nh > rec_end - pos:
-                err.status = 15; err.pos = pos; err.a = rec_end - pos; err.b = nh
-                return -1
-            for j in range(nh):
-                rec_start_h = pos
-                if _dc_varint(buf, pos, rec_end, &klen, &pos, err) < 0:
-                    return -1
-                if klen < 0:
-                    err.status = 5; err.pos = rec_start_h; err.a = klen
-                    return -1
-                if klen > rec_end - pos:
-                    err.status = 14; err.pos = pos; err.a = klen; err.b = rec_end - pos; err.c = 1
-                    return -1
-                hv_pos = pos + klen
-                if _dc_varint(buf, hv_pos, rec_end, &n, &hv_pos, err) < 0:
-                    return -1
-                if n >= 0 and n > rec_end - hv_pos:
-                    err.status = 14; err.pos = hv_pos; err.a = n; err.b = rec_end - hv_pos
-                    return -1
-                if headers:
-                    if _dc_hdr_room(hb, h + 1, hkd + klen, hvd + (n if n > 0 else 0)) < 0:
-                        err.status = -2
-                        return -1
-                    memcpy(hb.k_dat + hkd, buf + pos, klen)
-                    hkd += klen
-                    if n < 0:
-                        hb.v_val[h] = 0
-                        hv_nulls += 1
-                    else:
-                        memcpy(hb.v_dat + hvd, buf + hv_pos, n)
-                        hvd += n
-                        hb.v_val[h] = 1
-                    h += 1
-                    hb.k_off[h] = <int32_t>hkd
-                    hb.v_off[h] = <int32_t>hvd
-                pos = hv_pos + (n if n > 0 else 0)
-            if pos != rec_end:
-                err.status = 4; err.pos = rec_start; err.a = length; err.b = length - (rec_end - pos)
-                return -1
-            h_off[r + 1] = <int32_t>h
-            o_off[r] = <int64_t>(<uint64_t>bases[bi] + <uint64_t><int64_t>off_delta)
-            ts = lat if is_lat else <int64_t>(<uint64_t>bts[bi] + <uint64_t>ts_delta)
-            if ts == no_ts:
-                o_tsv[r] = 0; o_ts[r] = 0
-                ts_nulls += 1
-            else:
-                o_tsv[r] = 1; o_ts[r] = ts
-                if ts < ts_min:
-                    ts_min = ts
-                if ts > ts_max:
-                    ts_max = ts
-            o_tt[r] = 1 if is_lat else 0
-            o_tomb[r] = 1 if (v_val[r] == 0 or (a & 0x20)) else 0
-            o_bi[r] = <int32_t>bi
-            r += 1
-        if pos != end:
-            err.status = 7; err.pos = pos; err.a = count; err.b = end - pos
-            return -1
-    n_hdr[0] = h
-    stats[0] = ts_nulls; stats[1] = ts_min; stats[2] = ts_max
-    stats[3] = k_nulls; stats[4] = v_nulls; stats[5] = hv_nulls
-    return 0
+def _decode_columns_walk_limit(int walk):
+    """Use the walks up to `walk` only (tests check each walk this CPU has against the pure twin);
+    returns the previous limit. Not thread-safe: tests only."""
+    return kb_dc_walk_limit(walk)
 
 
 cdef object _pa_allocate = None
@@ -423,16 +237,22 @@ def decode_columns_v2(data, starts, ends, counts, base_offsets, base_timestamps,
     cdef int64_t[::1] m_stats = stats_a
     err.status = 0; err.pos = 0; err.a = 0; err.b = 0; err.c = 0; err.batch = 0
     memset(&hb, 0, sizeof(hb))
+    cdef _DcIn inp
+    cdef _DcOut o
+    inp.buf = &buf[0] if nbuf > 0 else &dummy; inp.nbuf = nbuf; inp.nb = nb
+    inp.starts = &st[0] if nb else NULL; inp.ends = &en[0] if nb else NULL; inp.counts = &ct[0] if nb else NULL
+    inp.bases = &bo[0] if nb else NULL; inp.bts = &bt[0] if nb else NULL; inp.mts = &mt[0] if nb else NULL
+    inp.attrs = &at[0] if nb else NULL; inp.crcs = crp; inp.headers = hdrs
+    # the CRC covers a batch from its attributes to its end; its header precedes its records
+    inp.crc_lead = RECORD_BATCH_OVERHEAD - ATTRIBUTES_OFFSET; inp.header_size = RECORD_BATCH_OVERHEAD
+    o.off = &m_off[0] if n else NULL; o.ts = &m_ts[0] if n else NULL; o.tsv = &m_tsv[0] if n else NULL
+    o.tt = &m_tt[0] if n else NULL; o.tomb = &m_tomb[0] if n else NULL; o.bi = &m_bi[0] if n else NULL
+    o.k_off = &m_koff[0]; o.k_dat = kdp; o.k_val = &m_kval[0] if n else NULL
+    o.v_off = &m_voff[0]; o.v_dat = vdp; o.v_val = &m_vval[0] if n else NULL
+    o.h_off = &m_hoff[0]
     try:
         with nogil:
-            rc = _dc_loop(&buf[0] if nbuf > 0 else &dummy, nbuf, &st[0] if nb else NULL, &en[0] if nb else NULL,
-                          &ct[0] if nb else NULL, &bo[0] if nb else NULL, &bt[0] if nb else NULL,
-                          &mt[0] if nb else NULL, &at[0] if nb else NULL, crp, nb, hdrs,
-                          &m_off[0] if n else NULL, &m_ts[0] if n else NULL, &m_tsv[0] if n else NULL,
-                          &m_tt[0] if n else NULL, &m_tomb[0] if n else NULL, &m_bi[0] if n else NULL,
-                          &m_koff[0], kdp, &m_kval[0] if n else NULL,
-                          &m_voff[0], vdp, &m_vval[0] if n else NULL,
-                          &m_hoff[0], &hb, &n_hdr, &m_stats[0], &err)
+            rc = _dc_loop(&inp, &o, &hb, &n_hdr, &m_stats[0], &err)
         if rc < 0:
             if err.status == -2:
                 raise MemoryError()
