@@ -172,6 +172,21 @@ def test_headers_null_when_none_and_option_off(kbackend):
     assert t2.num_rows == t.num_rows
 
 
+@pytest.mark.parametrize("keys", [["trace", "a"], ["ключ", "trace"], [b"\xff\xfe", "ok"], ["ok", b"bad \xc3"]],
+                         ids=["ascii", "utf8", "invalid-first", "invalid-last"])
+def test_header_keys_ascii_utf8_and_invalid(kbackend, keys):
+    """Header keys are strings: ASCII and UTF-8 kept as they are, invalid UTF-8 replaced (U+FFFD) as
+    the record objects do, whatever the mix of the chunk."""
+    b = BatchBuilder()
+    for k in keys:
+        b.append(NOW, b"k", b"v", headers=[(k, b"x")])
+    raw = b.build()
+    want = [k if isinstance(k, str) else k.decode("utf-8", "replace") for k in keys]
+    t = kbatch.decode_columns(raw, "t", 0)
+    assert t["headers"].to_pylist() == [[{"key": k, "value": b"x"}] for k in want]
+    assert [r.headers[0][0] for r in next(kbatch.iter_batches(raw))] == want
+
+
 def test_timestamps_extended_lat_and_none(kbackend):
     t = kbatch.decode_columns(mixed_log(), "t", 0)
     ts = A.timestamps_ms(t["timestamp"])

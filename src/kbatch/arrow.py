@@ -196,8 +196,17 @@ def _binary(offsets: npt.NDArray[np.int32], data: npt.NDArray[np.uint8], valid: 
     return pa.Array.from_buffers(typ, n, [vbuf, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls)
 
 
+def _fixed(typ: pa.DataType, dtype: type[np.generic], values: npt.NDArray[Any]) -> pa.Array:
+    """A fixed-width array without nulls over a numpy column's memory (pyarrow.array's checks
+    cost more than the wrapping; a column of another dtype or layout is converted first)."""
+    values = np.ascontiguousarray(values, dtype)
+    return pa.Array.from_buffers(typ, len(values), [None, pa.py_buffer(values)], null_count=0)
+
+
 def _header_keys(offsets: npt.NDArray[np.int32], data: npt.NDArray[np.uint8]) -> pa.Array:
     arr = _binary(offsets, data, None, pa.string())
+    if not len(data) or int(data.max()) < 0x80:  # ASCII is UTF-8 (the kernel made the offsets)
+        return arr
     try:
         arr.validate(full=True)
         return arr
@@ -258,12 +267,12 @@ class _Assembler:
             _binary(cols["key_offsets"], cols["key_data"], cols["key_valid"], nulls=k_nulls),
             _binary(cols["value_offsets"], cols["value_data"], cols["value_valid"], nulls=v_nulls),
             topic, part,
-            pa.array(cols["offset"]),
-            # out-of-range values wrap in the multiply; they are null
-            # in place: the kernel's column is this call's own, and its memory is already paged in
+            _fixed(pa.int64(), np.int64, cols["offset"]),
+            # microseconds in place (the kernel's column is this call's own, its memory already paged
+            # in); out-of-range values wrap in the multiply: they are null
             pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), n, [vbuf, pa.py_buffer(np.multiply(ts, 1000, out=ts))],
                                   null_count=nulls),
-            pa.array(cols["timestamp_type"]),
+            _fixed(pa.int32(), np.int32, cols["timestamp_type"]),
         ]
         if self.include_headers:
             hoff = cols["header_offsets"]
