@@ -2,8 +2,8 @@
  * column buffers. Written in C rather than Cython so the walk keeps its cursor, limits and output
  * pointers in registers (restrict: no store to a column can change another) and copies keys and
  * values with inline moves instead of a libc call per field. The contract (statuses, positions and
- * numbers of every error) is kbatch._core_py.decode_columns_v2; tests/test_arrow.py checks both
- * backends against each other. */
+ * numbers of every error) is kbatch._core_py.decode_columns_v2; tests/test_kernels.py checks each
+ * walk this CPU runs against it. */
 #ifndef KBATCH_COLUMNS_DECODE_H
 #define KBATCH_COLUMNS_DECODE_H
 
