@@ -288,3 +288,110 @@ def test_truncated_tail(kbackend):
 def test_empty_input():
     t = kbatch.decode_columns(b"", "t", 0)
     assert t.num_rows == 0 and t.schema == A.schema()
+
+
+# ------------------------------------------------------------------------------------ threads
+@pytest.fixture
+def two_threads(monkeypatch):
+    """A two-thread decode pool whatever the CPU count (on one CPU there is none to compare)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(2, thread_name_prefix="test-decode")
+    monkeypatch.setattr(A, "_decode_pool", lambda: (pool, 2))
+    yield pool
+    pool.shutdown(wait=True)
+
+
+def many_chunks_log() -> bytes:
+    """Runs of plain, compressed and legacy batches, so chunks of every kind follow each other."""
+    data, off = b"", 0
+    for i in range(40):
+        codec = Compression.LZ4 if i % 9 == 4 else Compression.NONE
+        b = BatchBuilder(compression=codec, base_offset=off, magic=1 if i % 13 == 7 else 2)
+        for j in range(25):
+            b.append(NOW + off + j, b"k%d" % (off + j), bytes([j]) * (j * 7),
+                     headers=[("n", b"%d" % j)] if j % 4 == 0 and i % 13 != 7 else ())
+        data += b.build()
+        off += 25
+    return data
+
+
+def outcome_of(data, use_threads, **kw):
+    """(rows of each chunk yielded, then the error's class, position and text, or the return value)."""
+    gen = A.iter_record_batches(data, "t", 1, use_threads=use_threads, chunk_rows=60, **kw)
+    chunks = []
+    try:
+        while True:
+            chunks.append(next(gen).to_pylist())
+    except StopIteration as stop:
+        return chunks, ("returned", stop.value)
+    except kbatch.KBatchError as e:
+        return chunks, (type(e), e.position, str(e))
+
+
+def test_threads_give_the_same_chunks_rows_and_errors(kbackend, two_threads):
+    """Decoded ahead on other threads or not: the same chunks, rows, return value, and on a bad
+    batch the same rows before it and the same error; on a truncated tail as well."""
+    data = many_chunks_log()
+    plain = outcome_of(data, False)
+    assert len(plain[0]) > 20 and plain[1] == ("returned", len(data))
+    assert outcome_of(data, True) == plain
+    assert kbatch.decode_columns(data, "t", 1, use_threads=True).equals(kbatch.decode_columns(data, "t", 1, use_threads=False))
+    batches = list(kbatch.iter_batches(data))
+    for k in (3, 17, 33):  # a CRC flipped in a plain batch in the middle of a chunk
+        pos = sum(b.size_in_bytes for b in batches[:k])
+        bad = bytearray(data)
+        bad[pos + 70] ^= 0x40
+        want = outcome_of(bytes(bad), False)
+        assert want[1][0] is kbatch.CrcMismatchError and want[0]
+        assert outcome_of(bytes(bad), True) == want
+    for cut in (len(data) - 3, len(data) // 2):
+        want = outcome_of(data[:cut], False)
+        assert want[1][0] is kbatch.TruncatedDataError
+        assert outcome_of(data[:cut], True) == want
+        assert outcome_of(data[:cut], True, strict=False) == outcome_of(data[:cut], False, strict=False)
+
+
+def test_an_abandoned_threaded_iteration_leaves_nothing_running(kbackend, two_threads):
+    """Stopping after the first chunk cancels or waits for the chunks decoded ahead: when close()
+    returns, no thread still reads the caller's buffer (which may be a map about to close)."""
+    import mmap
+    import tempfile
+
+    data = many_chunks_log() * 1  # noqa: PLR6104
+    with tempfile.TemporaryFile() as f:
+        f.write(data)
+        f.flush()
+        m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        gen = A.iter_record_batches(m, "t", 1, chunk_rows=60, use_threads=True)
+        first = next(gen)
+        assert first.num_rows
+        gen.close()
+        del gen, first
+        m.close()  # no export of the map is left behind: a running decode would hold one (BufferError)
+    assert two_threads.submit(lambda: 7).result(timeout=30) == 7
+
+
+def test_threads_after_fork():
+    """A child forked after the parent decoded on its threads makes its own (the parent's do not
+    exist in it): its decode finishes, and gives the parent's table."""
+    import multiprocessing
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("no fork on this platform")
+    data = many_chunks_log()
+    parent = kbatch.decode_columns(data, "t", 1, chunk_rows=60)  # makes the parent's pool (2+ CPUs)
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_decode_in_child, args=(data, q))
+    p.start()
+    p.join(60)
+    if p.is_alive():
+        p.kill()
+        pytest.fail("the forked child's decode hung")
+    assert p.exitcode == 0
+    assert q.get(timeout=10) == parent.num_rows
+
+
+def _decode_in_child(data, q):
+    q.put(kbatch.decode_columns(data, "t", 1, chunk_rows=60).num_rows)

@@ -27,7 +27,11 @@ alive). Legacy (magic 0/1) batches go through the record objects of `legacy.py`.
 """
 from __future__ import annotations
 
+import os
+import threading
+from collections import deque
 from collections.abc import Generator, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -421,13 +425,48 @@ def _decode_legacy(buf: memoryview, b: _Batches, include_headers: bool, max_deco
     return _columns_from_records(per_batch, include_headers)
 
 
+_POOL: tuple[int, ThreadPoolExecutor, int] | None = None  # (the pid that made it, the pool, its threads)
+_POOL_LOCK = threading.Lock()
+
+
+def _decode_pool() -> tuple[ThreadPoolExecutor, int] | None:
+    """The threads that decode chunks ahead of the one being assembled, and how many (one a CPU,
+    at most 8: the walk is bound by memory beyond that); None on one CPU. A forked child makes its
+    own: the parent's threads do not exist there."""
+    global _POOL
+    workers = min(os.cpu_count() or 1, 8)
+    if workers < 2:
+        return None
+    with _POOL_LOCK:
+        if _POOL is None or _POOL[0] != os.getpid():
+            _POOL = (os.getpid(), ThreadPoolExecutor(workers, thread_name_prefix="kbatch-decode"), workers)
+        return _POOL[1], _POOL[2]
+
+
+class _Ahead:
+    """A plain chunk's kernel call for a decode thread; drop() lets go of the caller's buffer when
+    the call was cancelled before it ran (a cancelled call stays queued until a thread reaches it)."""
+
+    __slots__ = ("args",)
+
+    def __init__(self, *args: Any) -> None:
+        self.args: tuple[Any, ...] | None = args
+
+    def __call__(self) -> Columns:
+        assert self.args is not None  # dropped only once cancelled: never run after
+        return _decode_plain(*self.args)
+
+    def drop(self) -> None:
+        self.args = None
+
+
 def iter_record_batches(data: Buffer, topic: str | None = None, partition: int | None = None, *,
                         include_headers: bool = True, batch_fields: bool = False, include_control: bool = False,
                         tombstone: bool = True, verify_crc: bool = True, strict: bool = True,
                         start_offset: int | None = None, end_offset: int | None = None,
                         chunk_rows: int = DEFAULT_CHUNK_ROWS, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-                        max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES
-                        ) -> Generator[pa.RecordBatch, None, int]:
+                        max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES,
+                        use_threads: bool = True) -> Generator[pa.RecordBatch, None, int]:
     """Yield pyarrow.RecordBatch objects of about `chunk_rows` rows and at most about
     `chunk_bytes` bytes of (decompressed) records each; a batch is never split, so a chunk holds
     one batch at least.
@@ -435,29 +474,31 @@ def iter_record_batches(data: Buffer, topic: str | None = None, partition: int |
     start_offset/end_offset select rows with start_offset <= offset < end_offset; batches wholly
     outside are skipped unread. The generator's return value (StopIteration.value) is the
     position where complete batches end.
+    use_threads: decode the records of uncompressed chunks on other threads (one a CPU), ahead of
+    the chunk being yielded, as pyarrow's readers do; chunks, rows and errors come in the same order
+    either way. Pass False where the caller already runs one decode a core (a Spark task).
     """
     buf = _as_view(data)
     lo = W.INT64_MIN if start_offset is None else start_offset
     hi = W.INT64_MAX if end_offset is None else end_offset
     chunk_bytes = max(1, min(int(chunk_bytes), _MAX_CHUNK_BYTES))
     assemble = _Assembler(topic, partition, include_headers, batch_fields, tombstone)
-    gen = scan_headers(buf)
-    pending: _Batches | None = None  # the last, possibly unfinished, chunk: more batches of its kind may follow
-    done = False
-    valid = 0
 
-    def results(b: _Batches) -> Iterator[tuple[Columns, int, int]]:
-        """(kernel result, index in b of its first batch, index after its last batch)."""
-        if b.kind == _PLAIN:
+    def results(b: _Batches, ahead: Future[Columns] | None) -> Iterator[tuple[Columns, int, int]]:
+        """(kernel result, index in b of its first batch, index after its last batch); `ahead`:
+        the kernel result of a plain chunk, decoded on another thread."""
+        if ahead is not None:
+            yield ahead.result(), 0, len(b)
+        elif b.kind == _PLAIN:
             yield _decode_plain(buf, b, include_headers, verify_crc), 0, len(b)
         elif b.kind == _COMPRESSED:
             yield from _decode_compressed(buf, b, include_headers, verify_crc, max_decompressed_bytes, chunk_bytes)
         else:
             yield _decode_legacy(buf, b, include_headers, max_decompressed_bytes, verify_crc), 0, len(b)
 
-    def decode(b: _Batches) -> Iterator[tuple[pa.RecordBatch | None, int]]:
+    def decode(b: _Batches, ahead: Future[Columns] | None = None) -> Iterator[tuple[pa.RecordBatch | None, int]]:
         """(record batch or None, index after the last batch it holds), run after run."""
-        for cols, first, end in results(b):
+        for cols, first, end in results(b, ahead):
             rb = None
             if cols["offset"].size:
                 bf: BatchFields | None = None
@@ -476,12 +517,12 @@ def iter_record_batches(data: Buffer, topic: str | None = None, partition: int |
                         rb = rb.filter(pa.array((off >= lo) & (off < hi)))
             yield (rb if rb is not None and rb.num_rows else None), end
 
-    def flush(b: _Batches) -> Iterator[pa.RecordBatch]:
+    def flush(b: _Batches, ahead: Future[Columns] | None = None) -> Iterator[pa.RecordBatch]:
         """Yield the chunk's rows; on a bad batch, first yield the rows of the good batches
         before it (one batch at a time), then raise the bad batch's error."""
         done = 0
         try:
-            for rb, end in decode(b):
+            for rb, end in decode(b, ahead):
                 if rb is not None:
                     yield rb
                 done = end
@@ -494,50 +535,97 @@ def iter_record_batches(data: Buffer, topic: str | None = None, partition: int |
                         yield rb
             raise
 
-    while not done:
-        try:
-            s = next(gen)
-        except StopIteration as stop:
-            valid = stop.value
-            break
-        except KBatchError:
-            if pending is not None:
-                yield from flush(pending)
-            raise
-        c = {k: s[k] for k in _SCAN}
-        magic, attrs = c["magic"], c["attributes"]
-        v2 = magic == 2
-        past = np.flatnonzero(v2 & (c["base_offset"] >= hi))
-        if len(past):  # offsets only rise: nothing after this batch is wanted
-            cut = int(past[0])
-            done = True
-            valid = int(c["position"][cut])
-            c = {k: v[:cut] for k, v in c.items()}
-            magic, attrs, v2 = magic[:cut], attrs[:cut], v2[:cut]
-        keep = c["last_offset"] >= lo
-        if not include_control:
-            keep &= ~(v2 & ((attrs & W.CONTROL_FLAG_MASK) != 0))
-        idx = np.flatnonzero(keep)
-        if not len(idx):
-            continue
-        kind = np.where(v2, np.where((attrs & W.COMPRESSION_CODEC_MASK) != 0, _COMPRESSED, _PLAIN), _LEGACY)[idx]
-        breaks = np.flatnonzero(kind[1:] != kind[:-1]) + 1
-        for run in np.split(idx, breaks):
-            b = _Batches(int(kind[np.searchsorted(idx, run[0])]), {k: v[run] for k, v in c.items()})
-            if pending is not None:
-                if pending.kind == b.kind:
-                    b = pending.then(b)
+    def chunks() -> Generator[_Batches, None, int]:
+        """The chunks to decode, in order (a scan error after the chunks before it); returns
+        the position where complete batches end."""
+        gen = scan_headers(buf)
+        pending: _Batches | None = None  # the last, possibly unfinished, chunk: more batches of its kind may follow
+        done = False
+        valid = 0
+        while not done:
+            try:
+                s = next(gen)
+            except StopIteration as stop:
+                valid = stop.value
+                break
+            except KBatchError:
+                if pending is not None:
+                    yield pending
+                raise
+            c = {k: s[k] for k in _SCAN}
+            magic, attrs = c["magic"], c["attributes"]
+            v2 = magic == 2
+            past = np.flatnonzero(v2 & (c["base_offset"] >= hi))
+            if len(past):  # offsets only rise: nothing after this batch is wanted
+                cut = int(past[0])
+                done = True
+                valid = int(c["position"][cut])
+                c = {k: v[:cut] for k, v in c.items()}
+                magic, attrs, v2 = magic[:cut], attrs[:cut], v2[:cut]
+            keep = c["last_offset"] >= lo
+            if not include_control:
+                keep &= ~(v2 & ((attrs & W.CONTROL_FLAG_MASK) != 0))
+            idx = np.flatnonzero(keep)
+            if not len(idx):
+                continue
+            kind = np.where(v2, np.where((attrs & W.COMPRESSION_CODEC_MASK) != 0, _COMPRESSED, _PLAIN), _LEGACY)[idx]
+            breaks = np.flatnonzero(kind[1:] != kind[:-1]) + 1
+            for run in np.split(idx, breaks):
+                b = _Batches(int(kind[np.searchsorted(idx, run[0])]), {k: v[run] for k, v in c.items()})
+                if pending is not None:
+                    if pending.kind == b.kind:
+                        b = pending.then(b)
+                    else:
+                        yield pending
+                    pending = None
+                ranges = b.plan(chunk_rows, chunk_bytes if b.kind == _PLAIN else _MAX_CHUNK_BYTES)
+                for r_lo, r_hi in ranges[:-1]:
+                    yield b.take(r_lo, r_hi)
+                pending = b.take(*ranges[-1])
+        if pending is not None:
+            yield pending
+        if strict and not done and valid < len(buf):
+            raise truncation_error(buf, valid)
+        return valid
+
+    threads = _decode_pool() if use_threads else None
+    depth = 0 if threads is None else threads[1]  # chunks decoded ahead of the one being yielded
+    queue: deque[tuple[_Batches, Future[Columns] | None, _Ahead | None]] = deque()
+    source = chunks()
+    failure: Exception | None = None  # raised once the chunks before it are yielded
+    valid = 0
+    exhausted = False
+    try:
+        while True:
+            while not exhausted and len(queue) <= depth:
+                try:
+                    chunk = next(source)
+                except StopIteration as stop:
+                    valid, exhausted = stop.value, True
+                    break
+                except Exception as e:  # noqa: BLE001 - its turn comes after the chunks before it
+                    failure, exhausted = e, True
+                    break
+                job = fut = None
+                if threads is not None and chunk.kind == _PLAIN:
+                    job = _Ahead(buf, chunk, include_headers, verify_crc)
+                    fut = threads[0].submit(job)
+                queue.append((chunk, fut, job))
+            if not queue:
+                break
+            chunk, fut, _job = queue.popleft()
+            yield from flush(chunk, fut)
+        if failure is not None:
+            raise failure
+    finally:
+        # abandoned early: no thread reads the caller's buffer after this (it may be a map about to
+        # close), and no queued call holds it
+        for _chunk, fut, job in queue:
+            if fut is not None and job is not None:
+                if fut.cancel():
+                    job.drop()
                 else:
-                    yield from flush(pending)
-                pending = None
-            ranges = b.plan(chunk_rows, chunk_bytes if b.kind == _PLAIN else _MAX_CHUNK_BYTES)
-            for r_lo, r_hi in ranges[:-1]:
-                yield from flush(b.take(r_lo, r_hi))
-            pending = b.take(*ranges[-1])
-    if pending is not None:
-        yield from flush(pending)
-    if strict and not done and valid < len(buf):
-        raise truncation_error(buf, valid)
+                    fut.exception()
     return valid
 
 
@@ -556,7 +644,7 @@ def decode_columns(data: Buffer, topic: str | None = None, partition: int | None
                    batch_fields: bool = False, include_control: bool = False, verify_crc: bool = True,
                    strict: bool = True, start_offset: int | None = None, end_offset: int | None = None,
                    chunk_rows: int = DEFAULT_CHUNK_ROWS, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-                   max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES) -> pa.Table:
+                   max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES, use_threads: bool = True) -> pa.Table:
     """Decode every record of `data` into a pyarrow.Table with Spark's Kafka-source columns.
 
     data: any buffer (bytes, mmap, memoryview, numpy uint8) of batches, magic 0/1/2 mixed.
@@ -569,12 +657,14 @@ def decode_columns(data: Buffer, topic: str | None = None, partition: int | None
     The table has one chunk per `chunk_rows` rows or `chunk_bytes` bytes of (decompressed) records,
     whichever comes first (a batch is never split across chunks); no more than about chunk_bytes
     is decompressed at a time.
+    use_threads: decode uncompressed chunks on several threads (one a CPU), as pyarrow's readers
+    do; the table is the same either way.
     """
     batches = list(iter_record_batches(
         data, topic, partition, include_headers=include_headers, batch_fields=batch_fields,
         include_control=include_control, verify_crc=verify_crc, strict=strict, start_offset=start_offset,
         end_offset=end_offset, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes,
-        max_decompressed_bytes=max_decompressed_bytes))
+        max_decompressed_bytes=max_decompressed_bytes, use_threads=use_threads))
     return pa.Table.from_batches(batches, schema=schema(include_headers, batch_fields))
 
 

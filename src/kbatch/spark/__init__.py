@@ -154,7 +154,8 @@ class _DecodeFn:
                     continue
                 yield from iter_record_batches(raw, t, None if p is None else int(p),
                                                include_headers=self.include_headers,
-                                               batch_fields=self.batch_fields, verify_crc=self.verify_crc)
+                                               batch_fields=self.batch_fields, verify_crc=self.verify_crc,
+                                               use_threads=False)  # Spark runs a task a core already
 
 
 # ------------------------------------------------------------------------------------ KIP-937 report

@@ -284,7 +284,7 @@ class KafkaSegmentsReader(DataSourceReader):
                 batch_fields=self.batch_fields or committed, include_control=committed,
                 tombstone=self.tombstone, verify_crc=self.verify_crc, strict=not at_eof,
                 start_offset=partition.start_offset, end_offset=partition.end_offset,
-                chunk_rows=self.rows_per_batch)
+                chunk_rows=self.rows_per_batch, use_threads=False)  # Spark runs a task a core already
             try:
                 if committed:
                     assert partition.aborted is not None  # committed says so
