@@ -9,10 +9,11 @@ on every 10th record in the decode and append groups (headers on costs what they
                builders and BatchBuilder (build_batch, one kernel call a batch), per codec, every
                codec at Kafka's default level (the peers' gzip and aiokafka's lz4 set to it) and
                the output bytes recorded (KBATCH_BENCH_BATCHES batches, default 85, ~10 MB)
-  decode       decode_columns (CRC checked, headers on) vs aiokafka record objects (CRC checked,
-               key/value/timestamp/headers read) vs a single-thread memory copy of the same bytes
-               into a buffer that exists (numpy.copyto) and into a new one (numpy.copy), on a
-               segment larger than the caches (KBATCH_BENCH_SEGMENT_MB, default 128)
+  decode       decode_columns on one thread (CRC checked, headers on) vs aiokafka record objects
+               (CRC checked, key/value/timestamp/headers read) vs a single-thread memory copy of
+               the same bytes into a buffer that exists (numpy.copyto) and into a new one
+               (numpy.copy), on a segment larger than the caches (KBATCH_BENCH_SEGMENT_MB, default
+               128); and decode_columns on its threads (use_threads=True, one a CPU) beside them
   append       Log.append_table of a table vs Log.append of the same batches already built vs
                plain file writes of those bytes (none, lz4, zstd; KBATCH_BENCH_APPEND_BATCHES
                batches of 1000 records, default 300)
@@ -149,8 +150,8 @@ def segment():
     return data, n * N_RECORDS
 
 
-def kbatch_decode(data):
-    return kbatch.decode_columns(data, "t", 0, include_headers=True, verify_crc=True)
+def kbatch_decode(data, use_threads=False):
+    return kbatch.decode_columns(data, "t", 0, include_headers=True, verify_crc=True, use_threads=use_threads)
 
 
 def aiokafka_objects(data):
@@ -167,15 +168,17 @@ def aiokafka_objects(data):
 
 
 @pytest.mark.benchmark(group="decode")
-@pytest.mark.parametrize("impl", ["kbatch decode_columns", "aiokafka objects", "memcpy into a buffer",
-                                  "memcpy into a new buffer"])
+@pytest.mark.parametrize("impl", ["kbatch decode_columns", "kbatch decode_columns (threads)", "aiokafka objects",
+                                  "memcpy into a buffer", "memcpy into a new buffer"])
 def test_decode(benchmark, segment, impl):
     data, n = segment
     src = np.frombuffer(data, np.uint8)
     dst = np.empty_like(src)
-    fn = {"kbatch decode_columns": lambda: kbatch_decode(data), "aiokafka objects": lambda: aiokafka_objects(data),
+    fn = {"kbatch decode_columns": lambda: kbatch_decode(data),
+          "kbatch decode_columns (threads)": lambda: kbatch_decode(data, use_threads=True),
+          "aiokafka objects": lambda: aiokafka_objects(data),
           "memcpy into a buffer": lambda: np.copyto(dst, src), "memcpy into a new buffer": lambda: src.copy()}[impl]
-    if impl == "kbatch decode_columns":
+    if impl.startswith("kbatch decode_columns"):
         t = fn()
         assert t.num_rows == n and t["headers"].null_count == n - n // 10
         assert t["offset"].to_pylist()[-1] == n - 1
@@ -184,6 +187,11 @@ def test_decode(benchmark, segment, impl):
     rounds = 3 if impl == "aiokafka objects" else 11
     benchmark.pedantic(fn, rounds=rounds, iterations=1, warmup_rounds=1)
     benchmark.extra_info.update(bytes=len(data), records=n)
+    if impl == "kbatch decode_columns (threads)":
+        from kbatch.arrow import _decode_pool
+
+        pool = _decode_pool()
+        benchmark.extra_info["threads"] = 1 if pool is None else pool[1] + 1  # the decode threads and the caller
 
 
 # ------------------------------------------------------------------------------------ append
