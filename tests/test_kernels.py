@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from conftest import load_backend
 from kbatch import _core_py
 from kbatch import _wire as W
+from kbatch import errors as kbatch_errors
 from kbatch.errors import (CorruptRecordError, InvalidRecordError, KBatchError, TruncatedDataError)
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -953,6 +954,36 @@ def test_diff_decode_columns_long_fields_on_every_walk(recs, ops, headers, check
     data, cols, crcs = one_batch_section([record(off_delta=i, key=k, value=v) for i, (k, v) in enumerate(recs)])
     data = mutate(data, ops)
     same_on_every_walk(data, *cols, headers, crcs if check_crc else None)
+
+
+def test_columns_job_is_decode_columns_in_three_steps(backend):
+    """ColumnsJob: arguments and buffers, run() (here on another thread, as decode_columns' threads
+    run it), result() on this one: decode_columns_v2's dict, or its error from result() (run()
+    never raises); run() once only, result() only after it, and the same each call."""
+    import threading
+
+    recs = [record(off_delta=i, ts_delta=i, key=b"k%d" % i, value=b"v" * (i * 9), headers=[("h", b"x")] * (i % 3))
+            for i in range(40)]
+    data, cols, crcs = one_batch_section(recs)
+    want = outcome(backend.decode_columns_v2, data, *cols, True, crcs)
+    job = backend.ColumnsJob(data, *cols, True, crcs)
+    with pytest.raises(RuntimeError):
+        job.result()
+    t = threading.Thread(target=job.run)
+    t.start()
+    t.join(30)
+    assert outcome(job.result) == want and job.result() is job.result()
+    with pytest.raises(RuntimeError):
+        job.run()
+    bad = bytearray(data)
+    bad[100] ^= 1  # the stored CRC no longer matches
+    job = backend.ColumnsJob(bytes(bad), *cols, True, crcs)
+    job.run()
+    with pytest.raises(kbatch_errors.CrcMismatchError) as ei:
+        job.result()
+    assert ei.value.position == 0
+    with pytest.raises(kbatch_errors.CrcMismatchError):
+        job.result()
 
 
 def test_decode_columns_argument_shapes(backend):

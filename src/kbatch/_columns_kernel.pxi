@@ -186,104 +186,149 @@ def decode_columns_v2(data, starts, ends, counts, base_offsets, base_timestamps,
     header_key_offsets/data, header_value_offsets/data/valid, stats. Errors as decode_records_v2.
     The arrays live in buffers of Arrow's memory pool.
     """
-    cdef const uint8_t[::1] buf = _view(data)
-    # 1-D, one entry per batch in each (checked there): the loop indexes all of them by batch
-    a_st, a_en, a_ct, a_bo, a_bt, a_mt, a_at = _py._column_arrays(
-        starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes)
-    a_crc = _py._crc_array(crcs, len(a_st))
-    cdef const int64_t[::1] st = a_st
-    cdef const int64_t[::1] en = a_en
-    cdef const int32_t[::1] ct = a_ct
-    cdef const int64_t[::1] bo = a_bo
-    cdef const int64_t[::1] bt = a_bt
-    cdef const int64_t[::1] mt = a_mt
-    cdef const int16_t[::1] at = a_at
-    cdef const int64_t[::1] cr
-    cdef const int64_t *crp = NULL
-    if a_crc is not None:
-        cr = a_crc
-        crp = &cr[0] if cr.shape[0] else NULL
-    cdef Py_ssize_t nb = st.shape[0]
-    cdef int64_t n = 0, total = 0, nbuf = buf.shape[0], span
-    cdef Py_ssize_t i
-    for i in range(nb):
-        span = en[i] - st[i]
-        if span > 0:
-            total += span
-            if ct[i] > 0:
-                # a record takes >= 7 bytes: a claimed count never sizes more rows than the bytes hold
-                n += ct[i] if ct[i] < span // 7 else span // 7
-    cdef bint hdrs = bool(include_headers)
-    _, o_off = _arrow_empty(n, np.int64); _, o_ts = _arrow_empty(n, np.int64)
-    _, o_tsv = _arrow_empty(n, np.bool_); _, o_tt = _arrow_empty(n, np.int32)
-    _, o_tomb = _arrow_empty(n, np.bool_); _, o_bi = _arrow_empty(n, np.int32)
-    _, k_off = _arrow_empty(n + 1, np.int32); _, k_val = _arrow_empty(n, np.bool_)
-    _, v_off = _arrow_empty(n + 1, np.int32); _, v_val = _arrow_empty(n, np.bool_)
-    _, h_off = _arrow_empty(n + 1, np.int32)
-    kb, k_dat = _arrow_empty(total, np.uint8, True)
-    vb, v_dat = _arrow_empty(total, np.uint8, True)
-    cdef int64_t[::1] m_off = o_off, m_ts = o_ts
-    cdef uint8_t[::1] m_tsv = o_tsv.view(np.uint8), m_tomb = o_tomb.view(np.uint8)
-    cdef int32_t[::1] m_tt = o_tt, m_bi = o_bi, m_koff = k_off, m_voff = v_off, m_hoff = h_off
-    cdef uint8_t[::1] m_kval = k_val.view(np.uint8), m_vval = v_val.view(np.uint8)
-    cdef uint8_t *kdp = <uint8_t *>cnp.PyArray_DATA(k_dat)
-    cdef uint8_t *vdp = <uint8_t *>cnp.PyArray_DATA(v_dat)
-    cdef _DcErr err
-    cdef _DcHdr hb
-    cdef int64_t n_hdr = 0
+    job = ColumnsJob(data, starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes,
+                     include_headers, crcs)
+    job.run()
+    return job.result()
+
+
+cdef class ColumnsJob:
+    """decode_columns_v2 in three steps, so the walk can run on another thread while the memory
+    is taken and given back on the caller's: ColumnsJob(...) checks the arguments and takes the
+    column buffers from Arrow's pool; run() walks the records without the GIL (once, from any
+    thread); result() raises the walk's error or returns decode_columns_v2's dict (on the thread
+    that made the job: Arrow's pool reuses a thread's freed memory only on that thread)."""
+
+    cdef const uint8_t[::1] buf
+    cdef const int64_t[::1] st, en, bo, bt, mt, cr
+    cdef const int32_t[::1] ct
+    cdef const int16_t[::1] at
+    cdef int32_t[::1] m_koff, m_voff
+    cdef object cols, kb, vb, stats_a, out
+    cdef int64_t n, n_hdr
+    cdef int64_t[::1] m_stats
     cdef int rc
-    cdef uint8_t dummy = 0
-    stats_a = np.zeros(6, np.int64)
-    cdef int64_t[::1] m_stats = stats_a
-    err.status = 0; err.pos = 0; err.a = 0; err.b = 0; err.c = 0; err.batch = 0
-    memset(&hb, 0, sizeof(hb))
+    cdef bint hdrs, ran
+    cdef uint8_t dummy
     cdef _DcIn inp
     cdef _DcOut o
-    inp.buf = &buf[0] if nbuf > 0 else &dummy; inp.nbuf = nbuf; inp.nb = nb
-    inp.starts = &st[0] if nb else NULL; inp.ends = &en[0] if nb else NULL; inp.counts = &ct[0] if nb else NULL
-    inp.bases = &bo[0] if nb else NULL; inp.bts = &bt[0] if nb else NULL; inp.mts = &mt[0] if nb else NULL
-    inp.attrs = &at[0] if nb else NULL; inp.crcs = crp; inp.headers = hdrs
-    # the CRC covers a batch from its attributes to its end; its header precedes its records
-    inp.crc_lead = RECORD_BATCH_OVERHEAD - ATTRIBUTES_OFFSET; inp.header_size = RECORD_BATCH_OVERHEAD
-    o.off = &m_off[0] if n else NULL; o.ts = &m_ts[0] if n else NULL; o.tsv = &m_tsv[0] if n else NULL
-    o.tt = &m_tt[0] if n else NULL; o.tomb = &m_tomb[0] if n else NULL; o.bi = &m_bi[0] if n else NULL
-    o.k_off = &m_koff[0]; o.k_dat = kdp; o.k_val = &m_kval[0] if n else NULL
-    o.v_off = &m_voff[0]; o.v_dat = vdp; o.v_val = &m_vval[0] if n else NULL
-    o.h_off = &m_hoff[0]
-    try:
+    cdef _DcHdr hb
+    cdef _DcErr err
+
+    def __cinit__(self):
+        memset(&self.hb, 0, sizeof(self.hb))
+
+    def __init__(self, data, starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes,
+                 include_headers=True, crcs=None):
+        self.buf = _view(data)
+        # 1-D, one entry per batch in each (checked there): the loop indexes all of them by batch
+        a_st, a_en, a_ct, a_bo, a_bt, a_mt, a_at = _py._column_arrays(
+            starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes)
+        a_crc = _py._crc_array(crcs, len(a_st))
+        self.st = a_st; self.en = a_en; self.ct = a_ct; self.bo = a_bo; self.bt = a_bt; self.mt = a_mt
+        self.at = a_at
+        cdef const int64_t *crp = NULL
+        if a_crc is not None:
+            self.cr = a_crc
+            crp = &self.cr[0] if self.cr.shape[0] else NULL
+        cdef Py_ssize_t nb = self.st.shape[0]
+        cdef int64_t n = 0, total = 0, nbuf = self.buf.shape[0], span
+        cdef Py_ssize_t i
+        for i in range(nb):
+            span = self.en[i] - self.st[i]
+            if span > 0:
+                total += span
+                if self.ct[i] > 0:
+                    # a record takes >= 7 bytes: a claimed count never sizes more rows than the bytes hold
+                    n += self.ct[i] if self.ct[i] < span // 7 else span // 7
+        self.n = n
+        self.hdrs = bool(include_headers)
+        _, o_off = _arrow_empty(n, np.int64); _, o_ts = _arrow_empty(n, np.int64)
+        _, o_tsv = _arrow_empty(n, np.bool_); _, o_tt = _arrow_empty(n, np.int32)
+        _, o_tomb = _arrow_empty(n, np.bool_); _, o_bi = _arrow_empty(n, np.int32)
+        _, k_off = _arrow_empty(n + 1, np.int32); _, k_val = _arrow_empty(n, np.bool_)
+        _, v_off = _arrow_empty(n + 1, np.int32); _, v_val = _arrow_empty(n, np.bool_)
+        _, h_off = _arrow_empty(n + 1, np.int32)
+        self.kb, k_dat = _arrow_empty(total, np.uint8, True)
+        self.vb, v_dat = _arrow_empty(total, np.uint8, True)
+        self.cols = {"offset": o_off, "timestamp": o_ts, "timestamp_valid": o_tsv, "timestamp_type": o_tt,
+                     "is_tombstone": o_tomb, "batch_index": o_bi, "header_offsets": h_off,
+                     "key_offsets": k_off, "key_valid": k_val, "value_offsets": v_off, "value_valid": v_val}
+        cdef int64_t[::1] m_off = o_off, m_ts = o_ts
+        cdef uint8_t[::1] m_tsv = o_tsv.view(np.uint8), m_tomb = o_tomb.view(np.uint8)
+        cdef int32_t[::1] m_tt = o_tt, m_bi = o_bi, m_hoff = h_off
+        cdef uint8_t[::1] m_kval = k_val.view(np.uint8), m_vval = v_val.view(np.uint8)
+        self.m_koff = k_off; self.m_voff = v_off
+        self.stats_a = np.zeros(6, np.int64)
+        self.m_stats = self.stats_a
+        self.err.status = 0; self.err.pos = 0; self.err.a = 0; self.err.b = 0; self.err.c = 0; self.err.batch = 0
+        # every pointer below stays valid while the job lives: the job holds the arrays and views
+        self.inp.buf = &self.buf[0] if nbuf > 0 else &self.dummy; self.inp.nbuf = nbuf; self.inp.nb = nb
+        self.inp.starts = &self.st[0] if nb else NULL; self.inp.ends = &self.en[0] if nb else NULL
+        self.inp.counts = &self.ct[0] if nb else NULL; self.inp.bases = &self.bo[0] if nb else NULL
+        self.inp.bts = &self.bt[0] if nb else NULL; self.inp.mts = &self.mt[0] if nb else NULL
+        self.inp.attrs = &self.at[0] if nb else NULL; self.inp.crcs = crp; self.inp.headers = self.hdrs
+        # the CRC covers a batch from its attributes to its end; its header precedes its records
+        self.inp.crc_lead = RECORD_BATCH_OVERHEAD - ATTRIBUTES_OFFSET; self.inp.header_size = RECORD_BATCH_OVERHEAD
+        self.o.off = &m_off[0] if n else NULL; self.o.ts = &m_ts[0] if n else NULL
+        self.o.tsv = &m_tsv[0] if n else NULL; self.o.tt = &m_tt[0] if n else NULL
+        self.o.tomb = &m_tomb[0] if n else NULL; self.o.bi = &m_bi[0] if n else NULL
+        self.o.k_off = &self.m_koff[0]; self.o.k_dat = <uint8_t *>cnp.PyArray_DATA(k_dat)
+        self.o.k_val = &m_kval[0] if n else NULL
+        self.o.v_off = &self.m_voff[0]; self.o.v_dat = <uint8_t *>cnp.PyArray_DATA(v_dat)
+        self.o.v_val = &m_vval[0] if n else NULL
+        self.o.h_off = &m_hoff[0]
+
+    def __dealloc__(self):
+        free(self.hb.k_off); free(self.hb.v_off); free(self.hb.v_val); free(self.hb.k_dat); free(self.hb.v_dat)
+
+    def run(self):
+        """Walk the records (the GIL released); once."""
+        if self.ran:
+            raise RuntimeError("ColumnsJob.run() runs once")
+        self.ran = True
+        cdef int rc
         with nogil:
-            rc = _dc_loop(&inp, &o, &hb, &n_hdr, &m_stats[0], &err)
-        if rc < 0:
-            if err.status == -2:
+            rc = _dc_loop(&self.inp, &self.o, &self.hb, &self.n_hdr, &self.m_stats[0], &self.err)
+        self.rc = rc
+
+    def result(self):
+        """decode_columns_v2's dict, or the walk's error (the same each call)."""
+        if not self.ran:
+            raise RuntimeError("ColumnsJob.result() before run()")
+        if self.rc < 0:
+            if self.err.status == -2:
                 raise MemoryError()
-            _dc_raise(err, bo, ct)
-        h = n_hdr
-        if hdrs:
-            hk_off = _arrow_copy(hb.k_off, h + 1, np.int32)
-            hv_off = _arrow_copy(hb.v_off, h + 1, np.int32)
-            hk_dat = _arrow_copy(hb.k_dat, hb.k_off[h], np.uint8)
-            hv_dat = _arrow_copy(hb.v_dat, hb.v_off[h], np.uint8)
-            hv_val = _arrow_copy(hb.v_val, h, np.bool_)
+            _dc_raise(self.err, self.bo, self.ct)
+        if self.out is not None:
+            return self.out
+        cdef int64_t h = self.n_hdr, n = self.n
+        if self.hdrs:
+            hk_off = _arrow_copy(self.hb.k_off, h + 1, np.int32)
+            hv_off = _arrow_copy(self.hb.v_off, h + 1, np.int32)
+            hk_dat = _arrow_copy(self.hb.k_dat, self.hb.k_off[h], np.uint8)
+            hv_dat = _arrow_copy(self.hb.v_dat, self.hb.v_off[h], np.uint8)
+            hv_val = _arrow_copy(self.hb.v_val, h, np.bool_)
         else:
             hk_off = np.zeros(1, np.int32); hv_off = np.zeros(1, np.int32)
             hk_dat = np.zeros(0, np.uint8); hv_dat = np.zeros(0, np.uint8); hv_val = np.zeros(0, np.bool_)
-    finally:
-        free(hb.k_off); free(hb.v_off); free(hb.v_val); free(hb.k_dat); free(hb.v_dat)
-    kd = int(k_off[n]); vd = int(v_off[n])  # every batch decoded its count: n rows
-    # give back what the data buffers did not use (the pool shrinks in place, or copies what is left)
-    del k_dat, v_dat
-    kb.resize(kd, shrink_to_fit=True)
-    vb.resize(vd, shrink_to_fit=True)
-    return {
-        "offset": o_off, "timestamp": o_ts, "timestamp_valid": o_tsv, "timestamp_type": o_tt,
-        "is_tombstone": o_tomb, "batch_index": o_bi,
-        "header_offsets": h_off,
-        "key_offsets": k_off, "key_data": np.frombuffer(kb, np.uint8, count=kd), "key_valid": k_val,
-        "value_offsets": v_off, "value_data": np.frombuffer(vb, np.uint8, count=vd), "value_valid": v_val,
-        "header_key_offsets": hk_off, "header_key_data": hk_dat,
-        "header_value_offsets": hv_off, "header_value_data": hv_dat,
-        "header_value_valid": hv_val, "stats": stats_a,
-    }
+        free(self.hb.k_off); free(self.hb.v_off); free(self.hb.v_val); free(self.hb.k_dat); free(self.hb.v_dat)
+        memset(&self.hb, 0, sizeof(self.hb))
+        kd = int(self.m_koff[n]); vd = int(self.m_voff[n])  # every batch decoded its count: n rows
+        # give back what the data buffers did not use (the pool shrinks in place, or copies what is left)
+        self.o.k_dat = NULL; self.o.v_dat = NULL
+        self.kb.resize(kd, shrink_to_fit=True)
+        self.vb.resize(vd, shrink_to_fit=True)
+        out = dict(self.cols)
+        out.update({"key_data": np.frombuffer(self.kb, np.uint8, count=kd),
+                    "value_data": np.frombuffer(self.vb, np.uint8, count=vd),
+                    "header_key_offsets": hk_off, "header_key_data": hk_dat,
+                    "header_value_offsets": hv_off, "header_value_data": hv_dat,
+                    "header_value_valid": hv_val, "stats": self.stats_a})
+        self.out = out
+        # the input and the per-batch arrays are not needed any more: let the caller's buffer go
+        self.buf = None; self.inp.buf = NULL
+        return out
 
 
 cdef _dc_raise(_DcErr err, bo, ct):

@@ -109,6 +109,17 @@ def decode_columns_v2(data: Buffer, starts: npt.ArrayLike, ends: npt.ArrayLike, 
                       crcs: npt.ArrayLike | None = None) -> dict[str, npt.NDArray[Any]]:
     """Arrow-layout columns of the v2 records of many batches (see kbatch._core_py)."""
 
+@final
+class ColumnsJob:
+    """decode_columns_v2 in three steps: the arguments and the buffers here, run() (the GIL
+    released, from any thread), result() on the caller's thread (see kbatch._core_py)."""
+    def __init__(self, data: Buffer, starts: npt.ArrayLike, ends: npt.ArrayLike, counts: npt.ArrayLike,
+                 base_offsets: npt.ArrayLike, base_timestamps: npt.ArrayLike,
+                 max_timestamps: npt.ArrayLike, attributes: npt.ArrayLike,
+                 include_headers: bool = True, crcs: npt.ArrayLike | None = None) -> None: ...
+    def run(self) -> None: ...
+    def result(self) -> dict[str, npt.NDArray[Any]]: ...
+
 def find_timestamps_v2(data: Buffer, starts: npt.ArrayLike, ends: npt.ArrayLike, counts: npt.ArrayLike,
                        base_offsets: npt.ArrayLike, base_timestamps: npt.ArrayLike,
                        max_timestamps: npt.ArrayLike, attributes: npt.ArrayLike,

@@ -425,6 +425,41 @@ def _offsets_of(lengths: Sequence[int]) -> npt.NDArray[np.int32]:
     return out.astype(np.int32)
 
 
+class ColumnsJob:
+    """decode_columns_v2 in three steps (the compiled core walks without the GIL in run(), so the
+    walk can run on another thread while the memory is taken and given back on the caller's):
+    ColumnsJob(...) takes decode_columns_v2's arguments; run() decodes (once, never raises);
+    result() raises the decode's error or returns its dict."""
+
+    def __init__(self, data: Buffer, starts: npt.ArrayLike, ends: npt.ArrayLike, counts: npt.ArrayLike,
+                 base_offsets: npt.ArrayLike, base_timestamps: npt.ArrayLike, max_timestamps: npt.ArrayLike,
+                 attributes: npt.ArrayLike, include_headers: bool = True, crcs: npt.ArrayLike | None = None) -> None:
+        self._args: tuple[Any, ...] | None = (data, starts, ends, counts, base_offsets, base_timestamps,
+                                              max_timestamps, attributes, include_headers, crcs)
+        self._out: dict[str, npt.NDArray[Any]] | None = None
+        self._error: BaseException | None = None
+        self._ran = False
+
+    def run(self) -> None:
+        if self._ran:
+            raise RuntimeError("ColumnsJob.run() runs once")
+        self._ran = True
+        assert self._args is not None
+        try:
+            self._out = decode_columns_v2(*self._args)
+        except Exception as e:  # noqa: BLE001 - result() raises it, on the caller's thread
+            self._error = e
+        self._args = None  # the caller's buffer is not needed any more
+
+    def result(self) -> dict[str, npt.NDArray[Any]]:
+        if not self._ran:
+            raise RuntimeError("ColumnsJob.result() before run()")
+        if self._error is not None:
+            raise self._error
+        assert self._out is not None
+        return self._out
+
+
 def decode_columns_v2(data: Buffer, starts: npt.ArrayLike, ends: npt.ArrayLike, counts: npt.ArrayLike,
                       base_offsets: npt.ArrayLike, base_timestamps: npt.ArrayLike, max_timestamps: npt.ArrayLike,
                       attributes: npt.ArrayLike, include_headers: bool = True,

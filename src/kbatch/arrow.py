@@ -52,7 +52,7 @@ from .compression import check_codec, decompress
 from .errors import CrcMismatchError, KBatchError
 
 if TYPE_CHECKING:
-    from ._core import ByteView, Record
+    from ._core import ByteView, ColumnsJob, Record
     from ._typing import Buffer
 
 #: a kernel result: Arrow-layout numpy columns by name (kbatch._core_py.decode_columns_v2)
@@ -352,14 +352,21 @@ class _Batches:
         return out
 
 
-def _decode_plain(buf: memoryview, b: _Batches, include_headers: bool, verify_crc: bool) -> Columns:
+def _plain_job(buf: memoryview, b: _Batches, include_headers: bool, verify_crc: bool) -> ColumnsJob:
     """Uncompressed v2 batches: the kernel reads their records in place and checks each batch's
     CRC right before its records (so they are read from cache)."""
     c = b.c
     starts = c["position"] + W.RECORDS_OFFSET
-    return _backend.core.decode_columns_v2(
+    job: ColumnsJob = _backend.core.ColumnsJob(
         buf, starts, c["position"] + c["size"], c["record_count"], c["base_offset"], c["first_timestamp"],
         c["max_timestamp"], c["attributes"], include_headers, c["crc"].astype(np.int64) if verify_crc else None)
+    return job
+
+
+def _decode_plain(buf: memoryview, b: _Batches, include_headers: bool, verify_crc: bool) -> Columns:
+    job = _plain_job(buf, b, include_headers, verify_crc)
+    job.run()
+    return job.result()
 
 
 def _decode_compressed(buf: memoryview, b: _Batches, include_headers: bool, verify_crc: bool,
@@ -429,6 +436,10 @@ _POOL: tuple[int, ThreadPoolExecutor, int] | None = None  # (the pid that made i
 _POOL_LOCK = threading.Lock()
 
 
+#: a plain chunk's walk given to a decode thread, and its future
+_Walk = tuple["_Ahead", Future[None]]
+
+
 def _decode_pool() -> tuple[ThreadPoolExecutor, int] | None:
     """The threads that decode chunks ahead of the one being assembled, and how many (one a CPU,
     at most 8: the walk is bound by memory beyond that); None on one CPU. A forked child makes its
@@ -444,20 +455,23 @@ def _decode_pool() -> tuple[ThreadPoolExecutor, int] | None:
 
 
 class _Ahead:
-    """A plain chunk's kernel call for a decode thread; drop() lets go of the caller's buffer when
-    the call was cancelled before it ran (a cancelled call stays queued until a thread reaches it)."""
+    """A plain chunk's walk for a decode thread (its memory is taken and given back on the caller's
+    thread: Arrow's pool reuses freed memory only on the thread that freed it, and memory taken on
+    a decode thread and freed on the caller's went back to the system each time, to be faulted in
+    again); drop() lets go of the job, and so of the caller's buffer, when the walk was cancelled
+    before it ran (a cancelled call stays queued until a thread reaches it)."""
 
-    __slots__ = ("args",)
+    __slots__ = ("job",)
 
-    def __init__(self, *args: Any) -> None:
-        self.args: tuple[Any, ...] | None = args
+    def __init__(self, job: ColumnsJob) -> None:
+        self.job: ColumnsJob | None = job
 
-    def __call__(self) -> Columns:
-        assert self.args is not None  # dropped only once cancelled: never run after
-        return _decode_plain(*self.args)
+    def __call__(self) -> None:
+        assert self.job is not None  # dropped only once cancelled: never run after
+        self.job.run()
 
     def drop(self) -> None:
-        self.args = None
+        self.job = None
 
 
 def iter_record_batches(data: Buffer, topic: str | None = None, partition: int | None = None, *,
@@ -484,11 +498,13 @@ def iter_record_batches(data: Buffer, topic: str | None = None, partition: int |
     chunk_bytes = max(1, min(int(chunk_bytes), _MAX_CHUNK_BYTES))
     assemble = _Assembler(topic, partition, include_headers, batch_fields, tombstone)
 
-    def results(b: _Batches, ahead: Future[Columns] | None) -> Iterator[tuple[Columns, int, int]]:
+    def results(b: _Batches, ahead: _Walk | None) -> Iterator[tuple[Columns, int, int]]:
         """(kernel result, index in b of its first batch, index after its last batch); `ahead`:
-        the kernel result of a plain chunk, decoded on another thread."""
+        a plain chunk's job and the walk running on another thread."""
         if ahead is not None:
-            yield ahead.result(), 0, len(b)
+            ahead[1].result()  # the walk itself never raises: its error comes from the job
+            assert ahead[0].job is not None
+            yield ahead[0].job.result(), 0, len(b)
         elif b.kind == _PLAIN:
             yield _decode_plain(buf, b, include_headers, verify_crc), 0, len(b)
         elif b.kind == _COMPRESSED:
@@ -496,7 +512,7 @@ def iter_record_batches(data: Buffer, topic: str | None = None, partition: int |
         else:
             yield _decode_legacy(buf, b, include_headers, max_decompressed_bytes, verify_crc), 0, len(b)
 
-    def decode(b: _Batches, ahead: Future[Columns] | None = None) -> Iterator[tuple[pa.RecordBatch | None, int]]:
+    def decode(b: _Batches, ahead: _Walk | None = None) -> Iterator[tuple[pa.RecordBatch | None, int]]:
         """(record batch or None, index after the last batch it holds), run after run."""
         for cols, first, end in results(b, ahead):
             rb = None
@@ -517,7 +533,7 @@ def iter_record_batches(data: Buffer, topic: str | None = None, partition: int |
                         rb = rb.filter(pa.array((off >= lo) & (off < hi)))
             yield (rb if rb is not None and rb.num_rows else None), end
 
-    def flush(b: _Batches, ahead: Future[Columns] | None = None) -> Iterator[pa.RecordBatch]:
+    def flush(b: _Batches, ahead: _Walk | None = None) -> Iterator[pa.RecordBatch]:
         """Yield the chunk's rows; on a bad batch, first yield the rows of the good batches
         before it (one batch at a time), then raise the bad batch's error."""
         done = 0
@@ -590,7 +606,7 @@ def iter_record_batches(data: Buffer, topic: str | None = None, partition: int |
 
     threads = _decode_pool() if use_threads else None
     depth = 0 if threads is None else threads[1]  # chunks decoded ahead of the one being yielded
-    queue: deque[tuple[_Batches, Future[Columns] | None, _Ahead | None]] = deque()
+    queue: deque[tuple[_Batches, _Walk | None]] = deque()
     source = chunks()
     failure: Exception | None = None  # raised once the chunks before it are yielded
     valid = 0
@@ -606,26 +622,26 @@ def iter_record_batches(data: Buffer, topic: str | None = None, partition: int |
                 except Exception as e:  # noqa: BLE001 - its turn comes after the chunks before it
                     failure, exhausted = e, True
                     break
-                job = fut = None
+                ahead: _Walk | None = None
                 if threads is not None and chunk.kind == _PLAIN:
-                    job = _Ahead(buf, chunk, include_headers, verify_crc)
-                    fut = threads[0].submit(job)
-                queue.append((chunk, fut, job))
+                    walk = _Ahead(_plain_job(buf, chunk, include_headers, verify_crc))
+                    ahead = (walk, threads[0].submit(walk))
+                queue.append((chunk, ahead))
             if not queue:
                 break
-            chunk, fut, _job = queue.popleft()
-            yield from flush(chunk, fut)
+            chunk, ahead = queue.popleft()
+            yield from flush(chunk, ahead)
         if failure is not None:
             raise failure
     finally:
         # abandoned early: no thread reads the caller's buffer after this (it may be a map about to
         # close), and no queued call holds it
-        for _chunk, fut, job in queue:
-            if fut is not None and job is not None:
-                if fut.cancel():
-                    job.drop()
+        for _chunk, ahead in queue:
+            if ahead is not None:
+                if ahead[1].cancel():
+                    ahead[0].drop()
                 else:
-                    fut.exception()
+                    ahead[1].exception()
     return valid
 
 
