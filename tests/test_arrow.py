@@ -395,3 +395,22 @@ def test_threads_after_fork():
 
 def _decode_in_child(data, q):
     q.put(kbatch.decode_columns(data, "t", 1, chunk_rows=60).num_rows)
+
+
+def test_decode_threads_follow_the_cpus_this_process_may_use(monkeypatch):
+    """One thread a CPU this process may run on (a container's or taskset's share, not the
+    machine's), at most 8; none on one CPU (the caller decodes, as with use_threads=False)."""
+    if not hasattr(A.os, "sched_getaffinity"):
+        pytest.skip("no CPU affinity on this platform")
+    monkeypatch.setattr(A, "_POOL", None)
+    monkeypatch.setattr(A.os, "sched_getaffinity", lambda pid: {0})
+    assert A._decode_pool() is None
+    monkeypatch.setattr(A.os, "sched_getaffinity", lambda pid: set(range(3)))
+    pool = A._decode_pool()
+    assert pool is not None and pool[1] == 3
+    monkeypatch.setattr(A.os, "sched_getaffinity", lambda pid: set(range(64)))
+    monkeypatch.setattr(A, "_POOL", None)
+    big = A._decode_pool()
+    assert big is not None and big[1] == 8
+    pool[0].shutdown()
+    big[0].shutdown()

@@ -445,7 +445,9 @@ def _decode_pool() -> tuple[ThreadPoolExecutor, int] | None:
     at most 8: the walk is bound by memory beyond that); None on one CPU. A forked child makes its
     own: the parent's threads do not exist there."""
     global _POOL
-    workers = min(os.cpu_count() or 1, 8)
+    # the CPUs this process may run on (a container's or taskset's share), not the machine's
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    workers = min(cpus, 8)
     if workers < 2:
         return None
     with _POOL_LOCK:
