@@ -5,6 +5,8 @@ import struct
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import kbatch
 from kbatch import _backend
@@ -316,9 +318,9 @@ def many_chunks_log() -> bytes:
     return data
 
 
-def outcome_of(data, use_threads, **kw):
+def outcome_of(data, use_threads, chunk_rows=60, **kw):
     """(rows of each chunk yielded, then the error's class, position and text, or the return value)."""
-    gen = A.iter_record_batches(data, "t", 1, use_threads=use_threads, chunk_rows=60, **kw)
+    gen = A.iter_record_batches(data, "t", 1, use_threads=use_threads, chunk_rows=chunk_rows, **kw)
     chunks = []
     try:
         while True:
@@ -414,3 +416,44 @@ def test_decode_threads_follow_the_cpus_this_process_may_use(monkeypatch):
     assert big is not None and big[1] == 8
     pool[0].shutdown()
     big[0].shutdown()
+
+
+_THREADS = None
+
+
+def _module_threads():
+    global _THREADS
+    if _THREADS is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _THREADS = ThreadPoolExecutor(2, thread_name_prefix="test-decode-h")
+    return _THREADS, 2
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.integers(1, 40), min_size=1, max_size=12),
+       kinds=st.lists(st.sampled_from(["plain", "plain", "plain", "lz4", "legacy"]), min_size=12, max_size=12),
+       flips=st.lists(st.integers(0, 10**6), max_size=2), cut=st.none() | st.integers(1, 10**6),
+       chunk_rows=st.sampled_from([1, 7, 30, 1000]), strict=st.booleans())
+def test_threads_equal_one_thread_on_random_logs(sizes, kinds, flips, cut, chunk_rows, strict):
+    """Random runs of plain, compressed and legacy batches, bytes flipped, the tail cut: decoded
+    ahead on two threads or on the caller's, the same chunks, rows, return value or error."""
+    data, off = b"", 0
+    for i, n in enumerate(sizes):
+        kind = kinds[i]
+        b = BatchBuilder(base_offset=off, magic=1 if kind == "legacy" else 2,
+                         compression=Compression.LZ4 if kind == "lz4" else Compression.NONE)
+        for j in range(n):
+            b.append(NOW + off + j, b"k%d" % j, b"v" * (j * 13 % 90),
+                     headers=[("h", b"%d" % j)] if j % 3 == 0 and kind != "legacy" else ())
+        data += b.build()
+        off += n
+    bad = bytearray(data)
+    for f in flips:
+        bad[f % len(bad)] ^= 0x10
+    if cut is not None:
+        bad = bad[:cut % len(bad)]
+    data = bytes(bad)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(A, "_decode_pool", _module_threads)
+        assert outcome_of(data, True, chunk_rows, strict=strict) == outcome_of(data, False, chunk_rows, strict=strict)
