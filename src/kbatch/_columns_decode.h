@@ -92,32 +92,50 @@ static int kb_dc_realloc(void **p, int64_t nbytes) {
     return 0;
 }
 
+/* Grow *p to hold `need` items of `item` bytes (and `extra` more items), doubling from at least
+ * `least`; *cap counts items. -1 when memory runs out. */
+static int kb_dc_grow(void **p, int64_t *cap, int64_t need, int64_t least, int64_t item, int64_t extra) {
+    int64_t c = need;
+    if (*cap * 2 > c) c = *cap * 2;
+    if (c < least) c = least;
+    if (kb_dc_realloc(p, (c + extra) * item) < 0) return -1;
+    *cap = c;
+    return 0;
+}
+
 /* Room for `entries` headers (their offsets: one more) and kbytes / vbytes of header keys / values,
  * growing by doubling; -1 when memory runs out. */
 static int kb_dc_hdr_room(kb_dc_hdr *hb, int64_t entries, int64_t kbytes, int64_t vbytes) {
-    int64_t c;
     if (entries > hb->cap_h) {
-        c = entries;
-        if (hb->cap_h * 2 > c) c = hb->cap_h * 2;
-        if (c < 1024) c = 1024;
-        if (kb_dc_realloc((void **)&hb->k_off, (c + 1) * 4) < 0 || kb_dc_realloc((void **)&hb->v_off, (c + 1) * 4) < 0
-            || kb_dc_realloc((void **)&hb->v_val, c) < 0)
-            return -1;
-        hb->cap_h = c;
+        int64_t c = hb->cap_h;
+        if (kb_dc_grow((void **)&hb->k_off, &c, entries, 1024, 4, 1) < 0) return -1;
+        c = hb->cap_h;
+        if (kb_dc_grow((void **)&hb->v_off, &c, entries, 1024, 4, 1) < 0) return -1;
+        if (kb_dc_grow((void **)&hb->v_val, &hb->cap_h, entries, 1024, 1, 0) < 0) return -1;
     }
-    if (kbytes > hb->cap_k) {
-        c = kbytes;
-        if (hb->cap_k * 2 > c) c = hb->cap_k * 2;
-        if (c < 4096) c = 4096;
-        if (kb_dc_realloc((void **)&hb->k_dat, c) < 0) return -1;
-        hb->cap_k = c;
-    }
-    if (vbytes > hb->cap_v) {
-        c = vbytes;
-        if (hb->cap_v * 2 > c) c = hb->cap_v * 2;
-        if (c < 4096) c = 4096;
-        if (kb_dc_realloc((void **)&hb->v_dat, c) < 0) return -1;
-        hb->cap_v = c;
+    if (kbytes > hb->cap_k && kb_dc_grow((void **)&hb->k_dat, &hb->cap_k, kbytes, 4096, 1, 0) < 0) return -1;
+    if (vbytes > hb->cap_v && kb_dc_grow((void **)&hb->v_dat, &hb->cap_v, vbytes, 4096, 1, 0) < 0) return -1;
+    return 0;
+}
+
+/* The one- and two-byte varints (lengths, deltas and counts, timestamp deltas within +-8 s): the
+ * unsigned value at buf[*pos] into *raw and 1, or 0 when it takes more bytes or reaches limit. */
+static inline int kb_dc_short_varint(const uint8_t *buf, int64_t *pos, int64_t limit, uint32_t *raw) {
+    const int64_t p = *pos;
+    uint32_t b0, b1;
+    if (KB_DC_LIKELY(p + 1 < limit)) {
+        b0 = buf[p];
+        if (b0 < 0x80) {
+            *pos = p + 1;
+            *raw = b0;
+            return 1;
+        }
+        b1 = buf[p + 1];
+        if (b1 < 0x80) {
+            *pos = p + 2;
+            *raw = (b0 & 0x7F) | (b1 << 7);
+            return 1;
+        }
     }
     return 0;
 }
@@ -127,20 +145,9 @@ static inline int kb_dc_varint(const uint8_t *buf, int64_t *pos, int64_t limit, 
     int64_t p = *pos;
     uint32_t raw, b;
     int i;
-    if (KB_DC_LIKELY(p + 1 < limit)) { /* one or two bytes: lengths, deltas and counts */
-        raw = buf[p];
-        if (raw < 0x80) {
-            *pos = p + 1;
-            *out = (int32_t)((raw >> 1) ^ (0u - (raw & 1)));
-            return 0;
-        }
-        b = buf[p + 1];
-        if (b < 0x80) {
-            raw = (raw & 0x7F) | (b << 7);
-            *pos = p + 2;
-            *out = (int32_t)((raw >> 1) ^ (0u - (raw & 1)));
-            return 0;
-        }
+    if (kb_dc_short_varint(buf, pos, limit, &raw)) {
+        *out = (int32_t)((raw >> 1) ^ (0u - (raw & 1)));
+        return 0;
     }
     raw = 0;
     for (i = 0; i < 5; i++) {
@@ -172,21 +179,11 @@ static inline int kb_dc_varint(const uint8_t *buf, int64_t *pos, int64_t limit, 
 static inline int kb_dc_varlong(const uint8_t *buf, int64_t *pos, int64_t limit, int64_t *out, kb_dc_err *err) {
     int64_t p = *pos, i = p;
     uint64_t raw, b;
+    uint32_t short_raw;
     int shift = 0;
-    if (KB_DC_LIKELY(p + 1 < limit)) { /* timestamp deltas within +-8 s */
-        raw = buf[p];
-        if (raw < 0x80) {
-            *pos = p + 1;
-            *out = (int64_t)((raw >> 1) ^ (0 - (raw & 1)));
-            return 0;
-        }
-        b = buf[p + 1];
-        if (b < 0x80) {
-            raw = (raw & 0x7F) | (b << 7);
-            *pos = p + 2;
-            *out = (int64_t)((raw >> 1) ^ (0 - (raw & 1)));
-            return 0;
-        }
+    if (kb_dc_short_varint(buf, pos, limit, &short_raw)) {
+        *out = (int64_t)(((uint64_t)short_raw >> 1) ^ (0 - (uint64_t)(short_raw & 1)));
+        return 0;
     }
     raw = 0;
     for (;;) {
