@@ -250,6 +250,33 @@ __attribute__((target("avx2"))) static inline void kb_dc_copy_avx2(uint8_t *rest
 }
 #endif
 
+/* A key or value at buf[*q]: its bytes appended to dat at *d (write_ahead: the lines 2 KiB ahead
+ * asked for first); 0, 1 when it is null, -1 with err set. */
+static KB_DC_ALWAYS_INLINE int kb_dc_blob(const uint8_t *restrict buf, int64_t *q, int64_t rec_end,
+                                          uint8_t *restrict dat, int64_t *d, const int write_ahead,
+                                          const int avx2, kb_dc_err *err) {
+    int32_t n;
+    if (kb_dc_varint(buf, q, rec_end, &n, err) < 0) return -1;
+    if (n < 0) return 1;
+    if (KB_DC_UNLIKELY(n > rec_end - *q)) {
+        err->status = 14; err->pos = *q; err->a = n; err->b = rec_end - *q;
+        return -1;
+    }
+    /* a decode larger than the caches writes to memory no cache holds, and the hardware's
+     * prefetcher does not get the value data's lines ready early enough (7 % of a decode) */
+    if (write_ahead) KB_DC_PREFETCH_W(dat + *d + 2048);
+#if defined(KB_DC_HAVE_AVX2)
+    if (avx2)
+        kb_dc_copy_avx2(dat + *d, buf + *q, n);
+    else
+#endif
+        kb_dc_copy(dat + *d, buf + *q, n);
+    (void)avx2;
+    *d += n;
+    *q += n;
+    return 0;
+}
+
 /* Walk every record of every batch of `in` into `o` (and the header columns into hb). The
  * per-record arrays hold sum(min(count, section bytes // 7)) rows (a record takes >= 7 bytes), key
  * and value data the section bytes: every output byte comes from a section byte. n_hdr: headers
@@ -273,12 +300,6 @@ static KB_DC_ALWAYS_INLINE int kb_dc_walk(const kb_dc_in *in, const kb_dc_out *o
     uint8_t *restrict k_dat = o->k_dat;
     uint8_t *restrict v_dat = o->v_dat;
     const int headers = in->headers;
-#if defined(KB_DC_HAVE_AVX2)
-#define KB_DC_COPY(d, s, n) (avx2 ? kb_dc_copy_avx2((d), (s), (n)) : kb_dc_copy((d), (s), (n)))
-#else
-#define KB_DC_COPY(d, s, n) kb_dc_copy((d), (s), (n))
-    (void)avx2;
-#endif
     int64_t r = 0, h = 0, kd = 0, vd = 0, hkd = 0, hvd = 0;
     int64_t ts_nulls = 0, ts_min = INT64_MAX, ts_max = INT64_MIN, k_nulls = 0, v_nulls = 0, hv_nulls = 0;
     k_off[0] = 0; v_off[0] = 0; h_off[0] = 0;
@@ -334,8 +355,9 @@ static KB_DC_ALWAYS_INLINE int kb_dc_walk(const kb_dc_in *in, const kb_dc_out *o
         }
         for (int32_t done = 0; done < count; done++) {
             int64_t rec_start, rec_end, q;
+            int null, v_null;
             int64_t ts_delta, ts;
-            int32_t length, off_delta, n, nh;
+            int32_t length, off_delta, nh;
             uint8_t a;
             while (pf < pf_end && pf < pos + pf_from + 2 * KB_DC_PREFETCH_AHEAD) {
                 KB_DC_PREFETCH(buf + pf);
@@ -362,42 +384,16 @@ static KB_DC_ALWAYS_INLINE int kb_dc_walk(const kb_dc_in *in, const kb_dc_out *o
             a = buf[q++];
             if (kb_dc_varlong(buf, &q, rec_end, &ts_delta, err) < 0) return -1;
             if (kb_dc_varint(buf, &q, rec_end, &off_delta, err) < 0) return -1;
-            /* key */
-            if (kb_dc_varint(buf, &q, rec_end, &n, err) < 0) return -1;
-            if (n < 0) {
-                k_val[r] = 0;
-                k_nulls++;
-            } else {
-                if (KB_DC_UNLIKELY(n > rec_end - q)) {
-                    err->status = 14; err->pos = q; err->a = n; err->b = rec_end - q;
-                    return -1;
-                }
-                KB_DC_COPY(k_dat + kd, buf + q, n);
-                kd += n;
-                q += n;
-                k_val[r] = 1;
-            }
+            /* key, value */
+            null = kb_dc_blob(buf, &q, rec_end, k_dat, &kd, 0, avx2, err);
+            if (null < 0) return -1;
+            k_val[r] = (uint8_t)!null;
+            k_nulls += null;
             k_off[r + 1] = (int32_t)kd;
-            /* value */
-            if (kb_dc_varint(buf, &q, rec_end, &n, err) < 0) return -1;
-            const int v_null = n < 0;
-            if (v_null) {
-                v_val[r] = 0;
-                v_nulls++;
-            } else {
-                if (KB_DC_UNLIKELY(n > rec_end - q)) {
-                    err->status = 14; err->pos = q; err->a = n; err->b = rec_end - q;
-                    return -1;
-                }
-                /* ask for the value data's lines 2 KiB ahead of where they are written: a decode
-                 * larger than the caches writes to memory no cache holds, and the hardware's
-                 * prefetcher does not get those lines ready early enough (7 % of a decode) */
-                KB_DC_PREFETCH_W(v_dat + vd + 2048);
-                KB_DC_COPY(v_dat + vd, buf + q, n);
-                vd += n;
-                q += n;
-                v_val[r] = 1;
-            }
+            v_null = kb_dc_blob(buf, &q, rec_end, v_dat, &vd, 1, avx2, err);
+            if (v_null < 0) return -1;
+            v_val[r] = (uint8_t)!v_null;
+            v_nulls += v_null;
             v_off[r + 1] = (int32_t)vd;
             /* headers */
             if (kb_dc_varint(buf, &q, rec_end, &nh, err) < 0) return -1;
@@ -480,8 +476,6 @@ static KB_DC_ALWAYS_INLINE int kb_dc_walk(const kb_dc_in *in, const kb_dc_out *o
     stats[3] = k_nulls; stats[4] = v_nulls; stats[5] = hv_nulls;
     return 0;
 }
-
-#undef KB_DC_COPY
 
 static int kb_dc_loop_generic(const kb_dc_in *in, const kb_dc_out *o, kb_dc_hdr *hb, int64_t *n_hdr, int64_t *stats,
                               kb_dc_err *err) {
