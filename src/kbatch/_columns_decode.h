@@ -490,21 +490,6 @@ __attribute__((target("avx2,bmi,bmi2"))) static int kb_dc_loop_avx2(const kb_dc_
 }
 #endif
 
-/* 1: the AVX2 walk runs (the CPU has it), 0: the generic one; tests lower it to check both */
-static int kb_dc_simd = -1;
-
-static int kb_dc_loop(const kb_dc_in *in, const kb_dc_out *o, kb_dc_hdr *hb, int64_t *n_hdr, int64_t *stats,
-                      kb_dc_err *err) {
-#if defined(KB_DC_HAVE_AVX2)
-    if (kb_dc_simd < 0) {
-        __builtin_cpu_init();
-        kb_dc_simd = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2");
-    }
-    if (kb_dc_simd) return kb_dc_loop_avx2(in, o, hb, n_hdr, stats, err);
-#endif
-    return kb_dc_loop_generic(in, o, hb, n_hdr, stats, err);
-}
-
 /* The walks this CPU runs, fastest last (0 generic, 1 AVX2); kb_dc_walk_limit(k) uses those up to
  * k only and returns the previous limit. For tests; not thread-safe. */
 static int kb_dc_walks(void) {
@@ -514,6 +499,18 @@ static int kb_dc_walks(void) {
 #else
     return 0;
 #endif
+}
+
+/* 1: the AVX2 walk runs (the CPU has it), 0: the generic one; tests lower it to check both */
+static int kb_dc_simd = -1;
+
+static int kb_dc_loop(const kb_dc_in *in, const kb_dc_out *o, kb_dc_hdr *hb, int64_t *n_hdr, int64_t *stats,
+                      kb_dc_err *err) {
+#if defined(KB_DC_HAVE_AVX2)
+    if (kb_dc_simd < 0) kb_dc_simd = kb_dc_walks();
+    if (kb_dc_simd) return kb_dc_loop_avx2(in, o, hb, n_hdr, stats, err);
+#endif
+    return kb_dc_loop_generic(in, o, hb, n_hdr, stats, err);
 }
 
 static int kb_dc_walk_limit(int k) {

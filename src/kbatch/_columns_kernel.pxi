@@ -192,6 +192,11 @@ def decode_columns_v2(data, starts, ends, counts, base_offsets, base_timestamps,
     return job.result()
 
 
+cdef void _dc_hdr_free(_DcHdr *hb) noexcept:
+    free(hb.k_off); free(hb.v_off); free(hb.v_val); free(hb.k_dat); free(hb.v_dat)
+    memset(hb, 0, sizeof(hb[0]))
+
+
 cdef class ColumnsJob:
     """decode_columns_v2 in three steps, so the walk can run on another thread while the memory
     is taken and given back on the caller's: ColumnsJob(...) checks the arguments and takes the
@@ -280,7 +285,7 @@ cdef class ColumnsJob:
         self.o.h_off = &m_hoff[0]
 
     def __dealloc__(self):
-        free(self.hb.k_off); free(self.hb.v_off); free(self.hb.v_val); free(self.hb.k_dat); free(self.hb.v_dat)
+        _dc_hdr_free(&self.hb)
 
     def run(self):
         """Walk the records (the GIL released); once."""
@@ -312,8 +317,7 @@ cdef class ColumnsJob:
         else:
             hk_off = np.zeros(1, np.int32); hv_off = np.zeros(1, np.int32)
             hk_dat = np.zeros(0, np.uint8); hv_dat = np.zeros(0, np.uint8); hv_val = np.zeros(0, np.bool_)
-        free(self.hb.k_off); free(self.hb.v_off); free(self.hb.v_val); free(self.hb.k_dat); free(self.hb.v_dat)
-        memset(&self.hb, 0, sizeof(self.hb))
+        _dc_hdr_free(&self.hb)
         kd = int(self.m_koff[n]); vd = int(self.m_voff[n])  # every batch decoded its count: n rows
         # give back what the data buffers did not use (the pool shrinks in place, or copies what is left)
         self.o.k_dat = NULL; self.o.v_dat = NULL
