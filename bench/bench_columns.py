@@ -33,7 +33,7 @@ import pytest
 
 import kbatch
 from kbatch import Compression
-from kbatch.arrow import HEADER_TYPE
+from kbatch.columns.decode import HEADER_TYPE
 
 aiokafka_mr = pytest.importorskip("aiokafka.record.memory_records")
 aiokafka_dr = importlib.import_module("aiokafka.record.default_records")
@@ -188,7 +188,7 @@ def test_decode(benchmark, segment, impl):
     benchmark.pedantic(fn, rounds=rounds, iterations=1, warmup_rounds=1)
     benchmark.extra_info.update(bytes=len(data), records=n)
     if impl == "kbatch decode_columns (threads)":
-        from kbatch.arrow import _decode_pool
+        from kbatch.columns.decode import _decode_pool
 
         pool = _decode_pool()
         benchmark.extra_info["threads"] = 1 if pool is None else pool[1] + 1  # the decode threads and the caller

@@ -27,7 +27,7 @@ import tempfile
 import pytest
 
 import kbatch
-from kbatch.compaction import compact, rebuild_batch
+from kbatch.log.cleaner import compact, rebuild_batch
 
 NOW = 1_700_000_000_000
 MB = int(os.environ.get("KBATCH_BENCH_COMPACTION_MB", "1024"))
@@ -103,7 +103,7 @@ def dict_cleaner(log_dir, now_ms=NOW, delete_retention_ms=DAY):
     of up to 16 bytes as itself, longer ones by MD5), every record decoded to an object in both
     passes, rebuilt batches through BatchBuilder, tombstones kept with a new delete horizon. Every
     segment but the last is cleaned; each cleaned file replaces its original."""
-    from kbatch.segment import FileRecords
+    from kbatch.log.segment import FileRecords
 
     def digest(key):
         b = bytes(key)

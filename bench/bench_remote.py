@@ -1,4 +1,4 @@
-"""Remote reads: a time lookup on a segment in S3 (moto's server on loopback, tests/s3server.py),
+"""Remote reads: a time lookup on a segment in S3 (moto's server on loopback, tests/support/s3server.py),
 kbatch's ranged reads against what a reader without them does: download the object with pyarrow
 and search it (kbatch's own scan over the downloaded bytes, so only the I/O differs). Both answers
 are checked against the local log first; bytes fetched per lookup are printed beside the times.
@@ -61,7 +61,7 @@ def _kbatch_lookup(uri, target):
 
 def _download_lookup(uri, target):
     """Without ranged reads: fetch the whole segment, then search it in memory."""
-    from kbatch.segment import _batch_at, first_record_at_or_after, scan_buffer
+    from kbatch.log.segment import _batch_at, first_record_at_or_after, scan_buffer
 
     fs, path = _fs.resolve(uri + "/00000000000000000000.log")
     with fs.open_input_stream(path) as f:

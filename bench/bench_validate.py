@@ -20,7 +20,7 @@ import pytest
 
 import kbatch
 from kbatch import _backend
-from kbatch.validate import LogValidator
+from kbatch.log.validator import LogValidator
 
 NOW = 1_700_000_000_000
 HOUR = 3_600_000

@@ -125,7 +125,7 @@ def index_search(data: bytes):
 
 
 def _columns(data):
-    from kbatch.arrow import decode_columns
+    from kbatch.columns.decode import decode_columns
 
     t = decode_columns(data, "t", 0, batch_fields=True, include_control=True, strict=False,
                        max_decompressed_bytes=MAX_DECOMPRESSED)
@@ -138,7 +138,7 @@ def columns(data: bytes):
 
 
 def _validate(data):
-    from kbatch.validate import LogValidator
+    from kbatch.log.validator import LogValidator
 
     if len(data) < 18:
         return None
@@ -159,7 +159,7 @@ def validate(data: bytes):
 
 
 def _index_file(data):
-    from kbatch.index import OffsetIndex, TimeIndex
+    from kbatch.log.index import OffsetIndex, TimeIndex
 
     if len(data) < 9:
         return None

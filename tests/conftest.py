@@ -45,11 +45,11 @@ def backend(request, monkeypatch):
 
 @pytest.fixture(scope="module")
 def s3():
-    """A real S3 API on loopback (moto's server mode behind a counting proxy: tests/s3server.py),
+    """A real S3 API on loopback (moto's server mode behind a counting proxy: tests/support/s3server.py),
     with AWS_* in the environment as a user sets them. Skips when moto[server] is missing."""
     pytest.importorskip("moto.server", reason="moto[server] (the S3 test server) is not installed")
     pytest.importorskip("boto3", reason="boto3 (moto's client) is not installed")
-    from s3server import S3Server, environment
+    from support.s3server import S3Server, environment
 
     server = S3Server()
     try:

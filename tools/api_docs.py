@@ -5,7 +5,7 @@
     PYTHONPATH=src .venv/bin/python tools/api_docs.py --check  # exit 1 if docs/api.md is not up to date
 
 It documents the compiled backend's classes (kbatch.Record, kbatch.ByteView), so it runs with
-KBATCH_BACKEND=cython; kbatch.spark needs pyspark importable. tests/test_docs.py checks that every
+KBATCH_BACKEND=cython; kbatch.spark needs pyspark importable. tests/system/test_docs.py checks that every
 public name is in docs/api.md.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ OUT = ROOT / "docs" / "api.md"
 # module -> what it is for; each is documented through its __all__
 MODULES = {
     "kbatch": "The codec, validation, storage and compaction: everything a user imports from `kbatch`.",
-    "kbatch.arrow": "Arrow columns with Spark's Kafka-source schema (needs pyarrow: the `arrow` extra).",
+    "kbatch.columns.decode": "Arrow columns with Spark's Kafka-source schema (needs pyarrow: the `arrow` extra).",
     "kbatch.spark": "The `kafka-segments` PySpark data source and helpers (needs the `spark` extra).",
     "kbatch.compat": "Drop-in acceleration for kafka-python's and aiokafka's record classes.",
     "kbatch.cli": "The `kbatch` command line as functions (the commands themselves: docs/cli.md).",
@@ -37,7 +37,7 @@ MODULES = {
 INTRO = """# API reference
 
 Generated from the code by `tools/api_docs.py` (signatures and docstrings of every name in each
-public module's `__all__`); `tests/test_docs.py` checks that every public name is here. Exact types:
+public module's `__all__`); `tests/system/test_docs.py` checks that every public name is here. Exact types:
 the package ships `py.typed` and stubs for its compiled modules, so a type checker shows them too.
 Design notes and the Kafka facts behind the names are in the README and the other files of `docs/`.
 

@@ -202,7 +202,7 @@ def cross_compile_aarch64(sdist_root: Path) -> str:
     """No aarch64 machine, container engine or aarch64 Python here: the most this machine proves for
     aarch64 is that the extensions' C (Cython's output for the sdist's .pyx) compiles for it, x86-only
     intrinsics kept behind their guards, without a compiler warning (-Wall -Werror, as
-    tests/test_c_source.py checks the native build). Needs Debian's gcc-aarch64-linux-gnu; skipped
+    tests/system/test_c_source.py checks the native build). Needs Debian's gcc-aarch64-linux-gnu; skipped
     without it."""
     cc = shutil.which("aarch64-linux-gnu-gcc")
     if cc is None:

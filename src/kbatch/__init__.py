@@ -7,10 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 from . import _backend
 from . import _wire
+from . import _moved
 from ._wire import (NO_TIMESTAMP, NO_TIMESTAMP_EXTENDED, Compression, ControlRecordType, OffsetSpec,
                     TimestampType)
-from .batch import MemoryRecords, RecordBatch, iter_batches
-from .builder import BatchBuilder, build_batch, build_end_txn_marker
+from .record.batch import MemoryRecords, RecordBatch
+from .record.file_records import iter_batches
+from .record.builder import BatchBuilder, build_batch, build_end_txn_marker
 from .errors import (CorruptIndexError, CorruptRecordError, CrcMismatchError, DecompressionLimitError,
                      InvalidConfigurationError, InvalidOffsetError, InvalidRecordError, InvalidRequestError,
                      InvalidTimestampError, KBatchError, RecordTooLargeError, TruncatedDataError,
@@ -18,21 +20,24 @@ from .errors import (CorruptIndexError, CorruptRecordError, CrcMismatchError, De
                      MissingDependencyError, NoCompiledCoreWarning)
 from .errors import (FileChangedError, LogDirectoryLockedError, LogWriteError, SegmentTooLargeError,
                      StorageError, UncleanablePartitionError, UnsupportedLayoutError)
-from .legacy import LegacyRecordBatch
-from .records import ControlRecord, parse_control_record
+from .record.legacy import LegacyRecordBatch
+from .record.control import ControlRecord, parse_control_record
 
 __version__ = "0.1.0"
+
+_moved.install()  # kbatch.segment, kbatch.arrow, ... (the paths before record/, columns/, log/)
 
 BACKEND: str = _backend.BACKEND
 if TYPE_CHECKING:  # what type checkers see: the contract both backends share (_core.pyi)
     from ._core import ByteView, Record, crc32c
-    from .arrow import KAFKA_SCHEMA, decode_columns
-    from .arrow_encode import encode_columns, iter_encode_columns
-    from .compaction import compact
-    from .index import OffsetIndex, TimeIndex, TransactionIndex
-    from .log import Log, LogConfig, OffsetAndTimestamp, offsets_for_times, rebuild_indexes, verify_indexes
-    from .segment import FileRecords, LogSegment
-    from .validate import AppendInfo, LogValidator, ValidationResult, check_timestamps
+    from .columns.decode import KAFKA_SCHEMA, decode_columns
+    from .columns.encode import encode_columns, iter_encode_columns
+    from .log.cleaner import compact
+    from .log.index import OffsetIndex, TimeIndex, TransactionIndex
+    from .log.unified_log import Log, LogConfig, OffsetAndTimestamp, offsets_for_times, rebuild_indexes, verify_indexes
+    from .log.segment import LogSegment
+    from .record.file_records import FileRecords
+    from .log.validator import AppendInfo, LogValidator, ValidationResult, check_timestamps
 else:
     Record = _backend.core.Record
     ByteView = _backend.core.ByteView   # type of keys, values, header values (memoryview on the pure backend)
@@ -46,15 +51,15 @@ MAX_TIMESTAMP = OffsetSpec.MAX_TIMESTAMP
 
 # name -> submodule, imported on first attribute access
 _LAZY = {
-    "decode_columns": "arrow", "KAFKA_SCHEMA": "arrow",
-    "encode_columns": "arrow_encode", "iter_encode_columns": "arrow_encode",
-    "LogValidator": "validate", "ValidationResult": "validate", "AppendInfo": "validate",
-    "check_timestamps": "validate",
-    "OffsetIndex": "index", "TimeIndex": "index", "TransactionIndex": "index",
-    "FileRecords": "segment", "LogSegment": "segment",
+    "decode_columns": "columns.decode", "KAFKA_SCHEMA": "columns.decode",
+    "encode_columns": "columns.encode", "iter_encode_columns": "columns.encode",
+    "LogValidator": "log.validator", "ValidationResult": "log.validator", "AppendInfo": "log.validator",
+    "check_timestamps": "log.validator",
+    "OffsetIndex": "log.index", "TimeIndex": "log.index", "TransactionIndex": "log.index",
+    "FileRecords": "record.file_records", "LogSegment": "log.segment",
     "Log": "log", "LogConfig": "log", "OffsetAndTimestamp": "log", "offsets_for_times": "log",
     "rebuild_indexes": "log", "verify_indexes": "log",
-    "compact": "compaction",
+    "compact": "log.cleaner",
 }
 
 

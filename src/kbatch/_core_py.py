@@ -464,7 +464,7 @@ def decode_columns_v2(data: Buffer, starts: npt.ArrayLike, ends: npt.ArrayLike, 
                       base_offsets: npt.ArrayLike, base_timestamps: npt.ArrayLike, max_timestamps: npt.ArrayLike,
                       attributes: npt.ArrayLike, include_headers: bool = True,
                       crcs: npt.ArrayLike | None = None) -> dict[str, npt.NDArray[Any]]:
-    """Decode the v2 records of many batches into Arrow-layout column arrays (kbatch.arrow).
+    """Decode the v2 records of many batches into Arrow-layout column arrays (kbatch.columns.decode).
 
     data holds each batch's (decompressed) records section at [starts[i], ends[i]); counts,
     base_offsets, base_timestamps, max_timestamps, attributes are the batches' header fields

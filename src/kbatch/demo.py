@@ -24,8 +24,8 @@ import time
 from typing import IO, TYPE_CHECKING, TypedDict
 
 from . import _wire as W
-from .batch import iter_batches
-from .builder import BatchBuilder, build_end_txn_marker
+from .record.file_records import iter_batches
+from .record.builder import BatchBuilder, build_end_txn_marker
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -106,7 +106,7 @@ class _LogWriter:
     """Appends through kbatch.Log (validation, offsets, rolling and indexes as a broker does)."""
 
     def __init__(self, path: str, segment_bytes: int, now_ms: int):
-        from .log import Log, LogConfig
+        from .log.unified_log import Log, LogConfig
 
         cfg = LogConfig(segment_bytes=segment_bytes, segment_ms=2**62, retention_ms=2**62, timestamp_extended=True)
         self.now_ms = now_ms
@@ -181,7 +181,7 @@ def generate(root: str, records: int = 20000, now_ms: int | None = None, seed: i
 
     import logging
 
-    logging.getLogger("kbatch.validate").setLevel(logging.ERROR)  # the demo says it once, below
+    logging.getLogger("kbatch.log.validator").setLevel(logging.ERROR)  # the demo says it once, below
     rng = random.Random(seed)
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     prepare_root(root)

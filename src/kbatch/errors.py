@@ -58,6 +58,24 @@ class KBatchError(Exception):
         self.args = (self._render(),)
         return self
 
+    def update(self, *, shift: int = 0, **fields: Any) -> "KBatchError":
+        """Change what the error says and render its message again: the readers that wrap an error
+        name the file (`reason=`), or move its position from a window's to the file's (`shift=`,
+        added to a known position). `fields` are the constructor's (reason, position, base_offset,
+        expected, found, row)."""
+        for name, value in fields.items():
+            if name not in ("reason", "position", "base_offset", "expected", "found", "row"):
+                raise TypeError(f"KBatchError.update() got an unexpected field {name!r}")
+            setattr(self, name, value)
+        if shift and self.position is not None:
+            self.position += shift
+        self.args = (self._render(),)
+        return self
+
+
+class FileNameError(KBatchError, ValueError):
+    """A segment, index or snapshot file whose name does not carry its offset (20 digits)."""
+
 
 class CorruptRecordError(KBatchError, ValueError):
     """Bytes that are not a valid batch/record (Kafka's CorruptRecordException, error 2)."""
@@ -85,7 +103,7 @@ class TruncatedDataError(KBatchError, EOFError):
 class InvalidRecordError(KBatchError, ValueError):
     """A record that parses but breaks a rule (Kafka's InvalidRecordException, error 87).
 
-    When LogValidator rejects records, ``record_errors`` lists them (kbatch.validate.RecordError).
+    When LogValidator rejects records, ``record_errors`` lists them (kbatch.log.validator.RecordError).
     """
 
     error_code = 87
@@ -275,6 +293,7 @@ def raise_status(status: int, position: int, expected: Any = None, found: Any = 
 
 
 __all__ = [
+    "FileNameError",
     "KBatchError", "CorruptRecordError", "CrcMismatchError", "TruncatedDataError", "InvalidRecordError",
     "UnsupportedCodecError", "RecordTooLargeError", "DecompressionLimitError", "InvalidTimestampError",
     "UnsupportedForMessageFormatError", "InvalidRequestError", "CorruptIndexError", "InvalidOffsetError",

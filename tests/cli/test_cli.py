@@ -3,7 +3,7 @@
 
 Segments are built here with BatchBuilder (timestamp_extended=False, no compression, so the bytes
 are what a broker writes and the golden files do not depend on a compressor's version). Set
-KBATCH_REGEN_GOLDEN=1 to rewrite tests/golden/ after a deliberate format change.
+KBATCH_REGEN_GOLDEN=1 to rewrite tests/cli/golden/ after a deliberate format change.
 """
 from __future__ import annotations
 
@@ -19,12 +19,12 @@ import pytest
 import kbatch
 from kbatch import _wire as W
 from kbatch import cli
-from kbatch.builder import BatchBuilder, build_end_txn_marker
+from kbatch.record.builder import BatchBuilder, build_end_txn_marker
 
 typer_testing = pytest.importorskip("typer.testing")
 
 GOLDEN = Path(__file__).parent / "golden"
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 T0 = 1_714_554_000_000  # 2024-05-01T09:00:00Z
 SEG = "00000000000000000000"
 

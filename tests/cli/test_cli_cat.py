@@ -52,7 +52,7 @@ def topic_dir(tmp_path_factory):
         log.append(kbatch.build_end_txn_marker(producer_id=7, producer_epoch=0, commit=commit, coordinator_epoch=0,
                                                timestamp=4100 + base), now_ms=5000, from_client=False)
     log.close()
-    from kbatch.index import AbortedTxn
+    from kbatch.log.index import AbortedTxn
 
     seg = kbatch.Log.open(d).segments[-1]  # the segment holding the ABORT marker, as a broker indexes it
     seg.txn_index.path = os.path.join(d, f"{seg.base_offset:020d}.txnindex")

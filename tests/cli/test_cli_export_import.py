@@ -11,7 +11,7 @@ import pytest
 
 import kbatch
 from kbatch import cli
-from kbatch.arrow import HEADER_TYPE
+from kbatch.columns.decode import HEADER_TYPE
 
 typer_testing = pytest.importorskip("typer.testing")
 

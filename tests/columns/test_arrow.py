@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import kbatch
 from kbatch import _backend
-from kbatch import arrow as A
+from kbatch.columns import decode as A
 from kbatch import BatchBuilder, Compression, build_end_txn_marker
 
 NOW = 1_700_000_000_000

@@ -10,10 +10,10 @@ import pytest
 
 import kbatch
 from kbatch import _backend
-from kbatch import arrow as A
+from kbatch.columns import decode as A
 from kbatch import BatchBuilder, Compression
 
-SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+SRC = str(__import__("support.paths").paths.SRC)
 
 
 def run_child(code: str, backend: str) -> str:

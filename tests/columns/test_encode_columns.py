@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 import kbatch
 from kbatch import _backend
 from kbatch import _core_py
-from kbatch import arrow as A
-from kbatch import arrow_encode as E
+from kbatch.columns import decode as A
+from kbatch.columns import encode as E
 from kbatch import BatchBuilder, Compression, TimestampType
 
 NOW = 1_700_000_000_000

@@ -3,7 +3,7 @@ batches they build decode to the same values in kbatch, and batches kbatch build
 
 The peers' own quirks, each pinned by a test below:
 - kafka-python needs python-snappy for snappy (the test extra installs it) and `xxhash` for its
-  magic 0 lz4; a stand-in built on kbatch.compression.xxh32 (checked against published values in
+  magic 0 lz4; a stand-in built on kbatch.record.compression.xxh32 (checked against published values in
   test_compression) takes xxhash's place.
 - kafka-python sends a batch uncompressed when compression does not make it smaller; the records
   used here compress.
@@ -20,7 +20,7 @@ import importlib
 import pytest
 
 import kbatch
-from kbatch import compression as C
+from kbatch.record import compression as C
 
 RECORDS = [  # (timestamp, key, value, headers): nulls, empties, headers with null values, big values
     (1_600_000_000_000, b"key-0", b"value-0" * 20, [("trace", b"abc"), ("null", None)]),

@@ -5,7 +5,7 @@ import pytest
 
 import kbatch
 from kbatch import Compression, LogConfig
-from kbatch import arrow as A
+from kbatch.columns import decode as A
 
 NOW = 1_700_000_000_000
 
@@ -89,7 +89,7 @@ def test_a_refused_piece_takes_the_ones_before_out_again(backend, tmp_path, monk
     """A failed call leaves the files as they were: the pieces (Log.append calls) before the refused
     one are truncated away, across the segments they rolled, and the log goes on from where it was
     (in one segment; across rolls; from an empty active segment a roll() started)."""
-    monkeypatch.setattr(kbatch.arrow_encode, "APPEND_PIECE_BYTES", 12_000)
+    monkeypatch.setattr(kbatch.columns.encode, "APPEND_PIECE_BYTES", 12_000)
     d = tmp_path / "r-0"
     log = kbatch.Log.create(d, LogConfig(message_timestamp_before_max_ms=3_600_000, segment_bytes=segment_bytes,
                                          index_interval_bytes=1000))
@@ -113,7 +113,7 @@ def test_a_full_disk_in_a_later_piece_takes_the_earlier_ones_out(backend, tmp_pa
     import errno
     import os
 
-    monkeypatch.setattr(kbatch.arrow_encode, "APPEND_PIECE_BYTES", 12_000)
+    monkeypatch.setattr(kbatch.columns.encode, "APPEND_PIECE_BYTES", 12_000)
     d = tmp_path / "f-0"
     log = kbatch.Log.create(d, LogConfig(segment_bytes=30_000))
     log.append_table(rows_table(100), NOW)
@@ -138,7 +138,7 @@ def test_a_full_disk_in_a_later_piece_takes_the_earlier_ones_out(backend, tmp_pa
 def test_a_kill_in_the_middle_recovers_to_where_the_call_started(backend, tmp_path, monkeypatch):
     """The log end to come back to is written down before the first piece, so a process that dies
     after some pieces (here: the state it leaves, the Log never closed) reopens without them."""
-    monkeypatch.setattr(kbatch.arrow_encode, "APPEND_PIECE_BYTES", 12_000)
+    monkeypatch.setattr(kbatch.columns.encode, "APPEND_PIECE_BYTES", 12_000)
     d = tmp_path / "k-0"
     log = kbatch.Log.create(d, LogConfig(segment_bytes=30_000))
     log.append_table(rows_table(100), NOW)
@@ -151,7 +151,7 @@ def test_a_kill_in_the_middle_recovers_to_where_the_call_started(backend, tmp_pa
             raise SystemExit("killed")
         return real(self, *a, **kw)
     monkeypatch.setattr(kbatch.Log, "append", dies_in_the_fourth)
-    monkeypatch.setattr(kbatch.log._AppendGroup, "__exit__", lambda *a: False)  # no undo: the process is gone
+    monkeypatch.setattr(kbatch.log.unified_log.AppendGroup, "__exit__", lambda *a: False)  # no undo: the process is gone
     with pytest.raises(SystemExit):
         log.append_table(rows_table(1000), NOW, records_per_batch=30)
     assert log.end_offset() == 370
@@ -177,9 +177,9 @@ def test_a_note_that_cannot_be_removed_stops_the_log(backend, tmp_path, monkeypa
     (later appends would be taken away at the next open) and the call fails; a reopen undoes it."""
     import errno
 
-    from kbatch import log_loader
+    from kbatch.log import loader as log_loader
 
-    monkeypatch.setattr(kbatch.arrow_encode, "APPEND_PIECE_BYTES", 12_000)
+    monkeypatch.setattr(kbatch.columns.encode, "APPEND_PIECE_BYTES", 12_000)
     d = tmp_path / "n-0"
     log = kbatch.Log.create(d)
     log.append_table(rows_table(100), NOW)

@@ -1,4 +1,4 @@
-"""Index files as brokers of every era wrote them (tests/broker_eras.py) and real broker data
+"""Index files as brokers of every era wrote them (tests/support/broker_eras.py) and real broker data
 (tests/data/brokers/): verify, verify_indexes, dump and lookups agree with a broker; damage is
 still caught; the rebuild claim is exact."""
 import io
@@ -9,11 +9,11 @@ import pytest
 
 import kbatch
 from kbatch.cli.verify import cmd_verify
-from kbatch.dump import DumpOptions, dump
-from kbatch.index_rules import NOTE_INDEX_FIRST_OFFSET, NOTE_TIME_RECORD_OFFSET
+from kbatch.cli.dump_log import DumpOptions, dump
+from kbatch.log.index_rules import NOTE_INDEX_FIRST_OFFSET, NOTE_TIME_RECORD_OFFSET
 
-import storage_oracle as oracle
-from broker_eras import ERAS, BrokerSegment
+from support import storage_oracle as oracle
+from support.broker_eras import ERAS, BrokerSegment
 
 CT = kbatch.TimestampType.CREATE_TIME
 LAT = kbatch.TimestampType.LOG_APPEND_TIME
@@ -194,7 +194,7 @@ def test_damage_is_still_caught(backend, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ real bytes
-DATA = __import__("pathlib").Path(__file__).parent / "data" / "brokers"
+from support.paths import BROKER_DATA as DATA  # noqa: E402
 BROKER_DIRS = sorted(p.name for p in DATA.iterdir() if p.is_dir())
 
 

@@ -13,16 +13,16 @@ import crc32c
 import pytest
 
 import kbatch
-from kbatch import checkpoints as C
-from kbatch.coordinator_records import format_offsets_record, format_transaction_record, group_record_json
-from kbatch.dump import DumpOptions, dump
+from kbatch.log import checkpoints as C
+from kbatch.schema.coordinator_records import format_offsets_record, format_transaction_record, group_record_json
+from kbatch.cli.dump_log import DumpOptions, dump
 from kbatch.errors import CorruptCheckpointError, CorruptSnapshotError
-from kbatch.leader_epoch import LeaderEpochFileCache
-from kbatch.metadata_records import format_metadata_record, metadata_record_json, type_name
-from kbatch.producer_state import read_snapshot
-from kbatch.raft_snapshot import snapshot_id
+from kbatch.log.leader_epoch import LeaderEpochFileCache
+from kbatch.schema.metadata_records import format_metadata_record, metadata_record_json, type_name
+from kbatch.log.producer_state import read_snapshot
+from kbatch.schema.raft_snapshot import snapshot_id
 
-DATA = Path(__file__).parent / "data" / "brokers"
+from support.paths import BROKER_DATA as DATA  # noqa: E402
 KRAFT = DATA / "kafka-3.7.0-kraft"
 
 
@@ -175,7 +175,7 @@ def test_without_a_checkpoint_latest_reads_the_last_batch_only(tmp_path, monkeyp
     """LATEST and EARLIEST on a read-only log without a leader-epoch-checkpoint read the last (first)
     batch carrying an epoch, not every batch header of the log (the cache is built only when the
     whole of it is asked for)."""
-    from kbatch import segment
+    from kbatch.log import segment
 
     d = tmp_path / "t-0"
     d.mkdir()
@@ -183,13 +183,14 @@ def test_without_a_checkpoint_latest_reads_the_last_batch_only(tmp_path, monkeyp
         (d / f"{40 * k:020d}.log").write_bytes(b"".join(batch(40 * k + i, 1, 2 + k) for i in range(40)))
     kbatch.rebuild_indexes(d, index_interval_bytes=256)
     read = []
-    real = segment._WindowReader.read
+    from kbatch.record import file_records
+    real = file_records._WindowReader.read
 
     def counting(self, position, size):
         read.append((self.records.path, size))
         return real(self, position, size)
 
-    monkeypatch.setattr(segment._WindowReader, "read", counting)
+    monkeypatch.setattr(file_records._WindowReader, "read", counting)
     log = kbatch.Log.open(d)
     assert log.offset_for(kbatch.LATEST) == (120, None, 4)
     assert {p.rsplit("/", 1)[1] for p, _ in read} == {f"{80:020d}.log"} and sum(n for _, n in read) < 1000

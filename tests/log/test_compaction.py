@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 import kbatch
 from kbatch import _wire as W
-from kbatch import compaction
-from kbatch.compaction import CleanerStats, OffsetMap, compact, empty_batch_header, recover, with_last_offset
+from kbatch.log import cleaner as compaction
+from kbatch.log.cleaner import CleanerStats, OffsetMap, compact, empty_batch_header, recover, with_last_offset
 
 DAY = 86_400_000
 NOW = 1_700_000_000_000

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kbatch.errors import CorruptIndexError, InvalidOffsetError
-from kbatch.index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
+from kbatch.log.index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
 
 HYP = settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None, max_examples=30)
 BASE = 1000

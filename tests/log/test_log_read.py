@@ -12,7 +12,7 @@ import kbatch
 from kbatch.errors import (InvalidRequestError, UnknownTopicOrPartitionError,
                            UnsupportedForMessageFormatError)
 
-import storage_oracle as oracle
+from support import storage_oracle as oracle
 
 HYP = settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None, max_examples=20)
 LAT = kbatch.TimestampType.LOG_APPEND_TIME
@@ -246,7 +246,7 @@ def test_single_list_and_numpy_lookups_agree_on_large_batches(backend, tmp_path,
     """A single lookup walks an uncompressed CreateTime batch of many records with the kernel
     (no Record objects); a list of targets goes through the bulk lookup: both equal the oracle,
     epochs included, also with the log start offset inside a batch."""
-    from kbatch import checkpoints as C
+    from kbatch.log import checkpoints as C
 
     root = tmp_path / "logs"
     d = str(root / "t-0")
@@ -291,7 +291,7 @@ def test_list_targets_are_checked_like_single_ones(backend, tmp_path):
 def test_a_corrupt_record_in_a_large_batch_is_reported_where_the_objects_report_it(backend, tmp_path, monkeypatch):
     """The kernel path of a single lookup and the Record-object path raise the same error class at
     the same file position (not the position inside the read window)."""
-    from kbatch import segment
+    from kbatch.log import segment
 
     d = str(tmp_path / "t-0")
     _big_batches_log(d, n_batches=10)

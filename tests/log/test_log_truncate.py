@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import kbatch
-from kbatch import log_loader
+from kbatch.log import loader as log_loader
 from kbatch.errors import CorruptCheckpointError, InvalidOffsetError, KBatchError
 
 NOW = 1_700_000_000_000
@@ -91,7 +91,7 @@ def test_the_epoch_cache_recovery_point_and_log_end_come_down(backend, tmp_path)
     log.truncate_to(30)
     assert [tuple(e) for e in log.leader_epoch_cache.entries()] == [(1, 0), (3, 24)]
     assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text().split("\n")[2:4] == ["1 0", "3 24"]
-    assert kbatch.checkpoints.RecoveryCheckpoint.read(d).recovery_point == 30
+    assert kbatch.log.checkpoints.RecoveryCheckpoint.read(d).recovery_point == 30
     assert log.end_offset_for_epoch(3) == (3, 30)
     log.close()
 

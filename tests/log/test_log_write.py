@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import kbatch
 from kbatch.errors import InvalidConfigurationError, InvalidTimestampError
 
-import storage_oracle as oracle
+from support import storage_oracle as oracle
 
 HYP = settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None, max_examples=15)
 LAT = kbatch.TimestampType.LOG_APPEND_TIME

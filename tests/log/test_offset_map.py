@@ -14,8 +14,8 @@ import kbatch
 from conftest import load_backend
 from kbatch import _core_py
 from kbatch import _wire as W
-from kbatch.compaction import rebuild_batch
-from test_kernels import MUTATIONS, RECORDS, SMALL_OR_WIDE64, mutate, outcome
+from kbatch.log.cleaner import rebuild_batch
+from record.test_kernels import MUTATIONS, RECORDS, SMALL_OR_WIDE64, mutate, outcome
 
 DIFF = settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
 
@@ -166,7 +166,7 @@ KEYS = st.sampled_from([b"a", b"b", b"c", b"a key longer than sixteen bytes", No
 def test_rewritten_records_are_batch_builders(rows, kind, codec, horizon, keep, latest_cut):
     """A batch rebuilt from filter_records_v2's section holds exactly BatchBuilder's bytes for the
     records the cleaner keeps (compaction.rebuild_batch, the reference)."""
-    from kbatch.compaction import _header_of, _rebuilt_v2
+    from kbatch.log.cleaner import _header_of, _rebuilt_v2
 
     lat = kind == "lat"
     b = kbatch.BatchBuilder(base_offset=100, compression=codec, timestamp_extended=kind == "extended",

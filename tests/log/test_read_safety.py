@@ -11,9 +11,9 @@ import sys
 import pytest
 
 import kbatch
-from kbatch.dump import DumpOptions, Dumper
+from kbatch.cli.dump_log import DumpOptions, Dumper
 
-SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+SRC = str(__import__("support.paths").paths.SRC)
 
 
 def _child(code: str, *args, timeout=60):
@@ -67,7 +67,7 @@ def test_checkpoint_readers_refuse_fifos(tmp_path):
         os.mkfifo(tmp_path / n)
     code = """
 import sys
-from kbatch import checkpoints as C
+from kbatch.log import checkpoints as C
 from kbatch.errors import StorageError
 d = sys.argv[1]
 for fn, name in ((C.read_partition_metadata, "partition.metadata"),
@@ -144,13 +144,13 @@ def test_index_rules_do_not_judge_a_file_that_changed_while_it_was_read(tmp_path
     """A .log cut while its batches are collected for the index rules is an error, not a shorter
     segment whose index entries then look like damage (or worse, look fine)."""
     from kbatch.errors import FileChangedError
-    from kbatch.index_rules import SegmentBatches
+    from kbatch.log.index_rules import SegmentBatches
 
     class Cut:
         def scan(self, reuse=False):
             b = kbatch.BatchBuilder()
             b.append(1000, b"k", b"v")
-            yield from kbatch.segment.scan_headers(memoryview(b.build()))
+            yield from kbatch.log.segment.scan_headers(memoryview(b.build()))
             raise FileChangedError("the file shrank while it was being read", path="x.log")
 
     with pytest.raises(FileChangedError):

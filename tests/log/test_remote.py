@@ -1,7 +1,7 @@
 """Kafka data in object storage: the same answers from s3:// as from the local directory, with a real
 S3 API (moto's server mode, the `s3` fixture in conftest.py) on loopback; ranged reads that stay near
 the index sizes; the CLI on s3:// paths; tiered-storage layouts. The Spark source over s3:// runs in
-tests/test_docs_remote.py (the docs' example, in a fresh process).
+tests/system/test_docs_remote.py (the docs' example, in a fresh process).
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def demo_root(tmp_path_factory):
     a committed and an aborted transaction, magic 0/1), with the .txnindex a broker writes for the
     aborted one."""
     from kbatch.demo import generate
-    from kbatch.index import AbortedTxn, TransactionIndex
+    from kbatch.log.index import AbortedTxn, TransactionIndex
 
     root = str(tmp_path_factory.mktemp("remote") / "logs")
     generate(root, records=3000, now_ms=NOW, segment_bytes=64 * 1024)

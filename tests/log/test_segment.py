@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 
 import kbatch
 from kbatch.errors import CrcMismatchError
-from kbatch.segment import FileRecords, LogSegment
+from kbatch.log.segment import FileRecords, LogSegment
 
-import storage_oracle as oracle
+from support import storage_oracle as oracle
 
 HYP = settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None, max_examples=20)
 CT = kbatch.TimestampType.CREATE_TIME
@@ -208,7 +208,7 @@ def _columns(gen):
 def test_scans_that_read_ahead_see_the_same_windows(backend, tmp_path, monkeypatch):
     """A reusing scan reads the next window in a thread while the caller works on the current one;
     it hands out the same windows, with the same bytes, as a plain scan."""
-    from kbatch import segment
+    from kbatch.record import file_records as segment
 
     monkeypatch.setattr(segment, "_PREFETCH_MIN", 1)  # every window ahead
     path = tmp_path / f"{0:020d}.log"
@@ -227,7 +227,7 @@ def test_scans_that_read_ahead_see_the_same_windows(backend, tmp_path, monkeypat
 
 
 def test_a_window_read_ahead_from_a_truncated_file_raises_where_it_is_read(backend, tmp_path, monkeypatch):
-    from kbatch import segment
+    from kbatch.record import file_records as segment
 
     monkeypatch.setattr(segment, "_PREFETCH_MIN", 1)
     path = tmp_path / f"{0:020d}.log"

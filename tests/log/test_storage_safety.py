@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 import kbatch
-from kbatch import _files
+from kbatch.log import files as _files
 from kbatch.errors import (CorruptRecordError, FileChangedError, InvalidConfigurationError, KBatchError,
                            LogDirectoryLockedError, LogWriteError, SegmentTooLargeError, StorageError,
                            UncleanablePartitionError)
-from kbatch.segment import FileRecords, MAX_SEGMENT_BYTES, build_indexes
+from kbatch.log.segment import FileRecords, MAX_SEGMENT_BYTES, build_indexes
 
 NOW = 1_700_000_000_000
 SEG = "00000000000000000000"

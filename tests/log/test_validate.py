@@ -18,7 +18,7 @@ import kbatch
 from kbatch import _wire as W
 from kbatch.errors import (CrcMismatchError, InvalidOffsetError, InvalidRecordError, InvalidTimestampError,
                            RecordTooLargeError, TruncatedDataError, UnsupportedForMessageFormatError)
-from kbatch.validate import (INVALID_TIMESTAMP_MESSAGE, AppendInfo, LogValidator, RecordError,
+from kbatch.log.validator import (INVALID_TIMESTAMP_MESSAGE, AppendInfo, LogValidator, RecordError,
                              TimestampCheck, ValidationResult)
 
 NOW = 1_700_000_000_000
@@ -554,7 +554,7 @@ def test_segment_mode_many_batches(backend):
 
 # ------------------------------------------------------------------------------------ WARN
 def test_one_warning_per_batch_more_than_an_hour_ahead(backend, caplog):
-    caplog.set_level(logging.WARNING, logger="kbatch.validate")
+    caplog.set_level(logging.WARNING, logger="kbatch.log.validator")
     v = LogValidator()
     v.validate(build([NOW + HOUR, NOW]), NOW)  # exactly one hour: fine
     assert not caplog.records
@@ -562,7 +562,7 @@ def test_one_warning_per_batch_more_than_an_hour_ahead(backend, caplog):
     assert r.future_warning_batches == 1
     assert len(caplog.records) == 1
     rec = caplog.records[0]
-    assert rec.name == "kbatch.validate" and rec.levelno == logging.WARNING
+    assert rec.name == "kbatch.log.validator" and rec.levelno == logging.WARNING
     assert "2 record(s)" in rec.getMessage()
     caplog.clear()
     seg = build([NOW + 2 * HOUR], base_offset=0) + build([NOW + 3 * HOUR], base_offset=1)
@@ -633,7 +633,7 @@ def legacy_entry(offset, message):
 
 def test_inner_message_magic_must_match_the_wrapper(backend):
     inner = legacy_entry(0, legacy_message(1, NOW, b"a", b"1")) + legacy_entry(1, legacy_message(0, 0, b"b", b"2"))
-    wrapper = legacy_entry(1, legacy_message(1, NOW, None, kbatch.compression.compress(1, inner, 1), attrs=1))
+    wrapper = legacy_entry(1, legacy_message(1, NOW, None, kbatch.record.compression.compress(1, inner, 1), attrs=1))
     with pytest.raises(InvalidRecordError) as ei:
         LogValidator(magic=1).validate(wrapper, NOW)
     (err,) = ei.value.record_errors
@@ -705,7 +705,7 @@ def test_producer_log_append_time_batch_accepted_on_a_create_time_topic_is_rebui
         b = one(out)
         assert info.rebuilt and b.timestamp_type == CT and b.compression == codec
         assert [r.timestamp for r in b] == [NOW, NOW] and info.max_timestamp == NOW
-    wrapped = legacy_entry(0, legacy_message(1, NOW, None, kbatch.compression.compress(
+    wrapped = legacy_entry(0, legacy_message(1, NOW, None, kbatch.record.compression.compress(
         1, legacy_entry(0, legacy_message(1, 10, b"k", b"v")), 1), attrs=1 | W.LEGACY_TIMESTAMP_TYPE_MASK))
     out, info = LogValidator(magic=1, before_max_ms=HOUR).validate_and_assign(wrapped, 0, NOW)
     assert info.rebuilt and [r.timestamp for r in one(out)] == [NOW]

@@ -14,8 +14,8 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder as KpLegacyBuil
 
 import kbatch
 from kbatch import _wire as W
-from kbatch.compression import decompress
-from kbatch.legacy import parse_message
+from kbatch.record.compression import decompress
+from kbatch.record.legacy import parse_message
 from kbatch.errors import (InvalidOffsetError, InvalidRecordError, UnsupportedCodecError,
                            UnsupportedForMessageFormatError)
 

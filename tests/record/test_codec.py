@@ -15,7 +15,7 @@ from kbatch import _wire as W
 from kbatch.errors import (CorruptRecordError, CrcMismatchError, InvalidRecordError, KBatchError,
                            TruncatedDataError)
 
-import vectors as V
+from support import vectors as V
 
 
 def rows(batch):

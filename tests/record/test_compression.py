@@ -9,10 +9,10 @@ import pytest
 import zstandard
 
 import kbatch
-from kbatch import compression as C
+from kbatch.record import compression as C
 from kbatch.errors import CorruptRecordError, DecompressionLimitError, RecordTooLargeError, UnsupportedCodecError
 
-import vectors as V
+from support import vectors as V
 
 PAYLOAD = b"".join(b"record %d with some repeated text; " % i for i in range(3000))  # ~100 KB
 

@@ -18,7 +18,7 @@ import zstandard
 
 import kbatch
 from kbatch import _wire as W
-from kbatch import compression as C
+from kbatch.record import compression as C
 from kbatch.errors import InvalidConfigurationError
 
 PAYLOAD = b"".join(b"record %d with some repeated text and a key-%d; " % (i, i % 97) for i in range(6000))

@@ -14,7 +14,7 @@ from crc32c import crc32c  # an independent CRC-32C for the hand-made batches
 
 import kbatch
 from kbatch import _wire as W
-from kbatch.compression import compress
+from kbatch.record.compression import compress
 from kbatch.errors import (CorruptRecordError, CrcMismatchError, DecompressionLimitError, InvalidRecordError,
                            KBatchError, TruncatedDataError, UnsupportedCodecError)
 

@@ -7,10 +7,10 @@ import pytest
 
 import kbatch
 from kbatch import _wire as W
-from kbatch.compression import compress
+from kbatch.record.compression import compress
 from kbatch.errors import CrcMismatchError, InvalidRecordError
 
-import vectors as V
+from support import vectors as V
 
 
 def message(offset, magic, value, key=None, ts=-1, attrs=0) -> bytes:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import kbatch
 from kbatch import _backend
 from kbatch import _wire as W
-from kbatch.compaction import compact
+from kbatch.log.cleaner import compact
 
 NOW = 1_700_000_000_000
 DAY = 86_400_000

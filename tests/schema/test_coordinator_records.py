@@ -1,4 +1,4 @@
-"""`__consumer_offsets` keys and values (kbatch.coordinator_records) against Kafka's message schemas.
+"""`__consumer_offsets` keys and values (kbatch.schema.coordinator_records) against Kafka's message schemas.
 
 kbatch writes and reads them with its tables generated from Kafka's schema files (kbatch.schema).
 The oracle is a second implementation: kafka-python's generic schema engine (StructField) fed the
@@ -12,7 +12,7 @@ import struct
 
 import pytest
 
-from kbatch import coordinator_records as cr
+from kbatch.schema import coordinator_records as cr
 from kbatch.errors import CorruptRecordError
 
 pytest.importorskip("kafka.protocol.schemas", reason="the oracle is kafka-python >= 3's schema engine")

@@ -23,13 +23,13 @@ import pytest
 pytest.importorskip("kafka.protocol.api_message", reason="kbatch serve needs kafka-python >= 3 (the serve extra)")
 
 import kbatch  # noqa: E402
-from kbatch import coordinator_records as cr  # noqa: E402
+from kbatch.schema import coordinator_records as cr  # noqa: E402
 from kbatch.server import serve  # noqa: E402
 
-from serve_support import NOW, log_records, write_broker_dir, write_legacy, write_topic, write_transactions  # noqa: E402
+from support.serve_support import NOW, log_records, write_broker_dir, write_legacy, write_topic, write_transactions  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DRIVERS = os.path.join(HERE, "serve_clients")
+DRIVERS = os.path.join(os.path.dirname(HERE), "support", "serve_clients")
 SYSTEM_PY = "/usr/bin/python3"
 RUN_TIMEOUT = 90
 FUTURE_LIMIT_MS = 3_600_000
@@ -335,7 +335,7 @@ def test_broker_shaped_directory_and_transactions_with_every_client(client, tmp_
 
 
 def _broker_data_names():
-    from serve_support import BROKER_DATA
+    from support.serve_support import BROKER_DATA
 
     return sorted(n for n in os.listdir(BROKER_DATA) if os.path.isdir(os.path.join(BROKER_DATA, n))) \
         if os.path.isdir(BROKER_DATA) else []
@@ -347,7 +347,7 @@ def test_real_broker_directories_with_every_client(name, tmp_path):
     served read-only: every client reads every data partition back as kbatch reads it from disk
     (offsets, timestamps, keys, values, headers), and the groups committed in the archived
     __consumer_offsets are answered by OffsetFetch with their last commits."""
-    from serve_support import RawClient, broker_data_copy, request_class
+    from support.serve_support import RawClient, broker_data_copy, request_class
 
     root = broker_data_copy(name, str(tmp_path / name))
     parts = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d))

@@ -21,7 +21,7 @@ from kbatch import _wire as W  # noqa: E402
 from kbatch.server import protocol as P  # noqa: E402
 from kbatch.server import serve  # noqa: E402
 
-from serve_support import (NOW, RawClient, kio_decode, log_records, request_class, write_broker_dir,  # noqa: E402
+from support.serve_support import (NOW, RawClient, kio_decode, log_records, request_class, write_broker_dir,  # noqa: E402
                            write_topic, write_transactions)
 
 try:
@@ -607,7 +607,7 @@ def test_group_apis_every_version(server):
 
 
 def test_committed_offsets_are_records_of_consumer_offsets_and_survive_a_restart(logdir):
-    from kbatch import coordinator_records as cr
+    from kbatch.schema import coordinator_records as cr
 
     write_topic(str(logdir), "t", 0, batches=1)
     with serve(str(logdir), group_initial_rebalance_delay_ms=0) as srv, RawClient(srv.bootstrap) as c:
@@ -731,7 +731,7 @@ def test_log_append_time_topic_stamps_the_append_time(logdir):
 
 
 def test_legacy_message_sets_are_served_as_they_are(logdir, backend):
-    from serve_support import write_legacy
+    from support.serve_support import write_legacy
 
     v1 = write_legacy(str(logdir), "legacy", 0, magic=1)
     write_legacy(str(logdir), "old", 0, magic=0)

@@ -21,13 +21,13 @@ pytest.importorskip("pyspark.sql.datasource")
 
 import kbatch  # noqa: E402
 from kbatch import _wire as W  # noqa: E402
-from kbatch import arrow as A  # noqa: E402
+from kbatch.columns import decode as A  # noqa: E402
 from kbatch import demo  # noqa: E402
 from kbatch.spark import _plan  # noqa: E402
 
 from pyspark.sql.datasource import DataSourceWriter, WriterCommitMessage  # noqa: E402
 
-import segment_corpus  # noqa: E402
+from support import segment_corpus  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -38,7 +38,7 @@ READERS = {"python": "kafka-segments-python", "jvm": "kafka-segments-jvm"}
 @pytest.fixture(scope="session")
 def spark():
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "src")
     os.environ["PYTHONPATH"] = os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])
     from pyspark.sql import SparkSession
 
@@ -379,7 +379,7 @@ def test_real_broker_directories(spark, fmt, tmp_path):
     whose control records are not rows) read as decode_columns reads them; start times resolve
     through the brokers' own indexes as kbatch.Log resolves them (JVM reader: its own lookups;
     the Python reader uses kbatch.Log itself)."""
-    from test_broker_data import BROKER_DIRS, broker_copy
+    from log.test_broker_data import BROKER_DIRS, broker_copy
 
     for name in BROKER_DIRS:
         root = str(broker_copy(name, tmp_path))
@@ -403,9 +403,9 @@ def test_index_forms_of_every_broker_era(spark, fmt, tmp_path):
     """Segments indexed as brokers of 0.11-1.1, 2.0-3.6 and 3.7+ wrote them (first-offset .index
     entries, record-offset .timeindex entries, follower chunks, restarts): offset and time ranges
     and splits at index entries give the rows decode_columns gives."""
-    from test_broker_data import broker_partition
+    from log.test_broker_data import broker_partition
 
-    from broker_eras import ERAS
+    from support.broker_eras import ERAS
 
     root = tmp_path / "eras"
     for k, era in enumerate(ERAS):
@@ -608,7 +608,7 @@ def test_jar_is_built_from_the_sources_in_this_tree():
     jar = ks.jar_path()
     if jar is None:
         pytest.skip("this kbatch build has no JVM reader jar (no javac or pyspark at build time)")
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     sys.path.insert(0, os.path.join(here, "java"))
     try:
         import build_jar

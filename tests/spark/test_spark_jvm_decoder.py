@@ -17,9 +17,9 @@ import pyarrow as pa
 import pytest
 
 import kbatch
-from kbatch.arrow import iter_record_batches
+from kbatch.columns.decode import iter_record_batches
 
-import segment_corpus
+from support import segment_corpus
 
 pytestmark = pytest.mark.spark
 
@@ -69,7 +69,7 @@ def python_decode(path, verify_crc=True, strict=True):
             batches.append(rb)
     except kbatch.KBatchError as e:
         err = (type(e).__name__, e.position, e.base_offset)
-    t = pa.Table.from_batches(batches, schema=kbatch.arrow.schema(True, True))
+    t = pa.Table.from_batches(batches, schema=kbatch.columns.decode.schema(True, True))
 
     def hx(v):
         return None if v is None else bytes(v).hex()
@@ -170,7 +170,7 @@ def test_real_broker_segments(tmp_path):
     """Every segment of tests/data/brokers (Kafka 2.1 to 3.7.0, compacted consumer offsets, KRaft
     metadata with its control batches), through whole-file and 64 KiB read windows: decode_columns' rows."""
     _jar()
-    from test_broker_data import BROKER_DIRS, broker_copy
+    from log.test_broker_data import BROKER_DIRS, broker_copy
 
     files = [str(p) for name in BROKER_DIRS for p in sorted(broker_copy(name, tmp_path).rglob("*.log"))]
     assert len(files) >= 10

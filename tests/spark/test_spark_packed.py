@@ -177,7 +177,7 @@ def test_kafka_segments_reads_with_a_packed_environment(tmp_path):
 
     import kbatch
     from kbatch import demo
-    from test_spark import NOW, _same, _sorted, local_table
+    from spark.test_spark import NOW, _same, _sorted, local_table
 
     data_dir = str(tmp_path / "logs")
     demo.generate(data_dir, records=3000, now_ms=NOW, segment_bytes=24 * 1024)

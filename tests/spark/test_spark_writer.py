@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("pyspark.sql.datasource")
 
 import kbatch  # noqa: E402
-from kbatch import arrow as A  # noqa: E402
+from kbatch.columns import decode as A  # noqa: E402
 from kbatch.spark import _plan  # noqa: E402
 from kbatch.spark import writer as Wr  # noqa: E402
 
@@ -23,7 +23,7 @@ FORMAT = "kafka-segments"  # the writer is reached by the short name, as users r
 @pytest.fixture(scope="session")
 def spark():
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "src")
     os.environ["PYTHONPATH"] = os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])
     from pyspark.sql import SparkSession
 
@@ -34,7 +34,7 @@ def spark():
     s.sparkContext.setLogLevel("ERROR")
     import kbatch.spark as ks
 
-    ks.register(s, pushdown=True)  # as tests/test_spark.py registers it (one session for both)
+    ks.register(s, pushdown=True)  # as tests/spark/test_spark.py registers it (one session for both)
     yield s
 
 

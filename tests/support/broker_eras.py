@@ -1,6 +1,6 @@
 """Index files as Kafka brokers of each era wrote them while appending, for the index-rule tests.
 
-Written from Kafka's source history (docs/broker-data.md), without kbatch.segment / index:
+Written from Kafka's source history (docs/broker-data.md), without kbatch.log.segment / index:
 `LogSegment.append(largestOffset, largestTimestamp, offsetOfMaxTimestamp, records)` indexes when
 more than index.interval.bytes were appended since the last entry (the counter starts at 0 when
 the segment is opened, so spacing restarts after a broker restart); a clean shutdown or roll adds

@@ -14,8 +14,8 @@ import zstandard
 
 import kbatch
 from kbatch import _wire as W
-from kbatch.builder import build_end_txn_marker
-from kbatch.compression import compress
+from kbatch.record.builder import build_end_txn_marker
+from kbatch.record.compression import compress
 
 DAY = 86_400_000
 NOW = 1_750_000_000_000
@@ -186,7 +186,7 @@ def damaged(data: bytes, rng: random.Random) -> bytes:
     if kind == "record" and len(batch) > W.RECORDS_OFFSET and codec <= W.Compression.ZSTD:
         if codec != W.Compression.NONE:  # damage the records inside the compression
             try:
-                recs = bytearray(kbatch.compression.decompress(codec, batch[W.RECORDS_OFFSET:], 2))
+                recs = bytearray(kbatch.record.compression.decompress(codec, batch[W.RECORDS_OFFSET:], 2))
             except kbatch.KBatchError:
                 recs = bytearray(b"damaged")
             codec = W.Compression(codec)

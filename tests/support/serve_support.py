@@ -10,7 +10,7 @@ import time
 
 import kbatch
 from kbatch import _wire as W
-from kbatch.index import AbortedTxn, TransactionIndex
+from kbatch.log.index import AbortedTxn, TransactionIndex
 
 NOW = int(time.time() * 1000)
 TIMEOUT = 10.0
@@ -235,12 +235,12 @@ def write_legacy(root, topic="legacy", partition=0, magic=1):
     return out
 
 
-BROKER_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "brokers")
+BROKER_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "brokers")
 
 
 def broker_data_copy(name, dst):
     """A copy of tests/data/brokers/<name> (real broker data directories) with its .xz files
-    decompressed, as tests/test_broker_data.py uses them."""
+    decompressed, as tests/log/test_broker_data.py uses them."""
     import lzma
     import shutil
 

@@ -1,6 +1,6 @@
 """Independent oracles for the storage tests.
 
-Written from kafka-format.md §5-6 without using kbatch.index / segment / log:
+Written from kafka-format.md §5-6 without using kbatch.log.index / segment / log:
 - `read_segment`: every batch and record of a .log, decoded through the public reader;
 - `expected_index_bytes`: .index / .timeindex bytes from the broker's rules;
 - `brute_offset_for_time`: ListOffsets by decoding every record (§5.4, with the

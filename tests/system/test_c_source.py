@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KBATCH_SRC = ROOT / "src" / "kbatch"
 GENERATED = {KBATCH_SRC / "_core.c": [KBATCH_SRC / "_core.pyx", *KBATCH_SRC.glob("*.pxi"), KBATCH_SRC / "_core.pxd"],
              KBATCH_SRC / "compat" / "_speedups.c": [KBATCH_SRC / "compat" / "_speedups.pyx"]}

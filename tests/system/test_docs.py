@@ -6,7 +6,7 @@ Blocks are fenced and tagged:
   ```bash    runs with `bash -euo pipefail` in an empty temporary directory, with the interpreter's
              bin directory (python, kbatch) first on PATH;
   ```text    output, file layouts and tables: not code, never run.
-Blocks that are one example in steps (RUN_IN_SEQUENCE) run in order in tests/test_docs_columns.py.
+Blocks that are one example in steps (RUN_IN_SEQUENCE) run in order in tests/system/test_docs_columns.py.
 A python/bash block that cannot run here says so to the reader in its first line,
 `# (not run by the docs test: <why>)`, and must be in NOT_RUN below with the reason: keep it tiny.
 Untagged fences and indented code blocks are refused, so no code hides from this test.
@@ -27,7 +27,7 @@ import pytest
 
 import kbatch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 KBATCH_PARENT = str(Path(kbatch.__file__).resolve().parents[1])
 LANGS = ("python", "bash", "text")
@@ -40,9 +40,9 @@ NOT_RUN = {
     ("README.md", "python3 dev.py wheel"):
         "builds and installs a release (minutes); `python3 dev.py wheel` is its own check",
     ("spark.md", "python -m venv pyspark_env && source pyspark_env/bin/activate"):
-        "needs spark-submit and a wheelhouse; tests/test_spark_packed.py runs the same steps",
+        "needs spark-submit and a wheelhouse; tests/spark/test_spark_packed.py runs the same steps",
     ("spark.md", "KBATCH_JAR=$(python -c 'import kbatch.spark; print(kbatch.spark.jar_path())')"):
-        "needs spark-submit and a job; tests/test_spark_packed.py ships the jar to executors the same way",
+        "needs spark-submit and a job; tests/spark/test_spark_packed.py ships the jar to executors the same way",
     ("README.md", "pip install '<wheel or checkout>[serve,cli]'"):
         "kcat (not a Python package) against a server left running; docs/serve.md's Python example runs",
     ("serve.md", "pip install '<wheel or checkout>[serve,cli]'"):
@@ -56,7 +56,7 @@ NOT_RUN = {
 
 
 # Sections whose blocks are one example in steps (later blocks use what earlier ones made):
-# tests/test_docs_columns.py runs each of them in order, in one directory and one namespace.
+# tests/system/test_docs_columns.py runs each of them in order, in one directory and one namespace.
 # file -> (from this heading, up to this one or the end)
 RUN_IN_SEQUENCE = {
     "columns.md": ("", None),
@@ -65,7 +65,7 @@ RUN_IN_SEQUENCE = {
 }
 SEQUENCE_TEST = Path(__file__).resolve().parent / "test_docs_columns.py"
 # Sections about object storage: their blocks run in order against an S3 API on loopback (moto),
-# with AWS_* in the environment as a user sets them, in tests/test_docs_remote.py.
+# with AWS_* in the environment as a user sets them, in tests/system/test_docs_remote.py.
 RUN_WITH_S3 = {
     "cli.md": ("## Remote paths", "## `kbatch export"),
     "remote.md": ("", None),
@@ -205,7 +205,7 @@ def test_block_runs(block: Block, tmp_path: Path):
 
 
 # ------------------------------------------------------------------------------------ API reference
-PUBLIC_MODULES = ["kbatch", "kbatch.arrow", "kbatch.compat", "kbatch.cli", "kbatch.spark", "kbatch.server"]
+PUBLIC_MODULES = ["kbatch", "kbatch.columns.decode", "kbatch.compat", "kbatch.cli", "kbatch.spark", "kbatch.server"]
 
 
 @pytest.mark.parametrize("modname", PUBLIC_MODULES)

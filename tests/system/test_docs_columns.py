@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
-SRC = Path(__file__).resolve().parents[1] / "src"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+SRC = Path(__file__).resolve().parents[2] / "src"
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
 
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from test_docs_columns import SRC, blocks, run_blocks
+from system.test_docs_columns import SRC, blocks, run_blocks
 
 pytest.importorskip("typer", reason="the CLI needs typer (the cli extra)")
 

@@ -2,7 +2,7 @@
 
 Two tiers. The quick tier runs by default in bounded time; `KBATCH_FAULTS=long` runs the long
 tier (hundreds of kills, every crash point, hundreds of short-write trials) and prints what each
-loop did. Crashes are real: a forked child (tests/faults/helper.py) is SIGKILLed, at a random
+loop did. Crashes are real: a forked child (tests/support/faults/helper.py) is SIGKILLed, at a random
 moment or at the k-th durable step (kbatch's crash-point hook: every rename, truncation, file
 creation and deletion, and every compaction and truncation step). After each, everything acknowledged must be on
 disk byte for byte, offsets contiguous, indexes verified, and the log must take appends; a killed
@@ -23,14 +23,14 @@ from pathlib import Path
 import pytest
 
 import kbatch
-from kbatch import _files
+from kbatch.log import files as _files
 from kbatch.errors import FileChangedError, LogDirectoryLockedError, LogWriteError
 
-from faults import helper
+from support.faults import helper
 
 LONG = os.environ.get("KBATCH_FAULTS", "") == "long"
 NOW = 10_000
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parents[1] / "support"
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="fault injection forks a child process (POSIX)")
 
 
@@ -246,7 +246,7 @@ def _batches_and_epochs(d):
         assert not log.problems, log.problems
         out = ([(b.base_offset, bytes(b.raw)) for b in log.batches()], log.end_offset(),
                [tuple(e) for e in log.leader_epoch_cache.entries()])
-        assert kbatch.checkpoints.RecoveryCheckpoint.read(d).recovery_point <= log.end_offset()
+        assert kbatch.log.checkpoints.RecoveryCheckpoint.read(d).recovery_point <= log.end_offset()
     finally:
         log.close()
     return out
@@ -309,9 +309,9 @@ def test_sigkill_append_table_at_every_crash_point(tmp_path, monkeypatch):
     import numpy as np
     import pyarrow as pa
 
-    import kbatch.arrow_encode
+    import kbatch.columns.encode
 
-    monkeypatch.setattr(kbatch.arrow_encode, "APPEND_PIECE_BYTES", 1200)
+    monkeypatch.setattr(kbatch.columns.encode, "APPEND_PIECE_BYTES", 1200)
     pristine = tmp_path / "pristine" / "t-0"
     helper.writer(str(pristine), str(pristine.parent / "acks"), stop_after=12)
     old = _batches_and_epochs(pristine)
@@ -534,9 +534,9 @@ def _append_tables_until_failure(d, limit_setter=None):
     import numpy as np
     import pyarrow as pa
 
-    import kbatch.arrow_encode
+    import kbatch.columns.encode
 
-    kbatch.arrow_encode.APPEND_PIECE_BYTES = 2000  # a forked child: pieces of a few batches
+    kbatch.columns.encode.APPEND_PIECE_BYTES = 2000  # a forked child: pieces of a few batches
     log = helper.open_log(d, retention_ms=-1, segment_bytes=1 << 20)
     rows = 60
     try:

@@ -22,7 +22,7 @@ import pytest
 import kbatch
 from kbatch import cli
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # the kbatch under test (an installed wheel, or src/ of a checkout) for the child processes
 KBATCH_PARENT = str(Path(kbatch.__file__).resolve().parents[1])
 
@@ -68,7 +68,7 @@ NO_CORE = """
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         import kbatch
-        import kbatch.cli, kbatch.validate, kbatch.log   # more imports, still one warning
+        import kbatch.cli, kbatch.log.validator, kbatch.log   # more imports, still one warning
     print(kbatch.BACKEND)
     for w in caught:
         print(w.category.__name__, "|", w.message)
@@ -155,15 +155,15 @@ def test_codec_storage_and_cli_run_without_pyarrow(tmp_path):
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(WITHOUT_PYARROW), str(tmp_path)], capture_output=True,
                           text=True, timeout=120, env={**os.environ, "PYTHONPATH": KBATCH_PARENT})
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert ("columns: kbatch's Arrow columns (kbatch.arrow, decode_columns) needs pyarrow, which is not "
+    assert ("columns: kbatch's Arrow columns (kbatch.columns.decode, decode_columns) needs pyarrow, which is not "
             "installed: pip install pyarrow (kafka-kbatch's 'arrow' extra)") in proc.stdout
 
 
 def test_missing_pyarrow_is_a_kbatch_error_and_an_import_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "pyarrow", None)
-    monkeypatch.delitem(sys.modules, "kbatch.arrow", raising=False)
+    monkeypatch.delitem(sys.modules, "kbatch.columns.decode", raising=False)
     with pytest.raises(ImportError) as info:
-        importlib.import_module("kbatch.arrow")
+        importlib.import_module("kbatch.columns.decode")
     assert isinstance(info.value, kbatch.MissingDependencyError) and isinstance(info.value, kbatch.KBatchError)
     assert info.value.name == "pyarrow"
 
@@ -194,7 +194,7 @@ SPARK_MISSING = {
 @pytest.mark.parametrize("case", SPARK_MISSING)
 def test_missing_spark_extra_is_a_kbatch_error_naming_the_extra(case, monkeypatch):
     """`import kbatch.spark` without the spark extra says which package and which extra, as
-    kbatch.arrow does for pyarrow; still an ImportError (what `except ImportError` expects)."""
+    kbatch.columns.decode does for pyarrow; still an ImportError (what `except ImportError` expects)."""
     modules, package, message = SPARK_MISSING[case]
     for name in [m for m in sys.modules if m == "kbatch.spark" or m.startswith("kbatch.spark.")]:
         monkeypatch.delitem(sys.modules, name)
@@ -223,7 +223,7 @@ def test_sdist_carries_what_the_suite_needs(tmp_path):
                              capture_output=True, text=True, check=True).stdout.split()
     need = {f for f in tracked if not f.endswith((".c", ".so"))}
     need |= {"LICENSE", "README.md", "pyproject.toml", "setup.py", "dev.py", "src/kbatch/py.typed",
-             "src/kbatch/_core.pyi", "tests/conftest.py", "tests/vectors.py"}
+             "src/kbatch/_core.pyi", "tests/conftest.py", "tests/support/vectors.py"}
     assert sorted(need - names) == []
     assert not [n for n in names if n.endswith((".so", ".pyc"))]
 

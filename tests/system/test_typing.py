@@ -1,13 +1,13 @@
 """kbatch's types, as a user's type checker sees them: `py.typed`, the annotations and the stubs of
 the compiled modules.
 
-- tests/typing/user_ok.py, a user's script over the whole API (codec, validation, Log, LogConfig,
+- tests/system/typing/user_ok.py, a user's script over the whole API (codec, validation, Log, LogConfig,
   compact), must pass `mypy --strict`;
-- each tests/typing/bug_*.py plants one mistake users make, marked `# E: <mypy error code>` on its
+- each tests/system/typing/bug_*.py plants one mistake users make, marked `# E: <mypy error code>` on its
   line; mypy must report exactly that code on that line (so a stub or annotation that turns into
   `Any` fails here);
 - the stubs of the compiled modules (_core.pyi, compat/_speedups.pyi) are complete and true:
-  mypy's stubtest compares them with the built extensions (tests/typing/stubtest-allowlist.txt
+  mypy's stubtest compares them with the built extensions (tests/system/typing/stubtest-allowlist.txt
   names what Cython adds that is not API).
 
 One mypy run checks every script (about 10 s warm, more on a cold cache).
@@ -102,29 +102,17 @@ def test_planted_bug_is_caught(bug: Path, mypy_report):
     assert found == expected, f"mypy said: {mypy_report[bug.name]}"
 
 
-# kbatch's own modules that are fully annotated and pass `mypy --strict` (keep them so); the others
-# annotate their public signatures
-STRICT_MODULES = ["kbatch", "kbatch._backend", "kbatch._typing", "kbatch._wire", "kbatch.errors", "kbatch.records",
-                  "kbatch.batch", "kbatch.legacy", "kbatch.builder", "kbatch.compression", "kbatch.validate", "kbatch.cli",
-                  "kbatch.cli._common", "kbatch.compat", "kbatch.compat.kafka_python", "kbatch.compat.aiokafka",
-                  "kbatch.partitioner", "kbatch.arrow_encode", "kbatch.arrow", "kbatch.cli.import_",
-                  "kbatch.cli._jsonl", "kbatch.cli.reindex", "kbatch.cli.compact", "kbatch.cli.serve", "kbatch.schema",
-                  "kbatch.coordinator_records", "kbatch.server", "kbatch.server.broker", "kbatch.server.connection",
-                  "kbatch.server.group_coordinator", "kbatch.server.partition", "kbatch.server.producer_state",
-                  "kbatch.server.protocol", "kbatch.server.socket_server", "kbatch.server.apis",
-                  "kbatch.server.apis._errors", "kbatch.server.apis.api_versions", "kbatch.server.apis.fetch",
-                  "kbatch.server.apis.find_coordinator", "kbatch.server.apis.heartbeat",
-                  "kbatch.server.apis.init_producer_id", "kbatch.server.apis.join_group",
-                  "kbatch.server.apis.leave_group", "kbatch.server.apis.list_offsets", "kbatch.server.apis.metadata",
-                  "kbatch.server.apis.offset_commit", "kbatch.server.apis.offset_fetch", "kbatch.server.apis.produce",
-                  "kbatch.server.apis.sync_group", "kbatch._fs", "kbatch.layout", "kbatch.checkpoints",
-                  "kbatch.leader_epoch", "kbatch.index_rules", "kbatch.metadata_records", "kbatch.raft_snapshot",
-                  "kbatch.producer_state", "kbatch.cli.dump", "kbatch.cli.offsets", "kbatch.cli.export",
-                  "kbatch.cli.stats", "kbatch.cli.validate", "kbatch.cli.verify", "kbatch.cli.cat", "kbatch.dump",
-                  "kbatch._files", "kbatch.index", "kbatch.segment", "kbatch.log_loader", "kbatch.log",
-                  "kbatch.compaction", "kbatch.spark", "kbatch.spark._plan", "kbatch.spark.datasource",
-                  "kbatch.spark.writer", "kbatch.spark.jvm", "kbatch._core_py",
-                  "kbatch.demo", "kbatch.__main__", "kbatch.cli.__main__", "kbatch.schema._tables"]
+# every kbatch module is fully annotated and passes `mypy --strict` (keep it so): the list is the tree
+def _all_modules() -> list[str]:
+    root = Path(kbatch.__file__).resolve().parent
+    names = []
+    for f in sorted(root.rglob("*.py")):
+        parts = f.relative_to(root.parent).with_suffix("").parts
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+STRICT_MODULES = _all_modules()
 # third-party packages without type information (Any to mypy)
 UNTYPED = "lz4.*,cramjam.*,zstandard.*,pyarrow.*,typer.*,rich.*,kafka.*,aiokafka.*,py4j.*,pandas.*,fsspec.*"
 

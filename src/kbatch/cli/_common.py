@@ -16,7 +16,7 @@ from .. import _wire as W
 from ..errors import KBatchError, MissingDependencyError
 
 if TYPE_CHECKING:
-    from ..segment import SegmentFiles
+    from ..log.segment import SegmentFiles
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -98,8 +98,8 @@ def now_ms() -> int:
 def partition_dirs(path: str | os.PathLike[str]) -> list[str]:
     """The partition directories PATH names: itself when it holds segments, else the partition
     folders below it that hold segments (a broker's log directory, or a tiered-storage layout's
-    root: kbatch.layout). PATH may be a URI (s3://..., gs://..., hdfs://...)."""
-    from .. import layout
+    root: kbatch.log.layout). PATH may be a URI (s3://..., gs://..., hdfs://...)."""
+    from ..log import layout
 
     path = _path(path)
     if not _fs.isdir(path):
@@ -118,10 +118,10 @@ def _path(path: str | os.PathLike[str]) -> str:
 def resolve_segments(path: str | os.PathLike[str],
                      problems: list[str] | None = None) -> "list[tuple[str, list[SegmentFiles]]]":
     """[(partition dir, [SegmentFiles])] for a segment file, a partition dir or a log dir, in any
-    layout kbatch.layout reads, local or remote. `seg.path(".log")` names each segment's .log.
+    layout kbatch.log.layout reads, local or remote. `seg.path(".log")` names each segment's .log.
     Tiered copies left out as incomplete go to `problems` (the command reports them and exits
     1), or to stderr when no list is given."""
-    from .. import layout
+    from ..log import layout
 
     path = _path(path)
     if _fs.isfile(path):

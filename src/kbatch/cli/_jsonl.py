@@ -56,7 +56,7 @@ def _decoder(binary: str) -> Decoder:
 
 def rows_of(rb: pa.RecordBatch, binary: str) -> list[dict[str, Any]]:
     """JSON-ready dicts of a decode_columns record batch."""
-    from ..arrow import timestamps_ms
+    from ..columns.decode import timestamps_ms
 
     enc = _encoder(binary)
     cols = rb.to_pydict()
@@ -92,7 +92,7 @@ def _timestamp(v: object, line: int) -> int | None:
 def batches_of(f: Iterable[str], binary: str, chunk_rows: int = 10_000, first_line: int = 0) -> Iterator[pa.RecordBatch]:
     """pyarrow record batches (kbatch's column names and types) from JSON lines; errors name the
     line (0-based, blank lines counted)."""
-    from ..arrow import HEADER_TYPE
+    from ..columns.decode import HEADER_TYPE
 
     dec = _decoder(binary)
     fields = {"topic": pa.string(), "partition": pa.int32(), "key": pa.binary(), "value": pa.binary(),

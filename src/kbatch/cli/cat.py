@@ -44,9 +44,9 @@ if TYPE_CHECKING:
 
     from .._core import ByteView, Record
     from .._typing import PathLike
-    from ..batch import RecordBatch
-    from ..legacy import LegacyRecordBatch
-    from ..log import Log
+    from ..record.batch import RecordBatch
+    from ..record.legacy import LegacyRecordBatch
+    from ..log.unified_log import Log
 
 #: a piece of a kcat -f format: literal bytes, or a token letter (TOKENS)
 FormatPart = Union[tuple[Literal["str"], bytes], tuple[Literal["tok"], str]]
@@ -350,7 +350,7 @@ def records_from(log: "Log", offset: int, stop: int | None,
                  read_committed: bool) -> "Iterator[tuple[RecordBatch | LegacyRecordBatch, Record]]":
     """(batch, record) from `offset` (a batch boundary found through .index) to `stop` (exclusive),
     in offset order; control batches and (read_committed) aborted transactions left out."""
-    from ..segment import _FIRST_WINDOW, _batch_at, _crc_error
+    from ..record.file_records import _FIRST_WINDOW, _batch_at, _crc_error
 
     segs = log.segments
     i = 0
@@ -416,7 +416,7 @@ def cmd_cat(path: "PathLike", *, topic: str | None = None, partition: int | None
             key_delim: str | None = None, null: bool = False, serdes: Sequence[str] = (), exit_at_end: bool = True,
             unbuffered: bool = False, quiet: bool = False, properties: Sequence[str] = (),
             out: IO[str] | BinaryIO | None = None, err: IO[str] | None = None) -> int:
-    from ..log import Log
+    from ..log.unified_log import Log
 
     dest = _binary(out if out is not None else sys.stdout)
     err = err if err is not None else sys.stderr
@@ -444,9 +444,9 @@ def cmd_cat(path: "PathLike", *, topic: str | None = None, partition: int | None
     formatter = Formatter(fmt, as_json=as_json, delim=parse_delim(delim),
                           key_delim=None if key_delim is None else parse_delim(key_delim), null=null,
                           key_serdes=key_s, value_serdes=value_s)
-    from ..layout import describe
+    from ..log.layout import describe
 
-    logging.getLogger("kbatch.segment").addHandler(logging.NullHandler())
+    logging.getLogger("kbatch.log.segment").addHandler(logging.NullHandler())
     parts = [describe(d, []) for d in partition_dirs(path)]
     if topic is not None:
         parts = [p for p in parts if p.topic == topic]

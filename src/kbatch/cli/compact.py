@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 def cmd_compact(path: "PathLike", *, now: int | None = None, delete_retention_ms: int = 86_400_000,
                 dry_run: bool = False, output: "PathLike | None" = None, as_json: bool = False, quiet: bool = False,
                 dedupe_buffer_size: int | None = None, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
-    from ..compaction import compact
+    from ..log.cleaner import compact
 
     out = out or sys.stdout
     err = err or sys.stderr

@@ -18,7 +18,7 @@ def cmd_dump(files: Sequence[str], *, print_data_log: bool = False, deep_iterati
              max_bytes: int = W.INT32_MAX, max_message_size: int = 5 * 1024 * 1024, decoder: str | None = None,
              as_json: bool = False, quiet: bool = False, out: IO[str] | None = None,
              err: IO[str] | None = None) -> int:
-    from ..dump import DumpOptions, Dumper
+    from .dump_log import DumpOptions, Dumper
 
     out = out or sys.stdout
     err = err or sys.stderr

@@ -28,30 +28,33 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
-from . import _fs
-from . import _wire as W
+from .. import _fs
+from .. import _wire as W
 
-from .compression import decompress
-from .errors import CorruptRecordError, KBatchError, StorageError
-from .index import OffsetIndex, TimeIndex, TransactionIndex
-from . import checkpoints as C
-from . import producer_state, raft_snapshot
-from .coordinator_records import format_offsets_record, format_transaction_record, group_record_json
-from .index_rules import SegmentBatches, check_offset_index, check_time_index
-from .metadata_records import format_metadata_record, metadata_record_json
-from .legacy import LegacyRecordBatch, parse_message
-from .records import parse_control_record
-from .segment import _batch_at, open_records, scan_windows, time_floor
+from ..record.compression import decompress
+from ..errors import CorruptRecordError, FileNameError, KBatchError, StorageError
+from ..log.files import offset_from_file_name
+from ..log.index import OffsetIndex, TimeIndex, TransactionIndex
+from ..log import checkpoints as C
+from ..log import producer_state
+from ..schema import raft_snapshot
+from ..schema.coordinator_records import format_offsets_record, format_transaction_record, group_record_json
+from ..log.index_rules import SegmentBatches, check_offset_index, check_time_index
+from ..schema.metadata_records import format_metadata_record, metadata_record_json
+from ..record.legacy import LegacyRecordBatch, parse_message
+from ..record.control import parse_control_record
+from ..log.segment import time_floor
+from ..record.file_records import _batch_at, open_records, scan_windows
 
 if TYPE_CHECKING:
-    from ._core import Record
-    from ._typing import Buffer, BytesLike, PathLike
-    from .batch import RecordBatch
-    from .index_rules import IndexFinding
-    from .segment import FileRecords
+    from .._core import Record
+    from .._typing import Buffer, BytesLike, PathLike
+    from ..record.batch import RecordBatch
+    from ..log.index_rules import IndexFinding
+    from ..record.file_records import FileRecords
 
     Batch = RecordBatch | LegacyRecordBatch
-    #: an index rule of kbatch.index_rules: (file, entries, the segment's batches) -> findings
+    #: an index rule of kbatch.log.index_rules: (file, entries, the segment's batches) -> findings
     IndexCheck = Callable[[str, Iterable[tuple[int, int]], SegmentBatches], list[IndexFinding]]
 
 INT32_MAX = W.INT32_MAX
@@ -65,10 +68,6 @@ _TS_NAMES = {W.TimestampType.NO_TIMESTAMP_TYPE: "NoTimestampType", W.TimestampTy
 
 
 # ------------------------------------------------------------------------------------------ helpers
-class FileNameError(ValueError):
-    """A segment or index file whose name does not carry its base offset."""
-
-
 def timestamp_type_name(tt: int) -> str:
     """Kafka's TimestampType.toString: CreateTime, LogAppendTime, NoTimestampType."""
     return _TS_NAMES[W.TimestampType(tt)]
@@ -95,11 +94,7 @@ def record_sequence(batch: Batch, record: Record) -> int:
 
 def base_offset_from_name(path: PathLike) -> int:
     """The offset a segment or index file is named after (the part before the first dot)."""
-    name = os.path.basename(os.fspath(path))
-    prefix = name.split(".")[0]
-    if not prefix.isdigit():
-        raise FileNameError(f"{path}: the file name does not start with a segment base offset (20 digits)")
-    return int(prefix)
+    return offset_from_file_name(path)
 
 
 def sibling(path: PathLike, suffix: str) -> str:
@@ -331,10 +326,10 @@ class Dumper:
             handler(path)
         except StorageError as e:  # not a regular file (a FIFO...), changed or gone while read, unreachable
             self._io_error(path, str(e))
+        except FileNameError as e:  # (a KBatchError too)
+            self._io_error(path, str(e))
         except KBatchError as e:
             self._problem(path, "corrupt", f"Cannot read {_abs(path)}: {e}", position=e.position)
-        except FileNameError as e:
-            self._io_error(path, str(e))
         except BrokenPipeError:
             raise
         except OSError as e:
@@ -507,7 +502,7 @@ class Dumper:
         return last_offset
 
     # -- .index
-    # Index files are read by kbatch.index, which stops at a preallocated file's zero-filled tail
+    # Index files are read by kbatch.log.index, which stops at a preallocated file's zero-filled tail
     # as DumpLogSegments does; --index-sanity-check runs its sanity_check (Kafka's, plus sorted keys).
     def dump_index(self, path: str) -> None:
         o = self.o
@@ -697,7 +692,7 @@ class Dumper:
 
     def _rule_findings(self, path: str, check: IndexCheck, entries: list[tuple[int, int]],
                        records: FileRecords) -> dict[int, IndexFinding]:
-        """{slot: IndexFinding} from kbatch.index_rules: which entries are damage and which are
+        """{slot: IndexFinding} from kbatch.log.index_rules: which entries are damage and which are
         forms an older broker writes."""
         sb = SegmentBatches(records)
         try:

@@ -19,10 +19,10 @@ import sys
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, Any
 
-from .. import _files
+from ..log import files as _files
 from .. import _fs
 from ..errors import KBatchError
-from ..layout import describe
+from ..log.layout import describe
 from ._common import (EXIT_OK, EXIT_PROBLEMS, UsageProblem, emit, flags, progress_bar, resolve_segments, run,
                       total_size)
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     import typer
 
     from .._typing import PathLike
-    from ..segment import SegmentFiles
+    from ..log.segment import SegmentFiles
 
 FORMATS = ("parquet", "jsonl")
 STATE = ".kbatch-export.json"
@@ -50,7 +50,7 @@ def _batches(files: "SegmentFiles", topic: str | None, partition: int | None,
     """decode_columns' record batches of one whole segment (a damaged one raises). The .log is
     read through its FileRecords (pread or ranged reads: a FIFO named like a segment is an error,
     not a hang)."""
-    from ..arrow import iter_record_batches
+    from ..columns.decode import iter_record_batches
 
     records = files.open_log()
     try:
@@ -105,7 +105,7 @@ class _Sink:
 def cmd_export(path: "PathLike", *, to: str, fmt: str | None = None, batch_fields: bool = False, binary: str = "base64",
                overwrite: bool = False, quiet: bool = False, as_json: bool = False, out: IO[str] | None = None,
                err: IO[str] | None = None) -> int:
-    from ..arrow import schema as arrow_schema
+    from ..columns.decode import schema as arrow_schema
 
     out = out or sys.stdout
     err = err or sys.stderr

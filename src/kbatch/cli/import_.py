@@ -11,7 +11,7 @@ is opened for writing (created when missing) and the rows appended with Log.appe
 log assigns offsets from its end as a broker does (an `offset` column is not read), validates
 timestamps by the topic configuration (`--config name=value`, Kafka's names) and rolls segments.
 A row or batch the log refuses stops the import, and nothing of it stays: every partition it
-appended to is truncated back to where it ended before (Log._all_or_nothing around all of the
+appended to is truncated back to where it ended before (Log.append_group around all of the
 import's append_table calls to it, so a kill mid-import is undone by the next writer's open too),
 and the partition directories and the --to directory it created are removed. The error names the
 row or batch, and the command exits 1.
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     import typer
 
-    from ..log import Log, LogConfig, _AppendGroup
+    from ..log.unified_log import AppendGroup, Log, LogConfig
 
 FORMATS = ("parquet", "jsonl")
 
@@ -78,8 +78,7 @@ def _batches(fmt: str, src: str, files: list[str], binary: str,
                 try:
                     yield from batches_of(f, binary)
                 except KBatchError as e:
-                    e.reason = f"{path}: {e.reason}"
-                    e.args = (e._render(),)
+                    e.update(reason=f"{path}: {e.reason}")
                     raise
             advance(os.path.getsize(path))
 
@@ -92,7 +91,7 @@ class _Partition:
     removes a directory the import created; `outcome` says what became of it."""
 
     def __init__(self, path: str, cfg: "LogConfig") -> None:
-        from ..log import Log
+        from ..log.unified_log import Log
 
         self.path = path
         self.created = not os.path.isdir(path)
@@ -105,11 +104,11 @@ class _Partition:
                 shutil.rmtree(path, ignore_errors=True)
             raise
         self.first = self.log.end_offset()
-        self.group: _AppendGroup | None = None
+        self.group: AppendGroup | None = None
         self.keep = True  # an empty active segment at the start stays (the group's plan says)
         try:
-            self.group = self.log._all_or_nothing().__enter__()
-            self.keep = self.group.plan.keep_segment_at_target
+            self.group = self.log.append_group().__enter__()
+            self.keep = self.group.keep_segment_at_target
             self.group.before_append(True)
         except BaseException as e:
             self.undo(e)
@@ -120,22 +119,22 @@ class _Partition:
         """The import succeeded: the group's note goes, the records stay."""
         group, self.group = self.group, None
         if group is not None:
-            group.__exit__(None, None, None)
+            group.commit()
 
     def undo(self, exc: BaseException) -> None:
         """Take the import's records out again."""
         group, self.group = self.group, None
         try:
             if group is not None:
-                group.__exit__(type(exc), exc, exc.__traceback__)
+                group.rollback(exc)
             elif self.log.end_offset() != self.first:  # committed before another partition failed
                 self.log._truncate(self.first, self.keep)
         except Exception as e2:
             self.outcome = (f"taking its {self.records} records out failed ({e2}); reopening it for writing "
                             f"finishes that")
             return
-        if self.log._failed is not None:  # the log stopped writing: the note stays for the next open
-            self.outcome = (f"its writes stopped ({self.log._failed}); reopening it for writing takes this import's "
+        if self.log.failed is not None:  # the log stopped writing: the note stays for the next open
+            self.outcome = (f"its writes stopped ({self.log.failed}); reopening it for writing takes this import's "
                             f"records out")
         else:
             self.outcome = f"left as it was: the log ends at {self.first} as before"
@@ -169,9 +168,9 @@ def cmd_import(src: str, *, to: str, topic: str | None = None, partitions: int |
                binary: str = "base64",
                quiet: bool = False, as_json: bool = False, out: IO[str] | None = None,
                err: IO[str] | None = None) -> int:
-    from ..compression import check_level, codec_from_name
-    from ..log import LogConfig
-    from ..partitioner import Router
+    from ..record.compression import check_level, codec_from_name
+    from ..log.unified_log import LogConfig
+    from ..columns.partitioner import Router
 
     out = out or sys.stdout
     err = err or sys.stderr

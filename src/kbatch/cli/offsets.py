@@ -24,7 +24,7 @@ def cmd_offsets(path: "PathLike", *, times: Sequence[str] = (), earliest: bool =
                 max_timestamp: bool = False, as_json: bool = False, quiet: bool = False, out: IO[str] | None = None,
                 err: IO[str] | None = None) -> int:
     from .._wire import OffsetSpec
-    from ..log import Log
+    from ..log.unified_log import Log
 
     out = out or sys.stdout
     err = err or sys.stderr
@@ -36,7 +36,7 @@ def cmd_offsets(path: "PathLike", *, times: Sequence[str] = (), earliest: bool =
         raise UsageProblem("say what to look up: --time T (repeatable), --earliest, --latest or --max-timestamp")
     code = EXIT_OK
     # the storage layer logs what it works around; here each problem is printed once, below
-    logging.getLogger("kbatch.segment").addHandler(logging.NullHandler())
+    logging.getLogger("kbatch.log.segment").addHandler(logging.NullHandler())
     for d in partition_dirs(path):
         name = partition_name(d)
         try:

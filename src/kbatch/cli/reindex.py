@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 def cmd_reindex(path: "PathLike", *, index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES, quiet: bool = False,
                 as_json: bool = False, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
-    from ..log import rebuild_indexes
+    from ..log.unified_log import rebuild_indexes
 
     out = out or sys.stdout
     err = err or sys.stderr

@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     import typer
 
     from .._typing import PathLike
-    from ..layout import Partition
-    from ..log import Log
+    from ..log.layout import Partition
+    from ..log.unified_log import Log
 
 HLL_P = 14  # 16384 registers
 
@@ -40,7 +40,7 @@ class KeyCardinality:
     def add(self, keys: "pa.Array") -> None:
         """Add the non-null values of a pyarrow binary column."""
         from .. import _backend
-        from ..arrow_encode import _binary_spec
+        from ..columns.encode import _binary_spec
 
         if keys.null_count == len(keys):
             return
@@ -79,9 +79,9 @@ def partition_stats(log: "Log", advance: Callable[[int], object] = lambda n: Non
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from ..arrow import iter_record_batches
-    from ..records import parse_control_record
-    from ..segment import _batch_at
+    from ..columns.decode import iter_record_batches
+    from ..record.control import parse_control_record
+    from ..record.file_records import _batch_at
 
     st: dict[str, Any] = dict(segments=len(log.segments), bytes=log.size, batches=0, records=0,
               log_start_offset=log.beginning_offset(), first_offset=None, last_offset=None,
@@ -170,12 +170,12 @@ def partition_stats(log: "Log", advance: Callable[[int], object] = lambda n: Non
 
 def cmd_stats(path: "PathLike", *, topic: str | None = None, partition: int | None = None, as_json: bool = False,
               quiet: bool = False, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
-    from ..layout import describe
-    from ..log import Log
+    from ..log.layout import describe
+    from ..log.unified_log import Log
 
     out = out or sys.stdout
     err = err or sys.stderr
-    logging.getLogger("kbatch.segment").addHandler(logging.NullHandler())
+    logging.getLogger("kbatch.log.segment").addHandler(logging.NullHandler())
     parts = [describe(d, []) for d in partition_dirs(path)]
     parts = [p for p in parts if (topic is None or p.topic == topic) and (partition is None or p.partition == partition)]
     code = EXIT_OK

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from typing_extensions import NotRequired
 
     from .._typing import PathLike
-    from ..segment import SegmentFiles
+    from ..log.segment import SegmentFiles
 
 
 class Unreadable(TypedDict):
@@ -56,12 +56,12 @@ def _segment_records(seg: "SegmentFiles | PathLike", rep: TimestampReport,
     cannot (a file that is not a regular file, a bad CRC, a batch that does not decode, a header
     that does not parse, bytes at the end that are not a complete batch) goes to rep["unreadable"]
     with its byte count in rep["unread_bytes"]."""
-    from ..segment import _batch_at
+    from ..record.file_records import _batch_at
 
     offsets: list[int] = []
     stamps: list[int] = []
     if isinstance(seg, (str, os.PathLike)):  # a .log path (timestamp_report's callers may give paths)
-        from ..layout import segment_files_for
+        from ..log.layout import segment_files_for
 
         files = segment_files_for(seg if isinstance(seg, str) else os.fspath(seg))
     else:
@@ -134,7 +134,7 @@ def timestamp_report(segments: "Iterable[SegmentFiles | PathLike]", now: int, be
     not be read are listed in "unreadable" ("unread_bytes" in all)."""
     import numpy as np
 
-    from ..validate import check_timestamps as check
+    from ..log.validator import check_timestamps as check
 
     rep = TimestampReport(records=0, no_timestamp=0, too_old=0, too_new=0, first_too_old_offset=None,
                first_too_old_timestamp=None, first_too_new_offset=None, first_too_new_timestamp=None,

@@ -17,11 +17,11 @@ if TYPE_CHECKING:
     import typer
 
     from .._typing import PathLike
-    from ..batch import RecordBatch
-    from ..index import OffsetIndex, TimeIndex
-    from ..index_rules import SegmentBatches
-    from ..legacy import LegacyRecordBatch
-    from ..segment import SegmentFiles
+    from ..record.batch import RecordBatch
+    from ..log.index import OffsetIndex, TimeIndex
+    from ..log.index_rules import SegmentBatches
+    from ..record.legacy import LegacyRecordBatch
+    from ..log.segment import SegmentFiles
 
 
 class _Verifier:
@@ -63,9 +63,9 @@ class _Verifier:
 
     def segment(self, files: "SegmentFiles", base: int, prev_last: int | None) -> int | None:
         """Check one .log file and its indexes; returns its last offset (None when empty)."""
-        from ..dump import file_batches_until_error
+        from .dump_log import file_batches_until_error
         from ..errors import StorageError
-        from ..index_rules import SegmentBatches
+        from ..log.index_rules import SegmentBatches
 
         self.segments += 1
         last_offset: int | None = None
@@ -148,7 +148,7 @@ class _Verifier:
                 break
             prev = r.offset
         if batch.is_control:
-            from ..records import parse_control_record
+            from ..record.control import parse_control_record
             try:
                 for r in records:
                     parse_control_record(r)
@@ -156,11 +156,11 @@ class _Verifier:
                 self.problem(path, batch.position, f"bad control record in {where}: {e}", kind="records")
 
     def _indexes(self, files: "SegmentFiles", base: int, sb: "SegmentBatches") -> None:
-        """Index entries against the log by the rules of kbatch.index_rules: every form a broker of
+        """Index entries against the log by the rules of kbatch.log.index_rules: every form a broker of
         any version writes is accepted (notes name the older ones), damage is a problem. A
         preallocated zero-filled tail and a missing file (a broker rebuilds it) are not errors."""
-        from ..index import OffsetIndex, TimeIndex
-        from ..index_rules import check_offset_index, check_time_index
+        from ..log.index import OffsetIndex, TimeIndex
+        from ..log.index_rules import check_offset_index, check_time_index
 
         rules: tuple[tuple[str, type[OffsetIndex] | type[TimeIndex], Callable[..., list[Any]]], ...] = (
             (".index", OffsetIndex, check_offset_index), (".timeindex", TimeIndex, check_time_index))

@@ -37,23 +37,23 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from .errors import MissingDependencyError
+from ..errors import MissingDependencyError
 
 try:
     import pyarrow as pa
     import pyarrow.compute as pc
 except ModuleNotFoundError as e:  # Arrow is optional: the codec, storage and CLI run without it
-    raise MissingDependencyError("kbatch's Arrow columns (kbatch.arrow, decode_columns)", "pyarrow", "arrow") from e
+    raise MissingDependencyError("kbatch's Arrow columns (kbatch.columns.decode, decode_columns)", "pyarrow", "arrow") from e
 
-from . import _backend
-from . import _wire as W
-from .batch import _as_view, scan_headers, truncation_error
-from .compression import check_codec, decompress
-from .errors import CrcMismatchError, KBatchError
+from .. import _backend
+from .. import _wire as W
+from ..record.batch import _as_view, scan_headers, truncation_error
+from ..record.compression import check_codec, decompress
+from ..errors import CrcMismatchError, KBatchError
 
 if TYPE_CHECKING:
-    from ._core import ByteView, ColumnsJob, Record
-    from ._typing import Buffer
+    from .._core import ByteView, ColumnsJob, Record
+    from .._typing import Buffer
 
 #: a kernel result: Arrow-layout numpy columns by name (kbatch._core_py.decode_columns_v2)
 Columns = dict[str, npt.NDArray[Any]]
@@ -419,7 +419,7 @@ def _decode_compressed(buf: memoryview, b: _Batches, include_headers: bool, veri
 
 def _decode_legacy(buf: memoryview, b: _Batches, include_headers: bool, max_decompressed_bytes: int,
                    verify_crc: bool) -> Columns:
-    from .legacy import LegacyRecordBatch
+    from ..record.legacy import LegacyRecordBatch
 
     per_batch = []
     c = {k: v.tolist() for k, v in b.c.items()}

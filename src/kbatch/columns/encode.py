@@ -4,7 +4,7 @@
     for chunk in kbatch.iter_encode_columns(reader_or_table):   # whole batches per chunk
         ...
 
-The table has decode_columns' columns (Spark's Kafka-source schema, kbatch.arrow); the writer
+The table has decode_columns' columns (Spark's Kafka-source schema, kbatch.columns.decode); the writer
 reads `value` (required), `key`, `timestamp`, `headers`, `isTombstone` and `offset` when present
 and ignores every other column (`topic`, `partition`, `timestampType`, batch fields):
 
@@ -40,16 +40,16 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import _backend
-from . import _wire as W
-from .compression import check_codec, check_level, compress
-from .errors import InvalidRequestError, KBatchError
+from .. import _backend
+from .. import _wire as W
+from ..record.compression import check_codec, check_level, compress
+from ..errors import InvalidRequestError, KBatchError
 
 if TYPE_CHECKING:
-    from ._core import ColumnsEncoderV2, _BinaryColumn, _HeadersColumn, _ValueColumn
-    from ._typing import TableLike
-    from .log import Log
-    from .validate import AppendInfo
+    from .._core import ColumnsEncoderV2, _BinaryColumn, _HeadersColumn, _ValueColumn
+    from .._typing import TableLike
+    from ..log.unified_log import Log
+    from ..log.validator import AppendInfo
 
     #: the kernel's column arguments for one record batch (column_specs)
     ColumnSpecs = tuple[_BinaryColumn | None, _BinaryColumn | None, _ValueColumn | None, int, _ValueColumn | None,
@@ -359,24 +359,8 @@ def encode_columns(data: TableLike, *, compression: W.Compression = W.Compressio
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-# ------------------------------------------------------------------------------------ Log.append_table
+# ------------------------------------------------------------------------------------ for Log.append_table
 APPEND_PIECE_BYTES = 1024 * 1024  # batch bytes per Log.append call, at most (and <= segment.bytes), one batch at least
-
-
-def _merge(infos: list[AppendInfo]) -> AppendInfo:
-    """One AppendInfo for several consecutive appends."""
-    from .validate import AppendInfo
-
-    first, last = infos[0], infos[-1]
-    best = first
-    for info in infos[1:]:
-        if info.offset_of_max_timestamp >= 0 and (best.offset_of_max_timestamp < 0
-                                                  or info.max_timestamp > best.max_timestamp):
-            best = info
-    return AppendInfo(first.first_offset, last.last_offset, best.max_timestamp, best.offset_of_max_timestamp,
-                      last.log_append_time, any(i.rebuilt for i in infos), sum(i.record_count for i in infos),
-                      sum(i.batch_count for i in infos), sum(i.validated_bytes for i in infos),
-                      sum(i.size_in_bytes for i in infos))
 
 
 def _without_offsets(pieces: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -385,55 +369,21 @@ def _without_offsets(pieces: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatc
         yield rb if i < 0 else rb.remove_column(i)
 
 
-def append_table(log: Log, data: TableLike, now_ms: int | None = None, *, compression: W.Compression | None = None,
-                 compression_level: int | None = None, records_per_batch: int | None = None) -> AppendInfo:
-    """Log.append_table: encode `data` (a Table, RecordBatch, RecordBatchReader or an iterable of
-    record batches) with the kernel and hand whole batches to log.append, at most
-    min(segment.bytes, 1 MiB) a call (a produce request's size), so validation, offsets, rolling,
-    indexing and the undo of a failed write stay in Log.append. Offsets come from the log end, as a
-    broker assigns them (an `offset` column is not read); batches take the topic's codec
-    (compression.type; `compression` for a "producer" topic) at `compression_level`, else at the
-    topic's compression.<codec>.level, its max.message.bytes and its timestamp_extended setting, so
-    the validator appends them in place.
-
-    All or nothing: when any call is refused (validation, disk full, a batch too large), the
-    ones before it are truncated away again (Log._all_or_nothing) and the log ends where it did
-    before; a kill in the middle recovers to that end too. Returns the AppendInfo of all of it."""
-    cfg = log.config
-    codec = compression if compression is not None else (cfg.compression or W.Compression.NONE)
-    enc, codec = _encoder(codec, records_per_batch, min(cfg.max_message_bytes, cfg.segment_bytes), 0,
-                          W.TimestampType.CREATE_TIME, None, cfg.timestamp_extended, W.NO_PRODUCER_ID,
+def encode_for_append(data: TableLike, *, compression: W.Compression, compression_level: int | None,
+                      max_batch_bytes: int, timestamp_extended: bool, segment_bytes: int,
+                      records_per_batch: int | None = None) -> Iterator[tuple[memoryview, bool]]:
+    """The encoding half of Log.append_table: `data` (a Table, RecordBatch, RecordBatchReader or an
+    iterable of record batches) as magic 2 batches for a log with these settings, in runs of whole
+    batches of at most min(segment_bytes, 1 MiB) (a produce request's size, one batch at least),
+    each with whether another run follows. An `offset` column is not read (the log assigns
+    offsets); the codec and level are checked before anything is encoded."""
+    enc, codec = _encoder(compression, records_per_batch, min(max_batch_bytes, segment_bytes), 0,
+                          W.TimestampType.CREATE_TIME, None, timestamp_extended, W.NO_PRODUCER_ID,
                           W.NO_PRODUCER_EPOCH, W.NO_SEQUENCE, False, W.NO_PARTITION_LEADER_EPOCH)
-    if compression_level is None and compression is None:
-        compression_level = cfg.compression_level  # the topic's codec at the topic's level
     level = check_level(codec, compression_level)
-    limit = max(1, min(cfg.segment_bytes, APPEND_PIECE_BYTES))
-    now = now_ms
-    if now is None:
-        import time
-        now = time.time_ns() // 1_000_000
-    infos: list[AppendInfo] = []
+    limit = max(1, min(segment_bytes, APPEND_PIECE_BYTES))
     encoded = _encoded(enc, codec, level, _without_offsets(_record_batches(data, DEFAULT_CHUNK_BYTES)))
-    pieces = _pieces(encoded, limit)
-    try:
-        with log._all_or_nothing() as group:
-            for piece, more in _with_more(pieces):
-                group.before_append(more)
-                infos.append(log.append(piece, now, from_client=False))
-    except KBatchError as e:
-        if infos and log._failed is None and log._group is None:  # (inside an outer group, that one undoes)
-            done = _merge(infos)
-            e.reason += (f" (append_table appended nothing: the {done.record_count} records the calls before took, "
-                         f"offsets {done.first_offset}..{done.last_offset}, were taken out again; the log ends at "
-                         f"{done.first_offset} as before)")
-            e.args = (e._render(),)
-        raise
-    if not infos:  # no rows: nothing appended (Log.append refuses empty input, as Kafka does)
-        from .validate import AppendInfo
-
-        end = log.end_offset()
-        return AppendInfo(end, end - 1, W.NO_TIMESTAMP, -1, None, False, 0, 0, 0, 0)
-    return _merge(infos)
+    return with_more(_pieces(encoded, limit))
 
 
 def _pieces(encoded: Iterable[tuple[bytes, npt.NDArray[np.int64]]], limit: int) -> Iterator[memoryview]:
@@ -447,7 +397,7 @@ def _pieces(encoded: Iterable[tuple[bytes, npt.NDArray[np.int64]]], limit: int) 
             start, k = end, j
 
 
-def _with_more(items: Iterable[_T]) -> Iterator[tuple[_T, bool]]:
+def with_more(items: Iterable[_T]) -> Iterator[tuple[_T, bool]]:
     """(item, whether another follows), reading one item ahead."""
     it = iter(items)
     prev = next(it, None)
@@ -457,4 +407,5 @@ def _with_more(items: Iterable[_T]) -> Iterator[tuple[_T, bool]]:
         prev = nxt
 
 
-__all__ = ["encode_columns", "iter_encode_columns", "append_table", "column_specs", "DEFAULT_CHUNK_BYTES"]
+__all__ = ["encode_columns", "iter_encode_columns", "encode_for_append", "with_more", "column_specs",
+           "DEFAULT_CHUNK_BYTES", "APPEND_PIECE_BYTES"]

@@ -9,8 +9,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from . import _backend
-from .errors import InvalidRequestError
+from .. import _backend
+from ..errors import InvalidRequestError
 
 
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
@@ -29,7 +29,7 @@ def partitions_for(keys: pa.Array, num_partitions: int, start: int = 0) -> tuple
     """Kafka's default partitioner over a key column: toPositive(murmur2(key)) % num_partitions;
     null keys take partitions in turn from `start` (RoundRobinPartitioner). Returns (int32
     array, the next round-robin position)."""
-    from .arrow_encode import _binary_spec
+    from .encode import _binary_spec
 
     n = len(keys)
     spec = _binary_spec(keys, "key")

@@ -25,11 +25,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
-from . import _files
-from .errors import CorruptCheckpointError
+from . import files as _files
+from ..errors import CorruptCheckpointError
 
 if TYPE_CHECKING:
-    from ._typing import PathLike
+    from .._typing import PathLike
 
 _E = TypeVar("_E")
 #: an offset checkpoint's entry: ((topic, partition), offset)
@@ -70,7 +70,7 @@ def _lines(text: str) -> Iterator[tuple[str, int]]:
 def _read_text(path: PathLike) -> str:
     """A broker text file's contents. Local files go through open_regular (a FIFO or directory
     named like the file is a StorageError, never a hang); URIs through kbatch._fs."""
-    from . import _fs
+    from .. import _fs
 
     return _fs.read_bytes(path).decode("utf-8", errors="replace")
 
@@ -159,7 +159,7 @@ def write_offset_checkpoint(path: PathLike, offsets: Mapping[tuple[str, int], in
 
 def read_partition_metadata(path: PathLike) -> PartitionMetadata:
     """`partition.metadata` (PartitionMetadataReadBuffer): "version: N" then "topic_id: <uuid>"."""
-    from .schema import uuid_bytes
+    from ..schema import uuid_bytes
 
     path = path if isinstance(path, str) else os.fspath(path)
     lines = list(_lines(_read_text(path)))

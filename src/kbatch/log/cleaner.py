@@ -80,23 +80,23 @@ from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _backend
-from . import _files
-from . import _wire as W
-from . import log_loader
-from .batch import RecordBatch
-from .builder import BatchBuilder
-from .compression import compress
-from .errors import (FileChangedError, InvalidConfigurationError, InvalidRecordError, KBatchError,
+from .. import _backend
+from . import files as _files
+from .. import _wire as W
+from . import loader as log_loader
+from ..record.batch import RecordBatch
+from ..record.builder import BatchBuilder
+from ..record.compression import compress
+from ..errors import (FileChangedError, InvalidConfigurationError, InvalidRecordError, KBatchError,
                      LogDirectoryLockedError, LogWriteError, StorageError, UncleanablePartitionError)
-from .segment import FileRecords, _batch_at, _crc_error, _move
+from ..record.file_records import FileRecords, _batch_at, _crc_error, _move
 
 if TYPE_CHECKING:
-    from . import _core
-    from ._core import Record
-    from ._typing import Buffer, PathLike
-    from .legacy import LegacyRecordBatch
-    from .segment import Window
+    from .. import _core
+    from .._core import Record
+    from .._typing import Buffer, PathLike
+    from ..record.legacy import LegacyRecordBatch
+    from ..record.file_records import Window
 
     Batch = RecordBatch | LegacyRecordBatch
     #: a batch's header fields _rebuilt_v2 keeps (_header_of)
@@ -873,7 +873,7 @@ class LogCleaner:
 
     # -- step 4
     def _write_indexes(self, scratch: str, base: int) -> None:
-        from .log import rebuild_segment_indexes
+        from .unified_log import rebuild_segment_indexes
 
         rebuild_segment_indexes(_files.segment_path(scratch, base, _files.LOG_SUFFIX), self.index_interval_bytes)
 

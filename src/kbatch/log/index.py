@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Final, Literal, NamedTuple, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from . import _backend
-from . import _files
-from . import _wire as W
-from .errors import CorruptIndexError, InvalidOffsetError, LogWriteError
+from .. import _backend
+from . import files as _files
+from .. import _wire as W
+from ..errors import CorruptIndexError, InvalidOffsetError, LogWriteError
 
 if TYPE_CHECKING:
-    from ._typing import Buffer, BytesLike, PathLike
+    from .._typing import Buffer, BytesLike, PathLike
 
 _I = TypeVar("_I", bound="_Index")
 
@@ -78,11 +78,11 @@ class _Index:
     def open(cls: type[_I], path: PathLike, base_offset: int | None = None, *,
              max_index_size: int = W.DEFAULT_SEGMENT_INDEX_BYTES) -> _I:
         """Read an existing index file. The base offset defaults to the file name's."""
-        from . import _fs
+        from .. import _fs
 
         path = path if isinstance(path, str) else os.fspath(path)
         if base_offset is None:
-            base_offset = int(_fs.basename(path).split(".")[0].split("-")[0])
+            base_offset = _files.offset_from_file_name(_fs.basename(path))
         return cls(base_offset, _fs.read_bytes(path), path=path, max_index_size=max_index_size)
 
     @classmethod
@@ -301,7 +301,7 @@ class OffsetIndex(_Index):
                                      expected=f"{self.base_offset} <= offset <= {self.base_offset + W.INT32_MAX}",
                                      found=offset)
         if not 0 <= position <= W.INT32_MAX:
-            from .errors import SegmentTooLargeError
+            from ..errors import SegmentTooLargeError
             raise SegmentTooLargeError("Position does not fit in the index's int32 position",
                                        expected=f"0 <= position <= {W.INT32_MAX}", found=position)
         if self.is_full():
@@ -396,11 +396,11 @@ class TransactionIndex:
 
     @classmethod
     def open(cls, path: PathLike, base_offset: int | None = None) -> TransactionIndex:
-        from . import _fs
+        from .. import _fs
 
         path = path if isinstance(path, str) else os.fspath(path)
         if base_offset is None:
-            base_offset = int(_fs.basename(path).split(".")[0].split("-")[0])
+            base_offset = _files.offset_from_file_name(_fs.basename(path))
         return cls(base_offset, cls.parse(_fs.read_bytes(path), path), path=path)
 
     @staticmethod

@@ -32,15 +32,16 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from . import _wire as W
-from .batch import iter_batches, scan_headers
-from .errors import FileChangedError, KBatchError
+from .. import _wire as W
+from ..record.batch import scan_headers
+from ..record.file_records import iter_batches
+from ..errors import FileChangedError, KBatchError
 from .segment import time_floor
 
 if TYPE_CHECKING:
-    from .batch import RecordBatch
-    from .legacy import LegacyRecordBatch
-    from .segment import FileRecords
+    from ..record.batch import RecordBatch
+    from ..record.legacy import LegacyRecordBatch
+    from ..record.file_records import FileRecords
 
 NOTE_INDEX_FIRST_OFFSET = ("names the first offset of the batch at its position, as Kafka 0.8-1.1 brokers "
                            "wrote .index entries (2.0+ name the append's last offset)")

@@ -30,14 +30,14 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import _files
-from . import _fs
-from .errors import StorageError, UnsupportedLayoutError
+from . import files as _files
+from .. import _fs
+from ..errors import StorageError, UnsupportedLayoutError
 from .segment import RemoteSegmentFiles, SegmentFiles
 
 if TYPE_CHECKING:
-    from ._typing import PathLike
-    from .segment import FileRecords
+    from .._typing import PathLike
+    from ..record.file_records import FileRecords
 
 BROKER, TIERED, AIVEN = "broker", "kafka-local-tiered-storage", "aiven-tiered-storage"
 

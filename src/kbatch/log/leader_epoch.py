@@ -10,7 +10,7 @@ The rules are Kafka's (storage/.../epoch/LeaderEpochFileCache.java):
   `truncate_from_start(start_offset)` removes entries that start at or before it and re-adds the
   last removed one at start_offset (the log start offset moved: retention, DeleteRecords).
 - `latest_epoch` answers ListOffsets LATEST; `end_offset_for` answers OffsetForLeaderEpoch.
-The cache writes `leader-epoch-checkpoint` (kbatch.checkpoints) after every change when it has a
+The cache writes `leader-epoch-checkpoint` (kbatch.log.checkpoints) after every change when it has a
 path; kbatch writes synchronously where Kafka flushes truncations in the background.
 """
 from __future__ import annotations
@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING
 
 from . import checkpoints as C
 from .checkpoints import EpochEntry
-from .errors import InvalidOffsetError
+from ..errors import InvalidOffsetError
 
 if TYPE_CHECKING:
-    from ._typing import PathLike
+    from .._typing import PathLike
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
@@ -43,7 +43,7 @@ class LeaderEpochFileCache:
     @classmethod
     def load(cls, directory: PathLike) -> "LeaderEpochFileCache":
         """The cache of a partition directory, from its leader-epoch-checkpoint (empty when missing)."""
-        from . import _fs
+        from .. import _fs
 
         path = _fs.join(directory if isinstance(directory, str) else os.fspath(directory), C.LEADER_EPOCH_CHECKPOINT)
         entries = C.read_leader_epoch_checkpoint(path) if _fs.exists(path) else []

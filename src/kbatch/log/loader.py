@@ -16,14 +16,14 @@ import shutil
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
-from . import _files
-from . import _wire as W
-from .errors import CorruptCheckpointError
+from . import files as _files
+from .. import _wire as W
+from ..errors import CorruptCheckpointError
 
 if TYPE_CHECKING:
-    from ._typing import PathLike
+    from .._typing import PathLike
     from .leader_epoch import LeaderEpochFileCache
-    from .segment import FileRecords
+    from ..record.file_records import FileRecords
 
 logger = logging.getLogger("kbatch.log")
 
@@ -187,7 +187,7 @@ def truncate_segments(log_dir: PathLike, truncation: Truncation, cut: int | None
     create an empty one at the target (truncateFullyAndStartAt). Idempotent: a crash at any step
     and a run again end in the same files."""
     from .index import OffsetIndex, TimeIndex, TransactionIndex
-    from .segment import FileRecords
+    from ..record.file_records import FileRecords
 
     log_dir = os.fspath(log_dir)
     t = truncation.target

@@ -11,12 +11,12 @@ import struct
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from . import _backend
-from .errors import CorruptRecordError, CorruptSnapshotError
+from .. import _backend
+from ..errors import CorruptRecordError, CorruptSnapshotError
 
 if TYPE_CHECKING:
-    from ._typing import Buffer
-from .schema import MESSAGES, read_message
+    from .._typing import Buffer
+from ..schema import MESSAGES, read_message
 
 SUFFIX = ".snapshot"  # LogFileUtils.PRODUCER_SNAPSHOT_FILE_SUFFIX
 CRC_OFFSET = 2

@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, overload
 
 import numpy as np
 
-from . import _files
-from . import _fs
-from . import _wire as W
-from . import log_loader
-from ._wire import OffsetSpec
+from . import files as _files
+from .. import _fs
+from .. import _wire as W
+from . import loader as log_loader
+from .._wire import OffsetSpec
 from .checkpoints import RecoveryCheckpoint
-from .errors import (CorruptRecordError, FileChangedError, InvalidConfigurationError, InvalidRequestError, KBatchError,
+from ..errors import (CorruptRecordError, FileChangedError, InvalidConfigurationError, InvalidRequestError, KBatchError,
                      RecordTooLargeError, StorageError, UnknownTopicOrPartitionError,
                      UnsupportedForMessageFormatError)
 from .index import OffsetIndex, TimeIndex
@@ -46,18 +46,20 @@ if TYPE_CHECKING:
 
     import numpy.typing as npt
 
-    from ._typing import Buffer, PathLike, TableLike
-    from .batch import RecordBatch
+    from .._typing import Buffer, PathLike, TableLike
+    from ..record.batch import RecordBatch
     from .leader_epoch import LeaderEpochFileCache
-    from .legacy import LegacyRecordBatch
-    from .segment import SegmentMark, SegmentSettings, Window
-    from .validate import AppendInfo, LogValidator
+    from ..record.legacy import LegacyRecordBatch
+    from ..record.file_records import Window
+    from .segment import SegmentMark, SegmentSettings
+    from .validator import AppendInfo, LogValidator
 
     #: an offsets_for_times target: an int64 timestamp or EARLIEST / LATEST / MAX_TIMESTAMP
     Target = int | np.integer[Any] | OffsetSpec
-from .segment import (FileRecords, LogSegment, MaxTimestampTracker, _batch_at, _crc_error, build_indexes,
-                      scan_headers)
-from .segment import _FIRST_WINDOW as segment_first_window
+from ..record.batch import scan_headers
+from ..record.file_records import FileRecords, _batch_at, _crc_error
+from ..record.file_records import _FIRST_WINDOW as segment_first_window
+from .segment import LogSegment, MaxTimestampTracker, build_indexes
 
 logger = logging.getLogger("kbatch.log")
 _T = TypeVar("_T")
@@ -120,7 +122,7 @@ class LogConfig:
         if str(self.compression_type).lower() not in _CODECS:
             raise InvalidConfigurationError("Invalid compression.type", expected=", ".join(_CODECS),
                                             found=self.compression_type)
-        from .compression import check_level
+        from ..record.compression import check_level
         for codec in (W.Compression.GZIP, W.Compression.LZ4, W.Compression.ZSTD):
             name = f"compression_{codec.name.lower()}_level"
             try:
@@ -197,7 +199,7 @@ class LogConfig:
         return cls(**kw, extra=extra)
 
     def validator(self, topic_partition: str | None = None) -> LogValidator:
-        from .validate import LogValidator
+        from .validator import LogValidator
         return LogValidator(self.message_timestamp_type, self.message_timestamp_before_max_ms,
                             self.message_timestamp_after_max_ms, compacted="compact" in self.cleanup_policies,
                             max_message_bytes=self.max_message_bytes, compression=self.compression,
@@ -310,9 +312,9 @@ class Log:
         self._recovery_point: int | None = None    # what the checkpoint file says (writers)
         self.partition_leader_epoch: int | None = None  # written into appended batches when set
         self._epoch_cache: LeaderEpochFileCache | None = None  # loaded on first use
-        self.layout = "broker"              # or a tiered-storage layout (kbatch.layout)
+        self.layout = "broker"              # or a tiered-storage layout (kbatch.log.layout)
         self._listing_problems: list[str] = []  # tiered copies left out when the directory was listed
-        self._group: _AppendGroup | None = None  # the all-or-nothing group open on this Log, if any
+        self._group: AppendGroup | None = None  # the all-or-nothing group open on this Log, if any
 
     # ---- opening
     @classmethod
@@ -365,7 +367,7 @@ class Log:
 
     @classmethod
     def _open_listed(cls, path: str, cfg: LogConfig, seg_kw: SegmentSettings) -> "Log":
-        """A read-only Log over a remote directory or a tiered-storage layout (kbatch.layout): one
+        """A read-only Log over a remote directory or a tiered-storage layout (kbatch.log.layout): one
         listing names every segment and its files' sizes; objects are read by ranges when used."""
         from . import layout
 
@@ -836,12 +838,37 @@ class Log:
                      compression_level: int | None = None, records_per_batch: int | None = None) -> AppendInfo:
         """Append the rows of a pyarrow Table / RecordBatch / RecordBatchReader (decode_columns'
         columns; or an iterable of record batches) as magic 2 batches written by the encode_columns
-        kernel and handed, whole batches at a time, to append (kbatch.arrow_encode.append_table).
+        kernel (kbatch.columns.encode.encode_for_append) and handed, whole batches at a time, to append.
         Returns the AppendInfo of all of it."""
-        from .arrow_encode import append_table
+        import time
 
-        return append_table(self, table, now_ms, compression=compression, compression_level=compression_level,
-                            records_per_batch=records_per_batch)
+        from ..columns.encode import encode_for_append
+        from .validator import AppendInfo
+
+        cfg = self.config
+        codec = compression if compression is not None else (cfg.compression or W.Compression.NONE)
+        if compression_level is None and compression is None:
+            compression_level = cfg.compression_level  # the topic's codec at the topic's level
+        pieces = encode_for_append(table, compression=codec, compression_level=compression_level,
+                                   max_batch_bytes=cfg.max_message_bytes, segment_bytes=cfg.segment_bytes,
+                                   timestamp_extended=cfg.timestamp_extended, records_per_batch=records_per_batch)
+        now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        infos: list[AppendInfo] = []
+        try:
+            with self.append_group() as group:
+                for piece, more in pieces:
+                    infos.append(group.append(piece, now, more=more))
+        except KBatchError as e:
+            if infos and self._failed is None and self._group is None:  # (inside an outer group, that one undoes)
+                done = AppendInfo.merge(infos)
+                e.update(reason=e.reason + f" (append_table appended nothing: the {done.record_count} records the "
+                         f"calls before took, offsets {done.first_offset}..{done.last_offset}, were taken out again; "
+                         f"the log ends at {done.first_offset} as before)")
+            raise
+        if not infos:  # no rows: nothing appended (Log.append refuses empty input, as Kafka does)
+            end = self.end_offset()
+            return AppendInfo(end, end - 1, W.NO_TIMESTAMP, -1, None, False, 0, 0, 0, 0)
+        return AppendInfo.merge(infos)
 
     def _assign_epochs(self, rows: Iterable[Window]) -> None:
         """UnifiedLog.append: each v2 batch assigns (its leader epoch, its base offset). (Kafka clears
@@ -1014,7 +1041,7 @@ class Log:
     def _truncate(self, target: int, keep_segment_at_target: bool, written: bool = False) -> bool:
         """truncate_to; keep_segment_at_target=False also deletes a segment that starts at the
         target (an undo of appends that rolled); written: the Truncation file is already there."""
-        from .errors import InvalidOffsetError
+        from ..errors import InvalidOffsetError
 
         if isinstance(target, (bool, np.bool_)) or not isinstance(target, (int, np.integer)):
             raise TypeError(f"a truncation target is an int offset, not {target!r}")
@@ -1057,7 +1084,7 @@ class Log:
         """(log_loader.Truncation, where to cut the last segment kept or None) for truncating to
         `target`; checks that the log can end there and that the bytes kept in that segment are
         valid batches (it becomes the active segment again). Changes nothing."""
-        from .errors import InvalidOffsetError
+        from ..errors import InvalidOffsetError
 
         plan = log_loader.Truncation(target, keep_segment_at_target)
         kept = plan.kept_bases([s.base_offset for s in self.segments])
@@ -1128,23 +1155,29 @@ class Log:
                 raise
             raise _files.write_error(e, self.directory, "removing the truncation note") from e
 
-    def _all_or_nothing(self) -> _AppendGroup:
-        """Several appends made one (append_table): see _AppendGroup."""
+    def append_group(self) -> AppendGroup:
+        """Several appends made one, all or nothing even across a kill (append_table, `kbatch
+        import`, the Spark writer's commit): see AppendGroup."""
         self._check_writable()
-        return _AppendGroup(self)
+        return AppendGroup(self)
+
+    @property
+    def failed(self) -> str | None:
+        """Why this Log stopped accepting writes (a failed write it could not undo), or None; a
+        reopen for writing recovers."""
+        return self._failed
 
     def __repr__(self) -> str:
         return (f"Log({self.directory!r}, segments={len(self.segments)}, start={self.log_start_offset}, "
                 f"writable={self.writable})")
 
 
-class _AppendGroup:
+class AppendGroup:
     """Appends made all or nothing (Log.append_table), even across a kill:
 
-        with log._all_or_nothing() as group:
+        with log.append_group() as group:
             for piece, more in pieces:
-                group.before_append(more)
-                log.append(piece, ...)
+                group.append(piece, now_ms, more=more)
 
     Before the first append that others will follow, the log end to come back to is written down
     (a log_loader.Truncation, so a kill from then on recovers to it); when the block fails, what
@@ -1164,12 +1197,32 @@ class _AppendGroup:
         self.plan = log_loader.Truncation(self.start, any(s.base_offset == self.start for s in log.segments))
         self.written = False
 
+    @property
+    def keep_segment_at_target(self) -> bool:
+        """Whether an undo keeps a segment starting at `start` (one that was there, empty, before)."""
+        return self.plan.keep_segment_at_target
+
     def before_append(self, more: bool) -> None:
+        """Called before each append; `more`: another append of the group follows this one."""
         if more and not self.written and self.outer is None:
             self.plan.write(self.log.directory)
             self.written = True
 
-    def __enter__(self) -> _AppendGroup:
+    def append(self, data: Buffer, now_ms: int | None = None, *, more: bool) -> AppendInfo:
+        """before_append(more), then Log.append of whole batches (validated and assigned as a broker does)."""
+        self.before_append(more)
+        return self.log.append(data, now_ms, from_client=False)
+
+    def commit(self) -> None:
+        """The group succeeded: the note goes, the records stay (what a `with` block's end does)."""
+        self.__exit__(None, None, None)
+
+    def rollback(self, exc: BaseException) -> None:
+        """The group failed with `exc`: what its appends wrote is taken out again (or, when the Log
+        stopped writing, left for the next writer's open to take out)."""
+        self.__exit__(type(exc), exc, exc.__traceback__)
+
+    def __enter__(self) -> AppendGroup:
         if self.outer is None:
             self.log._group = self
         return self
@@ -1190,7 +1243,7 @@ class _AppendGroup:
             try:
                 log._truncate(self.start, self.plan.keep_segment_at_target, written=self.written)
             except BaseException as e2:
-                from .errors import LogWriteError
+                from ..errors import LogWriteError
 
                 raise LogWriteError(f"{exc} (and taking out what the earlier appends of the call wrote failed too: "
                                     f"{e2}; reopening the log for writing finishes that)", path=log.directory) from exc
@@ -1318,7 +1371,7 @@ MISSING_INDEX = "file is missing (a broker rebuilds it from the .log when it loa
 class SegmentIndexReport:
     """verify_indexes findings for one segment (kafka-dump-log --index-sanity-check / --verify-index-only).
 
-    Problems (they make `ok` false): failed sanity checks, and entries that kbatch.index_rules
+    Problems (they make `ok` false): failed sanity checks, and entries that kbatch.log.index_rules
     calls damage. Information: `notes` (entries in forms older brokers write, valid) and
     `matches_rebuild` (whether the files equal what rebuild_indexes writes; a broker's own index
     often differs, by its spacing after restarts, its close-time entry or an older form)."""
@@ -1380,7 +1433,7 @@ class IndexVerification:
 
 def verify_indexes(log_path: PathLike, index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES) -> IndexVerification:
     """Check existing .index/.timeindex files against their .log: Kafka's sanity checks and every
-    entry by the rules a broker of any version writes by (kbatch.index_rules); whether they equal
+    entry by the rules a broker of any version writes by (kbatch.log.index_rules); whether they equal
     what rebuild_indexes would write with `index_interval_bytes` is reported as information.
     Returns an IndexVerification; nothing is modified."""
     from .index_rules import SegmentBatches, check_offset_index, check_time_index
@@ -1448,6 +1501,6 @@ def _describe_difference(suffix: str, have: bytes | None, want: bytes) -> str:
     return f"{suffix} has {len(have) // es} entries, a rebuild has {len(want) // es}"
 
 
-__all__ = ["Log", "LogConfig", "OffsetAndTimestamp", "offsets_for_times", "rebuild_indexes", "verify_indexes",
+__all__ = ["Log", "LogConfig", "AppendGroup", "OffsetAndTimestamp", "offsets_for_times", "rebuild_indexes", "verify_indexes",
            "rebuild_segment_indexes",
            "IndexVerification", "SegmentIndexReport", "RecoveryReport", "DeletedSegment"]

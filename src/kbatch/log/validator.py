@@ -26,14 +26,15 @@ from typing import TYPE_CHECKING, NamedTuple, cast
 
 import numpy as np
 
-from . import _backend
-from . import _wire as W
-from .batch import RecordBatch, iter_batches
-from .builder import BatchBuilder
-from .compression import check_level, decompress
-from .errors import (InvalidConfigurationError, InvalidOffsetError, InvalidRecordError, InvalidTimestampError, KBatchError, RecordTooLargeError,
+from .. import _backend
+from .. import _wire as W
+from ..record.batch import RecordBatch
+from ..record.file_records import iter_batches
+from ..record.builder import BatchBuilder
+from ..record.compression import check_level, decompress
+from ..errors import (InvalidConfigurationError, InvalidOffsetError, InvalidRecordError, InvalidTimestampError, KBatchError, RecordTooLargeError,
                      UnsupportedForMessageFormatError)
-from .legacy import LegacyRecordBatch, parse_message
+from ..record.legacy import LegacyRecordBatch, parse_message
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -41,11 +42,11 @@ if TYPE_CHECKING:
 
     import numpy.typing as npt
 
-    from ._core import Record
-    from ._typing import Buffer
+    from .._core import Record
+    from .._typing import Buffer
     Batch: TypeAlias = "RecordBatch | LegacyRecordBatch"
 
-log = logging.getLogger("kbatch.validate")
+log = logging.getLogger("kbatch.log.validator")
 _TIMESTAMP = operator.attrgetter("timestamp")
 
 LONG_MAX = W.INT64_MAX
@@ -186,6 +187,20 @@ class AppendInfo:
     batch_count: int                 # batches in the output
     validated_bytes: int             # input bytes validated
     size_in_bytes: int               # output bytes
+
+    @staticmethod
+    def merge(infos: Sequence[AppendInfo]) -> AppendInfo:
+        """One AppendInfo for several consecutive appends (Log.append_table's pieces)."""
+        first, last = infos[0], infos[-1]
+        best = first
+        for info in infos[1:]:
+            if info.offset_of_max_timestamp >= 0 and (best.offset_of_max_timestamp < 0
+                                                      or info.max_timestamp > best.max_timestamp):
+                best = info
+        return AppendInfo(first.first_offset, last.last_offset, best.max_timestamp, best.offset_of_max_timestamp,
+                          last.log_append_time, any(i.rebuilt for i in infos), sum(i.record_count for i in infos),
+                          sum(i.batch_count for i in infos), sum(i.validated_bytes for i in infos),
+                          sum(i.size_in_bytes for i in infos))
 
 
 class _Checked:

@@ -5,21 +5,20 @@ memory stays bounded on multi-gigabyte mmap'd segments; records are decoded per 
 """
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeGuard, cast
 
-from . import _backend
-from . import _wire as W
+from .. import _backend
+from .. import _wire as W
 from .compression import check_codec, decompress, relocate
-from .errors import CrcMismatchError, KBatchError, TruncatedDataError
-from .records import ControlRecord, parse_control_record
+from ..errors import CrcMismatchError, KBatchError, TruncatedDataError
+from .control import ControlRecord, parse_control_record
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
 
-    from ._core import Record
+    from .._core import Record
     from .legacy import LegacyRecordBatch
 
 _SCAN_WINDOW = 16 * 1024 * 1024
@@ -235,12 +234,10 @@ def scan_headers(buf: memoryview, start: int = 0, end: int | None = None, verify
     return pos
 
 
-def iter_batches(data: Buffer | str | os.PathLike[str] | BinaryIO, verify_crc: bool = True, *, strict: bool = True,
-                 max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES
-                 ) -> Iterator[RecordBatch | LegacyRecordBatch]:
-    """Iterate the batches (magic 0, 1, 2, mixed) of any buffer, or of a segment file named by a
-    path or URI (s3://, gs://, hdfs://...: kbatch._fs) or given as a seekable binary file object,
-    read in windows (bounded memory; remote objects by ranged reads).
+def iter_buffer_batches(data: Buffer, verify_crc: bool = True, *, strict: bool = True,
+                        max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES
+                        ) -> Iterator[RecordBatch | LegacyRecordBatch]:
+    """iter_batches over a buffer (kbatch.record.file_records.iter_batches takes files too).
 
     verify_crc: raise CrcMismatchError for a batch whose stored CRC is wrong.
     strict: raise TruncatedDataError for a partial last batch; strict=False stops before it
@@ -249,13 +246,7 @@ def iter_batches(data: Buffer | str | os.PathLike[str] | BinaryIO, verify_crc: b
     """
     from .legacy import LegacyRecordBatch
 
-    if isinstance(data, (str, os.PathLike)) or _is_file_object(data):
-        from .segment import iter_file_batches
-
-        yield from iter_file_batches(data, verify_crc, strict, max_decompressed_bytes)
-        return
-
-    buf = _as_view(cast("Buffer", data))  # not a path or file object: a buffer
+    buf = _as_view(data)
     gen = scan_headers(buf, 0, None, verify_crc)
     while True:
         try:
@@ -345,8 +336,8 @@ class MemoryRecords:
         return len(self._buf) - self.valid_bytes
 
     def batches(self, *, strict: bool = False) -> Iterator[RecordBatch | LegacyRecordBatch]:
-        return iter_batches(self._buf, self.verify_crc, strict=strict,
-                            max_decompressed_bytes=self.max_decompressed_bytes)
+        return iter_buffer_batches(self._buf, self.verify_crc, strict=strict,
+                                   max_decompressed_bytes=self.max_decompressed_bytes)
 
     def __iter__(self) -> Iterator[RecordBatch | LegacyRecordBatch]:
         return self.batches()

@@ -11,14 +11,14 @@ import zlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from . import _backend
-from . import _wire as W
+from .. import _backend
+from .. import _wire as W
 from .compression import check_codec, check_level, compress
-from .errors import InvalidOffsetError, InvalidRecordError, UnsupportedForMessageFormatError
-from .records import control_key, end_txn_marker_value
+from ..errors import InvalidOffsetError, InvalidRecordError, UnsupportedForMessageFormatError
+from .control import control_key, end_txn_marker_value
 
 if TYPE_CHECKING:
-    from ._typing import Buffer, Headers, RecordTuple
+    from .._typing import Buffer, Headers, RecordTuple
 
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")
 

@@ -15,12 +15,12 @@ import lz4.block
 import lz4.frame
 import zstandard
 
-from . import _wire as W
-from .errors import (CorruptRecordError, DecompressionLimitError, InvalidConfigurationError, KBatchError,
+from .. import _wire as W
+from ..errors import (CorruptRecordError, DecompressionLimitError, InvalidConfigurationError, KBatchError,
                      UnsupportedCodecError)
 
 if TYPE_CHECKING:
-    from ._typing import Buffer
+    from .._typing import Buffer
 
 Compression = W.Compression
 

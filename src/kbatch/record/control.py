@@ -8,11 +8,11 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING, NamedTuple
 
-from . import _wire as W
-from .errors import InvalidRecordError
+from .. import _wire as W
+from ..errors import InvalidRecordError
 
 if TYPE_CHECKING:
-    from ._core import Record
+    from .._core import Record
 
 
 class ControlRecord(NamedTuple):

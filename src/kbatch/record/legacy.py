@@ -10,14 +10,14 @@ import zlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from . import _backend
-from . import _wire as W
+from .. import _backend
+from .. import _wire as W
 from .compression import check_codec, decompress, relocate
-from .errors import CorruptRecordError, CrcMismatchError, InvalidRecordError, KBatchError
+from ..errors import CorruptRecordError, CrcMismatchError, InvalidRecordError, KBatchError
 
 if TYPE_CHECKING:
-    from ._core import ByteView, Record
-    from .records import ControlRecord
+    from .._core import ByteView, Record
+    from .control import ControlRecord
 
 _ENTRY = struct.Struct(">qi")
 _I32 = struct.Struct(">i")
@@ -175,9 +175,8 @@ class LegacyRecordBatch:
         try:
             _crc, magic, attrs, ts, key, value = parse_message(self._buf, mpos, mend, self.offset)
         except KBatchError as e:
-            if self._origin and e.position is not None:
-                e.position += self._origin
-                e.args = (e._render(),)
+            if self._origin:
+                e.update(shift=self._origin)
             raise
         mpos += self._origin
         ttype = self.timestamp_type

@@ -22,11 +22,11 @@ import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Union
 
-from .errors import CorruptRecordError
-from .schema import MESSAGES, Message, read_message, to_json, write_message
+from ..errors import CorruptRecordError
+from . import MESSAGES, Message, read_message, to_json, write_message
 
 if TYPE_CHECKING:
-    from ._typing import Buffer
+    from .._typing import Buffer
 
 # GroupCoordinatorRecordSerde.apiMessageKeyFor / apiMessageValueFor
 GROUP_RECORD_TYPES = {

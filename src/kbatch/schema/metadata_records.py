@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from .errors import CorruptRecordError
-from .schema import MESSAGES, Message, read_message, to_json
+from ..errors import CorruptRecordError
+from . import MESSAGES, Message, read_message, to_json
 
 if TYPE_CHECKING:
-    from ._typing import Buffer
+    from .._typing import Buffer
 
 FRAME_VERSION = 1  # AbstractApiMessageSerde.DEFAULT_FRAME_VERSION
 

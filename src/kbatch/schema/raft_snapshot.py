@@ -2,7 +2,7 @@
 (raft's Snapshots / SnapshotPath) and `bootstrap.checkpoint`, and the raft control records in them.
 
 A snapshot file holds ordinary v2 record batches: a control batch with a SNAPSHOT_HEADER record,
-batches of metadata records (kbatch.metadata_records), and a control batch with a SNAPSHOT_FOOTER.
+batches of metadata records (kbatch.schema.metadata_records), and a control batch with a SNAPSHOT_FOOTER.
 Control record values are Kafka messages (SnapshotHeaderRecord, SnapshotFooterRecord,
 KRaftVersionRecord, VotersRecord) read at version 0 as ControlRecordUtils does; DumpLogSegments
 prints them as `SnapshotHeader {json}`, `SnapshotFooter {json}`, `KRaftVersion {json}`,
@@ -15,12 +15,12 @@ import os
 import re
 from typing import TYPE_CHECKING, NamedTuple
 
-from . import _wire as W
-from .errors import KBatchError
-from .schema import Message, read_message, to_json
+from .. import _wire as W
+from ..errors import KBatchError
+from . import Message, read_message, to_json
 
 if TYPE_CHECKING:
-    from ._typing import Buffer, PathLike
+    from .._typing import Buffer, PathLike
 
 SUFFIX = ".checkpoint"                      # Snapshots.SUFFIX
 BOOTSTRAP_FILENAME = "bootstrap.checkpoint"  # BootstrapDirectory.BINARY_BOOTSTRAP_FILENAME
@@ -50,7 +50,7 @@ def snapshot_id(path: PathLike) -> SnapshotId:
         return SnapshotId(0, 0, True)
     m = _NAME.match(name)
     if not m:
-        from .dump import FileNameError
+        from ..errors import FileNameError
         raise FileNameError(f"{path}: a KRaft snapshot is named <20-digit end offset>-<10-digit epoch>.checkpoint")
     return SnapshotId(int(m.group(1)), int(m.group(2)))
 

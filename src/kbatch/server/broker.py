@@ -15,8 +15,8 @@ import time
 import uuid
 from typing import TYPE_CHECKING, TypedDict
 
-from .. import _files
-from ..log import Log, LogConfig
+from ..log import files as _files
+from ..log.unified_log import Log, LogConfig
 from . import apis
 from .group_coordinator import OFFSETS_TOPIC, GroupCoordinator, partition_for
 from .partition import Partition

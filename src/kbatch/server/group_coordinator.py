@@ -7,7 +7,7 @@ SyncGroup) -> Stable; a join, a leave, a changed subscription or a session timeo
 rebalance, and members learn of it from REBALANCE_IN_PROGRESS on Heartbeat.
 
 Committed offsets and group metadata are records of a real `__consumer_offsets` log in the served
-directory, written with kbatch (`kbatch.coordinator_records`: Kafka's key and value schemas; key
+directory, written with kbatch (`kbatch.schema.coordinator_records`: Kafka's key and value schemas; key
 version 1 with value version 3, group key 2 with value 3, as Kafka writes them) and appended
 before the commit is answered; they are read back at start, so a restarted server keeps them and
 `kbatch dump` shows them. The partition of a group is Kafka's: abs(Java hashCode(group)) modulo
@@ -27,8 +27,8 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, TypedDict
 
-from .. import coordinator_records as cr
-from ..builder import BatchBuilder
+from ..schema import coordinator_records as cr
+from ..record.builder import BatchBuilder
 
 if TYPE_CHECKING:
     from typing_extensions import Required  # typing's from 3.11; kbatch runs on 3.10

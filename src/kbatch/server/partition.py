@@ -20,17 +20,17 @@ import time
 from typing import TYPE_CHECKING
 
 from .. import _wire as W
-from ..batch import iter_batches
+from ..record.file_records import iter_batches
 from ..errors import KBatchError
 from .producer_state import ProducerStateError, ProducerStateManager
 from .protocol import FileSlice
 
 if TYPE_CHECKING:
     from .._typing import Buffer
-    from ..index import AbortedTxn
-    from ..log import Log, OffsetAndTimestamp
-    from ..segment import LogSegment
-    from ..validate import AppendInfo
+    from ..log.index import AbortedTxn
+    from ..log.unified_log import Log, OffsetAndTimestamp
+    from ..log.segment import LogSegment
+    from ..log.validator import AppendInfo
 
 logger = logging.getLogger("kbatch.server")
 

@@ -25,12 +25,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .. import _files
+from ..log import files as _files
 from .. import _wire as W
 
 if TYPE_CHECKING:
-    from ..batch import RecordBatch
-    from ..legacy import LegacyRecordBatch
+    from ..record.batch import RecordBatch
+    from ..record.legacy import LegacyRecordBatch
 
 NUM_BATCHES_TO_RETAIN = 5           # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 INT32_MAX = W.INT32_MAX
@@ -96,7 +96,7 @@ class ProducerStateManager:
 
     # ---- loading
     def load_from_headers(self, header_rows: Iterable[dict[str, Any]]) -> None:
-        """Rebuild from batch header scans (kbatch.batch.scan_headers rows, in offset order)."""
+        """Rebuild from batch header scans (kbatch.record.batch.scan_headers rows, in offset order)."""
         for s in header_rows:
             cols = [s[k].tolist() for k in ("magic", "producer_id", "producer_epoch", "base_sequence", "base_offset",
                                              "last_offset", "attributes", "max_timestamp", "record_count")]

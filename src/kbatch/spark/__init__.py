@@ -13,7 +13,7 @@ register), and the Python data source everywhere else; both give the same rows a
     kbatch.spark.timestamp_report(df_or_path, before_max_ms, after_max_ms, now)   # KIP-937
     kbatch.spark.offsets_for_times(path, timestamp)   # KIP-79, one task per partition
 
-Columns everywhere are Spark's Kafka-source columns (see kbatch.arrow), so a job can swap
+Columns everywhere are Spark's Kafka-source columns (see kbatch.columns.decode), so a job can swap
 `format("kafka")` for `format("kafka-segments")` without other changes. Executors need kbatch
 installed (see docs/spark.md: wheels, packed environments, spark.archives).
 """
@@ -143,7 +143,7 @@ class _DecodeFn:
         del self.__dict__["self"]
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from ..arrow import iter_record_batches
+        from ..columns.decode import iter_record_batches
 
         for rb in batches:
             data = rb.column(self.column).to_pylist()
@@ -170,7 +170,7 @@ def _report_partials(before_max_ms: int, after_max_ms: int,
         import pyarrow as pa
 
         from .. import _wire as W
-        from ..arrow import timestamps_ms
+        from ..columns.decode import timestamps_ms
 
         check = _check_timestamps_fn()
         # (topic, partition) -> [records, no timestamp, too old, too new, first too old offset or None,

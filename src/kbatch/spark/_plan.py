@@ -1,7 +1,7 @@
 """Planning reads over a directory of Kafka partition folders, without Spark.
 
 A root directory holds `<topic>-<partition>/` folders of segments (`<20-digit base offset>.log`
-with `.index` and `.timeindex` beside it), or a tiered-storage layout (kbatch.layout), on local
+with `.index` and `.timeindex` beside it), or a tiered-storage layout (kbatch.log.layout), on local
 disk or in object storage (kbatch._fs). This module finds them, turns offset and time bounds
 into byte ranges with the indexes (KIP-33) so that skipped bytes are never read, and splits a
 large segment at batch boundaries taken from its `.index`.
@@ -23,14 +23,14 @@ import numpy.typing as npt
 
 from .. import _fs
 from .. import _wire as W
-from ..batch import iter_batches
+from ..record.file_records import iter_batches
 
 if TYPE_CHECKING:
     from .._typing import Buffer
-    from ..batch import RecordBatch
-    from ..legacy import LegacyRecordBatch
-    from ..log import Log
-    from ..segment import SegmentFiles
+    from ..record.batch import RecordBatch
+    from ..record.legacy import LegacyRecordBatch
+    from ..log.unified_log import Log
+    from ..log.segment import SegmentFiles
 
 #: an aborted transaction: (producer id, first offset, last offset: its ABORT marker's)
 Aborted = tuple[int, int, int]
@@ -60,10 +60,10 @@ class TopicPartition:
 def list_partitions(root: str, topics: Iterable[str] | None = None,
                     topic_pattern: str | None = None) -> list[TopicPartition]:
     """Every partition folder under `root` (or `root` itself when it is one), in any layout
-    kbatch.layout reads (broker `<topic>-<p>`, Kafka's LocalTieredStorage, Aiven's tiered
+    kbatch.log.layout reads (broker `<topic>-<p>`, Kafka's LocalTieredStorage, Aiven's tiered
     storage), local or remote (s3://, gs://, hdfs://: one listing per directory), sorted, each
     with its segments in base-offset order."""
-    from .. import layout
+    from ..log import layout
 
     root = root if _fs.is_remote(root) else os.fspath(root)
     if not _fs.isdir(root):
@@ -112,7 +112,7 @@ def _entries(data: bytes, dtype: np.dtype[np.void]) -> npt.NDArray[np.void]:
 def _read_index(seg: Segment, suffix: str, dtype: np.dtype[np.void]) -> npt.NDArray[np.void]:
     files = seg.files
     if files is None:
-        from ..layout import segment_files_for
+        from ..log.layout import segment_files_for
 
         files = seg.files = segment_files_for(seg.path)
     try:
@@ -151,7 +151,7 @@ def end_position_for_offset(seg: Segment, end_offset: int) -> int:
 def read_range(path: str, start: int, end: int, size: int | None = None) -> bytes:
     """Bytes [start, end) of a segment: one pread of a local file, one ranged request of a remote
     object (`size`, known from planning, spares a metadata request)."""
-    from ..segment import open_records
+    from ..record.file_records import open_records
 
     records = open_records(path, size)
     try:
@@ -209,7 +209,7 @@ def _storage_log() -> type[Log] | None:
     if os.environ.get("KBATCH_SPARK_OWN_INDEX"):
         return None
     try:
-        from ..log import Log  # kbatch's storage layer, when present
+        from ..log.unified_log import Log  # kbatch's storage layer, when present
     except ImportError:
         return None
     return Log
@@ -238,7 +238,7 @@ def aborted_transactions(tp: TopicPartition) -> list[Aborted]:
     nothing): per producer, its transactional batches from the first after its previous marker up
     to an ABORT marker. The JVM reader computes the same list (Planner.abortedTransactions).
     """
-    from ..index import TransactionIndex
+    from ..log.index import TransactionIndex
 
     paths = [seg.path[:-4] + ".txnindex" for seg in tp.segments]
     out: list[Aborted] = []
@@ -266,7 +266,7 @@ def aborted_transactions(tp: TopicPartition) -> list[Aborted]:
 
 def marker_type(batch: RecordBatch | LegacyRecordBatch) -> W.ControlRecordType:
     """The type of a control batch's first control record (UNKNOWN when it has none), checked by
-    kbatch.records.parse_control_record; errors name the batch."""
+    kbatch.record.control.parse_control_record; errors name the batch."""
     from ..errors import KBatchError
 
     try:
@@ -292,9 +292,7 @@ def check_markers(data: Buffer, start: int, aborted: Iterable[Aborted], lo: int,
                 b.ensure_valid()
             kind = marker_type(b)
         except KBatchError as e:
-            if e.position is not None:  # positions in `data` -> in the file
-                e.position += start
-                e.args = (e._render(),)
+            e.update(shift=start)  # positions in `data` -> in the file
             raise
         if kind not in (W.ControlRecordType.ABORT, W.ControlRecordType.COMMIT):
             continue

@@ -4,7 +4,7 @@
     spark.read.format("kafka-segments").load("s3://bucket/logs/")     # gs://, hdfs://, fsspec URIs too
 
 reads a directory of `<topic>-<partition>/` folders of segments (or a tiered-storage layout:
-kbatch.layout) with Spark's Kafka-source columns (kbatch.arrow). Remote paths are listed on the
+kbatch.log.layout) with Spark's Kafka-source columns (kbatch.columns.decode). Remote paths are listed on the
 driver and read by ranges on executors (credentials from the executors' environment or
 profiles, as the filesystem library finds them). One input partition per segment, or per byte range of a large segment
 split at batch boundaries from its `.index`; `read()` yields pyarrow.RecordBatch objects of up
@@ -62,8 +62,8 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, Great
 from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, IntegerType, LongType, ShortType, StringType,
                                StructField, StructType, TimestampType)
 
-from .. import arrow as A
-from .._files import atomic_write
+from ..columns import decode as A
+from ..log.files import atomic_write
 from ..errors import InvalidRequestError, KBatchError
 from . import _plan
 
@@ -173,7 +173,7 @@ class SegmentSlice(InputPartition):
 
 
 class KafkaSegmentsReader(DataSourceReader):
-    """Plans slices on the driver, decodes them with kbatch.arrow on executors."""
+    """Plans slices on the driver, decodes them with kbatch.columns.decode on executors."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.options = dict(options)
@@ -266,7 +266,7 @@ class KafkaSegmentsReader(DataSourceReader):
 
     # -------------------------------------------------------------------------------- reading
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        from ..arrow import iter_record_batches
+        from ..columns.decode import iter_record_batches
 
         assert isinstance(partition, SegmentSlice)  # what partitions() planned
         if not partition.path or partition.end <= partition.start:
@@ -300,10 +300,7 @@ class KafkaSegmentsReader(DataSourceReader):
     def _bad_range(self, partition: SegmentSlice, e: KBatchError) -> None:
         """A bad batch in the slice: fail (positions in the file, the file named), or skip the rest
         of the slice, log it and, with badRecordsPath, report it."""
-        if e.position is not None:
-            e.position += partition.start
-        e.reason = f"{e.reason} [kafka-segments: {partition.path}]"
-        e.args = (e._render(),)
+        e.update(shift=partition.start, reason=f"{e.reason} [kafka-segments: {partition.path}]")
         if self.fail_on_data_loss:
             raise e
         log.warning("kafka-segments: skipping the rest of %s from byte %s to %s: %s "

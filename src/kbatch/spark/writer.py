@@ -51,16 +51,16 @@ from typing import TYPE_CHECKING, overload
 
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from .._files import DirLock, fsync_dir, parse_partition_dir
+from ..log.files import DirLock, fsync_dir, parse_partition_dir
 from ..errors import InvalidRequestError, KBatchError
-from ..partitioner import Router, check_topic, partitions_for
+from ..columns.partitioner import Router, check_topic, partitions_for
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql.types import StructType
 
     from .. import _wire as W
-    from ..log import Log, LogConfig
+    from ..log.unified_log import Log, LogConfig
 
 STAGING = "_kbatch_staging"
 CLOSED = ".closed"  # a job directory commit or abort has taken over
@@ -128,12 +128,12 @@ class KafkaSegmentsWriter(DataSourceArrowWriter):
         os.makedirs(self.job_dir)
 
     def config(self) -> LogConfig:
-        from ..log import LogConfig
+        from ..log.unified_log import LogConfig
 
         return LogConfig.from_properties(self.properties)
 
     def _codec(self) -> W.Compression | None:
-        from ..compression import codec_from_name
+        from ..record.compression import codec_from_name
 
         return None if self.compression is None else codec_from_name(self.compression)
 
@@ -141,7 +141,7 @@ class KafkaSegmentsWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskCommit:
         from pyspark import TaskContext
 
-        from ..log import Log
+        from ..log.unified_log import Log
 
         ctx = TaskContext.get()
         task = ctx.partitionId() if ctx is not None else 0
@@ -283,7 +283,7 @@ class _Commit:
     def _lock_all(self) -> tuple[dict[str, tuple[Log, list[Piece]]], list[str], dict[str, list[Piece]]]:
         """Take the lock of every partition directory the commit changes, before changing any (the
         Logs appended to last: opening one for writing recovers it)."""
-        from ..log import Log
+        from ..log.unified_log import Log
 
         to_append: dict[str, list[Piece]] = {}
         replaced: list[str] = []
@@ -343,7 +343,7 @@ class _Commit:
 
 # ------------------------------------------------------------------------------------ joining pieces
 def _segments(path: str) -> list[int]:
-    from .._files import list_segment_bases
+    from ..log.files import list_segment_bases
 
     return list_segment_bases(path)
 
@@ -352,8 +352,8 @@ def _shift_batches(log_path: str, delta: int) -> None:
     """Add `delta` to every batch's baseOffset (outside the CRC) in place."""
     import struct
 
-    from .._files import write_all
-    from ..segment import FileRecords
+    from ..log.files import write_all
+    from ..record.file_records import FileRecords
 
     records = FileRecords(log_path, writable=True)
     try:
@@ -368,8 +368,8 @@ def _shift_batches(log_path: str, delta: int) -> None:
 def _join_pieces(target: str, pieces: list[Piece], config: LogConfig) -> None:
     """One partition directory from the tasks' logs, in task order: each piece's segments shifted
     past the offsets of the pieces before it, then opened and closed as a Log (its own files)."""
-    from .. import _files
-    from ..log import Log
+    from ..log import files as _files
+    from ..log.unified_log import Log
 
     os.makedirs(target)
     offset = 0
@@ -391,18 +391,17 @@ def _join_pieces(target: str, pieces: list[Piece], config: LogConfig) -> None:
 def _append_pieces(log: Log, pieces: list[Piece]) -> None:
     """Append the tasks' batches to an existing partition (a Log the commit holds open for writing)
     through Log.append, its validation and offsets from its end; all or nothing, even across a
-    kill (Log._all_or_nothing, as append_table)."""
-    from ..arrow_encode import _with_more
+    kill (Log.append_group, as append_table)."""
+    from ..columns.encode import with_more
 
-    with log._all_or_nothing() as group:
-        for run, more in _with_more(_runs(pieces)):
-            group.before_append(more)
-            log.append(run, from_client=False)
+    with log.append_group() as group:
+        for run, more in with_more(_runs(pieces)):
+            group.append(run, more=more)
 
 
 def _runs(pieces: list[Piece]) -> Iterator[memoryview]:
     """Runs of whole batches (at most 16 MiB, one batch at least) of the pieces' logs, in order."""
-    from ..log import Log
+    from ..log.unified_log import Log
 
     for piece in pieces:
         src = Log.open(piece.path)
@@ -419,7 +418,7 @@ def _runs(pieces: list[Piece]) -> Iterator[memoryview]:
 
 def _batch_ends(data: memoryview, limit: int = 16 * 1024 * 1024) -> list[int]:
     """Ends of runs of whole batches of at most `limit` bytes (one batch at least)."""
-    from ..batch import scan_headers
+    from ..record.batch import scan_headers
 
     out: list[int] = []
     start = 0

@@ -1,1 +1,1 @@
-"""Fault injection for kbatch's storage: see helper.py and tests/test_faults.py."""
+"""Fault injection for kbatch's storage: see helper.py and tests/system/test_faults.py."""

@@ -1,4 +1,4 @@
-"""Fault-injection helpers for kbatch's storage layer (tests/test_faults.py).
+"""Fault-injection helpers for kbatch's storage layer (tests/system/test_faults.py).
 
 - `writer`: appends forever with frequent rolls, retention and flushes, logging every append the
   Log acknowledged (returned from `append`) to a separate file, one fsynced line per append:
@@ -13,8 +13,8 @@
 
 As a program (a separate interpreter, for the tests that need a real second process):
 
-    python tests/faults/helper.py writer DIR ACKS        append until killed
-    python tests/faults/helper.py hold DIR               hold DIR open for writing until stdin closes
+    python tests/support/faults/helper.py writer DIR ACKS        append until killed
+    python tests/support/faults/helper.py hold DIR               hold DIR open for writing until stdin closes
 """
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ import sys
 import traceback
 
 import kbatch
-from kbatch import _files
+from kbatch import _files as _io
+from kbatch.log import files as _files
 
 # small segments and index intervals: rolls, index entries and retention happen every few appends
 CONFIG = dict(segment_bytes=1500, index_interval_bytes=100, retention_ms=60, segment_ms=10**12)
@@ -203,18 +204,18 @@ def kill_at(k: int, names: list | None = None) -> None:
             names.append(name)
         if count[0] == k:
             os.kill(os.getpid(), signal.SIGKILL)
-    _files.crash_point = hook
+    _io.crash_point = hook
 
 
 @contextlib.contextmanager
 def recording_crash_points(names: list):
     """Collect the names of the crash points passed while the block runs."""
-    orig = _files.crash_point
-    _files.crash_point = names.append
+    orig = _io.crash_point
+    _io.crash_point = names.append
     try:
         yield names
     finally:
-        _files.crash_point = orig
+        _io.crash_point = orig
 
 
 def in_child(fn, *args, **kw):

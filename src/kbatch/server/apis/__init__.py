@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import (api_versions, fetch, find_coordinator, heartbeat, init_producer_id, join_group, leave_group,
-               list_offsets, metadata, offset_commit, offset_fetch, produce, sync_group)
+from . import api_versions, fetch, find_coordinator, heartbeat, init_producer_id, join_group, leave_group, list_offsets, metadata, offset_commit, offset_fetch, produce, sync_group
 
 if TYPE_CHECKING:
     from ..broker import Handler

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from kafka.protocol.data_container import DataContainer
 
-    from ...log import OffsetAndTimestamp
+    from ...log.unified_log import OffsetAndTimestamp
     from ..broker import Broker
     from ..partition import Partition
     from ..protocol import Request

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, TypedDict
 
-from ...batch import iter_batches
+from ...record.file_records import iter_batches
 from ...errors import KBatchError
 from ..group_coordinator import OFFSETS_TOPIC
 from ..partition import ProducerStateError
@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from kafka.protocol.api_message import ApiMessage
     from kafka.protocol.data_container import DataContainer
 
-    from ...batch import RecordBatch
-    from ...legacy import LegacyRecordBatch
+    from ...record.batch import RecordBatch
+    from ...record.legacy import LegacyRecordBatch
     from ..broker import Broker
     from ..protocol import Request
 

@@ -17,7 +17,7 @@ import org.xerial.snappy.Snappy;
 
 /**
  * Kafka's codecs, framed as Kafka frames them (kafka-format.md 1.6), read with the libraries Spark
- * ships (JDK zlib, snappy-java, lz4-java, zstd-jni), with kbatch.compression's rules: gzip members
+ * ships (JDK zlib, snappy-java, lz4-java, zstd-jni), with kbatch.record.compression's rules: gzip members
  * back to back (trailing non-gzip bytes ignored), xerial or raw snappy, lz4 frames with independent
  * blocks (the header checksum skipped for magic 0, KAFKA-3160), zstd frames without content size,
  * one after another. Every decompressor stops at the limit (a compression bomb costs at most that).
@@ -46,7 +46,7 @@ final class Compression {
         return codec >= 0 && codec < Wire.CODEC_NAMES.length ? Wire.CODEC_NAMES[codec] : "unknown(" + codec + ")";
     }
 
-    /** kbatch.compression.check_codec: ids 5-7 are unknown, zstd needs magic 2. */
+    /** kbatch.record.compression.check_codec: ids 5-7 are unknown, zstd needs magic 2. */
     static void checkCodec(int codec, int magic, long position) {
         if (codec < 0 || codec > 4) {
             throw KafkaSegmentsException.unsupportedCodec("Unknown compression type id: " + codec, position,

@@ -89,7 +89,7 @@ public final class KafkaSegmentsException extends RuntimeException {
         return this;
     }
 
-    /** Point an error found inside decompressed records at the batch (kbatch.compression.relocate). */
+    /** Point an error found inside decompressed records at the batch (kbatch.record.compression.relocate). */
     KafkaSegmentsException relocate(long batchPosition, long baseOffset, String what) {
         if (position != null) {
             reason = reason + " (at byte " + position + " of " + what + " of the batch at byte " + batchPosition + ")";

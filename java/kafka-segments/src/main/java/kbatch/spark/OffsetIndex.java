@@ -8,7 +8,7 @@ import org.apache.hadoop.fs.FileSystem;
  * A segment's `.index` (offset -> position) or `.timeindex` (timestamp -> offset) entries as
  * absolute values (kafka-format.md 5.1-5.3). Two readings of a preallocated file's zero tail:
  * {@link #forPlanning} cuts as kbatch.spark._plan does (splitting and offset ranges), and
- * {@link #forLookup} as kbatch.index does for time lookups (sanity-checked; an index that fails
+ * {@link #forLookup} as kbatch.log.index does for time lookups (sanity-checked; an index that fails
  * its checks, or is missing, is treated as empty: the lookup then scans from the segment start,
  * which gives the answer a rebuilt index would).
  */
@@ -70,7 +70,7 @@ final class OffsetIndex {
     }
 
     /**
-     * kbatch.index: a file whose first two slots are zeros is empty; entries end at the first slot
+     * kbatch.log.index: a file whose first two slots are zeros is empty; entries end at the first slot
      * (from slot 0 for .index, slot 1 for .timeindex) naming the base offset; then Kafka's sanity
      * checks (size a multiple of the entry size, last offset >= base, keys increasing, last
      * timestamp >= first).

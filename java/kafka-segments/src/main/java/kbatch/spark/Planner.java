@@ -229,7 +229,7 @@ final class Planner {
         return hit[0];
     }
 
-    /** kbatch.segment.first_record_at_or_after: {offset, timestamp} or null. */
+    /** kbatch.log.segment.first_record_at_or_after: {offset, timestamp} or null. */
     private long[] firstRecordAtOrAfter(BatchHeader h, ByteBuffer b, int p, long delta, long target,
                                         long startOffset) {
         if (h.magic == 2 && (h.attributes & Wire.TIMESTAMP_TYPE_MASK) != 0) {

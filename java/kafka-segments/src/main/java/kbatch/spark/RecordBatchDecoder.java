@@ -396,7 +396,7 @@ final class RecordBatchDecoder {
 
     /**
      * Header keys are strings: copied (Spark reads them as UTF8String views of the copy), invalid
-     * UTF-8 decoded with replacement, as kbatch.arrow does.
+     * UTF-8 decoded with replacement, as kbatch.columns.decode does.
      */
     private void addHeaderKey(RecordColumns.Binary keys, ByteBuffer b, int pos, int len) {
         boolean ascii = true;
@@ -421,7 +421,7 @@ final class RecordBatchDecoder {
     // ------------------------------------------------------------------ the control record
     /**
      * The type of the control record of a control batch at b[p] (0 ABORT, 1 COMMIT, ...; -1 for a
-     * type Kafka does not know), checked as kbatch.records.parse_control_record checks it (a key
+     * type Kafka does not know), checked as kbatch.record.control.parse_control_record checks it (a key
      * of at least 4 bytes, version >= 0; a transaction marker's value of at least 6 bytes, version
      * >= 0), for read_committed's check of aborted transactions against the log.
      */
@@ -462,7 +462,7 @@ final class RecordBatchDecoder {
     }
 
     // ------------------------------------------------------------------ magic 0 and 1
-    /** A legacy message at b[m, mend): its fields (kbatch.legacy.parse_message). */
+    /** A legacy message at b[m, mend): its fields (kbatch.record.legacy.parse_message). */
     private int lmMagic, lmAttributes;
     private long lmCrc, lmTimestamp;
     private int lmKeyPos, lmKeyLen, lmValuePos, lmValueLen;
@@ -517,7 +517,7 @@ final class RecordBatchDecoder {
         return n;
     }
 
-    /** Decode one legacy entry framed at b[p] (kbatch.legacy.LegacyRecordBatch._decode). */
+    /** Decode one legacy entry framed at b[p] (kbatch.record.legacy.LegacyRecordBatch._decode). */
     void decodeLegacy(ByteBuffer b, int p, long delta, BatchHeader h, RecordColumns out, long lo, long hi,
                       boolean verifyCrc, boolean stable) {
         int m = p + Wire.LOG_OVERHEAD;

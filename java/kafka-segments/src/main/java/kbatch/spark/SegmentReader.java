@@ -8,8 +8,8 @@ import java.nio.ByteBuffer;
 
 /**
  * Reads the batches of bytes [start, end) of one segment into {@link RecordColumns}, batch after
- * batch, with the flow of kbatch.arrow.iter_record_batches: batch headers are scanned window by
- * window (16 MiB, as kbatch.batch.scan_headers, so framing errors surface where they surface in the
+ * batch, with the flow of kbatch.columns.decode.iter_record_batches: batch headers are scanned window by
+ * window (16 MiB, as kbatch.record.batch.scan_headers, so framing errors surface where they surface in the
  * Python reader), then each batch in order: a magic 2 batch at or past the end offset stops the
  * read, batches before the start offset are skipped unread, control batches are not rows, the CRC
  * is checked, records are decoded. On a bad batch the rows of the batches before it are returned
@@ -17,7 +17,7 @@ import java.nio.ByteBuffer;
  * range ends at the end of the file (where Kafka ignores it).
  */
 final class SegmentReader implements Closeable {
-    /** kbatch.batch's scan window; the system property kbatch.spark.scanWindow changes it (tests). */
+    /** kbatch.record.batch's scan window; the system property kbatch.spark.scanWindow changes it (tests). */
     static final int SCAN_WINDOW = Integer.getInteger("kbatch.spark.scanWindow", 16 * 1024 * 1024);
     /** Output batches end after the Kafka batch that takes them past this many key+value bytes. */
     static final int MAX_OUTPUT_BYTES = 64 * 1024 * 1024;
@@ -260,7 +260,7 @@ final class SegmentReader implements Closeable {
         return p;
     }
 
-    /** kbatch.batch.truncation_error: a partial batch where the range should end with a whole one. */
+    /** kbatch.record.batch.truncation_error: a partial batch where the range should end with a whole one. */
     private KafkaSegmentsException truncation(long valid) throws IOException {
         long left = end - valid;
         String expected;

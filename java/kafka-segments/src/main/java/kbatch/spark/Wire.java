@@ -63,7 +63,7 @@ final class Wire {
     static final int TIME_INDEX_ENTRY_SIZE = 12;
     static final int TXN_INDEX_ENTRY_SIZE = 34;
 
-    /** Decompressed bytes allowed per batch (the bomb guard of kbatch.compression). */
+    /** Decompressed bytes allowed per batch (the bomb guard of kbatch.record.compression). */
     static final int DEFAULT_MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024;
     /** Largest |ms| whose microseconds fit in int64: beyond it a timestamp column value is null. */
     static final long US_LIMIT = Long.MAX_VALUE / 1000;
