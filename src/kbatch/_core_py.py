@@ -1213,9 +1213,8 @@ class ColumnsEncoderV2:
         out += header
         out += self._section
         ends.append(len(out))
-        if self.sequence >= 0:  # DefaultRecordBatch.incrementSequence
-            c = self._count
-            self.sequence = c - (W.INT32_MAX - self.sequence) - 1 if self.sequence > W.INT32_MAX - c else self.sequence + c
+        if self.sequence >= 0:
+            self.sequence = W.increment_sequence(self.sequence, self._count)
         self._section = bytearray()
         self._count = 0
 

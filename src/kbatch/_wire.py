@@ -75,6 +75,21 @@ INT32_MIN = -(2**31)
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
 
+
+# --- producer sequences wrap from Int32.MAX to 0 (DefaultRecordBatch's two static helpers)
+def increment_sequence(sequence: int, increment: int) -> int:
+    """DefaultRecordBatch.incrementSequence: `sequence + increment`, wrapping past Int32.MAX to 0."""
+    if sequence > INT32_MAX - increment:
+        return increment - (INT32_MAX - sequence) - 1
+    return sequence + increment
+
+
+def decrement_sequence(sequence: int, decrement: int) -> int:
+    """DefaultRecordBatch.decrementSequence: `sequence - decrement`, wrapping below 0 to Int32.MAX."""
+    if sequence < decrement:
+        return INT32_MAX - (decrement - sequence) + 1
+    return sequence - decrement
+
 # --- control records (ControlRecordType.java, EndTransactionMarker.java)
 CONTROL_KEY_SIZE = 4  # version int16 + type int16
 END_TXN_MARKER_VALUE_SIZE = 6  # version int16 + coordinatorEpoch int32

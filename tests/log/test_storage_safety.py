@@ -74,7 +74,7 @@ def cli_main():
 
 # ------------------------------------------------------------------------------------ item 1
 @pytest.mark.parametrize("tail", ["zeros", "bad magic", "size below minimum"])
-def test_item1_recovery_keeps_every_valid_batch_before_a_bad_header(backend, tmp_path, tail):
+def test_recovery_keeps_every_valid_batch_before_a_bad_header(backend, tmp_path, tail):
     """Kafka's LogSegment.recover truncates to the end of the last valid batch. The bad header is
     in the first scan window, after ten good batches: all ten stay."""
     good = b"".join(batches(10))
@@ -93,13 +93,13 @@ def test_item1_recovery_keeps_every_valid_batch_before_a_bad_header(backend, tmp
     assert offsets(tmp_path / "t-0") == list(range(31))
 
 
-def test_item1_build_indexes_hands_out_the_batches_before_a_bad_header(backend):
+def test_build_indexes_hands_out_the_batches_before_a_bad_header(backend):
     good = b"".join(batches(10))
     built = build_indexes(good + bytes(100), 0, 100, stop_on_error=True)
     assert built.valid_bytes == len(good) and built.last_offset == 29 and built.error is not None
 
 
-def test_item1_a_2gib_sparse_segment_keeps_its_ten_batches(backend, tmp_path):
+def test_a_2gib_sparse_segment_keeps_its_ten_batches(backend, tmp_path):
     """A preallocated / power-cut 2 GiB segment holding 10 valid batches: recovery cuts only the
     zeros (before the fix it cut all 2 GiB). Only the first window is read."""
     good = b"".join(batches(10))
@@ -113,7 +113,7 @@ def test_item1_a_2gib_sparse_segment_keeps_its_ten_batches(backend, tmp_path):
     assert p.stat().st_size == len(good) and p.read_bytes() == good
 
 
-def test_item1_a_read_only_open_reports_the_bad_tail_and_answers_from_the_good_batches(backend, tmp_path):
+def test_a_read_only_open_reports_the_bad_tail_and_answers_from_the_good_batches(backend, tmp_path):
     good = b"".join(batches(10))
     write_log(tmp_path / "t-0", good + bytes(200))
     before = files(tmp_path / "t-0")
@@ -147,7 +147,7 @@ def _fail_pwrite(monkeypatch, when, short=True, err=errno.ENOSPC):
 @pytest.mark.skipif(not os.path.exists("/proc/self/fd"), reason="needs /proc/self/fd to aim the failure at one file")
 @pytest.mark.parametrize("where,short,err", [(".log", True, errno.ENOSPC), (".log", False, errno.EFBIG),
                                              (".index", False, errno.ENOSPC), (".timeindex", True, errno.ENOSPC)])
-def test_item2_a_failed_append_leaves_the_files_as_they_were_and_the_log_usable(backend, tmp_path, monkeypatch,
+def test_a_failed_append_leaves_the_files_as_they_were_and_the_log_usable(backend, tmp_path, monkeypatch,
                                                                                  where, short, err):
     d = tmp_path / "t-0"
     cfg = kbatch.LogConfig(index_interval_bytes=50, segment_bytes=100_000)
@@ -170,7 +170,7 @@ def test_item2_a_failed_append_leaves_the_files_as_they_were_and_the_log_usable(
     assert indexes_exact(d, 50)
 
 
-def test_item2_a_failed_roll_is_undone(backend, tmp_path, monkeypatch):
+def test_a_failed_roll_is_undone(backend, tmp_path, monkeypatch):
     """The append that rolls fails while creating the new segment: no new files stay, the old
     segment's final time-index entry is taken back, and the log goes on."""
     d = tmp_path / "t-0"
@@ -199,7 +199,7 @@ def test_item2_a_failed_roll_is_undone(backend, tmp_path, monkeypatch):
     assert offsets(d) == list(range(9))
 
 
-def test_item2_unclean_shutdown_recovers_every_segment_past_the_recovery_point(backend, tmp_path):
+def test_unclean_shutdown_recovers_every_segment_past_the_recovery_point(backend, tmp_path):
     """After an unclean shutdown every segment from the recovery point on is read in full. A
     torn batch left in an inactive segment (what the old ENOSPC bug produced) is found. Kafka
     would truncate there and delete every later segment; kbatch refuses and changes nothing."""
@@ -225,7 +225,7 @@ def test_item2_unclean_shutdown_recovers_every_segment_past_the_recovery_point(b
     assert files(d) == before
 
 
-def test_item2_clean_shutdown_skips_the_inactive_segments_and_crash_recovery_covers_them(backend, tmp_path):
+def test_clean_shutdown_skips_the_inactive_segments_and_crash_recovery_covers_them(backend, tmp_path):
     d = tmp_path / "t-0"
     cfg = kbatch.LogConfig(segment_bytes=300)
     log = kbatch.Log.create(d, cfg, now_ms=NOW)
@@ -247,7 +247,7 @@ def test_item2_clean_shutdown_skips_the_inactive_segments_and_crash_recovery_cov
 
 
 # ------------------------------------------------------------------------------------ item 3
-def test_item3_a_second_writer_is_refused_in_the_same_process(tmp_path):
+def test_a_second_writer_is_refused_in_the_same_process(tmp_path):
     d = tmp_path / "t-0"
     log = kbatch.Log.create(d)
     try:
@@ -262,7 +262,7 @@ def test_item3_a_second_writer_is_refused_in_the_same_process(tmp_path):
     kbatch.rebuild_indexes(d)
 
 
-def test_item3_a_second_writer_is_refused_in_another_process(tmp_path):
+def test_a_second_writer_is_refused_in_another_process(tmp_path):
     d = tmp_path / "t-0"
     log = kbatch.Log.create(d)
     try:
@@ -275,7 +275,7 @@ def test_item3_a_second_writer_is_refused_in_another_process(tmp_path):
         log.close()
 
 
-def test_item3_the_cli_write_commands_refuse_a_locked_directory(tmp_path, cli_main, capsys):
+def test_the_cli_write_commands_refuse_a_locked_directory(tmp_path, cli_main, capsys):
     d = tmp_path / "t-0"
     log = kbatch.Log.create(d)
     log.append(batch(0), now_ms=NOW)
@@ -289,7 +289,7 @@ def test_item3_the_cli_write_commands_refuse_a_locked_directory(tmp_path, cli_ma
 
 
 # ------------------------------------------------------------------------------------ item 4
-def test_item4_a_truncated_file_gives_a_kbatch_error_not_sigbus(tmp_path):
+def test_a_truncated_file_gives_a_kbatch_error_not_sigbus(tmp_path):
     """The reader runs in a child process, so a regression (SIGBUS) fails the test, not the run."""
     d = tmp_path / "t-0"
     write_log(d, b"".join(batches(300)))
@@ -304,7 +304,7 @@ def test_item4_a_truncated_file_gives_a_kbatch_error_not_sigbus(tmp_path):
     assert r.stdout.startswith("FileChangedError") and "truncated while being read" in r.stdout
 
 
-def test_item4_file_changed_error_is_a_kbatch_error_with_the_position(backend, tmp_path):
+def test_file_changed_error_is_a_kbatch_error_with_the_position(backend, tmp_path):
     p = write_log(tmp_path / "t-0", b"".join(batches(50)))
     f = FileRecords(p)
     os.truncate(p, 100)
@@ -315,7 +315,7 @@ def test_item4_file_changed_error_is_a_kbatch_error_with_the_position(backend, t
 
 
 # ------------------------------------------------------------------------------------ item 5
-def test_item5_a_reader_sees_one_generation_across_a_compaction_swap(backend, tmp_path):
+def test_a_reader_sees_one_generation_across_a_compaction_swap(backend, tmp_path):
     d = tmp_path / "t-0"
     cfg = kbatch.LogConfig(segment_bytes=600, index_interval_bytes=50)
     log = kbatch.Log.create(d, cfg, now_ms=NOW)
@@ -340,7 +340,7 @@ def _corrupt_length_partition(d: Path):
     write_log(d, b"".join(batches(2, start=36)), 36)
 
 
-def test_item6_compact_refuses_a_partition_it_cannot_read_in_full(backend, tmp_path, cli_main, capsys):
+def test_compact_refuses_a_partition_it_cannot_read_in_full(backend, tmp_path, cli_main, capsys):
     d = tmp_path / "t-0"
     _corrupt_length_partition(d)
     before = files(d)
@@ -354,7 +354,7 @@ def test_item6_compact_refuses_a_partition_it_cannot_read_in_full(backend, tmp_p
     assert cli_main(["verify", str(d)]) == 1  # the evidence is still there
 
 
-def test_item6_compact_refuses_a_text_file_named_like_a_segment(tmp_path, cli_main):
+def test_compact_refuses_a_text_file_named_like_a_segment(tmp_path, cli_main):
     d = tmp_path / "t-0"
     write_log(d, b"this is a text file, not a Kafka segment\n" * 20)
     before = files(d)
@@ -371,7 +371,7 @@ def _keyed(d: Path):
     log.close()
 
 
-def test_item6_dry_run_writes_nothing_and_says_what_a_run_would_do(tmp_path, cli_main, capsys):
+def test_dry_run_writes_nothing_and_says_what_a_run_would_do(tmp_path, cli_main, capsys):
     d = tmp_path / "t-0"
     _keyed(d)
     before = files(d)
@@ -383,7 +383,7 @@ def test_item6_dry_run_writes_nothing_and_says_what_a_run_would_do(tmp_path, cli
     assert (real.records_removed, real.bytes_saved) == (dry.records_removed, dry.bytes_saved)
 
 
-def test_item6_output_dir_writes_the_compacted_copy_and_leaves_the_input(tmp_path, cli_main):
+def test_output_dir_writes_the_compacted_copy_and_leaves_the_input(tmp_path, cli_main):
     d, copy = tmp_path / "in" / "t-0", tmp_path / "ref" / "t-0"
     _keyed(d)
     import shutil
@@ -413,7 +413,7 @@ def _wrong_index_partition(d: Path) -> int:
     return 1800
 
 
-def test_item7_latest_is_not_answered_from_an_index_the_log_contradicts(backend, tmp_path, cli_main, capsys):
+def test_latest_is_not_answered_from_an_index_the_log_contradicts(backend, tmp_path, cli_main, capsys):
     d = tmp_path / "t-0"
     n = _wrong_index_partition(d)
     log = kbatch.Log.open(d)
@@ -428,7 +428,7 @@ def test_item7_latest_is_not_answered_from_an_index_the_log_contradicts(backend,
 
 
 @pytest.mark.parametrize("kind", ["text file", "bad length"])
-def test_item7_offsets_exits_1_on_bytes_it_cannot_read(backend, tmp_path, cli_main, capsys, kind):
+def test_offsets_exits_1_on_bytes_it_cannot_read(backend, tmp_path, cli_main, capsys, kind):
     d = tmp_path / "t-0"
     if kind == "text file":
         write_log(d, b"hello, this is not a segment\n" * 60)
@@ -442,7 +442,7 @@ def test_item7_offsets_exits_1_on_bytes_it_cannot_read(backend, tmp_path, cli_ma
 
 # ------------------------------------------------------------------------------------ item 8
 @pytest.mark.parametrize("damage", ["truncated", "bit flip", "bad length"])
-def test_item8_validate_exits_1_and_names_what_it_could_not_read(tmp_path, cli_main, capsys, damage):
+def test_validate_exits_1_and_names_what_it_could_not_read(tmp_path, cli_main, capsys, damage):
     d = tmp_path / "t-0"
     data = bytearray(b"".join(batches(10)))
     if damage == "truncated":
@@ -458,7 +458,7 @@ def test_item8_validate_exits_1_and_names_what_it_could_not_read(tmp_path, cli_m
 
 
 # ------------------------------------------------------------------------------------ item 9
-def test_item9_the_demo_refuses_a_directory_it_did_not_make(tmp_path):
+def test_the_demo_refuses_a_directory_it_did_not_make(tmp_path):
     precious = tmp_path / "mine"
     precious.mkdir()
     (precious / "thesis.tex").write_text("years of work")
@@ -468,7 +468,7 @@ def test_item9_the_demo_refuses_a_directory_it_did_not_make(tmp_path):
     assert [p.name for p in precious.iterdir()] == ["thesis.tex"]
 
 
-def test_item9_the_demo_uses_an_empty_directory_and_replaces_only_its_own_topics(tmp_path):
+def test_the_demo_uses_an_empty_directory_and_replaces_only_its_own_topics(tmp_path):
     from kbatch import demo
     root = tmp_path / "sample"
     root.mkdir()
@@ -480,7 +480,7 @@ def test_item9_the_demo_uses_an_empty_directory_and_replaces_only_its_own_topics
 
 
 # ------------------------------------------------------------------------------------ item 10
-def test_item10_log_open_with_a_config_is_read_only(backend, tmp_path):
+def test_log_open_with_a_config_is_read_only(backend, tmp_path):
     d = tmp_path / "t-0"
     write_log(d, b"".join(batches(4)) + b"\x00\x01torn")
     before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in d.iterdir()}
@@ -492,7 +492,7 @@ def test_item10_log_open_with_a_config_is_read_only(backend, tmp_path):
 
 
 @pytest.mark.parametrize("mode", [0o644, 0o640, 0o664])
-def test_item10_rewritten_index_files_keep_their_mode(tmp_path, mode):
+def test_rewritten_index_files_keep_their_mode(tmp_path, mode):
     d = tmp_path / "t-0"
     write_log(d, b"".join(batches(30)))
     kbatch.rebuild_indexes(d)
@@ -504,7 +504,7 @@ def test_item10_rewritten_index_files_keep_their_mode(tmp_path, mode):
         assert stat.S_IMODE((d / f"{SEG}{suffix}").stat().st_mode) == mode
 
 
-def test_item10_segments_over_2gib_are_a_kbatch_error(backend, tmp_path):
+def test_segments_over_2gib_are_a_kbatch_error(backend, tmp_path):
     with pytest.raises(InvalidConfigurationError):
         kbatch.LogConfig(segment_bytes=2**31)
     # an append that would take a segment past 2147483647 bytes (a sparse file, no disk used)
@@ -533,7 +533,7 @@ def test_item10_segments_over_2gib_are_a_kbatch_error(backend, tmp_path):
             m.close()
 
 
-def test_item10_a_writer_removes_orphans_and_temp_files_a_kill_left(tmp_path):
+def test_a_writer_removes_orphans_and_temp_files_a_kill_left(tmp_path):
     d = tmp_path / "t-0"
     log = kbatch.Log.create(d, kbatch.LogConfig(segment_bytes=300))
     for i in range(4):
@@ -565,7 +565,7 @@ def _no_hang(fn, seconds=20):
     return out
 
 
-def test_item10_a_fifo_named_like_a_segment_is_an_error_not_a_hang(tmp_path, cli_main):
+def test_a_fifo_named_like_a_segment_is_an_error_not_a_hang(tmp_path, cli_main):
     d = tmp_path / "t-0"
     write_log(d, b"".join(batches(3)))
     os.mkfifo(d / "00000000000000000009.log")
@@ -578,7 +578,7 @@ def test_item10_a_fifo_named_like_a_segment_is_an_error_not_a_hang(tmp_path, cli
 
 
 @pytest.mark.parametrize("kind", ["dangling symlink", "directory"])
-def test_item10_non_files_named_like_segments_give_kbatch_errors(tmp_path, cli_main, kind):
+def test_non_files_named_like_segments_give_kbatch_errors(tmp_path, cli_main, kind):
     d = tmp_path / "t-0"
     write_log(d, b"".join(batches(3)))
     bogus = d / "00000000000000000009.log"
@@ -594,7 +594,7 @@ def test_item10_non_files_named_like_segments_give_kbatch_errors(tmp_path, cli_m
     assert cli_main(["offsets", str(d), "--latest"]) == 2
 
 
-def test_item10_a_retention_race_while_opening_is_retried(tmp_path, monkeypatch):
+def test_a_retention_race_while_opening_is_retried(tmp_path, monkeypatch):
     """A segment deleted between listing and opening (another writer's retention) is not a crash:
     the reader lists again; if segments keep vanishing it says so with a kbatch error."""
     d = tmp_path / "t-0"
@@ -619,7 +619,7 @@ def test_item10_a_retention_race_while_opening_is_retried(tmp_path, monkeypatch)
         kbatch.Log.open(d)
 
 
-def test_item5_an_index_entry_for_an_append_in_flight_is_not_damage(backend, tmp_path):
+def test_an_index_entry_for_an_append_in_flight_is_not_damage(backend, tmp_path):
     """A reader opened while a writer's batch was half on disk, the index entry for it already
     there when the reader reads the index: that entry describes bytes the reader does not see, so
     it is set aside (not reported as damage), and answers come from what the reader sees."""

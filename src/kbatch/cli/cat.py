@@ -40,12 +40,11 @@ from ..errors import KBatchError, StorageError
 from ._common import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, UsageProblem, partition_dirs, run
 
 if TYPE_CHECKING:
+    from ..record.batch import Batch
     import typer
 
     from .._core import ByteView, Record
     from .._typing import PathLike
-    from ..record.batch import RecordBatch
-    from ..record.legacy import LegacyRecordBatch
     from ..log.unified_log import Log
 
 #: a piece of a kcat -f format: literal bytes, or a token letter (TOKENS)
@@ -329,7 +328,7 @@ def start_offset(log: "Log", start: Start, err: IO[str], name: str) -> int:
     return v
 
 
-def _tstype(batch: "RecordBatch | LegacyRecordBatch") -> str | None:
+def _tstype(batch: "Batch") -> str | None:
     if batch.magic == 0:
         return None
     return "logappend" if batch.timestamp_type == W.TimestampType.LOG_APPEND_TIME else "create"
@@ -347,7 +346,7 @@ def _aborted(log: "Log", first_segment: int) -> dict[int, list[tuple[int, int]]]
 
 
 def records_from(log: "Log", offset: int, stop: int | None,
-                 read_committed: bool) -> "Iterator[tuple[RecordBatch | LegacyRecordBatch, Record]]":
+                 read_committed: bool) -> "Iterator[tuple[Batch, Record]]":
     """(batch, record) from `offset` (a batch boundary found through .index) to `stop` (exclusive),
     in offset order; control batches and (read_committed) aborted transactions left out."""
     from ..record.file_records import _FIRST_WINDOW, _batch_at, _crc_error

@@ -49,11 +49,10 @@ from ..record.file_records import _batch_at, open_records, scan_windows
 if TYPE_CHECKING:
     from .._core import Record
     from .._typing import Buffer, BytesLike, PathLike
-    from ..record.batch import RecordBatch
     from ..log.index_rules import IndexFinding
     from ..record.file_records import FileRecords
 
-    Batch = RecordBatch | LegacyRecordBatch
+    from ..record.batch import Batch
     #: an index rule of kbatch.log.index_rules: (file, entries, the segment's batches) -> findings
     IndexCheck = Callable[[str, Iterable[tuple[int, int]], SegmentBatches], list[IndexFinding]]
 
@@ -73,23 +72,16 @@ def timestamp_type_name(tt: int) -> str:
     return _TS_NAMES[W.TimestampType(tt)]
 
 
-def increment_sequence(sequence: int, increment: int) -> int:
-    """DefaultRecordBatch.incrementSequence: add, wrapping from Int32.MAX to 0."""
-    if sequence > INT32_MAX - increment:
-        return increment - (INT32_MAX - sequence) - 1
-    return sequence + increment
-
-
 def last_sequence(batch: Batch) -> int:
     if batch.base_sequence == W.NO_SEQUENCE:
         return W.NO_SEQUENCE
-    return increment_sequence(batch.base_sequence, batch.last_offset - batch.base_offset)
+    return W.increment_sequence(batch.base_sequence, batch.last_offset - batch.base_offset)
 
 
 def record_sequence(batch: Batch, record: Record) -> int:
     if batch.base_sequence < 0:
         return W.NO_SEQUENCE
-    return increment_sequence(batch.base_sequence, record.offset - batch.base_offset)
+    return W.increment_sequence(batch.base_sequence, record.offset - batch.base_offset)
 
 
 def base_offset_from_name(path: PathLike) -> int:

@@ -14,13 +14,12 @@ from ._common import (EXIT_OK, EXIT_PROBLEMS, UsageProblem, emit, flags, progres
                       total_size)
 
 if TYPE_CHECKING:
+    from ..record.batch import Batch
     import typer
 
     from .._typing import PathLike
-    from ..record.batch import RecordBatch
     from ..log.index import OffsetIndex, TimeIndex
     from ..log.index_rules import SegmentBatches
-    from ..record.legacy import LegacyRecordBatch
     from ..log.segment import SegmentFiles
 
 
@@ -81,7 +80,7 @@ class _Verifier:
             size = f.size_in_bytes
             errors: list[KBatchError] = []
             valid = 0
-            batch: RecordBatch | LegacyRecordBatch | None
+            batch: "Batch | None"
             try:
                 for batch in file_batches_until_error(f.read, size, errors):
                     self.batches += 1
@@ -123,7 +122,7 @@ class _Verifier:
             f.close()
         return last_offset
 
-    def _records(self, path: str, batch: "RecordBatch | LegacyRecordBatch", where: str) -> None:
+    def _records(self, path: str, batch: "Batch", where: str) -> None:
         try:
             records = batch.records()
         except KBatchError as e:

@@ -95,10 +95,9 @@ if TYPE_CHECKING:
     from .. import _core
     from .._core import Record
     from .._typing import Buffer, PathLike
-    from ..record.legacy import LegacyRecordBatch
     from ..record.file_records import Window
 
-    Batch = RecordBatch | LegacyRecordBatch
+    from ..record.batch import Batch
     #: a batch's header fields _rebuilt_v2 keeps (_header_of)
     _V2Header = tuple[int, int, int, int, int, int, int, int]
 
@@ -481,7 +480,7 @@ class LogCleaner:
         return _batch_at(s, i, self.max_decompressed_bytes)
 
     def _section(self, s: Window, i: int, pos: int, size: int,
-                 attrs: int) -> tuple[Buffer, int, int, RecordBatch | LegacyRecordBatch | None]:
+                 attrs: int) -> tuple[Buffer, int, int, Batch | None]:
         """(buffer, start, end) of a v2 batch's records section: in the window when uncompressed,
         else decompressed (with the RecordBatch, to locate an error in it)."""
         if not attrs & W.COMPRESSION_CODEC_MASK:

@@ -39,8 +39,7 @@ from ..errors import FileChangedError, KBatchError
 from .segment import time_floor
 
 if TYPE_CHECKING:
-    from ..record.batch import RecordBatch
-    from ..record.legacy import LegacyRecordBatch
+    from ..record.batch import Batch
     from ..record.file_records import FileRecords
 
 NOTE_INDEX_FIRST_OFFSET = ("names the first offset of the batch at its position, as Kafka 0.8-1.1 brokers "
@@ -135,7 +134,7 @@ class SegmentBatches:
             return self._first_inner[i]
         return base
 
-    def batch(self, i: int) -> RecordBatch | LegacyRecordBatch:
+    def batch(self, i: int) -> Batch:
         """The batch object of row i (records decoded on demand)."""
         pos, size = int(self.position[i]), int(self.size[i])
         data = (self.buf.read(pos, size) if not isinstance(self.buf, (bytes, bytearray, memoryview))

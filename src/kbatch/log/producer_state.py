@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from .. import _backend
+from .. import _wire as W
 from ..errors import CorruptRecordError, CorruptSnapshotError
 
 if TYPE_CHECKING:
@@ -38,13 +39,6 @@ class ProducerStateEntry(NamedTuple):
     timestamp: int | None
 
 
-def decrement_sequence(sequence: int, decrement: int) -> int:
-    """DefaultRecordBatch.decrementSequence: subtract, wrapping below 0 to Int32.MAX."""
-    if sequence < decrement:
-        return 2**31 - 1 - (decrement - sequence) + 1
-    return sequence - decrement
-
-
 def read_snapshot(data: Buffer) -> list[ProducerStateEntry]:
     """The entries of a producer snapshot (bytes of the whole file)."""
     buf = bytes(data)
@@ -69,7 +63,7 @@ def read_snapshot(data: Buffer) -> list[ProducerStateEntry]:
     out: list[ProducerStateEntry] = []
     for entry in snap["producerEntries"]:
         has_batch = entry["lastOffset"] >= 0
-        first_seq = decrement_sequence(entry["lastSequence"], entry["offsetDelta"]) if has_batch else None
+        first_seq = W.decrement_sequence(entry["lastSequence"], entry["offsetDelta"]) if has_batch else None
         out.append(ProducerStateEntry(
             entry["producerId"], entry["epoch"], entry["coordinatorEpoch"], entry["timestamp"],
             entry["currentTxnFirstOffset"] if entry["currentTxnFirstOffset"] >= 0 else None,
@@ -101,4 +95,4 @@ def format_entry(e: ProducerStateEntry) -> str:
     return line
 
 
-__all__ = ["SUFFIX", "ProducerStateEntry", "read_snapshot", "write_snapshot", "format_entry", "decrement_sequence"]
+__all__ = ["SUFFIX", "ProducerStateEntry", "read_snapshot", "write_snapshot", "format_entry"]

@@ -33,7 +33,7 @@ import numpy.typing as npt
 from .. import _backend
 from . import files as _files
 from .. import _wire as W
-from ..record.batch import RecordBatch, scan_headers
+from ..record.batch import scan_headers
 from ..record.file_records import (_FIRST_WINDOW, _WINDOW, MAX_SEGMENT_BYTES, FileRecords, LogOffsetPosition, Rows, Scan,
                                    SourceFileRecords, TimestampAndOffset, Window, _batch_at, _crc_error, _epoch, _move,
                                    first_record_at_or_after, iter_file_batches, open_records, scan_buffer, scan_windows)
@@ -48,9 +48,8 @@ if TYPE_CHECKING:
 
     from .._typing import Buffer, BytesLike, PathLike
     from .index import TimestampOffset
-    from ..record.legacy import LegacyRecordBatch
 
-    Batch = RecordBatch | LegacyRecordBatch
+    from ..record.batch import Batch
 
 def time_floor(magic: int, attributes: int) -> int:
     """Below which a batch's max timestamp is ignored by the time index (DESIGN.md decision 5):

@@ -42,14 +42,13 @@ from ..errors import (CorruptRecordError, FileChangedError, InvalidConfiguration
 from .index import OffsetIndex, TimeIndex
 
 if TYPE_CHECKING:
+    from ..record.batch import Batch
     from types import TracebackType
 
     import numpy.typing as npt
 
     from .._typing import Buffer, PathLike, TableLike
-    from ..record.batch import RecordBatch
     from .leader_epoch import LeaderEpochFileCache
-    from ..record.legacy import LegacyRecordBatch
     from ..record.file_records import Window
     from .segment import SegmentMark, SegmentSettings
     from .validator import AppendInfo, LogValidator
@@ -516,7 +515,7 @@ class Log:
     def size(self) -> int:
         return sum(s.size for s in self.segments)
 
-    def batches(self, verify_crc: bool = True) -> Iterator[RecordBatch | LegacyRecordBatch]:
+    def batches(self, verify_crc: bool = True) -> Iterator[Batch]:
         """Every complete batch, segment by segment. Bytes at the end of a segment that are not a
         complete batch end that segment's batches and are reported in `problems`."""
         for seg in self.segments:

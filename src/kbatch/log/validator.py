@@ -38,13 +38,13 @@ from ..record.legacy import LegacyRecordBatch, parse_message
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
-    from typing import Any, NoReturn, SupportsInt, TypeAlias
+    from typing import Any, NoReturn, SupportsInt
 
     import numpy.typing as npt
 
     from .._core import Record
     from .._typing import Buffer
-    Batch: TypeAlias = "RecordBatch | LegacyRecordBatch"
+    from ..record.batch import Batch
 
 log = logging.getLogger("kbatch.log.validator")
 _TIMESTAMP = operator.attrgetter("timestamp")
@@ -229,12 +229,12 @@ class _Checked:
 
     def release(self) -> None:
         self._records = None
-        self.batch._records = None  # the batch caches its decoded records
+        self.batch.release_records()
 
 
 def _entry_offset(batch: Batch) -> int:
     """The offset Kafka's messages name a batch by: baseOffset (v2), the log entry's offset (legacy)."""
-    return batch.base_offset if isinstance(batch, RecordBatch) else batch.offset
+    return batch.offset if isinstance(batch, LegacyRecordBatch) else batch.base_offset
 
 
 def _record_repr(batch: Batch, rec: Record) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Generator, Iterator
-from typing import TYPE_CHECKING, Any, BinaryIO, TypeGuard, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeGuard, cast
 
 from .. import _backend
 from .. import _wire as W
@@ -19,10 +19,77 @@ if TYPE_CHECKING:
     from typing_extensions import Buffer
 
     from .._core import Record
-    from .legacy import LegacyRecordBatch
 
 _SCAN_WINDOW = 16 * 1024 * 1024
 _TIMESTAMP_TYPES = (W.TimestampType.CREATE_TIME, W.TimestampType.LOG_APPEND_TIME)  # by attribute bit 3
+
+
+
+class Batch(Protocol):
+    """What every batch is, whatever its magic (Kafka's RecordBatch interface): RecordBatch (magic 2,
+    Kafka's DefaultRecordBatch) and LegacyRecordBatch (magic 0/1) both are one. Fields are the wire's
+    values; positions are file positions when the batch was read from a window of a file."""
+
+    @property
+    def magic(self) -> int: ...
+    @property
+    def position(self) -> int: ...
+    @property
+    def size_in_bytes(self) -> int: ...
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def last_offset(self) -> int: ...
+    @property
+    def next_offset(self) -> int: ...
+    @property
+    def crc(self) -> int: ...
+    @property
+    def attributes(self) -> int: ...
+    @property
+    def first_timestamp(self) -> int: ...
+    @property
+    def max_timestamp(self) -> int: ...
+    @property
+    def record_count(self) -> int: ...
+    @property
+    def producer_id(self) -> int: ...
+    @property
+    def producer_epoch(self) -> int: ...
+    @property
+    def base_sequence(self) -> int: ...
+    @property
+    def last_sequence(self) -> int: ...
+    @property
+    def partition_leader_epoch(self) -> int: ...
+    @property
+    def max_decompressed_bytes(self) -> int: ...
+    @property
+    def compression(self) -> W.Compression: ...
+    @property
+    def timestamp_type(self) -> W.TimestampType: ...
+    @property
+    def is_transactional(self) -> bool: ...
+    @property
+    def is_control(self) -> bool: ...
+    @property
+    def has_delete_horizon(self) -> bool: ...
+    @property
+    def timestamp_extended(self) -> bool: ...
+    @property
+    def delete_horizon_ms(self) -> int | None: ...
+    @property
+    def no_timestamp(self) -> int: ...
+    @property
+    def raw(self) -> memoryview: ...
+    def compute_crc(self) -> int: ...
+    def is_valid(self) -> bool: ...
+    def ensure_valid(self) -> None: ...
+    def records(self) -> list[Record]: ...
+    def control_records(self) -> list[ControlRecord]: ...
+    def release_records(self) -> None: ...
+    def __iter__(self) -> Iterator[Record]: ...
+    def __len__(self) -> int: ...
 
 
 class RecordBatch:
@@ -124,7 +191,7 @@ class RecordBatch:
     def last_sequence(self) -> int:
         if self.base_sequence < 0:
             return W.NO_SEQUENCE
-        return (self.base_sequence + self.last_offset - self.base_offset) & 0x7FFFFFFF
+        return W.increment_sequence(self.base_sequence, self.last_offset - self.base_offset)
 
     # -- bytes
     @property
@@ -190,6 +257,10 @@ class RecordBatch:
     def __len__(self) -> int:
         return self.record_count
 
+    def release_records(self) -> None:
+        """Drop the decoded records this batch caches (they are decoded again when asked for)."""
+        self._records = None
+
     def control_records(self) -> list[ControlRecord]:
         """The batch's control records decoded (empty for a data batch)."""
         return [parse_control_record(r) for r in self.records()] if self.is_control else []
@@ -236,7 +307,7 @@ def scan_headers(buf: memoryview, start: int = 0, end: int | None = None, verify
 
 def iter_buffer_batches(data: Buffer, verify_crc: bool = True, *, strict: bool = True,
                         max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES
-                        ) -> Iterator[RecordBatch | LegacyRecordBatch]:
+                        ) -> Iterator[Batch]:
     """iter_batches over a buffer (kbatch.record.file_records.iter_batches takes files too).
 
     verify_crc: raise CrcMismatchError for a batch whose stored CRC is wrong.
@@ -335,13 +406,14 @@ class MemoryRecords:
     def truncated_bytes(self) -> int:
         return len(self._buf) - self.valid_bytes
 
-    def batches(self, *, strict: bool = False) -> Iterator[RecordBatch | LegacyRecordBatch]:
+    def batches(self, *, strict: bool = False) -> Iterator[Batch]:
         return iter_buffer_batches(self._buf, self.verify_crc, strict=strict,
                                    max_decompressed_bytes=self.max_decompressed_bytes)
 
-    def __iter__(self) -> Iterator[RecordBatch | LegacyRecordBatch]:
+    def __iter__(self) -> Iterator[Batch]:
         return self.batches()
 
     def records(self) -> Iterator[Record]:
         for b in self.batches():
             yield from b
+__all__ = ["Batch", "RecordBatch", "MemoryRecords", "iter_buffer_batches", "scan_headers", "truncation_error"]

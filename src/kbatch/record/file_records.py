@@ -27,9 +27,8 @@ from .batch import RecordBatch, _is_file_object, iter_buffer_batches, truncation
 if TYPE_CHECKING:
     from .._fs import FileObjectSource, RemoteFile
     from .._typing import Buffer, BytesLike, PathLike
-    from .legacy import LegacyRecordBatch
 
-    Batch = RecordBatch | LegacyRecordBatch
+    from .batch import Batch
 
 #: one window of a scan: the kernel's batch-header columns (numpy arrays named as SCAN_FIELDS, file
 #: positions) with "valid_bytes", plus the window's bytes ("buf") and their file position ("origin")

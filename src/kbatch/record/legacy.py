@@ -165,6 +165,10 @@ class LegacyRecordBatch:
     def __len__(self) -> int:
         return self.record_count
 
+    def release_records(self) -> None:
+        """Drop the decoded records this batch caches (they are decoded again when asked for)."""
+        self._records = None
+
     def control_records(self) -> list[ControlRecord]:
         return []
 

@@ -29,11 +29,9 @@ from ..log import files as _files
 from .. import _wire as W
 
 if TYPE_CHECKING:
-    from ..record.batch import RecordBatch
-    from ..record.legacy import LegacyRecordBatch
+    from ..record.batch import Batch
 
 NUM_BATCHES_TO_RETAIN = 5           # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
-INT32_MAX = W.INT32_MAX
 
 
 class ProducerStateError(Exception):
@@ -76,14 +74,13 @@ class ProducerStateEntry:
 
 
 def _last_sequence(base_sequence: int, record_count: int) -> int:
-    # DefaultRecordBatch.incrementSequence: sequences wrap at Integer.MAX_VALUE
     if base_sequence == W.NO_SEQUENCE:
         return W.NO_SEQUENCE
-    return (base_sequence + record_count - 1) % (INT32_MAX + 1)
+    return W.increment_sequence(base_sequence, record_count - 1)
 
 
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
-    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+    return next_seq == W.increment_sequence(last_seq, 1)
 
 
 class ProducerStateManager:
@@ -118,7 +115,7 @@ class ProducerStateManager:
         self.loaded = True
 
     # ---- checks before an append (UnifiedLog.analyzeAndValidateProducerState)
-    def check(self, batch: RecordBatch | LegacyRecordBatch, offset: int) -> BatchMetadata | None:
+    def check(self, batch: Batch, offset: int) -> BatchMetadata | None:
         """None when `batch` may be appended at `offset`; the BatchMetadata of the original when it
         is a duplicate; raises ProducerStateError otherwise."""
         pid = batch.producer_id
@@ -146,7 +143,7 @@ class ProducerStateManager:
                                          f"{e.last_seq} (current end sequence number)")
         return None
 
-    def update(self, batch: RecordBatch | LegacyRecordBatch, first_offset: int, last_offset: int, timestamp: int) -> None:
+    def update(self, batch: Batch, first_offset: int, last_offset: int, timestamp: int) -> None:
         """Record an appended batch."""
         pid = batch.producer_id
         if pid < 0:

@@ -26,9 +26,8 @@ from .. import _wire as W
 from ..record.file_records import iter_batches
 
 if TYPE_CHECKING:
+    from ..record.batch import Batch
     from .._typing import Buffer
-    from ..record.batch import RecordBatch
-    from ..record.legacy import LegacyRecordBatch
     from ..log.unified_log import Log
     from ..log.segment import SegmentFiles
 
@@ -264,7 +263,7 @@ def aborted_transactions(tp: TopicPartition) -> list[Aborted]:
     return out
 
 
-def marker_type(batch: RecordBatch | LegacyRecordBatch) -> W.ControlRecordType:
+def marker_type(batch: Batch) -> W.ControlRecordType:
     """The type of a control batch's first control record (UNKNOWN when it has none), checked by
     kbatch.record.control.parse_control_record; errors name the batch."""
     from ..errors import KBatchError

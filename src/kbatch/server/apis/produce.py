@@ -15,11 +15,10 @@ from ..protocol import CloseConnection
 from . import _errors as E
 
 if TYPE_CHECKING:
+    from ...record.batch import Batch
     from kafka.protocol.api_message import ApiMessage
     from kafka.protocol.data_container import DataContainer
 
-    from ...record.batch import RecordBatch
-    from ...record.legacy import LegacyRecordBatch
     from ..broker import Broker
     from ..protocol import Request
 
@@ -108,7 +107,7 @@ async def _append(broker: Broker, topic: str, index: int, records: bytes | None,
                    log_start_offset=part.log_start_offset)
 
 
-def _first_two(data: memoryview) -> Iterator[RecordBatch | LegacyRecordBatch]:
+def _first_two(data: memoryview) -> Iterator[Batch]:
     for i, b in enumerate(iter_batches(data, verify_crc=False, strict=True)):
         yield b
         if i:
