@@ -1,11 +1,12 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: language_level=3, cdivision=True
 """Compiled hot paths of kbatch.compat: v2 record decode and encode with the Python clients' rules.
 
 decode_v2 returns a list of the client's record objects, or None whenever the bytes are not ones
 the client's own reader accepts exactly as read here (the caller then runs the client's reader,
 which raises the client's exception at the right record). Every read is bounds-checked against
-the record's declared length, which is checked against the section's end, so boundscheck(False)
-is safe: no index is computed from unchecked input.
+the record's declared length, which is checked against the section's end: reads go through
+kbatch._core's checked cursor (_core.pxd, cimported as asyncpg's protocol cimports pgproto), so
+no directive turns bounds checks off in this file.
 """
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.bytes cimport PyBytes_FromStringAndSize
@@ -18,6 +19,8 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
 from libc.string cimport memcmp, memcpy, memset
 
 cimport cython
+
+from .._core cimport ST_OK, Cursor, cur_init, cur_left, cur_take, cur_varlong
 import types
 
 
@@ -205,28 +208,15 @@ def slot_read_properties(cls, names):
 
 
 # ---------------------------------------------------------------------------------- decoding
-cdef inline int _varint(const uint8_t *b, Py_ssize_t *pos, Py_ssize_t end, int64_t *out) noexcept nogil:
-    """The clients' decode_varint (64-bit zigzag, up to 10 bytes); -1 where the client would raise
-    or would produce a value outside int64 (bits past 64 in the 10th byte)."""
-    cdef Py_ssize_t p = pos[0]
-    cdef uint64_t result = 0
-    cdef uint64_t byte
-    cdef int shift = 0
-    while True:
-        if p >= end:
-            return -1
-        byte = b[p]
-        p += 1
-        if shift == 63 and (byte & 0x7e):
-            return -1
-        result |= (byte & 0x7f) << shift
-        if not (byte & 0x80):
-            break
-        shift += 7
-        if shift >= 64:
-            return -1
-    out[0] = <int64_t> ((result >> 1) ^ (-(result & 1)))
-    pos[0] = p
+cdef inline int _varint(Cursor *c, int64_t *out) noexcept nogil:
+    """The clients' decode_varint (64-bit zigzag, up to 10 bytes) through _core's cur_varlong;
+    non-zero where the client would raise, or where its Python int would fall outside int64 (a 10th
+    byte with bits past bit 0: Kafka's readVarlong drops them, the clients keep them)."""
+    cdef Py_ssize_t start = c.pos
+    if cur_varlong(c, out) != ST_OK:
+        return -1
+    if c.pos - start == 10 and (c.buf[start + 9] & 0x7E):
+        return -1
     return 0
 
 
@@ -249,17 +239,17 @@ cdef struct _Ctx:
 cdef object _read_one(_Ctx *c, int flavour, SlotFactory factory, object ts_type):
     """Decode the record at c.pos (advancing it); None, with c.pos unspecified, when the client's
     own reader must decide (errors, int64 overflow, undecodable header keys)."""
-    cdef const uint8_t *b = c.b
-    cdef Py_ssize_t pos = c.pos
-    cdef Py_ssize_t h, rec_end
+    cdef Cursor cur
+    cdef const uint8_t *p
+    cdef Py_ssize_t h
     cdef int64_t length, attrs, ts_delta, off_delta, klen, vlen, nh, hklen, hvlen, ts, off
     cdef list headers
     cdef object key, value, hkey, hval, rec
-    if _varint(b, &pos, c.end, &length) or length < 0 or length > c.end - pos:
+    cur_init(&cur, c.b, c.pos, c.end)
+    if _varint(&cur, &length) or length < 0 or length > cur_left(&cur):
         return None
-    rec_end = pos + length
-    if (_varint(b, &pos, rec_end, &attrs) or _varint(b, &pos, rec_end, &ts_delta)
-            or _varint(b, &pos, rec_end, &off_delta) or _varint(b, &pos, rec_end, &klen)):
+    cur.end = cur.pos + length  # from here the cursor reads only this record's bytes
+    if _varint(&cur, &attrs) or _varint(&cur, &ts_delta) or _varint(&cur, &off_delta) or _varint(&cur, &klen):
         return None
     if c.log_append:
         ts = c.max_ts
@@ -270,46 +260,39 @@ cdef object _read_one(_Ctx *c, int flavour, SlotFactory factory, object ts_type)
     if not _add_ok(c.base_offset, off_delta):
         return None
     off = c.base_offset + off_delta
+    key = None
     if klen >= 0:
-        if klen > rec_end - pos:
+        if cur_take(&cur, klen, &p):
             return None
-        key = PyBytes_FromStringAndSize(<const char *> b + pos, klen)
-        pos += klen
-    else:
-        key = None
-    if _varint(b, &pos, rec_end, &vlen):
+        key = PyBytes_FromStringAndSize(<const char *> p, klen)
+    if _varint(&cur, &vlen):
         return None
+    value = None
     if vlen >= 0:
-        if vlen > rec_end - pos:
+        if cur_take(&cur, vlen, &p):
             return None
-        value = PyBytes_FromStringAndSize(<const char *> b + pos, vlen)
-        pos += vlen
-    else:
-        value = None
-    if _varint(b, &pos, rec_end, &nh) or nh < 0 or nh > rec_end - pos:
+        value = PyBytes_FromStringAndSize(<const char *> p, vlen)
+    if _varint(&cur, &nh) or nh < 0 or nh > cur_left(&cur):
         return None
     headers = PyList_New(0)
     for h in range(nh):
-        if _varint(b, &pos, rec_end, &hklen) or hklen < 0 or hklen > rec_end - pos:
+        if _varint(&cur, &hklen) or hklen < 0 or cur_take(&cur, hklen, &p):
             return None
         try:
-            hkey = PyUnicode_DecodeUTF8(<const char *> b + pos, hklen, NULL)
+            hkey = PyUnicode_DecodeUTF8(<const char *> p, hklen, NULL)
         except UnicodeDecodeError:
             return None
-        pos += hklen
-        if _varint(b, &pos, rec_end, &hvlen):
+        if _varint(&cur, &hvlen):
             return None
+        hval = None
         if hvlen >= 0:
-            if hvlen > rec_end - pos:
+            if cur_take(&cur, hvlen, &p):
                 return None
-            hval = PyBytes_FromStringAndSize(<const char *> b + pos, hvlen)
-            pos += hvlen
-        else:
-            hval = None
+            hval = PyBytes_FromStringAndSize(<const char *> p, hvlen)
         headers.append((hkey, hval))
-    if pos != rec_end:
+    if cur.pos != cur.end:
         return None
-    c.pos = pos
+    c.pos = cur.pos
     cdef AioDefaultRecord arec
     if flavour == 2:
         arec = AioDefaultRecord.__new__(AioDefaultRecord)
