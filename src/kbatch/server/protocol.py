@@ -2,7 +2,8 @@
 
 Request and response layouts come from kafka-python's protocol classes, which are generated from
 Kafka's own JSON message schemas (one class per API, a `version` argument, unknown tagged fields
-skipped). This module adds only what a server needs around them: the advertised version table,
+skipped). This module adds only what a server needs around them: the table of APIs served (each
+handler module in server/apis/ registers its own with its version range),
 the request header peek (api key and version decide whether the header is flexible), and the
 framing of responses, including Fetch responses whose record bytes are sent straight from
 segment files (`encode_with_slices`).
@@ -21,17 +22,7 @@ try:
     from kafka.protocol.api_header import RequestHeader
     from kafka.protocol.api_message import ApiMessage
     from kafka.protocol.data_container import DataContainer
-    from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
-    from kafka.protocol.consumer.group import (HeartbeatRequest, HeartbeatResponse, JoinGroupRequest,
-                                               JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse,
-                                               OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
-                                               OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse)
-    from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
-    from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
-    from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
-    from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
-    from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
-    from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
+    from kafka.protocol.metadata.api_versions import ApiVersionsResponse
     from kafka.protocol.schemas.fields.codecs import UnsignedVarInt32
 except ImportError as e:  # pragma: no cover - the serve extra is missing
     raise ImportError("kbatch serve needs kafka-python's protocol classes (kafka-python >= 3): "
@@ -57,25 +48,19 @@ class Api:
 # to the oldest version a client of the test matrix sends (aiokafka, kafka-python 2.0.2, kcat) and
 # up to the newest (librdkafka 2.16, kafka-python 3). Fetch stops at 12 (topic names, no topic ids)
 # and ListOffsets at 7 (MAX_TIMESTAMP; no tiered-storage specs).
-APIS = {a.key: a for a in (
-    Api(0, "Produce", ProduceRequest, ProduceResponse, 3, 9, 9),
-    Api(1, "Fetch", FetchRequest, FetchResponse, 4, 12, 12),
-    Api(2, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, 1, 7, 6),
-    Api(3, "Metadata", MetadataRequest, MetadataResponse, 0, 12, 9),
-    Api(8, "OffsetCommit", OffsetCommitRequest, OffsetCommitResponse, 2, 8, 8),
-    Api(9, "OffsetFetch", OffsetFetchRequest, OffsetFetchResponse, 1, 7, 6),
-    Api(10, "FindCoordinator", FindCoordinatorRequest, FindCoordinatorResponse, 0, 3, 3),
-    Api(11, "JoinGroup", JoinGroupRequest, JoinGroupResponse, 0, 5, 6),
-    Api(12, "Heartbeat", HeartbeatRequest, HeartbeatResponse, 0, 3, 4),
-    Api(13, "LeaveGroup", LeaveGroupRequest, LeaveGroupResponse, 0, 2, 4),
-    Api(14, "SyncGroup", SyncGroupRequest, SyncGroupResponse, 0, 3, 4),
-    Api(18, "ApiVersions", ApiVersionsRequest, ApiVersionsResponse, 0, 4, 3),
-    Api(22, "InitProducerId", InitProducerIdRequest, InitProducerIdResponse, 0, 4, 2),
-)}
+APIS: dict[int, Api] = {}
 API_VERSIONS_KEY = 18
 PRODUCE_KEY = 0
 FETCH_KEY = 1
 
+
+def register(api: Api) -> Api:
+    """Declare an API served, with its version range: each handler module (server/apis/<name>.py)
+    registers its own at import, as franz-go's kfake does (regKey(key, min, max))."""
+    if api.key in APIS:
+        raise ValueError(f"API key {api.key} registered twice ({APIS[api.key].name}, {api.name})")
+    APIS[api.key] = api
+    return api
 
 class Request:
     """One decoded request: the header fields and the body (a kafka-python message object)."""

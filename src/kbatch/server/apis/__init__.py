@@ -1,29 +1,23 @@
 """Request handlers, one module per Kafka API (named as in Kafka's KafkaApis: handleProduceRequest ->
-`produce.handle`, ...). Each handler is `async def handle(broker, request, client_host)` and returns
-the response message, or None when no response is sent (Produce with acks=0)."""
+`produce.handle`, ...). Each module opens with what it serves and registers its own key and
+version range (`API = register(Api(...))`, protocol.APIS, as franz-go's kfake does); each handler is
+`async def handle(broker, request, client_host)` and returns the response message, or None when
+no response is sent (Produce with acks=0). The table of handlers is built from this module list:
+an API is served by adding its module here."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import api_versions, fetch, find_coordinator, heartbeat, init_producer_id, join_group, leave_group, list_offsets, metadata, offset_commit, offset_fetch, produce, sync_group
+from ..protocol import APIS
+from . import (api_versions, fetch, find_coordinator, heartbeat, init_producer_id, join_group, leave_group, list_offsets,
+               metadata, offset_commit, offset_fetch, produce, sync_group)
 
 if TYPE_CHECKING:
     from ..broker import Handler
 
-HANDLERS: dict[int, Handler] = {
-    0: produce.handle,
-    1: fetch.handle,
-    2: list_offsets.handle,
-    3: metadata.handle,
-    8: offset_commit.handle,
-    9: offset_fetch.handle,
-    10: find_coordinator.handle,
-    11: join_group.handle,
-    12: heartbeat.handle,
-    13: leave_group.handle,
-    14: sync_group.handle,
-    18: api_versions.handle,
-    22: init_producer_id.handle,
-}
+MODULES = (produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator, join_group,
+           heartbeat, leave_group, sync_group, api_versions, init_producer_id)
+HANDLERS: dict[int, Handler] = {m.API.key: m.handle for m in MODULES}
+assert set(HANDLERS) == set(APIS), "every registered API has its handler module listed here"
 
-__all__ = ["HANDLERS"]
+__all__ = ["HANDLERS", "MODULES", "APIS"]

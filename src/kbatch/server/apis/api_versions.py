@@ -5,7 +5,11 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ..protocol import APIS
+from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
+
+from ..protocol import Api, APIS, register
+
+API = register(Api(18, "ApiVersions", ApiVersionsRequest, ApiVersionsResponse, min_version=0, max_version=4, first_flexible=3))
 
 if TYPE_CHECKING:
     from kafka.protocol.api_message import ApiMessage

@@ -13,7 +13,12 @@ import asyncio
 import time
 from typing import TYPE_CHECKING
 
+from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+
+from ..protocol import Api, register
 from . import _errors as E
+
+API = register(Api(1, "Fetch", FetchRequest, FetchResponse, min_version=4, max_version=12, first_flexible=12))
 
 if TYPE_CHECKING:
     from kafka.protocol.api_message import ApiMessage

@@ -3,7 +3,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+
+from ..protocol import Api, register
 from . import _errors as E
+
+API = register(Api(10, "FindCoordinator", FindCoordinatorRequest, FindCoordinatorResponse, min_version=0, max_version=3, first_flexible=3))
 
 if TYPE_CHECKING:
     from kafka.protocol.api_message import ApiMessage

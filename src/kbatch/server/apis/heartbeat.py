@@ -3,6 +3,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kafka.protocol.consumer.group import HeartbeatRequest, HeartbeatResponse
+
+from ..protocol import Api, register
+
+API = register(Api(12, "Heartbeat", HeartbeatRequest, HeartbeatResponse, min_version=0, max_version=3, first_flexible=4))
+
 if TYPE_CHECKING:
     from kafka.protocol.api_message import ApiMessage
 

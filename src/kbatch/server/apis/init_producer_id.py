@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
+
+from ..protocol import Api, register
 from . import _errors as E
+
+API = register(Api(22, "InitProducerId", InitProducerIdRequest, InitProducerIdResponse, min_version=0, max_version=4, first_flexible=2))
 
 if TYPE_CHECKING:
     from kafka.protocol.api_message import ApiMessage

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kafka.protocol.consumer.group import JoinGroupRequest, JoinGroupResponse
+
+from ..protocol import Api, register
+
+API = register(Api(11, "JoinGroup", JoinGroupRequest, JoinGroupResponse, min_version=0, max_version=5, first_flexible=6))
+
 if TYPE_CHECKING:
     from kafka.protocol.api_message import ApiMessage
 

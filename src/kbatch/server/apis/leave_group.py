@@ -3,6 +3,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kafka.protocol.consumer.group import LeaveGroupRequest, LeaveGroupResponse
+
+from ..protocol import Api, register
+
+API = register(Api(13, "LeaveGroup", LeaveGroupRequest, LeaveGroupResponse, min_version=0, max_version=2, first_flexible=4))
+
 if TYPE_CHECKING:
     from kafka.protocol.api_message import ApiMessage
 

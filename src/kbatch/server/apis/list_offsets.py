@@ -7,9 +7,14 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
+
+from ..protocol import Api, register
 from ... import _wire as W
 from ...errors import KBatchError
 from . import _errors as E
+
+API = register(Api(2, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, min_version=1, max_version=7, first_flexible=6))
 
 if TYPE_CHECKING:
     from kafka.protocol.api_message import ApiMessage

@@ -5,7 +5,12 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
+from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
+
+from ..protocol import Api, register
 from ..group_coordinator import OFFSETS_TOPIC
+
+API = register(Api(3, "Metadata", MetadataRequest, MetadataResponse, min_version=0, max_version=12, first_flexible=9))
 
 if TYPE_CHECKING:
     from kafka.protocol.api_message import ApiMessage

@@ -3,6 +3,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetCommitResponse
+
+from ..protocol import Api, register
+
+API = register(Api(8, "OffsetCommit", OffsetCommitRequest, OffsetCommitResponse, min_version=2, max_version=8, first_flexible=8))
+
 if TYPE_CHECKING:
     from kafka.protocol.api_message import ApiMessage
 

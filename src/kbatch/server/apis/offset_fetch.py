@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kafka.protocol.consumer.group import OffsetFetchRequest, OffsetFetchResponse
+
+from ..protocol import Api, register
 from . import _errors as E
+
+API = register(Api(9, "OffsetFetch", OffsetFetchRequest, OffsetFetchResponse, min_version=1, max_version=7, first_flexible=6))
 
 if TYPE_CHECKING:
     from kafka.protocol.api_message import ApiMessage

@@ -7,12 +7,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, TypedDict
 
+from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
+
 from ...record.file_records import iter_batches
 from ...errors import KBatchError
 from ..group_coordinator import OFFSETS_TOPIC
 from ..partition import ProducerStateError
-from ..protocol import CloseConnection
+from ..protocol import Api, CloseConnection, register
 from . import _errors as E
+
+API = register(Api(0, "Produce", ProduceRequest, ProduceResponse, min_version=3, max_version=9, first_flexible=9))
 
 if TYPE_CHECKING:
     from ...record.batch import Batch
