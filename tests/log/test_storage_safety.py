@@ -271,6 +271,7 @@ def test_a_second_writer_is_refused_in_another_process(tmp_path):
                 "except kbatch.LogDirectoryLockedError as e:\n    print('refused:', e)\n")
         r = subprocess.run([sys.executable, "-c", code, str(d)], capture_output=True, text=True, timeout=120)
         assert r.stdout.startswith("refused:"), r.stdout + r.stderr
+        assert f"(pid {os.getpid()}:" in r.stdout  # the other process is told who holds it
     finally:
         log.close()
 
@@ -282,7 +283,8 @@ def test_the_cli_write_commands_refuse_a_locked_directory(tmp_path, cli_main, ca
     try:
         assert cli_main(["compact", str(d), "--now", str(NOW)]) == 2
         assert cli_main(["reindex", str(d)]) == 2
-        assert "another writer holds" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert "another writer holds" in err and f"this process, pid {os.getpid()}" in err  # the holder named
         assert cli_main(["verify", str(d), "-q"]) in (0, 1)  # readers are not refused
     finally:
         log.close()

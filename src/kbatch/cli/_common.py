@@ -13,7 +13,7 @@ from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from .. import _fs
 from .. import _wire as W
-from ..errors import KBatchError, MissingDependencyError
+from ..errors import InvalidConfigurationError, KBatchError, MissingDependencyError
 
 if TYPE_CHECKING:
     from ..log.segment import SegmentFiles
@@ -57,6 +57,19 @@ def progress_bar(total_bytes: int, label: str, quiet: bool = False) -> Iterator[
                   TimeRemainingColumn(), console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(label, total=total_bytes)
         yield lambda n: bar.advance(task, n)
+
+
+def log_bytes(dirs: "list[str]") -> int:
+    """The .log bytes of local partition directories (a progress bar's total; remote ones count 0)."""
+    total = 0
+    for d in dirs:
+        if _fs.is_remote(d):
+            continue
+        try:
+            total += sum(e.stat().st_size for e in os.scandir(d) if e.name.endswith(".log") and e.is_file())
+        except OSError:
+            pass
+    return total
 
 
 def parse_time(text: str) -> int:
@@ -213,9 +226,19 @@ def run(fn: Callable[..., int], *args: Any, **kwargs: Any) -> NoReturn:
     except OSError as e:
         typer.echo(f"kbatch: {e.filename + ': ' if e.filename else ''}{e.strerror or e}", err=True)
         raise typer.Exit(EXIT_USAGE)
+    except InvalidConfigurationError as e:  # a bad --config name or value: the user's to fix
+        typer.echo(f"kbatch: {e}", err=True)
+        raise typer.Exit(EXIT_USAGE)
     except KBatchError as e:
         typer.echo(f"kbatch: {e}", err=True)
         raise typer.Exit(EXIT_PROBLEMS)
+    except (ValueError, TypeError, OverflowError) as e:
+        # a value the library refused that no option check caught: one line, never a traceback
+        # (KBATCH_DEBUG=1 shows it, for a bug report)
+        if os.environ.get("KBATCH_DEBUG"):
+            raise
+        typer.echo(f"kbatch: {e}", err=True)
+        raise typer.Exit(EXIT_USAGE)
     raise typer.Exit(code)
 
 

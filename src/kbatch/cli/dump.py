@@ -6,6 +6,7 @@ import sys
 from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING
 
+from .. import _fs
 from .. import _wire as W
 from ._common import UsageProblem, flags, progress_bar, run
 
@@ -24,6 +25,9 @@ def cmd_dump(files: Sequence[str], *, print_data_log: bool = False, deep_iterati
     err = err or sys.stderr
     if not files:
         raise UsageProblem("give at least one file to dump")
+    for f in files:  # a file that is not there is the caller's mistake: said before anything is dumped
+        if not _fs.exists(f):
+            raise UsageProblem(f"{f}: no such file or directory")
     opts = DumpOptions(print_data_log=print_data_log, deep_iteration=deep_iteration,
                        index_sanity_check=index_sanity_check, verify_index_only=verify_index_only,
                        skip_record_metadata=skip_record_metadata, max_bytes=max_bytes,
@@ -56,8 +60,8 @@ def register(app: "typer.Typer") -> None:
         index_sanity_check: Annotated[bool, typer.Option("--index-sanity-check", help="Only run the broker's startup sanity check on index files.")] = False,
         verify_index_only: Annotated[bool, typer.Option("--verify-index-only", help="Check index entries against the log without printing them.")] = False,
         skip_record_metadata: Annotated[bool, typer.Option("--skip-record-metadata", help="Leave out record metadata in deep iteration.")] = False,
-        max_bytes: Annotated[int, typer.Option("--max-bytes", help="Read at most this many bytes of each .log file.")] = W.INT32_MAX,
-        max_message_size: Annotated[int, typer.Option("--max-message-size", help="Largest batch read when checking .index entries.")] = 5 * 1024 * 1024,
+        max_bytes: Annotated[int, typer.Option("--max-bytes", min=0, help="Read at most this many bytes of each .log file.")] = W.INT32_MAX,
+        max_message_size: Annotated[int, typer.Option("--max-message-size", min=1, help="Largest batch read when checking .index entries.")] = 5 * 1024 * 1024,
         offsets_decoder: Annotated[bool, typer.Option("--offsets-decoder", help="Decode records as __consumer_offsets keys and values (group metadata, committed offsets); implies --print-data-log.")] = False,
         transaction_log_decoder: Annotated[bool, typer.Option("--transaction-log-decoder", help="Decode records as __transaction_state transaction metadata; implies --print-data-log.")] = False,
         cluster_metadata_decoder: Annotated[bool, typer.Option("--cluster-metadata-decoder", help="Decode records as KRaft cluster metadata records; implies --print-data-log.")] = False,

@@ -61,11 +61,15 @@ def _inputs(src: str, fmt: str | None) -> tuple[str, list[str]]:
 def _batches(fmt: str, src: str, files: list[str], binary: str,
              advance: Callable[[int], object]) -> "Iterator[pa.RecordBatch]":
     if fmt == "parquet":
+        import pyarrow as pa
         import pyarrow.dataset as ds
 
         # a directory in the hive layout of `kbatch export` gives back its topic and partition
-        dataset = ds.dataset(files, format="parquet", partitioning=None if os.path.isfile(src) else "hive",
-                             partition_base_dir=None if os.path.isfile(src) else src)  # in file-name order
+        try:
+            dataset = ds.dataset(files, format="parquet", partitioning=None if os.path.isfile(src) else "hive",
+                                 partition_base_dir=None if os.path.isfile(src) else src)  # in file-name order
+        except pa.ArrowInvalid as e:  # pyarrow names the file; say what was expected
+            raise UsageProblem(f"{src}: not Parquet (give --format jsonl for JSON lines): {e}") from None
         for frag in dataset.get_fragments():
             for rb in frag.to_batches(schema=dataset.schema):
                 yield rb
@@ -80,6 +84,9 @@ def _batches(fmt: str, src: str, files: list[str], binary: str,
                 except KBatchError as e:
                     e.update(reason=f"{path}: {e.reason}")
                     raise
+                except UnicodeDecodeError as e:
+                    raise UsageProblem(f"{path}: not JSON lines: byte {e.start} is not UTF-8 text (a Parquet file? "
+                                       f"give --format parquet)") from None
             advance(os.path.getsize(path))
 
 
@@ -257,7 +264,7 @@ def register(app: "typer.Typer") -> None:
                                                         "topic=/partition= layout of kbatch export).")],
                 to: Annotated[str, typer.Option("--to", help="Log directory: rows go to <to>/<topic>-<partition>.")],
                 topic: Annotated[Optional[str], typer.Option("--topic", help="Topic of every row (default: the rows' topic column).")] = None,
-                partitions: Annotated[Optional[int], typer.Option("--partitions", help="Spread rows over this many partitions with Kafka's key partitioner (a partition column is then not read; without either: partition 0).")] = None,
+                partitions: Annotated[Optional[int], typer.Option("--partitions", min=1, help="Spread rows over this many partitions with Kafka's key partitioner (a partition column is then not read; without either: partition 0).")] = None,
                 fmt: Annotated[Optional[str], typer.Option("--format", help="parquet or jsonl (default: from the file names).")] = None,
                 config: Annotated[Optional[List[str]], typer.Option("--config", help="Topic configuration name=value (Kafka's names, e.g. segment.bytes=67108864); repeatable.")] = None,
                 compression: Annotated[Optional[str], typer.Option("--compression", help="Codec of the batches when compression.type is producer: none, gzip, snappy, lz4, zstd.")] = None,

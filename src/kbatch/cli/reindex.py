@@ -59,6 +59,6 @@ def register(app: "typer.Typer") -> None:
                       "file replaced atomically, the directory's .lock held; a directory another writer or a running "
                       "broker holds is refused).")
     def reindex(path: Annotated[str, typer.Argument(help="Segment .log file, partition directory or log directory.")],
-                index_interval_bytes: Annotated[int, typer.Option("--index-interval-bytes", help="Bytes between index entries (index.interval.bytes).")] = W.DEFAULT_INDEX_INTERVAL_BYTES,
+                index_interval_bytes: Annotated[int, typer.Option("--index-interval-bytes", min=0, max=W.INT32_MAX, help="Bytes between index entries (index.interval.bytes).")] = W.DEFAULT_INDEX_INTERVAL_BYTES,
                 as_json: Annotated[bool, json_flag] = False, quiet: Annotated[bool, quiet_flag] = False) -> None:
         run(cmd_reindex, path, index_interval_bytes=index_interval_bytes, quiet=quiet, as_json=as_json)

@@ -16,7 +16,8 @@ import numpy as np
 
 from .. import _wire as W
 from ..errors import KBatchError, StorageError
-from ._common import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, emit, flags, format_time, partition_dirs, progress_bar, run
+from ._common import (EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, emit, flags, format_time, log_bytes, partition_dirs,
+                      progress_bar, run)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -179,7 +180,7 @@ def cmd_stats(path: "PathLike", *, topic: str | None = None, partition: int | No
     parts = [describe(d, []) for d in partition_dirs(path)]
     parts = [p for p in parts if (topic is None or p.topic == topic) and (partition is None or p.partition == partition)]
     code = EXIT_OK
-    with progress_bar(0, "stats", quiet) as advance:
+    with progress_bar(log_bytes([p.path for p in parts]), "stats", quiet) as advance:
         for part in parts:
             try:
                 log = Log.open(part.path)
@@ -239,6 +240,6 @@ def register(app: "typer.Typer") -> None:
                       "transactions, tombstones, an estimate of distinct keys. PATH may be a URI (s3://...).")
     def stats(path: Annotated[str, typer.Argument(help="Partition directory or log directory (local or a URI).")],
               topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Only this topic.")] = None,
-              partition: Annotated[Optional[int], typer.Option("--partition", "-p", help="Only this partition.")] = None,
+              partition: Annotated[Optional[int], typer.Option("--partition", "-p", min=0, help="Only this partition.")] = None,
               as_json: Annotated[bool, json_flag] = False, quiet: Annotated[bool, quiet_flag] = False) -> None:
         run(cmd_stats, path, topic=topic, partition=partition, as_json=as_json, quiet=quiet)

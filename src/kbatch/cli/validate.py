@@ -222,8 +222,8 @@ def register(app: "typer.Typer") -> None:
                       "than now + after-max-ms, and the first offending offsets. Exit 1 if any, or if any byte "
                       "could not be read (bad CRC, torn or undecodable batch; each is named).")
     def validate(path: Annotated[str, typer.Argument(help="Segment .log file, partition directory or log directory.")],
-                 before_max_ms: Annotated[int, typer.Option("--before-max-ms", help="message.timestamp.before.max.ms")] = W.INT64_MAX,
-                 after_max_ms: Annotated[int, typer.Option("--after-max-ms", help="message.timestamp.after.max.ms")] = W.INT64_MAX,
+                 before_max_ms: Annotated[int, typer.Option("--before-max-ms", min=0, help="message.timestamp.before.max.ms")] = W.INT64_MAX,
+                 after_max_ms: Annotated[int, typer.Option("--after-max-ms", min=0, help="message.timestamp.after.max.ms")] = W.INT64_MAX,
                  now: Annotated[Optional[str], typer.Option("--now", help="The validator's clock (epoch ms or ISO-8601); default: now.")] = None,
                  as_json: Annotated[bool, json_flag] = False, quiet: Annotated[bool, quiet_flag] = False) -> None:
         run(cmd_validate, path, before_max_ms=before_max_ms, after_max_ms=after_max_ms, now=time_value(now),

@@ -686,11 +686,20 @@ def decode_columns(data: Buffer, topic: str | None = None, partition: int | None
     return pa.Table.from_batches(batches, schema=schema(include_headers, batch_fields))
 
 
+_PER_MS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1_000_000)}  # unit -> (multiply, divide)
+
+
 def timestamps_ms(column: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.int64]:
-    """The `timestamp` column back in int64 milliseconds, with nulls as Long.MIN_VALUE."""
+    """The `timestamp` column back in int64 milliseconds, with nulls as Long.MIN_VALUE. The
+    column's own unit is honoured (decode_columns gives microseconds, as Spark; a Parquet file
+    written elsewhere may hold s, ms or ns); an int64 column is taken as milliseconds already.
+    Sub-millisecond parts are floored, as Kafka stores milliseconds."""
     arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    us = pc.fill_null(arr.cast(pa.int64()), W.INT64_MIN).to_numpy(zero_copy_only=False)
-    return np.where(us == W.INT64_MIN, W.INT64_MIN, us // 1000)
+    unit = arr.type.unit if pa.types.is_timestamp(arr.type) else "ms"
+    raw = pc.fill_null(arr.cast(pa.int64()), W.INT64_MIN).to_numpy(zero_copy_only=False)
+    mul, div = _PER_MS[unit]
+    ms = raw * mul if mul != 1 else (raw // div if div != 1 else raw)
+    return np.where(raw == W.INT64_MIN, W.INT64_MIN, ms)
 
 
 __all__ = ["decode_columns", "iter_record_batches", "KAFKA_SCHEMA", "HEADER_TYPE", "schema", "spark_ddl",

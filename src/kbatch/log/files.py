@@ -116,6 +116,16 @@ def _lock_holder(lock_path: str) -> int | None:
         os.close(fd)
 
 
+def _recorded_holder(lock_path: str) -> int | None:
+    """The pid a kbatch writer wrote into the `.lock` it holds (None when there is none)."""
+    try:
+        with open(lock_path, "rb") as f:
+            text = f.read(32).strip()
+        return int(text) if text.isdigit() else None
+    except OSError:
+        return None
+
+
 class DirLock:
     """An exclusive lock on `<directory>/.lock`, as a broker holds its log directory's: every kbatch
     writer holds it for as long as it writes. `acquire` refuses (LogDirectoryLockedError) when
@@ -165,10 +175,19 @@ class DirLock:
             if e.errno not in (_errno.EAGAIN, _errno.EACCES):
                 raise StorageError(f"cannot lock {LOCK_FILE} ({e.strerror})", path=directory,
                                    errno=e.errno) from None
+            pid = _lock_holder(path)  # a traditional lock (a JVM's) tells its holder; a kbatch writer's OFD lock
+            if pid is None or pid <= 0:  # does not, and that writer wrote its pid into the file
+                pid = _recorded_holder(path)
+            who = (f"this process, pid {pid}" if pid == os.getpid() else f"pid {pid}") if pid else "pid unknown"
             raise LogDirectoryLockedError(
-                f"cannot {purpose}: another writer holds {path} (a kbatch Log opened for writing, compact or "
-                f"rebuild_indexes, in this process or another)", path=directory, errno=_errno.EAGAIN) from None
+                f"cannot {purpose}: another writer holds {path} ({who}: a kbatch Log opened for writing, compact, "
+                f"rebuild_indexes, import or serve --writable)", path=directory, errno=_errno.EAGAIN) from None
         _HELD[key] = directory
+        try:  # who holds it, for the refusals (an OFD lock does not tell its holder's pid)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:
+            pass
         return cls(directory, fd, key)
 
     @property

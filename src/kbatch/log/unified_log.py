@@ -23,6 +23,7 @@ import itertools
 import logging
 import os
 import random
+import re
 import time
 from dataclasses import dataclass, field, fields
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -78,6 +79,32 @@ _TIMESTAMP_TYPES = {"createtime": W.TimestampType.CREATE_TIME, "logappendtime": 
 _CODECS = {"producer": None, "uncompressed": W.Compression.NONE, "none": W.Compression.NONE,
            "gzip": W.Compression.GZIP, "snappy": W.Compression.SNAPPY, "lz4": W.Compression.LZ4,
            "zstd": W.Compression.ZSTD}
+
+
+#: every topic-level config name Kafka accepts (TopicConfig, kafka-configs --entity-type topics);
+#: those LogConfig has no field for are kept in LogConfig.extra
+KAFKA_TOPIC_CONFIGS = frozenset({
+    "cleanup.policy", "compression.type", "compression.gzip.level", "compression.lz4.level", "compression.zstd.level",
+    "delete.retention.ms", "file.delete.delay.ms", "flush.messages", "flush.ms",
+    "follower.replication.throttled.replicas", "index.interval.bytes", "leader.replication.throttled.replicas",
+    "local.retention.bytes", "local.retention.ms", "max.compaction.lag.ms", "max.message.bytes",
+    "message.downconversion.enable", "message.format.version", "message.timestamp.after.max.ms",
+    "message.timestamp.before.max.ms", "message.timestamp.difference.max.ms", "message.timestamp.type",
+    "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "min.insync.replicas", "preallocate",
+    "remote.storage.enable", "remote.log.copy.disable", "remote.log.delete.on.disable", "retention.bytes",
+    "retention.ms", "segment.bytes", "segment.index.bytes", "segment.jitter.ms", "segment.ms",
+    "unclean.leader.election.enable",
+})
+
+
+def _unknown_config(key: str, known: Mapping[str, Any]) -> InvalidConfigurationError:
+    import difflib
+
+    names = sorted(KAFKA_TOPIC_CONFIGS | {n.replace("_", ".") for n in known} | {"message.timestamp.extended"})
+    close = difflib.get_close_matches(key.replace("_", "."), names, n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return InvalidConfigurationError(f"Unknown topic config {key}{hint}", expected="a Kafka topic config name",
+                                     found=key)
 
 
 @dataclass
@@ -168,7 +195,9 @@ class LogConfig:
     @classmethod
     def from_properties(cls, props: Mapping[str, Any]) -> "LogConfig":
         """From Kafka's dotted names ("segment.bytes": "1024", ...) or snake_case names; values
-        may be strings as in a .properties file. Unknown names are kept in `extra`."""
+        may be strings as in a .properties file. Kafka's topic configs that kbatch has no use for
+        (min.insync.replicas, ...) are kept in `extra`; a name Kafka does not know either is refused
+        with InvalidConfigurationError naming the closest valid one, as kafka-configs refuses it."""
         known = {f.name: f for f in fields(cls) if f.name != "extra"}
         kw: dict[str, Any] = {}
         extra: dict[str, Any] = {}
@@ -177,6 +206,8 @@ class LogConfig:
             if name == "message_timestamp_extended":
                 name = "timestamp_extended"
             if name not in known:
+                if key not in KAFKA_TOPIC_CONFIGS and name.replace("_", ".") not in KAFKA_TOPIC_CONFIGS:
+                    raise _unknown_config(key, known)
                 extra[key] = value
                 continue
             default = known[name].default
@@ -287,6 +318,29 @@ def _broker_layout(path: str) -> bool:
         return True  # let the broker path report it
 
 
+_SEGMENT_NAME = re.compile(r"^\d+(-[A-Za-z0-9_-]+)?\.log$")
+
+
+def _check_partition_dir(path: str, writable: bool) -> None:
+    """Refuse a local directory that is not a partition (UnknownTopicOrPartitionError): one holding
+    partition directories (a broker's log directory), or, for reading, one with no segment that is
+    not named <topic>-<partition> either (an empty partition is named so; a copy of one with
+    segments may be named anything)."""
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return  # the segment listing reports it
+    parts = sorted(n for n in names if _files.parse_partition_dir(n) and os.path.isdir(os.path.join(path, n)))
+    has_segments = any(_SEGMENT_NAME.match(n) for n in names)  # broker or tiered-storage names
+    if parts and not has_segments:
+        raise UnknownTopicOrPartitionError(
+            "A log directory, not a partition: open one of its partitions", expected="a <topic>-<partition> directory",
+            found=f"{path} holding {', '.join(parts[:3])}{', ...' if len(parts) > 3 else ''}")
+    if not writable and not has_segments and _files.parse_partition_dir(os.path.basename(path.rstrip(os.sep))) is None:
+        raise UnknownTopicOrPartitionError("Not a partition directory: no segments, and not named <topic>-<partition>",
+                                           expected="a partition directory", found=path)
+
+
 # ------------------------------------------------------------------------------------ the log
 class Log:
     """A partition directory of segments (see the module docstring)."""
@@ -332,6 +386,8 @@ class Log:
         seg_kw: SegmentSettings = dict(index_interval_bytes=cfg.index_interval_bytes,
                                       max_index_size=cfg.segment_index_bytes, created_ms=_now(now_ms))
         remote = _fs.is_remote(path)
+        if not remote:
+            _check_partition_dir(path, writable)
         if remote or not _broker_layout(path):
             if writable:
                 raise StorageError("object storage and tiered-storage copies are read-only for kbatch: Log.open(path) "
