@@ -1,0 +1,75 @@
+"""`kbatch offsets` on damaged logs and on old brokers' index files (issue 28 items 5 and 6): the
+answers are `Log.offsets_for_times`'s, each range that could not be read is named (file, byte) on
+stderr, and the exit code is 1 only when an answer could have been in one (or an index entry
+contradicts the log)."""
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+import kbatch
+from kbatch.cli.offsets import cmd_offsets
+
+from support import damaged_logs as D
+
+ts = D.ts_of
+
+
+def offsets(path, *times, **kw):
+    out, err = io.StringIO(), io.StringIO()
+    code = cmd_offsets(str(path), times=[str(t) for t in times], as_json=True, quiet=True, out=out, err=err, **kw)
+    rows = [json.loads(line) for line in out.getvalue().splitlines()]
+    return code, rows, err.getvalue()
+
+
+def api(path, targets):
+    log = kbatch.Log.open(path)
+    try:
+        return [None if h is None else h.offset for h in log.offsets_for_times(list(targets))]
+    finally:
+        log.close()
+
+
+@pytest.mark.parametrize("past_end", [True, False], ids=["length past the end", "length lands mid-batch"])
+def test_item5_offsets_answers_every_time_on_a_log_with_a_bad_length(tmp_path, past_end):
+    """Before: `--time ts(505) --time ts(700)` printed none for ts(505) (length past the end) or
+    printed no answer at all, with a message naming no file (length landing mid-batch)."""
+    part = D.build_partition(tmp_path)
+    bad = D.bad_length(part, 50, past_end=past_end)
+    times = [ts(200), ts(505), ts(700)]
+    code, rows, err = offsets(part.path, *times)
+    assert [r["offset"] for r in rows] == api(part.path, times) == [200, 510, 700]
+    assert code == 1  # ts(505)'s answer could have been in the damaged batch
+    log_file = str(part.log_file(0))
+    assert f"{log_file}: " in err and f"from byte {bad.position} " in err
+    assert f"{ts(505)}: the answer could have been in the" in err
+    assert f"{ts(200)}: the answer" not in err and f"{ts(700)}: the answer" not in err
+
+
+def test_item5_offsets_exits_0_when_no_answer_could_have_been_in_the_damage(tmp_path):
+    part = D.build_partition(tmp_path)
+    D.bad_length(part, 50)
+    code, rows, err = offsets(part.path, ts(200), ts(700))
+    assert (code, [r["offset"] for r in rows]) == (0, [200, 700])
+
+
+def test_item5_offsets_never_answers_from_a_batch_whose_crc_fails(tmp_path):
+    """Before: offset 500, from the corrupt timestamps, exit 0, nothing on stderr."""
+    part = D.build_partition(tmp_path)
+    bad = D.crc_flip(part, 50, ts(950))
+    code, rows, err = offsets(part.path, ts(502))
+    assert [(r["offset"], r["timestamp"]) for r in rows] == [(510, ts(510))]
+    assert code == 1 and "fails its CRC check" in err and f"from byte {bad.position} " in err
+
+
+def test_item6_offsets_accepts_an_old_brokers_in_batch_time_index(tmp_path):
+    """Before: exit 1, "the indexes say the segment's max timestamp ... is in the batch ending at
+    offset 357, but the batch there ends at 359"."""
+    part = D.old_broker_partition(tmp_path)
+    code, rows, err = offsets(part.path, ts(100), ts(200), max_timestamp=True)
+    assert (code, err) == (0, "")
+    stamps = [(o, t) for b in part.batches for o, t in b.records]
+    top = max(t for _o, t in stamps)
+    assert [r["offset"] for r in rows] == [next(o for o, t in stamps if t == top)] + api(part.path, [ts(100), ts(200)])
