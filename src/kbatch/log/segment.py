@@ -410,8 +410,8 @@ def next_batch_start(read: Callable[[int, int], Any], size: int, start: int, low
             ok = ((signed >= low_offset) & (signed <= high_offset) & (length >= _MIN_FRAME)
                   & (pos + cand + W.LOG_OVERHEAD + length <= size))
             for q in cand[ok].tolist():
-                if _valid_batch_at(read, pos + q, size):
-                    return pos + q
+                if _valid_batch_at(read, pos + int(q), size):
+                    return pos + int(q)
         pos += span
     return None
 
@@ -979,7 +979,7 @@ class LogSegment:
         self._find_max_batch(t)
 
     def _find_max_batch(self, t: MaxTimestampTracker) -> tuple[Window, int]:
-        assert t.offset is not None  # set with the timestamp
+        assert t.offset is not None and t.timestamp is not None  # set together
         position = self._entry_position(t.offset)
         for s in self.lookup_windows(position):
             hit = np.flatnonzero(s["last_offset"] >= t.offset)
