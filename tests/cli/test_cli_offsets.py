@@ -73,3 +73,34 @@ def test_item6_offsets_accepts_an_old_brokers_in_batch_time_index(tmp_path):
     stamps = [(o, t) for b in part.batches for o, t in b.records]
     top = max(t for _o, t in stamps)
     assert [r["offset"] for r in rows] == [next(o for o, t in stamps if t == top)] + api(part.path, [ts(100), ts(200)])
+
+
+def _lookups_exit_0(d):
+    import support.storage_oracle as oracle
+
+    segments = oracle.log_segments(d)
+    stamps = sorted({t for _b, _p, batches in segments for b in batches for _o, t in b.records if t is not None})
+    times = [stamps[0] - 1] + stamps[::max(1, len(stamps) // 20)] + [stamps[-1] + 1]
+    code, rows, err = offsets(d, *times, max_timestamp=True, earliest=True, latest=True)
+    assert (code, err) == (0, ""), err
+    want = [None if (h := oracle.brute_offset_for_time(segments, t)) is None else h[0] for t in times]
+    assert [r["offset"] for r in rows[3:]] == want
+
+
+@pytest.mark.parametrize("era", ["0.11-1.1", "2.0-3.6", "3.7+"])
+def test_item6_offsets_exits_0_on_every_brokers_index_forms(tmp_path, era):
+    """Before: exit 1 on the 0.11-1.1 and 2.0-3.6 forms (an index "contradiction" on stderr)."""
+    from log.test_broker_data import broker_partition
+
+    d = tmp_path / "orders-0"
+    d.mkdir()
+    broker_partition(d, era, 5)
+    _lookups_exit_0(d)
+
+
+def test_item6_offsets_exits_0_on_real_brokers_directories(tmp_path):
+    from log.test_broker_data import BROKER_DIRS, broker_copy, partitions
+
+    for name in BROKER_DIRS:
+        for d in partitions(broker_copy(name, tmp_path)):
+            _lookups_exit_0(d)
