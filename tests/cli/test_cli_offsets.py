@@ -104,3 +104,21 @@ def test_item6_offsets_exits_0_on_real_brokers_directories(tmp_path):
     for name in BROKER_DIRS:
         for d in partitions(broker_copy(name, tmp_path)):
             _lookups_exit_0(d)
+
+
+def test_item5_which_lookups_are_in_doubt_does_not_depend_on_the_others(tmp_path):
+    """The lines saying an answer could have been in unread bytes, and the exit code, are the same
+    whatever the order of the --times and whichever lookup found the damage."""
+    import struct
+
+    part = D.build_partition(tmp_path)
+    bad = D.bad_length(part, 50)
+    raw = (part.path / f"{0:020d}.timeindex").read_bytes()
+    entries = [struct.unpack_from(">qi", raw, k) for k in range(0, len(raw), 12)]
+    at_entry = next(t for t, rel in entries if rel > bad.last)  # first entry after the damage: its own time
+    for times in ([ts(505), at_entry, ts(700)], [at_entry, ts(700), ts(505)], [ts(700), at_entry, ts(505)]):
+        code, rows, err = offsets(part.path, *times)
+        doubted = sorted(int(line.split(": ")[2]) for line in err.splitlines() if "the answer could have been" in line)
+        assert (code, doubted) == (1, [ts(505)]), (times, err)
+    for t in (at_entry, ts(700)):
+        assert offsets(part.path, t)[0] == 0

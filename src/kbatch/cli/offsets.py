@@ -19,6 +19,9 @@ from ._common import (EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, UsageProblem, emit, fl
 if TYPE_CHECKING:
     import typer
 
+    from .._wire import OffsetSpec
+    from ..log.unified_log import OffsetAndTimestamp
+
     from .._typing import PathLike
 
 
@@ -48,6 +51,7 @@ def cmd_offsets(path: "PathLike", *, times: Sequence[str] = (), earliest: bool =
             code = max(code, EXIT_USAGE)
             continue
         doubts: list[str] = []
+        answered: list[tuple[str, "OffsetSpec | int", "OffsetAndTimestamp | None"]] = []
         try:
             for label, ts in targets:
                 if label in ("earliest", "latest"):  # epochs from the leader epoch cache, as a broker answers
@@ -57,11 +61,8 @@ def cmd_offsets(path: "PathLike", *, times: Sequence[str] = (), earliest: bool =
                 else:
                     hit = log.offsets_for_times([ts])[0]
                 offset, found_ts, epoch = (None, None, None) if hit is None else hit
-                spec = (OffsetSpec.EARLIEST if label == "earliest" else OffsetSpec.LATEST if label == "latest"
-                        else OffsetSpec.MAX_TIMESTAMP if ts is None else ts)
-                for u in log.unread_for(spec, hit):
-                    doubts.append(f"kbatch: {name}: {label}: the answer could have been in the {u.size} bytes from "
-                                  f"byte {u.position} of {u.file}, which could not be read\n")
+                answered.append((label, OffsetSpec.EARLIEST if label == "earliest" else OffsetSpec.LATEST
+                                 if label == "latest" else OffsetSpec.MAX_TIMESTAMP if ts is None else ts, hit))
                 if as_json:
                     emit(out, dict(partition=name, path=d, target=label if ts is None else ts, offset=offset,
                                     timestamp=found_ts, leader_epoch=epoch))
@@ -74,6 +75,11 @@ def cmd_offsets(path: "PathLike", *, times: Sequence[str] = (), earliest: bool =
                     else:
                         out.write(f"{name}\t{shown}\toffset {offset}\ttimestamp {found_ts} "
                                   f"({format_time(found_ts)})\n")
+            # once every lookup ran (any of them may have found damage the others' answers could be in)
+            for label, spec, hit in answered:
+                for u in log.unread_for(spec, hit):
+                    doubts.append(f"kbatch: {name}: {label}: the answer could have been in the {u.size} bytes from "
+                                  f"byte {u.position} of {u.file}, which could not be read\n")
         except StorageError as e:
             err.write(f"kbatch: {name}: {e}\n")
             code = max(code, EXIT_USAGE)

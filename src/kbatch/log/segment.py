@@ -353,9 +353,9 @@ class SegmentDamaged(Exception):
 class UnreadRange(NamedTuple):
     """Bytes of a .log that could not be read: `size` bytes from byte `position`, between the
     readable batches ending at offset `after_offset` and starting at `before_offset` (None: none
-    before it / none after it in the segment, or not known). `bound`: the largest timestamp the
-    records in it can have, when a .timeindex entry after it, checked against the readable batches,
-    says so (None: anything)."""
+    before it / none after it in the segment, or not known). `bound`: a timestamp every record in
+    it is older than, when a .timeindex entry after it, checked against the readable batches, says
+    so (None: it may hold any timestamp)."""
 
     file: str
     position: int
@@ -642,10 +642,11 @@ class LogSegment:
 
     def _bound_after(self, on_disk: TimeIndex | None, offset: int | None, rows: dict[str, npt.NDArray[np.int64]],
                      running: npt.NDArray[np.int64]) -> int | None:
-        """The largest timestamp records before `offset` can have, from the first on-disk .timeindex
-        entry at or after `offset` whose batch is readable and agrees with it (its max timestamp at
-        most the entry's, the readable running max there at most the entry's, the offset naming the
-        batch as a broker does); None when there is no such entry."""
+        """A timestamp every record before `offset` is older than, from the first on-disk .timeindex
+        entry (T, O) with O >= `offset`: a broker writes T where the segment's max first reaches
+        it, in the batch holding O, so every earlier record is older than T. Used only when that
+        batch is readable and agrees (its max timestamp is T, the readable batches before it are
+        all older, O names it as a broker does); None otherwise."""
         if on_disk is None or offset is None:
             return None
         for slot in range(on_disk.entries):
@@ -655,8 +656,7 @@ class LogSegment:
             i = int(np.searchsorted(rows["last_offset"], off))
             if i >= len(rows["last_offset"]) or int(rows["base_offset"][i]) > off:
                 return None
-            mx, last = int(rows["max_timestamp"][i]), int(rows["last_offset"][i])
-            if mx > ts or int(running[i]) > ts or (off != last and mx != ts):
+            if int(rows["max_timestamp"][i]) != ts or (i and int(running[i - 1]) >= ts):
                 return None
             return int(ts)
         return None

@@ -607,7 +607,7 @@ class Log:
                 continue  # wholly below the log start: no answer can come from there
             if answer is not None and (u.after_offset if u.after_offset is not None else seg.base_offset) >= answer.offset:
                 continue  # after the answer
-            if u.bound is not None and u.bound < t:
+            if u.bound is not None and u.bound <= t:
                 continue  # the index says its records are all older than the target
             out.append(u)
         return out
