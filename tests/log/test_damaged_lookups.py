@@ -42,12 +42,14 @@ def want(part, targets):
 
 
 # ------------------------------------------------------------------------------------ item 5
-@pytest.mark.parametrize("past_end", [True, False], ids=["length past the end", "length lands mid-batch"])
-def test_item5_bad_length_in_the_middle_answers_from_the_batches_after_it(backend, tmp_path, past_end):
+@pytest.mark.parametrize("past_end,delta", [(True, None), (False, None), (False, 1500)],
+                         ids=["length past the end", "length short", "length long"])
+def test_item5_bad_length_in_the_middle_answers_from_the_batches_after_it(backend, tmp_path, past_end, delta):
     """Before: `ts(505)` (answered by the batch after the damage) gave None with a length past the
-    end, and a length landing mid-batch raised InvalidRecordError, cancelling every answer."""
+    end, and a length landing mid-batch raised InvalidRecordError, cancelling every answer. A
+    length too long by less than a batch must not hide the batch it runs into (51)."""
     part = D.build_partition(tmp_path)
-    bad = D.bad_length(part, 50, past_end=past_end)
+    bad = D.bad_length(part, 50, past_end=past_end, delta=delta)
     targets = [ts(200), ts(505), ts(700), ts(900)]
     got, problems, _ = lookups(part.path, targets)
     assert got == want(part, targets) == [200, 510, 700, 900]

@@ -121,13 +121,14 @@ def _patch(path: Path, position: int, data: bytes) -> None:
         f.write(data)
 
 
-def bad_length(part: Partition, i: int, *, past_end: bool = True) -> Batch:
+def bad_length(part: Partition, i: int, *, past_end: bool = True, delta: int | None = None) -> Batch:
     """Batch i's length field made wrong: past_end, it runs past the end of the file (the scan
-    stops there as at a torn tail); otherwise it is 100 bytes short, so the next header read lands
-    inside the batch (a structural error). Batch i is unreadable; the batches after it are intact."""
+    stops there as at a torn tail); otherwise it is 100 bytes short (or `delta` bytes off), so the
+    next header read lands inside a batch (a structural error). Batch i is unreadable; the batches
+    after it are intact."""
     b = part.batch(i)
     size = os.path.getsize(part.log_file(b.segment))
-    new = size * 2 if past_end else b.size - 12 - 100
+    new = size * 2 if past_end and delta is None else b.size - 12 + (-100 if delta is None else delta)
     _patch(part.log_file(b.segment), b.position + 8, struct.pack(">i", new))
     b.readable = False
     return b

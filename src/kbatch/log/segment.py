@@ -438,17 +438,20 @@ class ReadableScan:
             try:
                 while True:
                     s = next(gen)
-                    ok = s["crc_valid"].astype(bool)
-                    for i in np.flatnonzero(~ok).tolist():
-                        b_pos, b_size = int(s["position"][i]), int(s["size"][i])
-                        self._gap(b_pos, b_size, f"the batch at byte {b_pos} (offsets {int(s['base_offset'][i])}.."
-                                                 f"{int(s['last_offset'][i])} by its header) fails its CRC check", None)
+                    bad = np.flatnonzero(~s["crc_valid"].astype(bool))
+                    n = int(bad[0]) if len(bad) else len(s["position"])  # the readable rows before the first bad one
                     for k in _READABLE_COLUMNS:
-                        parts[k].append(np.asarray(s[k][ok], dtype=np.int64))
-                    if ok.any():
-                        last_offset = int(s["last_offset"][ok][-1])
-                    if len(s["position"]):
-                        end = int(s["position"][-1] + s["size"][-1])
+                        parts[k].append(np.asarray(s[k][:n], dtype=np.int64))
+                    if n:
+                        last_offset = int(s["last_offset"][n - 1])
+                        end = int(s["position"][n - 1] + s["size"][n - 1])
+                    if len(bad):
+                        # its length field is not covered by the CRC either: look for the next batch
+                        # from the byte after its start rather than from where its length says it ends
+                        end = int(s["position"][n])
+                        why = (f"the batch at byte {end} (offsets {int(s['base_offset'][n])}..{int(s['last_offset'][n])} "
+                               f"by its header) fails its CRC check")
+                        break
             except StopIteration as stop:
                 end = int(stop.value)
                 if end < size:
@@ -457,6 +460,8 @@ class ReadableScan:
                 if isinstance(e, StorageError):
                     raise
                 why, error = str(e), e
+            finally:
+                gen.close()
             if end >= size:
                 break
             low = base_offset if last_offset is None else last_offset + 1
