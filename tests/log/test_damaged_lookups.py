@@ -151,9 +151,12 @@ def test_item5_damage_in_an_earlier_segment(backend, tmp_path):
 
 def _damaged(root, kind):
     part = D.build_partition(root / kind, segments=2 if kind.endswith("2") else 1)
-    if kind.startswith("length"):
+    if kind.startswith("length-e") or kind.startswith("length-m"):
         D.bad_length(part, 30, past_end=kind.startswith("length-end"))
         D.bad_length(part, 70, past_end=False)
+    elif kind == "length-long":
+        D.bad_length(part, 40, delta=1500)
+        D.crc_flip(part, 45, ts(455))
     elif kind.startswith("crc"):
         D.crc_flip(part, 30, ts(800))
         D.crc_flip(part, 71, ts(100))
@@ -164,7 +167,7 @@ def _damaged(root, kind):
     return part
 
 
-KINDS = ["length-end", "length-mid", "crc", "mixed", "length-end2", "crc2"]
+KINDS = ["length-end", "length-mid", "length-long", "crc", "mixed", "length-end2", "crc2"]
 
 
 @pytest.fixture(scope="module")
