@@ -47,7 +47,8 @@ from ..record.file_records import (_FIRST_WINDOW, _WINDOW, MAX_SEGMENT_BYTES, Fi
                                    first_record_at_or_after, iter_file_batches, open_records, scan_buffer, scan_windows)
 from ..errors import InvalidOffsetError, KBatchError, StorageError
 from .index import OffsetIndex, TimeIndex, TransactionIndex
-from .index_rules import TIME_ENTRY_RECORD, time_entry_form, time_floor
+from .index_rules import time_entry_form
+from .index_rules import time_floor as time_floor  # re-exported: its home was here (cli/dump_log imports it)
 
 _T = TypeVar("_T")
 log = logging.getLogger("kbatch.log.segment")
