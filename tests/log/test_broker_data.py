@@ -95,9 +95,13 @@ def test_every_era_is_valid_and_serves_lookups(backend, tmp_path, era, seed):
     try:
         assert log.active_segment.index_problem is None  # the broker's files were used, not rebuilt
         got = [None if h is None else (h.offset, h.timestamp, h.leader_epoch) for h in log.offsets_for_times(targets)]
+        top = log.offset_for(kbatch.MAX_TIMESTAMP)
+        # every form is valid: no entry is called wrong, nothing is answered from a rebuild (issue 28 item 6)
+        assert log.problems == [] and log.active_segment.index_problem is None
     finally:
         log.close()
     assert got == [oracle.brute_offset_for_time(segments, t) for t in targets]
+    assert (top.timestamp, top.offset) == oracle.brute_max_timestamp(segments)
 
 
 def test_a_broker_index_differs_from_a_rebuild_as_information(backend, tmp_path):

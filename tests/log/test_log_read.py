@@ -2,6 +2,7 @@
 out-of-order CreateTime, LogAppendTime, negative extended timestamps, empty segments, many
 segments, targets before and after everything), the special targets, and KIP-79 errors."""
 import os
+import struct
 
 import numpy as np
 import pytest
@@ -299,8 +300,10 @@ def test_a_corrupt_record_in_a_large_batch_is_reported_where_the_objects_report_
     raw = bytearray(open(path, "rb").read())
     batches = list(kbatch.iter_batches(bytes(raw)))
     victim = batches[6]  # kind 1: plain CreateTime
-    at = victim.position + 61 + 30  # inside its records; the header CRC is not checked by lookups
-    raw[at:at + 6] = b"\xff" * 6
+    at = victim.position + 61 + 30  # inside its records, the CRC made to match: a batch that frames and
+    raw[at:at + 6] = b"\xff" * 6     # passes its CRC check but whose records do not decode
+    struct.pack_into(">I", raw, victim.position + 17, kbatch.crc32c(bytes(raw[victim.position + 21:
+                                                                            victim.position + victim.size_in_bytes])))
     open(path, "wb").write(bytes(raw))
     errors = []
     for min_records in (segment._KERNEL_MIN_RECORDS, 10**9):
@@ -310,6 +313,7 @@ def test_a_corrupt_record_in_a_large_batch_is_reported_where_the_objects_report_
             with pytest.raises(kbatch.KBatchError) as e:
                 log.offset_for(6000 + 500)
             errors.append((type(e.value), e.value.position, e.value.base_offset))
+            assert str(e.value).startswith(path + ": ")  # the message names the file (issue 28 item 5)
         finally:
             log.close()
     assert errors[0] == errors[1] and victim.position < errors[0][1] < victim.position + victim.size_in_bytes

@@ -1,8 +1,10 @@
 """`kbatch offsets`: ListOffsets per partition (KIP-79).
 
 Answers come from the log: an index entry is used only once the log agrees with it (otherwise the
-segment is scanned, and stderr says so), and bytes that are not complete batches are named on
-stderr. Either makes the exit code 1; the answers printed are still the log's.
+segment is scanned, stderr says so, and the exit code is 1). A time's answer is the one Kafka would
+give over the batches that can be read and whose CRC holds; every range that could not be read is
+named on stderr, and when a lookup's answer could have been in one, stderr says so for that
+lookup and the exit code is 1.
 """
 
 import logging
@@ -16,6 +18,9 @@ from ._common import (EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, UsageProblem, emit, fl
 
 if TYPE_CHECKING:
     import typer
+
+    from .._wire import OffsetSpec
+    from ..log.unified_log import OffsetAndTimestamp
 
     from .._typing import PathLike
 
@@ -45,6 +50,8 @@ def cmd_offsets(path: "PathLike", *, times: Sequence[str] = (), earliest: bool =
             err.write(f"kbatch: {name}: {e}\n")
             code = max(code, EXIT_USAGE)
             continue
+        doubts: list[str] = []
+        answered: list[tuple[str, "OffsetSpec | int", "OffsetAndTimestamp | None"]] = []
         try:
             for label, ts in targets:
                 if label in ("earliest", "latest"):  # epochs from the leader epoch cache, as a broker answers
@@ -54,6 +61,8 @@ def cmd_offsets(path: "PathLike", *, times: Sequence[str] = (), earliest: bool =
                 else:
                     hit = log.offsets_for_times([ts])[0]
                 offset, found_ts, epoch = (None, None, None) if hit is None else hit
+                answered.append((label, OffsetSpec.EARLIEST if label == "earliest" else OffsetSpec.LATEST
+                                 if label == "latest" else OffsetSpec.MAX_TIMESTAMP if ts is None else ts, hit))
                 if as_json:
                     emit(out, dict(partition=name, path=d, target=label if ts is None else ts, offset=offset,
                                     timestamp=found_ts, leader_epoch=epoch))
@@ -66,6 +75,11 @@ def cmd_offsets(path: "PathLike", *, times: Sequence[str] = (), earliest: bool =
                     else:
                         out.write(f"{name}\t{shown}\toffset {offset}\ttimestamp {found_ts} "
                                   f"({format_time(found_ts)})\n")
+            # once every lookup ran (any of them may have found damage the others' answers could be in)
+            for label, spec, hit in answered:
+                for u in log.unread_for(spec, hit):
+                    doubts.append(f"kbatch: {name}: {label}: the answer could have been in the {u.size} bytes from "
+                                  f"byte {u.position} of {u.file}, which could not be read\n")
         except StorageError as e:
             err.write(f"kbatch: {name}: {e}\n")
             code = max(code, EXIT_USAGE)
@@ -75,7 +89,12 @@ def cmd_offsets(path: "PathLike", *, times: Sequence[str] = (), earliest: bool =
         finally:
             for problem in log.problems:
                 err.write(f"kbatch: {name}: {problem}\n")
-            if log.problems:
+            for line in doubts:
+                err.write(line)
+            # bytes it could not read are a problem for the lookups whose answers they could have
+            # held; anything else (an index the log contradicts, segments left out) always is
+            unread = {u.message for seg in log.segments for u in seg.unread}
+            if doubts or any(p not in unread for p in log.problems):
                 code = max(code, EXIT_PROBLEMS)
             log.close()
     return code
@@ -90,7 +109,8 @@ def register(app: "typer.Typer") -> None:
 
     @app.command(help="Look up offsets per partition: by time (first record with timestamp >= T), earliest, "
                       "latest (log end offset) or the record with the largest timestamp. Exit 1 when an index "
-                      "disagreed with the log or bytes could not be read (stderr says which).")
+                      "disagreed with the log or an answer could have been in bytes that could not be read "
+                      "(stderr says which).")
     def offsets(path: Annotated[str, typer.Argument(help="Partition directory or log directory.")],
                 time_: Annotated[Optional[List[str]], typer.Option("--time", "-t", help="Epoch ms (negative allowed) or ISO-8601, e.g. 2024-05-01T09:00:00Z. Repeatable.")] = None,
                 earliest: Annotated[bool, typer.Option("--earliest", help="The log start offset.")] = False,

@@ -36,11 +36,40 @@ from .. import _wire as W
 from ..record.batch import scan_headers
 from ..record.file_records import iter_batches
 from ..errors import FileChangedError, KBatchError
-from .segment import time_floor
 
 if TYPE_CHECKING:
     from ..record.batch import Batch
     from ..record.file_records import FileRecords
+
+def time_floor(magic: int, attributes: int) -> int:
+    """Below which a batch's max timestamp is ignored by the time index (DESIGN.md decision 5):
+    -1 as in Kafka, Long.MIN_VALUE for extended (bit 7) batches so historical data is indexed."""
+    if magic == 2 and attributes & W.TIMESTAMP_EXTENDED_FLAG_MASK:
+        return W.INT64_MIN
+    return W.NO_TIMESTAMP
+
+
+#: time_entry_form's answers: the entry names its batch's last offset, or (0.11-3.6 leaders) the
+#: first record of the batch holding its timestamp
+TIME_ENTRY_LAST = "last offset"
+TIME_ENTRY_RECORD = "record offset"
+
+
+def time_entry_form(timestamp: int, offset: int, batch_base: int, batch_last: int, batch_max: int,
+                    first_offset_with: Callable[[int], int | None]) -> str | None:
+    """How a .timeindex entry (T, O) names the batch B that holds O (batch_base <= O <= batch_last),
+    where T is the running max at B: TIME_ENTRY_LAST when O is B's last offset, TIME_ENTRY_RECORD
+    when O is the first record of B whose timestamp is T (B's max; Kafka 0.11-3.6 leaders), None
+    when it names B in no form a broker writes. first_offset_with(T) decodes B: the offset of its
+    first record with timestamp T, or None (called only for the record form)."""
+    if not batch_base <= offset <= batch_last:
+        return None
+    if offset == batch_last:
+        return TIME_ENTRY_LAST
+    if batch_max != timestamp:
+        return None
+    return TIME_ENTRY_RECORD if first_offset_with(timestamp) == offset else None
+
 
 NOTE_INDEX_FIRST_OFFSET = ("names the first offset of the batch at its position, as Kafka 0.8-1.1 brokers "
                            "wrote .index entries (2.0+ name the append's last offset)")
@@ -227,18 +256,23 @@ def check_time_index(path: str, entries: Iterable[tuple[int, int]], sb: SegmentB
             continue
         if off == int(sb.last_offset[i]):
             continue
+        batch_i = i
+
+        def first_with(t: int) -> int | None:
+            return next((r.offset for r in sb.batch(batch_i) if r.timestamp == t), None)
         try:
-            first_hit = next((r.offset for r in sb.batch(i) if r.timestamp == ts), None)
+            form = time_entry_form(ts, off, sb.first_offset(i), int(sb.last_offset[i]), int(sb.max_timestamp[i]),
+                                   first_with)
         except KBatchError as e:
             find(True, f"names an offset inside {where}, whose records cannot be read: {e}")
             continue
-        if first_hit == off:
+        if form == TIME_ENTRY_RECORD:
             find(False, NOTE_TIME_RECORD_OFFSET)
         else:
             find(True, f"names an offset inside {where} whose record does not hold its max timestamp "
-                       f"(the first record with timestamp {ts} is at offset {first_hit})")
+                       f"(the first record with timestamp {ts} is at offset {first_with(ts)})")
     return out
 
 
-__all__ = ["IndexFinding", "SegmentBatches", "check_offset_index", "check_time_index",
+__all__ = ["time_floor", "time_entry_form", "TIME_ENTRY_LAST", "TIME_ENTRY_RECORD", "IndexFinding", "SegmentBatches", "check_offset_index", "check_time_index",
            "NOTE_INDEX_FIRST_OFFSET", "NOTE_INDEX_CHUNK", "NOTE_TIME_RECORD_OFFSET"]

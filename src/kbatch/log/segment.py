@@ -14,9 +14,17 @@ at the segment's path is still the file this segment opened (otherwise they may 
 generation, and the indexes are built from the opened .log instead).
 
 An index entry is used only after the log agrees with it (the batch it names is where it says,
-with the offsets and timestamps it says); when the log contradicts an entry, the segment stops
-trusting its index files, builds its indexes from the .log, says so in `problems` (and the
-"kbatch.log.segment" logger), and answers from the scan.
+with the offsets and timestamps it says, in a form a broker of some version wrote:
+index_rules.time_entry_form); when the log contradicts an entry, the segment stops trusting its
+index files, builds its indexes from the .log, says so in `problems` (and the "kbatch.log.segment"
+logger), and answers from the scan.
+
+Lookups check the CRC of every batch they read. When one meets bytes it cannot read (a failed CRC,
+a length field that is wrong, bytes that are not a batch), the segment reads the whole .log once
+(ReadableScan: after damage it goes on at the next byte where a complete batch with a valid CRC
+starts), builds its indexes from the batches that can be read, reports each range it could not
+read (`unread`, `problems`: file, byte, size, the offsets around it) and answers over the readable
+batches, so an answer is the same whatever lookup found the damage first.
 """
 from __future__ import annotations
 
@@ -39,6 +47,8 @@ from ..record.file_records import (_FIRST_WINDOW, _WINDOW, MAX_SEGMENT_BYTES, Fi
                                    first_record_at_or_after, iter_file_batches, open_records, scan_buffer, scan_windows)
 from ..errors import InvalidOffsetError, KBatchError, StorageError
 from .index import OffsetIndex, TimeIndex, TransactionIndex
+from .index_rules import time_entry_form
+from .index_rules import time_floor as time_floor  # re-exported: its home was here (cli/dump_log imports it)
 
 _T = TypeVar("_T")
 log = logging.getLogger("kbatch.log.segment")
@@ -50,14 +60,6 @@ if TYPE_CHECKING:
     from .index import TimestampOffset
 
     from ..record.batch import Batch
-
-def time_floor(magic: int, attributes: int) -> int:
-    """Below which a batch's max timestamp is ignored by the time index (DESIGN.md decision 5):
-    -1 as in Kafka, Long.MIN_VALUE for extended (bit 7) batches so historical data is indexed."""
-    if magic == 2 and attributes & W.TIMESTAMP_EXTENDED_FLAG_MASK:
-        return W.INT64_MIN
-    return W.NO_TIMESTAMP
-
 
 class MaxTimestampTracker:
     """maxTimestampSoFar / shallowOffsetOfMaxTimestampSoFar: only a strictly larger batch max
@@ -342,6 +344,146 @@ class SegmentMark(NamedTuple):
     writable: bool
 
 
+# ------------------------------------------------------------------------------------ reading around damage
+class SegmentDamaged(Exception):
+    """Internal: a lookup's scan met bytes it cannot read (a batch that cannot be framed, a length
+    running past the end, a failed CRC); the segment then reads around them (LogSegment.readable)."""
+
+
+class UnreadRange(NamedTuple):
+    """Bytes of a .log that could not be read: `size` bytes from byte `position`, between the
+    readable batches ending at offset `after_offset` and starting at `before_offset` (None: none
+    before it / none after it in the segment, or not known). `bound`: a timestamp every record in
+    it is older than, when a .timeindex entry after it, checked against the readable batches, says
+    so (None: it may hold any timestamp)."""
+
+    file: str
+    position: int
+    size: int
+    after_offset: int | None
+    before_offset: int | None
+    bound: int | None
+    message: str
+
+
+_MIN_FRAME = W.RECORD_OVERHEAD_V0  # the smallest length field any magic allows
+_RESYNC_CHUNK = 1 << 20
+
+
+def _valid_batch_at(read: Callable[[int, int], Any], position: int, size: int) -> bool:
+    """Whether one complete batch whose CRC holds starts at `position`."""
+    head = bytes(read(position, W.LOG_OVERHEAD))
+    if len(head) < W.LOG_OVERHEAD:
+        return False
+    n = _SIZE.unpack_from(head, W.SIZE_OFFSET)[0] + W.LOG_OVERHEAD
+    if n <= W.LOG_OVERHEAD or position + n > size:
+        return False
+    buf = read(position, n)
+    try:
+        s = _backend.core.scan_batches(buf, 0, n, True)
+    except KBatchError:
+        return False
+    return len(s["position"]) == 1 and int(s["valid_bytes"]) == n and bool(s["crc_valid"][0])
+
+
+def next_batch_start(read: Callable[[int, int], Any], size: int, start: int, low_offset: int,
+                     high_offset: int) -> int | None:
+    """The first byte >= start where a complete batch whose CRC holds begins, with an offset field in
+    [low_offset, high_offset] (the offsets this segment can still hold); None when there is none.
+    Candidates (a magic byte 0-2, a plausible length and offset) are found a chunk at a time with
+    numpy; each is confirmed by framing it and checking its CRC."""
+    pos = start
+    while size - pos > W.HEADER_SIZE_UP_TO_MAGIC:
+        n = min(_RESYNC_CHUNK + W.LOG_OVERHEAD + W.HEADER_SIZE_UP_TO_MAGIC, size - pos)
+        a = np.frombuffer(bytes(read(pos, n)), dtype=np.uint8)
+        span = min(_RESYNC_CHUNK, n - W.HEADER_SIZE_UP_TO_MAGIC + 1)  # candidates starting in [pos, pos + span)
+        cand = np.flatnonzero(a[W.MAGIC_OFFSET:W.MAGIC_OFFSET + span] <= 2)
+        if len(cand):
+            off = np.zeros(len(cand), dtype=np.uint64)
+            for k in range(8):
+                off = (off << np.uint64(8)) | a[cand + k].astype(np.uint64)
+            length = np.zeros(len(cand), dtype=np.int64)
+            for k in range(W.SIZE_OFFSET, W.LOG_OVERHEAD):
+                length = (length << 8) | a[cand + k].astype(np.int64)
+            length = np.where(length >= 1 << 31, length - (1 << 32), length)
+            signed = off.view(np.int64)
+            ok = ((signed >= low_offset) & (signed <= high_offset) & (length >= _MIN_FRAME)
+                  & (pos + cand + W.LOG_OVERHEAD + length <= size))
+            for q in cand[ok].tolist():
+                if _valid_batch_at(read, pos + int(q), size):
+                    return pos + int(q)
+        pos += span
+    return None
+
+
+_READABLE_COLUMNS = ("position", "size", "base_offset", "last_offset", "max_timestamp", "magic", "attributes")
+
+
+class ReadableScan:
+    """Every batch of a .log that can be framed and whose CRC holds, found by reading the whole file
+    and, after bytes that cannot be read, going on at the next byte where such a batch starts
+    (next_batch_start). `rows`: their header columns; `runs`: the byte ranges of consecutive
+    readable batches; `gaps`: (position, size, why) of what lies between."""
+
+    def __init__(self, records: FileRecords, base_offset: int) -> None:
+        size = records.size_in_bytes
+        parts: dict[str, list[npt.NDArray[np.int64]]] = {k: [] for k in _READABLE_COLUMNS}
+        self.gaps: list[tuple[int, int, str, KBatchError | None]] = []
+        pos = 0
+        last_offset: int | None = None
+        while pos < size:
+            end = pos
+            why, error = "", None
+            gen = scan_windows(records.read, size, pos, True, _WINDOW)
+            try:
+                while True:
+                    s = next(gen)
+                    bad = np.flatnonzero(~s["crc_valid"].astype(bool))
+                    n = int(bad[0]) if len(bad) else len(s["position"])  # the readable rows before the first bad one
+                    for k in _READABLE_COLUMNS:
+                        parts[k].append(np.asarray(s[k][:n], dtype=np.int64))
+                    if n:
+                        last_offset = int(s["last_offset"][n - 1])
+                        end = int(s["position"][n - 1] + s["size"][n - 1])
+                    if len(bad):
+                        # its length field is not covered by the CRC either: look for the next batch
+                        # from the byte after its start rather than from where its length says it ends
+                        end = int(s["position"][n])
+                        why = (f"the batch at byte {end} (offsets {int(s['base_offset'][n])}..{int(s['last_offset'][n])} "
+                               f"by its header) fails its CRC check")
+                        break
+            except StopIteration as stop:
+                end = int(stop.value)
+                if end < size:
+                    why = "a partial batch: a torn write, a bad length, or not a segment"
+            except KBatchError as e:
+                if isinstance(e, StorageError):
+                    raise
+                why, error = str(e), e
+            finally:
+                gen.close()
+            if end >= size:
+                break
+            low = base_offset if last_offset is None else last_offset + 1
+            nxt = next_batch_start(records.read, size, end + 1, low, base_offset + W.INT32_MAX)
+            stop_at = size if nxt is None else nxt
+            self._gap(end, stop_at - end, why, error)
+            pos = stop_at
+        self.rows = {k: (np.concatenate(v) if v else np.zeros(0, dtype=np.int64)) for k, v in parts.items()}
+        pos_, size_ = self.rows["position"], self.rows["size"]
+        breaks = np.flatnonzero(pos_[1:] != pos_[:-1] + size_[:-1]) + 1 if len(pos_) else pos_
+        starts = np.concatenate(([0], breaks)).astype(np.intp) if len(pos_) else np.zeros(0, dtype=np.intp)
+        ends = np.concatenate((breaks, [len(pos_)])).astype(np.intp) if len(pos_) else starts
+        self.runs = [(int(pos_[a]), int(pos_[b - 1] + size_[b - 1])) for a, b in zip(starts.tolist(), ends.tolist())]
+
+    def _gap(self, position: int, size: int, why: str, error: KBatchError | None) -> None:
+        if self.gaps and self.gaps[-1][0] + self.gaps[-1][1] == position:  # one range, several reasons
+            p, n, w, e = self.gaps[-1]
+            self.gaps[-1] = (p, n + size, f"{w}; then {why}" if why and why not in w else w, e or error)
+        else:
+            self.gaps.append((position, size, why, error))
+
+
 # ------------------------------------------------------------------------------------ LogSegment
 class LogSegment:
     """One segment: the .log and its indexes, named by the 20-digit base offset.
@@ -366,6 +508,9 @@ class LogSegment:
         self.created_ms = int(time.time() * 1000) if created_ms is None else created_ms
         self.index_problem: OSError | KBatchError | None = None
         self.problems: list[str] = []   # what a reader could not trust or read (also logged)
+        self.contradictions: list[str] = []   # the problems that are index entries the log contradicts
+        self.unread: list[UnreadRange] = []   # the problems that are bytes it could not read
+        self.readable: ReadableScan | None = None  # set once the whole .log was read (indexes built from it)
         self.indexes_from_scan = False  # indexes built from the .log itself (nothing to verify)
         self.log = self.files.open_log(writable=writable, create=_create)
         self._offset_index: OffsetIndex | None = None
@@ -450,18 +595,95 @@ class LogSegment:
         self._offset_index, self._time_index = oi, ti
 
     def _build_in_memory(self) -> None:
-        built = build_indexes(self.log, self.base_offset, self.index_interval_bytes, verify_crc=False,
-                              stop_on_error=True)
-        self._offset_index = OffsetIndex(self.base_offset, built.index, max_index_size=self.max_index_size)
-        self._time_index = TimeIndex(self.base_offset, built.timeindex, max_index_size=self.max_index_size)
-        self._tracker = MaxTimestampTracker(built.max_timestamp, built.offset_of_max_timestamp)
+        """Indexes built from the .log itself, as a broker's recovery would write them, over every
+        batch that can be read (framed, CRC holding), reading on after bytes that cannot be; those
+        bytes are reported (`unread`, `problems`)."""
+        on_disk = self._time_index if self._time_index is not None and not self.indexes_from_scan else None
+        if on_disk is None:
+            try:
+                on_disk = TimeIndex(self.base_offset, self.files.read_index(".timeindex"),
+                                    max_index_size=self.max_index_size)
+            except (OSError, KBatchError):
+                on_disk = None
+        scan = ReadableScan(self.log, self.base_offset)
+        rows = scan.rows
+        index, timeindex = bytearray(), bytearray()
+        tracker = MaxTimestampTracker()
+        last_indexed_pos, last_time_ts = 0, None
+        running = np.full(len(rows["position"]), W.INT64_MIN, dtype=np.int64)
+        for i, (pos, last, max_ts, magic, attrs) in enumerate(zip(*(rows[k].tolist() for k in (
+                "position", "last_offset", "max_timestamp", "magic", "attributes")))):
+            tracker.update(max_ts, last, magic, attrs)
+            if tracker.timestamp is not None:
+                running[i] = tracker.timestamp
+            if pos - last_indexed_pos > self.index_interval_bytes and 0 <= last - self.base_offset <= W.INT32_MAX:
+                index += _OFF.pack(last - self.base_offset, pos)
+                if tracker.timestamp is not None and (last_time_ts is None or tracker.timestamp > last_time_ts):
+                    assert tracker.offset is not None  # set with the timestamp
+                    timeindex += _TIME.pack(tracker.timestamp, tracker.offset - self.base_offset)
+                    last_time_ts = tracker.timestamp
+                last_indexed_pos = pos
+        if tracker.timestamp is not None and (last_time_ts is None or tracker.timestamp > last_time_ts):
+            assert tracker.offset is not None
+            timeindex += _TIME.pack(tracker.timestamp, tracker.offset - self.base_offset)
+        self._offset_index = OffsetIndex(self.base_offset, bytes(index), max_index_size=self.max_index_size)
+        self._time_index = TimeIndex(self.base_offset, bytes(timeindex), max_index_size=self.max_index_size)
+        self._tracker = tracker
         self.indexes_from_scan = True
+        self.readable = scan
+        firsts, lasts = rows["base_offset"], rows["last_offset"]
+        for position, size, why, error in scan.gaps:
+            k = int(np.searchsorted(rows["position"], position))  # readable batches before the gap
+            after = int(lasts[k - 1]) if k else None
+            before = int(firsts[k]) if k < len(firsts) else None
+            if before is None:  # nothing readable after it: the torn-tail form, with the same text
+                self.report_unreadable(position, error, after_offset=after, why=why)
+                continue
+            bound = self._bound_after(on_disk, before, rows, running)
+            where = f"offsets after {after}" if after is not None else "the start of the segment"
+            msg = (f"{self.path('.log')}: {size} bytes from byte {position} could not be read ({why}); "
+                   f"skipped from {where} to the next readable batch at byte {position + size} (offset {before})")
+            self._unread(UnreadRange(self.path(".log"), position, size, after, before, bound, msg))
+
+    def _bound_after(self, on_disk: TimeIndex | None, offset: int | None, rows: dict[str, npt.NDArray[np.int64]],
+                     running: npt.NDArray[np.int64]) -> int | None:
+        """A timestamp every record before `offset` is older than, from the first on-disk .timeindex
+        entry (T, O) with O >= `offset`: a broker writes T where the segment's max first reaches
+        it, in the batch holding O, so every earlier record is older than T. Used only when that
+        batch is readable and agrees (its max timestamp is T, the readable batches before it are
+        all older, O names it as a broker does); None otherwise."""
+        if on_disk is None or offset is None:
+            return None
+        for slot in range(on_disk.entries):
+            ts, off = on_disk.entry(slot)
+            if off < offset:
+                continue
+            i = int(np.searchsorted(rows["last_offset"], off))
+            if i >= len(rows["last_offset"]) or int(rows["base_offset"][i]) > off:
+                return None
+            if int(rows["max_timestamp"][i]) != ts or (i and int(running[i - 1]) >= ts):
+                return None
+            return int(ts)
+        return None
+
+    def _unread(self, r: UnreadRange) -> None:
+        if any(u.position <= r.position < u.position + u.size for u in self.unread):
+            return  # inside a range already reported (a scan that stopped there, then the full read)
+        for u in [u for u in self.unread if r.position <= u.position < r.position + r.size]:
+            self.unread.remove(u)  # a part of it reported before: the whole range replaces it
+            if u.message in self.problems:
+                self.problems.remove(u.message)
+        self.unread.append(r)
+        if r.message not in self.problems:
+            log.warning("%s", r.message)
+            self.problems.append(r.message)
 
     def distrust_indexes(self, why: str) -> None:
         """The log contradicts an index entry: say so, and answer from indexes built from the log."""
         msg = f"{self.path('.log')}: {why}; answering from a scan of the log instead"
         log.warning("%s", msg)
         self.problems.append(msg)
+        self.contradictions.append(msg)
         self.index_problem = KBatchError(why)
         if self.writable:  # the writer's own indexes are exact; never replace them here
             raise KBatchError(msg)
@@ -501,7 +723,8 @@ class LogSegment:
     # ---- checking index entries against the log
     def _entry_position(self, target_offset: int) -> int:
         """Where to start scanning for `target_offset`: the offset index's position, once the log
-        agrees (a batch starts there, its offsets at or below the entry's)."""
+        agrees (a batch starts there, and the entry names it as a broker does: its last offset or
+        a later one, or its first offset)."""
         mapping = self.offset_index.lookup(target_offset)
         if mapping.position == 0 and mapping.offset == self.base_offset:
             return 0
@@ -514,7 +737,9 @@ class LogSegment:
                                      f"bytes that are not the start of a batch (the log has {self.log.size_in_bytes} "
                                      f"bytes)")
         base, last = found
-        if not (base <= mapping.offset and last <= mapping.offset):
+        # 2.0+ brokers name the append's last offset (>= the last offset of the batch there, for a
+        # follower's chunk); 0.8-1.1 brokers named its first offset (docs/broker-data.md)
+        if not (base <= mapping.offset and (last <= mapping.offset or base == mapping.offset)):
             raise IndexContradiction(f".index entry says offset {mapping.offset} is at position {mapping.position}, "
                                      f"but the batch there holds offsets {base}..{last}")
         return mapping.position
@@ -525,26 +750,57 @@ class LogSegment:
         return self._entry_position(oi.entry(oi.entries - 1).offset) if oi.entries else 0
 
     def _check_time_entry(self, s: Window, entry: TimestampOffset) -> bool:
-        """Check a .timeindex entry (T, O) against a window holding the batch that ends at or after
-        O: that batch must end at O with a max timestamp <= T. True once checked."""
+        """Check a .timeindex entry (T, O) against a window holding the batch B that ends at or
+        after O: B must hold O, its max timestamp must be <= T, and O must name B in a form a
+        broker writes (index_rules.time_entry_form: B's last offset, or the record of B holding T
+        as Kafka 0.11-3.6 leaders wrote it). True once checked."""
         hit = np.flatnonzero(s["last_offset"] >= entry.offset)
         if not len(hit):
             return False
         i = int(hit[0])
-        last, mx = int(s["last_offset"][i]), int(s["max_timestamp"][i])
-        if last != entry.offset or mx > entry.timestamp:
+        if not self._names_batch(s, i, entry.timestamp, entry.offset, exact_max=False):
             raise IndexContradiction(f".timeindex entry (timestamp {entry.timestamp}, offset {entry.offset}) does not "
-                                     f"match the log: the batch there ends at offset {last} with max timestamp {mx}")
+                                     f"match the log: the batch there holds offsets {int(s['base_offset'][i])}.."
+                                     f"{int(s['last_offset'][i])} with max timestamp {int(s['max_timestamp'][i])}")
         return True
 
-    def _guarded(self, fn: Callable[..., _T], *args: Any) -> _T:
-        """Run a lookup; if the log contradicts an index entry it used, distrust the indexes and
-        run it again from indexes built from the log."""
+    @staticmethod
+    def _names_batch(s: Window, i: int, timestamp: int, offset: int, *, exact_max: bool) -> bool:
+        """Whether (timestamp, offset), a time index entry or the max-timestamp claim, names the
+        batch at row i as a broker names it (index_rules.time_entry_form); exact_max: the batch's
+        max timestamp must be the timestamp itself (the claim), not just at most it."""
+        base, last, mx = int(s["base_offset"][i]), int(s["last_offset"][i]), int(s["max_timestamp"][i])
+        if mx > timestamp or (exact_max and mx != timestamp):
+            return False
+
+        def first_with(t: int) -> int | None:
+            found = first_record_at_or_after(_batch_at(s, i), t)
+            return None if found is None or found.timestamp != t else found.offset
         try:
+            return time_entry_form(timestamp, offset, base, last, mx, first_with) is not None
+        except KBatchError:
+            return False  # the batch's records cannot be read: the entry cannot be checked against them
+
+    def _guarded(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """Run a lookup; if the log contradicts an index entry it used, or its scan met bytes it
+        cannot read, build the indexes from what the log holds (reading around those bytes) and
+        run it again. An error it still meets (records that do not decode in a batch whose CRC
+        holds) names the file."""
+        try:
+            for _ in range(2):
+                try:
+                    return fn(*args)
+                except IndexContradiction as e:
+                    self.distrust_indexes(str(e))
+                except SegmentDamaged as e:
+                    if self.writable:  # a writer's segment was recovered: it holds nothing it cannot read
+                        raise KBatchError(f"{self.path('.log')}: {e}") from None
+                    self._build_in_memory()
             return fn(*args)
-        except IndexContradiction as e:
-            self.distrust_indexes(str(e))
-            return fn(*args)
+        except KBatchError as e:
+            if not isinstance(e, StorageError) and not e.reason.startswith(self.path(".log")):
+                e.update(reason=f"{self.path('.log')}: {e.reason}")
+            raise
 
     # ---- facts
     @property
@@ -561,7 +817,7 @@ class LogSegment:
         # broker's active segment has no final time entry yet)
         last = self.time_index.last_entry
         t = MaxTimestampTracker(*(last if last is not None else (None, None)))
-        for s in self.windows(self.last_entry_position(), reuse=True):
+        for s in self.lookup_windows(self.last_entry_position(), _WINDOW):
             t.update_rows(s)
         return t
 
@@ -612,7 +868,7 @@ class LogSegment:
                 raise
             error = e
         if end < self.size:
-            self.report_unreadable(end, error)
+            self.report_unreadable(end, error, after_offset=nxt - 1 if nxt > self.base_offset else None)
         return nxt, end
 
     def windows(self, start: int = 0, *, verify_crc: bool = False, first_window: int = _WINDOW,
@@ -630,12 +886,40 @@ class LogSegment:
                 return
             yield s
 
-    def report_unreadable(self, position: int, error: KBatchError | None = None) -> None:
-        why = f": {error}" if error is not None else " (a partial batch: a torn write, a bad length, or not a segment)"
+    def lookup_windows(self, start: int = 0, first_window: int = _FIRST_WINDOW) -> Iterator[Window]:
+        """The scan windows a lookup reads from `start`, every batch's CRC checked. Until the
+        segment was read in full, bytes it cannot read raise SegmentDamaged (the lookup is then run
+        again over `readable`); after, only the readable batches are handed out, run by run."""
+        if self.readable is not None:
+            for a, b in self.readable.runs:
+                if b > start:
+                    yield from scan_windows(self.log.read, b, max(a, start), False, first_window)
+            return
+        gen = self.log.scan(start, True, first_window, reuse=True)
+        try:
+            while True:
+                try:
+                    s = next(gen)
+                except StopIteration as stop:
+                    if stop.value < self.size:
+                        raise SegmentDamaged(f"bytes from byte {stop.value} are not a complete batch") from None
+                    return
+                except KBatchError as e:
+                    if isinstance(e, StorageError):
+                        raise
+                    raise SegmentDamaged(str(e)) from None
+                if not s["crc_valid"].all():
+                    raise SegmentDamaged("a batch fails its CRC check")
+                yield s
+        finally:
+            gen.close()
+
+    def report_unreadable(self, position: int, error: KBatchError | None = None, *, after_offset: int | None = None,
+                          why: str = "") -> None:
+        why = f": {error}" if error is not None else (f" ({why})" if why else
+                                                      " (a partial batch: a torn write, a bad length, or not a segment)")
         msg = f"{self.path('.log')}: {self.size - position} bytes from byte {position} could not be read{why}"
-        if msg not in self.problems:
-            log.warning("%s", msg)
-            self.problems.append(msg)
+        self._unread(UnreadRange(self.path(".log"), position, self.size - position, after_offset, None, None, msg))
 
     # ---- lookups
     def translate_offset(self, offset: int, starting_file_position: int = 0) -> LogOffsetPosition | None:
@@ -662,7 +946,7 @@ class LogSegment:
             past = self._past_time_entry(position, ts_off)
             if past is not None:  # the entry's batch agrees with it and ends below the target: skip it unread
                 position, check = past, None
-        for s in self.windows(position, first_window=_FIRST_WINDOW, reuse=True):
+        for s in self.lookup_windows(position):
             if check is not None and self._check_time_entry(s, check):
                 check = None
             cand = np.flatnonzero((s["max_timestamp"] >= target) & (s["last_offset"] >= starting_offset))
@@ -700,17 +984,17 @@ class LogSegment:
         self._find_max_batch(t)
 
     def _find_max_batch(self, t: MaxTimestampTracker) -> tuple[Window, int]:
-        assert t.offset is not None  # set with the timestamp
+        assert t.offset is not None and t.timestamp is not None  # set together
         position = self._entry_position(t.offset)
-        for s in self.windows(position, first_window=_FIRST_WINDOW, reuse=True):
+        for s in self.lookup_windows(position):
             hit = np.flatnonzero(s["last_offset"] >= t.offset)
             if len(hit):
                 i = int(hit[0])
-                if int(s["last_offset"][i]) != t.offset or int(s["max_timestamp"][i]) != t.timestamp:
+                if not self._names_batch(s, i, t.timestamp, t.offset, exact_max=True):
                     raise IndexContradiction(
-                        f"the indexes say the segment's max timestamp {t.timestamp} is in the batch ending at offset "
-                        f"{t.offset}, but the batch there ends at {int(s['last_offset'][i])} with max timestamp "
-                        f"{int(s['max_timestamp'][i])}")
+                        f"the indexes say the segment's max timestamp {t.timestamp} is in the batch holding offset "
+                        f"{t.offset}, but the batch there holds offsets {int(s['base_offset'][i])}.."
+                        f"{int(s['last_offset'][i])} with max timestamp {int(s['max_timestamp'][i])}")
                 return s, i
         raise IndexContradiction(f"the indexes say the segment's max timestamp {t.timestamp} is at offset {t.offset}, "
                                  f"which the log does not hold")
@@ -741,7 +1025,7 @@ class LogSegment:
                                          and ts_off.offset >= starting_offset else None)
         running = W.INT64_MIN
         k = 0  # next unresolved sorted target
-        for s in self.windows(lo_pos, reuse=True):
+        for s in self.lookup_windows(lo_pos, _WINDOW):
             if check is not None and self._check_time_entry(s, check):
                 check = None
             if k >= n:
@@ -851,7 +1135,7 @@ class LogSegment:
         if not self.indexes_from_scan:
             self._find_max_batch(t)
         position = self._entry_position(t.offset)
-        for s in self.windows(position, first_window=_FIRST_WINDOW, reuse=True):
+        for s in self.lookup_windows(position):
             for i in np.flatnonzero(s["max_timestamp"] == target).tolist():
                 b = _batch_at(s, i)
                 for rec in b:

@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 from ..record.batch import scan_headers
 from ..record.file_records import FileRecords, _batch_at, _crc_error
 from ..record.file_records import _FIRST_WINDOW as segment_first_window
-from .segment import LogSegment, MaxTimestampTracker, build_indexes
+from .segment import LogSegment, MaxTimestampTracker, UnreadRange, build_indexes
 
 logger = logging.getLogger("kbatch.log")
 _T = TypeVar("_T")
@@ -589,10 +589,11 @@ class Log:
 
     def _last_headers(self, seg: LogSegment, column: str | tuple[str, ...]) -> int | tuple[int, ...] | None:
         """The given header column's value (a tuple of columns: a tuple of values) for the
-        segment's last batch, None when it has none; read from the last index entry on."""
+        segment's last batch that can be read, None when it has none; read from the last index
+        entry on (past bytes that cannot be read, as the lookups read: LogSegment.lookup_windows)."""
         def run() -> int | tuple[int, ...] | None:
             last: int | tuple[int, ...] | None = None
-            for s in seg.log.scan(seg.last_entry_position(), first_window=segment_first_window, reuse=True):
+            for s in seg.lookup_windows(seg.last_entry_position(), segment_first_window):
                 if len(s["position"]):
                     last = (int(s[column][-1]) if isinstance(column, str)
                             else tuple(int(s[c][-1]) for c in column))
@@ -640,6 +641,31 @@ class Log:
             return None
         hit = seg.find_offset_by_timestamp(t, self.log_start_offset)
         return None if hit is None else OffsetAndTimestamp(hit.offset, hit.timestamp, hit.leader_epoch)
+
+    def unread_for(self, target: int | np.integer[Any] | OffsetSpec,
+                   answer: OffsetAndTimestamp | None) -> list[UnreadRange]:
+        """The byte ranges this Log found it could not read (so far) that could have held the
+        answer to a lookup of `target` that gave `answer`: for a timestamp, a range before the
+        answer (anywhere, when there is none) whose records a checked .timeindex entry after it
+        does not bound below the target, and not below the log start offset; for LATEST and
+        MAX_TIMESTAMP, every range; for EARLIEST, none. Empty when the answer is the one Kafka
+        would give over a log that could be read in full."""
+        ranges = [(seg, u) for seg in self.segments for u in seg.unread]
+        if target is OffsetSpec.EARLIEST:
+            return []
+        if isinstance(target, OffsetSpec):
+            return [u for _seg, u in ranges]
+        t = int(target)
+        out: list[UnreadRange] = []
+        for seg, u in ranges:
+            if u.before_offset is not None and u.before_offset <= self.log_start_offset:
+                continue  # wholly below the log start: no answer can come from there
+            if answer is not None and (u.after_offset if u.after_offset is not None else seg.base_offset) >= answer.offset:
+                continue  # after the answer
+            if u.bound is not None and u.bound <= t:
+                continue  # the index says its records are all older than the target
+            out.append(u)
+        return out
 
     @overload
     def offsets_for_times(self, targets: npt.NDArray[np.integer[Any]]
