@@ -152,3 +152,21 @@ def test_log_open_refuses_a_directory_that_is_not_a_partition(tree):
         kbatch.Log.open(tree / "plain")
     (tree / "orders-3").mkdir(exist_ok=True)
     assert kbatch.Log.open(tree / "orders-3").end_offset() == 0  # an empty partition is a partition
+
+
+@pytest.mark.parametrize("name", COMMAND_NAMES)
+def test_t_means_topic_in_every_command(name, capsys):
+    """`-t` is kcat's topic flag: where a command has it, it is --topic (offsets' --time has no -t)."""
+    code, out, _ = run([name, "-h"], capsys)
+    assert code == 0
+    for line in out.splitlines():
+        if " -t " in f" {line} ":
+            assert "--topic" in line, f"kbatch {name}: {line.strip()}"
+
+
+def test_offsets_selects_partitions_by_topic(tree, capsys):
+    code, out, err = run(["offsets", tree, "-t", "t", "-p", "0", "--earliest", "--json"], capsys)
+    assert code == 0, err
+    assert [json.loads(line)["offset"] for line in out.splitlines()] == [0]
+    code, _, err = run(["offsets", tree, "-t", "nosuch", "--earliest"], capsys)
+    assert code == 2 and "no partition of topic nosuch" in err

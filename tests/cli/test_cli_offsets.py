@@ -33,7 +33,7 @@ def api(path, targets):
 
 
 @pytest.mark.parametrize("past_end", [True, False], ids=["length past the end", "length lands mid-batch"])
-def test_item5_offsets_answers_every_time_on_a_log_with_a_bad_length(tmp_path, past_end):
+def test_offsets_answers_every_time_on_a_log_with_a_bad_length(tmp_path, past_end):
     """Before: `--time ts(505) --time ts(700)` printed none for ts(505) (length past the end) or
     printed no answer at all, with a message naming no file (length landing mid-batch)."""
     part = D.build_partition(tmp_path)
@@ -48,14 +48,14 @@ def test_item5_offsets_answers_every_time_on_a_log_with_a_bad_length(tmp_path, p
     assert f"{ts(200)}: the answer" not in err and f"{ts(700)}: the answer" not in err
 
 
-def test_item5_offsets_exits_0_when_no_answer_could_have_been_in_the_damage(tmp_path):
+def test_offsets_exits_0_when_no_answer_could_have_been_in_the_damage(tmp_path):
     part = D.build_partition(tmp_path)
     D.bad_length(part, 50)
     code, rows, err = offsets(part.path, ts(200), ts(700))
     assert (code, [r["offset"] for r in rows]) == (0, [200, 700])
 
 
-def test_item5_offsets_never_answers_from_a_batch_whose_crc_fails(tmp_path):
+def test_offsets_never_answers_from_a_batch_whose_crc_fails(tmp_path):
     """Before: offset 500, from the corrupt timestamps, exit 0, nothing on stderr."""
     part = D.build_partition(tmp_path)
     bad = D.crc_flip(part, 50, ts(950))
@@ -64,7 +64,7 @@ def test_item5_offsets_never_answers_from_a_batch_whose_crc_fails(tmp_path):
     assert code == 1 and "fails its CRC check" in err and f"from byte {bad.position} " in err
 
 
-def test_item6_offsets_accepts_an_old_brokers_in_batch_time_index(tmp_path):
+def test_offsets_accepts_an_old_brokers_in_batch_time_index(tmp_path):
     """Before: exit 1, "the indexes say the segment's max timestamp ... is in the batch ending at
     offset 357, but the batch there ends at 359"."""
     part = D.old_broker_partition(tmp_path)
@@ -88,7 +88,7 @@ def _lookups_exit_0(d):
 
 
 @pytest.mark.parametrize("era", ["0.11-1.1", "2.0-3.6", "3.7+"])
-def test_item6_offsets_exits_0_on_every_brokers_index_forms(tmp_path, era):
+def test_offsets_exits_0_on_every_brokers_index_forms(tmp_path, era):
     """Before: exit 1 on the 0.11-1.1 and 2.0-3.6 forms (an index "contradiction" on stderr)."""
     from log.test_broker_data import broker_partition
 
@@ -98,7 +98,7 @@ def test_item6_offsets_exits_0_on_every_brokers_index_forms(tmp_path, era):
     _lookups_exit_0(d)
 
 
-def test_item6_offsets_exits_0_on_real_brokers_directories(tmp_path):
+def test_offsets_exits_0_on_real_brokers_directories(tmp_path):
     from log.test_broker_data import BROKER_DIRS, broker_copy, partitions
 
     for name in BROKER_DIRS:
@@ -106,7 +106,7 @@ def test_item6_offsets_exits_0_on_real_brokers_directories(tmp_path):
             _lookups_exit_0(d)
 
 
-def test_item5_which_lookups_are_in_doubt_does_not_depend_on_the_others(tmp_path):
+def test_which_lookups_are_in_doubt_does_not_depend_on_the_others(tmp_path):
     """The lines saying an answer could have been in unread bytes, and the exit code, are the same
     whatever the order of the --times and whichever lookup found the damage."""
     import struct

@@ -44,7 +44,7 @@ def want(part, targets):
 # ------------------------------------------------------------------------------------ item 5
 @pytest.mark.parametrize("past_end,delta", [(True, None), (False, None), (False, 1500)],
                          ids=["length past the end", "length short", "length long"])
-def test_item5_bad_length_in_the_middle_answers_from_the_batches_after_it(backend, tmp_path, past_end, delta):
+def test_bad_length_in_the_middle_answers_from_the_batches_after_it(backend, tmp_path, past_end, delta):
     """Before: `ts(505)` (answered by the batch after the damage) gave None with a length past the
     end, and a length landing mid-batch raised InvalidRecordError, cancelling every answer. A
     length too long by less than a batch must not hide the batch it runs into (51)."""
@@ -60,7 +60,7 @@ def test_item5_bad_length_in_the_middle_answers_from_the_batches_after_it(backen
 
 
 @pytest.mark.parametrize("past_end", [True, False], ids=["length past the end", "length lands mid-batch"])
-def test_item5_an_answer_does_not_depend_on_the_other_targets(backend, tmp_path, past_end):
+def test_an_answer_does_not_depend_on_the_other_targets(backend, tmp_path, past_end):
     """Before: with enough targets for the one-pass bulk lookup, every target after the damage (and
     with a structural error, every target) came back None or raised, while each alone found its
     record."""
@@ -72,7 +72,7 @@ def test_item5_an_answer_does_not_depend_on_the_other_targets(backend, tmp_path,
     assert together[-1] == 900
 
 
-def test_item5_never_answers_from_a_batch_whose_crc_fails(backend, tmp_path):
+def test_never_answers_from_a_batch_whose_crc_fails(backend, tmp_path):
     """Before: the batch whose (corrupt) timestamps said 950 answered `ts(502)` with offset 500,
     `Log.problems == []`."""
     part = D.build_partition(tmp_path)
@@ -84,7 +84,7 @@ def test_item5_never_answers_from_a_batch_whose_crc_fails(backend, tmp_path):
     assert any(f"from byte {bad.position} " in p and "fails its CRC check" in p for p in problems), problems
 
 
-def test_item5_unread_for_names_the_ranges_an_answer_could_have_been_in(backend, tmp_path):
+def test_unread_for_names_the_ranges_an_answer_could_have_been_in(backend, tmp_path):
     part = D.build_partition(tmp_path)
     bad = D.bad_length(part, 50)
     log = kbatch.Log.open(part.path)
@@ -106,7 +106,7 @@ def test_item5_unread_for_names_the_ranges_an_answer_could_have_been_in(backend,
         log.close()
 
 
-def test_item5_garbage_or_missing_index_files_give_the_same_answers(backend, tmp_path):
+def test_garbage_or_missing_index_files_give_the_same_answers(backend, tmp_path):
     targets = [ts(0) - 1, ts(0), ts(333), ts(505), ts(999), ts(999) + 1]
     answers = []
     for damage in (None, D.garbage_index, D.missing_index):
@@ -119,7 +119,7 @@ def test_item5_garbage_or_missing_index_files_give_the_same_answers(backend, tmp
     assert answers[0] == answers[1] == answers[2] == [0, 0, 333, 505, 999, None]
 
 
-def test_item5_bad_timestamp_with_the_crc_fixed(backend, tmp_path):
+def test_bad_timestamp_with_the_crc_fixed(backend, tmp_path):
     """A valid batch whose timestamps moved ahead of what the index files say: the answers are the
     log's (the first offset with timestamp >= T), alone or together."""
     part = D.build_partition(tmp_path)
@@ -130,7 +130,7 @@ def test_item5_bad_timestamp_with_the_crc_fixed(backend, tmp_path):
     assert [alone(part.path, t) for t in targets] == got
 
 
-def test_item5_damage_in_an_earlier_segment(backend, tmp_path):
+def test_damage_in_an_earlier_segment(backend, tmp_path):
     part = D.build_partition(tmp_path, segments=2)
     bad = D.bad_length(part, 25, past_end=False)
     targets = [ts(100), ts(255), ts(600), ts(999)]
@@ -180,7 +180,7 @@ def damaged(tmp_path_factory):
 @given(kind=st.sampled_from(KINDS),
        targets=st.lists(st.integers(ts(0) - 50, ts(1000) + 50) | st.sampled_from([ts(o) for o in range(0, 1000, 5)]),
                         min_size=1, max_size=40))
-def test_item5_property_an_answer_is_the_same_alone_and_the_readable_one(damaged, kind, targets):
+def test_property_an_answer_is_the_same_alone_and_the_readable_one(damaged, kind, targets):
     part = damaged[kind]
     together, _, _ = lookups(part.path, targets)
     for i, t in enumerate(targets):
@@ -189,7 +189,7 @@ def test_item5_property_an_answer_is_the_same_alone_and_the_readable_one(damaged
 
 
 # ------------------------------------------------------------------------------------ item 6
-def test_item6_an_old_brokers_in_batch_time_index_is_valid_and_used(backend, tmp_path):
+def test_an_old_brokers_in_batch_time_index_is_valid_and_used(backend, tmp_path):
     """Before: every lookup that checked a .timeindex entry naming the record holding the batch's
     max timestamp (Kafka 0.11-3.6 leaders) said the indexes were wrong ("the batch there ends at
     offset 359") and answered from a scan, with a problem reported."""

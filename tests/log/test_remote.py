@@ -204,7 +204,7 @@ def _cat(args):
 
 
 @pytest.mark.parametrize("command", [
-    ["verify", "--json"], ["offsets", "--json", "--earliest", "--latest", "--max-timestamp", "-t", str(NOW - 3_600_000)],
+    ["verify", "--json"], ["offsets", "--json", "--earliest", "--latest", "--max-timestamp", "--time", str(NOW - 3_600_000)],
     ["validate", "--json", "--now", str(NOW), "--after-max-ms", "3600000", "--before-max-ms", str(30 * 86_400_000)],
     ["stats", "--json"],
 ])

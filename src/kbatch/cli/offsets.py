@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
 
 def cmd_offsets(path: "PathLike", *, times: Sequence[str] = (), earliest: bool = False, latest: bool = False,
-                max_timestamp: bool = False, as_json: bool = False, quiet: bool = False, out: IO[str] | None = None,
+                max_timestamp: bool = False, topic: str | None = None, partition: int | None = None,
+                as_json: bool = False, quiet: bool = False, out: IO[str] | None = None,
                 err: IO[str] | None = None) -> int:
     from .._wire import OffsetSpec
     from ..log.unified_log import Log
@@ -42,7 +43,17 @@ def cmd_offsets(path: "PathLike", *, times: Sequence[str] = (), earliest: bool =
     code = EXIT_OK
     # the storage layer logs what it works around; here each problem is printed once, below
     logging.getLogger("kbatch.log.segment").addHandler(logging.NullHandler())
-    for d in partition_dirs(path):
+    dirs = partition_dirs(path)
+    if topic is not None or partition is not None:  # -t / -p as in cat and stats
+        from ..log.layout import describe
+
+        parts = [describe(d, []) for d in dirs]
+        dirs = [p.path for p in parts if (topic is None or p.topic == topic)
+                and (partition is None or p.partition == partition)]
+        if not dirs:
+            raise UsageProblem(f"{path}: no partition of topic {topic} there" if topic is not None
+                               else f"{path}: no partition {partition} there")
+    for d in dirs:
         name = partition_name(d)
         try:
             log = Log.open(d)
@@ -112,12 +123,14 @@ def register(app: "typer.Typer") -> None:
                       "disagreed with the log or an answer could have been in bytes that could not be read "
                       "(stderr says which).")
     def offsets(path: Annotated[str, typer.Argument(help="Partition directory or log directory.")],
-                time_: Annotated[Optional[List[str]], typer.Option("--time", "-t", help="Epoch ms (negative allowed) or ISO-8601, e.g. 2024-05-01T09:00:00Z. Repeatable.")] = None,
+                time_: Annotated[Optional[List[str]], typer.Option("--time", help="Epoch ms (negative allowed) or ISO-8601, e.g. 2024-05-01T09:00:00Z. Repeatable.")] = None,
                 earliest: Annotated[bool, typer.Option("--earliest", help="The log start offset.")] = False,
                 latest: Annotated[bool, typer.Option("--latest", help="The log end offset.")] = False,
                 max_timestamp: Annotated[bool, typer.Option("--max-timestamp", help="The record with the largest timestamp.")] = False,
+                topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Only this topic.")] = None,
+                partition: Annotated[Optional[int], typer.Option("--partition", "-p", min=0, help="Only this partition.")] = None,
                 as_json: Annotated[bool, json_flag] = False, quiet: Annotated[bool, quiet_flag] = False) -> None:
         for t in time_ or []:
             time_value(t)
         run(cmd_offsets, path, times=list(time_ or []), earliest=earliest, latest=latest,
-            max_timestamp=max_timestamp, as_json=as_json, quiet=quiet)
+            max_timestamp=max_timestamp, topic=topic, partition=partition, as_json=as_json, quiet=quiet)
