@@ -123,6 +123,7 @@ class JsonSchema(Format):
             try:
                 import jsonschema
                 import referencing
+                import referencing.jsonschema
             except ImportError:
                 raise MissingDependencyError("validating JSON Schema values", "jsonschema", "schemas") from None
             schema = self.schema(schema_id)
@@ -130,7 +131,9 @@ class JsonSchema(Format):
             resources = []
             for ref, target in self.source.resolve(s):
                 try:
-                    resources.append((ref.name, referencing.Resource.from_contents(json.loads(target.schema))))
+                    # a referenced schema without $schema is read as draft-07, the registry's default
+                    resources.append((ref.name, referencing.Resource.from_contents(
+                        json.loads(target.schema), default_specification=referencing.jsonschema.DRAFT7)))
                 except ValueError as e:
                     raise SchemaSourceError(f"reference {ref.name!r} is not a JSON schema: {e}",
                                             schema_id=schema_id) from None
