@@ -181,3 +181,57 @@ def test_many_values_and_none(source, n):
     arr = Avro(source).to_arrow(values)
     assert arr.to_pylist() == [None if v is None else {"id": i, "item": f"i{i}", "legacy": ""}
                                for i, v in enumerate(values)]
+
+
+try:
+    from kbatch.values import _avro_kernel  # noqa: F401
+    KERNEL = True
+except ImportError:  # a pure install: the fastavro path is the only one
+    KERNEL = False
+
+
+def scenarios():
+    v1 = [avro_value(1, V1, {"id": i, "item": f"i{i}", "legacy": "old"}) for i in range(3)]
+    v2 = [avro_value(2, V2, {"id": 9, "item": "x", "qty": 4, "note": "n", "ship": {"city": "Oslo", "zip": None}}),
+          avro_value(2, V2, {"id": 10, "item": "y", "qty": 1, "note": None, "ship": None})]
+    rec = {"day": datetime.date(2024, 2, 29), "t_ms": datetime.time(12, 30, 1, 5000),
+           "t_us": datetime.time(1, 2, 3, 456789), "ts_ms": datetime.datetime(2024, 1, 1, tzinfo=UTC),
+           "ts_us": datetime.datetime(1969, 7, 20, 20, 17, 40, 1, tzinfo=UTC), "local": datetime.datetime(2024, 5, 1),
+           "price": decimal.Decimal("-12345.678"), "fprice": decimal.Decimal("-0.01"), "id": uuid.uuid4(),
+           "maybe_ts": None}
+    reader = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
+        {"name": "item", "type": "bytes"}, {"name": "id", "type": "double"},
+        {"name": "vip", "type": "boolean", "default": True}, {"name": "tags", "type": {"type": "array", "items": "int"},
+                                                             "default": []},
+        {"name": "n", "type": ["null", "int"], "default": None}, {"name": "s", "type": "string", "default": "d"}]}
+    coll = {"tags": ["a"], "counts": {"x": 1}, "kind": "B", "raw": b"\x00", "fx": b"abcd", "f": 1.5, "d": 2.0,
+            "b": True, "points": [{"x": 1, "y": None}], "either": None}
+    return {"evolution": (v1 + [None] + v2, None, True),
+            "reader schema with promotions and defaults": (v1 + v2, reader, True),
+            "logical types": ([avro_value(3, LOGICAL, rec), None], None, True),
+            "a union of several types (fastavro path)": ([avro_value(4, COLLECTIONS, coll)], None, False)}
+
+
+@pytest.mark.parametrize("name", list(scenarios()))
+def test_kernel_and_fastavro_paths_agree(source, name):
+    values, reader, kernel_takes_it = scenarios()[name]
+    fmt = Avro(source, reader_schema=reader)
+    column = pa.array(values, pa.binary())
+    got = fmt.decode_arrow(column, None, "value")
+    slow = fmt.to_arrow(values)
+    if not KERNEL or not kernel_takes_it:
+        assert got is None
+        return
+    assert got is not None and got.type == slow.type
+    assert got.equals(slow), (got.to_pylist(), slow.to_pylist())
+    sliced = pa.array(values[:1] + values, pa.binary()).slice(1)             # a column with an offset
+    assert fmt.decode_column(sliced, None).equals(slow)
+
+
+def test_kernel_falls_back_to_name_the_bad_value(source):
+    good = avro_value(1, V1, {"id": 1, "item": "pen", "legacy": ""})
+    fmt = Avro(source)
+    bad = frame(1, b"\x02\x08ab")   # id 1, then a string that claims 4 bytes and has 2
+    assert fmt.decode_arrow(pa.array([good, bad], pa.binary()), None, "value") is None
+    with pytest.raises(PayloadError, match=r"offset 1 \(schema id 1\)"):
+        kbatch.decode_columns(segment([good, bad]), value_schema=fmt)

@@ -73,3 +73,17 @@ def test_generated_schemas_round_trip(data):
     assert got[-1] is None
     for r, g in zip(records, got):
         assert same(r, g), (r, g)
+    # the compiled kernel (Arrow buffers in and out) gives the same column as the fastavro path
+    import pyarrow as pa
+    column = pa.array(framed + [None], pa.binary())
+    kernel = fmt.decode_arrow(column, None, "value")
+    if KERNEL:
+        assert kernel is not None
+        assert kernel.equals(fmt.to_arrow(framed + [None])), (kernel, fmt.to_arrow(framed + [None]))
+
+
+try:
+    from kbatch.values import _avro_kernel  # noqa: F401
+    KERNEL = True
+except ImportError:
+    KERNEL = False
