@@ -285,13 +285,13 @@ def to_arrow(values: list[Any], node: _Node) -> "pa.Array":
                     flat.extend(v)
             offsets.append(len(flat))
         off = pa.array(offsets, pa.int32())
-        mask = pa.array(nulls, pa.bool_()) if any(nulls) else None
+        null_mask = pa.array(nulls, pa.bool_()) if any(nulls) else None
         items = to_arrow(flat, node.item)
         if node.kind == "map":
-            if mask is not None:
+            if null_mask is not None:
                 off = pa.array([None if n else o for n, o in zip(nulls + [False], offsets)], pa.int32())
             return pa.MapArray.from_arrays(off, pa.array(keys, pa.string()), items, type=node.type)
-        return pa.ListArray.from_arrays(off, items, type=node.type, mask=mask)
+        return pa.ListArray.from_arrays(off, items, type=node.type, mask=null_mask)
     if node.kind == "union":
         return _union_array(values, node)
     return pa.array(values, type=node.type)
@@ -565,7 +565,7 @@ class Avro(Format):
                 i += 1
                 continue
             j = i
-            parts = []
+            parts: list[Any] = []
             w = self.writer(sid)
             rows = []
             while j < n and (ids[j] == sid or ids[j] == -1):
@@ -673,9 +673,3 @@ class Avro(Format):
         """One framed value as plain JSON (see `jsonable`)."""
         return jsonable(self.decode(data, offset, what))
 
-
-def _check_pyarrow() -> None:
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
-        raise MissingDependencyError("typed value columns", "pyarrow", "arrow") from None

@@ -12,10 +12,14 @@ from typing import Any
 
 from .avro import PRIMITIVES, _full_name, _Node
 
+K: Any
 try:
-    from . import _avro_kernel as K
+    from . import _avro_kernel as _kernel
+    K = _kernel
 except ImportError:  # not compiled (a pure install): Avro columns come from fastavro
     K = None
+
+__all__ = ["K", "Unsupported", "columns", "program", "Compiler"]
 
 
 class Unsupported(Exception):
@@ -107,12 +111,12 @@ class Compiler:
             seen = set()
             kids = []
             for f in w["fields"]:
-                i = names.get(f["name"])
-                if i is None:
+                at = names.get(f["name"])
+                if at is None:
                     kids.append(self.skip(f["type"], wns))
                 else:
-                    seen.add(i)
-                    kids.append(self.op(f["type"], r.fields[i][1], col.children[i], wns))
+                    seen.add(at)
+                    kids.append(self.op(f["type"], r.fields[at][1], col.children[at], wns))
             defaults = []
             for i, f in enumerate(r.raw["fields"]):
                 if i not in seen:
@@ -128,11 +132,11 @@ class Compiler:
             syms = [s.encode() if s in rs else (None if fallback is None else fallback.encode()) for s in w["symbols"]]
             return K.Op("enum", col, symbols=syms)
         if t == "array":
-            if r.kind != "array":
+            if r.kind != "array" or r.item is None:
                 raise Unsupported("array to non-array")
             return K.Op("array", col, children=[self.op(w["items"], r.item, col.children[0], ns)])
         if t == "map":
-            if r.kind != "map":
+            if r.kind != "map" or r.item is None:
                 raise Unsupported("map to non-map")
             return K.Op("map", col, children=[self.op(w["values"], r.item, col.children[1], ns)])
         if t == "fixed":

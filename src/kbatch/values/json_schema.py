@@ -121,9 +121,11 @@ class JsonSchema(Format):
         v = self._validators.get(schema_id)
         if v is None:
             try:
-                import jsonschema
-                import referencing
-                import referencing.jsonschema
+                import importlib
+
+                jsonschema: Any = importlib.import_module("jsonschema")
+                referencing: Any = importlib.import_module("referencing")
+                importlib.import_module("referencing.jsonschema")
             except ImportError:
                 raise MissingDependencyError("validating JSON Schema values", "jsonschema", "schemas") from None
             schema = self.schema(schema_id)

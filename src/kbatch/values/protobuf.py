@@ -21,6 +21,7 @@ depth 16 (deeper levels become the message's JSON text).
 from __future__ import annotations
 
 import datetime
+import importlib
 import os
 import tempfile
 import threading
@@ -43,23 +44,24 @@ _WRAPPERS = {"google.protobuf.DoubleValue", "google.protobuf.FloatValue", "googl
 _COMPILE_LOCK = threading.Lock()
 
 
-def _protobuf() -> Any:
+def _module(name: str, feature: str = "decoding Protobuf values", package: str = "protobuf") -> Any:
     try:
-        from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+        return importlib.import_module(name)
     except ImportError:
-        raise MissingDependencyError("decoding Protobuf values", "protobuf", "schemas") from None
-    return descriptor_pb2, descriptor_pool, message_factory
+        raise MissingDependencyError(feature, package, "schemas") from None
+
+
+def _protobuf() -> Any:
+    return (_module("google.protobuf.descriptor_pb2"), _module("google.protobuf.descriptor_pool"),
+            _module("google.protobuf.message_factory"))
 
 
 def compile_proto(files: dict[str, str], main: str) -> bytes:
     """.proto texts (import path -> text) -> a serialized FileDescriptorSet of `main` and everything
     it imports, compiled by grpcio-tools' protoc."""
-    try:
-        import grpc_tools
-        from grpc_tools import protoc
-    except ImportError:
-        raise MissingDependencyError("compiling .proto schema text (or give a FileDescriptorSet: <id>.desc)",
-                                     "grpcio-tools", "schemas") from None
+    feature = "compiling .proto schema text (or give a FileDescriptorSet: <id>.desc)"
+    grpc_tools = _module("grpc_tools", feature, "grpcio-tools")
+    protoc = _module("grpc_tools.protoc", feature, "grpcio-tools")
     well_known = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
     with tempfile.TemporaryDirectory(prefix="kbatch-proto-") as d:
         for name, text in files.items():
@@ -168,7 +170,7 @@ def arrow_type(d: Any, depth: int = 0) -> "pa.DataType":
 
 def _scalar_type(f: Any, depth: int) -> "pa.DataType":
     import pyarrow as pa
-    from google.protobuf.descriptor import FieldDescriptor as F
+    F = _module("google.protobuf.descriptor").FieldDescriptor
 
     t = f.type
     if t == F.TYPE_MESSAGE or t == F.TYPE_GROUP:
@@ -213,7 +215,7 @@ def to_python(msg: Any, depth: int = 0) -> Any:
     if d.full_name in _WRAPPERS:
         return msg.value
     if depth >= _MAX_DEPTH:
-        from google.protobuf import json_format
+        json_format = _module("google.protobuf.json_format")
 
         return json_format.MessageToJson(msg, preserving_proto_field_name=True, indent=None)
     out = {}
@@ -223,7 +225,7 @@ def to_python(msg: Any, depth: int = 0) -> Any:
 
 
 def _scalar_value(v: Any, f: Any, depth: int) -> Any:
-    from google.protobuf.descriptor import FieldDescriptor as F
+    F = _module("google.protobuf.descriptor").FieldDescriptor
 
     if f.type == F.TYPE_MESSAGE or f.type == F.TYPE_GROUP:
         return to_python(v, depth)
@@ -316,6 +318,6 @@ class Protobuf(Format):
 
     def to_json(self, data: "bytes | memoryview", offset: int | None = None, what: str = "value") -> Any:
         """One framed value in Protobuf's canonical JSON mapping (field names as in the .proto)."""
-        from google.protobuf import json_format
+        json_format = _module("google.protobuf.json_format")
 
         return json_format.MessageToDict(self.parse(data, offset, what), preserving_proto_field_name=True)
