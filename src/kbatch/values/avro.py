@@ -544,11 +544,12 @@ class Avro(Format):
             if v is None:
                 ids[i] = -1
                 continue
-            sid, pos = header(v, None if offsets is None else offsets[i], what)
+            off = None if offsets is None else offsets[i]
+            sid, pos = header(v, off, what)
+            if sid not in self._writers:
+                self._lookup(sid, off, what)  # errors come in row order
             ids[i], starts[i] = sid, pos
         seen = sorted({s for s in ids if s != -1})
-        for sid in seen:
-            self._lookup(sid, offsets[ids.index(sid)] if offsets is not None else None, what)
         target = seen[-1] if seen else None
         out: list[Any] = [None] * n
         if self._reader_raw is not None:

@@ -423,7 +423,7 @@ class DirectorySchemas(SchemaSource):
 def _proto_imports(text: str) -> list[str]:
     import re
 
-    return re.findall(r'^\s*import\s+(?:public\s+|weak\s+)?"([^"]+)"\s*;', text, re.M)
+    return re.findall(r'(?<![\w.])import\s+(?:public\s+|weak\s+)?"([^"]+)"\s*;', text)
 
 
 # ------------------------------------------------------------------------------------ picking one
