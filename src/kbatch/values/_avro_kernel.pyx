@@ -67,9 +67,13 @@ cdef int buf_grow(Buf* b, Py_ssize_t more) except -1:
     cdef char* p
     if b.n + more <= b.cap:
         return 0
+    if b.n + more > 0x7FFFFFFF:  # Arrow's int32 offsets: a column of at most 2 GiB a buffer
+        raise OverflowError("an Avro column larger than 2 GiB: decode fewer rows at a time")
     cap = b.cap * 2 if b.cap else 256
     while cap < b.n + more:
         cap *= 2
+    if cap > 0x7FFFFFFF:
+        cap = 0x7FFFFFFF
     p = <char*>realloc(b.p, cap)
     if p == NULL:
         raise MemoryError()
@@ -439,6 +443,9 @@ cdef int run(Op op, Cur* c) except -1:
                 read_long(c)  # the block's size in bytes
                 if c.err:
                     return 0
+            if count > c.end - c.p:  # every item takes a byte at least, but for zero-width ones (null):
+                c.err = 8            # those arrays go to fastavro, and a forged count cannot loop here
+                return 0
             for j in range(count):
                 if o == O_MAP:  # the key: a string
                     n = read_long(c)
@@ -466,7 +473,8 @@ cdef int run(Op op, Cur* c) except -1:
 
 _REASONS = {1: "the payload ends early", 2: "a varint longer than 10 bytes", 3: "a union or enum index out of range",
             4: "a decimal wider than its Arrow type", 5: "an enum symbol the reader schema does not have",
-            6: "an unknown operation", 7: "bytes left after the value"}
+            6: "an unknown operation", 7: "bytes left after the value",
+            8: "more items than bytes left"}
 
 
 def decode_rows(Col root, dict programs, const uint8_t[::1] data, const int32_t[::1] offsets, valid, Py_ssize_t first,
