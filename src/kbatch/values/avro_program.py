@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from .avro import PRIMITIVES, _full_name, _Node
+from .avro_types import PRIMITIVES, _full_name, _Node
 
 K: Any
 try:
@@ -208,7 +208,7 @@ class Compiler:
 
 def program(writer_raw: Any, writer_refs: list[Any], reader: _Node, cols: Any) -> Any:
     """The Op tree reading writer_raw's bytes into cols (the Col tree of `reader`)."""
-    from .avro import AvroTypes
+    from .avro_types import AvroTypes
 
     names = AvroTypes()
     for r in writer_refs:
