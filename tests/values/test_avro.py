@@ -183,11 +183,9 @@ def test_many_values_and_none(source, n):
                                for i, v in enumerate(values)]
 
 
-try:
-    from kbatch.values import _avro_kernel  # noqa: F401
-    KERNEL = True
-except ImportError:  # a pure install: the fastavro path is the only one
-    KERNEL = False
+from kbatch.values.avro_program import K as _K  # None: a pure install or KBATCH_BACKEND=python
+
+KERNEL = _K is not None
 
 
 def scenarios():

@@ -10,14 +10,16 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from .. import _backend
 from .avro_types import PRIMITIVES, _full_name, _Node
 
-K: Any
-try:
-    from . import _avro_kernel as _kernel
-    K = _kernel
-except ImportError:  # not compiled (a pure install): Avro columns come from fastavro
-    K = None
+K: Any = None
+if _backend.BACKEND != "python":  # KBATCH_BACKEND=python: the pure paths only, here fastavro's
+    try:
+        from . import _avro_kernel as _kernel
+        K = _kernel
+    except ImportError:  # not compiled (a pure install): Avro columns come from fastavro
+        K = None
 
 __all__ = ["K", "Unsupported", "columns", "program", "Compiler"]
 
