@@ -124,3 +124,30 @@ def test_export_writes_typed_columns(cluster, tmp_path, target):
                                                  None]
     import pyarrow.compute as pc
     assert pc.sum(pc.struct_field(table.column("value"), "qty")).as_py() == 6
+
+
+def test_cat_protobuf_values_from_a_schema_folder(tmp_path):
+    pytest.importorskip("grpc_tools")
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    from kbatch.values.protobuf import compile_proto
+    from support.schemas import protobuf_value
+
+    proto = 'syntax = "proto3";\npackage t;\nmessage Click { string url = 1; int64 at = 2; enum K { A = 0; B = 1; } K k = 3; }\n'
+    (tmp_path / "schemas").mkdir()
+    (tmp_path / "schemas" / "5.proto").write_text(proto)
+    fds = descriptor_pb2.FileDescriptorSet.FromString(compile_proto({"c.proto": proto}, "c.proto"))
+    pool = descriptor_pool.DescriptorPool()
+    for f in fds.file:
+        pool.Add(f)
+    Click = message_factory.GetMessageClass(pool.FindMessageTypeByName("t.Click"))
+    log = kbatch.Log.create(str(tmp_path / "logs" / "clicks-0"))
+    b = kbatch.BatchBuilder()
+    b.append(1000, None, protobuf_value(5, Click(url="/a", at=12345678901, k=1)))
+    log.append(b.build(), now_ms=2000)
+    log.close()
+    code, out, err = cat(str(tmp_path / "logs"), serdes=["value=protobuf"], schemas=str(tmp_path / "schemas"))
+    assert code == 0, err
+    # Protobuf's canonical JSON mapping: int64 as a string, enums by name
+    assert json.loads(out) == {"url": "/a", "at": "12345678901", "k": "B"}
+    code, out, err = cat(str(tmp_path / "logs"), serdes=["avro"], schemas=str(tmp_path / "schemas"))
+    assert code == 1 and "schema 5 is PROTOBUF, not AVRO" in err
