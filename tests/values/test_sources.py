@@ -155,3 +155,13 @@ def test_directory_source(tmp_path):
 def test_open_schemas_refuses_what_it_cannot_read(tmp_path):
     with pytest.raises(SchemaSourceError, match="not a registry URL"):
         open_schemas(tmp_path / "missing")
+
+
+def test_schema_contexts_keep_their_own_ids():
+    """Confluent's contexts: `:.staging:orders-value` has its own id space; the default context is `.`."""
+    prod = {"type": "record", "name": "P", "fields": [{"name": "a", "type": "long"}]}
+    staging = {"type": "record", "name": "S", "fields": [{"name": "b", "type": "string"}]}
+    records = [(0, schema_key("orders-value", 1), schema_value("orders-value", 1, 1, prod)),
+               (1, schema_key(":.staging:orders-value", 1), schema_value(":.staging:orders-value", 1, 1, staging))]
+    assert json.loads(TopicSchemas.from_records(records).get(1).schema) == prod
+    assert json.loads(TopicSchemas.from_records(records, context=".staging").get(1).schema) == staging

@@ -162,12 +162,24 @@ def _schema_type(raw: Any) -> str:
 
 
 # ------------------------------------------------------------------------------------ the _schemas topic
-class TopicSchemas(SchemaSource):
-    """The `_schemas` topic's records, replayed in offset order as a registry replays them at start."""
+def context_of(subject: str) -> str:
+    """The schema context of a (qualified) subject: `:.ctx:orders-value` is in `.ctx`, a plain
+    subject in the default context `.` (Confluent's contexts: schema ids are per context)."""
+    if subject.startswith(":.") and ":" in subject[2:]:
+        ctx = subject[1:subject.index(":", 2)]
+        return ctx if ctx != ".." else "."
+    return "."
 
-    def __init__(self, name: str = "the _schemas topic") -> None:
+
+class TopicSchemas(SchemaSource):
+    """The `_schemas` topic's records, replayed in offset order as a registry replays them at start.
+    Ids are looked up in one schema context (`context`, the default one: `.`); a registry with
+    Confluent's contexts keeps a separate id space in each."""
+
+    def __init__(self, name: str = "the _schemas topic", *, context: str = ".") -> None:
         super().__init__()
         self.name = name
+        self.context = context
         #: (subject, version) -> schema, the live state; hard deletes remove entries
         self.versions: dict[tuple[str, int], RegisteredSchema] = {}
         #: schema id -> offset of the tombstone that took its last subject version away
@@ -178,14 +190,14 @@ class TopicSchemas(SchemaSource):
         self._by_id: dict[int, RegisteredSchema] = {}
 
     @classmethod
-    def open(cls, path: "PathLike") -> "TopicSchemas":
+    def open(cls, path: "PathLike", *, context: str = ".") -> "TopicSchemas":
         """The `_schemas` topic from its partition directory (e.g. `/var/kafka-logs/_schemas-0`),
         read with `kbatch.Log.open` (read-only: nothing on disk changes)."""
         from ..log.unified_log import Log
 
         log = Log.open(path)
         try:
-            src = cls(f"the _schemas topic at {os.fspath(path)}")
+            src = cls(f"the _schemas topic at {os.fspath(path)}", context=context)
             src.apply(_log_records(log))
             src.problems.extend(f"{os.fspath(path)}: {p}" for p in log.problems)
         finally:
@@ -194,9 +206,9 @@ class TopicSchemas(SchemaSource):
 
     @classmethod
     def from_records(cls, records: Iterable[tuple[int, bytes | None, bytes | None]],
-                     name: str = "the _schemas topic") -> "TopicSchemas":
+                     name: str = "the _schemas topic", *, context: str = ".") -> "TopicSchemas":
         """From (offset, key, value) in offset order: a consumer's records, a test's."""
-        src = cls(name)
+        src = cls(name, context=context)
         src.apply(records)
         return src
 
@@ -224,8 +236,9 @@ class TopicSchemas(SchemaSource):
             except (KeyError, TypeError, ValueError) as e:
                 self.problems.append(f"offset {offset}: a {kind} record that does not parse ({e!r})")
         self._by_id = {}
-        for (_, _), s in sorted(self.versions.items(), key=lambda kv: (kv[1].deleted, kv[0])):
-            self._by_id.setdefault(s.id, s)  # a live subject version first, else a soft-deleted one
+        for (subject, _), s in sorted(self.versions.items(), key=lambda kv: (kv[1].deleted, kv[0])):
+            if context_of(subject) == self.context:
+                self._by_id.setdefault(s.id, s)  # a live subject version first, else a soft-deleted one
         for sid in list(self.hard_deleted):
             if sid in self._by_id:
                 del self.hard_deleted[sid]
@@ -235,7 +248,7 @@ class TopicSchemas(SchemaSource):
         subject, version = str(k["subject"]), int(k["version"])
         if v is None:  # tombstone: a hard delete
             gone = self.versions.pop((subject, version), None)
-            if gone is not None:
+            if gone is not None and context_of(subject) == self.context:
                 self.hard_deleted[gone.id] = offset
             return
         if not isinstance(v, dict):
