@@ -151,3 +151,31 @@ def test_cat_protobuf_values_from_a_schema_folder(tmp_path):
     assert json.loads(out) == {"url": "/a", "at": "12345678901", "k": "B"}
     code, out, err = cat(str(tmp_path / "logs"), serdes=["avro"], schemas=str(tmp_path / "schemas"))
     assert code == 1 and "schema 5 is PROTOBUF, not AVRO" in err
+
+
+def test_export_keeps_one_type_per_topic(tmp_path):
+    """A folder source knows no subjects, so each batch resolves to its own newest schema id: a later
+    batch of an older version is cast to the first batch's type where Arrow can, and otherwise the
+    segment is refused with the reason (never two types in one topic's files)."""
+    from kbatch.cli._schemas import export_typing
+    from kbatch.values import SchemaError
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "1.avsc").write_text(json.dumps(V1))
+    (folder / "2.avsc").write_text(json.dumps(V2))
+    other = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "string"}]}
+    (folder / "3.avsc").write_text(json.dumps(other))
+    typing_for = export_typing(["value=avro"], str(folder))
+
+    def batch(sid, schema, rec):
+        b = kbatch.BatchBuilder()
+        b.append(1000, None, avro_value(sid, schema, rec))
+        return kbatch.decode_columns(b.build()).to_batches()[0]
+    a = typing_for("orders", batch(2, V2, {"id": 2, "item": "b", "qty": 2}))
+    assert a.schema.field("value").type == pa.struct([("id", pa.int64()), ("item", pa.string()), ("qty", pa.int32())])
+    older = typing_for("orders", batch(1, V1, {"id": 1, "item": "a"}))    # cast to the first type: qty null
+    assert older.schema == a.schema and older.column(older.schema.get_field_index("value")).to_pylist() == [
+        {"id": 1, "item": "a", "qty": None}]
+    with pytest.raises(SchemaError, match="topic orders: the values decode to"):
+        typing_for("orders", batch(3, other, {"id": "x"}))             # a string id does not cast to int64
+    assert typing_for("other-topic", batch(1, V1, {"id": 1, "item": "a"})).num_rows == 1   # per topic

@@ -127,8 +127,11 @@ def export_typing(specs: Sequence[str], schemas: str | None, registry: str | Non
         return lambda topic, rb: rb
     from ..values import value_format
 
+    from ..values import SchemaError
+
     source = source_for(schemas, registry)
     per_topic: dict[str | None, dict[str, ValueFormat]] = {}
+    first: dict[tuple[str | None, str], Any] = {}
 
     def typing_for(topic: str | None, rb: Any) -> Any:
         fmts = per_topic.get(topic)
@@ -137,8 +140,30 @@ def export_typing(specs: Sequence[str], schemas: str | None, registry: str | Non
             for field, kind in kinds.items():
                 subject = None if topic is None or kind == "protobuf" else f"{topic}-{field}"
                 fmts[field] = value_format(kind, source, **({} if subject is None else {"subject": subject}))
-        return typed(rb, fmts)
+        out = typed(rb, fmts)
+        for field in fmts:  # one type per topic and column, so the topic's files agree
+            typ = out.schema.field(field).type
+            want = first.setdefault((topic, field), typ)
+            if typ != want:
+                try:
+                    out = typed_cast(out, field, want)
+                except Exception:
+                    raise SchemaError(f"topic {topic}: the {field}s decode to {typ}, earlier ones to {want} (schemas "
+                                      f"without a common reader schema: a source that knows the subject "
+                                      f"{topic}-{field} gives its newest version)", what=field) from None
+        return out
     return typing_for
+
+
+def typed_cast(rb: Any, field: str, typ: Any) -> Any:
+    import pyarrow as pa
+
+    i = rb.schema.get_field_index(field)
+    cols = list(rb.columns)
+    cols[i] = cols[i].cast(typ)
+    fields = list(rb.schema)
+    fields[i] = pa.field(field, typ)
+    return pa.RecordBatch.from_arrays(cols, schema=pa.schema(fields, metadata=rb.schema.metadata))
 
 
 def typed(rb: Any, fmts: dict[str, "ValueFormat"]) -> Any:
