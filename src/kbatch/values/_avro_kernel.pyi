@@ -14,6 +14,7 @@ class Col:
     children: list[Col]
     default: Any
     length: int
+    nulls: int
 
     def __init__(self, kind: str, width: int = 0, children: list[Col] | None = None, default: Any = None) -> None: ...
     def finish(self, typ: Any) -> Any: ...
@@ -22,7 +23,7 @@ class Col:
 class Op:
     op: int
     col: Col | None
-    children: list[Op]
+    children: tuple[Op, ...]
     defaults: list[tuple[Col, int, bytes | None]]
     symbols: list[bytes | None] | None
     width: int

@@ -109,6 +109,7 @@ cdef class Col:
     cdef public list children      # struct: fields; list: [item]; map: [keys, values]
     cdef public object default     # C_DEFAULT: the Python value every row has
     cdef public Py_ssize_t length
+    cdef public Py_ssize_t nulls   # validity bytes are written from the first null on (none: all valid)
     cdef Buf data
     cdef Buf offs
     cdef Buf valid
@@ -124,6 +125,7 @@ cdef class Col:
         self.children = children or []
         self.default = default
         self.length = 0
+        self.nulls = 0
         if self.kind in (C_BIN, C_LIST, C_MAP):
             buf_i32(&self.offs, 0)
 
@@ -135,9 +137,15 @@ cdef class Col:
     cdef int append_null(self) except -1:
         cdef Col c
         cdef Py_ssize_t i
-        self.length += 1
         if self.kind == C_DEFAULT or self.kind == C_NULL:
+            self.length += 1
             return 0
+        if self.nulls == 0:  # the rows so far were all valid
+            buf_grow(&self.valid, self.length + 1)
+            memset(self.valid.p, 1, self.length)
+            self.valid.n = self.length
+        self.nulls += 1
+        self.length += 1
         buf_byte(&self.valid, 0)
         if self.kind == C_BOOL:
             buf_byte(&self.data, 0)
@@ -165,7 +173,9 @@ cdef class Col:
 
     cdef inline int mark(self) except -1:
         self.length += 1
-        return buf_byte(&self.valid, 1)
+        if self.nulls:
+            return buf_byte(&self.valid, 1)
+        return 0
 
     def finish(self, typ):
         """The column as an Arrow array of type `typ` (the reader schema's)."""
@@ -177,9 +187,11 @@ cdef class Col:
             return pa.array([self.default] * n, type=typ)
         if self.kind == C_NULL:
             return pa.nulls(n, typ)
-        valid = np.frombuffer(self._bytes(&self.valid), np.uint8) if n else np.zeros(0, np.uint8)
-        nulls = n - int(np.count_nonzero(valid))
-        bitmap = pa.py_buffer(np.packbits(valid, bitorder="little").tobytes()) if nulls else None
+        nulls = self.nulls
+        bitmap = None
+        if nulls:
+            valid = np.frombuffer(self._bytes(&self.valid), np.uint8)
+            bitmap = pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
         if self.kind == C_BOOL:
             bits = np.packbits(np.frombuffer(self._bytes(&self.data), np.uint8), bitorder="little").tobytes()
             return pa.Array.from_buffers(typ, n, [bitmap, pa.py_buffer(bits)], null_count=nulls)
@@ -211,7 +223,9 @@ cdef class Op:
     """One node of a writer schema's decoding program (see the module's doc)."""
     cdef public int op
     cdef public Col col            # where the value goes; None: read and drop
-    cdef public list children      # record: fields in writer order; array: [item]; map: [value]; union: branches
+    cdef public tuple children     # record: fields in writer order; array: [item]; map: [value]; union: branches
+    cdef Py_ssize_t nchildren
+    cdef Py_ssize_t ndefaults
     cdef public list defaults      # record: [(Col, kind, bytes or None)] reader fields the writer lacks
     cdef public list symbols       # enum: the reader's name (bytes) of each writer symbol, None: not in the reader
     cdef public int width          # fixed size (writer) / decimal width (column)
@@ -221,8 +235,10 @@ cdef class Op:
                  int size=0):
         self.op = OPS[op]
         self.col = col
-        self.children = children or []
+        self.children = tuple(children or ())
+        self.nchildren = len(self.children)
         self.defaults = defaults or []
+        self.ndefaults = len(self.defaults)
         self.symbols = symbols
         self.size = size
 
@@ -324,12 +340,12 @@ cdef int run(Op op, Cur* c) except -1:
     cdef int o = op.op
     cdef Py_ssize_t k
     if o == O_RECORD:
-        for k in range(len(op.children)):
+        for k in range(op.nchildren):
             run(<Op>op.children[k], c)
             if c.err:
                 return 0
         if col is not None:
-            for k in range(len(op.defaults)):
+            for k in range(op.ndefaults):
                 t = op.defaults[k]
                 put_default(<Col>t[0], <int>t[1], t[2])
             col.mark()
@@ -338,7 +354,7 @@ cdef int run(Op op, Cur* c) except -1:
         i = read_long(c)
         if c.err:
             return 0
-        if i < 0 or i >= len(op.children):
+        if i < 0 or i >= op.nchildren:
             c.err = 3
             return 0
         child = <Op>op.children[i]
