@@ -110,6 +110,9 @@ def test_registry_rest_source_caches_each_id():
         assert reg.requests.count("/schemas/ids/1") == 1      # cached
         with pytest.raises(UnknownSchemaError, match="no schema with id 99"):
             src.get(99)
+        with pytest.raises(UnknownSchemaError):
+            src.get(99)
+        assert reg.requests.count("/schemas/ids/99") == 1      # a miss is remembered too
         assert src.latest("users-value").id == 1
         fmt = Avro(src)
         assert fmt.decode(avro_value(1, V1, {"name": "x"}), offset=5) == {"name": "x"}

@@ -79,6 +79,7 @@ class SchemaSource:
 
     def __init__(self) -> None:
         self._cache: dict[int, RegisteredSchema] = {}
+        self._missing: set[int] = set()
         self._lock = threading.Lock()
 
     def get(self, schema_id: int) -> RegisteredSchema:
@@ -86,8 +87,9 @@ class SchemaSource:
         hit = self._cache.get(schema_id)
         if hit is not None:
             return hit
-        found = self._fetch(schema_id)
+        found = None if schema_id in self._missing else self._fetch(schema_id)
         if found is None:
+            self._missing.add(schema_id)  # asked once: a registry is not asked again for each record
             raise UnknownSchemaError(f"no schema with id {schema_id} in {self.name}{self._why_unknown(schema_id)}",
                                      schema_id=schema_id)
         with self._lock:
@@ -243,6 +245,7 @@ class TopicSchemas(SchemaSource):
             if sid in self._by_id:
                 del self.hard_deleted[sid]
         self._cache.clear()
+        self._missing.clear()
 
     def _schema(self, offset: int, k: dict[str, Any], v: Any) -> None:
         subject, version = str(k["subject"]), int(k["version"])
