@@ -94,6 +94,14 @@ compat_ext = Extension(
     extra_link_args=link_args,
 )
 
+# kbatch.values' Avro -> Arrow kernel (without it, Avro columns come from fastavro, slower)
+values_ext = Extension(
+    "kbatch.values._avro_kernel",
+    ["src/kbatch/values/_avro_kernel.pyx"],
+    extra_compile_args=compile_args,
+    extra_link_args=link_args,
+)
+
 # kbatch.spark's JVM reader: java/kafka-segments compiled against the installed pyspark's jars
 # into kbatch/spark/jars/ (java/build_jar.py; KBATCH_JAR=1 requires it, KBATCH_JAR=0 skips it)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "java"))
@@ -117,5 +125,5 @@ class BuildExtWithJar(build_ext):
             build_jar(os.path.join("src", "kbatch", "spark", "jars"), self.distribution.get_version())
 
 
-setup(ext_modules=cythonize([ext, compat_ext], compiler_directives=directives, annotate=flag("KBATCH_ANNOTATE")),
+setup(ext_modules=cythonize([ext, compat_ext, values_ext], compiler_directives=directives, annotate=flag("KBATCH_ANNOTATE")),
       cmdclass={"build_py": BuildPyWithJar, "build_ext": BuildExtWithJar})

@@ -47,6 +47,8 @@ NOT_RUN = {
         "kcat (not a Python package) against a server left running; docs/serve.md's Python example runs",
     ("serve.md", "pip install '<wheel or checkout>[serve,cli]'"):
         "kcat against a server left running; the Python example after it runs, tests/test_serve*.py more",
+    ("spark.md", "import io, json, os, sys"):
+        "fetches spark-avro from Maven Central; tests/spark/test_spark_schemas.py runs the block where it can",
     ("spark.md", "pip install cibuildwheel"):
         "cibuildwheel needs a container engine; the wheels workflow runs it",
     ("compat.md", "PYTHONPATH=src .venv/bin/python tools/peer_suites.py --kafka-python ../kafka-python "

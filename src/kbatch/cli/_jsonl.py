@@ -65,7 +65,13 @@ def rows_of(rb: pa.RecordBatch, binary: str) -> list[dict[str, Any]]:
         cols["timestamp"] = [None if t == np.iinfo(np.int64).min else t for t in ms.tolist()]
     for name in ("key", "value"):
         if name in cols:
-            cols[name] = [enc(b) for b in cols[name]]
+            typ = rb.schema.field(name).type
+            if pa.types.is_binary(typ) or pa.types.is_large_binary(typ) or pa.types.is_string(typ):
+                cols[name] = [enc(b) for b in cols[name]]
+            else:  # a typed column (export -s value=avro ...): its values as plain JSON
+                from ..values.avro import jsonable
+
+                cols[name] = [jsonable(v) for v in cols[name]]
     if "headers" in cols:
         cols["headers"] = [None if h is None else [{"key": x["key"], "value": enc(x["value"])} for x in h]
                            for h in cols["headers"]]

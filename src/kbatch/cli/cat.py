@@ -414,7 +414,8 @@ def cmd_cat(path: "PathLike", *, topic: str | None = None, partition: int | None
             count: int | None = None, fmt: str | None = None, as_json: bool = False, delim: str = "\\n",
             key_delim: str | None = None, null: bool = False, serdes: Sequence[str] = (), exit_at_end: bool = True,
             unbuffered: bool = False, quiet: bool = False, properties: Sequence[str] = (),
-            out: IO[str] | BinaryIO | None = None, err: IO[str] | None = None) -> int:
+            out: IO[str] | BinaryIO | None = None, err: IO[str] | None = None, schemas: str | None = None,
+            registry: str | None = None) -> int:
     from ..log.unified_log import Log
 
     dest = _binary(out if out is not None else sys.stdout)
@@ -427,6 +428,9 @@ def cmd_cat(path: "PathLike", *, topic: str | None = None, partition: int | None
             read_committed = v.strip() == "read_committed"
         else:
             raise UsageProblem(f"-X {prop!r}: files take only isolation.level=read_committed|read_uncommitted")
+    from ._schemas import cat_serdes  # -s key=/value= avro|json|protobuf, with --schemas / -r
+
+    serdes, with_schemas = cat_serdes(serdes or (), schemas, registry)
     key_s, value_s = Serdes(), Serdes()
     for spec in serdes or ():
         field, eq, what = spec.partition("=")
@@ -443,6 +447,7 @@ def cmd_cat(path: "PathLike", *, topic: str | None = None, partition: int | None
     formatter = Formatter(fmt, as_json=as_json, delim=parse_delim(delim),
                           key_delim=None if key_delim is None else parse_delim(key_delim), null=null,
                           key_serdes=key_s, value_serdes=value_s)
+    formatter = with_schemas(formatter)
     from ..log.layout import describe
 
     logging.getLogger("kbatch.log.segment").addHandler(logging.NullHandler())
@@ -525,11 +530,14 @@ def register(app: "typer.Typer") -> None:
             delim: Annotated[str, typer.Option("-D", help="Delimiter after each record (default \\n).")] = "\\n",
             key_delim: Annotated[Optional[str], typer.Option("-K", help="Print keys, then this delimiter, then values.")] = None,
             null: Annotated[bool, typer.Option("-Z", help="Print NULL for empty and null keys and values.")] = False,
-            serdes: Annotated[Optional[List[str]], typer.Option("-s", help="key=S / value=S / S: text, hex, base64 or a kcat pack-format (e.g. '>i').")] = None,
+            serdes: Annotated[Optional[List[str]], typer.Option("-s", help="key=S / value=S / S: text, hex, base64, a kcat pack-format (e.g. '>i'), or avro, json, protobuf (Schema Registry framing, with --schemas or -r).")] = None,
+            schemas: Annotated[Optional[str], typer.Option("--schemas", help="Where -s avro/json/protobuf find schemas: a _schemas partition directory, a registry URL or a folder of <id>.avsc/.json/.proto files.")] = None,
+            registry: Annotated[Optional[str], typer.Option("-r", help="A Schema Registry URL (kcat's option; the same as --schemas URL).")] = None,
             exit_at_end: Annotated[bool, typer.Option("-e", help="Exit at the end (always: files end).")] = False,
             unbuffered: Annotated[bool, typer.Option("-u", help="Flush after each record.")] = False,
             quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No 'Reached end' lines on stderr.")] = False,
             prop: Annotated[Optional[List[str]], typer.Option("-X", help="isolation.level=read_committed (default) or read_uncommitted.")] = None) -> None:
         run(cmd_cat, path, topic=topic, partition=partition, offsets=list(offset or []), count=count, fmt=fmt,
             as_json=as_json, delim=delim, key_delim=key_delim, null=null, serdes=list(serdes or []),
-            exit_at_end=exit_at_end, unbuffered=unbuffered, quiet=quiet, properties=list(prop or []))
+            exit_at_end=exit_at_end, unbuffered=unbuffered, quiet=quiet, properties=list(prop or []), schemas=schemas,
+            registry=registry)

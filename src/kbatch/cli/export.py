@@ -68,16 +68,25 @@ class _Sink:
         d = os.path.dirname(path) or "."
         os.makedirs(d, exist_ok=True)
         self.tmp = os.path.join(d, "." + os.path.basename(path) + ".tmp")
+        self.schema = schema
         if fmt == "parquet":
-            import pyarrow.parquet as pq
-
-            self.w: Any = pq.ParquetWriter(self.tmp, schema)  # or a text file (jsonl)
+            self.w: Any = None  # a ParquetWriter from the first batch (or a text file: jsonl)
+            self._parquet(schema)
         else:
             self.w = open(self.tmp, "w", encoding="utf-8")
         self.rows = 0
 
+    def _parquet(self, schema: "pa.Schema") -> None:
+        import pyarrow.parquet as pq
+
+        self.w = pq.ParquetWriter(self.tmp, schema)
+
     def write(self, rb: "pa.RecordBatch") -> None:
         if self.fmt == "parquet":
+            if self.rows == 0 and rb.schema != self.schema:
+                self.w.close()  # typed key/value columns (-s value=avro ...): the first batch's schema
+                self.schema = rb.schema
+                self._parquet(rb.schema)
             self.w.write_batch(rb)
         else:
             from ._jsonl import write_lines
@@ -104,8 +113,12 @@ class _Sink:
 
 def cmd_export(path: "PathLike", *, to: str, fmt: str | None = None, batch_fields: bool = False, binary: str = "base64",
                overwrite: bool = False, quiet: bool = False, as_json: bool = False, out: IO[str] | None = None,
-               err: IO[str] | None = None) -> int:
+               err: IO[str] | None = None, serdes: "list[str] | None" = None, schemas: str | None = None,
+               registry: str | None = None) -> int:
     from ..columns.decode import schema as arrow_schema
+    from ._schemas import export_typing  # -s key=/value= avro|json|protobuf with --schemas: typed columns
+
+    typing_for = export_typing(serdes or [], schemas, registry)
 
     out = out or sys.stdout
     err = err or sys.stderr
@@ -152,6 +165,7 @@ def cmd_export(path: "PathLike", *, to: str, fmt: str | None = None, batch_field
                         target, key, rows = _Sink(os.path.join(to, rel), fmt_name, per_file, binary), rel, 0
                     try:
                         for rb in _batches(files, topic, partition, batch_fields):
+                            rb = typing_for(topic, rb)
                             target.write(rb if one_file else rb.drop_columns(["topic", "partition"]))
                     except KBatchError as e:
                         problems += 1
@@ -188,7 +202,7 @@ def _report(out: IO[str], as_json: bool, quiet: bool, what: str, seg: str, dest:
 
 
 def register(app: "typer.Typer") -> None:
-    from typing import Annotated, Optional
+    from typing import Annotated, List, Optional
 
     import typer
 
@@ -202,6 +216,9 @@ def register(app: "typer.Typer") -> None:
                batch_fields: Annotated[bool, typer.Option("--batch-fields", help="Add producerId, producerEpoch, baseSequence, isTransactional, isControl.")] = False,
                binary: Annotated[str, typer.Option("--binary", help="JSON lines: keys and values as base64 (lossless) or text (UTF-8).")] = "base64",
                overwrite: Annotated[bool, typer.Option("--overwrite", help="Export every segment again, even those done before.")] = False,
+               serdes: Annotated[Optional[List[str]], typer.Option("-s", help="key=KIND / value=KIND: avro, json or protobuf (Schema Registry framing): a typed column instead of bytes.")] = None,
+               schemas: Annotated[Optional[str], typer.Option("--schemas", help="Schemas for -s: a _schemas partition directory, a registry URL or a folder of <id>.avsc/.json/.proto files.")] = None,
+               registry: Annotated[Optional[str], typer.Option("-r", help="A Schema Registry URL (kcat's option; the same as --schemas URL).")] = None,
                as_json: Annotated[bool, json_flag] = False, quiet: Annotated[bool, quiet_flag] = False) -> None:
         run(cmd_export, path, to=to, fmt=fmt, batch_fields=batch_fields, binary=binary, overwrite=overwrite,
-            quiet=quiet, as_json=as_json)
+            quiet=quiet, as_json=as_json, serdes=list(serdes or []), schemas=schemas, registry=registry)

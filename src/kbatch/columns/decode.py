@@ -662,7 +662,8 @@ def decode_columns(data: Buffer, topic: str | None = None, partition: int | None
                    batch_fields: bool = False, include_control: bool = False, verify_crc: bool = True,
                    strict: bool = True, start_offset: int | None = None, end_offset: int | None = None,
                    chunk_rows: int = DEFAULT_CHUNK_ROWS, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-                   max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES, use_threads: bool = True) -> pa.Table:
+                   max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES, use_threads: bool = True,
+                   key_schema: Any = None, value_schema: Any = None) -> pa.Table:
     """Decode every record of `data` into a pyarrow.Table with Spark's Kafka-source columns.
 
     data: any buffer (bytes, mmap, memoryview, numpy uint8) of batches, magic 0/1/2 mixed.
@@ -677,13 +678,21 @@ def decode_columns(data: Buffer, topic: str | None = None, partition: int | None
     is decompressed at a time.
     use_threads: decode uncompressed chunks on several threads (one a CPU), as pyarrow's readers
     do; the table is the same either way.
+    key_schema/value_schema: a `kbatch.values` format (Avro, JsonSchema, Protobuf over a schema
+    source) for Confluent-framed keys/values: the column becomes a typed one (a struct for records)
+    of the same name, decoded after the binary columns (docs/schemas.md).
     """
     batches = list(iter_record_batches(
         data, topic, partition, include_headers=include_headers, batch_fields=batch_fields,
         include_control=include_control, verify_crc=verify_crc, strict=strict, start_offset=start_offset,
         end_offset=end_offset, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes,
         max_decompressed_bytes=max_decompressed_bytes, use_threads=use_threads))
-    return pa.Table.from_batches(batches, schema=schema(include_headers, batch_fields))
+    table = pa.Table.from_batches(batches, schema=schema(include_headers, batch_fields))
+    for name, fmt in (("key", key_schema), ("value", value_schema)):
+        if fmt is not None:  # a kbatch.values format (duck-typed: the values package is above this layer)
+            typed = fmt.decode_column(table.column(name), table.column("offset"), name)
+            table = table.set_column(table.schema.get_field_index(name), pa.field(name, typed.type), typed)
+    return table
 
 
 _PER_MS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1_000_000)}  # unit -> (multiply, divide)

@@ -1,0 +1,468 @@
+"""Avro values in Confluent framing, decoded with fastavro: to Python objects (one value, or many)
+and to typed Arrow columns.
+
+Arrow types (`arrow_type`): record -> struct, array -> list, map -> map<string, V>, enum -> string,
+fixed -> fixed_size_binary, bytes -> binary, int -> int32, long -> int64, float -> float32,
+double -> float64; a union of null and one type -> that type (nullable), a union of several types
+-> a dense union with one child per branch (a `null` child for null); logical types: date -> date32,
+time-millis -> time32[ms], time-micros -> time64[us], timestamp-millis/-micros -> timestamp[ms/us,
+UTC], local-timestamp-millis/-micros -> timestamp[ms/us] without a zone, decimal -> decimal128
+(decimal256 past 38 digits), uuid -> string.
+
+Speed: the column path gives fastavro the payloads of a run of records with the same writer schema
+as one Avro object-container block per record (fastavro's compiled `reader` then decodes them in
+one loop, without a Python call per record), with the logical types left raw (the ints and bytes
+that Arrow's date, time, timestamp and decimal types hold), and builds the Arrow column with one
+`pyarrow.array` call where the type allows it.
+"""
+from __future__ import annotations
+
+import base64
+import datetime
+import decimal
+import io
+import json
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..errors import MissingDependencyError
+from .base import Format
+from .errors import PayloadError, SchemaSourceError
+from .framing import header
+from .avro_types import AvroTypes, _Node, strip_logical
+from .sources import AVRO, RegisteredSchema, SchemaSource
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+def _fastavro() -> Any:
+    try:
+        import fastavro
+    except ImportError:
+        raise MissingDependencyError("decoding Avro values", "fastavro", "schemas") from None
+    return fastavro
+
+
+# ------------------------------------------------------------------------------------ values -> Arrow
+def to_arrow(values: list[Any], node: _Node) -> "pa.Array":
+    """Raw values (fastavro's, logical types left raw) -> an Arrow array of node.type."""
+    import pyarrow as pa
+
+    if node.simple:
+        return pa.array(values, type=node.type)
+    if node.kind == "decimal":
+        return _decimals(values, node)
+    if node.kind == "record":
+        mask = [v is None for v in values]
+        children = [to_arrow([None if v is None else v.get(name) for v in values], child)
+                    for name, child in node.fields]
+        return pa.StructArray.from_arrays(children, fields=list(node.type), mask=pa.array(mask, pa.bool_())
+                                          if any(mask) else None)
+    if node.kind in ("array", "map"):
+        assert node.item is not None
+        offsets = [0]
+        flat: list[Any] = []
+        keys: list[str] = []
+        nulls = []
+        for v in values:
+            if v is None:
+                nulls.append(True)
+            else:
+                nulls.append(False)
+                if node.kind == "map":
+                    keys.extend(v.keys())
+                    flat.extend(v.values())
+                else:
+                    flat.extend(v)
+            offsets.append(len(flat))
+        off = pa.array(offsets, pa.int32())
+        null_mask = pa.array(nulls, pa.bool_()) if any(nulls) else None
+        items = to_arrow(flat, node.item)
+        if node.kind == "map":
+            if null_mask is not None:
+                off = pa.array([None if n else o for n, o in zip(nulls + [False], offsets)], pa.int32())
+            return pa.MapArray.from_arrays(off, pa.array(keys, pa.string()), items, type=node.type)
+        return pa.ListArray.from_arrays(off, items, type=node.type, mask=null_mask)
+    if node.kind == "union":
+        return _union_array(values, node)
+    return pa.array(values, type=node.type)
+
+
+def _decimals(values: list[Any], node: _Node) -> "pa.Array":
+    import pyarrow as pa
+
+    width = node.size
+    out = bytearray()
+    valid = bytearray()
+    zero = bytes(width)
+    for v in values:
+        if v is None:
+            out += zero
+            valid.append(0)
+        else:
+            out += int.from_bytes(v, "big", signed=True).to_bytes(width, "little", signed=True)
+            valid.append(1)
+    n = len(values)
+    bitmap = None
+    if 0 in valid:
+        import numpy as np
+
+        bitmap = pa.py_buffer(np.packbits(np.frombuffer(bytes(valid), np.uint8), bitorder="little").tobytes())
+    return pa.Array.from_buffers(node.type, n, [bitmap, pa.py_buffer(bytes(out))])
+
+
+def _matches(v: Any, b: Any, node: _Node) -> bool:
+    k = node.kind
+    if v is None:
+        return k == "null"
+    if isinstance(v, bool):
+        return k == "boolean"
+    if isinstance(v, int):
+        return k in ("int", "long")
+    if isinstance(v, float):
+        return k in ("float", "double")
+    if isinstance(v, str):
+        return k in ("string", "enum")
+    if isinstance(v, (bytes, bytearray)):
+        return k in ("bytes", "decimal") or (k == "fixed" and len(v) == node.size)
+    if isinstance(v, dict):
+        if k == "record":
+            return set(v) == {name for name, _ in node.fields}
+        return k == "map"
+    if isinstance(v, list):
+        return k == "array"
+    return False
+
+
+def _union_array(values: list[Any], node: _Node) -> "pa.Array":
+    import pyarrow as pa
+
+    per: list[list[Any]] = [[] for _ in node.branches]
+    codes = bytearray()
+    offsets = []
+    for v in values:
+        for i, (_, b, child) in enumerate(node.branches):
+            if _matches(v, b, child):
+                break
+        else:
+            raise PayloadError(f"a value of Python type {type(v).__name__} fits no branch of the union "
+                               f"{[name for name, _, _ in node.branches]}")
+        codes.append(i)
+        offsets.append(len(per[i]))
+        per[i].append(v)
+    children = [to_arrow(vals, child) for vals, (_, _, child) in zip(per, node.branches)]
+    return pa.UnionArray.from_dense(pa.array(codes, pa.int8()), pa.array(offsets, pa.int32()), children,
+                                    [name for name, _, _ in node.branches])
+
+
+# ------------------------------------------------------------------------------------ Python values -> JSON
+def jsonable(v: Any) -> Any:
+    """A decoded value as plain JSON: bytes as base64, dates and times in ISO-8601, decimals and
+    UUIDs as strings, unions unwrapped."""
+    if isinstance(v, dict):
+        return {k: jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [jsonable(x) for x in v]
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(v)).decode("ascii")
+    if isinstance(v, (datetime.datetime, datetime.date, datetime.time)):
+        return v.isoformat()
+    if isinstance(v, (decimal.Decimal, uuid.UUID)):
+        return str(v)
+    return v
+
+
+# ------------------------------------------------------------------------------------ the format
+class _Writer:
+    """One writer schema, parsed for fastavro (with and without logical types), and its types."""
+
+    def __init__(self, schema: RegisteredSchema, source: SchemaSource) -> None:
+        fastavro = _fastavro()
+        self.id = schema.id
+        try:
+            raw = json.loads(schema.schema)
+            refs = [json.loads(r.schema) for _, r in source.resolve(schema)]
+        except ValueError as e:
+            raise SchemaSourceError(f"the Avro schema is not JSON: {e}", schema_id=schema.id) from None
+        self.raw, self.refs = raw, refs
+        try:
+            named: dict[str, Any] = {}
+            for r in refs:
+                fastavro.parse_schema(r, named_schemas=named)
+            self.parsed = fastavro.parse_schema(raw, named_schemas=named)
+            self.named = named
+            named_raw: dict[str, Any] = {}
+            for r in refs:
+                fastavro.parse_schema(strip_logical(r), named_schemas=named_raw)
+            self.plain_raw = strip_logical(raw)
+            self.plain = fastavro.parse_schema(self.plain_raw, named_schemas=named_raw)
+            self.plain_named = named_raw
+        except Exception as e:  # fastavro raises SchemaParseException, ValueError, KeyError...
+            raise SchemaSourceError(f"the Avro schema does not parse: {e}", schema_id=schema.id) from None
+        self._container: dict[int, bytes] = {}
+
+    def types(self) -> AvroTypes:
+        t = AvroTypes()
+        for r in self.refs:
+            t.register(r)
+        t.register(self.raw)
+        return t
+
+    def container_header(self, sync: bytes) -> bytes:
+        """An Avro object-container header naming the (logical-free) schema with all the named types
+        its references define inline, so fastavro's reader decodes blocks of our payloads."""
+        hit = self._container.get(id(sync))
+        if hit is not None:
+            return hit
+        meta = {"avro.schema": json.dumps(self.plain_raw).encode(), "avro.codec": b"null"}
+        out = bytearray(b"Obj\x01")
+        out += _long(len(meta))
+        for k, v in meta.items():
+            out += _long(len(k)) + k.encode() + _long(len(v)) + v
+        out += _long(0) + sync
+        self._container[id(sync)] = bytes(out)
+        return self._container[id(sync)]
+
+
+def _long(v: int) -> bytes:
+    v = (v << 1) ^ (v >> 63)
+    out = bytearray()
+    while v & ~0x7F:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+_SYNC = b"kbatch-avro-sync"  # 16 bytes
+
+
+class Avro(Format):
+    """Avro values framed by a schema registry: `Avro(source)` decodes each value with its writer
+    schema (by id); `reader_schema=` (Avro JSON text or a dict) resolves every value to that schema
+    (Avro's schema evolution: added fields take their defaults, removed ones are dropped);
+    `subject=` takes the newest version of that subject as the reader schema."""
+
+    kind = AVRO
+
+    def __init__(self, source: SchemaSource, *, reader_schema: "str | dict[str, Any] | None" = None,
+                 subject: str | None = None) -> None:
+        self.source = source
+        self._writers: dict[int, _Writer] = {}
+        self._reader_raw: Any = None
+        self._reader_plain: Any = None
+        self._reader_parsed: Any = None
+        self._nodes: dict[Any, _Node] = {}
+        if reader_schema is None and subject is not None:
+            latest = source.latest(subject)
+            if latest is not None:
+                reader_schema = self.writer(latest.id).raw
+        if reader_schema is not None:
+            fastavro = _fastavro()
+            raw = json.loads(reader_schema) if isinstance(reader_schema, str) else reader_schema
+            self._reader_raw = raw
+            try:
+                self._reader_parsed = fastavro.parse_schema(raw, _write_hint=False)
+                self._reader_plain = fastavro.parse_schema(strip_logical(raw), _write_hint=False)
+            except Exception as e:
+                raise SchemaSourceError(f"the reader schema does not parse: {e}") from None
+
+    def writer(self, schema_id: int) -> _Writer:
+        w = self._writers.get(schema_id)
+        if w is None:
+            s = self.source.get(schema_id)
+            if s.schema_type != AVRO:
+                raise SchemaSourceError(f"schema {schema_id} is {s.schema_type}, not AVRO", schema_id=schema_id)
+            w = self._writers[schema_id] = _Writer(s, self.source)
+        return w
+
+    # -- one value
+    def decode(self, data: "bytes | memoryview", offset: int | None = None, what: str = "value") -> Any:
+        """One framed value -> Python objects (fastavro's: dicts for records, logical types as
+        datetime, Decimal, UUID)."""
+        fastavro = _fastavro()
+        sid, pos = header(data, offset, what)
+        w = self._lookup(sid, offset, what)
+        try:
+            fo = io.BytesIO(bytes(data[pos:]))
+            return fastavro.schemaless_reader(fo, w.parsed, self._reader_parsed)
+        except Exception as e:
+            raise PayloadError(f"the Avro payload does not decode: {type(e).__name__}: {e}", offset=offset,
+                               schema_id=sid, what=what) from None
+
+    def _lookup(self, sid: int, offset: int | None, what: str) -> _Writer:
+        from .errors import SchemaError
+
+        try:
+            return self.writer(sid)
+        except SchemaError as e:
+            raise e.located(offset=offset, what=what)
+
+    # -- many values -> Arrow
+    def arrow_type(self, schema_id: int | None = None) -> "pa.DataType":
+        """The Arrow type values decode to: the reader schema's, else writer schema `schema_id`'s."""
+        return self._node(schema_id).type
+
+    def _node(self, schema_id: int | None) -> _Node:
+        key = "reader" if self._reader_raw is not None else schema_id
+        hit = self._nodes.get(key)
+        if hit is None:
+            if self._reader_raw is not None:
+                types = AvroTypes()
+                if schema_id is not None:  # named types the reader schema shares with the writer's references
+                    for r in self.writer(schema_id).refs:
+                        types.register(r)
+                types.register(self._reader_raw)
+                hit = types.node(self._reader_raw)
+            else:
+                if schema_id is None:
+                    raise ValueError("without a reader schema the Arrow type is a writer schema's: name its id")
+                w = self.writer(schema_id)
+                hit = w.types().node(w.raw)
+            self._nodes[key] = hit
+        return hit
+
+    def decode_raw(self, values: Sequence["bytes | memoryview | None"], offsets: Sequence[int] | None = None,
+                   what: str = "value") -> tuple[list[Any], int | None]:
+        """Many framed values -> (fastavro's values with logical types left raw, the schema id that
+        fixes the Arrow type: the newest id seen, every value resolved to it, unless a reader schema
+        was given)."""
+        fastavro = _fastavro()
+        n = len(values)
+        ids: list[int] = [0] * n
+        starts: list[int] = [0] * n
+        for i, v in enumerate(values):
+            if v is None:
+                ids[i] = -1
+                continue
+            off = None if offsets is None else offsets[i]
+            sid, pos = header(v, off, what)
+            if sid not in self._writers:
+                self._lookup(sid, off, what)  # errors come in row order
+            ids[i], starts[i] = sid, pos
+        seen = sorted({s for s in ids if s != -1})
+        target = seen[-1] if seen else None
+        out: list[Any] = [None] * n
+        if self._reader_raw is not None:
+            reader = self._reader_plain
+        elif target is not None:
+            reader = self.writer(target).plain
+        else:
+            return out, None
+        # runs of one writer schema, each decoded by fastavro's reader in one go
+        i = 0
+        while i < n:
+            sid = ids[i]
+            if sid == -1:
+                i += 1
+                continue
+            j = i
+            parts: list[Any] = []
+            w = self.writer(sid)
+            rows = []
+            while j < n and (ids[j] == sid or ids[j] == -1):
+                if ids[j] != -1:
+                    payload = values[j][starts[j]:]  # type: ignore[index]
+                    parts.append(_long(1) + _long(len(payload)))
+                    parts.append(payload)
+                    parts.append(_SYNC)
+                    rows.append(j)
+                j += 1
+            same = reader is w.plain
+            decoded = None
+            if not w.refs:  # a container header needs a self-contained schema
+                buf = w.container_header(_SYNC) + b"".join(bytes(p) for p in parts)
+                try:
+                    decoded = list(fastavro.reader(io.BytesIO(buf), reader_schema=None if same else reader))
+                    if len(decoded) != len(rows):
+                        decoded = None
+                except Exception:
+                    decoded = None  # find the value that does not decode, and say which
+            if decoded is None:
+                decoded = [self._one_raw(values[r], starts[r], w, reader, same, offsets, r, what) for r in rows]
+            for r, d in zip(rows, decoded):
+                out[r] = d
+            i = j
+        return out, target
+
+    def _one_raw(self, v: Any, start: int, w: _Writer, reader: Any, same: bool, offsets: Sequence[int] | None,
+                 row: int, what: str) -> Any:
+        fastavro = _fastavro()
+        try:
+            d = fastavro.schemaless_reader(io.BytesIO(bytes(v[start:])), w.plain, None if same else reader)
+        except Exception as e:
+            raise PayloadError(f"the Avro payload does not decode: {type(e).__name__}: {e}",
+                               offset=None if offsets is None else offsets[row], schema_id=w.id, what=what) from None
+        return d
+
+    def decode_arrow(self, column: "pa.Array", offsets: "pa.Array | None", what: str) -> "pa.Array | None":
+        """The compiled kernel's path (kbatch.values._avro_kernel): Arrow binary buffers in, Arrow
+        buffers out. None when it does not apply (no compiled kernel, a schema it does not take, a
+        value that does not decode: the Python path then decodes, or names the error)."""
+        import numpy as np
+        import pyarrow as pa
+
+        from . import avro_program as P
+
+        if P.K is None or not pa.types.is_binary(column.type):
+            return None
+        n = len(column)
+        if n == 0:
+            return None
+        bufs = column.buffers()
+        offs = np.frombuffer(bufs[1], np.int32)[column.offset:column.offset + n + 1]
+        data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None and bufs[2].size else np.zeros(1, np.uint8)
+        valid = None
+        ok = np.ones(n, bool)
+        if column.null_count:
+            ok = column.is_valid().to_numpy(zero_copy_only=False)
+            valid = ok.astype(np.uint8)
+        starts, lens = offs[:-1], np.diff(offs)
+        framed = ok & (lens >= 5)
+        if not np.array_equal(framed, ok):
+            return None
+        idx = starts[ok]
+        if len(idx) == 0:
+            return None
+        if (data[idx] != 0).any():
+            return None
+        sids = ((data[idx + 1].astype(np.int64) << 24) | (data[idx + 2].astype(np.int64) << 16) |
+                (data[idx + 3].astype(np.int64) << 8) | data[idx + 4].astype(np.int64))
+        sids = np.where(sids >= 2**31, sids - 2**32, sids)
+        seen = np.unique(sids).tolist()
+        rows = np.flatnonzero(ok)
+        for sid in seen:
+            first = int(rows[int(np.argmax(sids == sid))])
+            self._lookup(int(sid), None if offsets is None else offsets[first].as_py(), what)
+        target = None if self._reader_raw is not None else int(seen[-1])
+        node = self._node(target)
+        try:
+            cols = P.columns(node)
+            programs = {}
+            for sid in seen:
+                w = self.writer(int(sid))
+                programs[int(sid)] = P.program(w.raw, w.refs, node, cols)
+        except P.Unsupported:
+            return None
+        try:
+            P.K.decode_rows(cols, programs, data, np.ascontiguousarray(offs), valid, 0, n)
+        except P.K.AvroDecodeError:
+            return None
+        result: pa.Array = cols.finish(node.type)
+        return result
+
+    def to_arrow(self, values: Sequence["bytes | memoryview | None"], offsets: Sequence[int] | None = None,
+                 what: str = "value") -> "pa.Array":
+        """Many framed values -> one typed Arrow array (null where the value is null)."""
+        import pyarrow as pa
+
+        raw, target = self.decode_raw(values, offsets, what)
+        if target is None and self._reader_raw is None:
+            return pa.nulls(len(values))
+        return to_arrow(raw, self._node(target))
+
+    def to_json(self, data: "bytes | memoryview", offset: int | None = None, what: str = "value") -> Any:
+        """One framed value as plain JSON (see `jsonable`)."""
+        return jsonable(self.decode(data, offset, what))
+
