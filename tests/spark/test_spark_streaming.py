@@ -363,3 +363,17 @@ def test_batch_options_refused_in_a_stream(spark, root):
     with pytest.raises(Exception, match="endingOffsets is for batch reads"):
         q = to_memory(stream(spark, root, endingOffsets="latest"), "refused", availableNow=True)
         q.awaitTermination()
+
+
+def test_min_offsets_per_trigger_waits_for_enough_data(spark, root, tmp_path):
+    # 235 offsets are waiting, fewer than asked for, and the delay (an hour) has not passed: no batch
+    opts = dict(minOffsetsPerTrigger="1000", maxTriggerDelay="1h")
+    q = to_memory(stream(spark, root, **opts), "waiting", processingTime="200 milliseconds")
+    try:
+        q.processAllAvailable()
+        assert spark.table("waiting").count() == 0
+    finally:
+        q.stop()
+    # availableNow reads everything there is whatever the minimum
+    got = run_available_now(spark, stream(spark, root, **opts), str(tmp_path / "ckpt"), str(tmp_path / "sink"))
+    assert got == batch_rows(spark, root)

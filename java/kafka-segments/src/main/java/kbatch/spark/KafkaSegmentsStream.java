@@ -480,7 +480,13 @@ final class KafkaSegmentsStream implements MicroBatchStream, SupportsTriggerAvai
                     if (to <= from) {
                         continue;
                     }
-                    AbortedTransactions aborted = readCommitted ? planner.abortedTransactions(tp) : null;
+                    AbortedTransactions aborted = null;
+                    if (readCommitted) {
+                        // the tail's scan covers [0, to) when it got that far (not after a restart)
+                        PartitionTail tail = tails.get(key(tp));
+                        aborted = planner.abortedTransactions(tp,
+                                tail != null && tail.completeEnd() >= to ? tail.aborted() : null);
+                    }
                     out.addAll(planner.planPartition(tp, from, to, options.maxPartitionBytes(), aborted));
                 }
             }

@@ -41,6 +41,8 @@ final class PartitionTail {
     private final Map<Long, Long> open = new HashMap<>();
     // {first offset, marker offset} of transactions closed at or above the last stable end asked for
     private final List<long[]> closed = new ArrayList<>();
+    // {producer, first offset, ABORT marker offset} of every aborted transaction scanned
+    private final List<long[]> aborted = new ArrayList<>();
 
     PartitionTail(boolean transactions) {
         this.transactions = transactions;
@@ -96,6 +98,7 @@ final class PartitionTail {
         completeEnd = 0;
         open.clear();
         closed.clear();
+        aborted.clear();
     }
 
     private void scan(FileSystem fs, LogDirectory.Segment seg) throws IOException {
@@ -114,6 +117,10 @@ final class PartitionTail {
                             if (first != null) {
                                 closed.add(new long[] {first, h.baseOffset});
                             }
+                            if (type == Wire.CONTROL_ABORT) {
+                                aborted.add(new long[] {h.producerId, first == null ? h.baseOffset : first,
+                                    h.baseOffset});
+                            }
                         }
                     }
                 }
@@ -124,6 +131,15 @@ final class PartitionTail {
         } catch (UncheckedIOException e) {
             throw e.getCause();
         }
+    }
+
+    /**
+     * The aborted transactions scanned so far, by the rule of Planner's scan of the log (per
+     * producer, from its first transactional batch after its previous marker to an ABORT marker);
+     * null unless this tail follows transactions from the partition's first segment.
+     */
+    AbortedTransactions aborted() {
+        return transactions && path != null ? AbortedTransactions.of(new ArrayList<>(aborted)) : null;
     }
 
     /** The offset after the last whole batch on disk. */
