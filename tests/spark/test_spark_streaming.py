@@ -189,7 +189,9 @@ KILLED_QUERY = textwrap.dedent("""
     @F.udf(LongType())
     def gate(offset):
         if offset == int(block_at):   # in the middle of a micro-batch: tell the test, then wait for the kill
-            open(marker, "w").close()
+            with open(marker + ".part", "w") as f:
+                f.write(str(os.getpid()))
+            os.rename(marker + ".part", marker)
             time.sleep(3600)
         return offset
 
@@ -220,8 +222,16 @@ def test_driver_killed_mid_batch_restarts_exactly_once(spark, root, tmp_path):
             time.sleep(0.2)
     finally:
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)  # the driver, its JVM and its Python workers
+            os.killpg(proc.pid, signal.SIGKILL)  # the driver and its JVM
         proc.wait()
+        if os.path.exists(marker):  # PySpark's worker daemon runs in its own process group: end the gated worker
+            pid = int(open(marker).read())
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if b"pyspark" in f.read():  # still that worker, not a reused pid
+                        os.kill(pid, signal.SIGKILL)
+            except (FileNotFoundError, ProcessLookupError):
+                pass
     batches = sorted(int(f) for f in os.listdir(os.path.join(ckpt, "offsets")) if f.isdigit())
     committed = sorted(int(f) for f in os.listdir(os.path.join(ckpt, "commits")) if f.isdigit())
     assert committed and batches[-1] not in committed  # killed inside a planned, uncommitted batch
@@ -237,6 +247,10 @@ def test_max_offsets_per_trigger_bounds_each_micro_batch(spark, root):
     sizes = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
     assert max(sizes) <= 30
     assert sum(sizes) == 235 and len(sizes) >= 8  # ceil(235 / 30)
+    # the source's metrics, as the Kafka source's: how far each micro-batch left the query behind
+    behind = [int(p["sources"][0]["metrics"]["maxOffsetsBehindLatest"]) for p in q.recentProgress
+              if p["numInputRows"]]
+    assert behind[0] > 0 and behind[-1] == 0 and behind == sorted(behind, reverse=True)
     assert rows(spark.table("capped")) == batch_rows(spark, root)
 
 
