@@ -12,6 +12,7 @@ skips, saying why, where its jar cannot load.
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -371,6 +372,33 @@ def test_fail_on_data_loss(spark, root, tmp_path):
     got = run_available_now(spark, stream(spark, root, failOnDataLoss="false"), ckpt, sink)
     assert got == sorted(first + [r for r in batch_rows(spark, root) if r[:2] == ("orders", 0) and r[2] >= 120])
     assert min(r[2] for r in got if r[:2] == ("orders", 0) and r[2] >= 120) == log_start
+
+
+@pytest.mark.parametrize("fail", [True, False], ids=["failOnDataLoss", "skip"])
+def test_segments_deleted_under_a_running_query(spark, root, tmp_path, fail):
+    name = "loss_" + str(fail).lower()
+    q = to_memory(stream(spark, root, failOnDataLoss=str(fail).lower()), name, processingTime="100 milliseconds")
+    try:
+        q.processAllAvailable()
+        first = rows(spark.table(name))
+        # orders-0 grows by 200 records and retention removes segments the query has not read yet;
+        # made in a copy and swapped in under the running query
+        staging = str(tmp_path / "staging")
+        shutil.copytree(os.path.join(root, "orders-0"), os.path.join(staging, "orders-0"))
+        write(staging, "orders", 0, 200)
+        log_start = _delete_segments_below(staging, "orders-0", 250)
+        os.rename(os.path.join(root, "orders-0"), str(tmp_path / "orders-0.old"))
+        os.rename(os.path.join(staging, "orders-0"), os.path.join(root, "orders-0"))
+        if fail:
+            with pytest.raises(Exception, match="deleted before they were read|are gone"):
+                q.processAllAvailable()
+        else:
+            q.processAllAvailable()
+            new = [r for r in batch_rows(spark, root) if r[:2] == ("orders", 0) and r[2] >= 120]
+            assert new[0][2] == log_start
+            assert rows(spark.table(name)) == sorted(first + new)
+    finally:
+        q.stop()
 
 
 def test_batch_options_refused_in_a_stream(spark, root):
