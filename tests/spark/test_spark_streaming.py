@@ -419,3 +419,25 @@ def test_min_offsets_per_trigger_waits_for_enough_data(spark, root, tmp_path):
     # availableNow reads everything there is whatever the minimum
     got = run_available_now(spark, stream(spark, root, **opts), str(tmp_path / "ckpt"), str(tmp_path / "sink"))
     assert got == batch_rows(spark, root)
+
+
+BROKERS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "brokers")
+
+
+@pytest.mark.parametrize("era", sorted(d for d in os.listdir(BROKERS) if os.path.isdir(os.path.join(BROKERS, d))))
+def test_real_brokers_directories_up_to_their_high_watermarks(spark, tmp_path, era):
+    """Log directories real brokers wrote (tests/data/brokers): a stream reads each partition up to
+    the high watermark in the broker's own replication-offset-checkpoint, the batch reader's rows."""
+    root = os.path.join(BROKERS, era)
+    hw = {}
+    path = os.path.join(root, "replication-offset-checkpoint")
+    if os.path.exists(path):
+        with open(path) as f:
+            lines = f.read().split("\n")
+        for line in lines[2:2 + int(lines[1])]:
+            topic, partition, offset = line.split()
+            hw[(topic, int(partition))] = int(offset)
+    got = run_available_now(spark, stream(spark, root), str(tmp_path / "ckpt"), str(tmp_path / "sink"))
+    expected = [r for r in batch_rows(spark, root) if r[2] < hw.get((r[0], r[1]), 1 << 62)]
+    assert got == expected
+    assert len(got) > 0
