@@ -105,10 +105,11 @@ values_ext = Extension(
 # kbatch.spark's JVM reader: java/kafka-segments compiled against the installed pyspark's jars
 # into kbatch/spark/jars/ (java/build_jar.py; KBATCH_JAR=1 requires it, KBATCH_JAR=0 skips it)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "java"))
-from build_jar import build as build_jar  # noqa: E402
+from build_jar import build as build_jar, build_for_sdist  # noqa: E402
 
 from setuptools.command.build_ext import build_ext  # noqa: E402
 from setuptools.command.build_py import build_py  # noqa: E402
+from setuptools.command.sdist import sdist  # noqa: E402
 
 
 class BuildPyWithJar(build_py):
@@ -125,5 +126,15 @@ class BuildExtWithJar(build_ext):
             build_jar(os.path.join("src", "kbatch", "spark", "jars"), self.distribution.get_version())
 
 
-setup(ext_modules=cythonize([ext, compat_ext, values_ext], compiler_directives=directives, annotate=flag("KBATCH_ANNOTATE")),
-      cmdclass={"build_py": BuildPyWithJar, "build_ext": BuildExtWithJar})
+class SdistWithJar(sdist):
+    """The sdist carries the compiled jar (java/prebuilt/): pip builds from an sdist in an isolated
+    environment without pyspark, where it could not be compiled (java/build_jar.py)."""
+
+    def make_release_tree(self, base_dir, files):
+        super().make_release_tree(base_dir, files)
+        build_for_sdist(base_dir, self.distribution.get_version())
+
+
+setup(ext_modules=cythonize([ext, compat_ext, values_ext], compiler_directives=directives,
+                            annotate=flag("KBATCH_ANNOTATE")),
+      cmdclass={"build_py": BuildPyWithJar, "build_ext": BuildExtWithJar, "sdist": SdistWithJar})

@@ -10,6 +10,11 @@ zstd-jni, snappy-java, Jackson; gzip and CRC-32C are in the JDK). setup.py calls
     KBATCH_JAR=0               do not build it
     KBATCH_SPARK_JARS=DIR      compile against DIR (a Spark's jars/) instead of pyspark's own
 
+The sdist carries the compiled jar (java/prebuilt/, put there by setup.py's sdist command:
+`build_for_sdist`), because a build from it is usually isolated (pip's build environment has no
+pyspark) and could not compile it: `build()` then uses that jar when its Source-Digest says it was
+built from exactly these sources (the jar is bytecode for Java 17, the same on every platform).
+
 Also runnable by hand: `python java/build_jar.py OUT.jar`.
 """
 from __future__ import annotations
@@ -26,6 +31,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SOURCES = HERE / "kafka-segments" / "src" / "main"
 JAR_NAME = "kbatch-kafka-segments.jar"
+# the jar an sdist carries (relative to an sdist's root: java/prebuilt/<JAR_NAME>)
+PREBUILT = HERE / "prebuilt" / JAR_NAME
+# where dev.py build / editable installs put it (a checkout's jar, reused for an sdist when current)
+IN_PLACE = HERE.parent / "src" / "kbatch" / "spark" / "jars" / JAR_NAME
 RELEASE = "17"
 # fixed entry times: the same sources give the same jar bytes
 _EPOCH = (1980, 1, 1, 0, 0, 0)
@@ -108,6 +117,20 @@ def up_to_date(out: Path, version: str, spark: str) -> bool:
         return False
 
 
+def manifest_of(jar: Path) -> dict[str, str]:
+    """The main attributes of a jar's manifest ({} when it has none or is no jar)."""
+    try:
+        with zipfile.ZipFile(jar) as z:
+            text = z.read("META-INF/MANIFEST.MF").decode()
+    except (OSError, KeyError, zipfile.BadZipFile):
+        return {}
+    return dict(ln.split(": ", 1) for ln in text.splitlines() if ": " in ln)
+
+
+def built_from_these_sources(jar: Path) -> bool:
+    return jar.is_file() and manifest_of(jar).get("Source-Digest") == source_digest()
+
+
 def compile_jar(out: Path, version: str) -> Path:
     javac = find_javac()
     jars, spark = find_spark_jars()
@@ -149,9 +172,39 @@ def build(out_dir: Path, version: str, log=print) -> Path | None:
     try:
         return compile_jar(Path(out_dir) / JAR_NAME, version)
     except JarUnavailable as e:
+        if built_from_these_sources(PREBUILT):  # an sdist's jar, built from exactly these sources
+            out = Path(out_dir) / JAR_NAME
+            out.parent.mkdir(parents=True, exist_ok=True)
+            if out.resolve() != PREBUILT.resolve():
+                shutil.copyfile(PREBUILT, out)
+            spark = manifest_of(PREBUILT).get("Built-Against-Spark", "?")
+            log(f"kbatch: the JVM reader's jar is the one the sdist carries (built from these sources against "
+                f"Spark {spark}; compiling here was not possible: {str(e).splitlines()[0]})")
+            return out
         if m == "require":
             raise SystemExit(f"kbatch: KBATCH_JAR=1 and the JVM reader's jar cannot be built: {e}") from None
         log(f"kbatch: the JVM reader's jar is not built ({e}); kbatch.spark will use the Python reader")
+        return None
+
+
+def build_for_sdist(release_dir: Path, version: str, log=print) -> Path | None:
+    """Put the compiled jar into an sdist's tree (java/prebuilt/), per KBATCH_JAR: the checkout's own
+    jar when it was built from these sources, else a fresh compile. Returns its path, or None."""
+    out = Path(release_dir) / "java" / "prebuilt" / JAR_NAME
+    if mode() == "skip":
+        log("kbatch: KBATCH_JAR=0, the sdist carries no JVM reader jar")
+        return None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if built_from_these_sources(IN_PLACE):
+        shutil.copyfile(IN_PLACE, out)
+        return out
+    try:
+        return compile_jar(out, version)
+    except JarUnavailable as e:
+        if mode() == "require":
+            raise SystemExit(f"kbatch: KBATCH_JAR=1 and the sdist's JVM reader jar cannot be built: {e}") from None
+        log(f"kbatch: the sdist carries no JVM reader jar ({e}); installs from it that cannot compile it "
+            "will use the Python reader")
         return None
 
 

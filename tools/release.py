@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The release check behind `python3 dev.py wheel`: what cibuildwheel does in CI, done on this machine.
 
-  1. build the sdist (`python -m build --sdist`, isolated, as the wheels workflow does);
+  1. build the sdist (`python -m build --sdist`, isolated, as the wheels workflow does), carrying the
+     compiled JVM reader jar (java/prebuilt/) when this machine can build it;
   2. for each target Python: build a wheel FROM THE SDIST (`pip wheel <sdist>`, isolated build),
      repair it with auditwheel to a manylinux tag and strip its shared libraries (`--strip`), and
      check the result: a manylinux tag, no debug sections left, the stubs and py.typed inside;
@@ -11,7 +12,8 @@
      be imported) and run the test command, all three read from pyproject's [tool.cibuildwheel]
      (test-extras, test-sources, test-command, test-environment) so CI runs the same thing;
   4. the same from the sdist: `pip install <sdist>[extras]` into another fresh venv (compiling, as a
-     user without a wheel would) and the same test command.
+     user without a wheel would; the isolated build has no pyspark, so the JVM reader is the jar the
+     sdist carries, and its presence is checked) and the same test command.
 
 Wheels land in wheelhouse/, the sdist in dist/; work files in build/release/. Exit 0 only when
 every step passed. Options: --python 3.10,3.12 (interpreters found as pythonX.Y on PATH or under
@@ -256,15 +258,20 @@ def main(argv: list[str]) -> int:
     # 1. the sdist
     for old in DIST.glob("kafka_kbatch-*.tar.gz"):
         old.unlink()
-    run(sys.executable, "-m", "build", "--sdist", "--outdir", DIST, ROOT)
+    jar_env, jar_note = jar_build_env()
+    # the sdist carries the compiled jar (setup.py's sdist command), so pip's isolated builds from it ship it
+    run(sys.executable, "-m", "build", "--sdist", "--outdir", DIST, ROOT, env=jar_env)
     (sdist,) = DIST.glob("kafka_kbatch-*.tar.gz")
     with tarfile.open(sdist) as tar:
         tar.extractall(WORK / "sdist", filter="data")
     (sdist_root,) = (WORK / "sdist").iterdir()
     report.append(f"sdist: {sdist.relative_to(ROOT)} ({sdist.stat().st_size // 1024} KiB)")
+    carried = sdist_root / "java" / "prebuilt" / "kbatch-kafka-segments.jar"
+    if jar_env.get("KBATCH_JAR") == "1" and not carried.is_file():
+        raise SystemExit("[release] the sdist lacks the JVM reader's jar (java/prebuilt/)")
+    report.append(f"sdist JVM reader jar: {'java/prebuilt/' + carried.name if carried.is_file() else 'none'}")
     report.append(cross_compile_aarch64(sdist_root))
 
-    jar_env, jar_note = jar_build_env()
     report.append(jar_note)
     for python in pythons:
         ver = py_tag(python)
@@ -307,7 +314,11 @@ def main(argv: list[str]) -> int:
         vpy = fresh_venv(python, venv_dir)
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "KBATCH_VENV", "VIRTUAL_ENV")}
         env["PATH"] = os.pathsep.join([str(venv_dir / "bin"), env.get("PATH", "")])
-        run(vpy, "-m", "pip", "install", "-q", f"{sdist}[{extras}]", env=env)
+        sdist_env = {k: v for k, v in env.items() if k not in ("KBATCH_JAR", "KBATCH_SPARK_JARS")}
+        run(vpy, "-m", "pip", "install", "-q", f"{sdist}[{extras}]", env=sdist_env)  # as a user: no jar hints
+        if carried.is_file():  # the isolated build could not compile it: the carried jar must be installed
+            run(vpy, "-c", "import kbatch.spark, sys; p = kbatch.spark.jar_path(); print('jar:', p); "
+                "sys.exit(p is None)", env=sdist_env)
         test_dir = WORK / f"tests-sdist-{ver}"
         copy_test_sources(sdist_root, test_dir, sources)
         summary = run_tests(vpy, test_dir, cfg, env, label)

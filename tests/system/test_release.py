@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import importlib.util
 import os
 import subprocess
 import sys
@@ -226,6 +227,91 @@ def test_sdist_carries_what_the_suite_needs(tmp_path):
              "src/kbatch/_core.pyi", "tests/conftest.py", "tests/support/vectors.py"}
     assert sorted(need - names) == []
     assert not [n for n in names if n.endswith((".so", ".pyc"))]
+
+
+def _build_jar_module():
+    spec = importlib.util.spec_from_file_location("build_jar", ROOT / "java" / "build_jar.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _sdist_with_jar(tmp_path) -> Path:
+    if not (ROOT / "setup.py").exists() or not (ROOT / ".git").exists():
+        pytest.skip("not a source checkout (this suite runs from an sdist or a copy)")
+    bj = _build_jar_module()
+    if not bj.built_from_these_sources(bj.IN_PLACE):
+        try:
+            bj.find_javac()
+            bj.find_spark_jars()
+        except bj.JarUnavailable as e:
+            pytest.skip(f"the JVM reader's jar cannot be built here: {e}")
+    proc = subprocess.run([sys.executable, "setup.py", "-q", "sdist", "-d", str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "KBATCH_JAR": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (sdist,) = tmp_path.glob("kafka_kbatch-*.tar.gz")
+    return sdist
+
+
+def test_sdist_carries_the_jvm_reader_jar(tmp_path):
+    """The sdist holds the compiled jar, built from the sources it holds: a build from the sdist
+    that cannot compile it (pip's isolated build has no pyspark) still ships the JVM reader."""
+    sdist = _sdist_with_jar(tmp_path)
+    with tarfile.open(sdist) as tar:
+        (member,) = [m for m in tar.getmembers() if m.name.endswith("/java/prebuilt/kbatch-kafka-segments.jar")]
+        tar.extractall(tmp_path / "x", filter="data")
+    (root,) = (tmp_path / "x").iterdir()
+    spec = importlib.util.spec_from_file_location("sdist_build_jar", root / "java" / "build_jar.py")
+    sdist_bj = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sdist_bj)
+    assert sdist_bj.built_from_these_sources(sdist_bj.PREBUILT)  # the digest of the sdist's own sources
+    assert sdist_bj.source_digest() == _build_jar_module().source_digest()
+    # with no way to compile (no Spark jars), build() uses the carried jar
+    out = tmp_path / "out"
+    env = {**os.environ, "KBATCH_JAR": "1", "KBATCH_SPARK_JARS": str(tmp_path / "no-such-dir")}
+    proc = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, 'java'); import build_jar; "
+                           f"print(build_jar.build({str(out)!r}, '0'))"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "the one the sdist carries" in proc.stdout
+    assert (out / "kbatch-kafka-segments.jar").read_bytes() == (root / member.name.split("/", 1)[1]).read_bytes()
+
+
+@pytest.mark.skipif(os.environ.get("KBATCH_RELEASE") != "1",
+                    reason="the release tier (KBATCH_RELEASE=1): an isolated build of the sdist, minutes")
+def test_sdist_install_in_a_fresh_venv_gets_the_jvm_reader(tmp_path):
+    """`pip install <sdist>` (an isolated build: no pyspark in it) into a fresh venv; Spark there
+    gets the JVM reader (register() says so), not the Python fallback."""
+    pytest.importorskip("pyspark")
+    sdist = _sdist_with_jar(tmp_path)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    vpy = venv / "bin" / "python"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "KBATCH_JAR",
+                                                            "KBATCH_SPARK_JARS")}
+    proc = subprocess.run([str(vpy), "-m", "pip", "install", "-q", "--no-deps", str(sdist)], env=env,
+                          capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # kbatch from the fresh venv; pyspark, pyarrow and numpy from this interpreter's site-packages
+    # (after the venv's own), so no second copy of pyspark is downloaded
+    import sysconfig
+
+    site = subprocess.run([str(vpy), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Path(site, "zz_kbatch_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    code = textwrap.dedent("""
+        import kbatch, kbatch.spark
+        from pyspark.sql import SparkSession
+        assert kbatch.__file__.startswith(%r), kbatch.__file__
+        spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+        reader = kbatch.spark.register(spark)
+        print(reader.is_jvm, reader)
+        spark.stop()
+    """ % str(venv))
+    proc = subprocess.run([str(vpy), "-c", code], env=env, capture_output=True, text=True, timeout=600,
+                          cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith("True kafka-segments: JVM reader"), proc.stdout
 
 
 def test_license_is_apache_2():

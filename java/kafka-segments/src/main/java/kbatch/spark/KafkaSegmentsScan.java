@@ -12,6 +12,7 @@ import org.apache.spark.sql.connector.read.Batch;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import org.apache.spark.sql.types.StructType;
 
 /** One planned read: the pruned schema, and input partitions planned once (one per segment byte range). */
@@ -49,8 +50,17 @@ final class KafkaSegmentsScan implements Scan, Batch {
         return ColumnarSupportMode.SUPPORTED;
     }
 
+    /** A streaming query over the same directory, columns and options (see {@link KafkaSegmentsStream}). */
+    @Override
+    public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
+        if (filters.pushedFilters().length > 0) { // Spark pushes no filters into a stream's scan; never drop one
+            throw new IllegalStateException("kafka-segments: filters were pushed into a streaming scan");
+        }
+        return new KafkaSegmentsStream(options, readSchema, checkpointLocation, hadoopConf(options));
+    }
+
     /** Hadoop settings of the session (spark.hadoop.*, the session's SQL conf) plus fs.* options of the read. */
-    private Configuration hadoopConf() {
+    static Configuration hadoopConf(ReadOptions options) {
         Configuration c = new Configuration(SparkContext.getOrCreate().hadoopConfiguration());
         SparkSession session = SparkSession.getActiveSession().isDefined() ? SparkSession.getActiveSession().get()
                 : null;
@@ -73,7 +83,7 @@ final class KafkaSegmentsScan implements Scan, Batch {
     @Override
     public InputPartition[] planInputPartitions() {
         if (partitions == null) {
-            Configuration c = hadoopConf();
+            Configuration c = hadoopConf(options);
             conf = new SerializableConfiguration(c);
             try {
                 Planner planner = new Planner(LogDirectory.fileSystem(options.path(), c), options);

@@ -18,7 +18,8 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
- * The table behind `format("kafka-segments")`. Reads are this package's scan; writes go to the
+ * The table behind `format("kafka-segments")`. Reads (batch, and micro-batch streams) are this
+ * package's scan; writes go to the
  * Python source registered under the same name (kbatch's Spark writer lives there), because a JVM
  * provider that claims the short name also receives `df.write.format("kafka-segments")`.
  */
@@ -59,7 +60,8 @@ final class KafkaSegmentsTable implements SupportsRead, SupportsWrite {
 
     @Override
     public Set<TableCapability> capabilities() {
-        return EnumSet.of(TableCapability.BATCH_READ, TableCapability.BATCH_WRITE, TableCapability.TRUNCATE);
+        return EnumSet.of(TableCapability.BATCH_READ, TableCapability.MICRO_BATCH_READ, TableCapability.BATCH_WRITE,
+                TableCapability.TRUNCATE);
     }
 
     @Override

@@ -312,6 +312,15 @@ final class Planner {
      * from the first after its previous marker up to an ABORT marker (kafka-format.md 3).
      */
     AbortedTransactions abortedTransactions(LogDirectory.TopicPartition tp) throws IOException {
+        return abortedTransactions(tp, null);
+    }
+
+    /**
+     * As above; where not every segment has a `.txnindex`, `scanned` (when not null) is the answer
+     * of the log scan already made (a stream's {@link PartitionTail}), instead of scanning again.
+     */
+    AbortedTransactions abortedTransactions(LogDirectory.TopicPartition tp, AbortedTransactions scanned)
+            throws IOException {
         List<long[]> entries = new ArrayList<>();
         boolean allIndexed = !tp.segments.isEmpty();
         List<byte[]> files = new ArrayList<>();
@@ -340,6 +349,9 @@ final class Planner {
                 }
             }
             return AbortedTransactions.of(entries);
+        }
+        if (scanned != null) {
+            return scanned;
         }
         Map<Long, Long> open = new HashMap<>(); // producer -> first offset of its open transaction
         for (LogDirectory.Segment seg : tp.segments) {

@@ -119,7 +119,19 @@ final class SegmentReaderFactory implements PartitionReaderFactory {
                 return false;
             }
             if (reader == null) {
-                open();
+                try {
+                    open();
+                } catch (java.io.FileNotFoundException e) {
+                    // deleted (retention, a stream's segment) between planning and reading: data loss
+                    done = true;
+                    String msg = "kafka-segments: " + slice.path + " was deleted before it was read (offsets from "
+                            + slice.startOffset + " to " + slice.endOffset + ")";
+                    if (options.failOnDataLoss()) {
+                        throw new IOException(msg + "; failOnDataLoss=false skips what is gone");
+                    }
+                    LOG.warn("{} (failOnDataLoss=false: skipped)", msg);
+                    return false;
+                }
             }
             try {
                 if (!reader.next()) {
