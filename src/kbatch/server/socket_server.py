@@ -79,6 +79,11 @@ class Server:
         self._tasks.add(task)
         try:
             await handle_connection(self.broker, reader, writer)
+        except asyncio.CancelledError:
+            # stop() cancels connections idle in a read: that is this task's normal end (returning
+            # keeps asyncio's stream callback from logging the cancellation as an error)
+            if not self.broker.closing:
+                raise
         finally:
             self._tasks.discard(task)
 
