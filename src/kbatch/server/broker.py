@@ -65,6 +65,23 @@ class ServerConfig:
     shutdown_timeout_s: float = 10.0
 
 
+@dataclasses.dataclass
+class ConnectionStats:
+    """What happened to the connections of one server, counted as they end (`Broker.connections`).
+
+    accepted: connections opened; closed: ended by the client at a request boundary (the normal
+    end); lost: the client went away inside a request or while an answer was being written;
+    refused: closed by the server for a frame that cannot be a request (Kafka closes those too);
+    dropped: closed by the server because of an error of its own (a fault to fix: nothing a client
+    did calls for it). Each connection that has ended is in exactly one of the last four."""
+
+    accepted: int = 0
+    closed: int = 0
+    lost: int = 0
+    refused: int = 0
+    dropped: int = 0
+
+
 class ServeOptions(TypedDict, total=False):
     """ServerConfig's fields but host and port (serve and run take them as `listen`), as keyword
     arguments."""
@@ -132,6 +149,7 @@ class Broker:
         self._closing_future: asyncio.Future[None] | None = None
         self._offsets_partitions: int | None = None
         self._dir_lock: _files.DirLock | None = None
+        self.connections = ConnectionStats()
 
     def closing_waiter(self) -> asyncio.Future[None]:
         """An awaitable that completes when shutdown begins (long polls wait on it too)."""
@@ -310,4 +328,4 @@ def _stable_cluster_id(directory: str) -> str:
     return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
 
 
-__all__ = ["Broker", "ServerConfig", "ServerOptions", "ServeOptions"]
+__all__ = ["Broker", "ConnectionStats", "ServerConfig", "ServerOptions", "ServeOptions"]
