@@ -143,6 +143,8 @@ class Broker:
         self.coordinator = GroupCoordinator(self, initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
                                             min_session_timeout_ms=config.group_min_session_timeout_ms,
                                             max_session_timeout_ms=config.group_max_session_timeout_ms)
+        for topic in ("", *config.topic_configs):  # a bad topic config fails here, before anything is opened
+            self.log_config(topic)
         self.handlers: dict[int, Handler] = apis.HANDLERS
         self._create_lock: asyncio.Lock | None = None
         self.closing = False
