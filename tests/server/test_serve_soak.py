@@ -18,6 +18,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -118,9 +119,11 @@ def read_everything(client, bootstrap, ends):
     """Run one client over the whole topic; returns its result: partitions (tallies), errors, finished."""
     if client == "kcat":
         kcat = shutil.which("kcat")
+        start = time.monotonic()
         r = subprocess.run([kcat, "-b", bootstrap, "-C", "-t", "soak", "-o", "beginning", "-e", "-q",
                             "-f", "%p %o\\n"], capture_output=True, text=True, timeout=DEADLINE_S + 60)
         return {"partitions": tally_kcat(r.stdout), "finished": r.returncode == 0,
+                "seconds": round(time.monotonic() - start, 3),
                 "errors": [line for line in r.stderr.splitlines() if line.strip()][:20]}
     r = subprocess.run([sys.executable, DRIVER, client, bootstrap, "soak", json.dumps(ends), str(DEADLINE_S)],
                        capture_output=True, text=True, timeout=DEADLINE_S + 60)
