@@ -65,6 +65,23 @@ class ServerConfig:
     shutdown_timeout_s: float = 10.0
 
 
+@dataclasses.dataclass
+class ConnectionStats:
+    """What happened to the connections of one server, counted as they end (`Broker.connections`).
+
+    accepted: connections opened; closed: ended by the client at a request boundary (the normal
+    end); lost: the client went away inside a request or while an answer was being written;
+    refused: closed by the server for a frame that cannot be a request (Kafka closes those too);
+    dropped: closed by the server because of an error of its own (a fault to fix: nothing a client
+    did calls for it). Each connection that has ended is in exactly one of the last four."""
+
+    accepted: int = 0
+    closed: int = 0
+    lost: int = 0
+    refused: int = 0
+    dropped: int = 0
+
+
 class ServeOptions(TypedDict, total=False):
     """ServerConfig's fields but host and port (serve and run take them as `listen`), as keyword
     arguments."""
@@ -126,12 +143,15 @@ class Broker:
         self.coordinator = GroupCoordinator(self, initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
                                             min_session_timeout_ms=config.group_min_session_timeout_ms,
                                             max_session_timeout_ms=config.group_max_session_timeout_ms)
+        for topic in ("", *config.topic_configs):  # a bad topic config fails here, before anything is opened
+            self.log_config(topic)
         self.handlers: dict[int, Handler] = apis.HANDLERS
         self._create_lock: asyncio.Lock | None = None
         self.closing = False
         self._closing_future: asyncio.Future[None] | None = None
         self._offsets_partitions: int | None = None
         self._dir_lock: _files.DirLock | None = None
+        self.connections = ConnectionStats()
 
     def closing_waiter(self) -> asyncio.Future[None]:
         """An awaitable that completes when shutdown begins (long polls wait on it too)."""
@@ -310,4 +330,4 @@ def _stable_cluster_id(directory: str) -> str:
     return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
 
 
-__all__ = ["Broker", "ServerConfig", "ServerOptions", "ServeOptions"]
+__all__ = ["Broker", "ConnectionStats", "ServerConfig", "ServerOptions", "ServeOptions"]

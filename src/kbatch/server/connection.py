@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import socket
 import struct
 from typing import TYPE_CHECKING
 
@@ -32,7 +31,7 @@ logger = logging.getLogger("kbatch.server")
 # Fetch responses with less record data than this are read and sent in one write; larger ones go
 # through sendfile (fewer syscalls for small polls, no copy for large ones).
 SENDFILE_MIN_BYTES = 64 * 1024
-_SENDFILE_CHUNK = 1 << 20
+_READ_CHUNK = 1 << 20  # the read-and-write fallback's piece
 
 
 class ConnectionClosed(Exception):
@@ -44,32 +43,42 @@ async def handle_connection(broker: Broker, reader: asyncio.StreamReader, writer
     host = peer[0] if isinstance(peer, tuple) else str(peer)
     name = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
     max_bytes = broker.config.socket_request_max_bytes
+    stats = broker.connections
+    stats.accepted += 1
+    out = _Responder(writer)
+    outcome = "closed"  # how this connection ended: a ConnectionStats counter
     try:
         while not broker.closing:
             try:
                 head = await reader.readexactly(4)
             except asyncio.IncompleteReadError as e:
                 if e.partial:
+                    outcome = "lost"
                     logger.warning("Closing connection from %s: the stream ended inside a size prefix", name)
+                return
+            except ConnectionError as e:  # reset between requests: the client closed the connection
+                logger.info("Connection from %s closed: %s", name, e)
                 return
             (size,) = struct.unpack(">i", head)
             if size < 0 or size > max_bytes:
+                outcome = "refused"
                 logger.warning("Closing connection from %s: request size %d is %s", name, size,
                                "negative" if size < 0 else f"larger than socket.request.max.bytes ({max_bytes})")
                 return
             try:
                 frame = await reader.readexactly(size)
             except asyncio.IncompleteReadError as e:
+                outcome = "lost"
                 logger.warning("Closing connection from %s: the stream ended after %d of %d request bytes",
                                name, len(e.partial), size)
                 return
             try:
                 request = decode_request(frame)
             except UnsupportedApiVersion as e:
-                writer.write(encode_api_versions_fallback(e.correlation_id))
-                await writer.drain()
+                await out.send(encode_api_versions_fallback(e.correlation_id))
                 continue
             except KBatchError as e:
+                outcome = "refused"
                 logger.warning("Closing connection from %s: %s", name, e)
                 return
             if logger.isEnabledFor(logging.DEBUG):
@@ -77,22 +86,28 @@ async def handle_connection(broker: Broker, reader: asyncio.StreamReader, writer
             try:
                 response = await broker.handle(request, host)
             except CloseConnection as e:
+                outcome = "refused"
                 logger.info("Closing connection from %s: %s", name, e)
                 return
             if response is None:   # Produce with acks=0
                 continue
             if isinstance(response, tuple):
-                await _send_fetch(writer, request, *response)
+                await out.send_fetch(request, *response)
             else:
-                writer.write(encode_response(request, response))
-                await writer.drain()
-    except (ConnectionError, ConnectionClosed) as e:
+                await out.send(encode_response(request, response))
+    except ConnectionError as e:
+        outcome = "lost"
         logger.info("Connection from %s closed: %s", name, e)
+    except ConnectionClosed as e:
+        outcome = "dropped"
+        logger.warning("Closing connection from %s: %s", name, e)
     except asyncio.CancelledError:
         raise
     except Exception:
+        outcome = "dropped"
         logger.exception("Closing connection from %s after an unexpected error", name)
     finally:
+        setattr(stats, outcome, getattr(stats, outcome) + 1)
         writer.close()
         try:
             await writer.wait_closed()
@@ -100,76 +115,76 @@ async def handle_connection(broker: Broker, reader: asyncio.StreamReader, writer
             pass
 
 
-async def _send_fetch(writer: asyncio.StreamWriter, request: Request, response: ApiMessage, slices: Slices) -> None:
-    total = sum(s.size for _, s in slices)
-    if total < SENDFILE_MIN_BYTES:
-        for part, sl in slices:
-            part.records = sl.read()
-        writer.write(encode_response(request, response))
-        await writer.drain()
-        return
-    loop = asyncio.get_running_loop()
-    for piece in encode_with_slices(request, response, slices):
-        if not isinstance(piece, FileSlice):
-            writer.write(piece)
-            continue
-        await writer.drain()
-        sent = await _sendfile(loop, writer, piece)
-        if sent != piece.size:
-            # the segment file got shorter under us: the frame cannot be completed
-            raise ConnectionClosed(f"segment file ended {piece.size - sent} bytes early while sending a fetch response")
-    await writer.drain()
+class _Responder:
+    """Writes one connection's responses, in order, through its asyncio transport and nothing else.
 
+    Fetch record bytes go from the segment file to the socket with the event loop's transport-level
+    sendfile (`loop.sendfile`): it waits until what was written before (the response's framing) has
+    left the transport's buffer, takes the socket from the transport for the duration, and hands it
+    back, so the transport's own reading and writing never race with it. The socket is never
+    written to, or waited on, behind the transport's back. Where the loop or the transport cannot
+    sendfile (uvloop, TLS), the slice is read with positional reads (os.pread: the descriptor is
+    shared by every connection, so its file offset is never relied on) and written in order."""
 
-async def _sendfile(loop: asyncio.AbstractEventLoop, writer: asyncio.StreamWriter, piece: FileSlice) -> int:
-    transport = writer.transport
-    sock: socket.socket | None = transport.get_extra_info("socket")
-    if sock is not None and transport.get_write_buffer_size() == 0 and hasattr(os, "sendfile"):
-        # the transport has nothing queued, so the socket is ours until this returns: os.sendfile
-        # straight from the segment file, waiting for writability only when the socket is full
-        return await _sendfile_on_socket(loop, sock.fileno(), piece)
-    f = os.fdopen(piece.fd, "rb", closefd=False, buffering=0)
-    try:
-        sent_at_once: int = await loop.sendfile(transport, f, piece.position, piece.size, fallback=False)
-        return sent_at_once
-    except (asyncio.SendfileNotAvailableError, NotImplementedError):
-        pass  # e.g. an event loop without sendfile (uvloop): positional reads, no shared file offset
-    sent = 0
-    while sent < piece.size:
-        data = os.pread(piece.fd, min(_SENDFILE_CHUNK, piece.size - sent), piece.position + sent)
-        if not data:
-            break
-        writer.write(data)
-        await writer.drain()
-        sent += len(data)
-    return sent
+    __slots__ = ("writer", "loop", "native")
 
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+        self.loop = asyncio.get_running_loop()
+        self.native = hasattr(os, "sendfile")  # cleared when this transport turns out unable to sendfile
 
-async def _sendfile_on_socket(loop: asyncio.AbstractEventLoop, sockfd: int, piece: FileSlice) -> int:
-    sent = 0
-    while sent < piece.size:
-        n: int | None
-        try:
-            n = os.sendfile(sockfd, piece.fd, piece.position + sent, piece.size - sent)
-        except BlockingIOError:
-            n = None
-        if n == 0:
-            break  # the file ended early
-        if n is None:
-            fut: asyncio.Future[None] = loop.create_future()
-            loop.add_writer(sockfd, _set_done, fut)
+    async def send(self, data: bytes | bytearray) -> None:
+        self.writer.write(data)
+        await self.writer.drain()
+
+    async def send_fetch(self, request: Request, response: ApiMessage, slices: Slices) -> None:
+        total = sum(s.size for _, s in slices)
+        if total < SENDFILE_MIN_BYTES:
+            for part, sl in slices:
+                part.records = sl.read()
+            await self.send(encode_response(request, response))
+            return
+        for piece in encode_with_slices(request, response, slices):
+            if not isinstance(piece, FileSlice):
+                self.writer.write(piece)   # framing: buffered by the transport, ahead of the slice
+                continue
+            sent = await self._send_slice(piece)
+            if sent != piece.size:
+                # the segment file got shorter under us: the frame cannot be completed
+                raise ConnectionClosed(f"segment file ended {piece.size - sent} bytes early while sending a "
+                                       "fetch response")
+        await self.writer.drain()
+
+    async def _send_slice(self, piece: FileSlice) -> int:
+        transport = self.writer.transport
+        if transport.is_closing():
+            raise ConnectionResetError("the connection was closed while a fetch response was being written")
+        if self.native:
+            f = os.fdopen(piece.fd, "rb", closefd=False, buffering=0)
             try:
-                await fut
+                # one sendfile for the whole slice (the loop waits for writability as often as needed)
+                sent: int = await self.loop.sendfile(transport, f, piece.position, piece.size, fallback=False)
+                return sent
+            except (asyncio.SendfileNotAvailableError, NotImplementedError):
+                # nothing was sent: this loop or transport cannot sendfile (or the first os.sendfile
+                # failed, when a closed connection shows up in the write below)
+                self.native = False
+            except RuntimeError:
+                if transport.is_closing():
+                    raise ConnectionResetError("the connection was closed while a fetch response was being "
+                                               "written") from None
+                self.native = False  # e.g. a TLS transport: sendfile only with asyncio's own fallback
             finally:
-                loop.remove_writer(sockfd)
-            continue
-        sent += n
-    return sent
-
-
-def _set_done(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
+                f.close()  # closefd=False: the partition's descriptor stays open
+        sent = 0
+        while sent < piece.size:
+            data = os.pread(piece.fd, min(_READ_CHUNK, piece.size - sent), piece.position + sent)
+            if not data:
+                break
+            self.writer.write(data)
+            await self.writer.drain()
+            sent += len(data)
+        return sent
 
 
 __all__ = ["handle_connection", "SENDFILE_MIN_BYTES"]

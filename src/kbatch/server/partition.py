@@ -77,7 +77,10 @@ class Partition:
         self.high_watermark = self.log.end_offset()
         seg = self.log.segments[-1] if self.log.segments else None
         self._hw_segment: int | None = None if seg is None else seg.base_offset
-        self._hw_position = 0 if seg is None else seg.size
+        # where the last complete batch ends: a writable log was recovered (a torn tail cut off)
+        # and only grows by whole batches; a read-only one is left as it is, and a partial batch
+        # at its end (a torn write) is not served, as a reader ignores it
+        self._hw_position = 0 if seg is None else seg.size if self.log.writable else seg.read_end()[1]
 
     @property
     def log_start_offset(self) -> int:
@@ -165,7 +168,8 @@ class Partition:
                 max_position = self._hw_position
             elif upper < (bases[i + 1] if i + 1 < len(bases) else hw + 1):
                 end = seg.translate_offset(upper)
-                max_position = end.position if end is not None else seg.size
+                max_position = end.position if end is not None else \
+                    self._hw_position if seg.base_offset == self._hw_segment else seg.size
             else:
                 max_position = seg.size
             if start.position >= max_position:

@@ -34,6 +34,20 @@ _T = TypeVar("_T")
 logger = logging.getLogger("kbatch.server")
 
 
+class ListenError(OSError):
+    """The listen address cannot be used: a host that does not resolve or is not this machine's, a
+    port in use or not permitted. Raised by Server.start before the directory is opened."""
+
+
+def check_port(port: int) -> None:
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port {port} is not a TCP port (0-65535; 0 picks a free one)")
+
+
+def _host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 class Server:
     def __init__(self, directory: PathLike, config: ServerConfig | None = None,
                  **options: Unpack[ServerOptions]) -> None:
@@ -56,22 +70,48 @@ class Server:
 
     @property
     def bootstrap(self) -> str:
+        """What clients are told to connect to: the advertised host and the port, "host:port"."""
         return f"{self.broker.host}:{self.broker.port}"
 
+    @property
+    def listen_address(self) -> str:
+        """Where the server listens (the address bound, which may differ from the advertised one)."""
+        if self._server is None or not self._server.sockets:
+            raise RuntimeError("the server is not listening")
+        host, port = self._server.sockets[0].getsockname()[:2]
+        return _host_port(host, port)
+
     async def start(self) -> "Server":
-        broker = Broker(self.directory, self.config)
-        await asyncio.to_thread(broker.open)
-        self._broker = broker
+        """Check the configuration, listen (bound, not yet accepting), then open the directory and
+        accept: an address that cannot be used fails before anything on disk is touched (a
+        read-only server touches nothing at all; a writable one locks and recovers after this)."""
+        broker = Broker(self.directory, self.config)  # reads meta.properties, checks the topic configs
+        server = await self._listen()
         try:
-            server = self._server = await asyncio.start_server(self._accept, self.config.host, self.config.port,
-                                                               reuse_address=True)
+            await asyncio.to_thread(broker.open)
         except BaseException:
-            broker.close()
+            server.close()
+            await server.wait_closed()
             raise
+        self._broker, self._server = broker, server
         broker.port = server.sockets[0].getsockname()[1]
+        try:
+            await server.start_serving()
+        except BaseException:
+            await self.stop()
+            raise
         logger.info("kbatch serve: %s on %s (%d partitions%s)", broker.directory, self.bootstrap,
-                    len(broker.partitions), ", read-only" if broker.read_only else "")
+                    len(broker.partitions), ", read-only" if broker.read_only else ", writable")
         return self
+
+    async def _listen(self) -> asyncio.Server:
+        host, port = self.config.host, self.config.port
+        try:
+            check_port(port)
+            return await asyncio.start_server(self._accept, host, port, reuse_address=True, start_serving=False)
+        except (OSError, OverflowError, ValueError, UnicodeError) as e:
+            reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            raise ListenError(f"cannot listen on {_host_port(host, port)}: {reason}") from None
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -79,6 +119,11 @@ class Server:
         self._tasks.add(task)
         try:
             await handle_connection(self.broker, reader, writer)
+        except asyncio.CancelledError:
+            # stop() cancels connections idle in a read: that is this task's normal end (returning
+            # keeps asyncio's stream callback from logging the cancellation as an error)
+            if not self.broker.closing:
+                raise
         finally:
             self._tasks.discard(task)
 
@@ -190,10 +235,14 @@ def serve(directory: PathLike, *, listen: str = "127.0.0.1:0", **options: Unpack
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
+    """"HOST:PORT" (an IPv6 host in brackets) -> (host, port); ValueError for anything else,
+    a port above 65535 included. The host is resolved only when the server binds."""
     host, sep, port = listen.rpartition(":")
     if not sep or not port.isdigit():
         raise ValueError(f"listen must be HOST:PORT, not {listen!r}")
-    return host.strip("[]") or "127.0.0.1", int(port)
+    number = int(port)
+    check_port(number)
+    return host.strip("[]") or "127.0.0.1", number
 
 
 def run(directory: PathLike, *, listen: str = "127.0.0.1:9092", ready: Callable[[Server], object] | None = None,
@@ -219,4 +268,4 @@ def run(directory: PathLike, *, listen: str = "127.0.0.1:9092", ready: Callable[
     asyncio.run(main())
 
 
-__all__ = ["Server", "ServerThread", "serve", "run", "parse_listen"]
+__all__ = ["Server", "ServerThread", "ListenError", "serve", "run", "parse_listen"]

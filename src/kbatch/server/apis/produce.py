@@ -82,7 +82,7 @@ async def _append(broker: Broker, topic: str, index: int, records: bytes | None,
         return _Result(error_code=E.INVALID_TOPIC_EXCEPTION, error_message=f"Cannot append to internal topic {topic}")
     if broker.read_only:
         return _Result(error_code=E.TOPIC_AUTHORIZATION_FAILED,
-                       error_message="kbatch serve --read-only: this directory is not written to")
+                       error_message="kbatch serve is read-only: start it with --writable to accept produce")
     if records is None:
         return _Result(error_code=E.INVALID_RECORD, error_message="Produce request has no records")
     data = memoryview(records)
