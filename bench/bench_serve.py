@@ -78,7 +78,7 @@ class KbatchServe:
 
     def __init__(self, directory):
         self.proc = subprocess.Popen([sys.executable, "-m", "kbatch.cli", "serve", directory, "--listen",
-                                      "127.0.0.1:0", "--auto-create-topics"],
+                                      "127.0.0.1:0", "--writable", "--auto-create-topics"],
                                      stderr=subprocess.PIPE, text=True)
         self.bootstrap = None
         end = time.time() + 60
