@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from .._typing import PathLike
     from ..record.batch import RecordBatch
-    from ..log.index import OffsetIndex, TimeIndex
+    from ..log.index import AbortedTxn, OffsetIndex, TimeIndex
     from ..log.index_rules import SegmentBatches
     from ..record.legacy import LegacyRecordBatch
     from ..log.segment import SegmentFiles
@@ -46,8 +46,12 @@ class _Verifier:
         """segments: kbatch SegmentFiles (any layout, local or remote), by base offset."""
         from .. import _fs
 
+        from ..log.producer_state import OngoingTxns
+
         prev_last: int | None = None  # last offset of the previous segment
         prev_file = ""
+        # open transactions, for the .txnindex each segment should hold (None once bytes could not be read)
+        self.ongoing: OngoingTxns | None = OngoingTxns()
         for files in segments:
             seg = files.path(".log")
             base = files.base_offset
@@ -82,6 +86,7 @@ class _Verifier:
             errors: list[KBatchError] = []
             valid = 0
             batch: RecordBatch | LegacyRecordBatch | None
+            aborted: list[AbortedTxn] = []
             try:
                 for batch in file_batches_until_error(f.read, size, errors):
                     self.batches += 1
@@ -101,6 +106,7 @@ class _Verifier:
                                      kind="offsets")
                     if self.deep:
                         self._records(path, batch, where)
+                    self._follow(batch, aborted)
                     last_offset = batch.last_offset if last_offset is None else max(last_offset, batch.last_offset)
                     valid = pos + batch.size_in_bytes
                     self.bytes += batch.size_in_bytes
@@ -118,10 +124,61 @@ class _Verifier:
                 self.problem(path, valid, f"{size - valid} bytes at the end of the file are not a complete batch "
                                           f"(truncated or partially written tail)", kind="truncated")
                 self.advance(size - valid)
+            if bad is not None or valid < size:
+                self.ongoing = None  # the transactions of what follows are not known
+            elif self.ongoing is not None:
+                self._txn_index(files, aborted)
             self._indexes(files, base, SegmentBatches(f))
         finally:
             f.close()
         return last_offset
+
+    def _follow(self, batch: "RecordBatch | LegacyRecordBatch", aborted: "list[AbortedTxn]") -> None:
+        from ..log.producer_state import marker_type
+
+        if self.ongoing is None or batch.magic < 2 or not batch.is_transactional:
+            return
+        try:
+            kind = marker_type(batch)
+        except KBatchError:
+            self.ongoing = None  # reported by _records
+            return
+        entry = self.ongoing.on_batch(batch.producer_id, batch.base_offset, True, batch.is_control, kind)
+        if entry is not None:
+            aborted.append(entry)
+
+    def _txn_index(self, files: "SegmentFiles", want: "list[AbortedTxn]") -> None:
+        """The segment's .txnindex against its ABORT markers: one entry per aborted transaction, as
+        a broker writes it (a missing file is right only for a segment with no ABORT marker)."""
+        from ..errors import StorageError
+        from ..log.index import TransactionIndex
+
+        ipath = files.path(".txnindex")
+        try:
+            have = TransactionIndex.parse(files.read_index(".txnindex"), ipath)
+        except FileNotFoundError:
+            have = None
+        except StorageError as e:
+            self.problem(ipath, None, f"cannot read: {e.reason}", kind="index")
+            return
+        except KBatchError as e:
+            self.problem(ipath, e.position, f"cannot read: {e}", kind="index")
+            return
+        if have is None:
+            if want:
+                self.problem(ipath, None, f"file is missing: the segment holds {len(want)} ABORT marker(s) (offsets "
+                                          f"{', '.join(str(t.last_offset) for t in want[:5])}"
+                                          f"{', ...' if len(want) > 5 else ''}), each an aborted transaction a "
+                                          f"broker lists here (read_committed readers of this file skip nothing); "
+                                          f"`kbatch reindex` writes it", kind="index")
+            return
+        for i in range(max(len(have), len(want))):
+            h = have[i] if i < len(have) else None
+            w = want[i] if i < len(want) else None
+            if h != w:
+                self.problem(ipath, i * 34, f"entry {i} is {_txn_text(h)}, the log's markers say {_txn_text(w)}; "
+                                            f"`kbatch reindex` rewrites it", kind="index")
+                return
 
     def _records(self, path: str, batch: "RecordBatch | LegacyRecordBatch", where: str) -> None:
         try:
@@ -201,6 +258,13 @@ class _Verifier:
             self.problem(path, e.position, f"sanity check failed: {e}", kind="index")
             return False
         return True
+
+
+def _txn_text(t: "AbortedTxn | None") -> str:
+    if t is None:
+        return "nothing (no such entry)"
+    return (f"(producer {t.producer_id}, first offset {t.first_offset}, last offset {t.last_offset}, last stable "
+            f"offset {t.last_stable_offset})")
 
 
 def cmd_verify(path: "PathLike", *, quiet: bool = False, as_json: bool = False, out: IO[str] | None = None,
