@@ -169,7 +169,7 @@ class _Verifier:
                 self.problem(ipath, None, f"file is missing: the segment holds {len(want)} ABORT marker(s) (offsets "
                                           f"{', '.join(str(t.last_offset) for t in want[:5])}"
                                           f"{', ...' if len(want) > 5 else ''}), each an aborted transaction a "
-                                          f"broker lists here (read_committed readers of this file skip nothing); "
+                                          f"broker lists here (a broker serving this file to read_committed consumers would hand out the aborted records); "
                                           f"`kbatch reindex` writes it", kind="index")
             return
         for i in range(max(len(have), len(want))):

@@ -1414,16 +1414,17 @@ def _rebuild(paths: list[str], targets: set[str], index_interval_bytes: int,
         try:
             if path in targets:
                 built = build_indexes(records, _base_of(path), index_interval_bytes, stop_on_error=True)
-                if built.error is not None or built.valid_bytes < records.size_in_bytes:
-                    why = (str(built.error) if built.error is not None else
-                           f"{records.size_in_bytes - built.valid_bytes} bytes at the end are not a complete batch "
-                           f"(a torn write or a bad length field)")
-                    raise CorruptRecordError(
-                        f"{path} cannot be read in full from byte {built.valid_bytes} ({why}); its indexes are the "
-                        f"only way to some of the batches after that, so no index file of this partition was "
-                        f"changed: see `kbatch verify`, and recover the log (a writer's open truncates a torn tail "
-                        f"of the last segment) or repair it first", position=built.valid_bytes,
-                        expected="complete, valid batches to the end of the segment", found=why)
+                refusal = (f"; {path} cannot be read in full, and its indexes may be the only way to batches "
+                           f"after the damage, so no index file of this partition was changed (see `kbatch verify`; "
+                           f"repair the segment, or let a writer's recovery truncate a torn tail of the last one)")
+                if built.error is not None:
+                    raise built.error.update(reason=built.error.reason + refusal)
+                if built.valid_bytes < records.size_in_bytes:
+                    why = (f"{records.size_in_bytes - built.valid_bytes} bytes from byte {built.valid_bytes} are not a "
+                           f"complete batch (a torn write or a length field running past the end)")
+                    raise CorruptRecordError(why + refusal, position=built.valid_bytes,
+                                             expected="complete, valid batches to the end of the segment",
+                                             found=f"{records.size_in_bytes - built.valid_bytes} bytes that are not")
             entries = _txns.follow_windows(records.scan(), ongoing) if txn_index else []
             if path in targets:
                 plans.append((path, built.index, built.timeindex, entries))

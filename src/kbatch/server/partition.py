@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from .. import _wire as W
 from ..record.file_records import iter_batches
 from ..errors import KBatchError
+from ..log.fetch import cached_transaction_state, collect_aborted_txns, transaction_state
 from .producer_state import ProducerStateError, ProducerStateManager
 from .protocol import FileSlice
 
@@ -85,8 +86,16 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        fuo = self.producer_state.first_unstable_offset() if self.producer_state.loaded else None
+        """The first offset of the earliest transaction with no marker yet, or the high watermark
+        (kbatch.log.fetch, the read path every reader takes)."""
+        fuo = transaction_state(self.log).first_unstable_offset
         return self.high_watermark if fuo is None else min(fuo, self.high_watermark)
+
+    async def ensure_transaction_state(self) -> None:
+        """Read the log's transactions (aborted ones, the open ones: the last stable offset) off the
+        event loop; later calls only read what was appended since (kbatch.log.fetch)."""
+        if cached_transaction_state(self.log) is None:
+            await asyncio.to_thread(transaction_state, self.log)
 
     async def ensure_producer_state(self) -> None:
         """Rebuild the producer state from the log's batch headers once (off the event loop)."""
@@ -179,13 +188,10 @@ class Partition:
         return ReadResult(0, None, [] if read_committed else None)
 
     def _aborted(self, i: int, fetch_offset: int, upper: int) -> list[AbortedTxn]:
-        """Aborted transactions overlapping [fetch_offset, upper) from the segments' .txnindex."""
-        out: list[AbortedTxn] = []
-        for seg in self.log.segments[i:]:
-            if seg.base_offset >= upper:
-                break
-            out += seg.txn_index.collect_aborted_txns(fetch_offset, upper)
-        return out
+        """Aborted transactions overlapping [fetch_offset, upper), by the read path's rule
+        (kbatch.log.fetch: the segments' .txnindex when every segment has one, else the log's
+        ABORT markers), sorted by first offset as a consumer expects them."""
+        return collect_aborted_txns(transaction_state(self.log).aborted, fetch_offset, upper)
 
     def _fd(self, seg: LogSegment) -> int:
         fd = self._fds.get(seg.base_offset)
