@@ -39,7 +39,7 @@ remote, a Spark plan's files): kbatch.spark._plan calls it.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from enum import IntEnum
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -201,7 +201,8 @@ def _follow_from(segs: list[LogSegment], start: tuple[int, int] | None, ongoing:
     return complete, ((segs[-1].base_offset, ends[-1]) if segs else (0, 0))
 
 
-def _upto(gen: Iterator[Window], seg: LogSegment, segs: list[LogSegment], ends: list[int]) -> Iterator[Window]:
+def _upto(gen: Generator[Window, None, int], seg: LogSegment, segs: list[LogSegment],
+          ends: list[int]) -> Iterator[Window]:
     end = yield from gen
     ends.append(end)
     if end < seg.size and seg is not segs[-1]:
@@ -390,8 +391,8 @@ class FetchResult:
                     if bases[j] >= upper:
                         return
                     if self.verify_crc and not ok[j]:
-                        e = _crc_error(s, j)
-                        self._fail(self._hole(k, e.position or 0, last, str(e)))
+                        crc = _crc_error(s, j)
+                        self._fail(self._hole(k, crc.position or 0, last, str(crc)))
                         break
                     b = _batch_at(s, j)
                     last = lasts[j]
