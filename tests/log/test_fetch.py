@@ -155,3 +155,22 @@ def test_rebuild_indexes_refuses_a_bad_length_field_and_changes_nothing(tmp_path
         kbatch.rebuild_indexes(built.path)
     assert target in str(e.value) and e.value.position == pos
     assert P.snapshot(built.path) == before
+
+
+def test_truncation_takes_txnindex_entries_and_the_open_transactions_back(tmp_path):
+    path = str(tmp_path / "t-0")
+    log = kbatch.Log.create(path, kbatch.LogConfig(), now_ms=P.NOW)
+    a = lambda data: log.append(data, now_ms=P.NOW, from_client=False)  # noqa: E731
+    a(P._data(P.PID_ABORT, 0, 2, True, "x"))   # 0-1
+    a(P._marker(P.PID_ABORT, False))            # 2
+    a(P._data(P.PID_LATE, 0, 1, True, "l"))    # 3
+    a(P._marker(P.PID_LATE, False))             # 4
+    assert txnindex_files(path) == {0: P.aborted_txn_entry(P.PID_ABORT, 0, 2, 3)
+                                    + P.aborted_txn_entry(P.PID_LATE, 3, 4, 5)}
+    log.truncate_to(4)                          # the second marker goes; PID_LATE's transaction is open again
+    assert txnindex_files(path) == {0: P.aborted_txn_entry(P.PID_ABORT, 0, 2, 3)}
+    a(P._data(P.PID_OPEN, 0, 1, True, "o"))    # 4
+    a(P._marker(P.PID_LATE, False))             # 5: first offset 3, LSO 4 (PID_OPEN's)
+    log.close()
+    assert txnindex_files(path) == {0: P.aborted_txn_entry(P.PID_ABORT, 0, 2, 3)
+                                    + P.aborted_txn_entry(P.PID_LATE, 3, 5, 4)}
