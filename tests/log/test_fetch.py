@@ -174,3 +174,14 @@ def test_truncation_takes_txnindex_entries_and_the_open_transactions_back(tmp_pa
     log.close()
     assert txnindex_files(path) == {0: P.aborted_txn_entry(P.PID_ABORT, 0, 2, 3)
                                     + P.aborted_txn_entry(P.PID_LATE, 3, 5, 4)}
+
+
+def test_log_read_is_the_read_path(tmp_path):
+    built = P.transactional(str(tmp_path / "t-0"), txn_index=False)
+    log = kbatch.Log.open(built.path)
+    try:
+        assert [r.offset for _b, r in log.read().records()] == built.uncommitted
+        assert [r.offset for _b, r in log.read(isolation=1).records()] == built.committed
+        assert [r.offset for _b, r in log.read(3, 8, isolation=1).records()] == [3, 4, 7]
+    finally:
+        log.close()

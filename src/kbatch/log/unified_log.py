@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from .leader_epoch import LeaderEpochFileCache
     from ..record.legacy import LegacyRecordBatch
     from ..record.file_records import Window
+    from .fetch import FetchResult
     from .segment import SegmentMark, SegmentSettings
     from .validator import AppendInfo, LogValidator
 
@@ -556,6 +557,20 @@ class Log:
                     if verify_crc and not ok[i]:
                         raise _crc_error(s, i)
                     yield _batch_at(s, i)
+
+    def read(self, start_offset: int | None = None, end_offset: int | None = None, *,
+             isolation: int = 0, verify_crc: bool = True, skip_unreadable: bool = False) -> FetchResult:
+        """What a Kafka consumer with `isolation` (0 read_uncommitted, 1 read_committed) sees from
+        `start_offset` (the log start when None) up to `end_offset` (exclusive): kbatch.log.fetch's
+        read_log, the read path every reader takes. `.records()` gives (batch, record) pairs;
+        `.batches()` FetchedBatch items with control batches; `.aborted`, `.last_stable_offset`,
+        `.unreadable`. Bytes it cannot read raise UnreadableDataError (but a partial batch at the
+        end of the last segment, which Kafka ignores)."""
+        from .fetch import read_log
+
+        start = self.beginning_offset() if start_offset is None else start_offset
+        return read_log(self, start, end_offset, isolation=isolation, verify_crc=verify_crc,
+                        skip_unreadable=skip_unreadable)
 
     @overload
     def _last_headers(self, seg: LogSegment, column: str) -> int | None: ...
