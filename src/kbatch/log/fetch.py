@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from .. import _wire as W
 from ..errors import CorruptRecordError, KBatchError, StorageError
 from .index import AbortedTxn, TransactionIndex
-from .producer_state import OngoingTxns, follow_windows
+from .producer_state import OngoingTxns, follow_windows, ongoing_at
 
 if TYPE_CHECKING:
     from .._core import Record
@@ -209,6 +209,16 @@ def _upto(gen: Generator[Window, None, int], seg: LogSegment, segs: list[LogSegm
         raise KBatchError("unreadable bytes")  # torn middle segment: _follow_from notes it
 
 
+def _ongoing_at_start(log: Log) -> OngoingTxns:
+    """The transactions open at the first segment: none at offset 0, else from a local directory's
+    producer snapshot at that offset (kbatch.log.producer_state.ongoing_at); unknown: none."""
+    from .. import _fs
+
+    if not log.segments or _fs.is_remote(log.directory):
+        return OngoingTxns()
+    return ongoing_at(log.directory, log.segments[0].base_offset) or OngoingTxns()
+
+
 def cached_transaction_state(log: Log) -> TxnState | None:
     """transaction_state(log) when it is known for the log as it is now, else None (no reading)."""
     hit = _STATES.get(log)
@@ -234,7 +244,7 @@ def transaction_state(log: Log) -> TxnState:
         ongoing, derived = hit.ongoing.copy(), list(hit.derived)
         complete, resume = _follow_from(segs, hit.resume, ongoing, derived)
     else:
-        ongoing, derived = OngoingTxns(), []
+        ongoing, derived = _ongoing_at_start(log), []
         complete, resume = _follow_from(segs, None, ongoing, derived)
     aborted = ([t for seg, f in zip(segs, files) for t in TransactionIndex.parse(f or b"", seg.path(".txnindex"))]
                if use_files else derived)

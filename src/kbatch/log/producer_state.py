@@ -151,6 +151,25 @@ class OngoingTxns:
         return min(self.first_offsets.values()) if self.first_offsets else None
 
 
+def ongoing_at(directory: str, base_offset: int) -> OngoingTxns | None:
+    """The open transactions at `base_offset` of a local partition directory: empty at offset 0,
+    else from `<base_offset>.snapshot` (a broker writes one at every roll, with each producer's
+    currentTxnFirstOffset), None when there is none to read (a log whose start was trimmed: the
+    transactions open before it are not known)."""
+    import os
+
+    if base_offset == 0:
+        return OngoingTxns()
+    path = os.path.join(directory, f"{base_offset:020d}{SUFFIX}")
+    try:
+        with open(path, "rb") as f:
+            entries = read_snapshot(f.read())
+    except (OSError, KBatchError):
+        return None
+    return OngoingTxns({e.producer_id: e.current_txn_first_offset for e in entries
+                        if e.current_txn_first_offset is not None})
+
+
 def follow_windows(windows: Iterable[Window], ongoing: OngoingTxns) -> list[AbortedTxn]:
     """Follow the batches of scan windows (kbatch.record.file_records' header columns, in offset
     order) with `ongoing`; returns the AbortedTxn of every ABORT marker met, in order. Only
@@ -199,4 +218,4 @@ def marker_type(batch: RecordBatch | LegacyRecordBatch) -> int | None:
     return recs[0].type if recs else W.ControlRecordType.UNKNOWN
 
 
-__all__ = ["OngoingTxns", "follow_windows", "follow_segments", "txn_index_bytes", "marker_type", "SUFFIX", "ProducerStateEntry", "read_snapshot", "write_snapshot", "format_entry", "decrement_sequence"]
+__all__ = ["OngoingTxns", "ongoing_at", "follow_windows", "follow_segments", "txn_index_bytes", "marker_type", "SUFFIX", "ProducerStateEntry", "read_snapshot", "write_snapshot", "format_entry", "decrement_sequence"]

@@ -499,7 +499,7 @@ class Log:
         probe = _txns.follow_segments(seg.windows() for seg in segs)[0]
         if not any(probe) and not any(seg.files.has(".txnindex") for seg in segs):
             return []
-        per_segment, ongoing = _txns.follow_segments(seg.windows() for seg in self.segments)
+        per_segment, ongoing = _txns.follow_segments((seg.windows() for seg in self.segments), self._ongoing_at_start())
         self._ongoing = ongoing
         changed: list[int] = []
         for seg, want in zip(self.segments, per_segment):
@@ -930,7 +930,14 @@ class Log:
     def _load_ongoing(self) -> _txns.OngoingTxns:
         """The open transactions at the log end, from a header scan of every segment (Kafka keeps
         them in its producer state; kbatch reads them once, when a transactional batch comes)."""
-        return _txns.follow_segments(seg.windows(reuse=False) for seg in self.segments)[1]
+        return _txns.follow_segments((seg.windows(reuse=False) for seg in self.segments), self._ongoing_at_start())[1]
+
+    def _ongoing_at_start(self) -> _txns.OngoingTxns:
+        """The transactions open at the first segment's base offset: none at 0, else those of its
+        producer snapshot (a broker writes one at each roll); unknown (none) without one."""
+        if not self.segments:
+            return _txns.OngoingTxns()
+        return _txns.ongoing_at(self.directory, self.segments[0].base_offset) or _txns.OngoingTxns()
 
     def _follow_transactions(self, out: Buffer, rows: list[Window]) -> list[AbortedTxn]:
         """Track open transactions through appended batches (already written, in `out`); the
@@ -1422,7 +1429,8 @@ def _rebuild(paths: list[str], targets: set[str], index_interval_bytes: int,
     """rebuild_segment_indexes for the `targets` among `paths` (a directory's segments in order):
     every target is read in full first, and only when each one is complete and valid are files
     written. The .txnindex entries follow the open transactions from the first of `paths` on."""
-    ongoing = _txns.OngoingTxns()
+    ongoing = (_txns.ongoing_at(os.path.dirname(paths[0]) or ".", _base_of(paths[0])) if paths else None) \
+        or _txns.OngoingTxns()
     plans: list[tuple[str, bytes, bytes, list[AbortedTxn]]] = []
     for path in paths:
         records = FileRecords(path)
