@@ -169,11 +169,11 @@ class Partition:
             start = seg.translate_offset(fetch_offset)
             if start is None or start.offset < fetch_offset:
                 if i + 1 < len(segments) and fetch_offset < bases[i + 1]:
-                    _nxt, end = seg.read_end()
-                    if end < seg.size:  # a torn or damaged middle segment: never a silent jump past it
+                    _nxt, readable = seg.read_end()
+                    if readable < seg.size:  # a torn or damaged middle segment: never a silent jump past it
                         logger.error("%s: Fetch at offset %d: %d bytes from byte %d of %s could not be read; "
                                      "offsets up to %d are in or behind them (CORRUPT_MESSAGE)", self.name,
-                                     fetch_offset, seg.size - end, end, seg.log.path, bases[i + 1] - 1)
+                                     fetch_offset, seg.size - readable, readable, seg.log.path, bases[i + 1] - 1)
                         return ReadResult(2)  # CORRUPT_MESSAGE
                 i += 1
                 continue
