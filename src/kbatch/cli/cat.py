@@ -446,6 +446,7 @@ def cmd_cat(path: "PathLike", *, topic: str | None = None, partition: int | None
         last: int | None = None
         stop: int | None = None
         fetch: FetchResult | None = None
+        failed = False
         try:
             first = start_offset(log, start, err, name)
             if stop_ts is not None:
@@ -463,13 +464,14 @@ def cmd_cat(path: "PathLike", *, topic: str | None = None, partition: int | None
         except KBatchError as e:
             err.write(f"kbatch: {part.path}: {e}\n")
             code = max(code, EXIT_USAGE if isinstance(e, StorageError) else EXIT_PROBLEMS)
+            failed = True  # the partition was not read to its end
         finally:
             problems = fetch.problems() if fetch is not None else log.problems
             for problem in problems:
                 err.write(f"kbatch: {problem}\n")
             if problems:
                 code = max(code, EXIT_PROBLEMS)
-            if not quiet and (count is None or printed < count):
+            if not quiet and not failed and (count is None or printed < count):
                 end = fetch.upper_offset if fetch is not None else log.end_offset()
                 at = end if stop is None or last is None else last + 1
                 tail = ": exiting" if n == len(parts) - 1 else ""

@@ -414,11 +414,14 @@ class FetchResult:
 
     def problems(self) -> list[str]:
         """The Log's problems (index entries the log contradicts, bytes it could not read) but the
-        one Kafka ignores: a partial batch at the very end of the active segment."""
+        one Kafka ignores, a partial batch at the very end of the active segment, and those an
+        UnreadableRange of this read already names."""
         segs = self.log.segments
         tail = f"{segs[-1].path('.log')}: " if segs else None
+        named = tuple(f"{r.path}: {r.size} bytes from byte {r.position} could not be read" for r in self.unreadable)
         return [p for p in self.log.problems
-                if not (tail is not None and p.startswith(tail) and "could not be read (a partial batch:" in p)]
+                if not (tail is not None and p.startswith(tail) and "could not be read (a partial batch:" in p)
+                and not p.startswith(named)]  # (an UnreadableRange says it with the offsets)
 
     def records(self) -> Iterator[tuple[Batch, Record]]:
         """(batch, record) as a consumer application gets them: offsets in [start_offset,
