@@ -115,3 +115,19 @@ def test_verify_reports_a_missing_or_wrong_txnindex_and_reindex_writes_it(tmp_pa
         f.write(b"\x00")  # the first entry's last stable offset: 12 -> 0
     r = run("verify", built.path)
     assert r.exit_code == 1 and "entry 0 is (producer 1001" in r.stdout, r.stdout
+
+
+def test_verify_accepts_the_txnindex_compaction_leaves_and_readers_still_leave_aborts_out(tmp_path):
+    """Compaction removes an aborted transaction's first batches (the entry keeps its original
+    first offset) and markers whose transaction is gone: not a .txnindex problem."""
+    import kbatch
+
+    built = P.transactional(str(tmp_path / "t-0"), open_txn=False)
+    kbatch.compact(built.path, now_ms=P.NOW + 10 ** 10, delete_retention_ms=0)
+    r = run("verify", built.path)
+    assert r.exit_code == 0, r.stdout
+    code, out, _ = cat(built.path, fmt="%o ", isolation_level="read_committed")
+    code_u, out_u, _ = cat(built.path, fmt="%o ")
+    assert code == code_u == 0
+    aborted = {5, 6, 9, 14, 15}  # (what compaction left of them is still left out)
+    assert [int(o) for o in out.split()] == [int(o) for o in out_u.split() if int(o) not in aborted]

@@ -55,6 +55,7 @@ class _Verifier:
         # without one only which markers are listed is checked (first offsets and LSOs are not known)
         self.ongoing: OngoingTxns | None = OngoingTxns()
         self.txn_exact = True
+        self.commits: set[tuple[int, int]] = set()  # (producer id, offset) of the segment's COMMIT markers
         first = True
         for files in segments:
             seg = files.path(".log")
@@ -82,6 +83,7 @@ class _Verifier:
         from ..log.index_rules import SegmentBatches
 
         self.segments += 1
+        self.commits = set()
         last_offset: int | None = None
         path = files.path(".log")
         try:
@@ -144,6 +146,7 @@ class _Verifier:
         return last_offset
 
     def _follow(self, batch: "RecordBatch | LegacyRecordBatch", aborted: "list[AbortedTxn]") -> None:
+        from .. import _wire as W
         from ..log.producer_state import marker_type
 
         if self.ongoing is None or batch.magic < 2 or not batch.is_transactional:
@@ -153,17 +156,25 @@ class _Verifier:
         except KBatchError:
             self.ongoing = None  # reported by _records
             return
+        if kind == W.ControlRecordType.COMMIT:
+            self.commits.add((batch.producer_id, batch.base_offset))
         entry = self.ongoing.on_batch(batch.producer_id, batch.base_offset, True, batch.is_control, kind)
         if entry is not None:
             aborted.append(entry)
 
     def _txn_index(self, files: "SegmentFiles", want: "list[AbortedTxn]") -> None:
-        """The segment's .txnindex against its ABORT markers: one entry per aborted transaction, as
-        a broker writes it (a missing file is right only for a segment with no ABORT marker)."""
+        """The segment's .txnindex against its markers, by what a broker writes and what its cleaner
+        leaves: every ABORT marker whose transaction still has data batches is listed (producer id
+        and marker offset), with a first offset at or before its first batch left (compaction
+        removes batches, the entry keeps the original first offset) and, when that is the same,
+        the last stable offset a broker computes; no entry names a COMMIT marker. An entry whose
+        marker is gone (compacted away) and a missing entry for a transaction with no data left
+        (a cleaner drops it) are accepted. A missing file for a segment with no such marker is right."""
         from ..errors import StorageError
         from ..log.index import TransactionIndex
 
         ipath = files.path(".txnindex")
+        commits, self.commits = self.commits, set()
         try:
             have = TransactionIndex.parse(files.read_index(".txnindex"), ipath)
         except FileNotFoundError:
@@ -174,23 +185,36 @@ class _Verifier:
         except KBatchError as e:
             self.problem(ipath, e.position, f"cannot read: {e}", kind="index")
             return
+        needed = [t for t in want if t.first_offset < t.last_offset]  # transactions with data batches
         if have is None:
-            if want:
-                self.problem(ipath, None, f"file is missing: the segment holds {len(want)} ABORT marker(s) (offsets "
-                                          f"{', '.join(str(t.last_offset) for t in want[:5])}"
-                                          f"{', ...' if len(want) > 5 else ''}), each an aborted transaction a "
-                                          f"broker lists here (a broker serving this file to read_committed consumers would hand out the aborted records); "
-                                          f"`kbatch reindex` writes it", kind="index")
+            if needed:
+                self.problem(ipath, None, f"file is missing: the segment holds {len(needed)} ABORT marker(s) of "
+                                          f"transactions with data (offsets "
+                                          f"{', '.join(str(t.last_offset) for t in needed[:5])}"
+                                          f"{', ...' if len(needed) > 5 else ''}), each an aborted transaction a broker "
+                                          f"lists here (a broker serving this segment to read_committed consumers "
+                                          f"would hand out the aborted records); `kbatch reindex` writes it",
+                             kind="index")
             return
-        for i in range(max(len(have), len(want))):
-            h = have[i] if i < len(have) else None
-            w = want[i] if i < len(want) else None
-            same = (h == w if self.txn_exact or h is None or w is None
-                    else (h.producer_id, h.last_offset) == (w.producer_id, w.last_offset))
-            if not same:
+        listed = {(t.producer_id, t.last_offset): i for i, t in enumerate(have)}
+        for w in want:
+            i = listed.get((w.producer_id, w.last_offset))
+            if i is None:
+                if w.first_offset < w.last_offset:
+                    self.problem(ipath, None, f"no entry for the aborted transaction {_txn_text(w)} (its ABORT marker "
+                                              f"is at offset {w.last_offset}); `kbatch reindex` rewrites the file",
+                                 kind="index")
+                continue
+            h = have[i]
+            if h.first_offset > w.first_offset or (
+                    self.txn_exact and h.first_offset == w.first_offset and h.last_stable_offset != w.last_stable_offset):
                 self.problem(ipath, i * 34, f"entry {i} is {_txn_text(h)}, the log's markers say {_txn_text(w)}; "
                                             f"`kbatch reindex` rewrites it", kind="index")
-                return
+        for i, h in enumerate(have):
+            if (h.producer_id, h.last_offset) in commits:
+                self.problem(ipath, i * 34, f"entry {i} is {_txn_text(h)}, but offset {h.last_offset} holds a COMMIT "
+                                            f"marker of that producer: the transaction was committed; `kbatch "
+                                            f"reindex` rewrites the file", kind="index")
 
     def _records(self, path: str, batch: "RecordBatch | LegacyRecordBatch", where: str) -> None:
         try:
