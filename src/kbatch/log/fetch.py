@@ -18,7 +18,8 @@ are dropped). Here both halves are in one place, over a `Log`:
 Rules:
 
 - **Aborted transactions** come from the segments' `.txnindex` files when every segment has one
-  (as a broker reads them); otherwise from the log's own control batches (a header pass over every
+  (as a broker reads them; a reader of a Log also adds any ABORT marker the files miss, from the
+  header pass it makes for the last stable offset anyway); otherwise from the log's own control batches (a header pass over every
   segment; only transactional control batches are decoded): per producer, its first transactional
   data batch after its previous marker up to an ABORT marker (kbatch.log.producer_state.OngoingTxns,
   the rule `Log.append`, recovery and `rebuild_indexes` write `.txnindex` entries by). A broker (and
@@ -246,8 +247,13 @@ def transaction_state(log: Log) -> TxnState:
     else:
         ongoing, derived = _ongoing_at_start(log), []
         complete, resume = _follow_from(segs, None, ongoing, derived)
-    aborted = ([t for seg, f in zip(segs, files) for t in TransactionIndex.parse(f or b"", seg.path(".txnindex"))]
-               if use_files else derived)
+    aborted = derived
+    if use_files:
+        # the files, as a broker reads them; an ABORT marker they do not list (a stale or cut file)
+        # is added from the header pass made anyway: no aborted record leaks past an index
+        aborted = [t for seg, f in zip(segs, files) for t in TransactionIndex.parse(f or b"", seg.path(".txnindex"))]
+        listed = {(t.producer_id, t.last_offset) for t in aborted}
+        aborted += [t for t in derived if (t.producer_id, t.last_offset) not in listed]
     state = TxnState(aborted, ongoing.first_unstable_offset(), use_files)
     _STATES[log] = _Followed(key, resume, ongoing, derived, complete, state)
     return state
