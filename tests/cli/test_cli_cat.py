@@ -52,11 +52,9 @@ def topic_dir(tmp_path_factory):
         log.append(kbatch.build_end_txn_marker(producer_id=7, producer_epoch=0, commit=commit, coordinator_epoch=0,
                                                timestamp=4100 + base), now_ms=5000, from_client=False)
     log.close()
-    from kbatch.log.index import AbortedTxn
-
-    seg = kbatch.Log.open(d).segments[-1]  # the segment holding the ABORT marker, as a broker indexes it
-    seg.txn_index.path = os.path.join(d, f"{seg.base_offset:020d}.txnindex")
-    seg.txn_index.append(AbortedTxn(7, 9, 11, 12))
+    # Log.append of the ABORT marker indexed the transaction in the segment holding the marker, as a broker does
+    seg = kbatch.Log.open(d).segments[-1]
+    assert [tuple(t) for t in seg.txn_index] == [(7, 9, 11, 12, 0)]
     return str(root)
 
 
@@ -93,10 +91,12 @@ def test_every_format_token(topic_dir):
 
 def test_offsets_beginning_end_absolute_tail_and_times(topic_dir):
     fmt = "%o "
+    ru = dict(isolation_level="read_uncommitted")
     assert cat(topic_dir, fmt=fmt)[1] == b"0 1 2 3 4 5 6 7 "  # 9, 10: an aborted transaction (read_committed)
     assert cat(topic_dir, fmt=fmt, offsets=["end"])[1] == b""
     assert cat(topic_dir, fmt=fmt, offsets=["4"])[1] == b"4 5 6 7 "
     assert cat(topic_dir, fmt=fmt, offsets=["-5"])[1] == b"7 "  # the last five offsets: 7..11 (9, 10 aborted)
+    assert cat(topic_dir, fmt=fmt, offsets=["-5"], **ru)[1] == b"7 9 10 "
     assert cat(topic_dir, fmt=fmt, offsets=["-100"])[1] == b"0 1 2 3 4 5 6 7 "  # no further back than the start
     # s@T: the first record with timestamp >= T; e@T: stop before the first with timestamp >= T
     assert cat(topic_dir, fmt=fmt, offsets=["s@1002", "e@2500"])[1] == b"2 3 4 "
@@ -107,10 +107,18 @@ def test_offsets_beginning_end_absolute_tail_and_times(topic_dir):
 
 
 def test_isolation_levels(topic_dir):
-    # librdkafka's default is read_committed: the aborted transaction (.txnindex) and markers are not shown
+    # the default is librdkafka's and so kcat's, read_committed: the aborted transaction is left out;
+    # read_uncommitted (--isolation-level, or kcat's -X) shows it, as Kafka's console consumer; control
+    # records are never shown to consumers
     assert cat(topic_dir, fmt="%o ", offsets=["6"])[1] == b"6 7 "
+    assert cat(topic_dir, fmt="%o ", offsets=["6"], isolation_level="read_uncommitted")[1] == b"6 7 9 10 "
+    assert cat(topic_dir, fmt="%o ", offsets=["6"], isolation_level="read_committed")[1] == b"6 7 "
+    got = cat(topic_dir, fmt="%o ", offsets=["6"], properties=["isolation.level=read_committed"])[1]
+    assert got == b"6 7 "
     got = cat(topic_dir, fmt="%o ", offsets=["6"], properties=["isolation.level=read_uncommitted"])[1]
-    assert got == b"6 7 9 10 "  # control records are never shown to consumers
+    assert got == b"6 7 9 10 "
+    with pytest.raises(kbatch.cli.UsageProblem):
+        cat(topic_dir, isolation_level="read_comitted")
     with pytest.raises(kbatch.cli.UsageProblem):
         cat(topic_dir, properties=["fetch.max.bytes=1"])
 
@@ -216,8 +224,9 @@ def test_cat_prints_what_kcat_prints_through_kbatch_serve(topic_dir, tmp_path):
 
 
 def _cat_args(args) -> dict:
-    """kcat's command line -> cmd_cat's keywords."""
-    kw, i = {"offsets": [], "serdes": [], "properties": []}, 0
+    """kcat's command line -> cmd_cat's keywords (kcat, as librdkafka, reads read_committed by
+    default; kbatch cat reads read_uncommitted, as Kafka's console consumer: say it)."""
+    kw, i = {"offsets": [], "serdes": [], "properties": ["isolation.level=read_committed"]}, 0
     while i < len(args):
         a = args[i]
         if a in ("-f", "-K", "-o", "-c", "-s", "-X"):

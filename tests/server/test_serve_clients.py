@@ -398,3 +398,26 @@ def test_real_broker_directories_with_every_client(name, tmp_path):
                 got = {(group, t.name, p.partition_index): p.committed_offset for t in r.topics for p in t.partitions}
                 assert got == {k: v for k, v in commits.items() if k[0] == group}
     print(name, {d: len(w[1]) for d, w in want.items()}, "groups:", sorted({g for g, _, _ in commits}))
+
+
+@pytest.mark.parametrize("txn_index", [False, True])
+@pytest.mark.parametrize("client", [c for c in CLIENTS if c != "kafka-python-2.0.2"])
+def test_read_committed_consumer_gets_only_committed_records(client, txn_index, tmp_path):
+    """Issue 28 item 1: aborted transactions (from .txnindex, or, with none, from the ABORT
+    markers: kbatch.log.fetch) are listed in the Fetch response and the last stable offset stops
+    before the open transaction, so a read_committed client gets the committed and plain records
+    only; read_uncommitted gets every data record."""
+    from support import partitions as P
+
+    if CLIENTS[client][3]:
+        pytest.skip(CLIENTS[client][3])
+    root = str(tmp_path / "logs")
+    os.makedirs(root)
+    built = P.transactional(os.path.join(root, "tx-0"), txn_index=txn_index)
+    with serve(root, read_only=True) as srv:
+        [rc, ru] = run_plan(client, srv.bootstrap, [
+            {"op": "consume", "topic": "tx", "partition": 0, "offset": 0, "count": len(built.committed),
+             "isolation": "read_committed"},
+            {"op": "consume", "topic": "tx", "partition": 0, "offset": 0, "count": len(built.uncommitted)}])
+    assert [r[0] for r in rc["records"]] == built.committed
+    assert [r[0] for r in ru["records"]] == built.uncommitted

@@ -836,3 +836,19 @@ def test_decode_request_never_fails_with_anything_but_a_kbatch_error():
         assert req.api.min_version <= req.version <= req.api.max_version
 
     check()
+
+
+def test_fetch_inside_a_torn_middle_segment_is_an_error_not_a_jump(tmp_path, backend):
+    """Issue 28 item 4 through serve: a fetch offset in bytes that cannot be read gets
+    CORRUPT_MESSAGE (2), not the records after the hole."""
+    from support import partitions as PT
+
+    built = PT.plain(str(tmp_path / "t-0"))
+    _target, lost, nxt = PT.tear_middle_segment(built.path)
+    with serve(str(tmp_path), read_only=True) as srv, RawClient(srv.bootstrap) as c:
+        r, _ = c.call(fetch_req("t", 0, lost + 1, 12), 12)
+        p = r.responses[0].partitions[0]
+        assert p.error_code == 2 and bytes(p.records or b"") == b""
+        r, _ = c.call(fetch_req("t", 0, nxt, 12), 12)  # after the hole: served
+        p = r.responses[0].partitions[0]
+        assert p.error_code == 0 and next(iter(kbatch.iter_batches(bytes(p.records)))).base_offset == nxt

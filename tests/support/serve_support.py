@@ -140,7 +140,7 @@ def write_topic(root, topic="t", partition=0, batches=4, per_batch=5, codecs=Non
 
 def write_transactions(root, topic="tx", partition=0):
     """committed txn (offsets 0-1 + marker 2), aborted txn (3-4 + marker 5), plain 6, open txn from 7.
-    The abort is listed in .txnindex as a broker writes it. Returns the offsets a read_committed
+    The abort is listed in .txnindex as a broker writes it (by Log.append). Returns the offsets a read_committed
     consumer sees below the last stable offset (7)."""
     path = os.path.join(root, f"{topic}-{partition}")
     log = kbatch.Log.create(path, kbatch.LogConfig(), now_ms=NOW)
@@ -166,8 +166,10 @@ def write_transactions(root, topic="tx", partition=0):
         log.append(txn_batch(pid_c, 0, 2), now_ms=NOW, from_client=False)
     finally:
         log.close()
-    idx = TransactionIndex(0, path=os.path.join(path, "00000000000000000000.txnindex"))
-    idx.append(AbortedTxn(pid_b, 3, 5, 3))
+    # Log.append of the ABORT marker wrote the .txnindex entry, as a broker does (last stable offset
+    # 6: no other transaction was open at the marker)
+    assert TransactionIndex.open(os.path.join(path, "00000000000000000000.txnindex")).entries == [
+        AbortedTxn(pid_b, 3, 5, 6)]
     return [0, 1, 6]
 
 

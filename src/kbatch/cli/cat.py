@@ -6,7 +6,7 @@ Options follow kcat (`kcat -C`): -t topic, -p partition, -o beginning|end|N|-N|s
 given twice: a start and an e@ stop), -c count, -f format with kcat's tokens (%s %S %R %k %K %T %h
 %t %p %o %%, escapes \\n \\r \\t \\xHH \\NNN), -J JSON envelope, -D and -K delimiters, -Z to print
 empty keys and values as NULL, -s key=/value= deserializers, -e, -u, -q, and
--X isolation.level=read_committed|read_uncommitted.
+--isolation-level (or -X isolation.level=) read_uncommitted|read_committed.
 
 Files are not a broker, so where kcat's answer comes from librdkafka, kbatch does what librdkafka
 does with the log's own data (docs/cli.md lists each):
@@ -15,9 +15,15 @@ does with the log's own data (docs/cli.md lists each):
   first message whose timestamp >= T, which is exactly it.
 - an absolute offset outside [log start, log end] starts at the end (auto.offset.reset=latest,
   librdkafka's default); -N starts N records before the end, at the log start at the earliest.
-- isolation.level defaults to read_committed, as in librdkafka: records of aborted transactions
-  (the segments' .txnindex) and control records are not printed. Files have no last stable offset,
-  so records of a transaction without a marker yet are printed.
+- records are read through kbatch.log.fetch, the read path every reader takes. The isolation
+  level defaults to read_uncommitted, what Kafka's console consumer shows (librdkafka, and so
+  kcat, default to read_committed: give --isolation-level read_committed for kcat's answer).
+  Control records are never printed; under read_committed neither are records of aborted
+  transactions (from .txnindex, else from the log's ABORT markers), and printing stops at the
+  last stable offset (before the first transaction with no marker yet).
+- bytes that cannot be read (a torn or corrupt middle segment, a bad length field) are named on
+  stderr, with the offsets behind them, and make the exit code 1; only a partial batch at the
+  very end of the last segment is ignored, as Kafka ignores it.
 - partitions are printed one after another in (topic, partition) order (kcat interleaves them as
   fetches arrive); -c counts over all of them, as kcat's does.
 - JSON: "broker" is -1 (no broker served the record); keys and values go through -s as well
@@ -32,7 +38,7 @@ import logging
 import re
 import struct
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, Literal, Protocol, Union
 
 from .. import _wire as W
@@ -45,6 +51,7 @@ if TYPE_CHECKING:
 
     from .._core import ByteView, Record
     from .._typing import PathLike
+    from ..log.fetch import FetchResult
     from ..log.unified_log import Log
 
 #: a piece of a kcat -f format: literal bytes, or a token letter (TOKENS)
@@ -334,57 +341,15 @@ def _tstype(batch: "Batch") -> str | None:
     return "logappend" if batch.timestamp_type == W.TimestampType.LOG_APPEND_TIME else "create"
 
 
-def _aborted(log: "Log", first_segment: int) -> dict[int, list[tuple[int, int]]]:
-    """{producer id: [(first offset, last offset)]} of aborted transactions from the .txnindex of
-    each segment from `first_segment` on (a marker, and its entry, comes after the data)."""
-    out: dict[int, list[tuple[int, int]]] = {}
-    for seg in log.segments[first_segment:]:
-        if seg.files.has(".txnindex"):
-            for t in seg.txn_index:
-                out.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
-    return out
+def records_from(log: "Log", offset: int, stop: int | None, read_committed: bool) -> "FetchResult":
+    """The read of `log` from `offset` to `stop` (exclusive) through kbatch.log.fetch, the read path
+    every reader takes: `.records()` gives (batch, record) in offset order, control batches and
+    (read_committed) aborted transactions left out, up to the last stable offset; bytes it cannot
+    read raise UnreadableDataError (a partial batch at the end of the active segment excepted)."""
+    from ..log.fetch import IsolationLevel, read_log
 
-
-def records_from(log: "Log", offset: int, stop: int | None,
-                 read_committed: bool) -> "Iterator[tuple[Batch, Record]]":
-    """(batch, record) from `offset` (a batch boundary found through .index) to `stop` (exclusive),
-    in offset order; control batches and (read_committed) aborted transactions left out."""
-    from ..record.file_records import _FIRST_WINDOW, _batch_at, _crc_error
-
-    segs = log.segments
-    i = 0
-    while i + 1 < len(segs) and segs[i + 1].base_offset <= offset:
-        i += 1
-    aborted = _aborted(log, i) if read_committed else {}
-    for k in range(i, len(segs)):
-        seg = segs[k]
-        pos = 0
-        if k == i and offset > seg.base_offset:
-            found = seg.translate_offset(offset)
-            if found is None:
-                continue
-            pos = found.position
-        for s in seg.windows(pos, verify_crc=True, first_window=_FIRST_WINDOW):
-            ok = s["crc_valid"].tolist()
-            for j in range(len(ok)):
-                if not ok[j]:
-                    raise _crc_error(s, j)
-                if int(s["last_offset"][j]) < offset:
-                    continue
-                if stop is not None and int(s["base_offset"][j]) >= stop:
-                    return
-                b = _batch_at(s, j)
-                if b.is_control:
-                    continue
-                if read_committed and b.is_transactional and any(
-                        f <= b.base_offset <= last for f, last in aborted.get(b.producer_id, ())):
-                    continue
-                for r in b:
-                    if r.offset < offset:
-                        continue
-                    if stop is not None and r.offset >= stop:
-                        return
-                    yield b, r
+    return read_log(log, offset, stop, isolation=IsolationLevel.READ_COMMITTED if read_committed
+                    else IsolationLevel.READ_UNCOMMITTED)
 
 
 # ------------------------------------------------------------------------------------ the command
@@ -414,20 +379,24 @@ def cmd_cat(path: "PathLike", *, topic: str | None = None, partition: int | None
             count: int | None = None, fmt: str | None = None, as_json: bool = False, delim: str = "\\n",
             key_delim: str | None = None, null: bool = False, serdes: Sequence[str] = (), exit_at_end: bool = True,
             unbuffered: bool = False, quiet: bool = False, properties: Sequence[str] = (),
-            out: IO[str] | BinaryIO | None = None, err: IO[str] | None = None, schemas: str | None = None,
-            registry: str | None = None) -> int:
+            isolation_level: str | None = None, out: IO[str] | BinaryIO | None = None,
+            err: IO[str] | None = None, schemas: str | None = None, registry: str | None = None) -> int:
     from ..log.unified_log import Log
 
     dest = _binary(out if out is not None else sys.stdout)
     err = err if err is not None else sys.stderr
     start, stop_ts = parse_offsets(offsets)
-    read_committed = True
+    read_committed = True  # librdkafka's default, and so kcat's (-X isolation.level=read_uncommitted for all)
     for prop in properties or ():
         k, _, v = prop.partition("=")
         if k.strip() == "isolation.level" and v.strip() in ("read_committed", "read_uncommitted"):
             read_committed = v.strip() == "read_committed"
         else:
             raise UsageProblem(f"-X {prop!r}: files take only isolation.level=read_committed|read_uncommitted")
+    if isolation_level is not None:
+        if isolation_level not in ("read_committed", "read_uncommitted"):
+            raise UsageProblem(f"--isolation-level {isolation_level!r}: expected read_uncommitted or read_committed")
+        read_committed = isolation_level == "read_committed"
     from ._schemas import cat_serdes  # -s key=/value= avro|json|protobuf, with --schemas / -r
 
     serdes, with_schemas = cat_serdes(serdes or (), schemas, registry)
@@ -479,12 +448,15 @@ def cmd_cat(path: "PathLike", *, topic: str | None = None, partition: int | None
             continue
         last: int | None = None
         stop: int | None = None
+        fetch: FetchResult | None = None
+        failed = False
         try:
             first = start_offset(log, start, err, name)
             if stop_ts is not None:
                 hit = log.offset_for(stop_ts)
                 stop = None if hit is None else hit.offset
-            for b, r in records_from(log, first, stop, read_committed):
+            fetch = records_from(log, first, stop, read_committed)
+            for b, r in fetch.records():
                 dest.write(formatter.format(t, p, r, _tstype(b), err))
                 if unbuffered:
                     dest.flush()
@@ -495,13 +467,16 @@ def cmd_cat(path: "PathLike", *, topic: str | None = None, partition: int | None
         except KBatchError as e:
             err.write(f"kbatch: {part.path}: {e}\n")
             code = max(code, EXIT_USAGE if isinstance(e, StorageError) else EXIT_PROBLEMS)
+            failed = True  # the partition was not read to its end
         finally:
-            for problem in log.problems:
+            problems = fetch.problems() if fetch is not None else log.problems
+            for problem in problems:
                 err.write(f"kbatch: {problem}\n")
-            if log.problems:
+            if problems:
                 code = max(code, EXIT_PROBLEMS)
-            if not quiet and (count is None or printed < count):
-                at = log.end_offset() if stop is None or last is None else last + 1
+            if not quiet and not failed and (count is None or printed < count):
+                end = fetch.upper_offset if fetch is not None else log.end_offset()
+                at = end if stop is None or last is None else last + 1
                 tail = ": exiting" if n == len(parts) - 1 else ""
                 err.write(f"% Reached {'stop timestamp' if stop_ts is not None and stop is not None else 'end'} "
                           f"of topic {name} at offset {at}{tail}\n")
@@ -536,8 +511,9 @@ def register(app: "typer.Typer") -> None:
             exit_at_end: Annotated[bool, typer.Option("-e", help="Exit at the end (always: files end).")] = False,
             unbuffered: Annotated[bool, typer.Option("-u", help="Flush after each record.")] = False,
             quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No 'Reached end' lines on stderr.")] = False,
-            prop: Annotated[Optional[List[str]], typer.Option("-X", help="isolation.level=read_committed (default) or read_uncommitted.")] = None) -> None:
+            prop: Annotated[Optional[List[str]], typer.Option("-X", help="isolation.level=read_committed (default, as kcat) or read_uncommitted.")] = None,
+            isolation_level: Annotated[Optional[str], typer.Option("--isolation-level", help="read_committed (default, as kcat: records of aborted transactions left out, stop at the last stable offset) or read_uncommitted (everything, as Kafka's console consumer).")] = None) -> None:
         run(cmd_cat, path, topic=topic, partition=partition, offsets=list(offset or []), count=count, fmt=fmt,
             as_json=as_json, delim=delim, key_delim=key_delim, null=null, serdes=list(serdes or []),
             exit_at_end=exit_at_end, unbuffered=unbuffered, quiet=quiet, properties=list(prop or []), schemas=schemas,
-            registry=registry)
+            registry=registry, isolation_level=isolation_level)

@@ -44,7 +44,7 @@ def cmd_reindex(path: "PathLike", *, index_interval_bytes: int = W.DEFAULT_INDEX
         if as_json:
             emit(out, dict(type="reindexed", partition=d, segments=len(segs)))
         elif not quiet:
-            out.write(f"{d}: rebuilt .index and .timeindex of {len(segs)} segment(s)\n")
+            out.write(f"{d}: rebuilt .index, .timeindex and .txnindex of {len(segs)} segment(s)\n")
     return code
 
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import typer
 
     from .._typing import PathLike
-    from ..log.index import OffsetIndex, TimeIndex
+    from ..log.index import AbortedTxn, OffsetIndex, TimeIndex
     from ..log.index_rules import SegmentBatches
     from ..log.segment import SegmentFiles
 
@@ -45,11 +45,26 @@ class _Verifier:
         """segments: kbatch SegmentFiles (any layout, local or remote), by base offset."""
         from .. import _fs
 
+        from ..log.producer_state import OngoingTxns
+
         prev_last: int | None = None  # last offset of the previous segment
         prev_file = ""
+        # open transactions, for the .txnindex each segment should hold (None once bytes could not be
+        # read); a log whose start was trimmed starts from the first segment's producer snapshot, and
+        # without one only which markers are listed is checked (first offsets and LSOs are not known)
+        self.ongoing: OngoingTxns | None = OngoingTxns()
+        self.txn_exact = True
+        self.commits: set[tuple[int, int]] = set()  # (producer id, offset) of the segment's COMMIT markers
+        first = True
         for files in segments:
             seg = files.path(".log")
             base = files.base_offset
+            if first and base is not None and base > 0:
+                from ..log.producer_state import ongoing_at
+
+                seeded = ongoing_at(directory, base) if os.path.isdir(directory) else None
+                self.ongoing, self.txn_exact = (seeded, True) if seeded is not None else (OngoingTxns(), False)
+            first = False
             if base is None:
                 self.problem(seg, None, f"{seg}: the file name does not start with a segment base offset (20 digits)")
                 continue
@@ -67,6 +82,7 @@ class _Verifier:
         from ..log.index_rules import SegmentBatches
 
         self.segments += 1
+        self.commits = set()
         last_offset: int | None = None
         path = files.path(".log")
         try:
@@ -81,6 +97,7 @@ class _Verifier:
             errors: list[KBatchError] = []
             valid = 0
             batch: "Batch | None"
+            aborted: list[AbortedTxn] = []
             try:
                 for batch in file_batches_until_error(f.read, size, errors):
                     self.batches += 1
@@ -100,6 +117,7 @@ class _Verifier:
                                      kind="offsets")
                     if self.deep:
                         self._records(path, batch, where)
+                    self._follow(batch, aborted)
                     last_offset = batch.last_offset if last_offset is None else max(last_offset, batch.last_offset)
                     valid = pos + batch.size_in_bytes
                     self.bytes += batch.size_in_bytes
@@ -117,10 +135,85 @@ class _Verifier:
                 self.problem(path, valid, f"{size - valid} bytes at the end of the file are not a complete batch "
                                           f"(truncated or partially written tail)", kind="truncated")
                 self.advance(size - valid)
+            if bad is not None or valid < size:
+                self.ongoing = None  # the transactions of what follows are not known
+            elif self.ongoing is not None:
+                self._txn_index(files, aborted)
             self._indexes(files, base, SegmentBatches(f))
         finally:
             f.close()
         return last_offset
+
+    def _follow(self, batch: "Batch", aborted: "list[AbortedTxn]") -> None:
+        from .. import _wire as W
+        from ..log.producer_state import marker_type
+
+        if self.ongoing is None or batch.magic < 2 or not batch.is_transactional:
+            return
+        try:
+            kind = marker_type(batch)
+        except KBatchError:
+            self.ongoing = None  # reported by _records
+            return
+        if kind == W.ControlRecordType.COMMIT:
+            self.commits.add((batch.producer_id, batch.base_offset))
+        entry = self.ongoing.on_batch(batch.producer_id, batch.base_offset, True, batch.is_control, kind)
+        if entry is not None:
+            aborted.append(entry)
+
+    def _txn_index(self, files: "SegmentFiles", want: "list[AbortedTxn]") -> None:
+        """The segment's .txnindex against its markers, by what a broker writes and what its cleaner
+        leaves: every ABORT marker whose transaction still has data batches is listed (producer id
+        and marker offset), with a first offset at or before its first batch left (compaction
+        removes batches, the entry keeps the original first offset) and, when that is the same,
+        the last stable offset a broker computes; no entry names a COMMIT marker. An entry whose
+        marker is gone (compacted away) and a missing entry for a transaction with no data left
+        (a cleaner drops it) are accepted. A missing file for a segment with no such marker is right."""
+        from ..errors import StorageError
+        from ..log.index import TransactionIndex
+
+        ipath = files.path(".txnindex")
+        commits, self.commits = self.commits, set()
+        try:
+            have = TransactionIndex.parse(files.read_index(".txnindex"), ipath)
+        except FileNotFoundError:
+            have = None
+        except StorageError as e:
+            self.problem(ipath, None, f"cannot read: {e.reason}", kind="index")
+            return
+        except KBatchError as e:
+            self.problem(ipath, e.position, f"cannot read: {e}", kind="index")
+            return
+        needed = [t for t in want if t.first_offset < t.last_offset]  # transactions with data batches
+        if have is None:
+            if needed:
+                self.problem(ipath, None, f"file is missing: the segment holds {len(needed)} ABORT marker(s) of "
+                                          f"transactions with data (offsets "
+                                          f"{', '.join(str(t.last_offset) for t in needed[:5])}"
+                                          f"{', ...' if len(needed) > 5 else ''}), each an aborted transaction a broker "
+                                          f"lists here (a broker serving this segment to read_committed consumers "
+                                          f"would hand out the aborted records); `kbatch reindex` writes it",
+                             kind="index")
+            return
+        listed = {(t.producer_id, t.last_offset): i for i, t in enumerate(have)}
+        for w in want:
+            i = listed.get((w.producer_id, w.last_offset))
+            if i is None:
+                if w.first_offset < w.last_offset:
+                    self.problem(ipath, None, f"no entry for the aborted transaction {_txn_text(w)} (its ABORT marker "
+                                              f"is at offset {w.last_offset}); `kbatch reindex` rewrites the file",
+                                 kind="index")
+                continue
+            h = have[i]
+            if h.first_offset > w.first_offset or (
+                    self.txn_exact and h.first_offset == w.first_offset and h.last_stable_offset != w.last_stable_offset):
+                self.problem(ipath, i * 34, f"entry {i} is {_txn_text(h)}, the log's markers say {_txn_text(w)}; "
+                                            f"`kbatch reindex` rewrites it", kind="index")
+        for i, h in enumerate(have):
+            if (h.producer_id, h.last_offset) in commits:
+                self.problem(ipath, i * 34, f"entry {i} is {_txn_text(h)}, but offset {h.last_offset} holds a COMMIT "
+                                            f"marker of that producer: the transaction was committed; `kbatch "
+                                            f"reindex` rewrites the file", kind="index")
 
     def _records(self, path: str, batch: "Batch", where: str) -> None:
         try:
@@ -200,6 +293,13 @@ class _Verifier:
             self.problem(path, e.position, f"sanity check failed: {e}", kind="index")
             return False
         return True
+
+
+def _txn_text(t: "AbortedTxn | None") -> str:
+    if t is None:
+        return "nothing (no such entry)"
+    return (f"(producer {t.producer_id}, first offset {t.first_offset}, last offset {t.last_offset}, last stable "
+            f"offset {t.last_stable_offset})")
 
 
 def cmd_verify(path: "PathLike", *, quiet: bool = False, as_json: bool = False, out: IO[str] | None = None,

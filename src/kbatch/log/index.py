@@ -442,6 +442,18 @@ class TransactionIndex:
                 os.close(fd)
         self.entries.append(txn)
 
+    def truncate_entries(self, n: int) -> None:
+        """Keep the first n entries (the file too): undoes appends after a failed write."""
+        if n >= len(self.entries):
+            return
+        if self.path is not None and os.path.exists(self.path):
+            fd = os.open(self.path, os.O_RDWR | _files.O_CLOEXEC)
+            try:
+                _files.truncate_back(fd, n * W.TXN_INDEX_ENTRY_SIZE, self.path)
+            finally:
+                os.close(fd)
+        del self.entries[n:]
+
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [fetch_offset, upper_bound_offset) (TransactionIndex.collectAbortedTxns)."""
         return [t for t in self.entries if t.last_offset >= fetch_offset and t.first_offset < upper_bound_offset]

@@ -1,4 +1,6 @@
-"""ProducerStateManager's snapshot files (`<20-digit offset>.snapshot` in a partition directory).
+"""Producer state of a partition: ProducerStateManager's snapshot files (`<20-digit offset>.snapshot`
+in a partition directory) and the open transactions a log's batches leave (`OngoingTxns`: each
+producer's `currentTxnFirstOffset`, what a `.txnindex` entry and the last stable offset come from).
 
 Layout (storage/src/main/resources/message/ProducerSnapshot.json, version 1, read with
 kbatch.schema): int16 version, uint32 CRC-32C of every byte after the CRC field (byte 6 on), an
@@ -8,15 +10,18 @@ ProducerStateManager.readSnapshot does and raises CorruptSnapshotError with Kafk
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from .. import _backend
 from .. import _wire as W
-from ..errors import CorruptRecordError, CorruptSnapshotError
+from ..errors import CorruptRecordError, CorruptSnapshotError, KBatchError
+from .index import AbortedTxn
 
 if TYPE_CHECKING:
     from .._typing import Buffer
+    from ..record.batch import Batch
+    from ..record.file_records import Window
 from ..schema import MESSAGES, read_message
 
 SUFFIX = ".snapshot"  # LogFileUtils.PRODUCER_SNAPSHOT_FILE_SUFFIX
@@ -95,4 +100,114 @@ def format_entry(e: ProducerStateEntry) -> str:
     return line
 
 
-__all__ = ["SUFFIX", "ProducerStateEntry", "read_snapshot", "write_snapshot", "format_entry"]
+class OngoingTxns:
+    """Open transactions while a log is read or written in offset order (the part of Kafka's
+    ProducerStateManager that `.txnindex` and the last stable offset come from).
+
+    Per producer id: the offset of the first transactional data batch after its last marker
+    (`currentTxnFirstOffset`). A transaction marker (a transactional control batch whose record
+    is ABORT or COMMIT) ends that producer's transaction; for an ABORT, `on_batch` returns the
+    `.txnindex` entry a broker writes at that moment: (producer id, first offset: the open
+    transaction's, or the marker's own offset when none is open, last offset: the marker's, last
+    stable offset: the first offset of the earliest transaction of another producer still open,
+    else the marker's offset + 1). Non-transactional batches and control batches that are not
+    markers change nothing."""
+
+    def __init__(self, first_offsets: dict[int, int] | None = None) -> None:
+        self.first_offsets: dict[int, int] = dict(first_offsets or {})
+
+    def copy(self) -> OngoingTxns:
+        return OngoingTxns(self.first_offsets)
+
+    def on_batch(self, producer_id: int, base_offset: int, is_transactional: bool, is_control: bool,
+                 marker: int | None = None) -> AbortedTxn | None:
+        """Follow one batch (header fields; `marker`: the control record type of a control batch,
+        W.ControlRecordType, None when unknown). Returns the AbortedTxn of an ABORT marker."""
+        if not is_transactional or producer_id < 0:
+            return None
+        if not is_control:
+            self.first_offsets.setdefault(producer_id, base_offset)
+            return None
+        if marker not in (W.ControlRecordType.ABORT, W.ControlRecordType.COMMIT):
+            return None
+        first = self.first_offsets.pop(producer_id, base_offset)
+        if marker != W.ControlRecordType.ABORT:
+            return None
+        others = self.first_offsets.values()
+        lso = min(others) if others else base_offset + 1
+        return AbortedTxn(producer_id, first, base_offset, lso)
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest open transaction (the last stable offset when the
+        log's end is past it), or None."""
+        return min(self.first_offsets.values()) if self.first_offsets else None
+
+
+def ongoing_at(directory: str, base_offset: int) -> OngoingTxns | None:
+    """The open transactions at `base_offset` of a local partition directory: empty at offset 0,
+    else from `<base_offset>.snapshot` (a broker writes one at every roll, with each producer's
+    currentTxnFirstOffset), None when there is none to read (a log whose start was trimmed: the
+    transactions open before it are not known)."""
+    import os
+
+    if base_offset == 0:
+        return OngoingTxns()
+    path = os.path.join(directory, f"{base_offset:020d}{SUFFIX}")
+    try:
+        with open(path, "rb") as f:
+            entries = read_snapshot(f.read())
+    except (OSError, KBatchError):
+        return None
+    return OngoingTxns({e.producer_id: e.current_txn_first_offset for e in entries
+                        if e.current_txn_first_offset is not None})
+
+
+def follow_windows(windows: Iterable[Window], ongoing: OngoingTxns) -> list[AbortedTxn]:
+    """Follow the batches of scan windows (kbatch.record.file_records' header columns, in offset
+    order) with `ongoing`; returns the AbortedTxn of every ABORT marker met, in order. Only
+    transactional control batches are decoded."""
+    from ..record.file_records import _batch_at
+
+    out: list[AbortedTxn] = []
+    for s in windows:
+        cols = [s[k].tolist() for k in ("magic", "attributes", "producer_id", "base_offset")]
+        for i, (magic, attrs, pid, base) in enumerate(zip(*cols)):
+            if magic < 2 or pid < 0 or not attrs & W.TRANSACTIONAL_FLAG_MASK:
+                continue
+            control = bool(attrs & W.CONTROL_FLAG_MASK)
+            kind = marker_type(_batch_at(s, i)) if control else None
+            entry = ongoing.on_batch(pid, base, True, control, kind)
+            if entry is not None:
+                out.append(entry)
+    return out
+
+
+def follow_segments(segments: Iterable[Iterable[Window]], ongoing: OngoingTxns | None = None
+                    ) -> tuple[list[list[AbortedTxn]], OngoingTxns]:
+    """follow_windows over each segment's scan windows in turn (the state carries from one segment
+    to the next, as a transaction may span segments): the `.txnindex` entries of each segment, and
+    the open transactions at the end."""
+    ongoing = OngoingTxns() if ongoing is None else ongoing
+    return [follow_windows(w, ongoing) for w in segments], ongoing
+
+
+def txn_index_bytes(entries: Iterable[AbortedTxn]) -> bytes:
+    """A `.txnindex` file holding `entries` (34 bytes each, kafka-format.md 5.5)."""
+    from .index import TransactionIndex
+
+    return TransactionIndex(0, entries).raw()
+
+
+def marker_type(batch: Batch) -> int | None:
+    """The control record type of a transactional control batch (W.ControlRecordType), None for
+    any other batch. Errors name the batch."""
+    if batch.magic < 2 or not batch.is_control or not batch.is_transactional:
+        return None
+    try:
+        recs = batch.control_records()
+    except KBatchError as e:
+        raise e.at(position=batch.position, base_offset=batch.base_offset)
+    return recs[0].type if recs else W.ControlRecordType.UNKNOWN
+
+
+__all__ = ["OngoingTxns", "ongoing_at", "follow_windows", "follow_segments", "txn_index_bytes", "marker_type", "SUFFIX", "ProducerStateEntry", "read_snapshot", "write_snapshot", "format_entry"]

@@ -40,7 +40,8 @@ from .checkpoints import RecoveryCheckpoint
 from ..errors import (CorruptRecordError, FileChangedError, InvalidConfigurationError, InvalidRequestError, KBatchError,
                      RecordTooLargeError, StorageError, UnknownTopicOrPartitionError,
                      UnsupportedForMessageFormatError)
-from .index import OffsetIndex, TimeIndex
+from .index import AbortedTxn, OffsetIndex, TimeIndex
+from . import producer_state as _txns
 
 if TYPE_CHECKING:
     from ..record.batch import Batch
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from .._typing import Buffer, PathLike, TableLike
     from .leader_epoch import LeaderEpochFileCache
     from ..record.file_records import Window
+    from .fetch import FetchResult
     from .segment import SegmentMark, SegmentSettings
     from .validator import AppendInfo, LogValidator
 
@@ -368,6 +370,7 @@ class Log:
         self.layout = "broker"              # or a tiered-storage layout (kbatch.log.layout)
         self._listing_problems: list[str] = []  # tiered copies left out when the directory was listed
         self._group: AppendGroup | None = None  # the all-or-nothing group open on this Log, if any
+        self._ongoing: _txns.OngoingTxns | None = None  # open transactions at the log end (writers; on first use)
 
     # ---- opening
     @classmethod
@@ -534,12 +537,40 @@ class Log:
         seg.roll_jitter_ms = self._jitter()
         next_offset = seg.base_offset if built.last_offset is None else built.last_offset + 1
         self._next_offset = next_offset
+        self._recover_txn_indexes(set(recovered))
         seg.flush()
         self.recovery = RecoveryReport(cut, reason, tuple(rebuilt), tuple(recovered), tuple(cleaned))
         # everything below the log end offset is now checked and on disk: the next unclean open
         # starts from here; a crash from now on is an unclean shutdown
         RecoveryCheckpoint(next_offset, clean_shutdown=False).write(self.directory)
         self._recovery_point = next_offset
+
+    def _recover_txn_indexes(self, recovered: set[int]) -> list[int]:
+        """LogSegment.recover's `.txnindex` half: a recovered segment's file is rewritten from the
+        ABORT markers it holds (the transactions' first offsets and the last stable offsets need
+        the transactions still open before it, so then every earlier segment's headers are read
+        too). A recovered segment with no ABORT marker keeps no entries. Returns the bases rewritten."""
+        segs = [seg for seg in self.segments if seg.base_offset in recovered]
+        probe = _txns.follow_segments(seg.windows() for seg in segs)[0]
+        if not any(probe) and not any(seg.files.has(".txnindex") for seg in segs):
+            return []
+        per_segment, ongoing = _txns.follow_segments((seg.windows() for seg in self.segments), self._ongoing_at_start())
+        self._ongoing = ongoing
+        changed: list[int] = []
+        for seg, want in zip(self.segments, per_segment):
+            if seg.base_offset not in recovered:
+                continue
+            path = seg.path(".txnindex")
+            have = _read_or_none(path)
+            data = _txns.txn_index_bytes(want)
+            if have == data or (have is None and not want):
+                continue
+            _files.atomic_write(path, data)
+            seg._txn_index = None  # read again
+            logger.warning("Rewrote the transaction index of recovered segment %s (%d aborted transactions)",
+                           seg.path(".log"), len(want))
+            changed.append(seg.base_offset)
+        return changed
 
     def _jitter(self) -> int:
         j = self.config.segment_jitter_ms
@@ -581,6 +612,20 @@ class Log:
                     if verify_crc and not ok[i]:
                         raise _crc_error(s, i)
                     yield _batch_at(s, i)
+
+    def read(self, start_offset: int | None = None, end_offset: int | None = None, *,
+             isolation: int = 0, verify_crc: bool = True, skip_unreadable: bool = False) -> FetchResult:
+        """What a Kafka consumer with `isolation` (0 read_uncommitted, 1 read_committed) sees from
+        `start_offset` (the log start when None) up to `end_offset` (exclusive): kbatch.log.fetch's
+        read_log, the read path every reader takes. `.records()` gives (batch, record) pairs;
+        `.batches()` FetchedBatch items with control batches; `.aborted`, `.last_stable_offset`,
+        `.unreadable`. Bytes it cannot read raise UnreadableDataError (but a partial batch at the
+        end of the last segment, which Kafka ignores)."""
+        from .fetch import read_log
+
+        start = self.beginning_offset() if start_offset is None else start_offset
+        return read_log(self, start, end_offset, isolation=isolation, verify_crc=verify_crc,
+                        skip_unreadable=skip_unreadable)
 
     @overload
     def _last_headers(self, seg: LogSegment, column: str) -> int | None: ...
@@ -889,6 +934,12 @@ class Log:
         active = self.active_segment
         before = active.mark()
         epochs_before = self.leader_epoch_cache.entries()
+        if self._ongoing is None and any(
+                (a & W.TRANSACTIONAL_FLAG_MASK) and m >= 2 and p >= 0 for s in rows
+                for a, m, p in zip(s["attributes"].tolist(), s["magic"].tolist(), s["producer_id"].tolist())):
+            self._ongoing = self._load_ongoing()
+        ongoing_before = None if self._ongoing is None else self._ongoing.copy()
+        txn_before = len(active.txn_index) if self._ongoing is not None else None
         new_seg = None
         try:
             seg = active
@@ -903,8 +954,14 @@ class Log:
                 for pos, size, last, max_ts, magic, attrs in zip(*(s[k].tolist() for k in (
                         "position", "size", "last_offset", "max_timestamp", "magic", "attributes"))):
                     seg.append_batch(mv[pos:pos + size], last, max_ts, magic, attrs)
+            aborted = self._follow_transactions(out, rows)
+            for txn in aborted:  # UnifiedLog.append: the segment appended to indexes each aborted transaction
+                seg.txn_index.append(txn)
             self._assign_epochs(rows)  # may write leader-epoch-checkpoint: part of the all-or-nothing
         except BaseException as e:
+            self._ongoing = ongoing_before
+            if txn_before is not None and len(active.txn_index) > txn_before:
+                active.txn_index.truncate_entries(txn_before)
             self._undo(active, before, new_seg, e)
             self.leader_epoch_cache._entries = list(epochs_before)  # its file was replaced atomically or not at all
             if isinstance(e, OSError) and not isinstance(e, StorageError):
@@ -950,6 +1007,28 @@ class Log:
             end = self.end_offset()
             return AppendInfo(end, end - 1, W.NO_TIMESTAMP, -1, None, False, 0, 0, 0, 0)
         return AppendInfo.merge(infos)
+
+    def _load_ongoing(self) -> _txns.OngoingTxns:
+        """The open transactions at the log end, from a header scan of every segment (Kafka keeps
+        them in its producer state; kbatch reads them once, when a transactional batch comes)."""
+        return _txns.follow_segments((seg.windows(reuse=False) for seg in self.segments), self._ongoing_at_start())[1]
+
+    def _ongoing_at_start(self) -> _txns.OngoingTxns:
+        """The transactions open at the first segment's base offset: none at 0, else those of its
+        producer snapshot (a broker writes one at each roll); unknown (none) without one."""
+        if not self.segments:
+            return _txns.OngoingTxns()
+        return _txns.ongoing_at(self.directory, self.segments[0].base_offset) or _txns.OngoingTxns()
+
+    def _follow_transactions(self, out: Buffer, rows: list[Window]) -> list[AbortedTxn]:
+        """Track open transactions through appended batches (already written, in `out`); the
+        `.txnindex` entries of the ABORT markers among them."""
+        if self._ongoing is None:
+            return []
+        from ..record.file_records import _place
+
+        mv = memoryview(out)
+        return _txns.follow_windows((_place(dict(s), mv, 0) for s in rows), self._ongoing)
 
     def _assign_epochs(self, rows: Iterable[Window]) -> None:
         """UnifiedLog.append: each v2 batch assigns (its leader epoch, its base offset). (Kafka clears
@@ -1127,6 +1206,7 @@ class Log:
         if isinstance(target, (bool, np.bool_)) or not isinstance(target, (int, np.integer)):
             raise TypeError(f"a truncation target is an int offset, not {target!r}")
         target = int(target)
+        self._ongoing = None  # read again from what is left, when a transactional batch comes
         if target < 0:
             raise InvalidOffsetError("Cannot truncate to a negative offset", expected="an offset >= 0", found=target)
         end = self.end_offset()
@@ -1417,32 +1497,73 @@ def _base_of(path: str) -> int:
 def rebuild_segment_indexes(log_path: PathLike,
                             index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES) -> tuple[str, int, int]:
     """Write one .log's .index and .timeindex as a broker's recovery writes them, trimmed, each
-    atomically. The caller holds the directory's lock (or owns the directory, as compaction's
-    scratch space). Returns (log path, index entries, time entries)."""
+    atomically (its .txnindex, which needs the segments before it, is rebuild_indexes' part). The
+    caller holds the directory's lock (or owns the directory, as compaction's scratch space). A
+    segment that cannot be read in full raises CorruptRecordError and nothing changes.
+    Returns (log path, index entries, time entries)."""
     path = os.fspath(log_path)
-    base = _base_of(path)
-    stem = path[:-len(_files.LOG_SUFFIX)]
-    records = FileRecords(path)
-    try:
-        built = build_indexes(records, base, index_interval_bytes)
-    finally:
-        records.close()
-    _files.atomic_write(stem + ".index", built.index)
-    _files.atomic_write(stem + ".timeindex", built.timeindex)
-    return (path, len(built.index) // W.OFFSET_INDEX_ENTRY_SIZE, len(built.timeindex) // W.TIME_INDEX_ENTRY_SIZE)
+    return _rebuild([path], {path}, index_interval_bytes, txn_index=False)[0]
+
+
+def _rebuild(paths: list[str], targets: set[str], index_interval_bytes: int,
+             txn_index: bool = True) -> list[tuple[str, int, int]]:
+    """rebuild_segment_indexes for the `targets` among `paths` (a directory's segments in order):
+    every target is read in full first, and only when each one is complete and valid are files
+    written. The .txnindex entries follow the open transactions from the first of `paths` on."""
+    ongoing = (_txns.ongoing_at(os.path.dirname(paths[0]) or ".", _base_of(paths[0])) if paths else None) \
+        or _txns.OngoingTxns()
+    plans: list[tuple[str, bytes, bytes, list[AbortedTxn]]] = []
+    for path in paths:
+        records = FileRecords(path)
+        try:
+            if path in targets:
+                built = build_indexes(records, _base_of(path), index_interval_bytes, stop_on_error=True)
+                refusal = (f"; {path} cannot be read in full, and its indexes may be the only way to batches "
+                           f"after the damage, so no index file of this partition was changed (see `kbatch verify`; "
+                           f"repair the segment, or let a writer's recovery truncate a torn tail of the last one)")
+                if built.error is not None:
+                    raise built.error.update(reason=built.error.reason + refusal)
+                if built.valid_bytes < records.size_in_bytes:
+                    why = (f"{records.size_in_bytes - built.valid_bytes} bytes from byte {built.valid_bytes} are not a "
+                           f"complete batch (a torn write or a length field running past the end)")
+                    raise CorruptRecordError(why + refusal, position=built.valid_bytes,
+                                             expected="complete, valid batches to the end of the segment",
+                                             found=f"{records.size_in_bytes - built.valid_bytes} bytes that are not")
+            entries = _txns.follow_windows(records.scan(), ongoing) if txn_index else []
+            if path in targets:
+                plans.append((path, built.index, built.timeindex, entries))
+        finally:
+            records.close()
+    out = []
+    for path, index, timeindex, entries in plans:
+        stem = path[:-len(_files.LOG_SUFFIX)]
+        _files.atomic_write(stem + ".index", index)
+        _files.atomic_write(stem + ".timeindex", timeindex)
+        have = _read_or_none(stem + ".txnindex") if txn_index else None
+        want = _txns.txn_index_bytes(entries)
+        if txn_index and have != want and (entries or have is not None):
+            _files.atomic_write(stem + ".txnindex", want)
+        out.append((path, len(index) // W.OFFSET_INDEX_ENTRY_SIZE, len(timeindex) // W.TIME_INDEX_ENTRY_SIZE))
+    return out
 
 
 def rebuild_indexes(log_path: PathLike,
                     index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES) -> list[tuple[str, int, int]]:
-    """Write .index and .timeindex for a .log file (or every segment of a directory) as a broker's
-    recovery writes them, trimmed, atomically (each file keeps its mode). Holds the directory's
-    `.lock` while it writes: a directory another writer (or a running broker) holds is refused
-    with LogDirectoryLockedError. A corrupt batch raises before that segment's files change.
+    """Write .index, .timeindex and .txnindex for a .log file (or every segment of a directory) as a
+    broker's recovery writes them, trimmed, atomically (each file keeps its mode). Holds the
+    directory's `.lock` while it writes: a directory another writer (or a running broker) holds is
+    refused with LogDirectoryLockedError. A segment that cannot be read in full (a corrupt batch, a
+    bad length field, a torn tail) raises CorruptRecordError before any file changes.
     Returns [(log path, index entries, time entries)]."""
     p = os.fspath(log_path)
     directory = p if os.path.isdir(p) else (os.path.dirname(p) or ".")
     with _files.DirLock.acquire(directory, "rebuild indexes"):
-        return [rebuild_segment_indexes(path, index_interval_bytes) for path in _segment_logs(p)]
+        if os.path.isdir(p):
+            paths = _segment_logs(p)
+            return _rebuild(paths, set(paths), index_interval_bytes)
+        base = _base_of(p)
+        before = [q for q in _segment_logs(directory) if _base_of(q) < base]
+        return _rebuild([*before, p], {p}, index_interval_bytes)
 
 
 MISSING_INDEX = "file is missing (a broker rebuilds it from the .log when it loads the segment)"

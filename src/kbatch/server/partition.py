@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from .. import _wire as W
 from ..record.file_records import iter_batches
 from ..errors import KBatchError
+from ..log.fetch import cached_transaction_state, collect_aborted_txns, transaction_state
 from .producer_state import ProducerStateError, ProducerStateManager
 from .protocol import FileSlice
 
@@ -88,8 +89,16 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        fuo = self.producer_state.first_unstable_offset() if self.producer_state.loaded else None
+        """The first offset of the earliest transaction with no marker yet, or the high watermark
+        (kbatch.log.fetch, the read path every reader takes)."""
+        fuo = transaction_state(self.log).first_unstable_offset
         return self.high_watermark if fuo is None else min(fuo, self.high_watermark)
+
+    async def ensure_transaction_state(self) -> None:
+        """Read the log's transactions (aborted ones, the open ones: the last stable offset) off the
+        event loop; later calls only read what was appended since (kbatch.log.fetch)."""
+        if cached_transaction_state(self.log) is None:
+            await asyncio.to_thread(transaction_state, self.log)
 
     async def ensure_producer_state(self) -> None:
         """Rebuild the producer state from the log's batch headers once (off the event loop)."""
@@ -162,6 +171,13 @@ class Partition:
             seg = segments[i]
             start = seg.translate_offset(fetch_offset)
             if start is None or start.offset < fetch_offset:
+                if i + 1 < len(segments) and fetch_offset < bases[i + 1]:
+                    _nxt, readable = seg.read_end()
+                    if readable < seg.size:  # a torn or damaged middle segment: never a silent jump past it
+                        logger.error("%s: Fetch at offset %d: %d bytes from byte %d of %s could not be read; "
+                                     "offsets up to %d are in or behind them (CORRUPT_MESSAGE)", self.name,
+                                     fetch_offset, seg.size - readable, readable, seg.log.path, bases[i + 1] - 1)
+                        return ReadResult(2)  # CORRUPT_MESSAGE
                 i += 1
                 continue
             if seg.base_offset == self._hw_segment and upper == hw:
@@ -183,13 +199,10 @@ class Partition:
         return ReadResult(0, None, [] if read_committed else None)
 
     def _aborted(self, i: int, fetch_offset: int, upper: int) -> list[AbortedTxn]:
-        """Aborted transactions overlapping [fetch_offset, upper) from the segments' .txnindex."""
-        out: list[AbortedTxn] = []
-        for seg in self.log.segments[i:]:
-            if seg.base_offset >= upper:
-                break
-            out += seg.txn_index.collect_aborted_txns(fetch_offset, upper)
-        return out
+        """Aborted transactions overlapping [fetch_offset, upper), by the read path's rule
+        (kbatch.log.fetch: the segments' .txnindex when every segment has one, else the log's
+        ABORT markers), sorted by first offset as a consumer expects them."""
+        return collect_aborted_txns(transaction_state(self.log).aborted, fetch_offset, upper)
 
     def _fd(self, seg: LogSegment) -> int:
         fd = self._fds.get(seg.base_offset)

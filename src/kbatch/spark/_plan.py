@@ -230,37 +230,25 @@ def end_offset(tp: TopicPartition) -> int:
 # ------------------------------------------------------------------------------------ transactions
 def aborted_transactions(tp: TopicPartition) -> list[Aborted]:
     """The partition's aborted transactions as (producer id, first offset, last offset) tuples, the
-    last offset being the ABORT marker's (AbortedTxn, kafka-format.md 3 and 5.5).
+    last offset being the ABORT marker's (AbortedTxn, kafka-format.md 3 and 5.5), by the read
+    path's rule (kbatch.log.fetch.aborted_transactions: the segments' `.txnindex` files when every
+    segment has one, else the log's control batches). The JVM reader computes the same list
+    (Planner.abortedTransactions)."""
+    from ..log.fetch import TxnSource, aborted_transactions as rule
+    from ..record.file_records import scan_buffer
 
-    From the segments' `.txnindex` files when every segment has one; otherwise from the log itself
-    (a broker writes a `.txnindex` only for a segment holding an ABORT marker, so a missing one says
-    nothing): per producer, its transactional batches from the first after its previous marker up
-    to an ABORT marker. The JVM reader computes the same list (Planner.abortedTransactions).
-    """
-    from ..log.index import TransactionIndex
+    def source(seg: Any) -> TxnSource:
+        txn_path = seg.path[:-4] + ".txnindex"
 
-    paths = [seg.path[:-4] + ".txnindex" for seg in tp.segments]
-    out: list[Aborted] = []
-    if tp.segments and all(os.path.exists(p) for p in paths):
-        for p in paths:
-            with open(p, "rb") as f:
-                out += [(t.producer_id, t.first_offset, t.last_offset) for t in TransactionIndex.parse(f.read(), p)]
-        return out
-    open_txn: dict[int, int] = {}
-    for seg in tp.segments:
-        for b in iter_batches(_read_range(seg.path, 0, seg.size), verify_crc=False, strict=False):
-            if b.magic != 2 or not b.is_transactional:
-                continue
-            if not b.is_control:
-                open_txn.setdefault(b.producer_id, b.base_offset)
-                continue
-            kind = marker_type(b)
-            first = open_txn.pop(b.producer_id, None)
-            if kind == W.ControlRecordType.ABORT:
-                out.append((b.producer_id, b.base_offset if first is None else first, b.base_offset))
-            elif kind != W.ControlRecordType.COMMIT and first is not None:
-                open_txn[b.producer_id] = first  # not a transaction marker
-    return out
+        def txn_index() -> bytes | None:
+            if not os.path.exists(txn_path):
+                return None
+            with open(txn_path, "rb") as f:
+                return f.read()
+
+        return TxnSource(seg.path, txn_index, lambda: scan_buffer(_read_range(seg.path, 0, seg.size)))
+
+    return [(t.producer_id, t.first_offset, t.last_offset) for t in rule(source(seg) for seg in tp.segments).aborted]
 
 
 def marker_type(batch: Batch) -> W.ControlRecordType:

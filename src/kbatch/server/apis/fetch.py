@@ -2,7 +2,8 @@
 connection sends them with os.sendfile), KIP-74 limits (max_bytes over the response,
 partition_max_bytes per partition, the first batch whole even when larger), long polling
 (max_wait_ms until min_bytes are there or an append wakes us), isolation levels (read_committed
-stops at the last stable offset and lists aborted transactions from `.txnindex`).
+stops at the last stable offset and lists the aborted transactions overlapping what it sends, both
+from kbatch.log.fetch, the read path every reader takes: `.txnindex`, else the log's markers).
 
 No fetch sessions (KIP-227) are kept: every answer is a full response with session id 0, which
 tells a client to keep sending full requests; an unknown session id gets FETCH_SESSION_ID_NOT_FOUND.
@@ -46,7 +47,7 @@ async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessa
     for topic, p in wanted:  # the last stable offset (in every answer) needs the open transactions
         part = broker.partition(topic, p.partition)
         if part is not None:
-            await part.ensure_producer_state()
+            await part.ensure_transaction_state()
     deadline = time.monotonic() + max(0, body.max_wait_ms) / 1000.0
     while True:
         results, total, errors = _read_all(broker, wanted, body, v, read_committed)

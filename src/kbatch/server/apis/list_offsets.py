@@ -81,7 +81,7 @@ async def _lookup(broker: Broker, topic: str, p: DataContainer, version: int, re
     if t < 0 and (t not in _SPECS or version < _MIN_VERSION[t]):
         return E.UNSUPPORTED_VERSION, -1, -1, -1
     if read_committed:
-        await part.ensure_producer_state()
+        await part.ensure_transaction_state()
     fetchable = part.last_stable_offset if read_committed else part.high_watermark
     if t == -1:
         return E.NONE, -1, fetchable, part.leader_epoch

@@ -1,0 +1,457 @@
+"""What a Kafka consumer sees from a partition: the one read path every reader takes.
+
+Kafka splits this between the broker (UnifiedLog.read / LogSegment.read: batches from a fetch
+offset up to the high watermark or, for read_committed, the last stable offset, plus the aborted
+transactions overlapping them, LogSegment.collectAbortedTxns) and the consumer (its fetch handling:
+control batches are never records; under read_committed the data batches of aborted transactions
+are dropped). Here both halves are in one place, over a `Log`:
+
+    from kbatch.log.fetch import IsolationLevel, read_log
+
+    result = read_log(log, start_offset, end_offset=None, isolation=IsolationLevel.READ_COMMITTED)
+    for fb in result.batches():          # FetchedBatch(batch, aborted) in offset order, control batches too
+        ...
+    for batch, record in result.records():   # what a consumer application gets
+        ...
+    result.aborted, result.last_stable_offset, result.high_watermark, result.unreadable
+
+Rules:
+
+- **Aborted transactions** come from the segments' `.txnindex` files when every segment has one
+  (as a broker reads them; a reader of a Log also adds any ABORT marker the files miss, from the
+  header pass it makes for the last stable offset anyway); otherwise from the log's own control batches (a header pass over every
+  segment; only transactional control batches are decoded): per producer, its first transactional
+  data batch after its previous marker up to an ABORT marker (kbatch.log.producer_state.OngoingTxns,
+  the rule `Log.append`, recovery and `rebuild_indexes` write `.txnindex` entries by). A broker (and
+  kbatch since it writes them) creates a `.txnindex` only for a segment holding an ABORT marker, so
+  a missing file says nothing about the others; hence "every segment".
+- **Last stable offset** (read_committed stops before it): the first offset of the earliest
+  transaction with no marker yet, or the log end offset; from the same header pass.
+- **Unreadable bytes** (a torn or corrupt middle segment, a bad length field, a header the
+  scanner rejects) are never skipped silently: `batches()` yields what comes before them, records
+  an `UnreadableRange` (file, byte position, size, the offsets around it) in `unreadable`, and
+  raises `UnreadableDataError` (`skip_unreadable=True` goes on with the next segment instead).
+  The one exception is Kafka's: a partial batch at the very end of the active (last) segment is a
+  write in progress or a torn last write, and is ignored.
+
+`aborted_transactions(sources)` is the aborted-transaction rule over any segments (local,
+remote, a Spark plan's files): kbatch.spark._plan calls it.
+"""
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Generator, Iterable, Iterator
+from enum import IntEnum
+from typing import TYPE_CHECKING, NamedTuple
+
+from .. import _wire as W
+from ..errors import CorruptRecordError, KBatchError, StorageError
+from .index import AbortedTxn, TransactionIndex
+from .producer_state import OngoingTxns, follow_windows, ongoing_at
+
+if TYPE_CHECKING:
+    from .._core import Record
+    from ..record.batch import Batch
+    from ..record.file_records import Window
+    from .segment import LogSegment
+    from .unified_log import Log
+
+
+class IsolationLevel(IntEnum):
+    """Kafka's IsolationLevel (the Fetch and ListOffsets `isolation_level` field)."""
+
+    READ_UNCOMMITTED = 0
+    READ_COMMITTED = 1
+
+    @classmethod
+    def parse(cls, text: str) -> IsolationLevel:
+        """"read_committed" / "read_uncommitted" (Kafka's config values) -> the member."""
+        try:
+            return cls[text.strip().upper()]
+        except KeyError:
+            raise ValueError(f"isolation level {text!r}: expected read_uncommitted or read_committed") from None
+
+
+class UnreadableRange(NamedTuple):
+    """Bytes of a segment that could not be read as batches, and the offsets they hide."""
+
+    path: str
+    position: int               # the first byte not read
+    size: int                   # how many bytes from there to the end of the file
+    after_offset: int | None    # the last offset read before them (None: none in this segment)
+    next_offset: int | None     # the first offset readable after them (the next segment's base; None: the end)
+    reason: str
+
+    def offsets(self) -> str:
+        lo = "?" if self.after_offset is None else str(self.after_offset + 1)
+        hi = "the end of the log" if self.next_offset is None else str(self.next_offset - 1)
+        return f"offsets {lo}..{hi}"
+
+    def __str__(self) -> str:
+        return (f"{self.path}: {self.size} bytes from byte {self.position} could not be read ({self.reason}); "
+                f"{self.offsets()} are in or behind them and were not read")
+
+
+class UnreadableDataError(CorruptRecordError):
+    """A read reached bytes it could not read (`range`: the UnreadableRange)."""
+
+    range: UnreadableRange
+
+
+def _unreadable_error(r: UnreadableRange) -> UnreadableDataError:
+    e = UnreadableDataError(str(r), position=r.position)
+    e.range = r
+    return e
+
+
+class FetchedBatch(NamedTuple):
+    batch: Batch
+    aborted: bool   # a data batch of an aborted transaction (records a read_committed consumer never sees)
+
+
+# ------------------------------------------------------------------------------------ transactions
+class TxnSource(NamedTuple):
+    """One segment as the aborted-transaction rule sees it: its `.txnindex` bytes (None when the
+    file is missing) and its batch-header scan windows, in offset order."""
+
+    path: str
+    txn_index: Callable[[], bytes | None]
+    windows: Callable[[], Iterable[Window]]
+
+
+class TxnState(NamedTuple):
+    aborted: list[AbortedTxn]             # every aborted transaction of the log, by marker offset
+    first_unstable_offset: int | None     # the first offset of the earliest open transaction
+    from_txn_index: bool                  # True: the aborted list came from .txnindex files
+
+
+def aborted_transactions(sources: Iterable[TxnSource], *, need_open: bool = False) -> TxnState:
+    """The aborted transactions of a partition's segments (see the module docstring: the
+    `.txnindex` files when every segment has one, else the control batches). need_open: also
+    follow the open transactions to the end (a header pass even when the files are used)."""
+    sources = list(sources)
+    files = [src.txn_index() for src in sources]
+    use_files = bool(sources) and all(f is not None for f in files)
+    if use_files and not need_open:
+        return TxnState([t for src, f in zip(sources, files) for t in TransactionIndex.parse(f or b"", src.path)],
+                        None, True)
+    ongoing = OngoingTxns()
+    derived: list[AbortedTxn] = []
+    for src in sources:
+        try:
+            derived += follow_windows(src.windows(), ongoing)
+        except StorageError:
+            raise
+        except KBatchError:
+            continue  # bytes it cannot read: a reader reports them where it meets them
+    aborted = ([t for src, f in zip(sources, files) for t in TransactionIndex.parse(f or b"", src.path)]
+               if use_files else derived)
+    return TxnState(aborted, ongoing.first_unstable_offset(), use_files)
+
+
+def _segment_source(seg: LogSegment) -> TxnSource:
+    def txn_index() -> bytes | None:
+        return seg.files.read_index(".txnindex") if seg.files.has(".txnindex") else None
+
+    def windows() -> Iterable[Window]:
+        return seg.log.scan(0)
+
+    return TxnSource(seg.path(".log"), txn_index, windows)
+
+
+class _Followed(NamedTuple):
+    """What transaction_state read of a Log: the segments and sizes, the open transactions and the
+    ABORT markers' entries at the end of that, and whether every byte was read (so a later call
+    can go on from there when the log only grew)."""
+
+    key: tuple[tuple[int, int], ...]
+    resume: tuple[int, int]   # (base offset of the last segment, where its complete batches ended)
+    ongoing: OngoingTxns
+    derived: list[AbortedTxn]
+    complete: bool
+    state: TxnState
+
+
+_STATES: weakref.WeakKeyDictionary[Log, _Followed] = weakref.WeakKeyDictionary()
+
+
+def _follow_from(segs: list[LogSegment], start: tuple[int, int] | None, ongoing: OngoingTxns,
+                 derived: list[AbortedTxn]) -> tuple[bool, tuple[int, int]]:
+    """Follow the segments' batches from (segment base, byte position) on; (False when some bytes
+    could not be read: a reader reports them where it meets them, where the last segment's complete
+    batches end)."""
+    complete = True
+    ends: list[int] = [0]
+    for seg in segs:
+        pos = 0
+        if start is not None:
+            if seg.base_offset < start[0]:
+                continue
+            if seg.base_offset == start[0]:
+                pos = start[1]
+        gen = seg.log.scan(pos)
+        try:
+            derived += follow_windows(_upto(gen, seg, segs, ends), ongoing)
+        except StorageError:
+            raise
+        except KBatchError:
+            complete = False
+    return complete, ((segs[-1].base_offset, ends[-1]) if segs else (0, 0))
+
+
+def _upto(gen: Generator[Window, None, int], seg: LogSegment, segs: list[LogSegment],
+          ends: list[int]) -> Iterator[Window]:
+    end = yield from gen
+    ends.append(end)
+    if end < seg.size and seg is not segs[-1]:
+        raise KBatchError("unreadable bytes")  # torn middle segment: _follow_from notes it
+
+
+def _ongoing_at_start(log: Log) -> OngoingTxns:
+    """The transactions open at the first segment: none at offset 0, else from a local directory's
+    producer snapshot at that offset (kbatch.log.producer_state.ongoing_at); unknown: none."""
+    from .. import _fs
+
+    if not log.segments or _fs.is_remote(log.directory):
+        return OngoingTxns()
+    return ongoing_at(log.directory, log.segments[0].base_offset) or OngoingTxns()
+
+
+def cached_transaction_state(log: Log) -> TxnState | None:
+    """transaction_state(log) when it is known for the log as it is now, else None (no reading)."""
+    hit = _STATES.get(log)
+    if hit is not None and hit.key == tuple((seg.base_offset, seg.size) for seg in log.segments):
+        return hit.state
+    return None
+
+
+def transaction_state(log: Log) -> TxnState:
+    """The log's aborted transactions and first unstable offset. Cached per Log; when the log
+    only grew since (appends), the header pass goes on from where it ended."""
+    segs = list(log.segments)
+    key = tuple((seg.base_offset, seg.size) for seg in segs)
+    hit = _STATES.get(log)
+    if hit is not None and hit.key == key:
+        return hit.state
+    files = [_segment_source(seg).txn_index() for seg in segs]
+    use_files = bool(segs) and all(f is not None for f in files)
+    grew = (hit is not None and hit.complete and len(key) >= len(hit.key) > 0 and key[:len(hit.key) - 1] ==
+            hit.key[:-1] and key[len(hit.key) - 1][0] == hit.key[-1][0] and key[len(hit.key) - 1][1] >= hit.key[-1][1])
+    if grew:
+        assert hit is not None
+        ongoing, derived = hit.ongoing.copy(), list(hit.derived)
+        complete, resume = _follow_from(segs, hit.resume, ongoing, derived)
+    else:
+        ongoing, derived = _ongoing_at_start(log), []
+        complete, resume = _follow_from(segs, None, ongoing, derived)
+    aborted = derived
+    if use_files:
+        # the files, as a broker reads them; an ABORT marker they do not list (a stale or cut file)
+        # is added from the header pass made anyway: no aborted record leaks past an index
+        aborted = [t for seg, f in zip(segs, files) for t in TransactionIndex.parse(f or b"", seg.path(".txnindex"))]
+        listed = {(t.producer_id, t.last_offset) for t in aborted}
+        aborted += [t for t in derived if (t.producer_id, t.last_offset) not in listed]
+    state = TxnState(aborted, ongoing.first_unstable_offset(), use_files)
+    _STATES[log] = _Followed(key, resume, ongoing, derived, complete, state)
+    return state
+
+
+def collect_aborted_txns(aborted: Iterable[AbortedTxn], fetch_offset: int, upper_bound_offset: int
+                         ) -> list[AbortedTxn]:
+    """The aborted transactions overlapping [fetch_offset, upper_bound_offset), sorted by first
+    offset (what a Fetch response lists: LogSegment.collectAbortedTxns over the segments read)."""
+    return sorted((t for t in aborted if t.last_offset >= fetch_offset and t.first_offset < upper_bound_offset),
+                  key=lambda t: (t.first_offset, t.last_offset))
+
+
+def last_stable_offset(log: Log) -> int:
+    """The log end offset, or the first offset of the earliest transaction with no marker yet."""
+    end = log.end_offset()
+    fuo = transaction_state(log).first_unstable_offset
+    return end if fuo is None else min(fuo, end)
+
+
+class AbortedFilter:
+    """The consumer's half of read_committed: fed batches in offset order, says which data
+    batches belong to aborted transactions. A producer joins the aborted set once a batch reaches
+    the first offset of one of its aborted transactions (the list sorted by first offset), its
+    transactional data batches are dropped while it is there, and its ABORT marker takes it out."""
+
+    def __init__(self, aborted: Iterable[AbortedTxn]) -> None:
+        self._pending = sorted(aborted, key=lambda t: t.first_offset)
+        self._next = 0
+        self._active: set[int] = set()
+
+    def is_aborted(self, batch: Batch) -> bool:
+        if batch.magic < 2:
+            return False
+        while self._next < len(self._pending) and batch.last_offset >= self._pending[self._next].first_offset:
+            self._active.add(self._pending[self._next].producer_id)
+            self._next += 1
+        if not batch.is_transactional or batch.producer_id not in self._active:
+            return False
+        if batch.is_control:
+            from .producer_state import marker_type
+
+            if marker_type(batch) == W.ControlRecordType.ABORT:
+                self._active.discard(batch.producer_id)
+            return False
+        return True
+
+
+# ------------------------------------------------------------------------------------ reading
+class FetchResult:
+    """One read of a Log from `start_offset` (see read_log)."""
+
+    def __init__(self, log: Log, start_offset: int, end_offset: int | None, isolation: IsolationLevel,
+                 verify_crc: bool, skip_unreadable: bool) -> None:
+        self.log = log
+        self.start_offset = start_offset
+        self.isolation = isolation
+        self.verify_crc = verify_crc
+        self.skip_unreadable = skip_unreadable
+        self.high_watermark = log.end_offset()
+        committed = isolation == IsolationLevel.READ_COMMITTED
+        state = transaction_state(log) if committed else None
+        self.last_stable_offset = (self.high_watermark if state is None or state.first_unstable_offset is None
+                                   else min(state.first_unstable_offset, self.high_watermark))
+        upper = self.last_stable_offset if committed else self.high_watermark
+        #: reading stops before this offset (the end asked for, the LSO for read_committed, the log end)
+        self.upper_offset = upper if end_offset is None else min(upper, end_offset)
+        #: the aborted transactions overlapping the offsets read (read_committed), sorted by first offset
+        self.aborted: list[AbortedTxn] = ([] if state is None else
+                                          collect_aborted_txns(state.aborted, start_offset, self.upper_offset))
+        #: every range of bytes met that could not be read
+        self.unreadable: list[UnreadableRange] = []
+
+    # ---- holes
+    def _hole(self, i: int, position: int, after: int | None, reason: str) -> UnreadableRange:
+        """Record the bytes of segment i from `position` on as unreadable."""
+        segs = self.log.segments
+        seg = segs[i]
+        nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
+        r = UnreadableRange(seg.path(".log"), position, seg.size - position, after, nxt, reason)
+        self.unreadable.append(r)
+        return r
+
+    def _fail(self, r: UnreadableRange) -> None:
+        if not self.skip_unreadable:
+            raise _unreadable_error(r)
+
+    def _start_position(self, i: int, offset: int) -> int | None:
+        """Where segment i's batches reaching `offset` start (its index, checked against the log)."""
+        seg = self.log.segments[i]
+        if offset <= seg.base_offset:
+            return 0
+        found = seg.translate_offset(offset)
+        return None if found is None else found.position
+
+    def batches(self) -> Iterator[FetchedBatch]:
+        """Batches with offsets reaching [start_offset, upper_offset), in offset order, control
+        batches included; under read_committed, `aborted` marks the data batches of aborted
+        transactions. Raises UnreadableDataError at bytes it cannot read (after the batches before
+        them), unless skip_unreadable."""
+        from ..record.file_records import _batch_at, _crc_error
+
+        segs = self.log.segments
+        offset, upper = self.start_offset, self.upper_offset
+        if offset >= upper or not segs:
+            return
+        filt = AbortedFilter(self.aborted) if self.isolation == IsolationLevel.READ_COMMITTED else None
+        i = 0
+        while i + 1 < len(segs) and segs[i + 1].base_offset <= offset:
+            i += 1
+        for k in range(i, len(segs)):
+            seg = segs[k]
+            active = k == len(segs) - 1
+            if k + 1 < len(segs) and segs[k + 1].base_offset <= offset:
+                continue
+            try:
+                pos = self._start_position(k, offset)
+            except StorageError:
+                raise
+            except KBatchError as e:
+                self._fail(self._hole(k, e.position or 0, None, str(e)))
+                continue
+            if pos is None:
+                nxt, end = seg.read_end()
+                if end < seg.size and not active:
+                    self._fail(self._hole(k, end, nxt - 1 if nxt > seg.base_offset else None,
+                                          "not a complete batch: a torn write, a bad length field, or not a segment"))
+                continue
+            last: int | None = None
+            gen = seg.log.scan(pos, self.verify_crc)
+            while True:
+                try:
+                    s = next(gen)
+                except StopIteration as stop:
+                    end = stop.value
+                    if end < seg.size and not active:
+                        self._fail(self._hole(k, end, last, "not a complete batch: a torn write, a bad length "
+                                                            "field, or not a segment"))
+                    break
+                except StorageError:
+                    raise
+                except KBatchError as e:
+                    self._fail(self._hole(k, e.position if e.position is not None else pos, last, str(e)))
+                    break
+                ok = s["crc_valid"].tolist()
+                lasts = s["last_offset"].tolist()
+                bases = s["base_offset"].tolist()
+                for j in range(len(ok)):
+                    if lasts[j] < offset:
+                        continue
+                    if bases[j] >= upper:
+                        return
+                    if self.verify_crc and not ok[j]:
+                        crc = _crc_error(s, j)
+                        self._fail(self._hole(k, crc.position or 0, last, str(crc)))
+                        break
+                    b = _batch_at(s, j)
+                    last = lasts[j]
+                    yield FetchedBatch(b, filt.is_aborted(b) if filt is not None else False)
+                else:
+                    continue
+                break  # a CRC failure with skip_unreadable: on to the next segment
+            offset = max(offset, (last + 1) if last is not None else offset)
+
+    def problems(self) -> list[str]:
+        """The Log's problems (index entries the log contradicts, bytes it could not read) but the
+        one Kafka ignores, a partial batch at the very end of the active segment, and those an
+        UnreadableRange of this read already names."""
+        segs = self.log.segments
+        tail = f"{segs[-1].path('.log')}: " if segs else None
+        named = tuple(f"{r.path}: {r.size} bytes from byte {r.position} could not be read" for r in self.unreadable)
+        return [p for p in self.log.problems
+                if not (tail is not None and p.startswith(tail) and "could not be read (a partial batch:" in p)
+                and not p.startswith(named)]  # (an UnreadableRange says it with the offsets)
+
+    def records(self) -> Iterator[tuple[Batch, Record]]:
+        """(batch, record) as a consumer application gets them: offsets in [start_offset,
+        upper_offset), control records never, records of aborted transactions not under
+        read_committed."""
+        lo, hi = self.start_offset, self.upper_offset
+        for fb in self.batches():
+            b = fb.batch
+            if b.is_control or fb.aborted:
+                continue
+            for r in b:
+                if r.offset < lo:
+                    continue
+                if r.offset >= hi:
+                    return
+                yield b, r
+
+
+def read_log(log: Log, start_offset: int, end_offset: int | None = None, *,
+             isolation: IsolationLevel | int = IsolationLevel.READ_UNCOMMITTED, verify_crc: bool = True,
+             skip_unreadable: bool = False) -> FetchResult:
+    """Read `log` from `start_offset` (up to `end_offset`, exclusive, when given) as a Kafka consumer
+    with `isolation` would (see the module docstring)."""
+    return FetchResult(log, int(start_offset), None if end_offset is None else int(end_offset),
+                       IsolationLevel(isolation), verify_crc, skip_unreadable)
+
+
+__all__ = ["IsolationLevel", "read_log", "FetchResult", "FetchedBatch", "UnreadableRange", "UnreadableDataError",
+           "AbortedFilter", "TxnSource", "TxnState", "aborted_transactions", "transaction_state", "cached_transaction_state",
+           "collect_aborted_txns", "last_stable_offset"]

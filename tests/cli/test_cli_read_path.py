@@ -1,0 +1,133 @@
+"""cat, reindex and verify over transactions and damage (issue 28 items 1, 3, 4), through the read
+path (kbatch.log.fetch) and the .txnindex Log.append, recovery and reindex write."""
+from __future__ import annotations
+
+import io
+import os
+
+import pytest
+
+from kbatch.cli.cat import cmd_cat
+from support import partitions as P
+
+typer_testing = pytest.importorskip("typer.testing")
+from kbatch import cli  # noqa: E402
+
+
+def cat(path, **kw):
+    out, err = io.BytesIO(), io.StringIO()
+    code = cmd_cat(path, out=out, err=err, quiet=kw.pop("quiet", True), **kw)
+    return code, out.getvalue(), err.getvalue()
+
+
+def run(*args):
+    return typer_testing.CliRunner().invoke(cli.make_app(), [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    from kbatch.demo import generate
+
+    root = str(tmp_path_factory.mktemp("demo") / "sample-data")
+    generate(root, records=600)
+    return root
+
+
+def test_cat_on_the_demo_payments_read_uncommitted_90_read_committed_60(demo, tmp_path):
+    part = os.path.join(demo, "payments-0")  # 3 transactions of 30; the second (31-60, marker 61) aborted
+    code, out, _ = cat(part, isolation_level="read_uncommitted")
+    assert code == 0 and len(out.splitlines()) == 90          # Kafka's console consumer: read_uncommitted
+    code, out, _ = cat(part)                                   # kcat's default: read_committed
+    assert code == 0 and len(out.splitlines()) == 60
+    assert b"pay-2-" not in out
+    # without .txnindex the ABORT marker itself says so
+    import shutil
+
+    copy = str(tmp_path / "payments-0")
+    shutil.copytree(part, copy)
+    for n in os.listdir(copy):
+        if n.endswith(".txnindex"):
+            os.unlink(os.path.join(copy, n))
+    code, out, _ = cat(copy, isolation_level="read_committed")
+    assert code == 0 and len(out.splitlines()) == 60
+    r = run("cat", copy, "--isolation-level", "read_committed", "-q")
+    assert r.exit_code == 0 and len(r.stdout.splitlines()) == 60
+
+
+def test_cat_read_committed_stops_at_the_last_stable_offset(tmp_path):
+    built = P.transactional(str(tmp_path / "t-0"), txn_index=False)
+    code, out, _ = cat(built.path, fmt="%o ", isolation_level="read_committed")
+    assert code == 0 and out.split() == [str(o).encode() for o in built.committed]
+    code, out, _ = cat(built.path, fmt="%o ", isolation_level="read_uncommitted")
+    assert code == 0 and out.split() == [str(o).encode() for o in built.uncommitted]
+
+
+def test_cat_names_a_torn_middle_segment_and_exits_1(tmp_path):
+    built = P.plain(str(tmp_path / "t-0"))
+    target, lost, nxt = P.tear_middle_segment(built.path)
+    code, out, err = cat(built.path, fmt="%o\\n", offsets=[str(lost + 1)], count=3)
+    assert code == 1
+    assert out == b""  # not the first offsets after the hole
+    assert target in err and f"..{nxt - 1}" in err, err
+    code, out, err = cat(built.path, fmt="%o\\n")  # from the start: what is before the hole, then the error
+    assert code == 1 and out.split() == [str(o).encode() for o in range(lost)] and target in err
+
+
+def test_cat_ignores_a_partial_batch_at_the_end_of_the_active_segment(tmp_path):
+    built = P.plain(str(tmp_path / "t-0"))
+    last = P.segment_logs(built.path)[-1]
+    rows = P.batch_positions(last)
+    with open(last, "r+b") as f:
+        f.truncate(rows[-1][0] + 30)
+    code, out, err = cat(built.path, fmt="%o\\n")
+    assert code == 0, err
+    assert out.split() == [str(o).encode() for o in range(rows[-1][1])]
+
+
+def test_reindex_refuses_a_segment_it_cannot_read_in_full_and_changes_nothing(tmp_path):
+    built = P.plain(str(tmp_path / "t-0"))
+    rows = P.batch_positions(P.segment_logs(built.path)[0])
+    target, pos, _base = P.bad_length_field(built.path)
+    after = rows[len(rows) // 2 + 3][1]  # an intact batch after the damaged one, an .index entry before it
+    before = P.snapshot(built.path)
+    r = run("reindex", built.path)
+    assert r.exit_code == 1, r.output
+    assert target in r.output and "no index file of this partition was changed" in r.output
+    assert P.snapshot(built.path) == before
+    # the .index still reaches the intact batches after the damage
+    code, out, err = cat(built.path, fmt="%o\\n", offsets=[str(after)], count=2)
+    assert (code, out.split()) == (0, [str(after).encode(), str(after + 1).encode()]), err
+
+
+def test_verify_reports_a_missing_or_wrong_txnindex_and_reindex_writes_it(tmp_path):
+    built = P.transactional(str(tmp_path / "t-0"), txn_index=False)
+    r = run("verify", built.path)
+    assert r.exit_code == 1 and "txnindex" in r.stdout and "file is missing" in r.stdout, r.stdout
+    r = run("reindex", built.path)
+    assert r.exit_code == 0, r.output
+    have = {int(n[:20]): open(os.path.join(built.path, n), "rb").read()
+            for n in os.listdir(built.path) if n.endswith(".txnindex")}
+    assert have == built.txnindex
+    assert run("verify", built.path).exit_code == 0
+    base = min(built.txnindex)
+    with open(os.path.join(built.path, f"{base:020d}.txnindex"), "r+b") as f:
+        f.seek(33)
+        f.write(b"\x00")  # the first entry's last stable offset: 12 -> 0
+    r = run("verify", built.path)
+    assert r.exit_code == 1 and "entry 0 is (producer 1001" in r.stdout, r.stdout
+
+
+def test_verify_accepts_the_txnindex_compaction_leaves_and_readers_still_leave_aborts_out(tmp_path):
+    """Compaction removes an aborted transaction's first batches (the entry keeps its original
+    first offset) and markers whose transaction is gone: not a .txnindex problem."""
+    import kbatch
+
+    built = P.transactional(str(tmp_path / "t-0"), open_txn=False)
+    kbatch.compact(built.path, now_ms=P.NOW + 10 ** 10, delete_retention_ms=0)
+    r = run("verify", built.path)
+    assert r.exit_code == 0, r.stdout
+    code, out, _ = cat(built.path, fmt="%o ", isolation_level="read_committed")
+    code_u, out_u, _ = cat(built.path, fmt="%o ")
+    assert code == code_u == 0
+    aborted = {5, 6, 9, 14, 15}  # (what compaction left of them is still left out)
+    assert [int(o) for o in out.split()] == [int(o) for o in out_u.split() if int(o) not in aborted]
