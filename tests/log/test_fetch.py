@@ -201,7 +201,7 @@ def test_a_trimmed_log_starts_from_the_producer_snapshot_at_its_first_segment(tm
     for n in os.listdir(path):
         if n.startswith(f"{bases[0]:020d}."):
             os.unlink(os.path.join(path, n))
-    entries = [ProducerStateEntry(pid, 0, 3, P.NOW, first, None, None, None, None, None)
+    entries = [ProducerStateEntry(pid, 0, 3, P.NOW, first)
                for pid, first in ((P.PID_COMMIT, 2), (P.PID_ABORT, 5))]
     with open(os.path.join(path, f"{second:020d}.snapshot"), "wb") as f:
         f.write(write_snapshot(entries))

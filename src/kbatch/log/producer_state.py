@@ -10,8 +10,10 @@ ProducerStateManager.readSnapshot does and raises CorruptSnapshotError with Kafk
 from __future__ import annotations
 
 import struct
+from collections import deque
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .. import _backend
 from .. import _wire as W
@@ -29,19 +31,85 @@ CRC_OFFSET = 2
 PRODUCER_ENTRIES_OFFSET = CRC_OFFSET + 4
 
 
-class ProducerStateEntry(NamedTuple):
-    """One producer's state; batch fields are None when lastOffset < 0 (no batch metadata)."""
+NUM_BATCHES_TO_RETAIN = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN: the batches kept per producer
+
+
+@dataclass
+class BatchMetadata:
+    """One appended batch of a producer: its sequences, offsets and max timestamp."""
+
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass(eq=True)
+class ProducerStateEntry:
+    """One producer's state (Kafka's ProducerStateEntry): its epoch, the coordinator epoch of its last
+    marker, its open transaction's first offset, and the metadata of its last batches (at most
+    NUM_BATCHES_TO_RETAIN: serve's duplicate check uses them; a snapshot file keeps the last one).
+    The batch fields (first_sequence ... timestamp) are None when there is no batch metadata
+    (lastOffset < 0 in a snapshot)."""
 
     producer_id: int
-    producer_epoch: int
-    coordinator_epoch: int
-    last_timestamp: int
-    current_txn_first_offset: int | None
-    first_sequence: int | None
-    last_sequence: int | None
-    last_offset: int | None
-    offset_delta: int | None
-    timestamp: int | None
+    producer_epoch: int = W.NO_PRODUCER_EPOCH
+    coordinator_epoch: int = -1
+    last_timestamp: int = W.NO_TIMESTAMP
+    current_txn_first_offset: int | None = None
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+
+    @property
+    def _last(self) -> BatchMetadata | None:
+        return self.batches[-1] if self.batches else None
+
+    @property
+    def first_sequence(self) -> int | None:
+        return None if self._last is None else self._last.first_seq
+
+    @property
+    def last_sequence(self) -> int | None:
+        return None if self._last is None else self._last.last_seq
+
+    @property
+    def last_offset(self) -> int | None:
+        return None if self._last is None else self._last.last_offset
+
+    @property
+    def offset_delta(self) -> int | None:
+        return None if self._last is None else self._last.last_offset - self._last.first_offset
+
+    @property
+    def timestamp(self) -> int | None:
+        return None if self._last is None else self._last.timestamp
+
+    @property
+    def last_seq(self) -> int:
+        """The last sequence appended, NO_SEQUENCE when none (the next batch's check)."""
+        return W.NO_SEQUENCE if self._last is None else self._last.last_seq
+
+    def new_epoch(self, epoch: int) -> None:
+        """A bump of the producer's epoch: its batches of the old epoch no longer count."""
+        self.producer_epoch = epoch
+        self.batches = deque(maxlen=NUM_BATCHES_TO_RETAIN)
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        """The batch of the same epoch and sequences appended before (a producer's retry), if any."""
+        if epoch != self.producer_epoch:
+            return None
+        for b in self.batches:
+            if b.first_seq == first_seq and b.last_seq == last_seq:
+                return b
+        return None
+
+    def _asdict(self) -> dict[str, int | None]:
+        """The fields a snapshot holds, as kafka-dump-log's JSON names them (in snake_case)."""
+        return {"producer_id": self.producer_id, "producer_epoch": self.producer_epoch,
+                "coordinator_epoch": self.coordinator_epoch, "last_timestamp": self.last_timestamp,
+                "current_txn_first_offset": self.current_txn_first_offset, "first_sequence": self.first_sequence,
+                "last_sequence": self.last_sequence, "last_offset": self.last_offset,
+                "offset_delta": self.offset_delta, "timestamp": self.timestamp}
 
 
 def read_snapshot(data: Buffer) -> list[ProducerStateEntry]:
@@ -69,11 +137,14 @@ def read_snapshot(data: Buffer) -> list[ProducerStateEntry]:
     for entry in snap["producerEntries"]:
         has_batch = entry["lastOffset"] >= 0
         first_seq = W.decrement_sequence(entry["lastSequence"], entry["offsetDelta"]) if has_batch else None
-        out.append(ProducerStateEntry(
-            entry["producerId"], entry["epoch"], entry["coordinatorEpoch"], entry["timestamp"],
-            entry["currentTxnFirstOffset"] if entry["currentTxnFirstOffset"] >= 0 else None,
-            first_seq, entry["lastSequence"] if has_batch else None, entry["lastOffset"] if has_batch else None,
-            entry["offsetDelta"] if has_batch else None, entry["timestamp"] if has_batch else None))
+        pe = ProducerStateEntry(entry["producerId"], entry["epoch"], entry["coordinatorEpoch"], entry["timestamp"],
+                                entry["currentTxnFirstOffset"] if entry["currentTxnFirstOffset"] >= 0 else None)
+        if has_batch:
+            assert first_seq is not None
+            pe.batches.append(BatchMetadata(first_seq, entry["lastSequence"],
+                                           entry["lastOffset"] - entry["offsetDelta"], entry["lastOffset"],
+                                           entry["timestamp"]))
+        out.append(pe)
     return out
 
 
@@ -81,9 +152,10 @@ def write_snapshot(entries: Sequence[ProducerStateEntry]) -> bytes:
     """The bytes ProducerStateManager.writeSnapshot writes for `entries` (ProducerStateEntry)."""
     body = struct.pack(">i", len(entries))
     for e in entries:
-        has_batch = e.last_offset is not None
-        body += struct.pack(">qhiqiqiq", e.producer_id, e.producer_epoch, e.last_sequence if has_batch else -1,
-                            e.last_offset if has_batch else -1, e.offset_delta if has_batch else 0,
+        last = e.batches[-1] if e.batches else None
+        body += struct.pack(">qhiqiqiq", e.producer_id, e.producer_epoch, -1 if last is None else last.last_seq,
+                            -1 if last is None else last.last_offset,
+                            0 if last is None else last.last_offset - last.first_offset,
                             e.last_timestamp, e.coordinator_epoch,
                             -1 if e.current_txn_first_offset is None else e.current_txn_first_offset)
     return struct.pack(">hI", 1, _backend.core.crc32c(body)) + body
@@ -210,4 +282,4 @@ def marker_type(batch: Batch) -> int | None:
     return recs[0].type if recs else W.ControlRecordType.UNKNOWN
 
 
-__all__ = ["OngoingTxns", "ongoing_at", "follow_windows", "follow_segments", "txn_index_bytes", "marker_type", "SUFFIX", "ProducerStateEntry", "read_snapshot", "write_snapshot", "format_entry"]
+__all__ = ["OngoingTxns", "ongoing_at", "follow_windows", "follow_segments", "txn_index_bytes", "marker_type", "SUFFIX", "ProducerStateEntry", "BatchMetadata", "NUM_BATCHES_TO_RETAIN", "read_snapshot", "write_snapshot", "format_entry"]

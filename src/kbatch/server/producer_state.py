@@ -19,20 +19,16 @@ current block in the served directory, so ids are never reused across restarts.
 """
 from __future__ import annotations
 
-import collections
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..log import files as _files
+from ..log.producer_state import NUM_BATCHES_TO_RETAIN, BatchMetadata, ProducerStateEntry
 from .. import _wire as W
 
 if TYPE_CHECKING:
     from ..record.batch import Batch
-
-NUM_BATCHES_TO_RETAIN = 5           # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
-
 
 class ProducerStateError(Exception):
     """A batch refused by the producer-state checks; `error_code` is Kafka's."""
@@ -40,37 +36,6 @@ class ProducerStateError(Exception):
     def __init__(self, error_code: int, message: str) -> None:
         self.error_code = error_code
         super().__init__(message)
-
-
-@dataclass
-class BatchMetadata:
-    first_seq: int
-    last_seq: int
-    first_offset: int
-    last_offset: int
-    timestamp: int
-
-
-class ProducerStateEntry:
-    __slots__ = ("producer_id", "epoch", "batches", "current_txn_first_offset")
-
-    def __init__(self, producer_id: int, epoch: int = W.NO_PRODUCER_EPOCH) -> None:
-        self.producer_id = producer_id
-        self.epoch = epoch
-        self.batches: collections.deque[BatchMetadata] = collections.deque(maxlen=NUM_BATCHES_TO_RETAIN)
-        self.current_txn_first_offset: int | None = None
-
-    @property
-    def last_seq(self) -> int:
-        return self.batches[-1].last_seq if self.batches else W.NO_SEQUENCE
-
-    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
-        if epoch != self.epoch:
-            return None
-        for b in self.batches:
-            if b.first_seq == first_seq and b.last_seq == last_seq:
-                return b
-        return None
 
 
 def _last_sequence(base_sequence: int, record_count: int) -> int:
@@ -103,8 +68,8 @@ class ProducerStateManager:
                 e = self.producers.get(pid)
                 if e is None:
                     e = self.producers[pid] = ProducerStateEntry(pid, epoch)
-                if epoch > e.epoch:
-                    e.epoch, e.batches = epoch, collections.deque(maxlen=NUM_BATCHES_TO_RETAIN)
+                if epoch > e.producer_epoch:
+                    e.new_epoch(epoch)
                 if attrs & W.CONTROL_FLAG_MASK:
                     e.current_txn_first_offset = None          # commit or abort marker ends the transaction
                     continue
@@ -128,7 +93,7 @@ class ProducerStateManager:
             if dup is not None:
                 return dup
         epoch, first_seq = batch.producer_epoch, batch.base_sequence
-        current_epoch = e.epoch if e is not None else W.NO_PRODUCER_EPOCH
+        current_epoch = e.producer_epoch if e is not None else W.NO_PRODUCER_EPOCH
         if epoch < current_epoch:
             raise ProducerStateError(47, f"Epoch of producer {pid} at offset {offset} in {self.topic_partition} is "
                                          f"{epoch}, which is smaller than the last seen epoch {current_epoch}")
@@ -149,7 +114,7 @@ class ProducerStateManager:
         if pid < 0:
             return
         e = self.producers.get(pid)
-        if e is None or batch.producer_epoch != e.epoch:
+        if e is None or batch.producer_epoch != e.producer_epoch:
             e = self.producers[pid] = ProducerStateEntry(pid, batch.producer_epoch)
         e.batches.append(BatchMetadata(batch.base_sequence, _last_sequence(batch.base_sequence, batch.record_count),
                                        first_offset, last_offset, timestamp))
