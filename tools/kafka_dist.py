@@ -271,7 +271,8 @@ def fetch(version: str, say: Callable[[str], object] = lambda msg: None) -> Kafk
                                     / version).is_dir():
             raise KafkaFetchError(f"Kafka {version}: Maven Central ({MAVEN_CENTRAL}) cannot be reached ({why}), "
                                   "so its jars cannot be fetched")
-        say(f"fetching Apache Kafka {version}'s broker jars with {mvn} into {root / 'lib'} (the first time takes a minute)")
+        say(f"fetching Apache Kafka {version}'s broker jars with {mvn} into {root / 'lib'} "
+            "(the first time takes a minute)")
         work = root / f"work-{os.getpid()}"
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)

@@ -118,8 +118,12 @@ def _accepts(port: int) -> bool:
 
 
 def new_cluster_id() -> str:
-    """A random cluster id as Kafka writes one (16 bytes, URL-safe base64 without padding)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A random cluster id as Kafka writes one (16 bytes, URL-safe base64 without padding), not
+    starting with '-' (StorageTool's argument parser would take it for an option)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if cid[0].isalnum():
+            return cid
 
 
 class KafkaBroker:
@@ -184,7 +188,8 @@ class KafkaBroker:
         (self.work_dir / "log4j2.properties").write_text(_LOG4J2)
         return path
 
-    def _java(self, main: str, *args: str) -> list[str]:
+    def java_command(self, main: str, *args: str) -> list[str]:
+        """`java ... -cp <the version's jars> main args` (the broker's heap and logging settings)."""
         return ["java", f"-Xmx{HEAP}", "-XX:+UseG1GC", "-Djava.awt.headless=true",
                 f"-Dlog4j.configuration=file:{self.work_dir / 'log4j.properties'}",
                 f"-Dlog4j2.configurationFile={self.work_dir / 'log4j2.properties'}",
@@ -193,7 +198,7 @@ class KafkaBroker:
     def java_tool(self, main: str, *args: str, timeout: float = 300.0,
                   cwd: str | os.PathLike[str] | None = None) -> subprocess.CompletedProcess[str]:
         """Run one of the distribution's tools (a main class) with its jars; stdout and stderr as text."""
-        return subprocess.run(self._java(main, *args), capture_output=True, text=True, timeout=timeout, cwd=cwd)
+        return subprocess.run(self.java_command(main, *args), capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
     # ------------------------------------------------------------------------------ lifecycle
     @property
@@ -220,7 +225,7 @@ class KafkaBroker:
         cfg.write_text(f"dataDir={data}\nclientPort={self.zk_port}\nclientPortAddress=127.0.0.1\n"
                        "tickTime=2000\nmaxClientCnxns=0\nadmin.enableServer=false\n")
         with open(self.work_dir / "zookeeper.log", "ab") as out:
-            self.zk = subprocess.Popen(self._java("org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg)),
+            self.zk = subprocess.Popen(self.java_command("org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg)),
                                        stdout=out, stderr=subprocess.STDOUT, cwd=self.work_dir,
                                        start_new_session=True)
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -248,8 +253,8 @@ class KafkaBroker:
         with open(self.log_file, "ab") as out:
             out.write(f"# kbatch test: starting Kafka {self.version} (start {self.starts + 1})\n".encode())
             out.flush()
-            self.proc = subprocess.Popen(self._java("kafka.Kafka", str(props)), stdout=out, stderr=subprocess.STDOUT,
-                                         cwd=self.work_dir, start_new_session=True)
+            self.proc = subprocess.Popen(self.java_command("kafka.Kafka", str(props)), stdout=out,
+                                         stderr=subprocess.STDOUT, cwd=self.work_dir, start_new_session=True)
         self.starts += 1
         deadline = time.monotonic() + timeout
         while True:

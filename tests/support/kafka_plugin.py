@@ -4,8 +4,9 @@
   tools/kafka_dist.py, KBATCH_KAFKA_VERSIONS, or KBATCH_KAFKA_HOME's distribution);
 - `kafka_dist`: that version's jars, fetched on first use; the test SKIPS, with the reason, when
   they cannot be had (Maven Central unreachable, no mvn, no JDK);
-- `kafka_broker`: one broker per version for the whole session, started (a test may stop, kill
-  and start it again; the next user gets it as that test left it, so leave it running);
+- `kafka_broker`: one broker per version for the whole session, started once; a test may stop,
+  kill and start it again, and the next user gets it as that test left it: call `start()` (a
+  no-op while it runs) before using it;
 - `kafka_driver`: Kafka's Java clients (tests/support/java/KafkaDriver.java) for that version.
 
 A run that skipped real-Kafka tests says so, with the reason, in the terminal summary.
@@ -45,12 +46,12 @@ def kafka_dist(kafka_version: str) -> Any:
     if kafka_version == "unavailable":
         pytest.skip(f"{SKIP_PREFIX}: {_UNAVAILABLE.get('(any)', 'no Kafka versions')}")
     if kafka_version in _UNAVAILABLE:
-        pytest.skip(f"{SKIP_PREFIX} {kafka_version}: {_UNAVAILABLE[kafka_version]}")
+        pytest.skip(f"{SKIP_PREFIX}: {_UNAVAILABLE[kafka_version]}")
     try:
         return _kafka_dist(kafka_version)
     except KafkaUnavailable as e:
         _UNAVAILABLE[kafka_version] = str(e)
-        pytest.skip(f"{SKIP_PREFIX} {kafka_version}: {e}")
+        pytest.skip(f"{SKIP_PREFIX}: {e}")
 
 
 @pytest.fixture(scope="session")
@@ -61,7 +62,7 @@ def kafka_driver(kafka_dist: Any) -> Any:
         return JavaDriver(kafka_dist)
     except KafkaUnavailable as e:
         _UNAVAILABLE[kafka_dist.version] = str(e)
-        pytest.skip(f"{SKIP_PREFIX} {kafka_dist.version}: {e}")
+        pytest.skip(f"{SKIP_PREFIX}: Kafka {kafka_dist.version}: {e}")
 
 
 @pytest.fixture(scope="session")
@@ -87,7 +88,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         tr.write_sep("=", f"REAL KAFKA TESTS SKIPPED: {len(_SKIPPED_TESTS)}", yellow=True, bold=True)
         for version, why in sorted(_UNAVAILABLE.items()):
             first = why.strip().splitlines()[0] if why.strip() else "?"
-            tr.write_line(f"Kafka {version}: {first}")
+            tr.write_line(first if first.startswith(f"Kafka {version}") else f"Kafka {version}: {first}")
         tr.write_line("These tests check kbatch against a real broker; see docs/real-kafka.md "
                       "(python3 dev.py kafka fetch, KBATCH_KAFKA_HOME).")
     if _RAN:
