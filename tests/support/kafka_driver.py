@@ -81,7 +81,8 @@ def consume(topics: Sequence[str], out: str | os.PathLike[str], isolation: str =
     return {"op": "consume", "topics": list(topics), "isolation": isolation, "out": str(out)}
 
 
-def list_offsets(topics: Sequence[str], timestamps: Iterable[int], isolation: str = "read_uncommitted") -> dict[str, Any]:
+def list_offsets(topics: Sequence[str], timestamps: Iterable[int],
+                 isolation: str = "read_uncommitted") -> dict[str, Any]:
     return {"op": "list_offsets", "topics": list(topics), "timestamps": [int(t) for t in timestamps],
             "isolation": isolation}
 
@@ -135,7 +136,8 @@ class JavaDriver:
         except OSError:  # another run compiled it meanwhile
             subprocess.run(["rm", "-rf", str(tmp)], check=False)
 
-    def run(self, bootstrap: str, actions: list[dict[str, Any]], timeout: float = RUN_TIMEOUT_S) -> list[dict[str, Any]]:
+    def run(self, bootstrap: str, actions: list[dict[str, Any]],
+            timeout: float = RUN_TIMEOUT_S) -> list[dict[str, Any]]:
         """Run the actions in order against `bootstrap`; their results, in order. RuntimeError with
         the driver's output when it fails."""
         with tempfile.TemporaryDirectory(prefix="kafka-driver-") as d:

@@ -4,7 +4,8 @@
 //   java -cp <classes>:<kafka lib>/* KafkaDriver plan.json result.json
 //
 // plan: {"bootstrap": "127.0.0.1:port", "actions": [action, ...]}; each action's result goes into
-// result.json's "results" list, in order. Bytes travel as base64; a null key, value or header value as null.
+// result.json's "results" list, in order (each with "ms": how long it took). Bytes travel as base64;
+// a null key, value or header value as null.
 //
 //   {"op": "create_topics", "topics": [{"name", "partitions", "configs": {k: v}}]}
 //       -> {"created": [names]}
@@ -86,13 +87,17 @@ public final class KafkaDriver {
         ArrayNode results = JSON.createArrayNode();
         for (JsonNode action : plan.get("actions")) {
             String op = action.get("op").asText();
+            long start = System.nanoTime();
+            JsonNode result;
             switch (op) {
-                case "create_topics": results.add(createTopics(bootstrap, action)); break;
-                case "produce": results.add(produce(bootstrap, action)); break;
-                case "consume": results.add(consume(bootstrap, action)); break;
-                case "list_offsets": results.add(listOffsets(bootstrap, action)); break;
+                case "create_topics": result = createTopics(bootstrap, action); break;
+                case "produce": result = produce(bootstrap, action); break;
+                case "consume": result = consume(bootstrap, action); break;
+                case "list_offsets": result = listOffsets(bootstrap, action); break;
                 default: throw new IllegalArgumentException("unknown op " + op);
             }
+            ((ObjectNode) result).put("ms", (System.nanoTime() - start) / 1_000_000);
+            results.add(result);
         }
         ObjectNode out = JSON.createObjectNode();
         out.set("results", results);
@@ -144,7 +149,8 @@ public final class KafkaDriver {
                     ready = false;
                 }
                 if (ready) break;
-                if (System.currentTimeMillis() > deadline) throw new IllegalStateException("topics without leaders: " + wanted);
+                if (System.currentTimeMillis() > deadline)
+                    throw new IllegalStateException("topics without leaders: " + wanted);
                 Thread.sleep(100);
             }
         }
@@ -234,7 +240,8 @@ public final class KafkaDriver {
         for (TopicDescription d : describe(admin, names))
             for (TopicPartitionInfo p : d.partitions())
                 out.add(new TopicPartition(d.name(), p.partition()));
-        out.sort((a, b) -> a.topic().equals(b.topic()) ? Integer.compare(a.partition(), b.partition()) : a.topic().compareTo(b.topic()));
+        out.sort((a, b) -> a.topic().equals(b.topic()) ? Integer.compare(a.partition(), b.partition())
+                                                       : a.topic().compareTo(b.topic()));
         return out;
     }
 
@@ -253,7 +260,8 @@ public final class KafkaDriver {
         p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         long n = 0;
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p);
-             BufferedWriter w = Files.newBufferedWriter(Paths.get(action.get("out").asText()), StandardCharsets.UTF_8)) {
+             BufferedWriter w = Files.newBufferedWriter(Paths.get(action.get("out").asText()),
+                                                        StandardCharsets.UTF_8)) {
             consumer.assign(tps);
             consumer.seekToBeginning(tps);
             Map<TopicPartition, Long> end = consumer.endOffsets(tps, Duration.ofMillis(WAIT_MS));
@@ -320,8 +328,10 @@ public final class KafkaDriver {
                 o.putArray("times");
                 byTp.put(tp, o);
             }
-            ask(admin, tps, OffsetSpec.earliest(), options).forEach((tp, info) -> byTp.get(tp).set("earliest", answer(info)));
-            ask(admin, tps, OffsetSpec.latest(), options).forEach((tp, info) -> byTp.get(tp).set("latest", answer(info)));
+            ask(admin, tps, OffsetSpec.earliest(), options)
+                    .forEach((tp, info) -> byTp.get(tp).set("earliest", answer(info)));
+            ask(admin, tps, OffsetSpec.latest(), options)
+                    .forEach((tp, info) -> byTp.get(tp).set("latest", answer(info)));
             OffsetSpec max = maxTimestampSpec();
             if (max != null)
                 ask(admin, tps, max, options).forEach((tp, info) -> byTp.get(tp).set("max_timestamp", answer(info)));
