@@ -237,6 +237,13 @@ class KafkaBroker:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"ZooKeeper did not listen within {START_TIMEOUT_S} s")
             time.sleep(0.2)
+        # a killed broker's registration (an ephemeral node) outlives it until its session expires;
+        # the next broker with the same id would refuse to start meanwhile: remove it (the
+        # ZooKeeper CLI of the same jars; nothing to do when there is none)
+        with open(self.work_dir / "zookeeper.log", "ab") as out:
+            subprocess.run(self.java_command("org.apache.zookeeper.ZooKeeperMain", "-server",
+                                             f"127.0.0.1:{self.zk_port}", "delete", f"/brokers/ids/{self.node_id}"),
+                           stdout=out, stderr=subprocess.STDOUT, timeout=120, check=False)
 
     def start(self, timeout: float = START_TIMEOUT_S) -> "KafkaBroker":
         """Start the broker (formatting the storage of a new KRaft node first) and wait until it

@@ -736,6 +736,14 @@ def _major(snapshot: Snapshot) -> int:
     return int(snapshot.version.split(".")[0])
 
 
+def _xfail_zookeeper_era_dump(snapshot: Snapshot, request: pytest.FixtureRequest) -> None:
+    """kbatch dump prints kafka-dump-log 3.x/4.x's forms; a 2.x tool prints older ones."""
+    if _major(snapshot) < 3:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=(
+            "kafka-dump-log 2.x: a segment's header is 'Starting offset: N' (3.x, 4.x and kbatch: 'Log starting "
+            "offset: N'), and a producer snapshot line has 'currentTxnFirstOffset: None' and no lastTimestamp")))
+
+
 def _files(snapshot: Snapshot, suffixes: tuple[str, ...], topics: tuple[str, ...] | None = None) -> list[str]:
     """Files of partition 0 of each topic (and txn-1) by suffix, relative to the log dir, in name order."""
     out = []
@@ -851,10 +859,12 @@ def _assert_same_dump(snapshot: Snapshot, options: tuple[str, ...], files: list[
 
 @pytest.mark.parametrize("options", [(), ("--deep-iteration",), ("--verify-index-only",)],
                          ids=lambda o: " ".join(o) or "default")
-def test_dump_equals_kafka_dump_log(snapshot: Snapshot, options: tuple[str, ...]) -> None:
+def test_dump_equals_kafka_dump_log(snapshot: Snapshot, options: tuple[str, ...],
+                                    request: pytest.FixtureRequest) -> None:
     """`kbatch dump` prints what kafka-dump-log (DumpLogSegments of the same Kafka version) prints
     for the broker's segment and index files, line for line. (A killed broker's preallocated
     index with no entry yet is the next test's.)"""
+    _xfail_zookeeper_era_dump(snapshot, request)
     files = [f for f in _files(snapshot, SEGMENT_FILES) if not _all_zero(snapshot.log_dir / f)]
     _assert_same_dump(snapshot, options, files)
 
@@ -907,6 +917,7 @@ def test_dump_index_sanity_check_of_empty_indexes(snapshot: Snapshot, request: p
 
 def test_dump_producer_snapshots(snapshot: Snapshot, request: pytest.FixtureRequest) -> None:
     """The producer-state snapshots (.snapshot) the broker wrote, as kafka-dump-log prints them."""
+    _xfail_zookeeper_era_dump(snapshot, request)
     if _major(snapshot) >= 4:
         request.applymarker(pytest.mark.xfail(strict=True, reason=(
             "kafka-dump-log 4.x ends a producer without batch metadata at 'lastTimestamp: N' "
@@ -918,6 +929,7 @@ def test_dump_producer_snapshots(snapshot: Snapshot, request: pytest.FixtureRequ
 def test_dump_print_data_log_of_text(snapshot: Snapshot, options: tuple[str, ...],
                                      request: pytest.FixtureRequest) -> None:
     """--print-data-log over records whose keys, values and header values are UTF-8 text."""
+    _xfail_zookeeper_era_dump(snapshot, request)
     if "--skip-record-metadata" in options and _major(snapshot) >= 4:
         request.applymarker(pytest.mark.xfail(strict=True, reason=(
             "--skip-record-metadata --print-data-log: kafka-dump-log 4.x starts each record line with "
