@@ -13,6 +13,8 @@ and runs. Needs only Python >= 3.10, a C compiler and (for Spark) Java 17.
                              (default 60); --fuzz: clang build with libFuzzer coverage of the C kernels
   python3 dev.py build [--debug|--sanitize|--coverage|--fuzz]   rebuild the extensions in place (no flag:
                              optimised); --fuzz --sanitize: the libFuzzer build with ASan + UBSan
+  python3 dev.py kafka fetch [--version V]   Apache Kafka broker jars for the real-Kafka tests, with Maven,
+                             into ~/.cache/kbatch/kafka (tools/kafka_dist.py; docs/real-kafka.md)
 
 KBATCH_VENV overrides the virtualenv location (default: .venv next to this file).
 """
@@ -118,11 +120,23 @@ def ensure_debian_clients() -> None:
         run("apt-get", "install", "-y", "-q", *want, check=False)
 
 
+def kafka_dist():
+    """tools/kafka_dist.py (standard library only: no virtualenv needed)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import kafka_dist
+    finally:
+        sys.path.pop(0)
+    return kafka_dist
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0
     cmd, args = argv[0], argv[1:]
+    if cmd == "kafka":
+        return kafka_dist().main(args)
     if cmd not in EXTRAS:
         print(__doc__)
         return 2
@@ -137,6 +151,8 @@ def main(argv: list[str]) -> int:
         return run(PY, "-m", "kbatch.demo", *args, env=env, check=False)
     if cmd == "test":
         ensure_debian_clients()
+        if kafka_dist().main(["fetch"]) != 0:  # the real-Kafka tests then skip, saying why
+            say("no Kafka broker jars: the real-Kafka tests will be skipped")
         return run(PY, "-m", "pytest", "tests", "-q", *args, env=env, check=False)
     if cmd == "bench":
         results = ROOT / "bench" / "results"

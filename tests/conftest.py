@@ -20,6 +20,9 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 BACKEND_MODULES = {"python": "kbatch._core_py", "cython": "kbatch._core"}
 
+# real Apache Kafka brokers: kafka_version, kafka_dist, kafka_broker, kafka_driver (docs/real-kafka.md)
+pytest_plugins = ["support.kafka_plugin"]
+
 
 def load_backend(name: str):
     """The kernel module called `name`; fails (or skips, if allowed) when cython is missing."""

@@ -54,6 +54,8 @@ NOT_RUN = {
     ("compat.md", "PYTHONPATH=src .venv/bin/python tools/peer_suites.py --kafka-python ../kafka-python "
                   "--aiokafka ../aiokafka"):
         "needs checkouts of the clients' repositories at their release tags",
+    ("real-kafka.md", "python3 dev.py kafka fetch"):
+        "fetches Kafka's jars with Maven and starts brokers for minutes; tests/system/test_real_kafka.py runs them",
 }
 
 
