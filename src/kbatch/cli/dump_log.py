@@ -503,17 +503,24 @@ class Dumper:
         if o.json:
             self._obj(type="file", file=path, kind="offset_index", base_offset=base, size=index.file_length,
                       entries=len(index))
+        # DumpLogSegments opens the index read-only, so its entry count is the file's length / 8: a
+        # file shorter than one entry is "empty" (said before a sanity check), and a preallocated,
+        # zero-filled one (a killed broker's active segment) has its first slot, (base, 0), printed
+        entries = list(index)
+        if index.file_length < W.OFFSET_INDEX_ENTRY_SIZE:
+            if not o.json:
+                self._line(f"{path} is empty.")
+            index.close()
+            return
         if o.index_sanity_check:
             self._sanity(path, index)
             return
-        if len(index) == 0:
-            if not o.json:
-                self._line(f"{path} is empty.")
-            return
+        if not entries:
+            entries = [(base, 0)]
         log = open_records(sibling(path, W_LOG))
         try:
-            verdicts = self._rule_findings(path, check_offset_index, list(index), log)
-            for slot, (offset, position) in enumerate(index):
+            verdicts = self._rule_findings(path, check_offset_index, entries, log)
+            for slot, (offset, position) in enumerate(entries):
                 batch = first_batch_at(log, position, o.max_message_size)
                 log_offset = -1 if batch is None else batch.last_offset
                 batch = None
@@ -543,6 +550,11 @@ class Dumper:
             self._obj(type="file", file=path, kind="time_index", base_offset=base, size=tindex.file_length,
                       entries=len(tindex))
         if o.index_sanity_check:
+            if tindex.file_length < W.TIME_INDEX_ENTRY_SIZE:  # empty before any sanity check, as DumpLogSegments
+                if not o.json:
+                    self._line(f"{path} is empty.")
+                tindex.close()
+                return
             self._sanity(path, tindex)
             return
         index_path = sibling(path, ".index")

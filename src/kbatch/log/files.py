@@ -32,7 +32,9 @@ INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 TRANSIENT_SUFFIXES = (".deleted", ".cleaned", ".swap")
 LOCK_FILE = ".lock"   # Kafka's name (LogManager.LockFileName), here per partition directory too
 
-_SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
+#: a broker's segment file name: the 20-digit base offset, then a segment suffix (LogFileUtils); the
+#: one rule for it (segment listing, recovery's clean-up, layouts, index rebuilds use it)
+SEGMENT_FILE_RE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)$")  # (base offset, suffix without its dot)
 _PARTITION_DIR_RE = re.compile(r"^(.+)-(\d+)$")
 # atomic_write's temp files in a partition directory: "." + target name + "." + random + ".tmp",
 # for segment files, kbatch's own files and the broker text files kbatch writes there
@@ -56,6 +58,13 @@ def segment_path(directory: PathLike, base_offset: int, suffix: str) -> str:
     return os.path.join(os.fspath(directory), filename_prefix(base_offset) + suffix)
 
 
+def parse_segment_file_name(name: str) -> tuple[int, str] | None:
+    """(base offset, suffix) of a broker's segment or index file name (`00000000000000000042.log`),
+    None for any other name."""
+    m = SEGMENT_FILE_RE.match(name)
+    return None if m is None else (int(m.group(1)), "." + m.group(2))
+
+
 def offset_from_file_name(name: PathLike) -> int:
     """The offset a segment, index or snapshot file is named after (LogFileUtils.offsetFromFileName):
     the digits before the first '.', or, in a tiered copy's `<offset>-<segment id>.log`, before the
@@ -73,9 +82,9 @@ def list_segment_bases(directory: PathLike) -> list[int]:
     name is a regular file is checked when it is opened (open_regular)."""
     bases = []
     for name in os.listdir(directory):
-        m = _SEGMENT_RE.match(name)
-        if m:
-            bases.append(int(m.group(1)))
+        parsed = parse_segment_file_name(name)
+        if parsed is not None and parsed[1] == LOG_SUFFIX:
+            bases.append(parsed[0])
     return sorted(bases)
 
 
@@ -215,4 +224,4 @@ __all__ = ["O_CLOEXEC", "FileIdentity", "atomic_write", "fstat_identity", "fsync
            "path_identity", "pread_exact", "pread_into", "read_whole", "truncate_back", "write_all", "write_error",
            "LOG_SUFFIX", "INDEX_SUFFIX", "TIME_INDEX_SUFFIX", "TXN_INDEX_SUFFIX", "INDEX_SUFFIXES",
            "TRANSIENT_SUFFIXES", "LOCK_FILE", "TEMP_RE", "crash_point", "filename_prefix", "segment_path",
-           "list_segment_bases", "offset_from_file_name", "parse_partition_dir", "DirLock"]
+           "list_segment_bases", "offset_from_file_name", "parse_segment_file_name", "SEGMENT_FILE_RE", "parse_partition_dir", "DirLock"]

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 BROKER, TIERED, AIVEN = "broker", "kafka-local-tiered-storage", "aiven-tiered-storage"
 
 _UUID = r"[A-Za-z0-9_-]{22}"
-_BROKER_SEGMENT = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)$")
+_BROKER_SEGMENT = _files.SEGMENT_FILE_RE  # LogFileUtils' names (kbatch.log.files)
 _TIERED_SEGMENT = re.compile(rf"^(\d+)-({_UUID})\.(log|index|timeindex|txnindex|snapshot|leader_epoch_checkpoint)$")
 _AIVEN_SEGMENT = re.compile(rf"^(\d{{20}})-({_UUID})\.(log|indexes|rsm-manifest)$")
 _BROKER_DIR = re.compile(r"^(.+)-(\d+)$")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, NamedTuple
@@ -34,7 +33,6 @@ COMMIT_MARKER = ".kbatch-compaction-commit"
 CLEANED = ".cleaned"
 SWAP = ".swap"
 DELETED = ".deleted"
-_INDEX_RE = re.compile(r"^(\d{20})\.(index|timeindex|txnindex)$")
 SWAPPED_SUFFIXES = (_files.INDEX_SUFFIX, _files.TIME_INDEX_SUFFIX)  # compaction replaces these with the .log
 
 
@@ -100,8 +98,9 @@ def clean_directory(log_dir: PathLike, checkpoint: Callable[[str], None] | None 
     touched += complete_truncation(log_dir)
     names = set(os.listdir(log_dir))
     for name in sorted(names):
-        m = _INDEX_RE.match(name)
-        if m and f"{m.group(1)}{_files.LOG_SUFFIX}" not in names:
+        parsed = _files.parse_segment_file_name(name)
+        if (parsed is not None and parsed[1] in _files.INDEX_SUFFIXES
+                and _files.segment_path("", parsed[0], _files.LOG_SUFFIX) not in names):
             _unlink(os.path.join(log_dir, name))
             touched.append(name)
     if touched:

@@ -1488,10 +1488,10 @@ def _segment_logs(log_path: PathLike) -> list[str]:
 
 def _base_of(path: str) -> int:
     name = os.path.basename(path)
-    stem = name[:-len(_files.LOG_SUFFIX)] if name.endswith(_files.LOG_SUFFIX) else ""
-    if len(stem) != 20 or not stem.isdigit():
+    parsed = _files.parse_segment_file_name(name)
+    if parsed is None or parsed[1] != _files.LOG_SUFFIX:
         raise InvalidRequestError("Not a segment file name", expected="<20-digit base offset>.log", found=name)
-    return int(stem)
+    return parsed[0]
 
 
 def rebuild_segment_indexes(log_path: PathLike,
