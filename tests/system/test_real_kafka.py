@@ -596,10 +596,6 @@ def test_leader_epochs_equal_broker(snapshot: Snapshot) -> None:
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known kbatch bug (being fixed): `kbatch cat` read_committed takes aborted transactions only from "
-    ".txnindex files (cli/cat.py _aborted); without them it prints the records of aborted transactions "
-    "that a read_committed consumer of the broker does not get"))
 def test_cat_read_committed_without_txnindex(snapshot: Snapshot, tmp_path: Path) -> None:
     """`kbatch cat` (read_committed) of the transactional partitions once their .txnindex files
     are gone (a copy that kept only .log files, or a directory kbatch's own recovery rewrote):
@@ -703,10 +699,6 @@ def test_kbatch_recovery_indexes_equal_broker_recovery(snapshot: Snapshot, broke
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "kbatch.Log's recovery writes no .txnindex: the broker's recovery of the same segments writes one entry "
-    "per aborted transaction into the segment holding its abort marker (DESIGN.md, Storage invariants: "
-    "'A .txnindex entry is written for every aborted transaction ... (append, recovery, rebuild)')"))
 def test_kbatch_recovery_txnindex_equals_broker_recovery(snapshot: Snapshot, broker_rebuilt: Path,
                                                          tmp_path: Path) -> None:
     theirs_all, mine_all = {}, {}
@@ -881,10 +873,7 @@ def test_dump_preallocated_index_without_entries(killed: Snapshot, request: pyte
     snapshot = killed
     files = [f for f in _files(snapshot, (".index", ".timeindex")) if _all_zero(snapshot.log_dir / f)]
     assert "text-0/00000000000000000000.index" in files, files  # checked before the xfail marker applies
-    request.applymarker(pytest.mark.xfail(strict=True, reason=(
-        "an all-zero preallocated .index (a killed broker's active segment without entries): kafka-dump-log "
-        "prints its first slot as 'offset: <base offset> position: 0', kbatch dump prints '<file> is empty.'")))
-    _assert_same_dump(snapshot, (), files)
+    _assert_same_dump(snapshot, (), files)  # its first slot, 'offset: <base offset> position: 0
 
 
 def test_dump_index_sanity_check(snapshot: Snapshot) -> None:
@@ -909,15 +898,12 @@ def test_dump_sanity_check_of_a_killed_brokers_active_time_index(killed: Snapsho
     assert mine.returncode == 0 and f"{f} passed sanity check." in mine.stdout, mine.stdout + mine.stderr
 
 
-def test_dump_index_sanity_check_of_empty_indexes(snapshot: Snapshot, request: pytest.FixtureRequest) -> None:
+def test_dump_index_sanity_check_of_empty_indexes(snapshot: Snapshot) -> None:
     """--index-sanity-check of an .index of 0 bytes (a segment that got no entry)."""
     files = [f for f in _dump_set(snapshot, ("--index-sanity-check",)) if (snapshot.log_dir / f).stat().st_size == 0]
     if not files:
         pytest.skip(f"the {snapshot.name} copy has no empty .index")
-    request.applymarker(pytest.mark.xfail(strict=True, reason=(
-        "an empty .index (a segment with no entries): kafka-dump-log 3.9.2 and 4.4.0 --index-sanity-check print "
-        "'<file> is empty.', kbatch dump prints '<file> passed sanity check.'")))
-    _assert_same_dump(snapshot, ("--index-sanity-check",), files)
+    _assert_same_dump(snapshot, ("--index-sanity-check",), files)  # '<file> is empty.', before any check
 
 
 def test_dump_producer_snapshots(snapshot: Snapshot, request: pytest.FixtureRequest) -> None:

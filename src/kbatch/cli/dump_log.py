@@ -563,8 +563,11 @@ class Dumper:
         prev_ts = None  # NO_TIMESTAMP in Kafka; the batch's time floor here (extended batches)
         log = open_records(sibling(path, W_LOG))
         try:
-            verdicts = self._rule_findings(path, check_time_index, list(tindex), log)
-            for slot, (ts, offset) in enumerate(tindex):
+            entries = list(tindex)
+            if not entries and tindex.file_length >= W.TIME_INDEX_ENTRY_SIZE:
+                entries = [(0, base)]  # a preallocated, zero-filled file: DumpLogSegments prints its first slot
+            verdicts = self._rule_findings(path, check_time_index, entries, log)
+            for slot, (ts, offset) in enumerate(entries):
                 position = index.lookup(offset).position
                 batch, at = batch_containing(log, position, offset)
                 finding = verdicts.get(slot)
