@@ -235,6 +235,13 @@ def aborted_transactions(tp: TopicPartition) -> list[Aborted]:
     path's rule (kbatch.log.fetch.aborted_transactions: the segments' `.txnindex` files when every
     segment has one, else the log's control batches). The JVM reader computes the same list
     (Planner.abortedTransactions)."""
+    return transaction_state(tp, need_open=False)[0]
+
+
+def transaction_state(tp: TopicPartition, need_open: bool = True) -> tuple[list[Aborted], int | None]:
+    """(the partition's aborted transactions as aborted_transactions gives them, the first offset
+    of the earliest transaction with no marker yet or None): read_committed reads stop there, at
+    the last stable offset (kbatch.log.fetch.aborted_transactions with need_open)."""
     from ..log.fetch import TxnSource, aborted_transactions as rule
     from ..record.file_records import scan_buffer
 
@@ -249,7 +256,8 @@ def aborted_transactions(tp: TopicPartition) -> list[Aborted]:
 
         return TxnSource(seg.path, txn_index, lambda: scan_buffer(_read_range(seg.path, 0, seg.size)))
 
-    return [(t.producer_id, t.first_offset, t.last_offset) for t in rule(source(seg) for seg in tp.segments).aborted]
+    state = rule((source(seg) for seg in tp.segments), need_open=need_open)
+    return [(t.producer_id, t.first_offset, t.last_offset) for t in state.aborted], state.first_unstable_offset
 
 
 def marker_type(batch: RecordBatch | LegacyRecordBatch) -> W.ControlRecordType:
@@ -318,6 +326,9 @@ class Slice:
     start_offset: int | None
     end_offset: int | None
     aborted: list[Aborted] | None = None
+    #: the base offset of the partition's next segment; None for the last (active) segment, the only
+    #: one whose partial last batch is ignored (kbatch.log.fetch.partial_tail_ignored)
+    next_base: int | None = None
 
 
 def plan_partition(tp: TopicPartition, start_offset: int | None, end_offset: int | None,
@@ -352,5 +363,6 @@ def plan_partition(tp: TopicPartition, start_offset: int | None, end_offset: int
                     cuts.append(p)
         cuts.append(hi)
         for a, b in zip(cuts, cuts[1:]):
-            out.append(Slice(tp.topic, tp.partition, seg.path, a, b, seg.size, start_offset, end_offset, aborted))
+            out.append(Slice(tp.topic, tp.partition, seg.path, a, b, seg.size, start_offset, end_offset, aborted,
+                             next_base))
     return out
