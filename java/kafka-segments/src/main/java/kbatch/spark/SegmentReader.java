@@ -51,6 +51,7 @@ final class SegmentReader implements Closeable {
     private boolean finished;
     private boolean stopped;
     private long validEnd;
+    private long lastRead = Long.MIN_VALUE;
     private KafkaSegmentsException pending;
 
     /**
@@ -71,6 +72,11 @@ final class SegmentReader implements Closeable {
         this.rowsPerBatch = Math.max(1, rowsPerBatch);
         this.decoder = decoder;
         this.pos = start;
+    }
+
+    /** The last offset of the last batch read whole (Long.MIN_VALUE: none yet). */
+    long lastRead() {
+        return lastRead;
     }
 
     /** Where the bytes read so far end as whole batches (the error position of a truncation). */
@@ -156,6 +162,7 @@ final class SegmentReader implements Closeable {
                     }
                     aborted.checkMarker(h, decoder.controlType(buf, p, bufPos, h));
                 }
+                lastRead = h.lastOffset;
                 return;
             }
             if (verifyCrc) {
@@ -163,6 +170,7 @@ final class SegmentReader implements Closeable {
             }
             boolean emit = aborted == null || !h.isTransactional() || !aborted.isAborted(h.producerId, h.baseOffset);
             decoder.decodeV2(buf, p, bufPos, h, out, lo, hi, emit, true);
+            lastRead = h.lastOffset;
         } else {
             if (h.lastOffset < lo) {
                 return;
@@ -171,6 +179,7 @@ final class SegmentReader implements Closeable {
                 decoder.checkCrc(buf, p, h);
             }
             decoder.decodeLegacy(buf, p, bufPos, h, out, lo, hi, verifyCrc, true);
+            lastRead = h.lastOffset;
         }
     }
 
