@@ -110,7 +110,8 @@ final class SegmentReaderFactory implements PartitionReaderFactory {
             // a range that ends at the end of the file may end in a partial batch only in the last
             // (active) segment, as Kafka ignores it; in a middle segment that is unreadable bytes
             reader = new SegmentReader(new LogDirectory.FsSource(fs, slice.path), slice.start, slice.end,
-                    slice.nextBase == null ? slice.fileSize : Long.MAX_VALUE, options.verifyCrc(), slice.startOffset == null ? Long.MIN_VALUE : slice.startOffset,
+                    slice.nextBase == null ? slice.fileSize : Long.MAX_VALUE, options.verifyCrc(),
+                    slice.startOffset == null ? Long.MIN_VALUE : slice.startOffset,
                     slice.endOffset == null ? Long.MAX_VALUE : slice.endOffset, slice.aborted, columns,
                     options.rowsPerBatch(), new RecordBatchDecoder(Wire.DEFAULT_MAX_DECOMPRESSED_BYTES));
         }
