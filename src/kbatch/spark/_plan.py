@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -280,7 +280,7 @@ def check_markers(data: Buffer, start: int, aborted: Iterable[Aborted], lo: int,
     from ..errors import CorruptIndexError, KBatchError
 
     last = {(pid, last_offset) for pid, _first, last_offset in aborted}
-    for b in iter_batches(data, verify_crc=False, strict=False):
+    for b in _whole_batches(data):
         if b.magic != 2 or not b.is_control or not lo <= b.base_offset < hi:
             continue
         try:
@@ -298,6 +298,20 @@ def check_markers(data: Buffer, start: int, aborted: Iterable[Aborted], lo: int,
                 "The transaction index contradicts the log", position=start + b.position, base_offset=b.base_offset,
                 expected=f"{'an ABORT' if listed else 'a COMMIT'} marker of producer {b.producer_id} at offset "
                          f"{b.base_offset}", found=kind.name)
+
+
+def _whole_batches(data: Buffer) -> Iterator[RecordBatch | LegacyRecordBatch]:
+    """iter_batches(data) without CRC checks up to the first framing error (a bad header: the
+    decode of the same bytes raises it, after the rows before it)."""
+    from ..errors import KBatchError
+
+    gen = iter_batches(data, verify_crc=False, strict=False)
+    while True:
+        try:
+            b = next(gen)
+        except (StopIteration, KBatchError):
+            return
+        yield b
 
 
 def aborted_mask(pid: npt.NDArray[np.int64], transactional: npt.NDArray[np.bool_], offsets: npt.NDArray[np.int64],

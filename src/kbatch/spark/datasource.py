@@ -288,22 +288,28 @@ class KafkaSegmentsReader(DataSourceReader):
             # a partial batch at the end of the range is ignored only at the end of the last (active)
             # segment (kbatch.log.fetch's rule); in a middle segment it is unreadable bytes
             at_eof = partition.end >= partition.file_size and partial_tail_ignored(partition.next_base)
+            lo = _plan.INT64_MIN if partition.start_offset is None else partition.start_offset
+            hi = _plan.INT64_MAX if partition.end_offset is None else partition.end_offset
+            # a consumer checks every batch's CRC, control batches too (kbatch.log.fetch does): the
+            # rows before a marker whose CRC fails are read, then the marker is the bad batch
+            bad = _control_crc_failure(data, lo, hi) if self.verify_crc else None
+            body = data if bad is None else memoryview(data)[:bad.position]
             # only the columns the schema selects are built (headers, batch fields, isTombstone)
             gen: Iterator[pa.RecordBatch] = iter_record_batches(
-                data, partition.topic, partition.partition, include_headers=self.include_headers,
+                body, partition.topic, partition.partition, include_headers=self.include_headers,
                 batch_fields=self.batch_fields or committed, include_control=committed,
-                tombstone=self.tombstone, verify_crc=self.verify_crc, strict=not at_eof,
+                tombstone=self.tombstone, verify_crc=self.verify_crc, strict=not at_eof or bad is not None,
                 start_offset=partition.start_offset, end_offset=partition.end_offset,
                 chunk_rows=self.rows_per_batch, use_threads=False)  # Spark runs a task a core already
             try:
                 if committed:
                     assert partition.aborted is not None  # committed says so
-                    lo = _plan.INT64_MIN if partition.start_offset is None else partition.start_offset
-                    hi = _plan.INT64_MAX if partition.end_offset is None else partition.end_offset
-                    _plan.check_markers(data, 0, partition.aborted, lo, hi, self.verify_crc)
+                    _plan.check_markers(body, 0, partition.aborted, lo, hi, self.verify_crc)
                     gen = _committed(gen, partition.aborted)
                 for rb in gen:
                     yield rb if select is None else rb.select(select)
+                if bad is not None:
+                    raise bad
             except KBatchError as e:
                 self._bad_range(partition, e, data)
 
@@ -329,6 +335,29 @@ class KafkaSegmentsReader(DataSourceReader):
                     partition.path, e.position, partition.end, e)
         if self.bad_records_path is not None:
             _report_skipped(self.bad_records_path, partition, e)
+
+
+def _control_crc_failure(data: Buffer, lo: int, hi: int) -> KBatchError | None:
+    """The CrcMismatchError of the first control batch of `data` with offsets reaching [lo, hi)
+    whose CRC fails (positions in `data`), or None. Only headers are scanned and only control
+    batches checked (the decode checks the others); a framing error ends the look, the decode
+    meets it."""
+    import numpy as np
+
+    from .. import _wire as W
+    from ..record.file_records import _batch_at, _crc_error, scan_buffer
+
+    try:
+        for s in scan_buffer(data):
+            ctrl = ((s["magic"] == 2) & ((s["attributes"] & W.CONTROL_FLAG_MASK) != 0) & (s["last_offset"] >= lo)
+                    & (s["base_offset"] < hi))
+            for i in np.flatnonzero(ctrl).tolist():
+                b = _batch_at(s, i)
+                if b.compute_crc() != b.crc:
+                    return _crc_error(s, i)
+    except KBatchError:
+        return None
+    return None
 
 
 def _isolation(options: Mapping[str, str]) -> bool:
