@@ -64,6 +64,25 @@ def _crc_active(path: str) -> None:
     _flip(seg, 0)
 
 
+def _crc_marker(path: str) -> None:
+    """The COMMIT marker (offset 10) of the transactional partition: its CRC fails."""
+    for seg in P.segment_logs(path):
+        for k, (_pos, base, _last) in enumerate(P.batch_positions(seg)):
+            if base == 10:
+                _flip(seg, k)
+                return
+    raise AssertionError("no batch at offset 10")
+
+
+def _bad_magic_active(path: str) -> None:
+    """The magic byte of the active segment's middle batch is 7."""
+    seg = P.segment_logs(path)[-1]
+    rows = P.batch_positions(seg)
+    with open(seg, "r+b") as f:
+        f.seek(rows[len(rows) // 2][0] + 16)
+        f.write(b"\x07")
+
+
 CASES = {
     "txn-open": lambda p: P.transactional(p),
     "txn-open-no-txnindex": lambda p: P.transactional(p, txn_index=False),
@@ -77,6 +96,8 @@ CASES = {
     "torn-active": lambda p: (P.plain(p), _tear_active(p)),
     "bad-length-active": lambda p: (P.plain(p), P.bad_length_field(p, len(P.segment_logs(p)) - 1)),
     "crc-active": lambda p: (P.plain(p), _crc_active(p)),
+    "crc-marker": lambda p: (P.transactional(p, open_txn=False), _crc_marker(p)),
+    "bad-magic-active": lambda p: (P.plain(p), _bad_magic_active(p)),
 }
 
 
@@ -186,7 +207,8 @@ def test_the_matrix_has_damage_and_transactions(dirs):
     the CRC failures, ignores the active segment's partial last batch, and read_committed leaves
     records out of the transactional ones."""
     fails = {c for c in CASES if _expected(dirs[c][1], IsolationLevel.READ_UNCOMMITTED, False)[1] is not None}
-    assert fails == {"txn-torn-middle", "torn-middle", "bad-length-middle", "crc-middle", "crc-active"}
+    assert fails == {"txn-torn-middle", "torn-middle", "bad-length-middle", "crc-middle", "crc-active", "crc-marker",
+                     "bad-magic-active"}
     for c in ("txn-open", "txn-open-no-txnindex", "txn-closed", "txn-closed-no-txnindex"):
         rc = _expected(dirs[c][1], IsolationLevel.READ_COMMITTED, False)[0]
         ru = _expected(dirs[c][1], IsolationLevel.READ_UNCOMMITTED, False)[0]
