@@ -104,6 +104,14 @@ def _unreadable_error(r: UnreadableRange) -> UnreadableDataError:
     return e
 
 
+def partial_tail_ignored(next_segment_base: int | None) -> bool:
+    """Whether bytes after a segment's last complete batch, up to its end, are the one thing a
+    reader ignores (Kafka's rule: a write in progress or a torn last write): only in the last,
+    active segment (no next segment). Anywhere else they are unreadable bytes. Every reader asks
+    this (read_log below, both Spark readers: the JVM one implements the same test)."""
+    return next_segment_base is None
+
+
 class FetchedBatch(NamedTuple):
     batch: Batch
     aborted: bool   # a data batch of an aborted transaction (records a read_committed consumer never sees)
@@ -373,9 +381,10 @@ class FetchResult:
             except KBatchError as e:
                 self._fail(self._hole(k, e.position or 0, None, str(e)))
                 continue
+            nxt_base = None if active else segs[k + 1].base_offset
             if pos is None:
                 nxt, end = seg.read_end()
-                if end < seg.size and not active:
+                if end < seg.size and not partial_tail_ignored(nxt_base):
                     self._fail(self._hole(k, end, nxt - 1 if nxt > seg.base_offset else None,
                                           "not a complete batch: a torn write, a bad length field, or not a segment"))
                 continue
@@ -386,7 +395,7 @@ class FetchResult:
                     s = next(gen)
                 except StopIteration as stop:
                     end = stop.value
-                    if end < seg.size and not active:
+                    if end < seg.size and not partial_tail_ignored(nxt_base):
                         self._fail(self._hole(k, end, last, "not a complete batch: a torn write, a bad length "
                                                             "field, or not a segment"))
                     break
@@ -453,5 +462,6 @@ def read_log(log: Log, start_offset: int, end_offset: int | None = None, *,
 
 
 __all__ = ["IsolationLevel", "read_log", "FetchResult", "FetchedBatch", "UnreadableRange", "UnreadableDataError",
+           "partial_tail_ignored",
            "AbortedFilter", "TxnSource", "TxnState", "aborted_transactions", "transaction_state", "cached_transaction_state",
            "collect_aborted_txns", "last_stable_offset"]

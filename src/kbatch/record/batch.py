@@ -282,8 +282,9 @@ def scan_headers(buf: memoryview, start: int = 0, end: int | None = None, verify
                  first_window: int = _SCAN_WINDOW) -> Generator[dict[str, Any], None, int]:
     """Yield the backend's batch-header columns (absolute positions) for buf[start:end], window by
     window so memory stays bounded; stops quietly before a partial last batch (scan_batches raises
-    for a size below the format's overhead). Returns (StopIteration.value) the position where
-    complete batches end."""
+    for a size below the format's overhead or a bad magic, after the whole batches before that
+    header are yielded, as kbatch.record.file_records.scan_windows does). Returns
+    (StopIteration.value) the position where complete batches end."""
     n = len(buf) if end is None else min(end, len(buf))
     core = _backend.core
     pos = start
@@ -291,7 +292,14 @@ def scan_headers(buf: memoryview, start: int = 0, end: int | None = None, verify
     while n - pos > W.HEADER_SIZE_UP_TO_MAGIC:
         wend = min(n, pos + window)
         window = _SCAN_WINDOW
-        s = core.scan_batches(buf, pos, wend, verify_crc)
+        try:
+            s = core.scan_batches(buf, pos, wend, verify_crc)
+        except KBatchError as e:
+            if e.position is not None and e.position > pos:  # the whole batches before the bad header first
+                s = core.scan_batches(buf, pos, e.position, verify_crc)
+                if len(s["position"]):
+                    yield s
+            raise
         if s["valid_bytes"] == pos:  # the next batch is larger than the window, or truncated
             if wend == n:
                 return pos

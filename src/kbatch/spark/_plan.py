@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -234,6 +234,13 @@ def aborted_transactions(tp: TopicPartition) -> list[Aborted]:
     path's rule (kbatch.log.fetch.aborted_transactions: the segments' `.txnindex` files when every
     segment has one, else the log's control batches). The JVM reader computes the same list
     (Planner.abortedTransactions)."""
+    return transaction_state(tp, need_open=False)[0]
+
+
+def transaction_state(tp: TopicPartition, need_open: bool = True) -> tuple[list[Aborted], int | None]:
+    """(the partition's aborted transactions as aborted_transactions gives them, the first offset
+    of the earliest transaction with no marker yet or None): read_committed reads stop there, at
+    the last stable offset (kbatch.log.fetch.aborted_transactions with need_open)."""
     from ..log.fetch import TxnSource, aborted_transactions as rule
     from ..record.file_records import scan_buffer
 
@@ -248,7 +255,8 @@ def aborted_transactions(tp: TopicPartition) -> list[Aborted]:
 
         return TxnSource(seg.path, txn_index, lambda: scan_buffer(_read_range(seg.path, 0, seg.size)))
 
-    return [(t.producer_id, t.first_offset, t.last_offset) for t in rule(source(seg) for seg in tp.segments).aborted]
+    state = rule((source(seg) for seg in tp.segments), need_open=need_open)
+    return [(t.producer_id, t.first_offset, t.last_offset) for t in state.aborted], state.first_unstable_offset
 
 
 def marker_type(batch: Batch) -> W.ControlRecordType:
@@ -271,7 +279,7 @@ def check_markers(data: Buffer, start: int, aborted: Iterable[Aborted], lo: int,
     from ..errors import CorruptIndexError, KBatchError
 
     last = {(pid, last_offset) for pid, _first, last_offset in aborted}
-    for b in iter_batches(data, verify_crc=False, strict=False):
+    for b in _whole_batches(data):
         if b.magic != 2 or not b.is_control or not lo <= b.base_offset < hi:
             continue
         try:
@@ -289,6 +297,20 @@ def check_markers(data: Buffer, start: int, aborted: Iterable[Aborted], lo: int,
                 "The transaction index contradicts the log", position=start + b.position, base_offset=b.base_offset,
                 expected=f"{'an ABORT' if listed else 'a COMMIT'} marker of producer {b.producer_id} at offset "
                          f"{b.base_offset}", found=kind.name)
+
+
+def _whole_batches(data: Buffer) -> Iterator[RecordBatch | LegacyRecordBatch]:
+    """iter_batches(data) without CRC checks up to the first framing error (a bad header: the
+    decode of the same bytes raises it, after the rows before it)."""
+    from ..errors import KBatchError
+
+    gen = iter_batches(data, verify_crc=False, strict=False)
+    while True:
+        try:
+            b = next(gen)
+        except (StopIteration, KBatchError):
+            return
+        yield b
 
 
 def aborted_mask(pid: npt.NDArray[np.int64], transactional: npt.NDArray[np.bool_], offsets: npt.NDArray[np.int64],
@@ -317,6 +339,9 @@ class Slice:
     start_offset: int | None
     end_offset: int | None
     aborted: list[Aborted] | None = None
+    #: the base offset of the partition's next segment; None for the last (active) segment, the only
+    #: one whose partial last batch is ignored (kbatch.log.fetch.partial_tail_ignored)
+    next_base: int | None = None
 
 
 def plan_partition(tp: TopicPartition, start_offset: int | None, end_offset: int | None,
@@ -351,5 +376,6 @@ def plan_partition(tp: TopicPartition, start_offset: int | None, end_offset: int
                     cuts.append(p)
         cuts.append(hi)
         for a, b in zip(cuts, cuts[1:]):
-            out.append(Slice(tp.topic, tp.partition, seg.path, a, b, seg.size, start_offset, end_offset, aborted))
+            out.append(Slice(tp.topic, tp.partition, seg.path, a, b, seg.size, start_offset, end_offset, aborted,
+                             next_base))
     return out

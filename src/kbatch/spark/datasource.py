@@ -64,12 +64,15 @@ from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, IntegerType, 
 
 from ..columns import decode as A
 from ..log.files import atomic_write
-from ..errors import InvalidRequestError, KBatchError
+from ..errors import FileChangedError, InvalidRequestError, KBatchError
+from ..log.fetch import UnreadableRange, partial_tail_ignored
 from . import _plan
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql.datasource import DataSourceWriter, Filter
+
+    from .._typing import Buffer
 
 log = logging.getLogger("kbatch.spark")
 
@@ -166,6 +169,7 @@ class SegmentSlice(InputPartition):
         self.start, self.end, self.file_size = s.start, s.end, s.file_size
         self.start_offset, self.end_offset = s.start_offset, s.end_offset
         self.aborted = s.aborted
+        self.next_base = s.next_base
 
     def __repr__(self) -> str:
         return (f"SegmentSlice({self.path}[{self.start}:{self.end}], offsets "
@@ -258,9 +262,13 @@ class KafkaSegmentsReader(DataSourceReader):
             if self.partitions_in is not None and tp.partition not in self.partitions_in:
                 continue
             start, end = self._bounds(tp)
+            aborted: list[_plan.Aborted] | None = None
+            if self.read_committed:  # the read path's rule: stop at the last stable offset (kbatch.log.fetch)
+                aborted, unstable = _plan.transaction_state(tp)
+                if unstable is not None:
+                    end = unstable if end is None else min(end, unstable)
             if start is not None and end is not None and end <= start:
                 continue
-            aborted = _plan.aborted_transactions(tp) if self.read_committed else None
             out.extend(SegmentSlice(s) for s in _plan.plan_partition(tp, start, end, self.max_bytes, aborted))
         return out or [SegmentSlice(_plan.Slice("", 0, "", 0, 0, 0, 0, 0))]
 
@@ -277,36 +285,79 @@ class KafkaSegmentsReader(DataSourceReader):
             select = self.columns  # the batch fields read_committed needs are not the query's
         # local: a read-only map of the slice; remote (s3://, gs://, hdfs://...): one ranged request of it
         with _slice(partition.path, partition.start, partition.end, partition.file_size) as data:
-            at_eof = partition.end >= partition.file_size
+            # a partial batch at the end of the range is ignored only at the end of the last (active)
+            # segment (kbatch.log.fetch's rule); in a middle segment it is unreadable bytes
+            at_eof = partition.end >= partition.file_size and partial_tail_ignored(partition.next_base)
+            lo = _plan.INT64_MIN if partition.start_offset is None else partition.start_offset
+            hi = _plan.INT64_MAX if partition.end_offset is None else partition.end_offset
+            # a consumer checks every batch's CRC, control batches too (kbatch.log.fetch does): the
+            # rows before a marker whose CRC fails are read, then the marker is the bad batch
+            bad = _control_crc_failure(data, lo, hi) if self.verify_crc else None
+            body = data if bad is None else memoryview(data)[:bad.position]
             # only the columns the schema selects are built (headers, batch fields, isTombstone)
             gen: Iterator[pa.RecordBatch] = iter_record_batches(
-                data, partition.topic, partition.partition, include_headers=self.include_headers,
+                body, partition.topic, partition.partition, include_headers=self.include_headers,
                 batch_fields=self.batch_fields or committed, include_control=committed,
-                tombstone=self.tombstone, verify_crc=self.verify_crc, strict=not at_eof,
+                tombstone=self.tombstone, verify_crc=self.verify_crc, strict=not at_eof or bad is not None,
                 start_offset=partition.start_offset, end_offset=partition.end_offset,
                 chunk_rows=self.rows_per_batch, use_threads=False)  # Spark runs a task a core already
             try:
                 if committed:
                     assert partition.aborted is not None  # committed says so
-                    lo = _plan.INT64_MIN if partition.start_offset is None else partition.start_offset
-                    hi = _plan.INT64_MAX if partition.end_offset is None else partition.end_offset
-                    _plan.check_markers(data, 0, partition.aborted, lo, hi, self.verify_crc)
+                    _plan.check_markers(body, 0, partition.aborted, lo, hi, self.verify_crc)
                     gen = _committed(gen, partition.aborted)
                 for rb in gen:
                     yield rb if select is None else rb.select(select)
+                if bad is not None:
+                    raise bad
             except KBatchError as e:
-                self._bad_range(partition, e)
+                self._bad_range(partition, e, data)
 
-    def _bad_range(self, partition: SegmentSlice, e: KBatchError) -> None:
-        """A bad batch in the slice: fail (positions in the file, the file named), or skip the rest
-        of the slice, log it and, with badRecordsPath, report it."""
+    def _bad_range(self, partition: SegmentSlice, e: KBatchError, data: Buffer) -> None:
+        """A bad batch in the slice: fail (positions in the file, the file, bytes and offsets
+        named as kbatch.log.fetch.UnreadableRange names them), or skip the rest of the slice, log
+        it once and, with badRecordsPath, report it."""
+        from ..record.file_records import iter_batches
+
+        at = e.position  # in the slice's bytes
+        last = None
+        if at is not None and not isinstance(e, FileChangedError):
+            for b in iter_batches(memoryview(data)[:at], verify_crc=False, strict=False):
+                last = b.last_offset
         e.update(shift=partition.start, reason=f"{e.reason} [kafka-segments: {partition.path}]")
-        if self.fail_on_data_loss:
+        if e.position is not None and not isinstance(e, FileChangedError):
+            hole = UnreadableRange(partition.path, e.position, partition.file_size - e.position, last,
+                                   partition.next_base, type(e).__name__)
+            e.update(reason=f"{e.reason}; {hole}")
+        if self.fail_on_data_loss or isinstance(e, FileChangedError):
             raise e
-        log.warning("kafka-segments: skipping the rest of %s from byte %s to %s: %s "
-                    "(failOnDataLoss=false)", partition.path, e.position, partition.end, e)
+        log.warning("kafka-segments: skipping the rest of %s from byte %s to %s (failOnDataLoss=false): %s",
+                    partition.path, e.position, partition.end, e)
         if self.bad_records_path is not None:
             _report_skipped(self.bad_records_path, partition, e)
+
+
+def _control_crc_failure(data: Buffer, lo: int, hi: int) -> KBatchError | None:
+    """The CrcMismatchError of the first control batch of `data` with offsets reaching [lo, hi)
+    whose CRC fails (positions in `data`), or None. Only headers are scanned and only control
+    batches checked (the decode checks the others); a framing error ends the look, the decode
+    meets it."""
+    import numpy as np
+
+    from .. import _wire as W
+    from ..record.file_records import _batch_at, _crc_error, scan_buffer
+
+    try:
+        for s in scan_buffer(data):
+            ctrl = ((s["magic"] == 2) & ((s["attributes"] & W.CONTROL_FLAG_MASK) != 0) & (s["last_offset"] >= lo)
+                    & (s["base_offset"] < hi))
+            for i in np.flatnonzero(ctrl).tolist():
+                b = _batch_at(s, i)
+                if b.compute_crc() != b.crc:
+                    return _crc_error(s, i)
+    except KBatchError:
+        return None
+    return None
 
 
 def _isolation(options: Mapping[str, str]) -> bool:

@@ -105,6 +105,23 @@ public final class KafkaSegmentsException extends RuntimeException {
         return this;
     }
 
+    /**
+     * Say which bytes and offsets could not be read, as kbatch.log.fetch.UnreadableRange does:
+     * "&lt;path&gt;: N bytes from byte P could not be read; offsets A..B are in or behind them".
+     * lastRead: the last offset read before them (Long.MIN_VALUE: none); nextBase: the next
+     * segment's base offset (null: the end of the log).
+     */
+    KafkaSegmentsException unreadable(String path, long fileSize, long lastRead, Long nextBase) {
+        if (position == null) {
+            return this;
+        }
+        String lo = lastRead == Long.MIN_VALUE ? "?" : Long.toString(lastRead + 1);
+        String hi = nextBase == null ? "the end of the log" : Long.toString(nextBase - 1);
+        reason = reason + "; " + path + ": " + (fileSize - position) + " bytes from byte " + position
+                + " could not be read, offsets " + lo + ".." + hi + " are in or behind them and were not read";
+        return this;
+    }
+
     KafkaSegmentsException shift(long delta) {
         if (position != null) {
             position = position + delta;

@@ -54,10 +54,14 @@ final class Planner {
                 continue;
             }
             Long[] b = bounds(tp);
+            AbortedTransactions aborted = readCommitted ? abortedTransactions(tp) : null;
+            Long unstable = readCommitted ? firstUnstable.get(tp.path) : null;
+            if (unstable != null) { // read_committed stops at the last stable offset (kbatch.log.fetch)
+                b[1] = b[1] == null ? unstable : Math.min(b[1], unstable);
+            }
             if (b[0] != null && b[1] != null && b[1] <= b[0]) {
                 continue;
             }
-            AbortedTransactions aborted = readCommitted ? abortedTransactions(tp) : null;
             out.addAll(planPartition(tp, b[0], b[1], options.maxPartitionBytes(), aborted));
         }
         return out;
@@ -298,13 +302,20 @@ final class Planner {
             cuts.add(hi);
             for (int c = 0; c + 1 < cuts.size(); c++) {
                 out.add(new SegmentSlice(tp.topic, tp.partition, seg.path, cuts.get(c), cuts.get(c + 1), seg.size,
-                        start, end, aborted));
+                        start, end, aborted, nextBase));
             }
         }
         return out;
     }
 
     // ------------------------------------------------------------------ aborted transactions
+    /**
+     * The first offset of the earliest transaction with no marker yet, by partition path (absent:
+     * none open), as abortedTransactions found it: read_committed stops there (the last stable
+     * offset, kbatch.log.fetch).
+     */
+    final Map<String, Long> firstUnstable = new HashMap<>();
+
     /**
      * The partition's aborted transactions: from the segments' `.txnindex` files when every segment
      * has one, otherwise from the log itself (a broker writes a `.txnindex` only for a segment that
@@ -329,7 +340,45 @@ final class Planner {
             files.add(raw);
             allIndexed &= raw != null;
         }
-        if (allIndexed) {
+        if (scanned != null && !allIndexed) {
+            return scanned; // a stream's own header pass (PartitionTail), which also gives its stable end
+        }
+        // one header pass in any case: the open transactions at the end give the last stable offset
+        Map<Long, Long> open = new HashMap<>(); // producer -> first offset of its open transaction
+        List<long[]> derived = new ArrayList<>();
+        for (LogDirectory.Segment seg : tp.segments) {
+            try (SegmentReader.Source src = new LogDirectory.FsSource(fs, seg.path)) {
+                HeaderScan.scan(src, 0, seg.size, (h, b, p, delta) -> {
+                    if (h.magic < 2 || h.producerId < 0 || !h.isTransactional()) {
+                        return true;
+                    }
+                    if (!h.isControl()) {
+                        open.putIfAbsent(h.producerId, h.baseOffset);
+                        return true;
+                    }
+                    int type = decoder.controlType(b, p, delta, h);
+                    if (type != Wire.CONTROL_ABORT && type != Wire.CONTROL_COMMIT) {
+                        return true; // a control batch that is not a transaction marker
+                    }
+                    Long first = open.remove(h.producerId);
+                    if (type == Wire.CONTROL_ABORT) {
+                        derived.add(new long[] {h.producerId, first == null ? h.baseOffset : first, h.baseOffset});
+                    }
+                    return true;
+                });
+            } catch (UncheckedIOException e) {
+                throw e.getCause();
+            } catch (KafkaSegmentsException e) {
+                // bytes this pass cannot read: the reader reports them where it meets them (kbatch.log.fetch)
+                continue;
+            }
+        }
+        if (open.isEmpty()) {
+            firstUnstable.remove(tp.path);
+        } else {
+            firstUnstable.put(tp.path, java.util.Collections.min(open.values()));
+        }
+        if (allIndexed) { // every segment has one: the files, as a broker reads them
             for (int k = 0; k < files.size(); k++) {
                 byte[] raw = files.get(k);
                 String path = tp.segments.get(k).sibling(".txnindex");
@@ -350,33 +399,7 @@ final class Planner {
             }
             return AbortedTransactions.of(entries);
         }
-        if (scanned != null) {
-            return scanned;
-        }
-        Map<Long, Long> open = new HashMap<>(); // producer -> first offset of its open transaction
-        for (LogDirectory.Segment seg : tp.segments) {
-            try (SegmentReader.Source src = new LogDirectory.FsSource(fs, seg.path)) {
-                HeaderScan.scan(src, 0, seg.size, (h, b, p, delta) -> {
-                    if (!h.isTransactional()) {
-                        return true;
-                    }
-                    if (!h.isControl()) {
-                        open.putIfAbsent(h.producerId, h.baseOffset);
-                        return true;
-                    }
-                    int type = decoder.controlType(b, p, delta, h);
-                    Long first = open.remove(h.producerId);
-                    if (type == Wire.CONTROL_ABORT) {
-                        entries.add(new long[] {h.producerId, first == null ? h.baseOffset : first, h.baseOffset});
-                    } else if (type != Wire.CONTROL_COMMIT && first != null) {
-                        open.put(h.producerId, first); // not a transaction marker
-                    }
-                    return true;
-                });
-            } catch (UncheckedIOException e) {
-                throw e.getCause();
-            }
-        }
+        entries.addAll(derived);
         return AbortedTransactions.of(entries);
     }
 }

@@ -51,6 +51,9 @@ final class SegmentReader implements Closeable {
     private boolean finished;
     private boolean stopped;
     private long validEnd;
+    private long lastRead = Long.MIN_VALUE;
+    /** A framing error met after some whole batches of a window: thrown once those are read. */
+    private KafkaSegmentsException framing;
     private KafkaSegmentsException pending;
 
     /**
@@ -71,6 +74,11 @@ final class SegmentReader implements Closeable {
         this.rowsPerBatch = Math.max(1, rowsPerBatch);
         this.decoder = decoder;
         this.pos = start;
+    }
+
+    /** The last offset of the last batch read whole (Long.MIN_VALUE: none yet). */
+    long lastRead() {
+        return lastRead;
     }
 
     /** Where the bytes read so far end as whole batches (the error position of a truncation). */
@@ -150,12 +158,13 @@ final class SegmentReader implements Closeable {
                 return;
             }
             if (h.isControl()) {
+                if (verifyCrc) { // a consumer checks every batch's CRC, markers too (kbatch.log.fetch)
+                    decoder.checkCrc(buf, p, h);
+                }
                 if (aborted != null) { // read_committed: markers are checked against the aborted list
-                    if (verifyCrc) {
-                        decoder.checkCrc(buf, p, h);
-                    }
                     aborted.checkMarker(h, decoder.controlType(buf, p, bufPos, h));
                 }
+                lastRead = h.lastOffset;
                 return;
             }
             if (verifyCrc) {
@@ -163,6 +172,7 @@ final class SegmentReader implements Closeable {
             }
             boolean emit = aborted == null || !h.isTransactional() || !aborted.isAborted(h.producerId, h.baseOffset);
             decoder.decodeV2(buf, p, bufPos, h, out, lo, hi, emit, true);
+            lastRead = h.lastOffset;
         } else {
             if (h.lastOffset < lo) {
                 return;
@@ -171,6 +181,7 @@ final class SegmentReader implements Closeable {
                 decoder.checkCrc(buf, p, h);
             }
             decoder.decodeLegacy(buf, p, bufPos, h, out, lo, hi, verifyCrc, true);
+            lastRead = h.lastOffset;
         }
     }
 
@@ -197,6 +208,11 @@ final class SegmentReader implements Closeable {
     private boolean scanWindow() throws IOException {
         count = 0;
         next = 0;
+        if (framing != null) { // the batches before it were handed out: now the error
+            KafkaSegmentsException e = framing;
+            framing = null;
+            throw e;
+        }
         if (end - pos <= Wire.HEADER_SIZE_UP_TO_MAGIC) {
             validEnd = pos;
             return false;
@@ -229,7 +245,8 @@ final class SegmentReader implements Closeable {
             long offset = buf.getLong(i);
             int size = buf.getInt(i + Wire.SIZE_OFFSET);
             if (size < Wire.RECORD_OVERHEAD_V0) {
-                throw KafkaSegmentsException.batchTooSmall(p, "size >= " + Wire.RECORD_OVERHEAD_V0, size, offset);
+                return framing(from, p, KafkaSegmentsException.batchTooSmall(p, "size >= " + Wire.RECORD_OVERHEAD_V0,
+                        size, offset));
             }
             long total = (long) size + Wire.LOG_OVERHEAD;
             if (total > to - p) {
@@ -238,14 +255,16 @@ final class SegmentReader implements Closeable {
             int magic = buf.get(i + Wire.MAGIC_OFFSET);
             if (magic == 2) {
                 if (total < Wire.RECORD_BATCH_OVERHEAD) {
-                    throw KafkaSegmentsException.batchTooSmall(p, "size >= " + Wire.RECORD_BATCH_OVERHEAD, total, offset);
+                    return framing(from, p, KafkaSegmentsException.batchTooSmall(p,
+                            "size >= " + Wire.RECORD_BATCH_OVERHEAD, total, offset));
                 }
             } else if (magic == 0 || magic == 1) {
                 if (magic == 1 && size < Wire.RECORD_OVERHEAD_V1) {
-                    throw KafkaSegmentsException.batchTooSmall(p, "size >= " + Wire.RECORD_OVERHEAD_V1, size, offset);
+                    return framing(from, p, KafkaSegmentsException.batchTooSmall(p,
+                            "size >= " + Wire.RECORD_OVERHEAD_V1, size, offset));
                 }
             } else {
-                throw KafkaSegmentsException.badMagic(p + Wire.MAGIC_OFFSET, magic, offset);
+                return framing(from, p, KafkaSegmentsException.badMagic(p + Wire.MAGIC_OFFSET, magic, offset));
             }
             if (count == headers.length) {
                 BatchHeader[] more = java.util.Arrays.copyOf(headers, Math.max(64, count * 2));
@@ -257,6 +276,15 @@ final class SegmentReader implements Closeable {
             headers[count++].read(buf, i, p, (int) total);
             p += total;
         }
+        return p;
+    }
+
+    /** A framing error at p: thrown now when no whole batch came before it in [from, p), else after them. */
+    private long framing(long from, long p, KafkaSegmentsException e) {
+        if (p == from) {
+            throw e;
+        }
+        framing = e;
         return p;
     }
 

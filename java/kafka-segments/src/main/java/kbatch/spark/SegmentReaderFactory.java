@@ -107,8 +107,11 @@ final class SegmentReaderFactory implements PartitionReaderFactory {
                     names.contains("timestamp"), names.contains("timestampType"), names.contains("headers"),
                     names.contains("isTombstone"), batchFields);
             FileSystem fs = LogDirectory.fileSystem(slice.path, conf.get());
+            // a range that ends at the end of the file may end in a partial batch only in the last
+            // (active) segment, as Kafka ignores it; in a middle segment that is unreadable bytes
             reader = new SegmentReader(new LogDirectory.FsSource(fs, slice.path), slice.start, slice.end,
-                    slice.fileSize, options.verifyCrc(), slice.startOffset == null ? Long.MIN_VALUE : slice.startOffset,
+                    slice.nextBase == null ? slice.fileSize : Long.MAX_VALUE, options.verifyCrc(),
+                    slice.startOffset == null ? Long.MIN_VALUE : slice.startOffset,
                     slice.endOffset == null ? Long.MAX_VALUE : slice.endOffset, slice.aborted, columns,
                     options.rowsPerBatch(), new RecordBatchDecoder(Wire.DEFAULT_MAX_DECOMPRESSED_BYTES));
         }
@@ -140,7 +143,7 @@ final class SegmentReaderFactory implements PartitionReaderFactory {
                 }
             } catch (KafkaSegmentsException e) {
                 done = true;
-                e.inFile(slice.path);
+                e.inFile(slice.path).unreadable(slice.path, slice.fileSize, reader.lastRead(), slice.nextBase);
                 // a file that changed under the read is not bad data: it fails the task whatever
                 // failOnDataLoss says, as in the Python reader
                 if (options.failOnDataLoss() || "FileChangedError".equals(e.errorClass())) {
@@ -148,7 +151,7 @@ final class SegmentReaderFactory implements PartitionReaderFactory {
                     // class loader, which does not see a jar added at runtime (ADD JAR)
                     throw new IOException(e.getMessage());
                 }
-                LOG.warn("kafka-segments: skipping the rest of {} from byte {} to {}: {} (failOnDataLoss=false)",
+                LOG.warn("kafka-segments: skipping the rest of {} from byte {} to {} (failOnDataLoss=false): {}",
                         slice.path, e.position(), slice.end, e.getMessage());
                 if (options.badRecordsPath() != null) {
                     report(options.badRecordsPath(), e);

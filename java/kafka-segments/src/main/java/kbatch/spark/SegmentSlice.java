@@ -19,9 +19,15 @@ final class SegmentSlice implements InputPartition {
     final Long startOffset;
     final Long endOffset;
     final AbortedTransactions aborted;
+    /**
+     * The base offset of the partition's next segment; null when this is the last (active) one,
+     * the only segment whose partial last batch is ignored, as Kafka does (kbatch.log.fetch).
+     */
+    final Long nextBase;
 
     SegmentSlice(String topic, int partition, String path, long start, long end, long fileSize, Long startOffset,
-                 Long endOffset, AbortedTransactions aborted) {
+                 Long endOffset, AbortedTransactions aborted, Long nextBase) {
+        this.nextBase = nextBase;
         this.topic = topic;
         this.partition = partition;
         this.path = path;

@@ -1,0 +1,239 @@
+"""Both Spark readers against the read path (kbatch.log.fetch.read_log), on the partitions of
+tests/support/partitions.py: transactions committed, aborted and open, with and without
+`.txnindex`, and damage (a torn middle segment, a bad length field, a CRC failure; the same in the
+active segment, where only a partial last batch is what Kafka ignores).
+
+For each directory, each isolation level and each reader (the JVM one, `kafka-segments-jvm`, and
+the Python one, `kafka-segments-python`):
+
+- failOnDataLoss=true (the default): the same records as read_log (offset, key, value, timestamp),
+  or, where read_log raises UnreadableDataError, a failed job whose message names the same bytes
+  and offsets (UnreadableRange's words: "<file>: N bytes from byte P could not be read").
+- failOnDataLoss=false with badRecordsPath: the same records as read_log(skip_unreadable=True),
+  and one report per range read_log lists in `unreadable` (file, first byte).
+
+One Spark session for the module (issue 28: one read path, the Java reader implementing the same
+rules).
+"""
+import json
+import os
+import sys
+
+import pytest
+
+pytest.importorskip("pyspark.sql.datasource")
+
+import kbatch  # noqa: E402
+from kbatch.log.fetch import IsolationLevel, UnreadableDataError, read_log  # noqa: E402
+
+from support import partitions as P  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+READERS = {"python": "kafka-segments-python", "jvm": "kafka-segments-jvm"}
+ISOLATION = {"read_uncommitted": IsolationLevel.READ_UNCOMMITTED, "read_committed": IsolationLevel.READ_COMMITTED}
+
+
+def _flip(log_path: str, which: int) -> None:
+    """Flip a bit near the end (the last record's value) of batch number `which` of a .log: its
+    CRC no longer matches."""
+    rows = P.batch_positions(log_path)
+    pos, _base, _last = rows[which]
+    nxt = rows[which + 1][0] if which + 1 < len(rows) else os.path.getsize(log_path)
+    with open(log_path, "r+b") as f:
+        f.seek(nxt - 3)
+        b = f.read(1)
+        f.seek(nxt - 3)
+        f.write(bytes([b[0] ^ 0x01]))
+
+
+def _tear_active(path: str) -> None:
+    last = P.segment_logs(path)[-1]
+    rows = P.batch_positions(last)
+    with open(last, "r+b") as f:
+        f.truncate(rows[-1][0] + 30)
+
+
+def _crc_middle(path: str) -> None:
+    seg = P.segment_logs(path)[1]
+    _flip(seg, len(P.batch_positions(seg)) // 2)
+
+
+def _crc_active(path: str) -> None:
+    seg = P.segment_logs(path)[-1]
+    _flip(seg, 0)
+
+
+def _crc_marker(path: str) -> None:
+    """The COMMIT marker (offset 10) of the transactional partition: its CRC fails."""
+    for seg in P.segment_logs(path):
+        for k, (_pos, base, _last) in enumerate(P.batch_positions(seg)):
+            if base == 10:
+                _flip(seg, k)
+                return
+    raise AssertionError("no batch at offset 10")
+
+
+def _bad_magic_active(path: str) -> None:
+    """The magic byte of the active segment's middle batch is 7."""
+    seg = P.segment_logs(path)[-1]
+    rows = P.batch_positions(seg)
+    with open(seg, "r+b") as f:
+        f.seek(rows[len(rows) // 2][0] + 16)
+        f.write(b"\x07")
+
+
+CASES = {
+    "txn-open": lambda p: P.transactional(p),
+    "txn-open-no-txnindex": lambda p: P.transactional(p, txn_index=False),
+    "txn-closed": lambda p: P.transactional(p, open_txn=False),
+    "txn-closed-no-txnindex": lambda p: P.transactional(p, open_txn=False, txn_index=False),
+    "txn-torn-middle": lambda p: (P.transactional(p, open_txn=False, txn_index=False, segment_bytes=400),
+                                  P.tear_middle_segment(p, 1)),
+    "torn-middle": lambda p: (P.plain(p), P.tear_middle_segment(p, 1)),
+    "bad-length-middle": lambda p: (P.plain(p), P.bad_length_field(p, 0)),
+    "crc-middle": lambda p: (P.plain(p), _crc_middle(p)),
+    "torn-active": lambda p: (P.plain(p), _tear_active(p)),
+    "bad-length-active": lambda p: (P.plain(p), P.bad_length_field(p, len(P.segment_logs(p)) - 1)),
+    "crc-active": lambda p: (P.plain(p), _crc_active(p)),
+    "crc-marker": lambda p: (P.transactional(p, open_txn=False), _crc_marker(p)),
+    "bad-magic-active": lambda p: (P.plain(p), _bad_magic_active(p)),
+}
+
+
+@pytest.fixture(scope="module")
+def spark():
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "src")
+    os.environ["PYTHONPATH"] = os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])
+    from pyspark.sql import SparkSession
+
+    s = (SparkSession.builder.master("local[2]").appName("kbatch-read-path")
+         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+         .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")
+         .getOrCreate())
+    s.sparkContext.setLogLevel("ERROR")
+    import kbatch.spark as ks
+
+    s.kbatch_reader = ks.register(s)
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def dirs(tmp_path_factory):
+    """case -> (root directory for Spark, the partition directory `t-0` under it)."""
+    out = {}
+    for name, build in CASES.items():
+        root = str(tmp_path_factory.mktemp(name))
+        part = os.path.join(root, "t-0")
+        build(part)
+        out[name] = (root, part)
+    return out
+
+
+@pytest.fixture(scope="module", params=sorted(READERS))
+def fmt(request, spark):
+    if request.param == "jvm" and not spark.kbatch_reader.is_jvm:
+        pytest.skip(f"the JVM reader is not live: {spark.kbatch_reader.reason}")
+    return READERS[request.param]
+
+
+def _expected(part: str, isolation: IsolationLevel, skip: bool):
+    """(records as (offset, key, value, timestamp ms), the UnreadableRange it stopped at or None,
+    every unreadable range met) by read_log."""
+    log = kbatch.Log.open(part)
+    try:
+        res = read_log(log, log.beginning_offset(), isolation=isolation, skip_unreadable=skip)
+        rows = []
+        try:
+            for _b, r in res.records():
+                rows.append((r.offset, None if r.key is None else bytes(r.key),
+                             None if r.value is None else bytes(r.value), r.timestamp))
+        except UnreadableDataError as e:
+            return rows, e.range, list(res.unreadable)
+        return rows, None, list(res.unreadable)
+    finally:
+        log.close()
+
+
+def _rows(df):
+    out = [(r["offset"], None if r["key"] is None else bytes(r["key"]),
+            None if r["value"] is None else bytes(r["value"]), r["ts"])
+           for r in df.selectExpr("offset", "key", "value", "unix_millis(timestamp) AS ts").collect()]
+    return sorted(out)
+
+
+def _read(spark, fmt, root, isolation, **options):
+    return spark.read.format(fmt).option("isolation.level", isolation).options(**options).load(root)
+
+
+@pytest.mark.parametrize("isolation", sorted(ISOLATION))
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_spark_readers_follow_the_read_path(spark, fmt, dirs, case, isolation, tmp_path):
+    root, part = dirs[case]
+    level = ISOLATION[isolation]
+
+    # failOnDataLoss=true (the default): the same records, or a failed job naming the same bytes
+    want, stopped, _met = _expected(part, level, skip=False)
+    if stopped is None:
+        assert _rows(_read(spark, fmt, root, isolation)) == sorted(want)
+    else:
+        with pytest.raises(Exception) as ei:
+            _read(spark, fmt, root, isolation).count()
+        msg = str(ei.value)
+        named = f"{stopped.path}: {stopped.size} bytes from byte {stopped.position} could not be read"
+        assert named in msg, (named, msg[-3000:])
+        assert f"{stopped.offsets()} are in or behind them" in msg, msg[-3000:]
+
+    # failOnDataLoss=false, with badRecordsPath: the same records, a report per unreadable range
+    want, stopped, met = _expected(part, level, skip=True)
+    assert stopped is None
+    reports = str(tmp_path / "reports")
+    got = _rows(_read(spark, fmt, root, isolation, failOnDataLoss="false", badRecordsPath=reports))
+    assert got == sorted(want)
+    seen = []
+    if os.path.isdir(reports):
+        for name in sorted(os.listdir(reports)):
+            if name.endswith(".json"):
+                with open(os.path.join(reports, name)) as f:
+                    rep = json.load(f)
+                seen.append((rep["path"], rep["skippedFrom"]))
+    assert sorted(seen) == sorted((r.path, r.position) for r in met)
+
+
+def test_the_matrix_has_damage_and_transactions(dirs):
+    """The directories are what their names say: read_log fails on the middle-segment damage and
+    the CRC failures, ignores the active segment's partial last batch, and read_committed leaves
+    records out of the transactional ones."""
+    fails = {c for c in CASES if _expected(dirs[c][1], IsolationLevel.READ_UNCOMMITTED, False)[1] is not None}
+    assert fails == {"txn-torn-middle", "torn-middle", "bad-length-middle", "crc-middle", "crc-active", "crc-marker",
+                     "bad-magic-active"}
+    for c in ("txn-open", "txn-open-no-txnindex", "txn-closed", "txn-closed-no-txnindex"):
+        rc = _expected(dirs[c][1], IsolationLevel.READ_COMMITTED, False)[0]
+        ru = _expected(dirs[c][1], IsolationLevel.READ_UNCOMMITTED, False)[0]
+        assert len(rc) < len(ru), c
+
+
+SPLIT_KNOWN = {"bad-length-active": "a bad length field in the middle of the active segment: read_log takes "
+                                    "it for the partial tail Kafka ignores and stops there, while a split reader's "
+                                    "input partition ends at an .index entry before the end of the file and fails "
+                                    "(and the next one reads the intact batches after it)"}
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(reason=SPLIT_KNOWN[c], strict=True))
+                                  if c in SPLIT_KNOWN else c for c in sorted(CASES)])
+def test_split_segments_keep_the_verdict(spark, fmt, dirs, case):
+    """Segments split into several input partitions at `.index` entries (maxPartitionBytes=200):
+    the same records as read_log, or a failed job naming the same bytes (failOnDataLoss=true).
+    (With failOnDataLoss=false a split reader goes on at the next input partition of the same
+    segment, where read_log goes on at the next segment: not compared here.)"""
+    root, part = dirs[case]
+    want, stopped, _met = _expected(part, IsolationLevel.READ_UNCOMMITTED, skip=False)
+    df = _read(spark, fmt, root, "read_uncommitted", maxPartitionBytes="200")
+    if stopped is None:
+        assert _rows(df) == sorted(want)
+        return
+    with pytest.raises(Exception) as ei:
+        df.count()
+    assert f"{stopped.path}: {stopped.size} bytes from byte {stopped.position} could not be read" in str(ei.value)
