@@ -24,7 +24,7 @@ FACADE = {"kbatch", "kbatch._moved"}
 BASE = {"kbatch.errors", "kbatch._wire", "kbatch._typing", "kbatch._backend", "kbatch._core", "kbatch._core_py",
         "kbatch._fs", "kbatch._files"}
 #: layer of each top-level room; a module may import only from its own layer or lower ones
-LAYERS = {"schema": 1, "record": 2, "columns": 3, "log": 4, "cli": 5, "server": 5, "spark": 5, "compat": 5,
+LAYERS = {"schema": 1, "record": 2, "columns": 3, "log": 4, "tables": 4, "cli": 5, "server": 5, "spark": 5, "compat": 5,
           "demo": 5, "__main__": 5}
 #: the edges are one layer, but not every edge may lean on every other: only the CLI (which starts
 #: a server) may import another edge

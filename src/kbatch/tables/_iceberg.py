@@ -1,0 +1,184 @@
+"""Iceberg tables through `pyiceberg`: its SQL catalog on SQLite by default, a REST catalog by URI.
+
+Each commit is one Iceberg snapshot (an append, or an overwrite for --compacted) whose summary
+carries `kbatch.offsets` (the [start, end) offsets per partition it added) and `kbatch.ends`
+(every partition's end after it); a run reads where the table stands from the current snapshot
+(walking back to the newest snapshot kbatch made, past another writer's maintenance snapshots).
+The catalog's commit is a compare-and-swap on the table's metadata: a second exporter that read the
+same snapshot is refused (kbatch creates its tables with `commit.retry.num-retries=0`, and sets it
+on a table that lacks it, so pyiceberg never replays an append over a newer snapshot).
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from ..errors import MissingDependencyError
+
+try:
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, TableAlreadyExistsError
+except ModuleNotFoundError as e:
+    raise MissingDependencyError("kbatch's Iceberg tables (kbatch export --format iceberg)", "pyiceberg", "tables") from e
+
+from ._parquet import DataFile
+from ._source import CommitConflict
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ._source import PartitionPlan
+
+RETRIES = "commit.retry.num-retries"
+
+
+def open_catalog(catalog: str | None, warehouse: str | None) -> Any:
+    """A pyiceberg catalog: `sqlite:///file.db` (or any SQLAlchemy URL) is its SQL catalog, an
+    http(s) URI a REST catalog; None: `sqlite:///<warehouse>/catalog.db`."""
+    if warehouse is not None and "://" not in warehouse:
+        os.makedirs(warehouse, exist_ok=True)
+        warehouse = "file://" + os.path.abspath(warehouse)
+    if catalog is None:
+        if warehouse is None:
+            raise ValueError("an Iceberg export needs a warehouse directory or a catalog URI")
+        catalog = "sqlite:///" + os.path.join(warehouse[len("file://"):], "catalog.db")
+    props: dict[str, str] = {}
+    if catalog.startswith(("http://", "https://")):
+        props = {"type": "rest", "uri": catalog}
+    else:
+        props = {"type": "sql", "uri": catalog}
+    if warehouse is not None:
+        props["warehouse"] = warehouse
+    return load_catalog("kbatch", **props)
+
+
+class IcebergTarget:
+    """An Iceberg table `namespace.table` in a catalog (created on the first commit)."""
+
+    def __init__(self, name: str, catalog: str | None, warehouse: str | None) -> None:
+        if "." not in name:
+            raise ValueError(f"an Iceberg table is named NAMESPACE.TABLE, not {name!r}")
+        self.uri = name
+        self.catalog = open_catalog(catalog, warehouse)
+        self.table: Any = None
+        self._state: dict[str, int] = {}
+        self.reload()
+
+    def reload(self) -> None:
+        try:
+            self.table = self.catalog.load_table(self.uri)
+        except NoSuchTableError:
+            self.table = None
+        self._state = self._read_state()
+
+    def _read_state(self) -> dict[str, int]:
+        if self.table is None:
+            return {}
+        meta = self.table.metadata
+        snap = self.table.current_snapshot()
+        while snap is not None:
+            extra = snap.summary.additional_properties if snap.summary is not None else {}
+            if "kbatch.ends" in extra:
+                return {k: int(v) for k, v in json.loads(extra["kbatch.ends"]).items()}
+            snap = meta.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
+        return {}
+
+    def exists(self) -> bool:
+        return self.table is not None
+
+    def done(self, topic: str, partition: int) -> int | None:
+        return self._state.get(f"{topic}-{partition}")
+
+    def properties(self) -> dict[str, str]:
+        return {} if self.table is None else dict(self.table.properties)
+
+    def version(self) -> int | None:
+        if self.table is None:
+            return None
+        snap = self.table.current_snapshot()
+        return None if snap is None else int(snap.snapshot_id)
+
+    def file_schema(self, schema: pa.Schema) -> pa.Schema:
+        return schema
+
+    def write_files(self, plan: PartitionPlan, batches: Iterator[pa.RecordBatch], schema: pa.Schema,
+                    **kwargs: Any) -> Iterator[Any]:
+        """Iceberg's writer makes the files inside the commit: hold the rows until then."""
+        from ._source import record_bytes
+
+        counters = kwargs.get("counters")
+        held: list[pa.RecordBatch] = []
+        for rb in batches:
+            if counters is not None:
+                counters["record_bytes"] = counters.get("record_bytes", 0) + record_bytes(rb)
+            held.append(rb.select(schema.names))
+        if held:
+            yield held
+
+    def _create(self, schema: pa.Schema, props: dict[str, str], compression: str, target_file_size: int) -> None:
+        ns = self.uri.rpartition(".")[0]
+        self.catalog.create_namespace_if_not_exists(ns)
+        table_props = dict(props)
+        table_props[RETRIES] = "0"
+        table_props["write.parquet.compression-codec"] = "uncompressed" if compression == "none" else compression
+        table_props["write.target-file-size-bytes"] = str(target_file_size)
+        try:
+            table = self.catalog.create_table(self.uri, schema=schema, properties=table_props)
+        except TableAlreadyExistsError as e:
+            raise CommitConflict(str(e)) from e
+        with table.update_spec() as u:
+            u.add_identity("topic")
+            u.add_identity("partition")
+        self.table = self.catalog.load_table(self.uri)
+
+    def commit(self, files: list[tuple[str, int, Any]], advanced: dict[tuple[str, int], tuple[int, int]],
+               ends: dict[str, int], schema: pa.Schema, props: dict[str, str], *, overwrite: bool = False,
+               before_commit: Callable[[], None] | None = None, compression: str = "zstd",
+               target_file_size: int = 128 << 20) -> int:
+        import pyarrow as pa
+
+        if self.table is None:
+            self._create(schema, props, compression, target_file_size)
+        elif self.table.properties.get(RETRIES) != "0":
+            with self.table.transaction() as tx:
+                tx.set_properties({RETRIES: "0"})
+            self.table = self.catalog.load_table(self.uri)
+        batches = [rb for _t, _p, held in files for rb in held]
+        data = pa.Table.from_batches(batches, schema=schema)
+        summary = {"kbatch.offsets": json.dumps({f"{t}-{p}": [s, e] for (t, p), (s, e) in sorted(advanced.items())}),
+                   "kbatch.ends": json.dumps(dict(sorted(ends.items())))}
+        tx = self.table.transaction()
+        try:
+            if overwrite:
+                import warnings
+
+                with warnings.catch_warnings():  # "Delete operation did not match any records": a first version
+                    warnings.simplefilter("ignore", UserWarning)
+                    tx.overwrite(data, snapshot_properties=summary)
+            else:
+                tx.append(data, snapshot_properties=summary)
+            if before_commit is not None:
+                before_commit()
+            tx.commit_transaction()
+        except CommitFailedException as e:
+            raise CommitConflict(str(e)) from e
+        self.reload()
+        v = self.version()
+        assert v is not None
+        return v
+
+    def discard(self, files: list[tuple[str, int, DataFile]]) -> None:
+        pass  # nothing written outside a commit (pyiceberg removes a failed commit's files)
+
+
+def snapshot_offsets(table: Any) -> list[dict[str, Any]]:
+    """[{snapshot_id, timestamp_ms, offsets, ends}] of the table's kbatch snapshots, newest first."""
+    out = []
+    for snap in sorted(table.metadata.snapshots, key=lambda s: s.sequence_number or 0, reverse=True):
+        extra = snap.summary.additional_properties if snap.summary is not None else {}
+        if "kbatch.offsets" in extra:
+            out.append(dict(snapshot_id=snap.snapshot_id, timestamp_ms=snap.timestamp_ms,
+                            offsets=json.loads(extra["kbatch.offsets"]), ends=json.loads(extra.get("kbatch.ends", "{}"))))
+    return out
