@@ -187,6 +187,7 @@ def _run(target: Any, parts: list[tuple[str, int, str]], logs_open: dict[tuple[s
          until_offset: int | None, from_time: int | None, until_time: int | None, target_file_size: int,
          compression: str, fail_on_data_loss: bool, compacted: bool, commit_bytes: int) -> None:
     props = _check_isolation(target, level, compacted)
+    target.create_props = props
     if compacted:
         from ._compacted import run_compacted
 

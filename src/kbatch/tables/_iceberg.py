@@ -1,6 +1,8 @@
 """Iceberg tables through `pyiceberg`: its SQL catalog on SQLite by default, a REST catalog by URI.
 
-Each commit is one Iceberg snapshot (an append, or an overwrite for --compacted) whose summary
+kbatch writes the Parquet data files itself (as for Delta) and registers them with pyiceberg's
+add_files (partition values from the files' statistics). Each commit is one Iceberg snapshot (an
+append, or a delete and an append for --compacted) whose summary
 carries `kbatch.offsets` (the [start, end) offsets per partition it added) and `kbatch.ends`
 (every partition's end after it); a run reads where the table stands from the current snapshot
 (walking back to the newest snapshot kbatch made, past another writer's maintenance snapshots).
@@ -23,7 +25,7 @@ try:
 except ModuleNotFoundError as e:
     raise MissingDependencyError("kbatch's Iceberg tables (kbatch export --format iceberg)", "pyiceberg", "tables") from e
 
-from ._parquet import DataFile
+from ._parquet import DataFile, write_files
 from ._source import CommitConflict
 
 if TYPE_CHECKING:
@@ -64,6 +66,7 @@ class IcebergTarget:
         self.catalog = open_catalog(catalog, warehouse)
         self.table: Any = None
         self._state: dict[str, int] = {}
+        self.create_props: dict[str, str] = {}  # kbatch's properties for a table this run creates
         self.reload()
 
     def reload(self) -> None:
@@ -101,21 +104,28 @@ class IcebergTarget:
         return None if snap is None else int(snap.snapshot_id)
 
     def file_schema(self, schema: pa.Schema) -> pa.Schema:
+        """The data files hold every column: Iceberg takes an identity partition's value from the
+        file's own statistics of that column."""
         return schema
 
-    def write_files(self, plan: PartitionPlan, batches: Iterator[pa.RecordBatch], schema: pa.Schema,
-                    **kwargs: Any) -> Iterator[Any]:
-        """Iceberg's writer makes the files inside the commit: hold the rows until then."""
-        from ._source import record_bytes
+    def _local_location(self) -> str:
+        loc = str(self.table.location())
+        if loc.startswith("file://"):
+            return loc[len("file://"):]
+        if "://" in loc:
+            raise ValueError(f"{self.uri}: kbatch writes Iceberg data files to a local warehouse, not {loc}")
+        return loc
 
-        counters = kwargs.get("counters")
-        held: list[pa.RecordBatch] = []
-        for rb in batches:
-            if counters is not None:
-                counters["record_bytes"] = counters.get("record_bytes", 0) + record_bytes(rb)
-            held.append(rb.select(schema.names))
-        if held:
-            yield held
+    def write_files(self, plan: PartitionPlan, batches: Iterator[pa.RecordBatch], schema: pa.Schema,
+                    **kwargs: Any) -> Iterator[DataFile]:
+        """Parquet files under the table's data/ folder (written by kbatch, as for Delta: nulls kept as
+        nulls), registered by the commit (add_files)."""
+        if self.table is None:
+            self._create(schema, self.create_props, kwargs.get("compression", "zstd"),
+                         kwargs.get("target_file_size", 128 << 20))
+        self.root = os.path.join(self._local_location(), "data")
+        sub = os.path.join(f"topic={plan.topic}", f"partition={plan.partition}")
+        return write_files(self.root, sub, batches, schema, **kwargs)
 
     def _create(self, schema: pa.Schema, props: dict[str, str], compression: str, target_file_size: int) -> None:
         ns = self.uri.rpartition(".")[0]
@@ -133,32 +143,28 @@ class IcebergTarget:
             u.add_identity("partition")
         self.table = self.catalog.load_table(self.uri)
 
-    def commit(self, files: list[tuple[str, int, Any]], advanced: dict[tuple[str, int], tuple[int, int]],
+    def commit(self, files: list[tuple[str, int, DataFile]], advanced: dict[tuple[str, int], tuple[int, int]],
                ends: dict[str, int], schema: pa.Schema, props: dict[str, str], *, overwrite: bool = False,
                before_commit: Callable[[], None] | None = None, compression: str = "zstd",
                target_file_size: int = 128 << 20) -> int:
-        import pyarrow as pa
-
         if self.table is None:
             self._create(schema, props, compression, target_file_size)
         elif self.table.properties.get(RETRIES) != "0":
             with self.table.transaction() as tx:
                 tx.set_properties({RETRIES: "0"})
             self.table = self.catalog.load_table(self.uri)
-        batches = [rb for _t, _p, held in files for rb in held]
-        data = pa.Table.from_batches(batches, schema=schema)
+        root = os.path.join(self._local_location(), "data")
+        paths = ["file://" + os.path.join(root, f.relpath) for _t, _p, f in files]
         summary = {"kbatch.offsets": json.dumps({f"{t}-{p}": [s, e] for (t, p), (s, e) in sorted(advanced.items())}),
                    "kbatch.ends": json.dumps(dict(sorted(ends.items())))}
         tx = self.table.transaction()
         try:
-            if overwrite:
-                import warnings
+            if overwrite and self.table.current_snapshot() is not None:
+                from pyiceberg.expressions import AlwaysTrue
 
-                with warnings.catch_warnings():  # "Delete operation did not match any records": a first version
-                    warnings.simplefilter("ignore", UserWarning)
-                    tx.overwrite(data, snapshot_properties=summary)
-            else:
-                tx.append(data, snapshot_properties=summary)
+                tx.delete(AlwaysTrue(), snapshot_properties=summary)
+            if paths or not overwrite:
+                tx.add_files(paths, snapshot_properties=summary, check_duplicate_files=False)
             if before_commit is not None:
                 before_commit()
             tx.commit_transaction()
@@ -170,7 +176,13 @@ class IcebergTarget:
         return v
 
     def discard(self, files: list[tuple[str, int, DataFile]]) -> None:
-        pass  # nothing written outside a commit (pyiceberg removes a failed commit's files)
+        root = getattr(self, "root", None)
+        for _t, _p, f in files:
+            if root is not None:
+                try:
+                    os.unlink(os.path.join(root, f.relpath))
+                except OSError:
+                    pass
 
 
 def snapshot_offsets(table: Any) -> list[dict[str, Any]]:
