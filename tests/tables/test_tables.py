@@ -374,3 +374,16 @@ def test_cli_export_delta_and_iceberg(tmp_path):
     out = subprocess.run(kb + ["export", str(logs), "--to", str(tmp_path / "p"), "--from-offset", "3"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 2 and "--format delta|iceberg" in out.stderr
+
+
+def test_unreadable_bytes_stop_that_partition_only_and_are_named(table, tmp_path):
+    logs = tmp_path / "logs"
+    bad = str(logs / "e-0")
+    P.plain(bad, batches=40)
+    P.plain(str(logs / "e-1"), batches=5)
+    seg, first_lost, _nxt = P.tear_middle_segment(bad)
+    r = table.export(str(logs))
+    assert len(r.problems) == 1 and "e-0" in r.problems[0] and os.path.basename(seg) in r.problems[0]
+    offsets = table.offsets()
+    assert ("e", 0) not in offsets and offsets[("e", 1)] == list(range(25))
+    assert {(p.topic, p.partition): p.end for p in r.partitions}[("e", 0)] == 0  # not advanced

@@ -82,6 +82,9 @@ def cmd_export_table(path: str, *, to: str, fmt: str, catalog: str | None = None
         err.write(f"kbatch: {to}: data loss: {e} (nothing written)\n")
         return EXIT_PROBLEMS
     code = EXIT_OK
+    for problem in result.problems:
+        err.write(f"kbatch: {problem}\n")
+        code = EXIT_PROBLEMS
     for p in result.partitions:
         if p.lost is not None:
             err.write(f"kbatch: {p.topic}-{p.partition}: offsets {p.lost[0]}..{p.lost[1] - 1} were deleted from the "

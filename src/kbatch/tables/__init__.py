@@ -245,17 +245,23 @@ def _run(target: Any, parts: list[tuple[str, int, str]], logs_open: dict[tuple[s
             continue
         counters: dict[str, int] = {}
         r = by_key[(pl.topic, pl.partition)]
+        mine: list[tuple[str, int, DataFile]] = []
         try:
             for f in target.write_files(pl, iter_rows(pl, level, include_headers), file_schema,
                                         target_file_size=target_file_size, compression=compression,
                                         counters=counters):
-                pending.append((pl.topic, pl.partition, f))
+                mine.append((pl.topic, pl.partition, f))
                 if first_pause:
                     first_pause = False
                     _pause("files")
+        except KBatchError as e:  # bytes it cannot read: this partition stays where it was, the others go on
+            target.discard(mine)
+            result.problems.append(f"{pl.key}: {e} (the partition was not advanced)")
+            continue
         except BaseException:
-            target.discard(pending)
+            target.discard(pending + mine)
             raise
+        pending += mine
         advanced[(pl.topic, pl.partition)] = (pl.start, pl.end)
         r.rows = pl.rows
         r.record_bytes = counters.get("record_bytes", 0)

@@ -137,9 +137,11 @@ class DeltaTarget:
                                                  partition_by=self.PARTITION_BY, commit_properties=cp)
         except CommitFailedError as e:
             raise CommitConflict(str(e)) from e
-        except Exception as e:  # noqa: BLE001 - a concurrent creation of the same table
-            if self.dt is None and "exist" in str(e).lower():
-                raise CommitConflict(str(e)) from e
+        except Exception as e:
+            if self.dt is None:  # another writer created the table first?
+                self.reload()
+                if self.dt is not None:
+                    raise CommitConflict(str(e)) from e
             raise
         self.reload()
         assert self.dt is not None

@@ -134,13 +134,13 @@ class IcebergTarget:
         table_props[RETRIES] = "0"
         table_props["write.parquet.compression-codec"] = "uncompressed" if compression == "none" else compression
         table_props["write.target-file-size-bytes"] = str(target_file_size)
-        try:
-            table = self.catalog.create_table(self.uri, schema=schema, properties=table_props)
-        except TableAlreadyExistsError as e:
+        try:  # the table and its partition spec in one catalog commit: never a table without its spec
+            with self.catalog.create_table_transaction(self.uri, schema=schema, properties=table_props) as tx:
+                with tx.update_spec() as u:
+                    u.add_identity("topic")
+                    u.add_identity("partition")
+        except (TableAlreadyExistsError, CommitFailedException) as e:
             raise CommitConflict(str(e)) from e
-        with table.update_spec() as u:
-            u.add_identity("topic")
-            u.add_identity("partition")
         self.table = self.catalog.load_table(self.uri)
 
     def commit(self, files: list[tuple[str, int, DataFile]], advanced: dict[tuple[str, int], tuple[int, int]],
