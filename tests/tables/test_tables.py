@@ -387,3 +387,16 @@ def test_unreadable_bytes_stop_that_partition_only_and_are_named(table, tmp_path
     offsets = table.offsets()
     assert ("e", 0) not in offsets and offsets[("e", 1)] == list(range(25))
     assert {(p.topic, p.partition): p.end for p in r.partitions}[("e", 0)] == 0  # not advanced
+
+
+def test_runs_over_some_topics_keep_the_others_ends(table, tmp_path):
+    logs = tmp_path / "logs"
+    P.plain(str(logs / "x-0"), batches=4)
+    P.plain(str(logs / "y-0"), batches=6)
+    table.export(str(logs), topics=["x"])
+    table.export(str(logs), topics=["y"])
+    assert table.commits()[0]["ends"] == {"x-0": 20, "y-0": 30}
+    grow(str(logs / "x-0"), 1)
+    r = table.export(str(logs))
+    assert r.rows == 5
+    assert table.offsets() == {("x", 0): list(range(25)), ("y", 0): list(range(30))}

@@ -206,7 +206,7 @@ def _run(target: Any, parts: list[tuple[str, int, str]], logs_open: dict[tuple[s
                                       f"(retention) before the table held them" for pl in lost if pl.lost))
     schema = table_schema(include_headers)
     file_schema = target.file_schema(schema)
-    ends: dict[str, int] = {}
+    ends: dict[str, int] = dict(target.known_ends())  # every partition the table holds, not only this run's
     for pl in plans:
         if pl.done is not None:
             ends[pl.key] = pl.done
@@ -222,22 +222,20 @@ def _run(target: Any, parts: list[tuple[str, int, str]], logs_open: dict[tuple[s
         nonlocal pending, advanced, pending_bytes
         if not advanced:
             return
-        for (t, p), (_s, e) in advanced.items():
-            ends[f"{t}-{p}"] = e
+        for (t, p), (_s, end) in advanced.items():
+            ends[f"{t}-{p}"] = end
         try:
             version = target.commit(pending, advanced, dict(ends), schema, props,
                                     before_commit=lambda: _pause("commit"), compression=compression,
                                     target_file_size=target_file_size)
-        except Exception as e:
+        except CommitConflict as e:  # certainly not committed: the files are no one's
             target.discard(pending)
-            if isinstance(e, CommitConflict):
-                raise _Conflict() from e
-            raise
+            raise _Conflict() from e
+        # any other error leaves the files: the commit may have landed (they are orphans at worst)
         result.version = version
         result.commits += 1
-        for (t, p), (_s, e) in advanced.items():
-            r = by_key[(t, p)]
-            r.end = e
+        for (t, p), (_s, end) in advanced.items():
+            by_key[(t, p)].end = end
         pending, advanced, pending_bytes = [], {}, 0
 
     for pl in plans:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from ._source import PartitionExport, PartitionPlan, iter_rows, plan_partition, table_schema
+from ._source import CommitConflict, PartitionExport, PartitionPlan, iter_rows, plan_partition, table_schema
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -60,10 +60,14 @@ def run_compacted(target: Any, parts: list[tuple[str, int, str]], logs_open: dic
             ends[pl.key] = pl.end
             result.partitions.append(PartitionExport(t, p, pl.start, pl.end, kept.num_rows,
                                                      counters.get("record_bytes", 0), pl.lost, None))
-        result.version = target.commit(files, advanced, ends, schema, props, overwrite=True,
-                                       before_commit=before_commit, compression=compression,
-                                       target_file_size=target_file_size)
-        result.commits += 1
     except BaseException:
         target.discard(files)
         raise
+    try:
+        result.version = target.commit(files, advanced, ends, schema, props, overwrite=True,
+                                       before_commit=before_commit, compression=compression,
+                                       target_file_size=target_file_size)
+    except CommitConflict:  # certainly not committed (any other error: the files stay, orphans at worst)
+        target.discard(files)
+        raise
+    result.commits += 1

@@ -80,6 +80,16 @@ class DeltaTarget:
             return None
         return self.dt.transaction_version(app_id(topic, partition))
 
+    def known_ends(self) -> dict[str, int]:
+        """Every partition's end as the newest kbatch commit's commitInfo records them (for
+        `kbatch.ends`; where each partition stands is read from its txn appId, not from here)."""
+        if self.dt is None:
+            return {}
+        for h in self.dt.history(limit=100):
+            if "kbatch.ends" in h:
+                return {str(k): int(v) for k, v in json.loads(h["kbatch.ends"]).items()}
+        return {}
+
     def properties(self) -> dict[str, str]:
         """kbatch's table properties (isolation level, compacted): JSON in the table's description
         (Delta's configuration takes only the keys the protocol knows)."""

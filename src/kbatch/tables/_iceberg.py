@@ -94,6 +94,10 @@ class IcebergTarget:
     def done(self, topic: str, partition: int) -> int | None:
         return self._state.get(f"{topic}-{partition}")
 
+    def known_ends(self) -> dict[str, int]:
+        """Every partition's end, as the newest kbatch snapshot records them."""
+        return dict(self._state)
+
     def properties(self) -> dict[str, str]:
         return {} if self.table is None else dict(self.table.properties)
 
