@@ -147,7 +147,23 @@ def export_table(logs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
     target = _open_target(format, to, catalog, warehouse)
     from ..log.unified_log import Log
 
-    logs_open = {(t, p): Log.open(d) for t, p, d in parts}
+    logs_open: dict[tuple[str, int], Log] = {}
+    try:
+        for t, p, d in parts:
+            logs_open[(t, p)] = Log.open(d)
+        return _attempts(target, to, format, parts, logs_open, level, retries, include_headers=include_headers,
+                         from_offset=from_offset, until_offset=until_offset, from_time=from_time,
+                         until_time=until_time, target_file_size=target_file_size, compression=compression,
+                         fail_on_data_loss=fail_on_data_loss, compacted=compacted, commit_bytes=commit_bytes)
+    finally:
+        for log in logs_open.values():
+            log.close()
+
+
+def _attempts(target: Any, to: str, format: str, parts: list[tuple[str, int, str]], logs_open: dict[tuple[str, int], Any],
+              level: IsolationLevel, retries: int, *, include_headers: bool, from_offset: int | None,
+              until_offset: int | None, from_time: int | None, until_time: int | None, target_file_size: int,
+              compression: str, fail_on_data_loss: bool, compacted: bool, commit_bytes: int) -> ExportResult:
     result = ExportResult(to, format, target.version())
     for attempt in range(retries + 1):
         try:
