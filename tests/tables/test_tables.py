@@ -400,3 +400,33 @@ def test_runs_over_some_topics_keep_the_others_ends(table, tmp_path):
     r = table.export(str(logs))
     assert r.rows == 5
     assert table.offsets() == {("x", 0): list(range(25)), ("y", 0): list(range(30))}
+
+
+def test_cli_catalog_uri_time_options_and_data_loss_exit_code(tmp_path):
+    pytest.importorskip("typer")
+    logs = tmp_path / "logs"
+    path = str(logs / "z-0")
+    P.plain(path, batches=40)
+    kb = [sys.executable, "-m", "kbatch", "export", str(logs)]
+    db = tmp_path / "cat.db"
+    ice = ["--format", "iceberg", "--to", "ns.z", "--catalog", f"sqlite:///{db}", "--warehouse", str(tmp_path / "wh")]
+    # KIP-79 bounds given as ISO 8601: P.NOW + offset is each record's timestamp
+    import datetime as dt
+
+    iso = dt.datetime.fromtimestamp((P.NOW + 10) / 1000, dt.timezone.utc).isoformat()
+    out = subprocess.run(kb + ice + ["--until-time", iso], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "z-0: offsets 0..9: 10 rows" in out.stdout and db.exists()
+    log = kbatch.Log.open(path, kbatch.LogConfig(segment_bytes=1200, retention_ms=1), writable=True)
+    try:
+        log.delete_old_segments(now_ms=P.NOW + 10**9)
+        start = log.log_start_offset
+    finally:
+        log.close()
+    out = subprocess.run(kb + ice + ["--fail-on-data-loss"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1 and f"offsets 10..{start - 1}" in out.stderr and "nothing written" in out.stderr
+    out = subprocess.run(kb + ice, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and f"offsets 10..{start - 1} were deleted" in out.stderr
+    out = subprocess.run(kb + ice + ["--isolation-level", "read_uncommitted"], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 1 and "isolation level" in out.stderr
