@@ -1,7 +1,9 @@
 """Segments -> tables (issue 31): `kbatch.export_table` into Delta and Iceberg, and `kbatch export
 --format parquet` (one plain Parquet file per segment) for reference, on the same partitions.
 
-    KBATCH_BACKEND=cython .venv/bin/python bench/bench_tables.py [--records 2000000] [--partitions 4]
+    KBATCH_BACKEND=cython .venv/bin/python bench/bench_tables.py [--records 5000000] [--partitions 4]
+    python3 dev.py bench -k tables      # the same as pytest-benchmark entries (KBATCH_BENCH_TABLE_RECORDS,
+                                        # default 1,000,000), wall time, sinks side by side
 
 Workload: N records over P partitions (1000-record batches, 12-byte keys, 100-byte values, one
 header on every 10th record), written once with no compression and once with lz4 (Kafka's
@@ -138,6 +140,36 @@ def main() -> None:
     finally:
         if args.dir is None:
             shutil.rmtree(base, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------------ pytest-benchmark
+TABLE_RECORDS = int(os.environ.get("KBATCH_BENCH_TABLE_RECORDS", "1000000"))
+SINKS = ("parquet", "delta", "iceberg")
+
+
+def _pytest_entries():  # defined only under pytest: the script needs no pytest
+    import pytest
+
+    @pytest.fixture(scope="module", params=["none", "lz4"])
+    def table_logs(request, tmp_path_factory):
+        base = str(tmp_path_factory.mktemp(f"tables-{request.param}"))
+        logs = os.path.join(base, "logs")
+        want = make_logs(logs, TABLE_RECORDS, 4, kbatch.Compression[request.param.upper()])
+        return base, logs, want, request.param
+
+    @pytest.mark.benchmark(group="tables")
+    @pytest.mark.parametrize("impl", SINKS)
+    def test_tables(benchmark, table_logs, impl):
+        base, logs, want, codec = table_logs
+        run(impl, logs, base, TABLE_RECORDS, 4, want)   # checked once before timing
+        benchmark.pedantic(run, args=(impl, logs, base, TABLE_RECORDS, 4, want), rounds=2, iterations=1)
+        benchmark.extra_info.update({"input": codec, "record bytes": want, "records": TABLE_RECORDS})
+
+    return table_logs, test_tables
+
+
+if "pytest" in sys.modules:
+    table_logs, test_tables = _pytest_entries()
 
 
 if __name__ == "__main__":
