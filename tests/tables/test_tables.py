@@ -430,3 +430,13 @@ def test_cli_catalog_uri_time_options_and_data_loss_exit_code(tmp_path):
     out = subprocess.run(kb + ice + ["--isolation-level", "read_uncommitted"], capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 1 and "isolation level" in out.stderr
+
+
+def test_a_run_that_would_change_the_tables_columns_is_refused(table, tmp_path):
+    logs = tmp_path / "logs"
+    P.plain(str(logs / "h-0"), batches=4)
+    table.export(str(logs), until_offset=10)
+    with pytest.raises(kbatch.KBatchError, match="columns"):
+        table.export(str(logs), include_headers=False)
+    table.export(str(logs))
+    assert table.offsets()[("h", 0)] == list(range(20))

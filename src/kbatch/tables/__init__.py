@@ -184,8 +184,17 @@ class _Conflict(Exception):
     pass
 
 
-def _check_isolation(target: Any, level: IsolationLevel, compacted: bool) -> dict[str, str]:
+def _check_isolation(target: Any, level: IsolationLevel, compacted: bool, include_headers: bool = True
+                     ) -> dict[str, str]:
     name = level.name.lower()
+    layout = target.layout()
+    if layout is not None:
+        columns, partition_by = layout
+        want = table_schema(include_headers).names
+        if sorted(columns) != sorted(want) or list(partition_by) != ["topic", "partition"]:
+            raise KBatchError(f"{target.uri}: the table has columns {columns} partitioned by {list(partition_by)}; "
+                              f"this run writes {want} partitioned by ['topic', 'partition'] (headers on or off "
+                              f"as when the table was created, and a table kbatch made)")
     props = target.properties()
     have = props.get("kbatch.isolationLevel")
     if have is not None and have != name:
@@ -202,7 +211,7 @@ def _run(target: Any, parts: list[tuple[str, int, str]], logs_open: dict[tuple[s
          result: ExportResult, level: IsolationLevel, *, include_headers: bool, from_offset: int | None,
          until_offset: int | None, from_time: int | None, until_time: int | None, target_file_size: int,
          compression: str, fail_on_data_loss: bool, compacted: bool, commit_bytes: int) -> None:
-    props = _check_isolation(target, level, compacted)
+    props = _check_isolation(target, level, compacted, include_headers)
     target.create_props = props
     if compacted:
         from ._compacted import run_compacted

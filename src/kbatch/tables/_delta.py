@@ -80,6 +80,12 @@ class DeltaTarget:
             return None
         return self.dt.transaction_version(app_id(topic, partition))
 
+    def layout(self) -> tuple[list[str], list[str]] | None:
+        """(column names, partition columns) of the table; None before it exists."""
+        if self.dt is None:
+            return None
+        return [f.name for f in self.dt.schema().fields], list(self.dt.metadata().partition_columns)
+
     def known_ends(self) -> dict[str, int]:
         """Every partition's end as the newest kbatch commit's commitInfo records them (for
         `kbatch.ends`; where each partition stands is read from its txn appId, not from here)."""

@@ -94,6 +94,14 @@ class IcebergTarget:
     def done(self, topic: str, partition: int) -> int | None:
         return self._state.get(f"{topic}-{partition}")
 
+    def layout(self) -> tuple[list[str], list[str]] | None:
+        """(column names, identity partition source columns) of the table; None before it exists."""
+        if self.table is None:
+            return None
+        schema = self.table.schema()
+        parts = [schema.find_column_name(f.source_id) or "" for f in self.table.spec().fields]
+        return [f.name for f in schema.fields], parts
+
     def known_ends(self) -> dict[str, int]:
         """Every partition's end, as the newest kbatch snapshot records them."""
         return dict(self._state)
