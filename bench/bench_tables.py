@@ -162,8 +162,10 @@ def _pytest_entries():  # defined only under pytest: the script needs no pytest
     def test_tables(benchmark, table_logs, impl):
         base, logs, want, codec = table_logs
         run(impl, logs, base, TABLE_RECORDS, 4, want)   # checked once before timing
-        benchmark.pedantic(run, args=(impl, logs, base, TABLE_RECORDS, 4, want), rounds=2, iterations=1)
-        benchmark.extra_info.update({"input": codec, "record bytes": want, "records": TABLE_RECORDS})
+        cpu_s, _wall, size = benchmark.pedantic(run, args=(impl, logs, base, TABLE_RECORDS, 4, want), rounds=2,
+                                                iterations=1)
+        benchmark.extra_info.update({"input": codec, "record bytes": want, "records": TABLE_RECORDS,
+                                     "cpu s": round(cpu_s, 3), "parquet bytes": size})
 
     return table_logs, test_tables
 
