@@ -440,3 +440,30 @@ def test_a_run_that_would_change_the_tables_columns_is_refused(table, tmp_path):
         table.export(str(logs), include_headers=False)
     table.export(str(logs))
     assert table.offsets()[("h", 0)] == list(range(20))
+
+
+def test_two_exporters_creating_the_table_at_once_leave_every_record_once(table, tmp_path, monkeypatch):
+    """The other writer creates the table (and fills it) between this one's look and its creation."""
+    logs = str(tmp_path / "logs")
+    P.plain(os.path.join(logs, "r-0"), batches=6)
+    P.transactional(os.path.join(logs, "r-1"))
+    if table.fmt == "delta":
+        from kbatch.tables._delta import DeltaTarget as cls
+        name = "commit"
+    else:
+        from kbatch.tables._iceberg import IcebergTarget as cls
+        name = "_create"
+    original = getattr(cls, name)
+    calls = []
+
+    def racing(self, *a, **k):
+        if not calls:
+            calls.append(1)
+            monkeypatch.setattr(cls, name, original)
+            table.export(logs)               # the other exporter, start to end
+        return original(self, *a, **k)
+
+    monkeypatch.setattr(cls, name, racing)
+    r = table.export(logs)
+    assert calls and r.rows == 0
+    _assert_exactly_once(table, logs)

@@ -281,6 +281,9 @@ def _run(target: Any, parts: list[tuple[str, int, str]], logs_open: dict[tuple[s
             target.discard(mine)
             result.problems.append(f"{pl.key}: {e} (the partition was not advanced)")
             continue
+        except CommitConflict as e:  # another writer created the table first (Iceberg creates it before its files)
+            target.discard(pending + mine)
+            raise _Conflict() from e
         except BaseException:
             target.discard(pending + mine)
             raise
