@@ -296,6 +296,19 @@ def _special(benchmarks, refused):
                 rows.append(("18 columns", f"`decode_columns` {how} vs a single-thread memory copy {peer[7:]}",
                              f"{share * 100:.0f} % of its speed (median {m.stats.median / dc.stats.median * 100:.0f} %)",
                              ">= 50 %", share >= 0.5))
+    for codec in ("none", "lz4"):
+        ref = get("bench_tables.py", "tables", f"parquet [{codec}]")
+        for sink in ("delta", "iceberg"):
+            t = get("bench_tables.py", "tables", f"{sink} [{codec}]")
+            if t is not None and t.extra_info.get("cpu s"):
+                mib = t.extra_info["record bytes"] / 2**20 / t.extra_info["cpu s"]
+                rows.append(("31 tables", f"segments ({codec}) -> {sink}: record bytes per second per core (CPU "
+                             f"time of the last round)", f"{mib:.0f} MiB/s = {mib / 5:.0f}x Redpanda's ~5 MiB/s",
+                             ">= 100 MiB/s (20x)", mib >= 100))
+                if ref is not None and ref.extra_info.get("parquet bytes"):
+                    a, b_ = t.extra_info["parquet bytes"], ref.extra_info["parquet bytes"]
+                    rows.append(("31 tables", f"{sink}'s Parquet vs `kbatch export --format parquet` ({codec})",
+                                 f"{a / 2**20:.0f} MiB vs {b_ / 2**20:.0f} MiB", "no larger", a <= b_))
     return rows
 
 

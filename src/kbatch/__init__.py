@@ -51,7 +51,7 @@ MAX_TIMESTAMP = OffsetSpec.MAX_TIMESTAMP
 
 # name -> submodule, imported on first attribute access
 _LAZY = {
-    "decode_columns": "columns.decode", "KAFKA_SCHEMA": "columns.decode",
+    "decode_columns": "columns.decode", "KAFKA_SCHEMA": "columns.decode", "export_table": "tables",
     "encode_columns": "columns.encode", "iter_encode_columns": "columns.encode",
     "LogValidator": "log.validator", "ValidationResult": "log.validator", "AppendInfo": "log.validator",
     "check_timestamps": "log.validator",
@@ -90,7 +90,7 @@ __all__ = [
     "LogDirectoryLockedError", "FileChangedError", "SegmentTooLargeError", "UncleanablePartitionError",
     "MissingDependencyError", "NoCompiledCoreWarning", "UnsupportedLayoutError", "__version__",
     # the lazily imported names (_LAZY), spelled out so type checkers see them exported
-    "decode_columns", "KAFKA_SCHEMA", "encode_columns", "iter_encode_columns", "LogValidator", "ValidationResult", "AppendInfo", "check_timestamps",
+    "decode_columns", "KAFKA_SCHEMA", "export_table", "encode_columns", "iter_encode_columns", "LogValidator", "ValidationResult", "AppendInfo", "check_timestamps",
     "OffsetIndex", "TimeIndex", "TransactionIndex", "FileRecords", "LogSegment", "Log", "LogConfig",
     "OffsetAndTimestamp", "offsets_for_times", "rebuild_indexes", "verify_indexes", "compact",
 ]

@@ -193,6 +193,9 @@ def _needs(block: Block) -> None:
     if "pyspark" in block.code or "kbatch.spark" in block.code:
         if importlib.util.find_spec("pyspark") is None or shutil.which("java") is None:
             pytest.skip("needs pyspark and Java (the spark extra)")
+    for fmt, module in (("delta", "deltalake"), ("iceberg", "pyiceberg")):
+        if (module in block.code or f"--format {fmt}" in block.code) and importlib.util.find_spec(module) is None:
+            pytest.skip(f"needs {module} (the tables extra)")
     if block.lang == "bash" and re.search(r"(^|\s)kbatch ", block.code) and importlib.util.find_spec("typer") is None:
         pytest.skip("needs the cli extra")
 

@@ -24,9 +24,11 @@ FACADE = {"kbatch", "kbatch._moved"}
 BASE = {"kbatch.errors", "kbatch._wire", "kbatch._typing", "kbatch._backend", "kbatch._core", "kbatch._core_py",
         "kbatch._fs", "kbatch._files"}
 #: layer of each top-level room; a module may import only from its own layer or lower ones
-#: values (schema-aware keys and values) sits with log: its `_schemas` source reads a Log; columns.decode
-#: calls a values format it is handed (duck-typed), without importing it
-LAYERS = {"schema": 1, "record": 2, "columns": 3, "log": 4, "values": 4, "cli": 5, "server": 5, "spark": 5, "compat": 5,
+#: values (schema-aware keys and values) and tables (topics as Delta/Iceberg tables) sit with log: the
+#: `_schemas` source and the table export read Logs; columns.decode calls a values format it is handed
+#: (duck-typed), without importing it
+LAYERS = {"schema": 1, "record": 2, "columns": 3, "log": 4, "values": 4, "tables": 4, "cli": 5, "server": 5, "spark": 5,
+          "compat": 5,
           "demo": 5, "__main__": 5}
 #: the edges are one layer, but not every edge may lean on every other: only the CLI (which starts
 #: a server) may import another edge

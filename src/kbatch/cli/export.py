@@ -3,6 +3,8 @@
     kbatch export /data/kafka-logs --to out/                  # out/topic=T/partition=P/<base offset>.parquet
     kbatch export orders-3/ --to orders.parquet               # one file
     kbatch export orders-3/ --to out/ --format jsonl
+    kbatch export /data/kafka-logs --format delta --to orders_delta/       # a Delta table (docs/tables.md)
+    kbatch export /data/kafka-logs --format iceberg --to kafka.orders --warehouse wh/
 
 A directory target gets one file per segment, in pyarrow.dataset's hive layout (the topic and
 partition are in the path, not in the files: `pyarrow.dataset.dataset(out, partitioning="hive")`
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
     from .._typing import PathLike
     from ..log.segment import SegmentFiles
 
-FORMATS = ("parquet", "jsonl")
+FORMATS = ("parquet", "jsonl", "delta", "iceberg")
 STATE = ".kbatch-export.json"
 
 
@@ -114,7 +116,7 @@ class _Sink:
 def cmd_export(path: "PathLike", *, to: str, fmt: str | None = None, batch_fields: bool = False, binary: str = "base64",
                overwrite: bool = False, quiet: bool = False, as_json: bool = False, out: IO[str] | None = None,
                err: IO[str] | None = None, serdes: "list[str] | None" = None, schemas: str | None = None,
-               registry: str | None = None) -> int:
+               registry: str | None = None, **table_options: Any) -> int:
     from ..columns.decode import schema as arrow_schema
     from ._schemas import export_typing  # -s key=/value= avro|json|protobuf with --schemas: typed columns
 
@@ -123,6 +125,17 @@ def cmd_export(path: "PathLike", *, to: str, fmt: str | None = None, batch_field
     out = out or sys.stdout
     err = err or sys.stderr
     fmt_name = _format(to, fmt)
+    if fmt_name in ("delta", "iceberg"):
+        from ._export_table import cmd_export_table
+
+        return cmd_export_table(str(path), to=to, fmt=fmt_name, quiet=quiet, as_json=as_json, out=out, err=err,
+                                **table_options)
+    from ._export_table import TABLE_DEFAULTS
+
+    if any(v != TABLE_DEFAULTS.get(k) and v != [] for k, v in table_options.items()):
+        raise UsageProblem("--catalog, --warehouse, --topic, --partition, --from-*/--until-*, --isolation-level, "
+                           "--target-file-size, --compression, --fail-on-data-loss and --compacted are for "
+                           "--format delta|iceberg")
     one_file = to.endswith((".parquet", ".jsonl", ".json"))
     if _fs.is_remote(to):
         raise UsageProblem(f"--to {to}: export writes local files (the segments it reads may be remote)")
@@ -209,16 +222,35 @@ def register(app: "typer.Typer") -> None:
     quiet_flag, json_flag = flags()
 
     @app.command(help="Export segments to Parquet or JSON lines (decode_columns' columns): a directory gets one file "
-                      "per segment in topic=/partition= folders, resumable; a .parquet/.jsonl path gets one file.")
+                      "per segment in topic=/partition= folders, resumable; a .parquet/.jsonl path gets one file. "
+                      "--format delta|iceberg: into a table, exactly once and resumable (docs/tables.md).")
     def export(path: Annotated[str, typer.Argument(help="Segment .log file, partition directory or log directory.")],
                to: Annotated[str, typer.Option("--to", help="Output directory, or a .parquet / .jsonl file.")],
-               fmt: Annotated[Optional[str], typer.Option("--format", help="parquet or jsonl (default: from --to).")] = None,
+               fmt: Annotated[Optional[str], typer.Option("--format", help="parquet, jsonl (default: from --to), delta or iceberg.")] = None,
                batch_fields: Annotated[bool, typer.Option("--batch-fields", help="Add producerId, producerEpoch, baseSequence, isTransactional, isControl.")] = False,
                binary: Annotated[str, typer.Option("--binary", help="JSON lines: keys and values as base64 (lossless) or text (UTF-8).")] = "base64",
                overwrite: Annotated[bool, typer.Option("--overwrite", help="Export every segment again, even those done before.")] = False,
                serdes: Annotated[Optional[List[str]], typer.Option("-s", help="key=KIND / value=KIND: avro, json or protobuf (Schema Registry framing): a typed column instead of bytes.")] = None,
                schemas: Annotated[Optional[str], typer.Option("--schemas", help="Schemas for -s: a _schemas partition directory, a registry URL or a folder of <id>.avsc/.json/.proto files.")] = None,
                registry: Annotated[Optional[str], typer.Option("-r", help="A Schema Registry URL (kcat's option; the same as --schemas URL).")] = None,
+               catalog: Annotated[Optional[str], typer.Option("--catalog", help="Iceberg: catalog URI (sqlite:///file.db, default <warehouse>/catalog.db; http(s):// a REST catalog).")] = None,
+               warehouse: Annotated[Optional[str], typer.Option("--warehouse", help="Iceberg: warehouse directory.")] = None,
+               topic: Annotated[Optional[list[str]], typer.Option("--topic", help="Tables: only this topic (repeatable).")] = None,
+               partition: Annotated[Optional[list[int]], typer.Option("--partition", help="Tables: only this partition (repeatable).")] = None,
+               from_offset: Annotated[Optional[int], typer.Option("--from-offset", help="Tables: first offset (a resumed partition starts where the table ends).")] = None,
+               until_offset: Annotated[Optional[int], typer.Option("--until-offset", help="Tables: stop before this offset.")] = None,
+               from_time: Annotated[Optional[str], typer.Option("--from-time", help="Tables: from the first offset whose timestamp >= T (KIP-79; epoch ms or ISO 8601).")] = None,
+               until_time: Annotated[Optional[str], typer.Option("--until-time", help="Tables: stop before the first offset whose timestamp >= T.")] = None,
+               isolation_level: Annotated[str, typer.Option("--isolation-level", help="Tables: read_committed (default: no aborted or control records) or read_uncommitted.")] = "read_committed",
+               headers: Annotated[bool, typer.Option("--headers/--no-headers", help="Tables: a headers column.")] = True,
+               target_file_size: Annotated[Optional[str], typer.Option("--target-file-size", help="Tables: data file size (bytes, or 128M, 1G; default 128M).")] = None,
+               compression: Annotated[str, typer.Option("--compression", help="Tables: Parquet codec zstd, snappy, lz4, gzip or none.")] = "zstd",
+               fail_on_data_loss: Annotated[bool, typer.Option("--fail-on-data-loss", help="Tables: exit 1, writing nothing, when retention deleted offsets the table never held.")] = False,
+               compacted: Annotated[bool, typer.Option("--compacted", help="Tables: the log-cleaner view (latest record per key) replaces the table's content.")] = False,
                as_json: Annotated[bool, json_flag] = False, quiet: Annotated[bool, quiet_flag] = False) -> None:
         run(cmd_export, path, to=to, fmt=fmt, batch_fields=batch_fields, binary=binary, overwrite=overwrite,
-            quiet=quiet, as_json=as_json, serdes=list(serdes or []), schemas=schemas, registry=registry)
+            quiet=quiet, as_json=as_json, serdes=list(serdes or []), schemas=schemas, registry=registry,
+            catalog=catalog, warehouse=warehouse, topics=topic, partitions=partition,
+            from_offset=from_offset, until_offset=until_offset, from_time=from_time, until_time=until_time,
+            isolation_level=isolation_level, headers=headers, target_file_size=target_file_size,
+            compression=compression, fail_on_data_loss=fail_on_data_loss, compacted=compacted)

@@ -1,0 +1,208 @@
+"""Iceberg tables through `pyiceberg`: its SQL catalog on SQLite by default, a REST catalog by URI.
+
+kbatch writes the Parquet data files itself (as for Delta) and registers them with pyiceberg's
+add_files (partition values from the files' statistics). Each commit is one Iceberg snapshot (an
+append, or a delete and an append for --compacted) whose summary
+carries `kbatch.offsets` (the [start, end) offsets per partition it added) and `kbatch.ends`
+(every partition's end after it); a run reads where the table stands from the current snapshot
+(walking back to the newest snapshot kbatch made, past another writer's maintenance snapshots).
+The catalog's commit is a compare-and-swap on the table's metadata: a second exporter that read the
+same snapshot is refused (kbatch creates its tables with `commit.retry.num-retries=0`, and sets it
+on a table that lacks it, so pyiceberg never replays an append over a newer snapshot).
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from ..errors import MissingDependencyError
+
+try:
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, TableAlreadyExistsError
+except ModuleNotFoundError as e:
+    raise MissingDependencyError("kbatch's Iceberg tables (kbatch export --format iceberg)", "pyiceberg", "tables") from e
+
+from ._parquet import DataFile, write_files
+from ._source import CommitConflict
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ._source import PartitionPlan
+
+RETRIES = "commit.retry.num-retries"
+
+
+def open_catalog(catalog: str | None, warehouse: str | None) -> Any:
+    """A pyiceberg catalog: `sqlite:///file.db` (or any SQLAlchemy URL) is its SQL catalog, an
+    http(s) URI a REST catalog; None: `sqlite:///<warehouse>/catalog.db`."""
+    if warehouse is not None and "://" not in warehouse:
+        os.makedirs(warehouse, exist_ok=True)
+        warehouse = "file://" + os.path.abspath(warehouse)
+    if catalog is None:
+        if warehouse is None:
+            raise ValueError("an Iceberg export needs a warehouse directory or a catalog URI")
+        catalog = "sqlite:///" + os.path.join(warehouse[len("file://"):], "catalog.db")
+    props: dict[str, str] = {}
+    if catalog.startswith(("http://", "https://")):
+        props = {"type": "rest", "uri": catalog}
+    else:
+        props = {"type": "sql", "uri": catalog}
+    if warehouse is not None:
+        props["warehouse"] = warehouse
+    return load_catalog("kbatch", **props)
+
+
+class IcebergTarget:
+    """An Iceberg table `namespace.table` in a catalog (created on the first commit)."""
+
+    def __init__(self, name: str, catalog: str | None, warehouse: str | None) -> None:
+        if "." not in name:
+            raise ValueError(f"an Iceberg table is named NAMESPACE.TABLE, not {name!r}")
+        self.uri = name
+        self.catalog = open_catalog(catalog, warehouse)
+        self.table: Any = None
+        self._state: dict[str, int] = {}
+        self.create_props: dict[str, str] = {}  # kbatch's properties for a table this run creates
+        self.reload()
+
+    def reload(self) -> None:
+        try:
+            self.table = self.catalog.load_table(self.uri)
+        except NoSuchTableError:
+            self.table = None
+        self._state = self._read_state()
+
+    def _read_state(self) -> dict[str, int]:
+        if self.table is None:
+            return {}
+        meta = self.table.metadata
+        snap = self.table.current_snapshot()
+        while snap is not None:
+            extra = snap.summary.additional_properties if snap.summary is not None else {}
+            if "kbatch.ends" in extra:
+                return {k: int(v) for k, v in json.loads(extra["kbatch.ends"]).items()}
+            snap = meta.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
+        return {}
+
+    def exists(self) -> bool:
+        return self.table is not None
+
+    def done(self, topic: str, partition: int) -> int | None:
+        return self._state.get(f"{topic}-{partition}")
+
+    def layout(self) -> tuple[list[str], list[str]] | None:
+        """(column names, identity partition source columns) of the table; None before it exists."""
+        if self.table is None:
+            return None
+        schema = self.table.schema()
+        parts = [schema.find_column_name(f.source_id) or "" for f in self.table.spec().fields]
+        return [f.name for f in schema.fields], parts
+
+    def known_ends(self) -> dict[str, int]:
+        """Every partition's end, as the newest kbatch snapshot records them."""
+        return dict(self._state)
+
+    def properties(self) -> dict[str, str]:
+        return {} if self.table is None else dict(self.table.properties)
+
+    def version(self) -> int | None:
+        if self.table is None:
+            return None
+        snap = self.table.current_snapshot()
+        return None if snap is None else int(snap.snapshot_id)
+
+    def file_schema(self, schema: pa.Schema) -> pa.Schema:
+        """The data files hold every column: Iceberg takes an identity partition's value from the
+        file's own statistics of that column."""
+        return schema
+
+    def _local_location(self) -> str:
+        loc = str(self.table.location())
+        if loc.startswith("file://"):
+            return loc[len("file://"):]
+        if "://" in loc:
+            raise ValueError(f"{self.uri}: kbatch writes Iceberg data files to a local warehouse, not {loc}")
+        return loc
+
+    def write_files(self, plan: PartitionPlan, batches: Iterator[pa.RecordBatch], schema: pa.Schema,
+                    **kwargs: Any) -> Iterator[DataFile]:
+        """Parquet files under the table's data/ folder (written by kbatch, as for Delta: nulls kept as
+        nulls), registered by the commit (add_files)."""
+        if self.table is None:
+            self._create(schema, self.create_props, kwargs.get("compression", "zstd"),
+                         kwargs.get("target_file_size", 128 << 20))
+        self.root = os.path.join(self._local_location(), "data")
+        sub = os.path.join(f"topic={plan.topic}", f"partition={plan.partition}")
+        return write_files(self.root, sub, batches, schema, **kwargs)
+
+    def _create(self, schema: pa.Schema, props: dict[str, str], compression: str, target_file_size: int) -> None:
+        ns = self.uri.rpartition(".")[0]
+        self.catalog.create_namespace_if_not_exists(ns)
+        table_props = dict(props)
+        table_props[RETRIES] = "0"
+        table_props["write.parquet.compression-codec"] = "uncompressed" if compression == "none" else compression
+        table_props["write.target-file-size-bytes"] = str(target_file_size)
+        try:  # the table and its partition spec in one catalog commit: never a table without its spec
+            with self.catalog.create_table_transaction(self.uri, schema=schema, properties=table_props) as tx:
+                with tx.update_spec() as u:
+                    u.add_identity("topic")
+                    u.add_identity("partition")
+        except (TableAlreadyExistsError, CommitFailedException) as e:
+            raise CommitConflict(str(e)) from e
+        self.table = self.catalog.load_table(self.uri)
+
+    def commit(self, files: list[tuple[str, int, DataFile]], advanced: dict[tuple[str, int], tuple[int, int]],
+               ends: dict[str, int], schema: pa.Schema, props: dict[str, str], *, overwrite: bool = False,
+               before_commit: Callable[[], None] | None = None, compression: str = "zstd",
+               target_file_size: int = 128 << 20) -> int:
+        if self.table is None:
+            self._create(schema, props, compression, target_file_size)
+        elif self.table.properties.get(RETRIES) != "0":
+            with self.table.transaction() as tx:
+                tx.set_properties({RETRIES: "0"})
+            self.table = self.catalog.load_table(self.uri)
+        root = os.path.join(self._local_location(), "data")
+        paths = ["file://" + os.path.join(root, f.relpath) for _t, _p, f in files]
+        summary = {"kbatch.offsets": json.dumps({f"{t}-{p}": [s, e] for (t, p), (s, e) in sorted(advanced.items())}),
+                   "kbatch.ends": json.dumps(dict(sorted(ends.items())))}
+        tx = self.table.transaction()
+        try:
+            if overwrite and self.table.current_snapshot() is not None:
+                from pyiceberg.expressions import AlwaysTrue
+
+                tx.delete(AlwaysTrue(), snapshot_properties=summary)
+            if paths or not overwrite:
+                tx.add_files(paths, snapshot_properties=summary, check_duplicate_files=False)
+            if before_commit is not None:
+                before_commit()
+            tx.commit_transaction()
+        except CommitFailedException as e:
+            raise CommitConflict(str(e)) from e
+        self.reload()
+        v = self.version()
+        assert v is not None
+        return v
+
+    def discard(self, files: list[tuple[str, int, DataFile]]) -> None:
+        root = getattr(self, "root", None)
+        for _t, _p, f in files:
+            if root is not None:
+                try:
+                    os.unlink(os.path.join(root, f.relpath))
+                except OSError:
+                    pass
+
+
+def snapshot_offsets(table: Any) -> list[dict[str, Any]]:
+    """[{snapshot_id, timestamp_ms, offsets, ends}] of the table's kbatch snapshots, newest first."""
+    out = []
+    for snap in sorted(table.metadata.snapshots, key=lambda s: s.sequence_number or 0, reverse=True):
+        extra = snap.summary.additional_properties if snap.summary is not None else {}
+        if "kbatch.offsets" in extra:
+            out.append(dict(snapshot_id=snap.snapshot_id, timestamp_ms=snap.timestamp_ms,
+                            offsets=json.loads(extra["kbatch.offsets"]), ends=json.loads(extra.get("kbatch.ends", "{}"))))
+    return out
