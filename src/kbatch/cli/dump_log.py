@@ -506,7 +506,7 @@ class Dumper:
         # DumpLogSegments opens the index read-only, so its entry count is the file's length / 8: a
         # file shorter than one entry is "empty" (said before a sanity check), and a preallocated,
         # zero-filled one (a killed broker's active segment) has its first slot, (base, 0), printed
-        entries = list(index)
+        entries: list[tuple[int, int]] = list(index)
         if index.file_length < W.OFFSET_INDEX_ENTRY_SIZE:
             if not o.json:
                 self._line(f"{path} is empty.")
@@ -563,7 +563,7 @@ class Dumper:
         prev_ts = None  # NO_TIMESTAMP in Kafka; the batch's time floor here (extended batches)
         log = open_records(sibling(path, W_LOG))
         try:
-            entries = list(tindex)
+            entries: list[tuple[int, int]] = list(tindex)
             if not entries and tindex.file_length >= W.TIME_INDEX_ENTRY_SIZE:
                 entries = [(0, base)]  # a preallocated, zero-filled file: DumpLogSegments prints its first slot
             verdicts = self._rule_findings(path, check_time_index, entries, log)

@@ -135,7 +135,7 @@ class _Partition:
             if group is not None:
                 group.rollback(exc)
             elif self.log.end_offset() != self.first:  # committed before another partition failed
-                self.log._truncate(self.first, self.keep)
+                self.log.undo_appends(self.first, keep_segment_at_start=self.keep)
         except Exception as e2:
             self.outcome = (f"taking its {self.records} records out failed ({e2}); reopening it for writing "
                             f"finishes that")

@@ -1316,6 +1316,23 @@ class Log:
                 raise
             raise _files.write_error(e, self.directory, "removing the truncation note") from e
 
+    def undo_appends(self, start: int, *, keep_segment_at_start: bool) -> None:
+        """Take back every record appended from offset `start` on (a group of appends spanning several
+        calls, undone after a later step failed, as the Spark writer's commit and `kbatch import`
+        do): truncate_to, except that a segment starting at `start` goes too unless it was there
+        before the appends (keep_segment_at_start)."""
+        self._check_writable()
+        self._truncate(start, keep_segment_at_target=keep_segment_at_start)
+
+    def abandon(self) -> None:
+        """Let go of the segment files and the directory's lock without writing anything (after a
+        close that failed, e.g. a late task whose directory is gone)."""
+        for seg in self.segments:
+            seg.release()
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
     def append_group(self) -> AppendGroup:
         """Several appends made one, all or nothing even across a kill (append_table, `kbatch
         import`, the Spark writer's commit): see AppendGroup."""

@@ -299,7 +299,7 @@ def check_markers(data: Buffer, start: int, aborted: Iterable[Aborted], lo: int,
                          f"{b.base_offset}", found=kind.name)
 
 
-def _whole_batches(data: Buffer) -> Iterator[RecordBatch | LegacyRecordBatch]:
+def _whole_batches(data: Buffer) -> Iterator[Batch]:
     """iter_batches(data) without CRC checks up to the first framing error (a bad header: the
     decode of the same bytes raises it, after the rows before it)."""
     from ..errors import KBatchError

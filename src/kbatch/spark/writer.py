@@ -235,10 +235,7 @@ def _close_quietly(log: Log) -> None:
     try:
         log.close()
     except (OSError, KBatchError):  # a late task: its directory may be gone already
-        for seg in log.segments:
-            seg.release()
-        if log._lock is not None:
-            log._lock.release()
+        log.abandon()
 
 
 class _Commit:
@@ -331,8 +328,7 @@ class _Commit:
         keep = any(s.base_offset == start for s in log.segments)
 
         def truncate_back() -> None:
-            log._check_writable()
-            log._truncate(start, keep_segment_at_target=keep)
+            log.undo_appends(start, keep_segment_at_start=keep)
         self.undo.append(truncate_back)
         _append_pieces(log, pieces)
 
