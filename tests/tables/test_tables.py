@@ -487,3 +487,14 @@ def test_iceberg_resumes_after_its_snapshots_were_expired(tmp_path):
     r = table.export(logs)
     assert r.rows == 5
     assert table.offsets()[("s", 0)] == list(range(35))
+
+
+@pytest.mark.parametrize("module, package", [("kbatch.tables._delta", "deltalake"),
+                                             ("kbatch.tables._iceberg", "pyiceberg")])
+def test_without_the_tables_extra_the_error_names_it(monkeypatch, module, package):
+    import importlib
+
+    monkeypatch.setitem(sys.modules, package, None)
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    with pytest.raises(kbatch.MissingDependencyError, match=f"{package}.*'tables' extra"):
+        importlib.import_module(module)
