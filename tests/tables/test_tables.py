@@ -494,7 +494,8 @@ def test_iceberg_resumes_after_its_snapshots_were_expired(tmp_path):
 def test_without_the_tables_extra_the_error_names_it(monkeypatch, module, package):
     import importlib
 
-    monkeypatch.setitem(sys.modules, package, None)
+    for name in [m for m in sys.modules if m == package or m.startswith(package + ".")] + [package]:
+        monkeypatch.setitem(sys.modules, name, None)   # as if not installed, its submodules too
     monkeypatch.delitem(sys.modules, module, raising=False)
     with pytest.raises(kbatch.MissingDependencyError, match=f"{package}.*'tables' extra"):
         importlib.import_module(module)
