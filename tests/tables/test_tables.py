@@ -467,3 +467,35 @@ def test_two_exporters_creating_the_table_at_once_leave_every_record_once(table,
     r = table.export(logs)
     assert calls and r.rows == 0
     _assert_exactly_once(table, logs)
+
+
+def test_iceberg_resumes_after_its_snapshots_were_expired(tmp_path):
+    """Another engine's snapshot on top, kbatch's snapshots expired: the rerun still appends only
+    what is new (the ends are also a table property, set in each kbatch commit)."""
+    table = Table("iceberg", tmp_path)
+    logs = str(tmp_path / "logs")
+    P.plain(os.path.join(logs, "s-0"), batches=6)
+    table.export(logs)
+    ice = table.iceberg()
+    ice.append(ice.scan(limit=0).to_arrow())            # an empty append by someone else
+    ice = table.iceberg()
+    current = ice.current_snapshot().snapshot_id
+    old = [s.snapshot_id for s in ice.metadata.snapshots if s.snapshot_id != current]
+    ice.maintenance.expire_snapshots().by_ids(old).commit()
+    assert [s.snapshot_id for s in table.iceberg().metadata.snapshots] == [current]
+    grow(os.path.join(logs, "s-0"), 1)
+    r = table.export(logs)
+    assert r.rows == 5
+    assert table.offsets()[("s", 0)] == list(range(35))
+
+
+@pytest.mark.parametrize("module, package", [("kbatch.tables._delta", "deltalake"),
+                                             ("kbatch.tables._iceberg", "pyiceberg")])
+def test_without_the_tables_extra_the_error_names_it(monkeypatch, module, package):
+    import importlib
+
+    for name in [m for m in sys.modules if m == package or m.startswith(package + ".")] + [package]:
+        monkeypatch.setitem(sys.modules, name, None)   # as if not installed, its submodules too
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    with pytest.raises(kbatch.MissingDependencyError, match=f"{package}.*'tables' extra"):
+        importlib.import_module(module)

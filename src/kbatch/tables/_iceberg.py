@@ -5,7 +5,9 @@ add_files (partition values from the files' statistics). Each commit is one Iceb
 append, or a delete and an append for --compacted) whose summary
 carries `kbatch.offsets` (the [start, end) offsets per partition it added) and `kbatch.ends`
 (every partition's end after it); a run reads where the table stands from the current snapshot
-(walking back to the newest snapshot kbatch made, past another writer's maintenance snapshots).
+(walking back to the newest snapshot kbatch made, past another writer's maintenance snapshots;
+when snapshot expiry removed every kbatch snapshot of that lineage, from the table property
+`kbatch.ends`, set in the same catalog commit as each snapshot).
 The catalog's commit is a compare-and-swap on the table's metadata: a second exporter that read the
 same snapshot is refused (kbatch creates its tables with `commit.retry.num-retries=0`, and sets it
 on a table that lacks it, so pyiceberg never replays an append over a newer snapshot).
@@ -34,6 +36,9 @@ if TYPE_CHECKING:
     from ._source import PartitionPlan
 
 RETRIES = "commit.retry.num-retries"
+#: every partition's end, also kept as a table property (set in each kbatch commit): snapshot expiry
+#: cannot take it away
+ENDS_PROPERTY = "kbatch.ends"
 
 
 def open_catalog(catalog: str | None, warehouse: str | None) -> Any:
@@ -86,7 +91,10 @@ class IcebergTarget:
             if "kbatch.ends" in extra:
                 return {k: int(v) for k, v in json.loads(extra["kbatch.ends"]).items()}
             snap = meta.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
-        return {}
+        # no kbatch snapshot left in the current lineage (expired after another engine's rewrite): the
+        # table property each kbatch commit sets in the same catalog commit
+        prop = self.table.properties.get(ENDS_PROPERTY)
+        return {k: int(v) for k, v in json.loads(prop).items()} if prop else {}
 
     def exists(self) -> bool:
         return self.table is not None
@@ -177,6 +185,7 @@ class IcebergTarget:
                 tx.delete(AlwaysTrue(), snapshot_properties=summary)
             if paths or not overwrite:
                 tx.add_files(paths, snapshot_properties=summary, check_duplicate_files=False)
+            tx.set_properties({ENDS_PROPERTY: summary["kbatch.ends"]})
             if before_commit is not None:
                 before_commit()
             tx.commit_transaction()
