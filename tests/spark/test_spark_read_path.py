@@ -215,14 +215,7 @@ def test_the_matrix_has_damage_and_transactions(dirs):
         assert len(rc) < len(ru), c
 
 
-SPLIT_KNOWN = {"bad-length-active": "a bad length field in the middle of the active segment: read_log takes "
-                                    "it for the partial tail Kafka ignores and stops there, while a split reader's "
-                                    "input partition ends at an .index entry before the end of the file and fails "
-                                    "(and the next one reads the intact batches after it)"}
-
-
-@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(reason=SPLIT_KNOWN[c], strict=True))
-                                  if c in SPLIT_KNOWN else c for c in sorted(CASES)])
+@pytest.mark.parametrize("case", sorted(CASES))
 def test_split_segments_keep_the_verdict(spark, fmt, dirs, case):
     """Segments split into several input partitions at `.index` entries (maxPartitionBytes=200):
     the same records as read_log, or a failed job naming the same bytes (failOnDataLoss=true).

@@ -344,6 +344,30 @@ class Slice:
     next_base: int | None = None
 
 
+def _complete_end(seg: Segment, lo: int, hi: int) -> int:
+    """Where the whole batches of bytes [lo, hi) of the last (active) segment end: a split read
+    plans up to there, so a partial batch there (what kbatch.log.fetch ignores, as Kafka does) is
+    ignored by every input partition alike (unsplit, the reader at the end of the file ignores
+    it). A bad header leaves `hi` (the reader fails on it, as the read path does)."""
+    from ..errors import KBatchError, StorageError
+    from ..record.file_records import open_records
+
+    records = open_records(seg.path, seg.size)
+    try:
+        gen = records.scan(lo, reuse=True)
+        while True:
+            try:
+                next(gen)
+            except StopIteration as stop:
+                return int(stop.value) if int(stop.value) < hi else hi
+            except StorageError:
+                raise
+            except KBatchError:
+                return hi
+    finally:
+        records.close()
+
+
 def plan_partition(tp: TopicPartition, start_offset: int | None, end_offset: int | None,
                    max_bytes: int, aborted: list[Aborted] | None = None) -> list[Slice]:
     """Slices covering [start_offset, end_offset) of one partition, at most `max_bytes` each
@@ -366,6 +390,8 @@ def plan_partition(tp: TopicPartition, start_offset: int | None, end_offset: int
         hi = seg.size
         if end_offset is not None and (next_base is None or end_offset < next_base):
             hi = end_position_for_offset(seg, end_offset)
+        if next_base is None and hi - lo > max_bytes:
+            hi = min(hi, _complete_end(seg, lo, hi))
         if hi <= lo:
             continue
         cuts = [lo]

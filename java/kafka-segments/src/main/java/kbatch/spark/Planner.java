@@ -286,6 +286,9 @@ final class Planner {
                 int i = idx.ceiling(end);
                 hi = i + 1 < idx.size() ? idx.values[i + 1] : seg.size;
             }
+            if (nextBase == null && hi - lo > maxBytes) {
+                hi = Math.min(hi, completeEnd(seg, lo, hi));
+            }
             if (hi <= lo) {
                 continue;
             }
@@ -306,6 +309,24 @@ final class Planner {
             }
         }
         return out;
+    }
+
+    /**
+     * Where the whole batches of bytes [lo, hi) of the last (active) segment end: a split read plans
+     * up to there, so a partial batch there (what the read path ignores, as Kafka does) is ignored
+     * by every input partition alike. A bad header leaves hi (the reader fails on it).
+     */
+    private long completeEnd(LogDirectory.Segment seg, long lo, long hi) throws IOException {
+        long[] end = {lo};
+        try (SegmentReader.Source src = new LogDirectory.FsSource(fs, seg.path)) {
+            HeaderScan.scan(src, lo, seg.size, (h, b, p, delta) -> {
+                end[0] = h.position + h.size;
+                return end[0] < hi;
+            });
+        } catch (KafkaSegmentsException e) {
+            return hi;
+        }
+        return Math.min(end[0], hi);
     }
 
     // ------------------------------------------------------------------ aborted transactions
