@@ -74,7 +74,7 @@ def check_table(fmt: str, name: str, warehouse: str | None, records: int, partit
     if fmt == "delta":
         from deltalake import DeltaTable
 
-        t = DeltaTable(name).to_pyarrow_table(columns=["partition", "offset"])
+        t = DeltaTable(name).to_pyarrow_dataset().to_table(columns=["partition", "offset"], use_threads=False)
     else:
         from kbatch.tables._iceberg import open_catalog
 

@@ -38,6 +38,8 @@ if TYPE_CHECKING:  # what type checkers see: the contract both backends share (_
     from .log.segment import LogSegment
     from .record.file_records import FileRecords
     from .log.validator import AppendInfo, LogValidator, ValidationResult, check_timestamps
+    from .tables import export_table
+    from .tables.read import read_topic
 else:
     Record = _backend.core.Record
     ByteView = _backend.core.ByteView   # type of keys, values, header values (memoryview on the pure backend)
@@ -51,7 +53,7 @@ MAX_TIMESTAMP = OffsetSpec.MAX_TIMESTAMP
 
 # name -> submodule, imported on first attribute access
 _LAZY = {
-    "decode_columns": "columns.decode", "KAFKA_SCHEMA": "columns.decode", "export_table": "tables",
+    "decode_columns": "columns.decode", "KAFKA_SCHEMA": "columns.decode", "export_table": "tables", "read_topic": "tables.read",
     "encode_columns": "columns.encode", "iter_encode_columns": "columns.encode",
     "LogValidator": "log.validator", "ValidationResult": "log.validator", "AppendInfo": "log.validator",
     "check_timestamps": "log.validator",
@@ -90,7 +92,7 @@ __all__ = [
     "LogDirectoryLockedError", "FileChangedError", "SegmentTooLargeError", "UncleanablePartitionError",
     "MissingDependencyError", "NoCompiledCoreWarning", "UnsupportedLayoutError", "__version__",
     # the lazily imported names (_LAZY), spelled out so type checkers see them exported
-    "decode_columns", "KAFKA_SCHEMA", "export_table", "encode_columns", "iter_encode_columns", "LogValidator", "ValidationResult", "AppendInfo", "check_timestamps",
+    "decode_columns", "KAFKA_SCHEMA", "export_table", "read_topic", "encode_columns", "iter_encode_columns", "LogValidator", "ValidationResult", "AppendInfo", "check_timestamps",
     "OffsetIndex", "TimeIndex", "TransactionIndex", "FileRecords", "LogSegment", "Log", "LogConfig",
     "OffsetAndTimestamp", "offsets_for_times", "rebuild_indexes", "verify_indexes", "compact",
 ]

@@ -44,7 +44,9 @@ class Table:
         if self.fmt == "delta":
             from deltalake import DeltaTable
 
-            t = DeltaTable(self.name).to_pyarrow_table()
+            # one thread: to_pyarrow_table()'s threaded scan can abort the process at its exit
+            # (deltalake 1.6 with pyarrow 26: 'terminate called without an active exception')
+            t = DeltaTable(self.name).to_pyarrow_dataset().to_table(use_threads=False)
         else:
             t = self.iceberg().scan().to_arrow()
         return t.sort_by([("topic", "ascending"), ("partition", "ascending"), ("offset", "ascending")])
