@@ -259,24 +259,13 @@ def transaction_state(tp: TopicPartition, need_open: bool = True) -> tuple[list[
     return [(t.producer_id, t.first_offset, t.last_offset) for t in state.aborted], state.first_unstable_offset
 
 
-def marker_type(batch: Batch) -> W.ControlRecordType:
-    """The type of a control batch's first control record (UNKNOWN when it has none), checked by
-    kbatch.record.control.parse_control_record; errors name the batch."""
-    from ..errors import KBatchError
-
-    try:
-        recs = batch.control_records()
-    except KBatchError as e:
-        raise e.at(position=batch.position, base_offset=batch.base_offset)
-    return recs[0].type if recs else W.ControlRecordType.UNKNOWN
-
-
 def check_markers(data: Buffer, start: int, aborted: Iterable[Aborted], lo: int, hi: int, verify_crc: bool) -> None:
     """read_committed: every transaction marker of data (bytes from file position `start`) with an
     offset in [lo, hi) must agree with the aborted list (an ABORT marker is the last offset of an
     aborted transaction of its producer, a COMMIT marker is not): an index that contradicts the log
     gives no answer. Raises CorruptIndexError at the marker batch."""
     from ..errors import CorruptIndexError, KBatchError
+    from ..log.producer_state import marker_type  # the read path's: a transactional control batch's type
 
     last = {(pid, last_offset) for pid, _first, last_offset in aborted}
     for b in _whole_batches(data):
@@ -296,7 +285,7 @@ def check_markers(data: Buffer, start: int, aborted: Iterable[Aborted], lo: int,
             raise CorruptIndexError(
                 "The transaction index contradicts the log", position=start + b.position, base_offset=b.base_offset,
                 expected=f"{'an ABORT' if listed else 'a COMMIT'} marker of producer {b.producer_id} at offset "
-                         f"{b.base_offset}", found=kind.name)
+                         f"{b.base_offset}", found=W.ControlRecordType(kind).name)
 
 
 def _whole_batches(data: Buffer) -> Iterator[Batch]:
