@@ -43,7 +43,11 @@ class ServerConfig:
     topic_config: Kafka topic configs applied to every topic ("message.timestamp.after.max.ms": ...);
     topic_configs: per-topic overrides {topic: {name: value}}. flush_messages: Kafka's
     flush.messages (fsync after this many records before answering; None = the OS page cache, as
-    Kafka's default). The group settings default to Kafka's (group.initial.rebalance.delay.ms 3 s).
+    Kafka's default). The group settings default to Kafka's (group.initial.rebalance.delay.ms 3 s),
+    and so do socket.request.max.bytes (100 MiB), fetch.max.bytes (55 MiB) and offsets.retention.minutes
+    (7 days). queued_max_request_bytes bounds the bytes of all requests being read or handled at
+    once (Kafka's queued.max.request.bytes, unbounded there by default; 200 MiB here): above it,
+    no connection reads another request body until memory is given back.
     """
 
     host: str = "127.0.0.1"
@@ -62,6 +66,10 @@ class ServerConfig:
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1800000
     socket_request_max_bytes: int = 104857600
+    queued_max_request_bytes: int = 209715200
+    fetch_max_bytes: int = 57671680
+    offsets_retention_minutes: int = 10080
+    offsets_retention_check_interval_ms: int = 600000
     shutdown_timeout_s: float = 10.0
 
 
@@ -100,6 +108,10 @@ class ServeOptions(TypedDict, total=False):
     group_min_session_timeout_ms: int
     group_max_session_timeout_ms: int
     socket_request_max_bytes: int
+    queued_max_request_bytes: int
+    fetch_max_bytes: int
+    offsets_retention_minutes: int
+    offsets_retention_check_interval_ms: int
     shutdown_timeout_s: float
 
 
@@ -142,7 +154,10 @@ class Broker:
         self.producer_ids = ProducerIdManager(None if self.read_only else self.directory, int(time.time() * 1000))
         self.coordinator = GroupCoordinator(self, initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
                                             min_session_timeout_ms=config.group_min_session_timeout_ms,
-                                            max_session_timeout_ms=config.group_max_session_timeout_ms)
+                                            max_session_timeout_ms=config.group_max_session_timeout_ms,
+                                            offsets_retention_ms=config.offsets_retention_minutes * 60000,
+                                            offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms)
+        self.request_memory = MemoryPool(config.queued_max_request_bytes)
         for topic in ("", *config.topic_configs):  # a bad topic config fails here, before anything is opened
             self.log_config(topic)
         self.handlers: dict[int, Handler] = apis.HANDLERS
@@ -300,6 +315,31 @@ class Broker:
         return await handler(self, request, client_host)
 
 
+class MemoryPool:
+    """Bytes of requests in flight across every connection (Kafka's queued.max.request.bytes with its
+    MemoryPool): a connection takes a request's size before reading its body and gives it back once
+    answered; while the pool cannot give it, that connection reads nothing more. A request larger
+    than the whole pool is let in when nothing else is held, so no legal request waits forever."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.used = 0
+        self._freed: asyncio.Event | None = None
+
+    async def acquire(self, size: int) -> None:
+        while self.used and self.used + size > self.capacity:
+            if self._freed is None:
+                self._freed = asyncio.Event()
+            await self._freed.wait()
+        self.used += size
+
+    def release(self, size: int) -> None:
+        self.used -= size
+        if self._freed is not None:
+            self._freed.set()
+            self._freed = None
+
+
 def _topic_id(path: str) -> bytes | None:
     """The topic id in `partition.metadata` (version: 0 / topic_id: <base64 uuid>), if any."""
     props: dict[str, str] = {}
@@ -330,4 +370,4 @@ def _stable_cluster_id(directory: str) -> str:
     return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
 
 
-__all__ = ["Broker", "ConnectionStats", "ServerConfig", "ServerOptions", "ServeOptions"]
+__all__ = ["Broker", "ConnectionStats", "MemoryPool", "ServerConfig", "ServerOptions", "ServeOptions"]

@@ -3,7 +3,11 @@
 A connection reads one request, answers it, and only then reads the next, as a broker mutes a
 channel while a request is in flight; so a connection holds at most one request (bounded by
 socket_request_max_bytes, Kafka's socket.request.max.bytes) and one response in memory, and the
-record bytes of Fetch responses are never in memory at all (sendfile from the segment files).
+record bytes of Fetch responses are never in memory at all (sendfile from the segment files). All
+connections together hold at most queued_max_request_bytes of requests (Broker.request_memory):
+a connection waits for room before it reads a request's body. A large request is decoded and
+answered off the event loop, and handlers yield between chunks of work, so one request never
+stalls the other connections.
 
 A frame that cannot be a request (negative or oversized size, an unknown API key or version, a
 body the schema cannot read) closes this connection with a logged reason, as Kafka does; other
@@ -31,6 +35,9 @@ logger = logging.getLogger("kbatch.server")
 # Fetch responses with less record data than this are read and sent in one write; larger ones go
 # through sendfile (fewer syscalls for small polls, no copy for large ones).
 SENDFILE_MIN_BYTES = 64 * 1024
+# Requests at least this large are decoded (and answered) on a worker thread: kafka-python's codec
+# takes about 1 s for a 3 MB Metadata request, time every other connection would otherwise wait.
+LARGE_REQUEST_BYTES = 1 << 20
 _READ_CHUNK = 1 << 20  # the read-and-write fallback's piece
 
 
@@ -65,36 +72,46 @@ async def handle_connection(broker: Broker, reader: asyncio.StreamReader, writer
                 logger.warning("Closing connection from %s: request size %d is %s", name, size,
                                "negative" if size < 0 else f"larger than socket.request.max.bytes ({max_bytes})")
                 return
+            pool = broker.request_memory
+            await pool.acquire(size)   # queued.max.request.bytes: wait here, reading nothing, while full
             try:
-                frame = await reader.readexactly(size)
-            except asyncio.IncompleteReadError as e:
-                outcome = "lost"
-                logger.warning("Closing connection from %s: the stream ended after %d of %d request bytes",
-                               name, len(e.partial), size)
-                return
-            try:
-                request = decode_request(frame)
-            except UnsupportedApiVersion as e:
-                await out.send(encode_api_versions_fallback(e.correlation_id))
-                continue
-            except KBatchError as e:
-                outcome = "refused"
-                logger.warning("Closing connection from %s: %s", name, e)
-                return
-            if logger.isEnabledFor(logging.DEBUG):
-                logger.debug("%s v%d from %s (%s)", request.api.name, request.version, name, request.client_id)
-            try:
-                response = await broker.handle(request, host)
-            except CloseConnection as e:
-                outcome = "refused"
-                logger.info("Closing connection from %s: %s", name, e)
-                return
-            if response is None:   # Produce with acks=0
-                continue
-            if isinstance(response, tuple):
-                await out.send_fetch(request, *response)
-            else:
-                await out.send(encode_response(request, response))
+                try:
+                    frame = await reader.readexactly(size)
+                except asyncio.IncompleteReadError as e:
+                    outcome = "lost"
+                    logger.warning("Closing connection from %s: the stream ended after %d of %d request bytes",
+                                   name, len(e.partial), size)
+                    return
+                large = size >= LARGE_REQUEST_BYTES
+                try:
+                    # a large body is decoded on a worker thread, so the event loop keeps serving others
+                    request = await asyncio.to_thread(decode_request, frame) if large else decode_request(frame)
+                except UnsupportedApiVersion as e:
+                    await out.send(encode_api_versions_fallback(e.correlation_id))
+                    continue
+                except KBatchError as e:
+                    outcome = "refused"
+                    logger.warning("Closing connection from %s: %s", name, e)
+                    return
+                del frame
+                if logger.isEnabledFor(logging.DEBUG):
+                    logger.debug("%s v%d from %s (%s)", request.api.name, request.version, name, request.client_id)
+                try:
+                    response = await broker.handle(request, host)
+                except CloseConnection as e:
+                    outcome = "refused"
+                    logger.info("Closing connection from %s: %s", name, e)
+                    return
+                if response is None:   # Produce with acks=0
+                    continue
+                if isinstance(response, tuple):
+                    await out.send_fetch(request, *response)
+                elif large:
+                    await out.send(await asyncio.to_thread(encode_response, request, response))
+                else:
+                    await out.send(encode_response(request, response))
+            finally:
+                pool.release(size)
     except ConnectionError as e:
         outcome = "lost"
         logger.info("Connection from %s closed: %s", name, e)

@@ -13,8 +13,14 @@ before the commit is answered; they are read back at start, so a restarted serve
 `kbatch dump` shows them. The partition of a group is Kafka's: abs(Java hashCode(group)) modulo
 the number of `__consumer_offsets` partitions (the existing ones, else `offsets_topic_num_partitions`).
 
+Committed offsets expire as Kafka's offsets.retention.minutes says (GroupMetadata.removeExpiredOffsets,
+KIP-211): those of an Empty group that used the group protocol once it has been empty for the
+retention, those of a group that only commits (no protocol type) each retention after its commit;
+an Empty group with no offsets left is forgotten. Both are written as tombstones, checked every
+offsets.retention.check.interval.ms.
+
 What differs from Kafka: a restarted server restores each group's generation and protocol but not
-its members (they rejoin); offsets never expire (no offsets.retention.minutes).
+its members (they rejoin).
 """
 from __future__ import annotations
 
@@ -128,7 +134,8 @@ class Group:
         self.protocol_name: str | None = None
         self.leader_id: str | None = None
         self.members: dict[str, Member] = collections.OrderedDict()
-        self.pending_members: set[str] = set()
+        # members given an id by MEMBER_ID_REQUIRED that have not joined with it yet: id -> their expiry
+        self.pending_members: dict[str, asyncio.TimerHandle] = {}
         self.rebalance_timer: asyncio.TimerHandle | None = None
         self.offsets: dict[tuple[str, int], cr.OffsetCommitValue] = {}  # (topic, partition) -> committed
         self.state_timestamp = int(time.time() * 1000)
@@ -163,8 +170,14 @@ class Group:
 
 class GroupCoordinator:
     def __init__(self, broker: Broker, *, initial_rebalance_delay_ms: int = 3000, min_session_timeout_ms: int = 6000,
-                 max_session_timeout_ms: int = 1800000, max_metadata_bytes: int = 4096) -> None:
+                 max_session_timeout_ms: int = 1800000, max_metadata_bytes: int = 4096,
+                 offsets_retention_ms: int = 7 * 24 * 3600 * 1000,
+                 offsets_retention_check_interval_ms: int = 600000) -> None:
         self.broker = broker
+        self.offsets_retention_ms = offsets_retention_ms
+        self.offsets_retention_check_interval_ms = offsets_retention_check_interval_ms
+        self._cleanup_timer: asyncio.TimerHandle | None = None
+        self._cleanup_task: asyncio.Task[None] | None = None
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
@@ -206,6 +219,8 @@ class GroupCoordinator:
                 g.generation = value.generation
                 g.protocol_type = value.protocol_type or None
                 g.protocol_name = value.protocol
+                if value.current_state_timestamp >= 0:
+                    g.state_timestamp = value.current_state_timestamp
 
     def _group(self, group_id: str) -> Group:
         g = self.groups.get(group_id)
@@ -260,11 +275,15 @@ class GroupCoordinator:
         if not member_id:
             new_id = f"{client_id}-{uuid.uuid4()}"
             if require_known_member_id:
-                g.pending_members.add(new_id)
+                # a client that never comes back with its id is forgotten after the session timeout
+                # (GroupCoordinator's pending-member heartbeat expiry), else every later rebalance
+                # would wait for it
+                g.pending_members[new_id] = asyncio.get_running_loop().call_later(
+                    session_timeout / 1000.0, self._expire_pending, g, new_id)
                 return GroupAnswer(error_code=MEMBER_ID_REQUIRED, member_id=new_id)
             member_id = new_id
         elif member_id in g.pending_members:
-            g.pending_members.discard(member_id)
+            g.pending_members.pop(member_id).cancel()
         elif member_id not in g.members:
             return GroupAnswer(error_code=UNKNOWN_MEMBER_ID, member_id=member_id)
         m = g.members.get(member_id)
@@ -415,7 +434,7 @@ class GroupCoordinator:
         for mid in member_ids:
             if g is None or mid not in g.members:
                 if g is not None and mid in g.pending_members:
-                    g.pending_members.discard(mid)
+                    g.pending_members.pop(mid).cancel()
                     out.append((mid, NONE))
                 else:
                     out.append((mid, UNKNOWN_MEMBER_ID))
@@ -468,6 +487,13 @@ class GroupCoordinator:
         if g.state == GroupState.PREPARING_REBALANCE and not g.members:
             self._complete_join(g)
 
+    def _expire_pending(self, g: Group, member_id: str) -> None:
+        if g.pending_members.pop(member_id, None) is None:
+            return
+        logger.info("Pending member %s of group %s has failed to join within the session timeout, "
+                    "removing it", member_id, g.group_id)
+        self._maybe_complete_join(g)
+
     # ---- offsets
     async def commit_offsets(self, *, group_id: str, generation_id: int, member_id: str,
                              offsets: OffsetsToCommit) -> dict[tuple[str, int], int]:
@@ -515,10 +541,65 @@ class GroupCoordinator:
             return sorted(offsets.items())
         return [(tp, offsets.get(tp)) for tp in partitions]
 
+    # ---- offsets.retention.minutes (GroupMetadataManager.cleanupGroupMetadata)
+    def start_cleanup(self) -> None:
+        """Check for expired offsets and groups every offsets_retention_check_interval_ms (on the
+        running event loop, until shutdown)."""
+        loop = asyncio.get_running_loop()
+        self._cleanup_timer = loop.call_later(self.offsets_retention_check_interval_ms / 1000.0, self._cleanup_due)
+
+    def _cleanup_due(self) -> None:
+        self._cleanup_task = asyncio.ensure_future(self._cleanup_and_reschedule())
+
+    async def _cleanup_and_reschedule(self) -> None:
+        try:
+            await self.cleanup_group_metadata(int(time.time() * 1000))
+        except Exception:  # a failed write is retried at the next check; serving goes on
+            logger.exception("Expiring group metadata failed")
+        if not self.broker.closing:
+            self.start_cleanup()
+
+    async def cleanup_group_metadata(self, now: int) -> tuple[int, int]:
+        """Expire offsets and forget Empty groups left without any; (offsets, groups) removed."""
+        expired_offsets = expired_groups = 0
+        for group_id, g in list(self.groups.items()):
+            if g.members or g.pending_members or g.state != GroupState.EMPTY:
+                continue  # a live group keeps its offsets (kbatch does not track subscriptions)
+            if g.protocol_type is not None:
+                gone = list(g.offsets) if now - g.state_timestamp >= self.offsets_retention_ms else []
+            else:
+                gone = [tp for tp, v in g.offsets.items() if (v.expire_timestamp if v.expire_timestamp >= 0
+                        else v.commit_timestamp + self.offsets_retention_ms) <= now]
+            records: list[tuple[cr.ClassicGroupKey, cr.ClassicGroupValue]] = [
+                (cr.OffsetCommitKey(group_id, t, p), None) for t, p in gone]
+            forget = len(gone) == len(g.offsets)
+            if forget:
+                records.append((cr.GroupMetadataKey(group_id), None))
+            if not records:
+                continue
+            # forgotten before the write, so a member joining meanwhile sees what the log will say
+            for tp in gone:
+                g.offsets.pop(tp, None)
+            expired_offsets += len(gone)
+            if forget:
+                g.state = GroupState.DEAD
+                del self.groups[group_id]
+                expired_groups += 1
+            await self._append(group_id, records)
+        if expired_offsets or expired_groups:
+            logger.info("Removed %d expired offsets and %d empty groups", expired_offsets, expired_groups)
+        return expired_offsets, expired_groups
+
     def shutdown(self) -> None:
+        if self._cleanup_timer is not None:
+            self._cleanup_timer.cancel()
+        if self._cleanup_task is not None:
+            self._cleanup_task.cancel()
         for g in self.groups.values():
             if g.rebalance_timer is not None:
                 g.rebalance_timer.cancel()
+            for timer in g.pending_members.values():
+                timer.cancel()
             for m in g.members.values():
                 self._cancel_expiry(m)
                 for fut in (m.join_future, m.sync_future):

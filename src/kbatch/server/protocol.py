@@ -10,6 +10,7 @@ segment files (`encode_with_slices`).
 """
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 import struct
@@ -131,7 +132,61 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     except Exception as e:  # the library's own errors (struct.error, ValueError, ...) for malformed bytes
         raise InvalidRequestError(f"Malformed {api.name} v{version} request: {type(e).__name__}: {e}",
                                   expected=f"a valid {api.name} v{version} body", found=f"{len(frame)} bytes") from e
+    null = _first_null(_null_plan(api.request.fields.values(), version), body, "")
+    if null is not None:
+        # Kafka's generated readers refuse this while parsing ("non-nullable field ... was serialized as
+        # null"): the request is invalid and the connection is closed, before any handler runs
+        raise InvalidRequestError(f"Malformed {api.name} v{version} request: non-nullable field {null} was "
+                                  "serialized as null", expected="a value", found="null")
     return Request(api, version, correlation_id, header.client_id, body, len(frame))
+
+
+#: which fields of a message (at one version) may not be null: (name, what it is, the plan of its elements)
+_NullPlan = tuple[tuple[str, str, "_NullPlan"], ...]
+_NULL_PLANS: dict[tuple[int, int], _NullPlan] = {}
+_NULLABLE_TYPES = ("string", "bytes", "records")
+
+
+def _null_plan(fields: Any, version: int) -> _NullPlan:
+    """The non-nullable strings, bytes, arrays and structs among kafka-python schema fields at
+    `version` (kafka-python decodes a -1 length as None whatever the schema says), with the plan for
+    each struct array's elements; cached per field list and version."""
+    fields = tuple(fields)
+    key = (id(fields[0]) if fields else 0, version)
+    plan = _NULL_PLANS.get(key)
+    if plan is None:
+        out = []
+        for f in fields:
+            if not f.for_version_q(version) or f.tagged_field_q(version) or f.nullable_for_version_q(version):
+                continue
+            if f.is_struct_array():
+                out.append((f.name, "structs", _null_plan(f.array_of.fields.values(), version)))
+            elif f.is_array():
+                out.append((f.name, "array", ()))
+            elif f.is_struct():
+                out.append((f.name, "struct", _null_plan(f.fields.values(), version)))
+            elif f.type_str in _NULLABLE_TYPES:
+                out.append((f.name, "value", ()))
+        plan = _NULL_PLANS[key] = tuple(out)
+    return plan
+
+
+def _first_null(plan: _NullPlan, obj: Any, path: str) -> str | None:
+    """The path of the first non-nullable field that is None in a decoded message, or None."""
+    for name, kind, sub in plan:
+        value = getattr(obj, name, None)
+        if value is None:
+            return path + name
+        if kind == "structs" and sub:
+            for i, item in enumerate(value):
+                found = _first_null(sub, item, f"{path}{name}[{i}].")
+                if found is not None:
+                    return found
+        elif kind == "struct" and sub:
+            found = _first_null(sub, value, f"{path}{name}.")
+            if found is not None:
+                return found
+    return None
 
 
 def encode_response(request: Request, response: ApiMessage) -> bytes | bytearray:
@@ -153,6 +208,17 @@ def encode_api_versions_fallback(correlation_id: int) -> bytes | bytearray:
     resp.with_header(correlation_id=correlation_id)
     framed: bytes | bytearray = resp.encode(header=True, framed=True)
     return framed
+
+
+# Handlers looping over a request's entries yield to the event loop every this many, so other
+# connections are served while one large request is worked through (about a millisecond of work).
+ENTRIES_PER_TURN = 1000
+
+
+async def take_turns(i: int) -> None:
+    """Called with a loop index: yields to the event loop once every ENTRIES_PER_TURN entries."""
+    if i % ENTRIES_PER_TURN == ENTRIES_PER_TURN - 1:
+        await asyncio.sleep(0)
 
 
 # ------------------------------------------------------------------------------------ file slices
@@ -220,4 +286,4 @@ def _length_prefix(n: int, flexible: bool) -> bytes:
 
 
 __all__ = ["APIS", "Api", "Request", "FileSlice", "UnsupportedApiVersion", "CloseConnection", "decode_request", "encode_response",
-           "encode_api_versions_fallback", "encode_with_slices", "peek_header"]
+           "encode_api_versions_fallback", "encode_with_slices", "peek_header", "take_turns", "ENTRIES_PER_TURN"]

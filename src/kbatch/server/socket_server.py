@@ -100,6 +100,7 @@ class Server:
         except BaseException:
             await self.stop()
             raise
+        broker.coordinator.start_cleanup()
         logger.info("kbatch serve: %s on %s (%d partitions%s)", broker.directory, self.bootstrap,
                     len(broker.partitions), ", read-only" if broker.read_only else ", writable")
         return self

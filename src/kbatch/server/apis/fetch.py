@@ -43,14 +43,19 @@ async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessa
     if v >= 7 and body.session_epoch > 0:
         return request.response(throttle_time_ms=0, error_code=E.INVALID_FETCH_SESSION_EPOCH, session_id=0,
                                 responses=[])
-    wanted = [(t.topic, p) for t in body.topics for p in t.partitions]
+    # one entry per partition, where it was first named, with what it was last asked (Kafka keys a
+    # LinkedHashMap by partition), so naming a partition twice never doubles the answer
+    by_partition = {(t.topic, p.partition): (t.topic, p) for t in body.topics for p in t.partitions}
+    wanted = list(by_partition.values())
+    # fetch.max.bytes caps what a client asks for (KafkaApis.handleFetchRequest)
+    max_bytes = min(body.max_bytes, broker.config.fetch_max_bytes)
     for topic, p in wanted:  # the last stable offset (in every answer) needs the open transactions
         part = broker.partition(topic, p.partition)
         if part is not None:
             await part.ensure_transaction_state()
     deadline = time.monotonic() + max(0, body.max_wait_ms) / 1000.0
     while True:
-        results, total, errors = _read_all(broker, wanted, body, v, read_committed)
+        results, total, errors = _read_all(broker, wanted, max_bytes, v, read_committed)
         remaining = deadline - time.monotonic()
         if total >= body.min_bytes or errors or remaining <= 0 or broker.closing:
             break
@@ -60,14 +65,14 @@ async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessa
         for f in pending:
             f.cancel()
         if not done:
-            results, total, errors = _read_all(broker, wanted, body, v, read_committed)
+            results, total, errors = _read_all(broker, wanted, max_bytes, v, read_committed)
             break
     return _response(request, results)
 
 
-def _read_all(broker: Broker, wanted: list[tuple[str, DataContainer]], body: ApiMessage, v: int,
+def _read_all(broker: Broker, wanted: list[tuple[str, DataContainer]], max_bytes: int, v: int,
               read_committed: bool) -> tuple[list[_Result], int, bool]:
-    remaining: int = body.max_bytes if v >= 3 else 2 ** 31 - 1
+    remaining = max_bytes
     min_one = True   # KIP-74: the first non-empty partition may exceed the limits by one batch
     results: list[_Result] = []
     total, errors = 0, False

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 
-from ..protocol import Api, register
+from ..protocol import Api, register, take_turns
 from ..group_coordinator import OFFSETS_TOPIC
 
 API = register(Api(3, "Metadata", MetadataRequest, MetadataResponse, min_version=0, max_version=12, first_flexible=9))
@@ -35,7 +35,8 @@ async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessa
     else:
         by_id = {broker.topic_id(t): t for t in known}
         names = []
-        for t in body.topics:
+        for i, t in enumerate(body.topics):
+            await take_turns(i)
             name = t.name
             if name is None and v >= 10:
                 name = by_id.get(t.topic_id)
@@ -43,7 +44,8 @@ async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessa
                 names.append(name)
     allow_create = v < 4 or body.allow_auto_topic_creation
     topics: list[DataContainer] = []
-    for name in names:
+    for i, name in enumerate(names):
+        await take_turns(i)
         if name not in known and allow_create and name != OFFSETS_TOPIC and await broker.create_topic(name):
             known = broker.topics()
         if name not in known:

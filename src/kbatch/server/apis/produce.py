@@ -89,13 +89,14 @@ async def _append(broker: Broker, topic: str, index: int, records: bytes | None,
     # ProduceRequest.validateRecords: v3+ carries exactly one magic 2 batch; zstd needs v7+
     try:
         found = list(_first_two(data))
+        if len(found) != 1 or found[0].magic != 2:
+            return _Result(error_code=E.INVALID_RECORD,
+                           error_message=f"Produce requests with version {version} are only allowed to contain "
+                                         f"exactly one record batch with magic version 2")
+        codec = found[0].compression  # codec ids 5-7: UnsupportedCodecError, UNSUPPORTED_COMPRESSION_TYPE
     except KBatchError as e:
         return _error(e)
-    if len(found) != 1 or found[0].magic != 2:
-        return _Result(error_code=E.INVALID_RECORD,
-                       error_message=f"Produce requests with version {version} are only allowed to contain exactly "
-                                     f"one record batch with magic version 2")
-    if found[0].compression == 4 and version < 7:
+    if codec == 4 and version < 7:
         return _Result(error_code=E.UNSUPPORTED_COMPRESSION_TYPE,
                        error_message="Produce requests with version < 7 cannot carry zstd-compressed batches")
     try:
