@@ -368,3 +368,152 @@ def test_a_graceful_stop_with_an_idle_client_prints_no_traceback(logdir, sig):
             proc.wait(10)
     assert "Traceback" not in err and "CancelledError" not in err, err
     assert "kbatch serve: stopped" in err
+
+
+# ------------------------------------------------------------------------------------ soak
+SOAK_S = 90.0 if os.environ.get("KBATCH_SOAK", "").strip() not in ("", "0") else 20.0
+SOAK_PRODUCERS, SOAK_PARTITIONS = 3, 4
+
+
+def _malformed_frames():
+    """Valid requests (ApiVersions, Metadata, Fetch, Produce to topic `junk`) to mutate."""
+    c = RawClient.__new__(RawClient)
+    c.correlation_id = 0
+    bb = kbatch.BatchBuilder(magic=2, timestamp_extended=False)
+    bb.append(NOW, b"junk", b"junk")
+    R = ProduceRequest
+    produce = R(transactional_id=None, acks=-1, timeout_ms=1000, topic_data=[R.TopicProduceData(
+        name="junk", partition_data=[R.TopicProduceData.PartitionProduceData(index=0, records=bb.build())])])
+    return [c.request_bytes(ApiVersionsRequest(), 3), c.request_bytes(MetadataRequest(topics=None,
+                                                                                      allow_auto_topic_creation=False), 9),
+            c.request_bytes(_fetch([("soak", 0, 0)]), 12), c.request_bytes(produce, 9)] + [
+        struct.pack(">i", len(f)) + f for f, _ in NULL_FRAMES]
+
+
+def _mutate(rng, frame):
+    b = bytearray(frame)
+    kind = rng.randrange(4)
+    if kind == 0:
+        for _ in range(rng.randint(1, 8)):
+            b[rng.randrange(4, len(b))] = rng.randrange(256)
+    elif kind == 1:
+        b = b[:rng.randrange(4, len(b))]
+        struct.pack_into(">i", b, 0, len(b) - 4)
+    elif kind == 2:
+        struct.pack_into(">i", b, 0, rng.choice([len(b), len(b) + 100, 1 << 20]))
+    return bytes(b)
+
+
+def test_soak_producers_consumers_and_a_client_sending_malformed_frames(logdir, caplog):
+    """Three idempotent producers (acks=all), two consumers assigned two partitions each and one in a
+    group read a 4-partition topic at the same time for SOAK_S seconds (KBATCH_SOAK=1: 90 s), while
+    another client sends mutated and malformed frames on fresh connections. Every acknowledged record
+    is read exactly once by each reader, at the offset acknowledged; nothing else is in the log; the
+    server logs no error and drops no connection."""
+    ck = pytest.importorskip("confluent_kafka", reason="the soak drives confluent-kafka clients")
+    import random
+
+    for p in range(SOAK_PARTITIONS):
+        kbatch.Log.create(str(logdir / f"soak-{p}"), kbatch.LogConfig(segment_bytes=1 << 20), now_ms=NOW).close()
+    kbatch.Log.create(str(logdir / "junk-0"), kbatch.LogConfig(), now_ms=NOW).close()
+    caplog.set_level(logging.WARNING)
+    acked: dict[tuple[int, int], bytes] = {}
+    failures: list[str] = []
+    consumed: dict[str, list[tuple[int, int, bytes]]] = {"assign-a": [], "assign-b": [], "group": []}
+    stop_producing = threading.Event()
+    produced_all = threading.Event()
+    lock = threading.Lock()
+    bad_connections = [0]
+    with serve(str(logdir), group_initial_rebalance_delay_ms=0) as srv:
+        deadline = time.monotonic() + SOAK_S + 120
+
+        def producer(i):
+            p = ck.Producer({"bootstrap.servers": srv.bootstrap, "enable.idempotence": True, "acks": "all",
+                             "linger.ms": 5, "compression.type": ["none", "lz4", "zstd"][i % 3]})
+
+            def done(err, msg):
+                with lock:
+                    if err:
+                        failures.append(str(err))
+                    else:
+                        acked[(msg.partition(), msg.offset())] = msg.key()
+
+            seq = 0
+            while not stop_producing.is_set():
+                for _ in range(200):
+                    key = b"p%d-%08d" % (i, seq)
+                    p.produce("soak", key=key, value=key * 4, partition=seq % SOAK_PARTITIONS, on_delivery=done)
+                    seq += 1
+                p.poll(0)
+                time.sleep(0.01)
+            assert p.flush(60) == 0
+
+        def reader(name, partitions):
+            conf = {"bootstrap.servers": srv.bootstrap, "group.id": f"soak-{name}", "auto.offset.reset": "earliest",
+                    "enable.auto.commit": name == "group", "fetch.wait.max.ms": 50}
+            c = ck.Consumer(conf)
+            if partitions is None:
+                c.subscribe(["soak"])
+            else:
+                c.assign([ck.TopicPartition("soak", p, 0) for p in partitions])
+            try:
+                while time.monotonic() < deadline:
+                    for m in c.consume(1000, 0.2):
+                        if m.error():
+                            with lock:
+                                failures.append(f"{name}: {m.error()}")
+                            continue
+                        consumed[name].append((m.partition(), m.offset(), m.key()))
+                    if produced_all.is_set():
+                        with lock:
+                            want = sum(1 for p, _ in acked if partitions is None or p in partitions)
+                        if len(consumed[name]) >= want:
+                            break
+            finally:
+                c.close()
+
+        def malformed():
+            rng = random.Random(32)
+            frames = _malformed_frames()
+            while not stop_producing.is_set():
+                frame = _mutate(rng, rng.choice(frames))
+                with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as s:
+                    s.sendall(frame)
+                    s.shutdown(socket.SHUT_WR)
+                    try:
+                        while s.recv(65536):
+                            pass
+                    except (ConnectionResetError, socket.timeout):
+                        pass
+                bad_connections[0] += 1
+
+        threads = [threading.Thread(target=producer, args=(i,)) for i in range(SOAK_PRODUCERS)]
+        threads += [threading.Thread(target=reader, args=("assign-a", [0, 1])),
+                    threading.Thread(target=reader, args=("assign-b", [2, 3])),
+                    threading.Thread(target=reader, args=("group", None)), threading.Thread(target=malformed)]
+        for t in threads:
+            t.daemon = True
+            t.start()
+        time.sleep(SOAK_S)
+        stop_producing.set()
+        for t in threads[:SOAK_PRODUCERS]:
+            t.join(90)
+        produced_all.set()
+        for t in threads[SOAK_PRODUCERS:]:
+            t.join(max(1.0, deadline - time.monotonic()))
+        assert not any(t.is_alive() for t in threads), "a soak client did not finish in time"
+        stats = srv.broker.connections
+    print(f"soak: {len(acked)} records acknowledged, read by 3 readers; {bad_connections[0]} malformed-frame "
+          f"connections; {stats}")
+    assert failures == []
+    assert len(acked) > 10_000 and bad_connections[0] > 100
+    for p in range(SOAK_PARTITIONS):
+        offsets = sorted(o for q, o in acked if q == p)
+        assert offsets == list(range(len(offsets)))  # acknowledged at consecutive offsets, nothing lost between
+        in_log = [(r[0], r[2]) for r in log_records(str(logdir / f"soak-{p}"))]
+        assert in_log == [(o, acked[(p, o)]) for o in offsets]  # the log holds exactly what was acknowledged
+    want = sorted((p, o, k) for (p, o), k in acked.items())
+    assert sorted(consumed["assign-a"] + consumed["assign-b"]) == want
+    assert sorted(consumed["group"]) == want
+    assert not _errors_logged(caplog)
+    assert stats.dropped == 0 and stats.refused > 0
