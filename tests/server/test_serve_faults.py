@@ -345,7 +345,8 @@ def test_a_graceful_stop_with_an_idle_client_prints_no_traceback(logdir, sig):
     pytest.importorskip("typer", reason="the CLI needs the cli extra")
     write_topic(str(logdir), "t", 0, batches=1)
     proc = subprocess.Popen([sys.executable, "-m", "kbatch.cli", "serve", str(logdir), "--listen", "127.0.0.1:0",
-                             "--read-only"], stderr=subprocess.PIPE, text=True)
+                             "--read-only", "--offsets-retention-minutes", "1", "--queued-max-request-bytes", "1048576",
+                             "--fetch-max-bytes", "1000000"], stderr=subprocess.PIPE, text=True)
     try:
         bootstrap = None
         deadline = time.monotonic() + 60
@@ -368,6 +369,14 @@ def test_a_graceful_stop_with_an_idle_client_prints_no_traceback(logdir, sig):
             proc.wait(10)
     assert "Traceback" not in err and "CancelledError" not in err, err
     assert "kbatch serve: stopped" in err
+
+
+@pytest.mark.parametrize("flag", ["--offsets-retention-minutes", "--queued-max-request-bytes", "--fetch-max-bytes"])
+def test_serve_limits_below_one_are_usage_errors(logdir, flag):
+    pytest.importorskip("typer", reason="the CLI needs the cli extra")
+    r = subprocess.run([sys.executable, "-m", "kbatch.cli", "serve", str(logdir), flag, "0"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2 and f"{flag} must be at least 1, not 0" in r.stderr and "Traceback" not in r.stderr
 
 
 # ------------------------------------------------------------------------------------ soak
