@@ -150,6 +150,8 @@ def main() -> None:
     ap.add_argument("--lookups", type=int, default=200)
     ap.add_argument("--version", default="4.4.0")
     ap.add_argument("--profile", default=None)
+    ap.add_argument("--py-spy", default=None, dest="py_spy",
+                    help="sample kbatch serve with py-spy during the consume and produce rounds (collapsed stacks)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="serve-vs-broker-"))
     dist = kafka_dist(args.version)
@@ -188,6 +190,14 @@ def main() -> None:
         assert len({tuple(g["crc"]) for g in checked.values()}) == 1, "the two servers gave different values"
         bytes_total = sum(len(k) + len(v) for k, v in (key_value(i) for i in range(args.records)))
         results: dict[str, dict[str, list[tuple[float, float, float]]]] = {n: {} for n in targets}
+        spies = []
+        if args.py_spy:
+            import signal
+
+            for pid, suffix in ((serve.pid, "consume"), (wserve.pid, "produce")):
+                spies.append(subprocess.Popen(["py-spy", "record", "--pid", str(pid), "--nonblocking", "--idle",
+                                               "--format", "raw", "--rate", "250", "-o", f"{args.py_spy}.{suffix}.txt"],
+                                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         for r in range(args.rounds):
             for name, (b, pid) in targets.items():
                 out, wall, ccpu, scpu = timed(consume, pid, b, "data", args.records)
@@ -229,11 +239,14 @@ def main() -> None:
                 out, wall, ccpu, scpu = timed(produce, pid, b, topic, args.produce)
                 assert out == {"acked": args.produce, "errors": 0}, out
                 results[name].setdefault("produce", []).append((wall, ccpu, scpu))
+        for spy in spies:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(60)
         serve.stop()
         wserve.stop()
         pbytes = sum(len(k) + len(v) for k, v in (key_value(i) for i in range(args.produce)))
         names = list(targets)
-        print(f"\n### Against a real broker: confluent-kafka {ck.version()[0]} (librdkafka {ck.libversion()[0]}), "
+        print(f"\n### Against a real broker: confluent-kafka {ck.__version__} (librdkafka {ck.libversion()[0]}), Python client loop, "
               f"{args.records:,} records of {VALUE + 14} bytes over {PARTITIONS} partitions, best of "
               f"{args.rounds} rounds\n")
         print("| measure | server | wall (best) | wall (median) | rate (best) | server CPU s | client CPU s |")
