@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
 
-from ..protocol import Api, register
+from ..protocol import Api, register, take_turns
 from ... import _wire as W
 from ...errors import KBatchError
 from . import _errors as E
@@ -43,9 +43,12 @@ async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessa
             tp = (t.name, p.partition_index)
             (dupes if tp in seen else seen).add(tp)
     topics: list[DataContainer] = []
+    done = 0
     for t in body.topics:
         parts: list[DataContainer] = []
         for p in t.partitions:
+            await take_turns(done)  # a request naming many partitions leaves room for other connections
+            done += 1
             err, ts, off, epoch = await _lookup(broker, t.name, p, v, read_committed, (t.name, p.partition_index) in dupes)
             parts.append(P(partition_index=p.partition_index, error_code=err, timestamp=ts, offset=off, leader_epoch=epoch))
         topics.append(cls.ListOffsetsTopicResponse(name=t.name, partitions=parts))

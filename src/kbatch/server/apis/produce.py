@@ -13,7 +13,7 @@ from ...record.file_records import iter_batches
 from ...errors import KBatchError
 from ..group_coordinator import OFFSETS_TOPIC
 from ..partition import ProducerStateError
-from ..protocol import Api, CloseConnection, register
+from ..protocol import Api, CloseConnection, register, take_turns
 from . import _errors as E
 
 API = register(Api(0, "Produce", ProduceRequest, ProduceResponse, min_version=3, max_version=9, first_flexible=9))
@@ -44,9 +44,12 @@ async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessa
     P = cls.TopicProduceResponse.PartitionProduceResponse
     acks = body.acks
     topics: list[DataContainer] = []
+    done = 0
     for t in body.topic_data:
         parts: list[DataContainer] = []
         for pd in t.partition_data:
+            await take_turns(done)  # a request naming many partitions leaves room for other connections
+            done += 1
             res: _Result
             if acks not in (-1, 0, 1):
                 res = _Result(error_code=E.INVALID_REQUIRED_ACKS)
