@@ -136,6 +136,25 @@ def consume(bootstrap: str, topic: str, total: int, check: bool = False) -> dict
     return {"n": n, "counts": counts, "crc": crc}
 
 
+def consume_kafka_python(bootstrap: str, topic: str, total: int) -> dict[str, object]:
+    """The same read with kafka-python 3 (records decoded in Python): counts per partition."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
+                      max_partition_fetch_bytes=1 << 20, fetch_max_bytes=50 << 20)
+    c.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
+    for p in range(PARTITIONS):
+        c.seek(TopicPartition(topic, p), 0)
+    n, counts = 0, [0] * PARTITIONS
+    end = time.time() + 900
+    while n < total and time.time() < end:
+        for tp, records in c.poll(timeout_ms=5000, max_records=100000).items():
+            counts[tp.partition] += len(records)
+            n += len(records)
+    c.close()
+    return {"n": n, "counts": counts}
+
+
 def timed(fn, server_pid: int, *args):
     w0, c0, s0 = time.perf_counter(), self_cpu(), cpu_of(server_pid)
     out = fn(*args)
@@ -150,6 +169,8 @@ def main() -> None:
     ap.add_argument("--lookups", type=int, default=200)
     ap.add_argument("--version", default="4.4.0")
     ap.add_argument("--profile", default=None)
+    ap.add_argument("--kafka-python", type=int, default=0, dest="kafka_python",
+                    help="rounds of the same read with kafka-python 3 (0: none)")
     ap.add_argument("--py-spy", default=None, dest="py_spy",
                     help="sample kbatch serve with py-spy during the consume and produce rounds (collapsed stacks)")
     args = ap.parse_args()
@@ -203,6 +224,11 @@ def main() -> None:
                 out, wall, ccpu, scpu = timed(consume, pid, b, "data", args.records)
                 assert out["n"] == args.records
                 results[name].setdefault("consume", []).append((wall, ccpu, scpu))
+        for r in range(args.kafka_python):
+            for name, (b, pid) in targets.items():
+                out, wall, ccpu, scpu = timed(consume_kafka_python, pid, b, "data", args.records)
+                assert out["n"] == args.records and out["counts"] == expected, (name, out)
+                results[name].setdefault("consume (kafka-python)", []).append((wall, ccpu, scpu))
         # offsetsForTimes: the same targets, the same answers, latency per call
         import random
 
@@ -252,7 +278,10 @@ def main() -> None:
         print("| measure | server | wall (best) | wall (median) | rate (best) | server CPU s | client CPU s |")
         print("|---|---|---:|---:|---|---:|---:|")
         best = {}
-        for what, n_rec, nbytes in (("consume", args.records, bytes_total), ("produce", args.produce, pbytes)):
+        measures = [("consume", args.records, bytes_total), ("produce", args.produce, pbytes)]
+        if args.kafka_python:
+            measures.insert(1, ("consume (kafka-python)", args.records, bytes_total))
+        for what, n_rec, nbytes in measures:
             for name in names:
                 runs = results[name][what]
                 b = min(runs)
@@ -268,6 +297,9 @@ def main() -> None:
         print("\n| measure | kbatch serve vs the broker (broker time / serve time; > 1: serve is faster) | target |")
         print("|---|---:|---|")
         print(f"| consume | **{best[('consume', b)] / best[('consume', k)]:.2f}x** | >= 1.0x |")
+        if args.kafka_python:
+            kp = "consume (kafka-python)"
+            print(f"| {kp} | **{best[(kp, b)] / best[(kp, k)]:.2f}x** | >= 1.0x |")
         print(f"| produce | **{best[('produce', b)] / best[('produce', k)]:.2f}x** | >= 0.8x |")
         p50 = {n: sorted(lat[n])[len(lat[n]) // 2] for n in names}
         print(f"| offsetsForTimes p50 | **{p50[b] / p50[k]:.2f}x** | >= 1.0x (p50 <= the broker's) |")
