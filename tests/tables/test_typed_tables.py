@@ -221,8 +221,8 @@ def test_duckdb_reads_the_typed_tables_and_the_parquet_export_as_decode_columns(
     assert files
     con = duckdb.connect()
     # Delta's files hold no topic/partition (they are in the paths, hive style); Iceberg's hold both
-    got = con.execute("SELECT * FROM read_parquet(?, hive_partitioning = true, union_by_name = true) "
-                      "ORDER BY topic, partition, \"offset\"", [files]).fetch_arrow_table()
+    got = con.sql("SELECT * FROM read_parquet(?, hive_partitioning = true, union_by_name = true) "
+                  "ORDER BY topic, partition, \"offset\"", params=[files]).to_arrow_table()
     source = open_schemas(sr)
     for p in (0, 1):
         same_column(part(got, "orders", p), expected(str(cluster / "logs" / f"orders-{p}"), "orders", p, source))
@@ -244,7 +244,7 @@ def test_duckdb_reads_the_binary_tables_and_plain_parquet_as_decode_columns(tabl
     q = "SELECT * FROM read_parquet(?, hive_partitioning = true) ORDER BY topic, partition, \"offset\""
     plain = [str(p) for p in (tmp_path / "plain").rglob("*.parquet")]
     for files in (table.data_files(), plain):
-        got = con.execute(q, [files]).fetch_arrow_table()
+        got = con.sql(q, params=[files]).to_arrow_table()
         for topic, p in (("orders", 0), ("orders", 1), ("rich", 0)):
             want = pa.concat_tables([kbatch.decode_columns(d, topic, p)
                                      for d in segments_bytes(str(cluster / "logs" / f"{topic}-{p}"))])
