@@ -384,3 +384,13 @@ def test_lake_types_of_the_decoders_types():
         pa.struct([pa.field("a", pa.binary())])
     with pytest.raises(TypeChangeError, match="wider than the 38 digits"):
         lake_type(pa.decimal256(40, 2), "iceberg", "v")
+
+
+def test_a_value_that_does_not_decode_stops_its_partition_only_and_is_named(table, cluster):
+    logs, sr = cluster / "logs", str(cluster / "sr" / "_schemas-0")
+    append(str(logs / "orders-0"), [b"plain text, not framed"])  # offset 14 of orders-0
+    r = table.export(str(logs), value_schema="avro", schemas=sr, topics=["orders"])
+    assert len(r.problems) == 1 and "orders-0" in r.problems[0] and "offset 14" in r.problems[0]
+    assert "magic byte" in r.problems[0] and "not advanced" in r.problems[0]
+    assert table.ends() == {"orders-1": 14}   # orders-0 stays where it was: nothing of it in the table
+    assert set(table.rows()["partition"].to_pylist()) == {1}
