@@ -394,3 +394,14 @@ def test_a_value_that_does_not_decode_stops_its_partition_only_and_is_named(tabl
     assert "magic byte" in r.problems[0] and "not advanced" in r.problems[0]
     assert table.ends() == {"orders-1": 14}   # orders-0 stays where it was: nothing of it in the table
     assert set(table.rows()["partition"].to_pylist()) == {1}
+
+
+def test_api_usage_errors_are_clear(tmp_path, cluster):
+    logs, sr = str(cluster / "logs"), str(cluster / "sr" / "_schemas-0")
+    with pytest.raises(ValueError, match="needs schemas="):
+        kbatch.export_table(logs, str(tmp_path / "t"), value_schema="avro")
+    with pytest.raises(ValueError, match="say which column"):
+        kbatch.export_table(logs, str(tmp_path / "t"), schemas=sr)
+    with pytest.raises(ValueError, match="a schema format is one of"):
+        kbatch.export_table(logs, str(tmp_path / "t"), value_schema="xml", schemas=sr)
+    assert not (tmp_path / "t").exists()

@@ -101,6 +101,7 @@ class Typing:
 
     def __init__(self, key_schema: "ValueFormat | str | None", value_schema: "ValueFormat | str | None",
                  schemas: "SchemaSource | str | Any | None", fmt: str) -> None:
+        from ..values import FORMATS as KINDS
         from ..values import open_schemas
 
         self.wanted: dict[str, ValueFormat | str] = {f: s for f, s in zip(FIELDS, (key_schema, value_schema))
@@ -110,6 +111,12 @@ class Typing:
         if kinds and schemas is None:
             raise ValueError(f"key_schema/value_schema {kinds[0]!r} names a format: it needs schemas= (a _schemas "
                              f"partition directory, a registry URL, a folder of schema files or a SchemaSource)")
+        for want in kinds:
+            if want.lower() not in KINDS:
+                raise ValueError(f"{want!r}: a schema format is one of {', '.join(KINDS)}")
+        if schemas is not None and not self.wanted:
+            raise ValueError("schemas= names where the schemas are; say which column they decode with "
+                             "value_schema= / key_schema= (\"avro\", \"json\", \"protobuf\" or a kbatch.values format)")
         self.source = None if schemas is None else open_schemas(schemas)
         self._formats: dict[str | None, dict[str, ValueFormat]] = {}
         self.types: dict[str, pa.DataType] = {}
