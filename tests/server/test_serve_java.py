@@ -1,0 +1,300 @@
+"""kbatch serve with Kafka's own Java clients (kafka-clients of the pinned Kafka versions, 4.4.0 and
+3.9.2, from the cached distribution; tests/support/java/KafkaDriver.java and ServeClientDriver.java
+compiled against its jars), over loopback, each run in a subprocess with a timeout.
+
+A read-only server over a log directory holding several partitions written in every codec with a
+leader epoch, and a partition of transactions (committed, aborted, one still open):
+- KafkaConsumer.assign: every record, read_committed and read_uncommitted, equals kbatch's read path
+  (`kbatch.log.fetch.read_log`), leader epochs included; beginningOffsets / endOffsets (the last
+  stable offset for read_committed); offsetsForTimes equals `Log.offsets_for_times`; seek;
+- KafkaConsumer.subscribe in a classic group: commitSync, committed; a second member of the group
+  resumes at the commits, which carry leader epochs, so the client validates its position with
+  OffsetForLeaderEpoch; the consumer reads through fetch sessions (KIP-227);
+- Admin: describeCluster, describeTopics, describeConfigs (topics and the broker), listOffsets
+  (earliest, latest, maxTimestamp, times) against `Log.offset_for`;
+and a writable server: KafkaProducer, idempotent, acks=all, one producer per codec, records back from
+disk byte for byte in batches of that codec.
+
+Every consumer names group.protocol=classic: serve answers the classic group protocol, not KIP-848's
+ConsumerGroupHeartbeat (docs/serve.md)."""
+from __future__ import annotations
+
+import logging
+import os
+
+import pytest
+
+pytest.importorskip("kafka.protocol.api_message", reason="kbatch serve needs kafka-python >= 3 (the serve extra)")
+
+import kbatch  # noqa: E402
+from kbatch import _wire as W  # noqa: E402
+from kbatch.log.fetch import IsolationLevel, read_log  # noqa: E402
+from kbatch.server import serve  # noqa: E402
+
+from support.kafka_broker import KafkaUnavailable  # noqa: E402
+from support.kafka_driver import (SERVE_SOURCE, JavaDriver, Send, consume, list_offsets, produce,  # noqa: E402
+                                  read_consumed)
+from support.serve_support import NOW, write_transactions  # noqa: E402
+
+RUN_TIMEOUT = 240.0
+EPOCH = 3            # the leader epoch the data partitions' batches carry (as a broker's would)
+PARTITIONS = 3
+START_TS = NOW - 3_600_000
+CODECS = [W.Compression.NONE, W.Compression.GZIP, W.Compression.SNAPPY, W.Compression.LZ4, W.Compression.ZSTD]
+TIME_TARGETS = [0, START_TS + 7_500, START_TS + 30_000, START_TS + 10_000_000]
+SEEKS = [0, 7, 1000]
+
+
+def _write_data(root: str) -> None:
+    """Topic "t": PARTITIONS partitions of 6 batches (codecs cycling, a different count per
+    partition), leader epoch EPOCH from offset 0; topic "tx": committed, aborted and open
+    transactions (support.serve_support.write_transactions)."""
+    for p in range(PARTITIONS):
+        log = kbatch.Log.create(os.path.join(root, f"t-{p}"), kbatch.LogConfig(segment_bytes=1024), now_ms=NOW)
+        try:
+            log.assign_epoch_start_offset(EPOCH, 0)
+            n = 0
+            for b in range(6):
+                bb = kbatch.BatchBuilder(magic=2, compression=CODECS[(b + p) % len(CODECS)], timestamp_extended=False)
+                for _ in range(3 + p):
+                    bb.append(START_TS + n * 1000 + p, b"k%d" % n, b"v-%d-%d-" % (p, n) + bytes(range(n % 40)),
+                              headers=[("h", b"%d" % n), ("null", None)])
+                    n += 1
+                log.append(bb.build(), now_ms=NOW)
+        finally:
+            log.close()
+    write_transactions(root, "tx", 0)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("serve-java"))
+    _write_data(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(data_dir):
+    with serve(data_dir, listen="127.0.0.1:0", read_only=True, group_initial_rebalance_delay_ms=300) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def drivers(kafka_dist):
+    """(KafkaDriver, ServeClientDriver) compiled against this Kafka version's kafka-clients."""
+    try:
+        return JavaDriver(kafka_dist), JavaDriver(kafka_dist, SERVE_SOURCE)
+    except KafkaUnavailable as e:
+        pytest.skip(f"real Kafka: Kafka {kafka_dist.version}: {e}")
+
+
+def _partitions(root):
+    return sorted(d for d in os.listdir(root) if d.rsplit("-", 1)[0] in ("t", "tx"))
+
+
+def _expected(root, isolation):
+    """What a consumer must get from each partition: kbatch's read path."""
+    out = {}
+    for d in _partitions(root):
+        log = kbatch.Log.open(os.path.join(root, d))
+        try:
+            res = read_log(log, 0, isolation=isolation)
+            out[d] = [(r.offset, r.timestamp, None if r.key is None else bytes(r.key),
+                       None if r.value is None else bytes(r.value),
+                       tuple((k, None if v is None else bytes(v)) for k, v in r.headers),
+                       None if b.partition_leader_epoch < 0 else b.partition_leader_epoch)
+                      for b, r in res.records()]
+        finally:
+            log.close()
+    return out
+
+
+def _got(records):
+    out = {}
+    for c in records:
+        out.setdefault(f"{c.topic}-{c.partition}", []).append(
+            (c.offset, c.timestamp, c.key, c.value, c.headers, c.leader_epoch))
+    return out
+
+
+def _end_offsets(root, read_committed):
+    out = {}
+    for d in _partitions(root):
+        log = kbatch.Log.open(os.path.join(root, d))
+        try:
+            res = read_log(log, 0, isolation=IsolationLevel.READ_COMMITTED if read_committed
+                           else IsolationLevel.READ_UNCOMMITTED)
+            out[d] = res.last_stable_offset if read_committed else res.high_watermark
+        finally:
+            log.close()
+    return out
+
+
+@pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
+def test_consumer_assign_reads_what_the_read_path_reads(drivers, server, data_dir, tmp_path, isolation):
+    kafka_driver, _ = drivers
+    level = IsolationLevel.READ_COMMITTED if isolation == "read_committed" else IsolationLevel.READ_UNCOMMITTED
+    out = tmp_path / "records.jsonl"
+    [r] = kafka_driver.run(server.bootstrap, [consume(["t", "tx"], out, isolation)], timeout=RUN_TIMEOUT)
+    expected = _expected(data_dir, level)
+    got = _got(read_consumed(out))
+    assert r["records"] == sum(len(v) for v in expected.values())
+    assert {k: v for k, v in got.items()} == {k: v for k, v in expected.items() if v}
+    # the transactional partition: aborted and open transactions only under read_uncommitted, never markers
+    tx = [o for o, *_ in expected["tx-0"]]
+    assert tx == ([0, 1, 6] if isolation == "read_committed" else [0, 1, 3, 4, 6, 7, 8])
+    assert all(le == EPOCH for part, rows in got.items() if part.startswith("t-") for *_, le in rows)
+
+
+@pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
+def test_consumer_positions_offsets_for_times_and_seek(drivers, server, data_dir, isolation):
+    _, serve_driver = drivers
+    [r] = serve_driver.run(server.bootstrap, [{"op": "positions", "topics": ["t", "tx"], "isolation": isolation,
+                                               "timestamps": TIME_TARGETS, "seeks": SEEKS}], timeout=RUN_TIMEOUT)
+    read_committed = isolation == "read_committed"
+    ends = _end_offsets(data_dir, read_committed)
+    assert r["end"] == ends
+    assert r["beginning"] == {d: 0 for d in _partitions(data_dir)}
+    level = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
+    expected = _expected(data_dir, level)
+    for d in _partitions(data_dir):
+        log = kbatch.Log.open(os.path.join(data_dir, d))
+        try:
+            hits = log.offsets_for_times(TIME_TARGETS)
+        finally:
+            log.close()
+        want = []
+        for t, h in zip(TIME_TARGETS, hits):
+            if h is None or h.offset >= ends[d]:  # a broker answers only below what the isolation level can fetch
+                want.append([t, None, None, None])
+            else:
+                want.append([t, h.offset, h.timestamp, h.leader_epoch])
+        assert r["times"][d] == want, d
+        # seek(offset): the first record the consumer then gets is the first record at or after it
+        offsets = [o for o, *_ in expected[d]]
+        assert r["seeks"][d] == [[s, next((o for o in offsets if o >= s), None)] for s in SEEKS], d
+
+
+def test_consumer_group_commits_and_resumes(drivers, server, data_dir, tmp_path):
+    """Two members one after the other in a classic group: the first reads everything (read_committed)
+    and commits; the second resumes at the commits (leader epochs included, so the Java consumer
+    validates them with OffsetForLeaderEpoch) and reads nothing more."""
+    _, serve_driver = drivers
+    group = f"java-{os.path.basename(str(tmp_path))}"
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    r1, r2 = serve_driver.run(server.bootstrap, [
+        {"op": "group", "topics": ["t", "tx"], "group": group, "isolation": "read_committed", "out": str(first)},
+        {"op": "group", "topics": ["t", "tx"], "group": group, "isolation": "read_committed", "out": str(second)},
+    ], timeout=RUN_TIMEOUT)
+    expected = _expected(data_dir, IsolationLevel.READ_COMMITTED)
+    ends = _end_offsets(data_dir, True)
+    assert r1["assigned"] == _partitions(data_dir) == r2["assigned"]
+    assert _got(read_consumed(first)) == {k: v for k, v in expected.items() if v}
+    assert r1["committed"] == ends == r2["committed"]
+    assert r2["records"] == 0 and not read_consumed(second)
+
+
+def test_consumer_uses_fetch_sessions_and_epoch_validation(drivers, server, data_dir, tmp_path, caplog):
+    """The Java consumer's fetches go through a KIP-227 session (full, then incremental requests),
+    and a position from a commit with a leader epoch is validated with OffsetForLeaderEpoch."""
+    kafka_driver, serve_driver = drivers
+    sessions = server.broker.fetch_sessions
+    before = (sessions.created, sessions.incremental, sessions.closed)
+    with caplog.at_level(logging.DEBUG, logger="kbatch.server"):
+        group = f"java-validate-{os.path.basename(str(tmp_path))}"
+        serve_driver.run(server.bootstrap, [
+            {"op": "group", "topics": ["t"], "group": group, "isolation": "read_uncommitted",
+             "out": str(tmp_path / "a.jsonl")},
+            {"op": "group", "topics": ["t"], "group": group, "isolation": "read_uncommitted",
+             "out": str(tmp_path / "b.jsonl")}], timeout=RUN_TIMEOUT)
+    asked = {m.getMessage().split(" from ")[0] for m in caplog.records if " from " in m.getMessage()}
+    assert "OffsetForLeaderEpoch v4" in asked, sorted(asked)
+    created, incremental, closed = (a - b for a, b in zip((sessions.created, sessions.incremental, sessions.closed),
+                                                          before))
+    # each consumer opened a session, fetched incrementally in it, and closed it when it closed
+    assert created >= 2 and incremental >= 2 and closed >= 2, (created, incremental, closed)
+
+
+def test_admin_describe_cluster_topics_configs(drivers, server, data_dir):
+    _, serve_driver = drivers
+    [r] = serve_driver.run(server.bootstrap, [{"op": "describe", "topics": ["t", "tx"]}], timeout=RUN_TIMEOUT)
+    broker = server.broker
+    assert r["cluster"] == {"id": broker.cluster_id, "controller": broker.node_id,
+                            "nodes": [[broker.node_id, broker.host, broker.port]]}
+    node = broker.node_id
+    assert r["topics"] == {
+        "t": {"internal": False, "partitions": [[p, node, [node], [node]] for p in range(PARTITIONS)]},
+        "tx": {"internal": False, "partitions": [[0, node, [node], [node]]]}}
+    topic = r["configs"]["topic:t"]
+    # Kafka's names, values as Kafka prints them, and DEFAULT_CONFIG for what nobody set
+    assert topic["cleanup.policy"] == ["delete", "DEFAULT_CONFIG", False, False, True]
+    assert topic["message.timestamp.type"] == ["CreateTime", "DEFAULT_CONFIG", False, False, True]
+    assert topic["segment.bytes"][0] == "1073741824"
+    assert topic["max.message.bytes"][0] == str(W.DEFAULT_MAX_MESSAGE_BYTES)
+    assert r["configs"]["topic:tx"] == topic
+    brk = r["configs"][f"broker:{node}"]
+    assert brk["node.id"][:3] == [str(node), "STATIC_BROKER_CONFIG", True]
+    assert brk["log.dirs"][0] == broker.directory
+    assert brk["log.segment.bytes"][:2] == ["1073741824", "DEFAULT_CONFIG"]
+
+
+def test_admin_list_offsets(drivers, server, data_dir):
+    kafka_driver, _ = drivers
+    [r] = kafka_driver.run(server.bootstrap, [list_offsets(["t", "tx"], TIME_TARGETS)], timeout=RUN_TIMEOUT)
+    for d in _partitions(data_dir):
+        log = kbatch.Log.open(os.path.join(data_dir, d))
+        try:
+            end = log.end_offset()
+            mx = log.offset_for(kbatch.MAX_TIMESTAMP)
+            hits = log.offsets_for_times(TIME_TARGETS)
+        finally:
+            log.close()
+        got = r["partitions"][d]
+        epoch = EPOCH if d.startswith("t-") else None
+        assert got["latest"][0] == end
+        assert got["earliest"][0] == 0
+        assert got["max_timestamp"] == [mx.offset, mx.timestamp, epoch]
+        assert got["times"] == [[t, -1, -1, None] if h is None else [t, h.offset, h.timestamp, h.leader_epoch]
+                                for t, h in zip(TIME_TARGETS, hits)]
+
+
+def test_idempotent_producer_every_codec(drivers, tmp_path):
+    """One idempotent producer per codec (acks=all) into a writable server: the offsets it is told,
+    and the records and codecs on disk."""
+    kafka_driver, _ = drivers
+    root = tmp_path / "produce"
+    root.mkdir()
+    kbatch.Log.create(str(root / "p-0"), kbatch.LogConfig(), now_ms=NOW).close()
+    names = ["none", "gzip", "snappy", "lz4", "zstd"]
+    sends = [Send("p", 0, b"key-%d-%d" % (i, j), b"%s value %d " % (n.encode(), j) * (j + 1), NOW + j,
+                  [("codec", n.encode())], p=i) for i, n in enumerate(names) for j in range(3)]
+    steps = []
+    for i in range(len(names)):
+        steps += [s for s in sends if s.p == i] + [{"p": i, "flush": True}]
+    with serve(str(root), listen="127.0.0.1:0", read_only=False) as srv:
+        [r] = kafka_driver.run(srv.bootstrap, [produce(
+            [{"enable.idempotence": "true", "acks": "all", "compression.type": n, "linger.ms": "50"} for n in names],
+            steps)], timeout=RUN_TIMEOUT)
+    assert [row[2] for row in r["sent"]] == list(range(len(sends)))
+    log = kbatch.Log.open(str(root / "p-0"))
+    try:
+        batches = list(log.batches())
+        got = [(rec.offset, rec.timestamp, bytes(rec.key), bytes(rec.value), [(k, bytes(v)) for k, v in rec.headers])
+               for b in batches for rec in b]
+        codecs = [W.Compression(b.compression) for b in batches]
+        pids = {b.producer_id for b in batches}
+        sequences = [(b.producer_id, b.base_sequence, b.record_count) for b in batches]
+    finally:
+        log.close()
+    order = [s for s in steps if isinstance(s, Send)]
+    assert got == [(i, s.timestamp, s.key, s.value, s.headers) for i, s in enumerate(order)]
+    # each producer's batches (one or more, as its sender drains them) are in its codec
+    assert [c for b in batches for c in [dict(rec.headers)["codec"] for rec in b][:1]] == \
+        [names[c].encode() for c in codecs]
+    assert sorted(set(codecs)) == CODECS
+    # idempotent: a producer id each, and each producer's sequences from 0 without a gap
+    assert len(pids) == len(names) and min(pids) >= 0
+    next_seq: dict[int, int] = {}
+    for pid, seq, count in sequences:
+        assert seq == next_seq.get(pid, 0), sequences
+        next_seq[pid] = seq + count
