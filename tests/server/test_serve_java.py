@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 
 import pytest
 
@@ -32,9 +33,9 @@ from kbatch.log.fetch import IsolationLevel, read_log  # noqa: E402
 from kbatch.server import serve  # noqa: E402
 
 from support.kafka_broker import KafkaUnavailable  # noqa: E402
-from support.kafka_driver import (SERVE_SOURCE, JavaDriver, Send, consume, list_offsets, produce,  # noqa: E402
-                                  read_consumed)
-from support.serve_support import NOW, write_transactions  # noqa: E402
+from support.kafka_driver import (SERVE_SOURCE, JavaDriver, Send, consume, create_topics, list_offsets,  # noqa: E402
+                                  produce, read_consumed)
+from support.serve_support import NOW, RawClient, request_class, write_transactions  # noqa: E402
 
 RUN_TIMEOUT = 240.0
 EPOCH = 3            # the leader epoch the data partitions' batches carry (as a broker's would)
@@ -298,3 +299,111 @@ def test_idempotent_producer_every_codec(drivers, tmp_path):
     for pid, seq, count in sequences:
         assert seq == next_seq.get(pid, 0), sequences
         next_seq[pid] = seq + count
+
+
+# ------------------------------------------------------------------------------------ the broker as oracle
+def _fetch_req(topics, isolation):
+    R = request_class(1)
+    return R(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=50 << 20, isolation_level=isolation,
+             session_id=0, session_epoch=-1, topics=[R.FetchTopic(topic=t, partitions=[R.FetchTopic.FetchPartition(
+                 partition=p, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1,
+                 partition_max_bytes=50 << 20) for p in ps]) for t, ps in topics.items()],
+             forgotten_topics_data=[], rack_id="")
+
+
+def _list_offsets_req(topic, partitions, target, isolation):
+    R = request_class(2)
+    return R(replica_id=-1, isolation_level=isolation, timeout_ms=1000, topics=[R.ListOffsetsTopic(
+        name=topic, partitions=[R.ListOffsetsTopic.ListOffsetsPartition(
+            partition_index=p, current_leader_epoch=-1, timestamp=target, max_num_offsets=1) for p in partitions])])
+
+
+def _epoch_req(topic, partitions, epoch):
+    R = request_class(23)
+    T = R.OffsetForLeaderTopic
+    return R(replica_id=-1, topics=[T(topic=topic, partitions=[T.OffsetForLeaderPartition(
+        partition=p, current_leader_epoch=-1, leader_epoch=epoch) for p in partitions])])
+
+
+def _configs_req(topic):
+    R = request_class(32)
+    return R(resources=[R.DescribeConfigsResource(resource_type=2, resource_name=topic, configuration_keys=None),
+                        R.DescribeConfigsResource(resource_type=2, resource_name="no-such-topic",
+                                                  configuration_keys=None)],
+             include_synonyms=True, include_documentation=False)
+
+
+def _answers(bootstrap, topic, partitions, targets):
+    """What one server answers to the same raw requests: Fetch (both isolation levels: high watermark,
+    last stable offset, log start, aborted transactions, the record bytes), ListOffsets (every special
+    target and some times, both levels), OffsetForLeaderEpoch, DescribeConfigs."""
+    out = {}
+    with RawClient(bootstrap, timeout=30) as c:
+        for iso in (0, 1):
+            resp, _ = c.call(_fetch_req({topic: partitions}, iso), 12)
+            out[f"fetch-{iso}"] = sorted(
+                (p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset,
+                 sorted((a.producer_id, a.first_offset) for a in p.aborted_transactions or ()), bytes(p.records or b""))
+                for t in resp.responses for p in t.partitions)
+            for target in [-1, -2, -3, -4, -5, *targets]:
+                resp, _ = c.call(_list_offsets_req(topic, partitions, target, iso), 9)  # v9: -5, and Kafka 3.9 has it
+                out[f"list-{iso}-{target}"] = sorted((p.partition_index, p.error_code, p.timestamp, p.offset,
+                                                      p.leader_epoch) for t in resp.topics for p in t.partitions)
+        for epoch in (0, 1, 7):
+            resp, _ = c.call(_epoch_req(topic, partitions, epoch), 4)
+            out[f"epoch-{epoch}"] = sorted((p.partition, p.error_code, p.leader_epoch, p.end_offset)
+                                           for t in resp.topics for p in t.partitions)
+        resp, _ = c.call(_configs_req(topic), 4)
+        out["configs"] = {r.resource_name: (r.error_code, {e.name: (e.config_source, [s.name for s in e.synonyms])
+                                                           for e in r.configs}) for r in resp.results}
+    return out
+
+
+def test_same_answers_as_the_broker(kafka_broker, drivers, tmp_path):
+    """Kafka's Java producer writes transactions (committed, aborted) and plain records into the real
+    broker; its partition folders, copied, are served by kbatch: the raw answers (Fetch: last stable
+    offset, aborted transactions and record bytes; ListOffsets with every special target; leader
+    epochs) are the broker's, and the Java consumer reads the same records from both."""
+    kafka_driver, _ = drivers
+    broker = kafka_broker.start()
+    topic = f"serve-java-{broker.version.replace('.', '-')}"
+    t0 = NOW - 600_000
+    tx = {"transactional.id": f"tx-{topic}", "enable.idempotence": "true", "acks": "all", "compression.type": "lz4"}
+    plain = {"acks": "all", "compression.type": "zstd"}
+    steps: list = [{"p": 0, "begin": True}]
+    steps += [Send(topic, i % 2, b"c%d" % i, b"committed-%d" % i, t0 + i, p=0) for i in range(4)]
+    steps += [{"p": 0, "commit": True}, {"p": 0, "begin": True}]
+    steps += [Send(topic, i % 2, b"a%d" % i, b"aborted-%d" % i, t0 + 10 + i, p=0) for i in range(4)]
+    steps += [{"p": 0, "abort": True}]
+    steps += [Send(topic, i % 2, b"p%d" % i, b"plain-%d" % i, t0 + 20 + i, p=1) for i in range(4)]
+    steps += [{"p": 1, "flush": True}, {"p": 0, "begin": True}]
+    steps += [Send(topic, i % 2, b"d%d" % i, b"committed-again-%d" % i, t0 + 30 + i, p=0) for i in range(2)]
+    steps += [{"p": 0, "commit": True}]
+    kafka_driver.run(broker.bootstrap, [create_topics([(topic, 2, {})]), produce([tx, plain], steps)],
+                     timeout=RUN_TIMEOUT)
+    root = tmp_path / "copy"
+    root.mkdir()
+    targets = [t0, t0 + 12, t0 + 25, t0 + 10_000]
+    want = _answers(broker.bootstrap, topic, [0, 1], targets)
+    for p in (0, 1):
+        shutil.copytree(broker.partition_dir(topic, p), root / f"{topic}-{p}")
+    with serve(str(root), listen="127.0.0.1:0", read_only=True) as srv:
+        got = _answers(srv.bootstrap, topic, [0, 1], targets)
+        out_serve, out_broker = tmp_path / "serve.jsonl", tmp_path / "broker.jsonl"
+        kafka_driver.run(srv.bootstrap, [consume([topic], out_serve, "read_committed")], timeout=RUN_TIMEOUT)
+    kafka_driver.run(broker.bootstrap, [consume([topic], out_broker, "read_committed")], timeout=RUN_TIMEOUT)
+    # the broker wrote the aborted transaction's marker: both answer the same LSO and aborted list
+    assert any(row[5] for row in want["fetch-1"]), want["fetch-1"]
+    want_configs, got_configs = want.pop("configs"), got.pop("configs")
+    for key in want:
+        assert got[key] == want[key], key
+    assert read_consumed(out_serve) == read_consumed(out_broker)
+    assert len(read_consumed(out_serve)) == 10  # 4 + 4 plain + 2: the aborted 4 are not read
+    # DescribeConfigs: the unknown topic's error, and every config serve describes is one the broker
+    # describes, with the same broker synonyms
+    assert got_configs["no-such-topic"][0] == want_configs["no-such-topic"][0] == 3
+    served, known = got_configs[topic][1], want_configs[topic][1]
+    assert served and set(served) <= set(known), set(served) - set(known)
+    for name, (source, synonyms) in served.items():
+        if known[name][0] == 5:  # DEFAULT_CONFIG on the broker too (the fixture sets a few, e.g. log.retention.ms)
+            assert (source, synonyms) == known[name], name

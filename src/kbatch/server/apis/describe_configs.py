@@ -72,6 +72,10 @@ TOPIC_SYNONYMS: dict[str, tuple[str, int]] = {
     "local.retention.bytes": ("log.local.retention.bytes", LONG),
 }
 
+#: broker settings with no default of their own (Kafka takes it from log.roll.hours and
+#: log.roll.jitter.hours): a broker lists no DEFAULT_CONFIG synonym for their topic configs
+_NO_DEFAULT = frozenset({"log.roll.ms", "log.roll.jitter.ms"})
+
 
 async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessage:
     body, v = request.body, request.version
@@ -154,7 +158,7 @@ def topic_configs(broker: Broker, topic: str) -> list[Entry]:
             chain.append((name, value, DYNAMIC_TOPIC_CONFIG))
         if name in everywhere:
             chain.append((synonym, static.get(name), STATIC_BROKER_CONFIG))
-        if name in defaults:
+        if name in defaults and synonym not in _NO_DEFAULT:
             chain.append((synonym, defaults[name], DEFAULT_CONFIG))
         source = chain[0][2] if chain else DEFAULT_CONFIG
         out.append(Entry(name, value, source, False, ctype, chain))
