@@ -5,7 +5,7 @@ Java consumer asks to validate its position after a metadata update (KIP-320): t
 epoch is checked as Fetch checks it (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH). A log whose
 batches carry no epoch has an empty cache: this node has led it since its start at the epoch
 Metadata announces, so that epoch ends at the log end offset, as a broker that assigned it would
-answer; an older epoch is undefined (-1, -1)."""
+answer (as if its cache held that epoch from offset 0); any other epoch is undefined (-1, -1)."""
 from __future__ import annotations
 
 import asyncio
@@ -62,7 +62,7 @@ def _lookup(part: Partition, epoch: int) -> tuple[int, int] | None:
     if epoch < 0:
         return None
     found = part.log.end_offset_for_epoch(epoch)
-    if found is None and part.log.leader_epoch_cache.latest_epoch() is None and epoch >= part.leader_epoch:
+    if found is None and part.log.leader_epoch_cache.latest_epoch() is None and epoch == part.leader_epoch:
         return part.leader_epoch, part.high_watermark
     if found is not None and found[0] == part.leader_epoch:  # the latest epoch ends at what is served
         return found[0], min(found[1], part.high_watermark)
