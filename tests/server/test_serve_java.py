@@ -216,6 +216,16 @@ def test_consumer_uses_fetch_sessions_and_epoch_validation(drivers, server, data
     assert created >= 2 and incremental >= 2 and closed >= 2, (created, incremental, closed)
 
 
+def test_kip848_consumer_protocol_is_refused_clearly(drivers, server, tmp_path):
+    """serve answers the classic group protocol only: a Java consumer set to group.protocol=consumer
+    stops with the client's own explanation (UnsupportedVersionException), never hangs."""
+    _, serve_driver = drivers
+    [r] = serve_driver.run(server.bootstrap, [{"op": "group", "topics": ["t"], "group": "kip848", "protocol": "consumer",
+                                               "out": str(tmp_path / "none.jsonl")}], timeout=RUN_TIMEOUT)
+    assert r["error"].startswith("org.apache.kafka.common.errors.UnsupportedVersionException"), r
+    assert "group.protocol=classic" in r["error"] or "CONSUMER_GROUP_HEARTBEAT" in r["error"], r
+
+
 def test_admin_describe_cluster_topics_configs(drivers, server, data_dir):
     _, serve_driver = drivers
     [r] = serve_driver.run(server.bootstrap, [{"op": "describe", "topics": ["t", "tx"]}], timeout=RUN_TIMEOUT)

@@ -17,6 +17,8 @@
 //       KafkaConsumer.subscribe in group `group` (auto.offset.reset earliest, no auto commit); polls until
 //       every assigned partition's position reaches its end offset, commitSync(), then committed()
 //       -> {"records": n, "assigned": [tp], "committed": {tp: offset}}  (records as KafkaDriver's consume)
+//       with "protocol": a group.protocol to use instead of classic; an exception the consumer raises is
+//       then the result: {"error": "<class>: <message>"}
 //   {"op": "describe", "topics": [names]}
 //       Admin.describeCluster, describeTopics, describeConfigs for each topic and for the broker
 //       -> {"cluster": {"id", "controller", "nodes": [[id, host, port]]},
@@ -121,7 +123,8 @@ public final class ServeClientDriver {
         p.put(ConsumerConfig.REQUEST_TIMEOUT_MS_CONFIG, "30000");
         if (group != null) p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
         // the classic group protocol, named explicitly (the setting exists from clients 3.7 on)
-        if (ConsumerConfig.configNames().contains("group.protocol")) p.put("group.protocol", "classic");
+        if (ConsumerConfig.configNames().contains("group.protocol"))
+            p.put("group.protocol", action.path("protocol").asText("classic"));
         return new KafkaConsumer<>(p);
     }
 
@@ -190,6 +193,17 @@ public final class ServeClientDriver {
     }
 
     private static JsonNode group(String bootstrap, JsonNode action) throws Exception {
+        if (!action.has("protocol")) return groupClassic(bootstrap, action);
+        try {
+            return groupClassic(bootstrap, action);
+        } catch (Exception e) {
+            ObjectNode r = JSON.createObjectNode();
+            r.put("error", e.getClass().getName() + ": " + e.getMessage());
+            return r;
+        }
+    }
+
+    private static JsonNode groupClassic(String bootstrap, JsonNode action) throws Exception {
         ObjectNode r = JSON.createObjectNode();
         long n = 0;
         List<String> topics = new ArrayList<>();
