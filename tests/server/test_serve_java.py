@@ -131,16 +131,72 @@ def _end_offsets(root, read_committed):
     return out
 
 
+class _Requests(logging.Handler):
+    """The "<API> v<version>" of every request the server logs at DEBUG (connection.py)."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.seen: set[str] = set()
+
+    def emit(self, record):
+        msg = record.getMessage()
+        if " from " in msg:
+            self.seen.add(msg.split(" from ")[0])
+
+
+@pytest.fixture(scope="module")
+def runs(drivers, server, tmp_path_factory):
+    """Every read-side call, made once per Kafka version: KafkaDriver (consume at both isolation
+    levels, Admin listOffsets) and ServeClientDriver (positions at both levels, two members of a
+    group one after the other, Admin describe*, a KIP-848 consumer) run side by side, each one JVM.
+    What the server was asked (API and version) and its fetch-session counters are kept too."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    kafka_driver, serve_driver = drivers
+    out = tmp_path_factory.mktemp("java-runs")
+    sessions = server.broker.fetch_sessions
+    before = (sessions.created, sessions.incremental, sessions.closed)
+    requests = _Requests()
+    logger = logging.getLogger("kbatch.server")
+    level = logger.level
+    logger.addHandler(requests)
+    logger.setLevel(logging.DEBUG)
+    group = f"java-{out.name}"
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            kd = pool.submit(kafka_driver.run, server.bootstrap, [
+                consume(["t", "tx"], out / "read_committed.jsonl", "read_committed"),
+                consume(["t", "tx"], out / "read_uncommitted.jsonl", "read_uncommitted"),
+                list_offsets(["t", "tx"], TIME_TARGETS)], timeout=RUN_TIMEOUT)
+            sd = pool.submit(serve_driver.run, server.bootstrap, [
+                *({"op": "positions", "topics": ["t", "tx"], "isolation": iso, "timestamps": TIME_TARGETS,
+                   "seeks": SEEKS} for iso in ("read_committed", "read_uncommitted")),
+                *({"op": "group", "topics": ["t", "tx"], "group": group, "isolation": "read_committed",
+                   "out": str(out / f"group-{i}.jsonl")} for i in (1, 2)),
+                {"op": "describe", "topics": ["t", "tx"]},
+                {"op": "group", "topics": ["t"], "group": "kip848", "protocol": "consumer",
+                 "out": str(out / "kip848.jsonl")}], timeout=RUN_TIMEOUT)
+            consumed_rc, consumed_ru, listed = kd.result()
+            pos_rc, pos_ru, group1, group2, described, kip848 = sd.result()
+    finally:
+        logger.removeHandler(requests)
+        logger.setLevel(level)
+    return {"consume": {"read_committed": (consumed_rc, read_consumed(out / "read_committed.jsonl")),
+                        "read_uncommitted": (consumed_ru, read_consumed(out / "read_uncommitted.jsonl"))},
+            "list_offsets": listed, "positions": {"read_committed": pos_rc, "read_uncommitted": pos_ru},
+            "group": (group1, read_consumed(out / "group-1.jsonl"), group2, read_consumed(out / "group-2.jsonl")),
+            "describe": described, "kip848": kip848, "requests": requests.seen,
+            "sessions": tuple(a - b for a, b in zip((sessions.created, sessions.incremental, sessions.closed), before))}
+
+
 @pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
-def test_consumer_assign_reads_what_the_read_path_reads(drivers, server, data_dir, tmp_path, isolation):
-    kafka_driver, _ = drivers
+def test_consumer_assign_reads_what_the_read_path_reads(runs, data_dir, isolation):
     level = IsolationLevel.READ_COMMITTED if isolation == "read_committed" else IsolationLevel.READ_UNCOMMITTED
-    out = tmp_path / "records.jsonl"
-    [r] = kafka_driver.run(server.bootstrap, [consume(["t", "tx"], out, isolation)], timeout=RUN_TIMEOUT)
+    r, records = runs["consume"][isolation]
     expected = _expected(data_dir, level)
-    got = _got(read_consumed(out))
+    got = _got(records)
     assert r["records"] == sum(len(v) for v in expected.values())
-    assert {k: v for k, v in got.items()} == {k: v for k, v in expected.items() if v}
+    assert got == {k: v for k, v in expected.items() if v}
     # the transactional partition: aborted and open transactions only under read_uncommitted, never markers
     tx = [o for o, *_ in expected["tx-0"]]
     assert tx == ([0, 1, 6] if isolation == "read_committed" else [0, 1, 3, 4, 6, 7, 8])
@@ -148,10 +204,8 @@ def test_consumer_assign_reads_what_the_read_path_reads(drivers, server, data_di
 
 
 @pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
-def test_consumer_positions_offsets_for_times_and_seek(drivers, server, data_dir, isolation):
-    _, serve_driver = drivers
-    [r] = serve_driver.run(server.bootstrap, [{"op": "positions", "topics": ["t", "tx"], "isolation": isolation,
-                                               "timestamps": TIME_TARGETS, "seeks": SEEKS}], timeout=RUN_TIMEOUT)
+def test_consumer_positions_offsets_for_times_and_seek(runs, data_dir, isolation):
+    r = runs["positions"][isolation]
     read_committed = isolation == "read_committed"
     ends = _end_offsets(data_dir, read_committed)
     assert r["end"] == ends
@@ -176,59 +230,38 @@ def test_consumer_positions_offsets_for_times_and_seek(drivers, server, data_dir
         assert r["seeks"][d] == [[s, next((o for o in offsets if o >= s), None)] for s in SEEKS], d
 
 
-def test_consumer_group_commits_and_resumes(drivers, server, data_dir, tmp_path):
+def test_consumer_group_commits_and_resumes(runs, data_dir):
     """Two members one after the other in a classic group: the first reads everything (read_committed)
-    and commits; the second resumes at the commits (leader epochs included, so the Java consumer
-    validates them with OffsetForLeaderEpoch) and reads nothing more."""
-    _, serve_driver = drivers
-    group = f"java-{os.path.basename(str(tmp_path))}"
-    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
-    r1, r2 = serve_driver.run(server.bootstrap, [
-        {"op": "group", "topics": ["t", "tx"], "group": group, "isolation": "read_committed", "out": str(first)},
-        {"op": "group", "topics": ["t", "tx"], "group": group, "isolation": "read_committed", "out": str(second)},
-    ], timeout=RUN_TIMEOUT)
+    and commits; the second resumes at the commits and reads nothing more."""
+    r1, first, r2, second = runs["group"]
     expected = _expected(data_dir, IsolationLevel.READ_COMMITTED)
     ends = _end_offsets(data_dir, True)
     assert r1["assigned"] == _partitions(data_dir) == r2["assigned"]
-    assert _got(read_consumed(first)) == {k: v for k, v in expected.items() if v}
+    assert _got(first) == {k: v for k, v in expected.items() if v}
     assert r1["committed"] == ends == r2["committed"]
-    assert r2["records"] == 0 and not read_consumed(second)
+    assert r2["records"] == 0 and not second
 
 
-def test_consumer_uses_fetch_sessions_and_epoch_validation(drivers, server, data_dir, tmp_path, caplog):
-    """The Java consumer's fetches go through a KIP-227 session (full, then incremental requests),
-    and a position from a commit with a leader epoch is validated with OffsetForLeaderEpoch."""
-    kafka_driver, serve_driver = drivers
-    sessions = server.broker.fetch_sessions
-    before = (sessions.created, sessions.incremental, sessions.closed)
-    with caplog.at_level(logging.DEBUG, logger="kbatch.server"):
-        group = f"java-validate-{os.path.basename(str(tmp_path))}"
-        serve_driver.run(server.bootstrap, [
-            {"op": "group", "topics": ["t"], "group": group, "isolation": "read_uncommitted",
-             "out": str(tmp_path / "a.jsonl")},
-            {"op": "group", "topics": ["t"], "group": group, "isolation": "read_uncommitted",
-             "out": str(tmp_path / "b.jsonl")}], timeout=RUN_TIMEOUT)
-    asked = {m.getMessage().split(" from ")[0] for m in caplog.records if " from " in m.getMessage()}
-    assert "OffsetForLeaderEpoch v4" in asked, sorted(asked)
-    created, incremental, closed = (a - b for a, b in zip((sessions.created, sessions.incremental, sessions.closed),
-                                                          before))
-    # each consumer opened a session, fetched incrementally in it, and closed it when it closed
-    assert created >= 2 and incremental >= 2 and closed >= 2, (created, incremental, closed)
+def test_consumer_uses_fetch_sessions_and_epoch_validation(runs):
+    """The Java consumers' fetches go through KIP-227 sessions (full, then incremental requests, closed
+    when the consumer closes), and the second group member's position, from a commit carrying a
+    leader epoch, is validated with OffsetForLeaderEpoch."""
+    assert "OffsetForLeaderEpoch v4" in runs["requests"], sorted(runs["requests"])
+    created, incremental, closed = runs["sessions"]
+    # one session per consumer that fetched (2 consume, 2 positions, 2 group members at least)
+    assert created >= 6 and incremental >= created and closed >= 6, runs["sessions"]
 
 
-def test_kip848_consumer_protocol_is_refused_clearly(drivers, server, tmp_path):
+def test_kip848_consumer_protocol_is_refused_clearly(runs):
     """serve answers the classic group protocol only: a Java consumer set to group.protocol=consumer
     stops with the client's own explanation (UnsupportedVersionException), never hangs."""
-    _, serve_driver = drivers
-    [r] = serve_driver.run(server.bootstrap, [{"op": "group", "topics": ["t"], "group": "kip848", "protocol": "consumer",
-                                               "out": str(tmp_path / "none.jsonl")}], timeout=RUN_TIMEOUT)
+    r = runs["kip848"]
     assert r["error"].startswith("org.apache.kafka.common.errors.UnsupportedVersionException"), r
     assert "group.protocol=classic" in r["error"] or "CONSUMER_GROUP_HEARTBEAT" in r["error"], r
 
 
-def test_admin_describe_cluster_topics_configs(drivers, server, data_dir):
-    _, serve_driver = drivers
-    [r] = serve_driver.run(server.bootstrap, [{"op": "describe", "topics": ["t", "tx"]}], timeout=RUN_TIMEOUT)
+def test_admin_describe_cluster_topics_configs(runs, server):
+    r = runs["describe"]
     broker = server.broker
     assert r["cluster"] == {"id": broker.cluster_id, "controller": broker.node_id,
                             "nodes": [[broker.node_id, broker.host, broker.port]]}
@@ -249,9 +282,8 @@ def test_admin_describe_cluster_topics_configs(drivers, server, data_dir):
     assert brk["log.segment.bytes"][:2] == ["1073741824", "DEFAULT_CONFIG"]
 
 
-def test_admin_list_offsets(drivers, server, data_dir):
-    kafka_driver, _ = drivers
-    [r] = kafka_driver.run(server.bootstrap, [list_offsets(["t", "tx"], TIME_TARGETS)], timeout=RUN_TIMEOUT)
+def test_admin_list_offsets(runs, data_dir):
+    r = runs["list_offsets"]
     for d in _partitions(data_dir):
         log = kbatch.Log.open(os.path.join(data_dir, d))
         try:
