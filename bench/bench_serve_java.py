@@ -35,6 +35,8 @@ VALUE = int(os.environ.get("KBATCH_BENCH_JAVA_VALUE", "100"))
 PARTITIONS = 4
 VERSION = "4.4.0"
 TOOL_TIMEOUT = 600
+#: (kind, bootstrap) -> records/s as the tools report them (their own clocks, without the JVM start)
+RATES: dict = {}
 
 
 class KbatchServe:
@@ -75,7 +77,9 @@ def consume(broker, bootstrap, topic, group):
                 "--topic", topic, "--messages", str(N), "--group", group, "--timeout", "120000")
     rows = [line for line in out.splitlines() if re.match(r"^\d{4}-", line)]
     assert rows, out
-    return int(rows[-1].split(",")[4].strip())
+    fields = [f.strip() for f in rows[-1].split(",")]
+    RATES.setdefault(("consume", bootstrap), []).append(float(fields[5]))  # nMsg.sec, as the tool measures it
+    return int(fields[4])
 
 
 def produce(broker, bootstrap, topic):
@@ -83,9 +87,11 @@ def produce(broker, bootstrap, topic):
     out = _tool(broker, "org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", str(N),
                 "--record-size", str(VALUE), "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}",
                 "acks=all", "enable.idempotence=true", "linger.ms=5", "batch.size=262144")
-    m = re.search(r"^(\d+) records sent", out, re.M)
-    assert m, out
-    return int(m.group(1))
+    # progress lines, then the summary: "<n> records sent, <r> records/sec (...), ... avg latency, ..."
+    rows = re.findall(r"^(\d+) records sent, ([\d.]+) records/sec.*avg latency", out, re.M)
+    assert rows, out
+    RATES.setdefault(("produce", bootstrap), []).append(float(rows[-1][1]))
+    return int(rows[-1][0])
 
 
 @pytest.fixture(scope="module")
@@ -125,18 +131,20 @@ def test_consume(benchmark, targets, target):
     broker, bootstrap = targets["broker"], targets[target]
     counter = iter(range(1000))
     assert consume(broker, bootstrap, "data", f"check-{target}") == N  # every record, before timing
+    RATES.pop(("consume", bootstrap), None)
     benchmark.pedantic(lambda: consume(broker, bootstrap, "data", f"g-{target}-{next(counter)}"), rounds=3,
                        iterations=1)
-    benchmark.extra_info.update(records=N, value_bytes=VALUE, client=f"kafka-clients {VERSION}")
+    benchmark.extra_info.update(records=N, value_bytes=VALUE, client=f"kafka-clients {VERSION}",
+                                tool_records_per_s=max(RATES[("consume", bootstrap)]))
+    print(f"\n{target} consume: ConsumerPerformance nMsg.sec {RATES[('consume', bootstrap)]}")
 
 
 @pytest.mark.parametrize("target", ["kbatch-serve", "kafka-broker"])
 def test_produce(benchmark, targets, target):
     benchmark.group = "serve-java-produce"
     benchmark.name = target
-    broker, bootstrap = targets["broker"], targets[target if target == "kafka-broker" else "kafka-broker"]
-    if target == "kbatch-serve":
-        bootstrap = targets["writable"].bootstrap
+    broker = targets["broker"]
+    bootstrap = targets["writable"].bootstrap if target == "kbatch-serve" else targets["kafka-broker"]
     topics = iter(f"p-{target}-{i}" for i in range(1000))
 
     def setup():
@@ -148,6 +156,7 @@ def test_produce(benchmark, targets, target):
         return (bootstrap, topic), {}
 
     sent = []
+    RATES.pop(("produce", bootstrap), None)
     benchmark.pedantic(lambda b, t: sent.append((t, produce(broker, b, t))), setup=setup, rounds=3, iterations=1)
     assert all(n == N for _t, n in sent), sent
     if target == "kbatch-serve":  # what was acknowledged is on disk
@@ -157,4 +166,6 @@ def test_produce(benchmark, targets, target):
                 assert log.end_offset() == N
             finally:
                 log.close()
-    benchmark.extra_info.update(records=N, value_bytes=VALUE, client=f"kafka-clients {VERSION}")
+    benchmark.extra_info.update(records=N, value_bytes=VALUE, client=f"kafka-clients {VERSION}",
+                                tool_records_per_s=max(RATES[("produce", bootstrap)]))
+    print(f"\n{target} produce: ProducerPerformance records/sec {RATES[('produce', bootstrap)]}")

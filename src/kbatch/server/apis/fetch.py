@@ -88,7 +88,8 @@ async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessa
     elif session is not None:
         session_id = session.id
         results = _changed(session, results)
-        session.rotate((t, i) for t, i, _e, _p, rr in results if rr is not None and rr.records is not None)
+        session.rotate((t, i) for t, i, _e, _p, rr in results if rr is not None and rr.records is not None
+                       and rr.records.size > 0)
     return _response(request, results, session_id)
 
 
