@@ -104,6 +104,20 @@ def test_full_then_incremental(server, version):
         assert call(c, fetch(sid, 6, []), version).error_code == FETCH_SESSION_ID_NOT_FOUND
 
 
+def test_a_fetch_naming_no_partition_is_answered_at_once(server):
+    """The Java consumer closes its session with a Fetch of epoch -1 and no partitions, min_bytes 1:
+    a broker answers it at once instead of waiting max_wait_ms (here ten minutes, far beyond the
+    client's 30 s socket timeout, so a wait fails the test)."""
+    with RawClient(server.bootstrap, timeout=30) as c:
+        full = call(c, fetch(0, 0, [("s", 0, 12)]))
+        R = FetchRequest
+        req = R(replica_id=-1, max_wait_ms=600_000, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                session_id=full.session_id, session_epoch=-1, topics=[], forgotten_topics_data=[], rack_id="")
+        r = call(c, req)
+        assert (r.error_code, r.session_id, r.responses) == (0, 0, [])
+        assert server.broker.fetch_sessions.get(full.session_id) is None
+
+
 def test_unknown_partition_is_answered_every_time(server):
     with RawClient(server.bootstrap) as c:
         full = call(c, fetch(0, 0, [("s", 0, 12), ("missing", 0, 0)]))

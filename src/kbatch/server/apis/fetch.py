@@ -69,7 +69,8 @@ async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessa
     while True:
         results, total, errors = _read_all(broker, wanted, body, v, read_committed)
         remaining = deadline - time.monotonic()
-        if total >= body.min_bytes or errors or remaining <= 0 or broker.closing:
+        # no partitions (the Java consumer closing its session): answered at once, as ReplicaManager.fetchMessages
+        if total >= body.min_bytes or errors or remaining <= 0 or broker.closing or not wanted:
             break
         waiters = [p.waiter() for p in {broker.partition(t, q.partition) for t, q in wanted} if p is not None]
         waiters.append(broker.closing_waiter())
