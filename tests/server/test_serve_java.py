@@ -167,7 +167,8 @@ def runs(drivers, server, tmp_path_factory):
             kd = pool.submit(kafka_driver.run, server.bootstrap, [
                 consume(["t", "tx"], out / "read_committed.jsonl", "read_committed"),
                 consume(["t", "tx"], out / "read_uncommitted.jsonl", "read_uncommitted"),
-                list_offsets(["t", "tx"], TIME_TARGETS)], timeout=RUN_TIMEOUT)
+                list_offsets(["t", "tx"], TIME_TARGETS),
+                list_offsets(["t", "tx"], TIME_TARGETS, "read_committed")], timeout=RUN_TIMEOUT)
             sd = pool.submit(serve_driver.run, server.bootstrap, [
                 *({"op": "positions", "topics": ["t", "tx"], "isolation": iso, "timestamps": TIME_TARGETS,
                    "seeks": SEEKS} for iso in ("read_committed", "read_uncommitted")),
@@ -176,14 +177,14 @@ def runs(drivers, server, tmp_path_factory):
                 {"op": "describe", "topics": ["t", "tx"]},
                 {"op": "group", "topics": ["t"], "group": "kip848", "protocol": "consumer",
                  "out": str(out / "kip848.jsonl")}], timeout=RUN_TIMEOUT)
-            consumed_rc, consumed_ru, listed = kd.result()
+            consumed_rc, consumed_ru, listed, listed_rc = kd.result()
             pos_rc, pos_ru, group1, group2, described, kip848 = sd.result()
     finally:
         logger.removeHandler(requests)
         logger.setLevel(level)
     return {"consume": {"read_committed": (consumed_rc, read_consumed(out / "read_committed.jsonl")),
                         "read_uncommitted": (consumed_ru, read_consumed(out / "read_uncommitted.jsonl"))},
-            "list_offsets": listed, "positions": {"read_committed": pos_rc, "read_uncommitted": pos_ru},
+            "list_offsets": {"read_uncommitted": listed, "read_committed": listed_rc}, "positions": {"read_committed": pos_rc, "read_uncommitted": pos_ru},
             "group": (group1, read_consumed(out / "group-1.jsonl"), group2, read_consumed(out / "group-2.jsonl")),
             "describe": described, "kip848": kip848, "requests": requests.seen,
             "sessions": tuple(a - b for a, b in zip((sessions.created, sessions.incremental, sessions.closed), before))}
@@ -282,8 +283,12 @@ def test_admin_describe_cluster_topics_configs(runs, server):
     assert brk["log.segment.bytes"][:2] == ["1073741824", "DEFAULT_CONFIG"]
 
 
-def test_admin_list_offsets(runs, data_dir):
-    r = runs["list_offsets"]
+@pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
+def test_admin_list_offsets(runs, data_dir, isolation):
+    """Admin.listOffsets: earliest, latest (the last stable offset for read_committed), maxTimestamp
+    and times, against the log; a broker answers only below what the isolation level can fetch."""
+    r = runs["list_offsets"][isolation]
+    ends = _end_offsets(data_dir, isolation == "read_committed")
     for d in _partitions(data_dir):
         log = kbatch.Log.open(os.path.join(data_dir, d))
         try:
@@ -294,11 +299,13 @@ def test_admin_list_offsets(runs, data_dir):
             log.close()
         got = r["partitions"][d]
         epoch = EPOCH if d.startswith("t-") else None
-        assert got["latest"][0] == end
+        assert got["latest"][0] == ends[d] <= end
         assert got["earliest"][0] == 0
-        assert got["max_timestamp"] == [mx.offset, mx.timestamp, epoch]
-        assert got["times"] == [[t, -1, -1, None] if h is None else [t, h.offset, h.timestamp, h.leader_epoch]
-                                for t, h in zip(TIME_TARGETS, hits)]
+        assert got["max_timestamp"] == ([mx.offset, mx.timestamp, epoch] if mx.offset < ends[d] else [-1, -1, None])
+        assert got["times"] == [[t, -1, -1, None] if h is None or h.offset >= ends[d]
+                                else [t, h.offset, h.timestamp, h.leader_epoch] for t, h in zip(TIME_TARGETS, hits)]
+    if isolation == "read_committed":
+        assert r["partitions"]["tx-0"]["latest"][0] == 7  # the open transaction's first offset
 
 
 def test_idempotent_producer_every_codec(drivers, tmp_path):
