@@ -309,6 +309,20 @@ def _special(benchmarks, refused):
                     a, b_ = t.extra_info["parquet bytes"], ref.extra_info["parquet bytes"]
                     rows.append(("31 tables", f"{sink}'s Parquet vs `kbatch export --format parquet` ({codec})",
                                  f"{a / 2**20:.0f} MiB vs {b_ / 2**20:.0f} MiB", "no larger", a <= b_))
+    for sink in ("delta", "iceberg", "parquet"):
+        t = get("bench_tables.py", "tables-typed", sink)
+        if t is not None and t.extra_info.get("cpu s"):
+            c = t.extra_info["cpu s"]
+            rows.append(("31, 33 tables", f"segments -> {sink} with Avro values as typed columns: records and record "
+                         f"bytes per second per core (CPU time of the last round)",
+                         f"{t.extra_info['records'] / c:,.0f} records/s = {t.extra_info['record bytes'] / 2**20 / c:.0f} "
+                         f"MiB/s", "report", None))
+    ours = get("bench_tables.py", "tables-typed", "delta")
+    peer = get("bench_tables.py", "tables-typed", "fastavro loop + write_deltalake")
+    if ours is not None and peer is not None:
+        rows.append(("31, 33 tables", "typed Delta table: kbatch.export_table vs fastavro loop + write_deltalake",
+                     f"{peer.stats.min / ours.stats.min:.2f}x (median {peer.stats.median / ours.stats.median:.2f}x)",
+                     "report", None))
     return rows
 
 

@@ -22,6 +22,8 @@ from typing import Any
 from support.kafka_broker import HEAP, KafkaUnavailable, dist_module
 
 SOURCE = Path(__file__).resolve().parent / "java" / "KafkaDriver.java"
+#: the consumer and Admin calls kbatch serve's tests make besides KafkaDriver's (tests/server/test_serve_java.py)
+SERVE_SOURCE = SOURCE.with_name("ServeClientDriver.java")
 RUN_TIMEOUT_S = 900.0
 
 
@@ -113,23 +115,25 @@ def read_consumed(path: str | os.PathLike[str]) -> list[Consumed]:
 
 
 class JavaDriver:
-    """KafkaDriver.java compiled with javac against a Kafka version's jars into the cache
-    (`<cache>/drivers/<version>-<source digest>/`), and run with them."""
+    """KafkaDriver.java (or another driver source beside it, e.g. SERVE_SOURCE) compiled with javac
+    against a Kafka version's jars into the cache (`<cache>/drivers/<version>-<source digest>/`), and
+    run with them."""
 
-    def __init__(self, dist: Any) -> None:
+    def __init__(self, dist: Any, source: Path = SOURCE) -> None:
         self.dist = dist
-        digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
+        self.source, self.main = source, source.stem
+        digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
         self.classes = dist_module().cache_root() / "drivers" / f"{dist.version}-{digest}"
-        if not (self.classes / "KafkaDriver.class").exists():
+        if not (self.classes / f"{self.main}.class").exists():
             self._compile()
 
     def _compile(self) -> None:
         self.classes.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=self.classes.name + ".", dir=self.classes.parent))
-        r = subprocess.run(["javac", "-nowarn", "-d", str(tmp), "-cp", self.dist.classpath, str(SOURCE)],
+        r = subprocess.run(["javac", "-nowarn", "-d", str(tmp), "-cp", self.dist.classpath, str(self.source)],
                            capture_output=True, text=True, timeout=300)
         if r.returncode != 0:
-            raise KafkaUnavailable(f"javac of {SOURCE.name} against Kafka {self.dist.version}'s jars failed:\n"
+            raise KafkaUnavailable(f"javac of {self.source.name} against Kafka {self.dist.version}'s jars failed:\n"
                                    f"{r.stdout}{r.stderr}")
         try:
             tmp.rename(self.classes)
@@ -144,9 +148,9 @@ class JavaDriver:
             plan, result = Path(d) / "plan.json", Path(d) / "result.json"
             plan.write_text(json.dumps({"bootstrap": bootstrap, "actions": actions}))
             cmd = ["java", f"-Xmx{HEAP}", "-Dlog4j2.level=WARN", "-Dlog4j.configuration=file:/dev/null",
-                   "-cp", f"{self.classes}{os.pathsep}{self.dist.classpath}", "KafkaDriver", str(plan), str(result)]
+                   "-cp", f"{self.classes}{os.pathsep}{self.dist.classpath}", self.main, str(plan), str(result)]
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
             if r.returncode != 0 or not result.exists():
-                raise RuntimeError(f"KafkaDriver ({self.dist.version}) exited {r.returncode}:\n"
+                raise RuntimeError(f"{self.main} ({self.dist.version}) exited {r.returncode}:\n"
                                    f"{r.stdout[-3000:]}\n{r.stderr[-5000:]}")
             return list(json.loads(result.read_text())["results"])

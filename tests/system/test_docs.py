@@ -49,6 +49,8 @@ NOT_RUN = {
         "kcat against a server left running; the Python example after it runs, tests/test_serve*.py more",
     ("spark.md", "import io, json, os, sys"):
         "fetches spark-avro from Maven Central; tests/spark/test_spark_schemas.py runs the block where it can",
+    ("spark.md", "import os, subprocess, sys"):
+        "needs Delta's jars from Maven Central and a Spark session; tests/spark/test_spark_lakehouse.py runs it",
     ("spark.md", "pip install cibuildwheel"):
         "cibuildwheel needs a container engine; the wheels workflow runs it",
     ("compat.md", "PYTHONPATH=src .venv/bin/python tools/peer_suites.py --kafka-python ../kafka-python "

@@ -168,6 +168,49 @@ def test_keys_and_values_both(source):
     assert t.column("key").to_pylist() == [{"k": "a"}] and t.column("value").to_pylist()[0]["id"] == 5
 
 
+def _batches(values, per_batch=4, keys=None):
+    out = b""
+    for lo in range(0, len(values), per_batch):
+        b = kbatch.BatchBuilder(base_offset=lo)
+        for j, v in enumerate(values[lo:lo + per_batch]):
+            b.append(1_700_000_000_000 + lo + j, None if keys is None else keys[lo + j], v)
+        out += b.build()
+    return out
+
+
+def test_iter_record_batches_types_every_chunk_as_decode_columns(source):
+    """iter_record_batches(value_schema=, key_schema=): chunk by chunk, one type for every chunk; with
+    a reader schema (the subject's newest) the rows are decode_columns'."""
+    from kbatch.columns.decode import iter_record_batches
+
+    values = [avro_value(1, V1, {"id": i, "item": f"i{i}", "legacy": "L"}) for i in range(10)]
+    values += [avro_value(2, V2, {"id": i, "item": "n", "qty": i, "note": None, "ship": {"city": "X", "zip": None}})
+               for i in range(10, 21)] + [None]
+    data = _batches(values)
+    fmt = Avro(source, subject="orders-value")
+    gen = iter_record_batches(data, "orders", 0, value_schema=fmt, chunk_rows=4, use_threads=False)
+    chunks = []
+    while True:
+        try:
+            chunks.append(next(gen))
+        except StopIteration as stop:
+            assert stop.value == len(data)  # the binary iterator's answer: where complete batches end
+            break
+    assert len(chunks) > 3 and len({c.schema for c in chunks}) == 1
+    whole = kbatch.decode_columns(data, "orders", 0, value_schema=fmt)
+    assert pa.Table.from_batches(chunks).column("value").to_pylist() == whole.column("value").to_pylist()
+    # without a reader schema: the first chunk's type (v1's) for every chunk, later values cast to it
+    chunks = list(iter_record_batches(data, value_schema=Avro(source), chunk_rows=4, use_threads=False))
+    first = chunks[0].schema.field("value").type
+    assert first.names == ["id", "item", "legacy"] and all(c.schema.field("value").type == first for c in chunks)
+    assert chunks[-1].column("value").to_pylist()[-2] == {"id": 20, "item": "n", "legacy": None}
+    # keys too, and a bad value names its offset
+    bad = _batches([avro_value(1, V1, {"id": 1, "item": "a", "legacy": ""}), frame(1, b"\xff")])
+    with pytest.raises(PayloadError) as e:
+        list(iter_record_batches(bad, value_schema=Avro(source), chunk_rows=1))
+    assert e.value.offset == 1
+
+
 def test_folder_source_end_to_end(tmp_path):
     (tmp_path / "2.avsc").write_text(json.dumps(V2))
     data = segment([avro_value(2, V2, {"id": 1, "item": "a", "qty": 1, "note": None, "ship": None})])

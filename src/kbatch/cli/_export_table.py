@@ -53,7 +53,8 @@ def cmd_export_table(path: str, *, to: str, fmt: str, catalog: str | None = None
                      until_time: str | None = None, isolation_level: str = "read_committed",
                      headers: bool = True, target_file_size: str | None = None, compression: str = "zstd",
                      fail_on_data_loss: bool = False, compacted: bool = False, quiet: bool = False,
-                     as_json: bool = False, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
+                     as_json: bool = False, out: IO[str] | None = None, err: IO[str] | None = None,
+                     key_schema: str | None = None, value_schema: str | None = None, schemas: Any = None) -> int:
     from ..log.fetch import IsolationLevel
     from ..tables import DEFAULT_TARGET_FILE_SIZE, DataLossError, export_table
     from ..tables._parquet import COMPRESSIONS
@@ -75,7 +76,8 @@ def cmd_export_table(path: str, *, to: str, fmt: str, catalog: str | None = None
         from_offset=from_offset, until_offset=until_offset, from_time=parse_time(from_time, "--from-time"),
         until_time=parse_time(until_time, "--until-time"), isolation=level, include_headers=headers,
         target_file_size=parse_size(target_file_size, "--target-file-size") or DEFAULT_TARGET_FILE_SIZE,
-        compression=compression, fail_on_data_loss=fail_on_data_loss, compacted=compacted)
+        compression=compression, fail_on_data_loss=fail_on_data_loss, compacted=compacted,
+        key_schema=key_schema, value_schema=value_schema, schemas=schemas)
     try:
         result = export_table(path, to, **kwargs)
     except DataLossError as e:

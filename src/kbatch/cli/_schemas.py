@@ -125,9 +125,7 @@ def export_typing(specs: Sequence[str], schemas: str | None, registry: str | Non
         if schemas is not None or registry is not None:
             raise UsageProblem("--schemas: say which column it decodes, with -s value=avro|json|protobuf")
         return lambda topic, rb: rb
-    from ..values import value_format
-
-    from ..values import SchemaError
+    from ..values import SchemaError, topic_format
 
     source = source_for(schemas, registry)
     per_topic: dict[str | None, dict[str, ValueFormat]] = {}
@@ -138,8 +136,7 @@ def export_typing(specs: Sequence[str], schemas: str | None, registry: str | Non
         if fmts is None:
             fmts = per_topic[topic] = {}
             for field, kind in kinds.items():
-                subject = None if topic is None or kind == "protobuf" else f"{topic}-{field}"
-                fmts[field] = value_format(kind, source, **({} if subject is None else {"subject": subject}))
+                fmts[field] = topic_format(kind, source, topic, field)
         out = typed(rb, fmts)
         for field in fmts:  # one type per topic and column, so the topic's files agree
             typ = out.schema.field(field).type

@@ -482,7 +482,8 @@ def iter_record_batches(data: Buffer, topic: str | None = None, partition: int |
                         start_offset: int | None = None, end_offset: int | None = None,
                         chunk_rows: int = DEFAULT_CHUNK_ROWS, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
                         max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES,
-                        use_threads: bool = True) -> Generator[pa.RecordBatch, None, int]:
+                        use_threads: bool = True, key_schema: Any = None,
+                        value_schema: Any = None) -> Generator[pa.RecordBatch, None, int]:
     """Yield pyarrow.RecordBatch objects of about `chunk_rows` rows and at most about
     `chunk_bytes` bytes of (decompressed) records each; a batch is never split, so a chunk holds
     one batch at least.
@@ -493,7 +494,60 @@ def iter_record_batches(data: Buffer, topic: str | None = None, partition: int |
     use_threads: decode the records of uncompressed chunks on other threads (one a CPU), ahead of
     the chunk being yielded, as pyarrow's readers do; chunks, rows and errors come in the same order
     either way. Pass False where the caller already runs one decode a core (a Spark task).
+    key_schema/value_schema: as decode_columns', chunk by chunk: every chunk has the first chunk's
+    column types (a later chunk whose values decode to another type is cast to it, a field it
+    lacks null; one that cannot be cast raises). With a fixed reader schema (`subject=` or
+    `reader_schema=`) the rows equal decode_columns' (docs/schemas.md).
     """
+    binary = _iter_binary(data, topic, partition, include_headers=include_headers, batch_fields=batch_fields,
+                          include_control=include_control, tombstone=tombstone, verify_crc=verify_crc, strict=strict,
+                          start_offset=start_offset, end_offset=end_offset, chunk_rows=chunk_rows,
+                          chunk_bytes=chunk_bytes, max_decompressed_bytes=max_decompressed_bytes,
+                          use_threads=use_threads)
+    fmts = {name: fmt for name, fmt in (("key", key_schema), ("value", value_schema)) if fmt is not None}
+    if not fmts:
+        return (yield from binary)
+    types: dict[str, pa.DataType] = {}
+    try:
+        while True:
+            try:
+                rb = next(binary)
+            except StopIteration as stop:
+                return int(stop.value)
+            yield _typed_chunk(rb, fmts, types)
+    finally:
+        binary.close()  # an abandoned caller: the decode threads let go of the buffer now
+
+
+def _typed_chunk(rb: pa.RecordBatch, fmts: dict[str, Any], types: dict[str, pa.DataType]) -> pa.RecordBatch:
+    """One chunk with its key/value columns decoded by kbatch.values formats (duck-typed: the values
+    package is above this layer), cast to the types the first chunk had."""
+    names = rb.schema.names
+    cols = list(rb.columns)
+    fields = list(rb.schema)
+    offsets = cols[names.index("offset")]
+    for name, fmt in fmts.items():
+        i = names.index(name)
+        col = fmt.decode_column(cols[i], offsets, name)
+        want = types.setdefault(name, col.type)
+        if col.type != want:
+            try:
+                col = col.cast(want)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                first = int(offsets[0].as_py()) if len(offsets) else None
+                raise KBatchError(f"the {name}s from offset {first} decode to {col.type}, an earlier chunk's to "
+                                  f"{want}, and one cannot be cast to the other ({e}): give the format a reader "
+                                  f"schema (subject= or reader_schema=) so that every chunk has one type") from None
+        cols[i] = col
+        fields[i] = pa.field(name, want)
+    return pa.RecordBatch.from_arrays(cols, schema=pa.schema(fields, metadata=rb.schema.metadata))
+
+
+def _iter_binary(data: Buffer, topic: str | None, partition: int | None, *, include_headers: bool,
+                 batch_fields: bool, include_control: bool, tombstone: bool, verify_crc: bool, strict: bool,
+                 start_offset: int | None, end_offset: int | None, chunk_rows: int, chunk_bytes: int,
+                 max_decompressed_bytes: int, use_threads: bool) -> Generator[pa.RecordBatch, None, int]:
+    """iter_record_batches' binary columns."""
     buf = _as_view(data)
     lo = W.INT64_MIN if start_offset is None else start_offset
     hi = W.INT64_MAX if end_offset is None else end_offset

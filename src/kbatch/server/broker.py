@@ -19,6 +19,7 @@ from ..log import files as _files
 from ..log.unified_log import Log, LogConfig
 from . import apis
 from .group_coordinator import OFFSETS_TOPIC, GroupCoordinator, partition_for
+from .fetch_session import FetchSessionCache
 from .partition import Partition
 from .producer_state import ProducerIdManager
 
@@ -167,6 +168,7 @@ class Broker:
         self._offsets_partitions: int | None = None
         self._dir_lock: _files.DirLock | None = None
         self.connections = ConnectionStats()
+        self.fetch_sessions = FetchSessionCache()  # KIP-227 (server/fetch_session.py)
 
     def closing_waiter(self) -> asyncio.Future[None]:
         """An awaitable that completes when shutdown begins (long polls wait on it too)."""

@@ -47,8 +47,8 @@ class Api:
 
 # What is advertised (protocol-notes.md §2.4): every range is implemented and tested, reaches down
 # to the oldest version a client of the test matrix sends (aiokafka, kafka-python 2.0.2, kcat) and
-# up to the newest (librdkafka 2.16, kafka-python 3). Fetch stops at 12 (topic names, no topic ids)
-# and ListOffsets at 7 (MAX_TIMESTAMP; no tiered-storage specs).
+# up to the newest (librdkafka 2.16, kafka-python 3, Kafka's Java client 4.4). Fetch stops at 12 (topic
+# names, no topic ids) and ListOffsets at 10 (v11's -6 EARLIEST_PENDING_UPLOAD is not answered).
 APIS: dict[int, Api] = {}
 API_VERSIONS_KEY = 18
 PRODUCE_KEY = 0

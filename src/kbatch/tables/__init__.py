@@ -24,13 +24,16 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import KBatchError
 from ..log.fetch import IsolationLevel
+from ._typed import TypeChangeError
 from ._source import (CommitConflict, DataLossError, PartitionExport, PartitionPlan, iter_rows, plan_partition,
                       table_schema)
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from ..values import SchemaSource, ValueFormat
     from ._parquet import DataFile
+    from ._typed import Typing
 
 FORMATS = ("delta", "iceberg")
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
@@ -123,7 +126,9 @@ def export_table(logs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
                  isolation: str | int | IsolationLevel = IsolationLevel.READ_COMMITTED,
                  include_headers: bool = True, target_file_size: int = DEFAULT_TARGET_FILE_SIZE,
                  compression: str = "zstd", fail_on_data_loss: bool = False, compacted: bool = False,
-                 commit_bytes: int = DEFAULT_COMMIT_BYTES, retries: int = 3) -> ExportResult:
+                 commit_bytes: int = DEFAULT_COMMIT_BYTES, retries: int = 3,
+                 key_schema: ValueFormat | str | None = None, value_schema: ValueFormat | str | None = None,
+                 schemas: SchemaSource | str | os.PathLike[str] | None = None) -> ExportResult:
     """Append what the table does not hold yet of the partitions under `logs` to the table `to`
     (a directory for Delta; `namespace.table` for Iceberg, with `catalog` a URI, default
     `sqlite:///<warehouse>/catalog.db`, and `warehouse` a directory).
@@ -136,6 +141,11 @@ def export_table(logs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
     recording the offsets it holds; another writer's commit to the same partitions in between
     makes this run read the table again and go on from there (`retries` times).
     `compacted=True`: the log-cleaner view (latest record per key) replaces the table's content.
+    key_schema/value_schema: typed columns instead of bytes for Confluent-framed keys/values, a
+    kbatch.values format, or its name ("avro", "json", "protobuf") with `schemas` (a schema
+    source, or what open_schemas takes): each topic's values then read with the newest version of
+    the `<topic>-value` subject where the source knows it. The table's column type widens by
+    field name as schemas evolve (docs/tables.md, "Typed columns").
     """
     from ._parquet import COMPRESSIONS
 
@@ -143,6 +153,9 @@ def export_table(logs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
         raise ValueError(f"compression must be one of {', '.join(COMPRESSIONS)}, not {compression!r}")
     level = isolation if isinstance(isolation, IsolationLevel) else (
         IsolationLevel.parse(isolation) if isinstance(isolation, str) else IsolationLevel(isolation))
+    from ._typed import Typing
+
+    typing = Typing(key_schema, value_schema, schemas, format)
     parts = _partitions(logs, topics, partitions)
     target = _open_target(format, to, catalog, warehouse)
     from ..log.unified_log import Log
@@ -151,7 +164,7 @@ def export_table(logs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
     try:
         for t, p, d in parts:
             logs_open[(t, p)] = Log.open(d)
-        return _attempts(target, to, format, parts, logs_open, level, retries, include_headers=include_headers,
+        return _attempts(target, to, format, parts, logs_open, level, retries, typing, include_headers=include_headers,
                          from_offset=from_offset, until_offset=until_offset, from_time=from_time,
                          until_time=until_time, target_file_size=target_file_size, compression=compression,
                          fail_on_data_loss=fail_on_data_loss, compacted=compacted, commit_bytes=commit_bytes)
@@ -161,13 +174,13 @@ def export_table(logs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
 
 def _attempts(target: Any, to: str, format: str, parts: list[tuple[str, int, str]], logs_open: dict[tuple[str, int], Any],
-              level: IsolationLevel, retries: int, *, include_headers: bool, from_offset: int | None,
+              level: IsolationLevel, retries: int, typing: Typing, *, include_headers: bool, from_offset: int | None,
               until_offset: int | None, from_time: int | None, until_time: int | None, target_file_size: int,
               compression: str, fail_on_data_loss: bool, compacted: bool, commit_bytes: int) -> ExportResult:
     result = ExportResult(to, format, target.version())
     for attempt in range(retries + 1):
         try:
-            _run(target, parts, logs_open, result, level, include_headers=include_headers,
+            _run(target, parts, logs_open, result, level, typing, include_headers=include_headers,
                  from_offset=from_offset, until_offset=until_offset, from_time=from_time, until_time=until_time,
                  target_file_size=target_file_size, compression=compression, fail_on_data_loss=fail_on_data_loss,
                  compacted=compacted, commit_bytes=commit_bytes)
@@ -208,15 +221,16 @@ def _check_isolation(target: Any, level: IsolationLevel, compacted: bool, includ
 
 
 def _run(target: Any, parts: list[tuple[str, int, str]], logs_open: dict[tuple[str, int], Any],
-         result: ExportResult, level: IsolationLevel, *, include_headers: bool, from_offset: int | None,
+         result: ExportResult, level: IsolationLevel, typing: Typing, *, include_headers: bool, from_offset: int | None,
          until_offset: int | None, from_time: int | None, until_time: int | None, target_file_size: int,
          compression: str, fail_on_data_loss: bool, compacted: bool, commit_bytes: int) -> None:
     props = _check_isolation(target, level, compacted, include_headers)
+    typing.start(target.column_types())
     target.create_props = props
     if compacted:
         from ._compacted import run_compacted
 
-        run_compacted(target, parts, logs_open, result, level, include_headers=include_headers,
+        run_compacted(target, parts, logs_open, result, level, typing, include_headers=include_headers,
                       until_offset=until_offset, until_time=until_time, compression=compression,
                       target_file_size=target_file_size, props=props, before_commit=lambda: _pause("commit"))
         return
@@ -229,8 +243,8 @@ def _run(target: Any, parts: list[tuple[str, int, str]], logs_open: dict[tuple[s
     if lost and fail_on_data_loss:
         raise DataLossError("; ".join(f"{pl.key}: offsets {pl.lost[0]}..{pl.lost[1] - 1} were deleted from the log "
                                       f"(retention) before the table held them" for pl in lost if pl.lost))
-    schema = table_schema(include_headers)
-    file_schema = target.file_schema(schema)
+    base_schema = table_schema(include_headers)
+    file_schema = target.file_schema(base_schema)
     ends: dict[str, int] = dict(target.known_ends())  # every partition the table holds, not only this run's
     for pl in plans:
         if pl.done is not None:
@@ -250,7 +264,7 @@ def _run(target: Any, parts: list[tuple[str, int, str]], logs_open: dict[tuple[s
         for (t, p), (_s, end) in advanced.items():
             ends[f"{t}-{p}"] = end
         try:
-            version = target.commit(pending, advanced, dict(ends), schema, props,
+            version = target.commit(pending, advanced, dict(ends), typing.schema(base_schema), props,
                                     before_commit=lambda: _pause("commit"), compression=compression,
                                     target_file_size=target_file_size)
         except CommitConflict as e:  # certainly not committed: the files are no one's
@@ -269,15 +283,20 @@ def _run(target: Any, parts: list[tuple[str, int, str]], logs_open: dict[tuple[s
         counters: dict[str, int] = {}
         r = by_key[(pl.topic, pl.partition)]
         mine: list[tuple[str, int, DataFile]] = []
+        rows = iter_rows(pl, level, include_headers)
+        if typing:  # record bytes are counted on the framed bytes, before the columns are typed
+            rows = typing.rows(pl.topic, rows, counters)
         try:
-            for f in target.write_files(pl, iter_rows(pl, level, include_headers), file_schema,
-                                        target_file_size=target_file_size, compression=compression,
-                                        counters=counters):
+            for f in target.write_files(pl, rows, file_schema, target_file_size=target_file_size,
+                                        compression=compression, counters=None if typing else counters):
                 mine.append((pl.topic, pl.partition, f))
                 if first_pause:
                     first_pause = False
                     _pause("files")
-        except KBatchError as e:  # bytes it cannot read: this partition stays where it was, the others go on
+        except TypeChangeError:  # the table's columns cannot take this run's types: nothing is committed
+            target.discard(pending + mine)
+            raise
+        except KBatchError as e:  # bytes (or values) it cannot read: this partition stays where it was, the others go on
             target.discard(mine)
             result.problems.append(f"{pl.key}: {e} (the partition was not advanced)")
             continue
@@ -297,4 +316,5 @@ def _run(target: Any, parts: list[tuple[str, int, str]], logs_open: dict[tuple[s
     commit()
 
 
-__all__ = ["export_table", "ExportResult", "PartitionExport", "DataLossError", "table_schema", "FORMATS"]
+__all__ = ["export_table", "ExportResult", "PartitionExport", "DataLossError", "TypeChangeError", "table_schema",
+           "FORMATS"]

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from ..log.fetch import IsolationLevel
+    from ._typed import Typing
 
 
 def latest_per_key(batches: list[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
@@ -33,7 +34,7 @@ def latest_per_key(batches: list[pa.RecordBatch], schema: pa.Schema) -> pa.Table
 
 
 def run_compacted(target: Any, parts: list[tuple[str, int, str]], logs_open: dict[tuple[str, int], Any],
-                  result: Any, level: IsolationLevel, *, include_headers: bool, until_offset: int | None,
+                  result: Any, level: IsolationLevel, typing: Typing, *, include_headers: bool, until_offset: int | None,
                   until_time: int | None, compression: str, target_file_size: int, props: dict[str, str],
                   before_commit: Any = None) -> None:
     schema = table_schema(include_headers)
@@ -53,8 +54,10 @@ def run_compacted(target: Any, parts: list[tuple[str, int, str]], logs_open: dic
                 yield from kept.to_batches()
 
             counters: dict[str, int] = {}
-            for f in target.write_files(pl, rows(), file_schema, target_file_size=target_file_size,
-                                        compression=compression, counters=counters):
+            # the cleaner's view is picked on the framed bytes (keys compared as bytes), then typed
+            kept_rows = typing.rows(t, rows(), counters) if typing else rows()
+            for f in target.write_files(pl, kept_rows, file_schema, target_file_size=target_file_size,
+                                        compression=compression, counters=None if typing else counters):
                 files.append((t, p, f))
             advanced[(t, p)] = (pl.start, pl.end)
             ends[pl.key] = pl.end
@@ -64,7 +67,7 @@ def run_compacted(target: Any, parts: list[tuple[str, int, str]], logs_open: dic
         target.discard(files)
         raise
     try:
-        result.version = target.commit(files, advanced, ends, schema, props, overwrite=True,
+        result.version = target.commit(files, advanced, ends, typing.schema(schema), props, overwrite=True,
                                        before_commit=before_commit, compression=compression,
                                        target_file_size=target_file_size)
     except CommitConflict:  # certainly not committed (any other error: the files stay, orphans at worst)

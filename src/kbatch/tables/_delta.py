@@ -86,6 +86,26 @@ class DeltaTarget:
             return None
         return [f.name for f in self.dt.schema().fields], list(self.dt.metadata().partition_columns)
 
+    def column_types(self) -> dict[str, pa.DataType]:
+        """The table's key and value column types (none before it exists)."""
+        import pyarrow as pa
+
+        if self.dt is None:
+            return {}
+        arrow = pa.schema(self.dt.schema().to_arrow())
+        return {f.name: f.type for f in arrow if f.name in ("key", "value")}
+
+    def _evolve(self, schema: pa.Schema) -> None:
+        """Typed columns that gained fields: one schema change (ADD COLUMN of the merged struct)
+        before the data commit; Delta's own check refuses anything else."""
+        assert self.dt is not None
+        want = deltalake.Schema.from_arrow(schema)
+        have = {f.name: f.to_json() for f in self.dt.schema().fields}
+        changed = [f for f in want.fields if f.name in have and f.to_json() != have[f.name]]
+        if changed:
+            self.dt.alter.add_columns(changed)
+            self.reload()
+
     def known_ends(self) -> dict[str, int]:
         """Every partition's end as the newest kbatch commit's commitInfo records them (for
         `kbatch.ends`; where each partition stands is read from its txn appId, not from here)."""
@@ -148,6 +168,8 @@ class DeltaTarget:
                                               partition_by=self.PARTITION_BY, description=json.dumps(props),
                                               storage_options=self.storage_options, commit_properties=cp)
             else:
+                self._evolve(schema)
+                assert self.dt is not None
                 actions: list[AddAction | RemoveAction] = list(adds)
                 self.dt.create_write_transaction(actions, "overwrite" if overwrite else "append", schema,
                                                  partition_by=self.PARTITION_BY, commit_properties=cp)

@@ -110,6 +110,13 @@ class IcebergTarget:
         parts = [schema.find_column_name(f.source_id) or "" for f in self.table.spec().fields]
         return [f.name for f in schema.fields], parts
 
+    def column_types(self) -> dict[str, pa.DataType]:
+        """The table's key and value column types (none before it exists)."""
+        if self.table is None:
+            return {}
+        arrow = self.table.schema().as_arrow()
+        return {f.name: f.type for f in arrow if f.name in ("key", "value")}
+
     def known_ends(self) -> dict[str, int]:
         """Every partition's end, as the newest kbatch snapshot records them."""
         return dict(self._state)
@@ -139,13 +146,20 @@ class IcebergTarget:
     def write_files(self, plan: PartitionPlan, batches: Iterator[pa.RecordBatch], schema: pa.Schema,
                     **kwargs: Any) -> Iterator[DataFile]:
         """Parquet files under the table's data/ folder (written by kbatch, as for Delta: nulls kept as
-        nulls), registered by the commit (add_files)."""
+        nulls), registered by the commit (add_files). A new table is created (its location is where
+        the files go) with the first batch's types: typed key/value columns take theirs from it."""
+        import itertools
+
         if self.table is None:
-            self._create(schema, self.create_props, kwargs.get("compression", "zstd"),
+            first = next(batches, None)
+            if first is None:
+                return
+            batches = itertools.chain([first], batches)
+            self._create(pa_schema_of(first, schema), self.create_props, kwargs.get("compression", "zstd"),
                          kwargs.get("target_file_size", 128 << 20))
         self.root = os.path.join(self._local_location(), "data")
         sub = os.path.join(f"topic={plan.topic}", f"partition={plan.partition}")
-        return write_files(self.root, sub, batches, schema, **kwargs)
+        yield from write_files(self.root, sub, batches, schema, **kwargs)
 
     def _create(self, schema: pa.Schema, props: dict[str, str], compression: str, target_file_size: int) -> None:
         ns = self.uri.rpartition(".")[0]
@@ -169,7 +183,7 @@ class IcebergTarget:
                target_file_size: int = 128 << 20) -> int:
         if self.table is None:
             self._create(schema, props, compression, target_file_size)
-        elif self.table.properties.get(RETRIES) != "0":
+        if self.table.properties.get(RETRIES) != "0":
             with self.table.transaction() as tx:
                 tx.set_properties({RETRIES: "0"})
             self.table = self.catalog.load_table(self.uri)
@@ -179,6 +193,9 @@ class IcebergTarget:
                    "kbatch.ends": json.dumps(dict(sorted(ends.items())))}
         tx = self.table.transaction()
         try:
+            if _typed_columns(schema) and self.table.schema().as_arrow() != schema:
+                with tx.update_schema() as u:  # typed columns that gained fields, in the data's own commit
+                    u.union_by_name(schema)
             if overwrite and self.table.current_snapshot() is not None:
                 from pyiceberg.expressions import AlwaysTrue
 
@@ -204,6 +221,19 @@ class IcebergTarget:
                     os.unlink(os.path.join(root, f.relpath))
                 except OSError:
                     pass
+
+
+def pa_schema_of(rb: pa.RecordBatch, schema: pa.Schema) -> pa.Schema:
+    """`schema`'s columns with the types `rb` has for them."""
+    import pyarrow as pa
+
+    return pa.schema([rb.schema.field(n) for n in schema.names])
+
+
+def _typed_columns(schema: pa.Schema) -> bool:
+    import pyarrow as pa
+
+    return any(not pa.types.is_binary(schema.field(n).type) for n in ("key", "value") if n in schema.names)
 
 
 def snapshot_offsets(table: Any) -> list[dict[str, Any]]:

@@ -34,8 +34,9 @@ class DataFile:
 def write_files(root: str, subdir: str, batches: Iterator[pa.RecordBatch],
                 schema: pa.Schema, *, target_file_size: int, compression: str,
                 counters: dict[str, int] | None = None) -> Iterator[DataFile]:
-    """Write `batches` (projected onto `schema`) into Parquet files under root/subdir, a new file
-    once one reaches `target_file_size` bytes; yield each file when it is closed."""
+    """Write `batches` (projected onto `schema`'s columns) into Parquet files under root/subdir, a
+    new file once one reaches `target_file_size` bytes or the batches' types change; yield each
+    file when it is closed."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -47,6 +48,7 @@ def write_files(root: str, subdir: str, batches: Iterator[pa.RecordBatch],
     f: Any = None
     rel = ""
     stats: dict[str, Any] = {}
+    open_schema: pa.Schema | None = None
 
     def close() -> DataFile:
         writer.close()
@@ -60,14 +62,20 @@ def write_files(root: str, subdir: str, batches: Iterator[pa.RecordBatch],
         for rb in batches:
             if counters is not None:
                 counters["record_bytes"] = counters.get("record_bytes", 0) + record_bytes(rb)
-            rb = pa.RecordBatch.from_arrays([rb.column(rb.schema.get_field_index(n)) for n in names], schema=schema)
+            # the batch's own types: typed key/value columns may widen within a run (a file has one schema)
+            rb_schema = pa.schema([rb.schema.field(n) for n in names])
+            rb = pa.RecordBatch.from_arrays([rb.column(rb.schema.get_field_index(n)) for n in names], schema=rb_schema)
+            if writer is not None and open_schema != rb_schema:
+                yield close()
+                writer = None
             offsets = rb.column(names.index("offset"))
             ts = rb.column(names.index("timestamp")).cast(pa.int64())
             if writer is None:
                 first = int(offsets[0].as_py())
                 rel = os.path.join(subdir, f"part-{first:020d}-{uuid.uuid4().hex[:12]}.parquet")
                 f = open(os.path.join(root, rel), "wb")
-                writer = pq.ParquetWriter(f, schema, compression=codec)
+                writer = pq.ParquetWriter(f, rb_schema, compression=codec)
+                open_schema = rb_schema
                 stats = dict(rows=0, min_o=first, max_o=first, min_t=None, max_t=None, null_t=0)
             writer.write_batch(rb)
             stats["rows"] += rb.num_rows

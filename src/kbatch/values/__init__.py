@@ -40,6 +40,16 @@ def value_format(kind: str, schemas: "SchemaSource | str | PathLike", **options:
     return cls(open_schemas(schemas), **options)  # type: ignore[no-any-return]
 
 
+def topic_format(kind: str, source: "SchemaSource", topic: str | None, field: str = "value") -> ValueFormat:
+    """The format `kbatch export` and the tables use for one topic's keys or values: the newest
+    version of the subject `<topic>-<field>` (the registry's TopicNameStrategy) as the reader
+    schema where the source knows that subject (Avro, JSON Schema), so every chunk of the topic
+    decodes to one type; without it, each chunk's newest writer schema."""
+    if topic is None or FORMATS.get(kind.lower()) is Protobuf:  # Protobuf: the message its indexes name
+        return value_format(kind, source)
+    return value_format(kind, source, subject=f"{topic}-{field}")
+
+
 def decode_column(fmt: ValueFormat, column: "pa.Array | pa.ChunkedArray",
                   offsets: "pa.Array | pa.ChunkedArray | None" = None, what: str = "value") -> "pa.Array":
     """A binary column of framed keys or values (e.g. decode_columns' `value`) -> one typed Arrow
@@ -62,7 +72,7 @@ def typed_columns(table: "pa.Table", *, key_schema: ValueFormat | None = None,
     return table
 
 
-__all__ = ["Avro", "JsonSchema", "Protobuf", "ValueFormat", "value_format", "decode_column", "typed_columns",
+__all__ = ["Avro", "JsonSchema", "Protobuf", "ValueFormat", "value_format", "topic_format", "decode_column", "typed_columns",
            "SchemaSource", "TopicSchemas", "RegistrySchemas", "DirectorySchemas", "open_schemas", "RegisteredSchema",
            "Reference", "SchemaError", "WrongMagicError", "UnknownSchemaError", "PayloadError", "SchemaSourceError",
            "frame", "header", "message_indexes", "FORMATS"]

@@ -5,17 +5,21 @@ partition_max_bytes per partition, the first batch whole even when larger), long
 stops at the last stable offset and lists the aborted transactions overlapping what it sends, both
 from kbatch.log.fetch, the read path every reader takes: `.txnindex`, else the log's markers).
 
-No fetch sessions (KIP-227) are kept: every answer is a full response with session id 0, which
-tells a client to keep sending full requests; an unknown session id gets FETCH_SESSION_ID_NOT_FOUND.
+Fetch sessions (KIP-227, v7+) as Kafka keeps them (server/fetch_session.py): a full request with
+epoch 0 opens a session, incremental requests update it and are answered with the partitions that
+have something new; epoch -1 closes one; an unknown id gets FETCH_SESSION_ID_NOT_FOUND and a wrong
+epoch INVALID_FETCH_SESSION_EPOCH.
 """
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 
+from ..fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, CachedPartition, FetchSession
 from ..protocol import Api, register
 from . import _errors as E
 
@@ -37,18 +41,31 @@ if TYPE_CHECKING:
 async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessage | tuple[ApiMessage, Slices]:
     body, v = request.body, request.version
     read_committed = body.isolation_level == 1
-    if v >= 7 and body.session_id != 0:
-        return request.response(throttle_time_ms=0, error_code=E.FETCH_SESSION_ID_NOT_FOUND, session_id=0,
-                                responses=[])
-    if v >= 7 and body.session_epoch > 0:
-        return request.response(throttle_time_ms=0, error_code=E.INVALID_FETCH_SESSION_EPOCH, session_id=0,
-                                responses=[])
     # one entry per partition, where it was first named, with what it was last asked (Kafka keys a
     # LinkedHashMap by partition), so naming a partition twice never doubles the answer
     by_partition = {(t.topic, p.partition): (t.topic, p) for t in body.topics for p in t.partitions}
-    wanted = list(by_partition.values())
+    wanted: list[tuple[str, Any]] = list(by_partition.values())
     # fetch.max.bytes caps what a client asks for (KafkaApis.handleFetchRequest)
     max_bytes = min(body.max_bytes, broker.config.fetch_max_bytes)
+    session: FetchSession | None = None
+    open_session = False
+    if v >= 7:
+        cache = broker.fetch_sessions
+        if body.session_epoch in (INITIAL_EPOCH, FINAL_EPOCH):  # a full request (FetchManager.newContext)
+            if body.session_id != INVALID_SESSION_ID:
+                cache.remove(body.session_id)
+            open_session = body.session_epoch == INITIAL_EPOCH
+        else:
+            session = cache.get(body.session_id)
+            if session is None:
+                return request.response(throttle_time_ms=0, error_code=E.FETCH_SESSION_ID_NOT_FOUND, session_id=0,
+                                        responses=[])
+            if body.session_epoch != session.epoch:
+                return request.response(throttle_time_ms=0, error_code=E.INVALID_FETCH_SESSION_EPOCH, session_id=0,
+                                        responses=[])
+            session.apply(body.topics, body.forgotten_topics_data)
+            session.epoch = 1 if session.epoch == 2 ** 31 - 1 else session.epoch + 1
+            wanted = [(tp[0], cp) for tp, cp in session.partitions.items()]
     for topic, p in wanted:  # the last stable offset (in every answer) needs the open transactions
         part = broker.partition(topic, p.partition)
         if part is not None:
@@ -57,7 +74,8 @@ async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessa
     while True:
         results, total, errors = _read_all(broker, wanted, max_bytes, v, read_committed)
         remaining = deadline - time.monotonic()
-        if total >= body.min_bytes or errors or remaining <= 0 or broker.closing:
+        # no partitions (the Java consumer closing its session): answered at once, as ReplicaManager.fetchMessages
+        if total >= body.min_bytes or errors or remaining <= 0 or broker.closing or not wanted:
             break
         waiters = [p.waiter() for p in {broker.partition(t, q.partition) for t, q in wanted} if p is not None]
         waiters.append(broker.closing_waiter())
@@ -67,7 +85,34 @@ async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessa
         if not done:
             results, total, errors = _read_all(broker, wanted, max_bytes, v, read_committed)
             break
-    return _response(request, results)
+    session_id = INVALID_SESSION_ID
+    if open_session:
+        created = broker.fetch_sessions.create(OrderedDict(((t, p.partition), CachedPartition(p)) for t, p in wanted))
+        if created is not None:
+            _changed(created, results)  # remember what this full answer tells the client
+            session_id = created.id
+    elif session is not None:
+        session_id = session.id
+        results = _changed(session, results)
+        session.rotate((t, i) for t, i, _e, _p, rr in results if rr is not None and rr.records is not None
+                       and rr.records.size > 0)
+    return _response(request, results, session_id)
+
+
+def _changed(session: FetchSession, results: list[_Result]) -> list[_Result]:
+    """The results an incremental answer carries (what changed since the session's last answer)."""
+    out = []
+    for r in results:
+        topic, index, err, part, rr = r
+        cached = session.partitions.get((topic, index))
+        has_records = rr is not None and rr.records is not None and rr.records.size > 0
+        if part is None:
+            hw = lso = start = -1
+        else:
+            hw, lso, start = part.high_watermark, part.last_stable_offset, part.log_start_offset
+        if cached is None or cached.must_respond(err, has_records, hw, lso, start):
+            out.append(r)
+    return out
 
 
 def _read_all(broker: Broker, wanted: list[tuple[str, DataContainer]], max_bytes: int, v: int,
@@ -102,7 +147,7 @@ def _read_all(broker: Broker, wanted: list[tuple[str, DataContainer]], max_bytes
     return results, total, errors
 
 
-def _response(request: Request, results: list[_Result]) -> tuple[ApiMessage, Slices]:
+def _response(request: Request, results: list[_Result], session_id: int = INVALID_SESSION_ID) -> tuple[ApiMessage, Slices]:
     cls = request.api.response
     T = cls.FetchableTopicResponse
     P = T.PartitionData
@@ -123,5 +168,5 @@ def _response(request: Request, results: list[_Result]) -> tuple[ApiMessage, Sli
         if rr is not None and rr.records is not None:
             slices.append((pd, rr.records))
         topics[-1].partitions.append(pd)
-    resp = request.response(throttle_time_ms=0, error_code=E.NONE, session_id=0, responses=topics)
+    resp = request.response(throttle_time_ms=0, error_code=E.NONE, session_id=session_id, responses=topics)
     return resp, slices

@@ -1,7 +1,10 @@
 """ListOffsets (key 2): KIP-79 lookups exactly as `Log.offset_for` (first record with timestamp >=
-target, from the log start), -1 EARLIEST, -2 LATEST (the high watermark, or the last stable offset
-for read_committed), -3 MAX_TIMESTAMP (v7+); any other negative target, or a special one on too old
-a version, gets UNSUPPORTED_VERSION; a partition named twice gets INVALID_REQUEST (KafkaApis)."""
+target, from the log start), -2 EARLIEST, -1 LATEST (the high watermark, or the last stable offset
+for read_committed), -3 MAX_TIMESTAMP (v7+), -4 EARLIEST_LOCAL (v8+, KIP-405: with no tiered
+storage the local log starts at the log start, so EARLIEST's answer), -5 LATEST_TIERED (v9+: nothing
+is tiered, so offset -1 with epoch -1, as a broker without remote storage answers); v10's timeout
+is for remote reads and has nothing to wait for. Any other negative target, or a special one on too
+old a version, gets UNSUPPORTED_VERSION; a partition named twice gets INVALID_REQUEST (KafkaApis)."""
 from __future__ import annotations
 
 import asyncio
@@ -14,7 +17,7 @@ from ... import _wire as W
 from ...errors import KBatchError
 from . import _errors as E
 
-API = register(Api(2, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, min_version=1, max_version=7, first_flexible=6))
+API = register(Api(2, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, min_version=1, max_version=10, first_flexible=6))
 
 if TYPE_CHECKING:
     from kafka.protocol.api_message import ApiMessage
@@ -27,8 +30,10 @@ if TYPE_CHECKING:
     from ..protocol import Request
 
 
-_SPECS = {-1: W.OffsetSpec.LATEST, -2: W.OffsetSpec.EARLIEST, -3: W.OffsetSpec.MAX_TIMESTAMP}
-_MIN_VERSION = {-1: 1, -2: 1, -3: 7}
+EARLIEST_LOCAL, LATEST_TIERED = -4, -5
+_SPECS = {-1: W.OffsetSpec.LATEST, -2: W.OffsetSpec.EARLIEST, -3: W.OffsetSpec.MAX_TIMESTAMP,
+          EARLIEST_LOCAL: W.OffsetSpec.EARLIEST}
+_MIN_VERSION = {-1: 1, -2: 1, -3: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
 
 
 async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessage:
@@ -81,8 +86,10 @@ async def _lookup(broker: Broker, topic: str, p: DataContainer, version: int, re
         if err:
             return err, -1, -1, -1
     t = p.timestamp
-    if t < 0 and (t not in _SPECS or version < _MIN_VERSION[t]):
+    if t < 0 and (t not in _MIN_VERSION or version < _MIN_VERSION[t]):
         return E.UNSUPPORTED_VERSION, -1, -1, -1
+    if t == LATEST_TIERED:
+        return E.NONE, -1, -1, -1
     if read_committed:
         await part.ensure_transaction_state()
     fetchable = part.last_stable_offset if read_committed else part.high_watermark
@@ -94,7 +101,7 @@ async def _lookup(broker: Broker, topic: str, p: DataContainer, version: int, re
         return E.code_of(e, f"ListOffsets on {part.name}"), -1, -1, -1
     if isinstance(hit, _MagicV0):
         return E.UNSUPPORTED_FOR_MESSAGE_FORMAT, -1, -1, -1
-    if hit is None or (t != -2 and hit.offset >= fetchable):
+    if hit is None or (t not in (-2, EARLIEST_LOCAL) and hit.offset >= fetchable):
         return E.NONE, -1, -1, -1
     ts = -1 if hit.timestamp is None else hit.timestamp
     return E.NONE, ts, hit.offset, -1 if hit.leader_epoch is None else hit.leader_epoch
