@@ -378,8 +378,9 @@ def _header_of(batch: Batch) -> _V2Header:
 
 
 def _rebuilt_v2(header: _V2Header, filtered: _core._FilterResult) -> bytes:
-    """The v2 batch holding the records OffsetMap.filter_records_v2 kept of a batch, exactly as
-    rebuild_batch writes them with BatchBuilder: the batch's base offset, codec (Kafka's default
+    """The v2 batch holding the records OffsetMap.filter_records_v2 kept of a batch, as
+    rebuild_batch writes them with BatchBuilder (but for a null value without the KIP-87 flag,
+    which keeps its attributes 0 as Kafka's cleaner writes it): the batch's base offset, codec (Kafka's default
     level), producer fields, epoch, timestamp type, extended flag and lastOffset; the base
     timestamp and max timestamp of the kept records (LogAppendTime: the batch's), the horizon.
     header: the batch's (base offset, last offset, leader epoch, attributes, max timestamp,
