@@ -9,8 +9,10 @@ way a broker's cleaner does (kafka-format.md §3, §7):
   baseTimestamp = now + delete.retention.ms; a later pass at or after the horizon drops it.
   Legacy (magic 0/1) tombstones follow the legacy rule: kept while the segment's lastModified is
   after ``legacy_delete_horizon_ms``;
-* aborted transactions' records are removed; transaction markers go once their transaction has no
-  data left and their own horizon has passed;
+* aborted transactions' records are removed; a transaction marker gets its delete horizon on the
+  first run that reads no batch of its transaction (the run that removes the data keeps the marker
+  as it is, as Kafka's cleaner does: so a second run at the same ``now_ms`` may still stamp
+  horizons), and goes on a run after that horizon;
 * a batch emptied of records that holds its producer's last sequence is kept as a 61-byte
   header-only batch;
 * survivors keep their codec, producer fields, epoch, timestamp type, extended flag and offsets;
@@ -52,9 +54,6 @@ an earlier segment is superseded by one still present in a later segment).
 
 Differences from Kafka, on purpose:
 
-* one pass converges: a transaction marker whose transaction's data is removed in this same pass
-  is treated as "transaction cleaned" now (Kafka notices on its next pass), so compacting twice at
-  the same ``now_ms`` changes nothing;
 * every producer seen in the log is "active" (no producer-id expiration without a broker);
 * kbatch never throws on negative or extended timestamps (Kafka's MemoryRecordsBuilder would);
 * the last batch of the log is kept as a header-only batch when it empties (only possible with
@@ -188,16 +187,17 @@ class CleanedTransactionMetadata:
     """Tracks transactions while the cleaner walks the log (Kafka's CleanedTransactionMetadata).
 
     `on_batch_read` says whether a data batch belongs to an aborted transaction;
-    `on_control_batch_read` says whether a marker's transaction has no data left, so the marker
-    may go once its horizon passes. `on_batch_kept` tells it that a data batch survived this pass:
-    only surviving batches keep a marker alive (kbatch converges in one pass, see module doc).
+    `on_control_batch_read` says whether a marker's transaction had no data batch in this pass,
+    so the marker may get its delete horizon, and go once that has passed. A batch read in this
+    pass keeps its marker alive even when all its records go, as in Kafka: the marker gets its
+    horizon on the next pass (Kafka 4.4.0's cleaner, tests/system/test_real_kafka_writes.py).
     """
 
     def __init__(self, aborted: list[AbortedTxn]) -> None:
         self._aborted = sorted(aborted, key=lambda a: a.first_offset)
         self._next = 0
-        self._ongoing_aborted: dict[int, list[Any]] = {}   # pid -> [AbortedTxn, batches kept]
-        self._ongoing_committed: dict[int, int] = {}  # pid -> batches kept
+        self._ongoing_aborted: dict[int, list[Any]] = {}   # pid -> [AbortedTxn, batches read]
+        self._ongoing_committed: dict[int, int] = {}  # pid -> batches read
 
     def _consume_aborted_up_to(self, offset: int) -> None:
         while self._next < len(self._aborted) and self._aborted[self._next].first_offset <= offset:
@@ -215,22 +215,12 @@ class CleanedTransactionMetadata:
             self._consume_aborted_up_to(last_offset)
         if not transactional:
             return False
-        if producer_id in self._ongoing_aborted:
-            return True
-        self._ongoing_committed.setdefault(producer_id, 0)
-        return False
-
-    def on_batch_kept(self, batch: Batch) -> None:
-        self.on_kept(batch.is_transactional, batch.producer_id)
-
-    def on_kept(self, transactional: bool, producer_id: int) -> None:
-        if not transactional:
-            return
         entry = self._ongoing_aborted.get(producer_id)
         if entry is not None:
-            entry[1] += 1
-        elif producer_id in self._ongoing_committed:
-            self._ongoing_committed[producer_id] += 1
+            entry[1] += 1  # Kafka: lastObservedBatchOffset
+            return True
+        self._ongoing_committed[producer_id] = self._ongoing_committed.get(producer_id, 0) + 1
+        return False
 
     def on_control_batch_read(self, batch: Batch) -> bool:
         """True when the marker's transaction has no data left (the marker may be discarded)."""
@@ -543,6 +533,11 @@ class LogCleaner:
                     st = res.producers.get(pid)
                     if st is None:
                         st = res.producers[pid] = _ProducerState()
+                    if epoch != st.epoch:
+                        # a new epoch (Kafka 4's transactions bump it with every marker, KIP-890): the
+                        # old epoch's batches no longer count (ProducerStateEntry.new_epoch), so no
+                        # data batch is kept for the producer's last sequence, only its marker
+                        st.last_data_offset = None
                     st.epoch = epoch
                     if attrs & W.CONTROL_FLAG_MASK:
                         controls = self._batch(s, i).control_records()
@@ -745,7 +740,6 @@ class LogCleaner:
                                             max_kept, out_horizon))
                         st.batches_rebuilt += 1
                     st.records_written += kept
-                    txn.on_kept(transactional, pid)
                 else:
                     p = producers.get(pid) if pid >= 0 else None
                     if not ((p is not None and p.last_data_offset == last)
@@ -757,7 +751,6 @@ class LogCleaner:
                     else:
                         data = empty_batch_header(batch if batch is not None else self._batch(s, i))
                         st.empty_batches_written += 1
-                    txn.on_kept(transactional, pid)
                 write(data)
                 st.batches_written += 1
                 st.bytes_written += len(data)
@@ -839,8 +832,6 @@ class LogCleaner:
                 data = rebuild_batch(batch, retained, horizon)
                 st.batches_rebuilt += 1
             st.records_written += len(retained)
-            if not batch.is_control:
-                txn.on_batch_kept(batch)
             return data
         if retention == RETAIN_EMPTY:
             if batch.record_count == 0:
@@ -849,8 +840,6 @@ class LogCleaner:
             else:
                 data = empty_batch_header(batch)
                 st.empty_batches_written += 1
-            if not batch.is_control:
-                txn.on_batch_kept(batch)
             return data
         if batch.is_control:
             st.control_batches_removed += 1
