@@ -8,7 +8,8 @@ Per Kafka version, one broker for the module:
    record errors must be kbatch's messages for the same bytes at the broker's clock, and a
    LogAppendTime topic must store the bytes kbatch's validate_and_assign writes at the broker's time;
 3. kbatch writes partitions (Log.append with every codec, idempotent and transactional producers,
-   committed and aborted markers, tombstones, headers; Log.append_table; `kbatch import`;
+   committed and aborted markers, tombstones, headers; Log.append_table; `kbatch import`; the Spark
+   writer (a local session);
    kbatch.compact, one and two passes) into temporary directories;
 4. the broker is stopped; each written partition replaces a created partition's files (the broker's
    own partition.metadata, so the topic id, is kept), twice: "-k" topics with the recovery point at
@@ -158,6 +159,31 @@ def _renumber(recs: list[Rec]) -> list[Rec]:
     return [Rec(i, r.timestamp, r.key, r.value, r.headers, EPOCH) for i, r in enumerate(recs)]
 
 
+_SPARK: dict[str, Path] = {}
+
+
+def spark_write(table: Any, root: Path) -> Path:
+    """The rows through the Spark writer (df.write.format("kafka-segments"), a local session
+    configured as tests/spark's): one partition, once per test run (the same for every version)."""
+    import os
+
+    if "dir" not in _SPARK:
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        from pyspark.sql import SparkSession
+
+        import kbatch.spark as ks
+
+        spark = (SparkSession.builder.master("local[2]").appName("kbatch-tests")
+                 .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+                 .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")
+                 .getOrCreate())
+        ks.register(spark, pushdown=True)
+        (spark.createDataFrame(table).coalesce(1).write.format("kafka-segments").mode("append")
+         .option("topic", "spark").option("numPartitions", 1).option("segment.bytes", 16384).save(str(root)))
+        _SPARK["dir"] = root / "spark-0"
+    return _SPARK["dir"]
+
+
 def write_partitions(root: Path) -> dict[str, tuple[Path, list[Rec], dict[str, str]]]:
     """Every partition kbatch writes: name -> (directory, the records it holds, topic configs)."""
     out: dict[str, tuple[Path, list[Rec], dict[str, str]]] = {}
@@ -184,6 +210,7 @@ def write_partitions(root: Path) -> dict[str, tuple[Path, list[Rec], dict[str, s
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     out["import"] = (root / "imported" / "import-0", _renumber(rows), {})
+    out["spark"] = (spark_write(table, root / "spark"), _renumber(rows), {})
     # compaction: keyed updates, tombstones, transactions; kbatch.compact once (tombstones and markers
     # get their delete horizon) and again past it (they go)
     w = Writer(11, keys=30)
