@@ -48,7 +48,7 @@ CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 T0 = 1_700_000_000_000  # the records' CreateTime (the broker keeps every record: log.retention.ms=-1)
 NOW = T0 + 3_600_000  # kbatch's clock while it writes
 EPOCH = 0  # a new topic's leader epoch: what the broker would stamp on these batches
-SEGMENT = {"segment_bytes": 16384, "index_interval_bytes": 1024}
+SEGMENT = {"segment_bytes": 8192, "index_interval_bytes": 1024}
 _FILE = re.compile(r"^\d{20}\.(log|index|timeindex|txnindex|snapshot)$")
 
 
@@ -179,7 +179,7 @@ def spark_write(table: Any, root: Path) -> Path:
                  .getOrCreate())
         ks.register(spark, pushdown=True)
         (spark.createDataFrame(table).coalesce(1).write.format("kafka-segments").mode("append")
-         .option("topic", "spark").option("numPartitions", 1).option("segment.bytes", 16384).save(str(root)))
+         .option("topic", "spark").option("numPartitions", 1).option("segment.bytes", 8192).save(str(root)))
         _SPARK["dir"] = root / "spark-0"
     return _SPARK["dir"]
 
@@ -206,17 +206,18 @@ def write_partitions(root: Path) -> dict[str, tuple[Path, list[Rec], dict[str, s
     pq.write_table(table, root / "rows.parquet")
     r = subprocess.run([sys.executable, "-m", "kbatch", "import", str(root / "rows.parquet"), "--to",
                         str(root / "imported"), "--topic", "import", "--compression", "zstd",
-                        "--config", "segment.bytes=16384", "--config", "index.interval.bytes=1024"],
+                        "--config", "segment.bytes=8192", "--config", "index.interval.bytes=1024"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     out["import"] = (root / "imported" / "import-0", _renumber(rows), {})
     out["spark"] = (spark_write(table, root / "spark"), _renumber(rows), {})
-    # compaction: keyed updates, tombstones, transactions; kbatch.compact once (tombstones and markers
-    # get their delete horizon) and again past it (they go)
+    # compaction: keyed updates, tombstones, transactions; kbatch.compact once (tombstones get their
+    # delete horizon, aborted data goes) and three times, two days apart (markers get theirs on the
+    # second run, and tombstones and emptied transactions' markers go)
     w = Writer(11, keys=30)
     with _log(root / "keyed") as log:
         w.producers(log, "gzip", 120)
-    for passes in (1, 2):
+    for passes in (1, 3):
         d = root / f"compact-{passes}"
         shutil.copytree(root / "keyed", d)
         for p in range(passes):
