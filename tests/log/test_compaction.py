@@ -6,6 +6,7 @@ not depend on Log.create. Every test runs on both backends (`backend` fixture).
 from __future__ import annotations
 
 import os
+import struct
 import random
 
 import pytest
@@ -492,6 +493,40 @@ def test_a_marker_that_bumps_the_epoch_ends_the_producers_last_data_batch(tmp_pa
         compact(d, NOW)
         b = read_log(d)[0][1]
         assert [(x.base_offset, x.record_count) for x in b if x.producer_id == 5 and not x.is_control] == kept
+
+
+def test_txnindex_keeps_only_aborts_whose_transaction_this_run_read(tmp_path, backend):
+    """A cleaned segment's .txnindex holds the aborted transactions whose ABORT marker the run kept
+    because it read their batches (Kafka's cleanedIndex): kept on the run that removes the data,
+    gone on the next. A stale entry would make a read_committed consumer (a broker serving the
+    partition: tests/system/test_real_kafka_writes.py) skip the producer's later committed batches."""
+    d = tmp_path / "t-0"
+    tx = dict(is_transactional=True, producer_id=9, producer_epoch=0)
+    write_segments(d, [[
+        _b(0, [(1, b"k", b"aborted")], base_sequence=0, **tx),
+        kbatch.build_end_txn_marker(producer_id=9, producer_epoch=0, commit=False, coordinator_epoch=0,
+                                    base_offset=1),
+        _b(2, [(2, b"j", b"committed")], base_sequence=1, **tx),
+        kbatch.build_end_txn_marker(producer_id=9, producer_epoch=0, commit=True, coordinator_epoch=0,
+                                    base_offset=3),
+    ], [_b(4, [(3, b"z", b"z")])]])
+    kbatch.rebuild_indexes(d)
+    txn_file = d / f"{0:020d}.txnindex"
+
+    def aborts() -> list[tuple[int, int, int]]:
+        data = txn_file.read_bytes()
+        return [struct.unpack_from(">qqq", data, i + 2) for i in range(0, len(data), 34)]
+
+    assert aborts() == [(9, 0, 1)]
+    compact(d, NOW)  # removes the aborted record, keeps its marker and the entry
+    assert aborts() == [(9, 0, 1)]
+    compact(d, NOW)  # the marker gets its horizon; no batch of that transaction read: no entry
+    assert aborts() == []
+    compact(d, NOW + DAY)  # past the horizon: the ABORT marker goes
+    with kbatch.Log.open(d) as log:
+        assert [b.is_control for b in log.batches()].count(True) == 1  # the COMMIT marker stays
+        got = [(r.offset, bytes(r.value)) for _b, r in log.read(isolation=1).records()]
+    assert got == [(2, b"committed"), (4, b"z")]
 
 
 def _first_unclean(segments, n_clean):

@@ -198,6 +198,9 @@ class CleanedTransactionMetadata:
         self._next = 0
         self._ongoing_aborted: dict[int, list[Any]] = {}   # pid -> [AbortedTxn, batches read]
         self._ongoing_committed: dict[int, int] = {}  # pid -> batches read
+        #: (producer id, marker offset) of the ABORT markers kept because this run read their
+        #: transaction's batches: the cleaned segments' .txnindex entries (Kafka's cleanedIndex)
+        self.indexed_aborts: set[tuple[int, int]] = set()
 
     def _consume_aborted_up_to(self, offset: int) -> None:
         while self._next < len(self._aborted) and self._aborted[self._next].first_offset <= offset:
@@ -233,7 +236,10 @@ class CleanedTransactionMetadata:
         if ctype == W.ControlRecordType.ABORT:
             entry = self._ongoing_aborted.pop(pid, None)
             self._ongoing_committed.pop(pid, None)
-            return entry is None or entry[1] == 0
+            if entry is not None and entry[1]:
+                self.indexed_aborts.add((pid, batch.last_offset))
+                return False
+            return True
         if ctype == W.ControlRecordType.COMMIT:
             kept = self._ongoing_committed.pop(pid, None)
             return not kept
@@ -877,9 +883,31 @@ class LogCleaner:
             os.fsync(out.fileno())
         if indexes:
             self._write_indexes(directory, seg.base_offset)
+            self._write_txn_index(seg.base_offset, directory, txn)
         for suffix in (_files.LOG_SUFFIX, *(_INDEX_SUFFIXES if indexes else ())):
-            os.utime(_files.segment_path(directory, seg.base_offset, suffix), ns=(seg.mtime_ns, seg.mtime_ns))
+            target = _files.segment_path(directory, seg.base_offset, suffix)
+            if suffix != _files.TXN_INDEX_SUFFIX or os.path.exists(target):
+                os.utime(target, ns=(seg.mtime_ns, seg.mtime_ns))
         return path
+
+    def _write_txn_index(self, base: int, directory: str, txn: CleanedTransactionMetadata) -> None:
+        """The cleaned segment's .txnindex: the input's entries whose ABORT marker this run kept
+        because it read batches of their transaction (Kafka's cleanedIndex). A marker kept only for
+        its horizon, or gone, loses its entry: a read_committed consumer would otherwise take the
+        producer's later batches for aborted ones. None written when the input had no .txnindex."""
+        src = _files.segment_path(self.log_dir, base, _files.TXN_INDEX_SUFFIX)
+        try:
+            with open(src, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return
+        size = W.TXN_INDEX_ENTRY_SIZE  # version, producer id, first, last (the marker), last stable offset
+        kept = b"".join(data[i:i + size] for i in range(0, len(data) - size + 1, size)
+                        if struct.unpack_from(">qqq", data, i + 2)[::2] in txn.indexed_aborts)
+        with open(_files.segment_path(directory, base, _files.TXN_INDEX_SUFFIX), "xb") as out:
+            out.write(kept)
+            out.flush()
+            os.fsync(out.fileno())
 
     def _passes(self, cleanable: list[_Segment], directory: str | None) -> list[str]:
         """Clean `cleanable` in passes (see the class doc) into `directory` (None: a dry run, which
@@ -935,6 +963,9 @@ class LogCleaner:
         self._write_segment(seg, work, txn, legacy_horizon, indexes=last_pass)
         if work != directory:
             for suffix in (_files.LOG_SUFFIX, *(_INDEX_SUFFIXES if last_pass else ())):
+                if suffix == _files.TXN_INDEX_SUFFIX and not os.path.exists(
+                        _files.segment_path(work, seg.base_offset, suffix)):
+                    continue
                 os.replace(_files.segment_path(work, seg.base_offset, suffix),
                            _files.segment_path(directory, seg.base_offset, suffix))
         path = _files.segment_path(directory, seg.base_offset, _files.LOG_SUFFIX)
@@ -997,6 +1028,8 @@ class LogCleaner:
             for seg in cleanable:
                 for suffix in (_files.LOG_SUFFIX, *_INDEX_SUFFIXES):
                     src = _files.segment_path(scratch, seg.base_offset, suffix)
+                    if suffix == _files.TXN_INDEX_SUFFIX and not os.path.exists(src):
+                        continue  # the input had none
                     dst = _files.segment_path(self.log_dir, seg.base_offset, suffix + _CLEANED)
                     os.replace(src, dst)
                     created.append(dst)
