@@ -522,7 +522,10 @@ def test_txnindex_keeps_only_aborts_whose_transaction_this_run_read(tmp_path, ba
     assert aborts() == [(9, 0, 1)]
     compact(d, NOW)  # the marker gets its horizon; no batch of that transaction read: no entry
     assert aborts() == []
+    out = tmp_path / "copy" / "t-0"
+    compact(d, NOW + DAY, output_dir=out)  # the same into a new directory
     compact(d, NOW + DAY)  # past the horizon: the ABORT marker goes
+    assert (out / f"{0:020d}.txnindex").read_bytes() == txn_file.read_bytes() == b""
     with kbatch.Log.open(d) as log:
         assert [b.is_control for b in log.batches()].count(True) == 1  # the COMMIT marker stays
         got = [(r.offset, bytes(r.value)) for _b, r in log.read(isolation=1).records()]

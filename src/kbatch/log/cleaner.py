@@ -1060,7 +1060,7 @@ class LogCleaner:
     def _write_copy(self, output_dir: str, cleanable: list[_Segment]) -> None:
         """The compacted partition as a new directory: cleaned segments rewritten, the others
         copied byte for byte (as far as this run read them), indexes rebuilt, partition.metadata,
-        leader-epoch-checkpoint, .txnindex and .snapshot files copied. Staged beside the target and
+        leader-epoch-checkpoint, .snapshot and the other segments' .txnindex files copied. Staged beside the target and
         renamed into place, so a failure leaves no partial output."""
         src = os.path.realpath(self.log_dir)
         dst = os.path.realpath(output_dir)
@@ -1097,7 +1097,8 @@ class LogCleaner:
             for name in sorted(os.listdir(self.log_dir)):
                 if name in _COPIED_FILES or name.endswith((_files.TXN_INDEX_SUFFIX, ".snapshot")):
                     p = os.path.join(self.log_dir, name)
-                    if os.path.isfile(p):
+                    # a cleaned segment's .txnindex was written with it (_write_txn_index)
+                    if os.path.isfile(p) and not os.path.exists(os.path.join(stage, name)):
                         shutil.copy2(p, os.path.join(stage, name))
             _files.fsync_dir(stage)
             if os.path.isdir(dst):
