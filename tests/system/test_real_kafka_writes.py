@@ -340,6 +340,7 @@ class Wire:
     kip937: list[tuple[bytes, int, str | None, list[tuple[int, str]]]]  # batch, error, message, record errors
     lat: list[tuple[bytes, int, int]]  # batch sent, base offset, log_append_time_ms
     lat_stored: bytes  # the "lat" partition's .log as the broker wrote it
+    java: list[tuple[int, str | None, str | None]]  # Java producer: timestamp sent, exception class, message
 
 
 def _produce(client: Any, topic: str, data: bytes) -> Any:
@@ -362,9 +363,13 @@ def _batch(records: list[tuple[int, bytes | None, bytes | None, list[tuple[str, 
     return b.build()
 
 
-def wire_checks(broker: KafkaBroker) -> Wire:
+JAVA_STAMPS = (FAR_FUTURE, FAR_PAST, FAR_FUTURE + 12_345, 86_400_000)
+
+
+def wire_checks(broker: KafkaBroker, driver: Any) -> Wire:
     import time
 
+    from support.kafka_driver import Send, flush, produce
     from support.serve_support import RawClient
 
     now = int(time.time() * 1000)
@@ -376,7 +381,7 @@ def wire_checks(broker: KafkaBroker) -> Wire:
     ]
     lat_batches = [_batch([(now - 5000 + i, b"k%d" % i, b"v" * i, [("n", b"%d" % i)]) for i in range(6)], c)
                    for c in CODECS]
-    out = Wire([], [], b"")
+    out = Wire([], [], b"", [])
     with RawClient(broker.bootstrap, timeout=60) as c:
         for data in kip937_batches:
             pr = _produce(c, "kip937", data)
@@ -387,6 +392,14 @@ def wire_checks(broker: KafkaBroker) -> Wire:
             assert pr.error_code == 0, pr
             out.lat.append((data, pr.base_offset, pr.log_append_time_ms))
     out.lat_stored = (broker.partition_dir("lat", 0) / ("0" * 20 + ".log")).read_bytes()
+    # Kafka's Java producer, one record a batch (flushed): what it reports for each refused record
+    steps: list[Any] = []
+    for ts in JAVA_STAMPS:
+        steps += [Send("kip937", 0, b"k", b"v", ts), flush()]
+    [res] = driver.run(broker.bootstrap, [produce([{"enable.idempotence": "false", "acks": "1", "retries": "0",
+                                                     "linger.ms": "0"}], steps, errors=True)])
+    out.java = [(ts, row[4] if len(row) > 4 else None, row[5] if len(row) > 4 else None)
+                for ts, row in zip(JAVA_STAMPS, res["sent"])]
     return out
 
 
@@ -437,7 +450,7 @@ def served(kafka_dist: Any, kafka_driver: Any, tmp_path_factory: pytest.TempPath
         topics = [(f"kb-{name}-{v}", 1, dict(cfg)) for name, (_p, _r, cfg) in written.items() for v in VARIANTS]
         topics += WIRE_TOPICS
         kafka_driver.run(broker.bootstrap, [create_topics([*topics, CLEANED]), cleaner_input()])
-        wire = wire_checks(broker)
+        wire = wire_checks(broker, kafka_driver)
         broker.stop()
         assert broker.clean_shutdown_file.exists(), broker.log_text(since_start=True)[-3000:]
         assert ("cleaned", 0) not in _cleaner_checkpoint(broker), "the cleaner ran while log.cleaner.enable=false"
@@ -667,3 +680,21 @@ def test_compact_bytes_equal_the_log_cleaner(compacted: tuple[dict[str, bytes], 
     assert _inactive(mine, ".txnindex") == _inactive(theirs, ".txnindex")
     active = max(n for n in theirs if n.endswith(".log"))
     assert mine[active] == theirs[active]
+
+
+def test_kip937_java_producer_reports_kbatchs_message(served: Any) -> None:
+    """Kafka's Java producer, sending one record a batch, fails each out-of-range record with
+    InvalidTimestampException carrying the broker's record error: kbatch's message for a
+    one-record batch with that timestamp at the broker's clock."""
+    _s, wire = served
+    v = kbatch.LogValidator(before_max_ms=BEFORE_MAX, after_max_ms=AFTER_MAX)
+    assert len(wire.java) == len(JAVA_STAMPS)
+    for ts, cls, message in wire.java:
+        assert cls == "org.apache.kafka.common.errors.InvalidTimestampException", (ts, cls, message)
+        assert message is not None
+        m = _BOUNDS.search(message)
+        assert m, message
+        broker_now = int(m.group(2)) - AFTER_MAX
+        with pytest.raises(kbatch.InvalidTimestampError) as e:
+            v.validate(_batch([(ts, b"k", b"v", [])]), now_ms=broker_now)
+        assert [msg for _b, _i, _o, msg in e.value.record_errors] == [message]
