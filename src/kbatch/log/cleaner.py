@@ -226,7 +226,8 @@ class CleanedTransactionMetadata:
         return False
 
     def on_control_batch_read(self, batch: Batch) -> bool:
-        """True when the marker's transaction has no data left (the marker may be discarded)."""
+        """True when no batch of the marker's transaction was read in this run (the marker may get
+        its horizon, and be discarded once that has passed)."""
         self._consume_aborted_up_to(batch.last_offset)
         controls = batch.control_records()
         if not controls:
