@@ -536,7 +536,8 @@ def test_consumer_reads_what_kbatch_wrote(served: Any, isolation: str) -> None:
 
 
 def test_broker_kept_the_segments(served: Any) -> None:
-    """Nothing truncated or rewritten: every .log file is the bytes kbatch wrote, no more, no fewer."""
+    """Nothing truncated or rewritten: every .log file is the bytes kbatch wrote, no more, no fewer;
+    and the "-k" partitions' inactive segments keep kbatch's index files."""
     s, _wire = served
     for name, v, topic in _topics(s):
         path = s.written[name][0]
@@ -545,6 +546,12 @@ def test_broker_kept_the_segments(served: Any) -> None:
         assert sorted(theirs) == sorted(mine), topic
         for n in mine:
             assert theirs[n] == mine[n], f"{topic}/{n}: {len(mine[n])} bytes written, {len(theirs[n])} after"
+        if v == "k":  # below the recovery point the broker took kbatch's indexes as they are
+            for n in sorted(mine)[:-1]:
+                for suffix in (".index", ".timeindex", ".txnindex"):
+                    f = path / (n[:-4] + suffix)
+                    if f.exists():
+                        assert s.files_after[topic].get(f.name) == f.read_bytes(), f"{topic}/{f.name}"
 
 
 def test_broker_recovery_txnindex_equals_kbatch(served: Any) -> None:
