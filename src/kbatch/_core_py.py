@@ -1404,8 +1404,8 @@ class OffsetMap:
         Returns (section or None, kept, superseded, invalid, tombstones_removed, tombstones_kept,
         base_timestamp, max_timestamp, horizon): section is None when every record is kept and no
         horizon is stamped (the batch is copied as it is) or when none is kept; otherwise the kept
-        records as BatchBuilder writes them again (record attributes: bit 5 for a tombstone, else
-        0; timestamp deltas from `horizon` when there is one, else from the first kept record;
+        records written again (record attributes: bit 5 as the record had it, so a null value
+        without the flag stays as Kafka's cleaner writes it, 0; timestamp deltas from `horizon` when there is one, else from the first kept record;
         every length written canonically), with that base timestamp, the largest kept timestamp
         (from "no timestamp" up, rising only when strictly greater) and the horizon written.
         """
@@ -1441,7 +1441,8 @@ class OffsetMap:
             if tomb:
                 tomb_kept += 1
             ts = max_timestamp if lat else _s64(base_timestamp + ts_delta)
-            kept.append((tomb, ts, off_delta, key, value, headers))
+            # written again with its own flag bit: a null value without the flag (Kafka's form) stays 0
+            kept.append((bool(a & W.RECORD_TOMBSTONE_FLAG_MASK), ts, off_delta, key, value, headers))
         horizon = delete_horizon if delete_horizon is not None or not tomb_kept else new_horizon
         result = (len(kept), superseded, invalid, tomb_removed, tomb_kept)
         if not kept or (len(kept) == n and horizon == delete_horizon):
@@ -1450,8 +1451,8 @@ class OffsetMap:
         max_ts = no_ts
         out = bytearray()
         body = bytearray()
-        for tomb, ts, off_delta, key, value, headers in kept:
+        for flag, ts, off_delta, key, value, headers in kept:
             if ts > max_ts:
                 max_ts = ts
-            _put_record(out, body, tomb, _s64(ts - base_ts), off_delta, key, value, headers)
+            _put_record(out, body, flag, _s64(ts - base_ts), off_delta, key, value, headers)
         return (bytes(out), *result, base_ts, max_ts, horizon)

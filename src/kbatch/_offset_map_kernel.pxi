@@ -56,13 +56,14 @@ cdef struct _OmRec:
     int64_t ts
     int keyed
     int tomb
+    int flag
 
 
-# a kept record of filter_records_v2: where it starts, its timestamp, whether it is a tombstone
+# a kept record of filter_records_v2: where it starts, its timestamp, whether its KIP-87 flag is set
 cdef struct _OmKept:
     int64_t pos
     int64_t ts
-    int tomb
+    int flag
 
 
 cdef inline uint8_t *_om_varint(uint8_t *o, int64_t v) noexcept nogil:
@@ -87,9 +88,10 @@ cdef inline uint8_t *_om_blob(uint8_t *o, const uint8_t *buf, int64_t *p, int32_
     return o + n
 
 
-cdef uint8_t *_om_rewrite(const uint8_t *buf, int64_t p, uint8_t *o, int tomb, int64_t ts_delta) noexcept nogil:
-    """The already checked record at p written again as BatchBuilder writes it: attributes bit 5 for a
-    tombstone, else 0; the new timestamp delta; every length minimal, a null as -1."""
+cdef uint8_t *_om_rewrite(const uint8_t *buf, int64_t p, uint8_t *o, int flag, int64_t ts_delta) noexcept nogil:
+    """The already checked record at p written again: attributes bit 5 as the record had it (a
+    broker's cleaner writes 0 for Kafka's null-value tombstones, which never carry the flag), else
+    0; the new timestamp delta; every length minimal, a null as -1."""
     cdef _DcErr err  # the record was checked: no reader fails here
     cdef int32_t length = 0, n = 0, nh = 0, j
     cdef int64_t tsd = 0
@@ -102,7 +104,7 @@ cdef uint8_t *_om_rewrite(const uint8_t *buf, int64_t p, uint8_t *o, int tomb, i
     _dc_varlong(buf, p, INT64_MAX, &tsd, &p, &err)
     _dc_varint(buf, p, INT64_MAX, &offd, &p, &err)
     # the fixed part (attributes, deltas) is built aside, then the length goes first
-    b[0] = RECORD_TOMBSTONE_FLAG_MASK if tomb else 0
+    b[0] = RECORD_TOMBSTONE_FLAG_MASK if flag else 0
     b = _om_varint(b + 1, ts_delta)
     b = _om_varint(b, offd)
     start = o + 5  # room for the length varint, moved down after
@@ -339,7 +341,8 @@ cdef class OffsetMap:
                         chunk[k].off = off
                         chunk[k].pos = rec_start
                         chunk[k].ts = mt if lat else <int64_t>(<uint64_t>bt + <uint64_t>ts_delta)
-                        chunk[k].tomb = (a & RECORD_TOMBSTONE_FLAG_MASK) != 0 or value_null
+                        chunk[k].flag = (a & RECORD_TOMBSTONE_FLAG_MASK) != 0
+                        chunk[k].tomb = chunk[k].flag or value_null
                         chunk[k].keyed = key_len >= 0
                         if off <= latest and key_len >= 0:
                             kb_om_digest(p + key_at, key_len, &chunk[k].d0, &chunk[k].d1)
@@ -363,7 +366,7 @@ cdef class OffsetMap:
                             tomb_kept += 1
                         kept[n_kept].pos = chunk[j].pos
                         kept[n_kept].ts = chunk[j].ts
-                        kept[n_kept].tomb = chunk[j].tomb
+                        kept[n_kept].flag = chunk[j].flag
                         n_kept += 1
                 if rc == 0 and pos != e:
                     err.status = 7; err.pos = pos; err.a = n; err.b = e - pos
@@ -391,7 +394,7 @@ cdef class OffsetMap:
                 for i in range(n_kept):
                     if kept[i].ts > max_ts:
                         max_ts = kept[i].ts
-                    o = _om_rewrite(p, kept[i].pos, o, kept[i].tomb,
+                    o = _om_rewrite(p, kept[i].pos, o, kept[i].flag,
                                     <int64_t>(<uint64_t>kept[i].ts - <uint64_t>base_ts))
             section = PyBytes_FromStringAndSize(<char *>out, o - out)
         finally:

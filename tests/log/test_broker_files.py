@@ -279,7 +279,7 @@ def test_producer_snapshot(backend, tmp_path):
     assert out.splitlines()[1:] == [
         "producerId: 1000 producerEpoch: 3 coordinatorEpoch: 2 currentTxnFirstOffset: OptionalLong.empty "
         "lastTimestamp: 1700 firstSequence: 5 lastSequence: 9 lastOffset: 120 offsetDelta: 4 timestamp: 1700",
-        "producerId: 7 producerEpoch: 0 coordinatorEpoch: -1 currentTxnFirstOffset: OptionalLong[40] lastTimestamp: 55 "]
+        "producerId: 7 producerEpoch: 0 coordinatorEpoch: -1 currentTxnFirstOffset: OptionalLong[40] lastTimestamp: 55"]
     bad = bytearray(raw)
     bad[-1] ^= 1
     with pytest.raises(CorruptSnapshotError, match="CRC is no longer valid") as e:

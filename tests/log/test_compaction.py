@@ -6,6 +6,7 @@ not depend on Log.create. Every test runs on both backends (`backend` fixture).
 from __future__ import annotations
 
 import os
+import struct
 import random
 
 import pytest
@@ -358,12 +359,17 @@ def test_transactions_aborted_removed_markers_follow_horizon(tmp_path, backend):
     # 5 superseded and not its producer's last: gone
     assert [(x.base_offset, x.last_offset, x.record_count, x.is_control) for x in b] == [
         (1, 1, 0, False), (2, 2, 1, True), (3, 3, 1, True), (4, 4, 1, False), (6, 6, 1, False), (7, 7, 1, True)]
-    # the ABORT marker's transaction has no data left: it carries a horizon now; the COMMIT markers'
-    # transactions still hold a batch (the header-only one, and offset 6): no horizon
-    assert [x.has_delete_horizon for x in b if x.is_control] == [True, False, False]
+    # this run read the ABORT marker's transaction's batch (and removed it): as Kafka's cleaner, it keeps
+    # the marker as it is; the COMMIT markers' transactions still hold a batch (the header-only one, and
+    # offset 6): no horizon
+    assert [x.has_delete_horizon for x in b if x.is_control] == [False, False, False]
     assert b[0].producer_id == pid_c and b[0].size_in_bytes == 61
     assert [rec_tuple(r)[:3] for x in b for r in x if not x.is_control] == [(4, b"k", b"later"), (6, b"j", b"y")]
-    # idempotent at the same clock
+    # the next run reads no batch of the aborted transaction: its marker gets the horizon
+    compact(d, NOW)
+    b = read_log(d)[0][1]
+    assert [x.has_delete_horizon for x in b if x.is_control] == [True, False, False]
+    # then idempotent at the same clock
     before = snapshot(d)
     compact(d, NOW)
     assert snapshot(d) == before
@@ -450,7 +456,10 @@ def test_random_logs_match_dictionary_oracle(tmp_path_factory, backend, seed, n_
         for b in batches:
             if any(r.is_tombstone for r in b) and not b.is_control:
                 assert b.delete_horizon_ms == NOW + DAY
-    # idempotent
+    # a second run at the same clock stamps horizons on the markers whose transactions the first
+    # emptied (as Kafka's cleaner, a run after); the records stay; a third changes nothing
+    compact(d, NOW, delete_retention_ms=DAY)
+    assert data_records(d, aborted) == got
     before = snapshot(d)
     compact(d, NOW, delete_retention_ms=DAY)
     assert snapshot(d) == before
@@ -459,9 +468,68 @@ def test_random_logs_match_dictionary_oracle(tmp_path_factory, backend, seed, n_
     compact(d, NOW + DAY, delete_retention_ms=DAY)
     assert data_records(d, aborted) == oracle(expect_segments, aborted, NOW, first_pass=False)
     _check_fields_kept(segments, d, pass1_max)
+    compact(d, NOW + DAY, delete_retention_ms=DAY)  # markers emptied by the run before get their horizon
+    assert data_records(d, aborted) == oracle(expect_segments, aborted, NOW, first_pass=False)
     before = snapshot(d)
     compact(d, NOW + DAY, delete_retention_ms=DAY)
     assert snapshot(d) == before
+
+
+def test_a_marker_that_bumps_the_epoch_ends_the_producers_last_data_batch(tmp_path, backend):
+    """Kafka 4 (KIP-890, transactions v2) writes each marker with the producer's epoch bumped; the
+    broker's producer state then forgets the old epoch's batches, so its LogCleaner keeps no
+    header-only batch for a superseded last data batch (Kafka 4.4.0's cleaner, seen in
+    tests/system/test_real_kafka_writes.py); with the same epoch it keeps one."""
+    for marker_epoch, kept in ((14, []), (13, [(1, 0)])):
+        d = tmp_path / f"e{marker_epoch}" / "t-0"
+        tx = dict(is_transactional=True, producer_id=5)
+        write_segments(d, [[
+            _b(0, [(1, b"k", b"old")]),
+            _b(1, [(1, b"k", b"in txn")], producer_epoch=13, base_sequence=0, **tx),
+            kbatch.build_end_txn_marker(producer_id=5, producer_epoch=marker_epoch, commit=True,
+                                        coordinator_epoch=0, base_offset=2),
+            _b(3, [(2, b"k", b"newest")]),
+        ], [_b(4, [(3, b"z", b"z")])]])
+        compact(d, NOW)
+        b = read_log(d)[0][1]
+        assert [(x.base_offset, x.record_count) for x in b if x.producer_id == 5 and not x.is_control] == kept
+
+
+def test_txnindex_keeps_only_aborts_whose_transaction_this_run_read(tmp_path, backend):
+    """A cleaned segment's .txnindex holds the aborted transactions whose ABORT marker the run kept
+    because it read their batches (Kafka's cleanedIndex): kept on the run that removes the data,
+    gone on the next. A stale entry would make a read_committed consumer (a broker serving the
+    partition: tests/system/test_real_kafka_writes.py) skip the producer's later committed batches."""
+    d = tmp_path / "t-0"
+    tx = dict(is_transactional=True, producer_id=9, producer_epoch=0)
+    write_segments(d, [[
+        _b(0, [(1, b"k", b"aborted")], base_sequence=0, **tx),
+        kbatch.build_end_txn_marker(producer_id=9, producer_epoch=0, commit=False, coordinator_epoch=0,
+                                    base_offset=1),
+        _b(2, [(2, b"j", b"committed")], base_sequence=1, **tx),
+        kbatch.build_end_txn_marker(producer_id=9, producer_epoch=0, commit=True, coordinator_epoch=0,
+                                    base_offset=3),
+    ], [_b(4, [(3, b"z", b"z")])]])
+    kbatch.rebuild_indexes(d)
+    txn_file = d / f"{0:020d}.txnindex"
+
+    def aborts() -> list[tuple[int, int, int]]:
+        data = txn_file.read_bytes()
+        return [struct.unpack_from(">qqq", data, i + 2) for i in range(0, len(data), 34)]
+
+    assert aborts() == [(9, 0, 1)]
+    compact(d, NOW)  # removes the aborted record, keeps its marker and the entry
+    assert aborts() == [(9, 0, 1)]
+    compact(d, NOW)  # the marker gets its horizon; no batch of that transaction read: no entry
+    assert aborts() == []
+    out = tmp_path / "copy" / "t-0"
+    compact(d, NOW + DAY, output_dir=out)  # the same into a new directory
+    compact(d, NOW + DAY)  # past the horizon: the ABORT marker goes
+    assert (out / f"{0:020d}.txnindex").read_bytes() == txn_file.read_bytes() == b""
+    with kbatch.Log.open(d) as log:
+        assert [b.is_control for b in log.batches()].count(True) == 1  # the COMMIT marker stays
+        got = [(r.offset, bytes(r.value)) for _b, r in log.read(isolation=1).records()]
+    assert got == [(2, b"committed"), (4, b"z")]
 
 
 def _first_unclean(segments, n_clean):
@@ -601,7 +669,10 @@ def test_a_full_key_map_cleans_in_passes_to_the_same_records(tmp_path_factory, b
     assert kbatch.verify_indexes(small).ok
     # (an emptied batch keeps the max timestamp of the batch an earlier pass rebuilt, as across Kafka's rounds)
     _check_fields_kept(segments, small, empty_max=False)
-    before = snapshot(small)  # converged: a run at the same time changes nothing
+    # converged after a second run at the same time (which may stamp horizons on emptied
+    # transactions' markers, as Kafka's next round would): a third changes nothing
+    compact(small, NOW, delete_retention_ms=DAY, dedupe_buffer_size=SMALL_MAP)
+    before = snapshot(small)
     compact(small, NOW, delete_retention_ms=DAY, dedupe_buffer_size=SMALL_MAP)
     assert snapshot(small) == before
     compact(big, NOW + DAY, delete_retention_ms=DAY)

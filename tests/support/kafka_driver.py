@@ -73,10 +73,13 @@ def create_topics(topics: Iterable[tuple[str, int, dict[str, str]]]) -> dict[str
             "topics": [{"name": n, "partitions": p, "configs": dict(c)} for n, p, c in topics]}
 
 
-def produce(producers: Sequence[dict[str, str]], steps: Iterable[Send | dict[str, Any]]) -> dict[str, Any]:
-    """Producers (their configs) and the steps they take, in order: Send, flush, begin, commit, abort."""
+def produce(producers: Sequence[dict[str, str]], steps: Iterable[Send | dict[str, Any]],
+            errors: bool = False) -> dict[str, Any]:
+    """Producers (their configs) and the steps they take, in order: Send, flush, begin, commit, abort.
+    errors=True: a send the broker refuses gives [None] * 4 + [exception class, message] in "sent"
+    instead of failing the plan."""
     return {"op": "produce", "producers": [{k: str(v) for k, v in props.items()} for props in producers],
-            "steps": [s.step() if isinstance(s, Send) else s for s in steps]}
+            "steps": [s.step() if isinstance(s, Send) else s for s in steps], "errors": errors}
 
 
 def consume(topics: Sequence[str], out: str | os.PathLike[str], isolation: str = "read_uncommitted") -> dict[str, Any]:

@@ -425,7 +425,9 @@ class Dumper:
             return last_offset
         tname = timestamp_type_name(batch.timestamp_type)
         for i, r in enumerate(records):
-            if last_offset != -1 and r.offset != last_offset + 1:
+            # kafka-dump-log 4.x: the file's offsets start from -1, so a first record other than 0 is
+            # reported as "-1 is followed by N" (3.x started at the first record)
+            if r.offset != last_offset + 1:
                 self._non_consecutive.setdefault(path, []).append((last_offset, r.offset))
             last_offset = r.offset
             ts = batch.no_timestamp if r.timestamp is None else r.timestamp
@@ -489,7 +491,7 @@ class Dumper:
                     parts.append(f"{prefix}key: {key}")
                     prefix = " "
                 if payload is not None:
-                    parts.append(f" payload: {payload}")
+                    parts.append(f"{prefix}payload: {payload}")  # 4.x: "| payload" with no metadata or key
             self._line("".join(parts))
         return last_offset
 
@@ -628,8 +630,8 @@ class Dumper:
         """(key text or None, payload text or None) as kafka-dump-log's message parsers print them."""
         d = self.o.decoder
         if d is None:  # StringDecoder
-            return (None if r.key is None else bytes(r.key).decode("utf-8", "replace"),
-                    None if r.value is None else bytes(r.value).decode("utf-8", "replace"))
+            return (None if r.key is None else java_utf8(bytes(r.key)),
+                    None if r.value is None else java_utf8(bytes(r.value)))
         if d == "cluster-metadata":
             return None, format_metadata_record(r.value, r.offset)
         if d == "offsets":
@@ -772,12 +774,91 @@ class Dumper:
                 w(f"Indexed offset: {idx}, found log offset: {log}\n")
         for p, items in self._non_consecutive.items():
             w(f"Non-consecutive offsets in {a(p)}\n")
-            for x, y in reversed(items):
+            for x, y in sorted(items):  # 4.x: ascending (3.x: newest first)
                 w(f"  {x} is followed by {y}\n")
         for p, notes in self._notes.items():
             w(f"Valid index entries kafka-dump-log would flag (older brokers, followers; not problems) in :{a(p)}\n")
             for msg in notes:
                 w(f"  {msg}\n")
+
+
+_REPL = "\ufffd"
+
+
+def _cont(b: int) -> bool:
+    return b & 0xC0 == 0x80
+
+
+def java_utf8(data: bytes) -> str:
+    """`data` decoded as the JVM's `new String(bytes, UTF_8)` decodes it (kafka-dump-log's
+    StringDecoder): valid UTF-8 as Python decodes it; a malformed sequence becomes one U+FFFD for
+    as many bytes as the JDK's decoder counts malformed, which is not always Unicode's "maximal
+    subpart" that Python's errors="replace" follows (bytes ED B5 56: Java "\ufffdV", Python
+    "\ufffd\ufffdV"; ED A0 80, a surrogate: one U+FFFD, Python three)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    out: list[str] = []
+    n, i = len(data), 0
+    while i < n:
+        b1 = data[i]
+        if b1 < 0x80:
+            out.append(chr(b1))
+            i += 1
+        elif 0xC2 <= b1 <= 0xDF:  # two bytes
+            if i + 1 < n and _cont(data[i + 1]):
+                out.append(chr((b1 & 0x1F) << 6 | data[i + 1] & 0x3F))
+                i += 2
+            else:
+                out.append(_REPL)
+                i += 1
+        elif 0xE0 <= b1 <= 0xEF:  # three bytes
+            if i + 2 < n:
+                b2, b3 = data[i + 1], data[i + 2]
+                bad2 = (b1 == 0xE0 and b2 & 0xE0 == 0x80) or not _cont(b2)
+                if bad2 or not _cont(b3):
+                    out.append(_REPL)
+                    i += 1 if bad2 else 2
+                else:
+                    c = (b1 & 0x0F) << 12 | (b2 & 0x3F) << 6 | b3 & 0x3F
+                    out.append(_REPL if 0xD800 <= c <= 0xDFFF else chr(c))  # a surrogate: 3 bytes, one U+FFFD
+                    i += 3
+            else:  # the input ends inside the sequence
+                out.append(_REPL)
+                if i + 1 < n and ((b1 == 0xE0 and data[i + 1] & 0xE0 == 0x80) or not _cont(data[i + 1])):
+                    i += 1
+                else:
+                    break
+        elif 0xF0 <= b1 <= 0xF7:  # four bytes
+            if i + 3 < n:
+                b2, b3, b4 = data[i + 1], data[i + 2], data[i + 3]
+                c = (b1 & 0x07) << 18 | (b2 & 0x3F) << 12 | (b3 & 0x3F) << 6 | b4 & 0x3F
+                if _cont(b2) and _cont(b3) and _cont(b4) and 0x10000 <= c <= 0x10FFFF:
+                    out.append(chr(c))
+                    i += 4
+                    continue
+                out.append(_REPL)
+                if (b1 > 0xF4 or (b1 == 0xF0 and not 0x90 <= b2 <= 0xBF) or (b1 == 0xF4 and b2 & 0xF0 != 0x80)
+                        or not _cont(b2)):
+                    i += 1
+                else:
+                    i += 2 if not _cont(b3) else 3
+            else:  # the input ends inside the sequence
+                out.append(_REPL)
+                if b1 > 0xF4 or (i + 1 < n and ((b1 == 0xF0 and not 0x90 <= data[i + 1] <= 0xBF)
+                                                 or (b1 == 0xF4 and data[i + 1] & 0xF0 != 0x80)
+                                                 or not _cont(data[i + 1]))):
+                    i += 1
+                    continue
+                i += 2
+                if i < n and not _cont(data[i]):
+                    continue
+                break
+        else:  # a continuation byte, C0, C1 or F8-FF where a sequence should start
+            out.append(_REPL)
+            i += 1
+    return "".join(out)
 
 
 def _b(v: bool) -> str:

@@ -9,8 +9,10 @@ way a broker's cleaner does (kafka-format.md §3, §7):
   baseTimestamp = now + delete.retention.ms; a later pass at or after the horizon drops it.
   Legacy (magic 0/1) tombstones follow the legacy rule: kept while the segment's lastModified is
   after ``legacy_delete_horizon_ms``;
-* aborted transactions' records are removed; transaction markers go once their transaction has no
-  data left and their own horizon has passed;
+* aborted transactions' records are removed; a transaction marker gets its delete horizon on the
+  first run that reads no batch of its transaction (the run that removes the data keeps the marker
+  as it is, as Kafka's cleaner does: so a second run at the same ``now_ms`` may still stamp
+  horizons), and goes on a run after that horizon;
 * a batch emptied of records that holds its producer's last sequence is kept as a 61-byte
   header-only batch;
 * survivors keep their codec, producer fields, epoch, timestamp type, extended flag and offsets;
@@ -52,9 +54,6 @@ an earlier segment is superseded by one still present in a later segment).
 
 Differences from Kafka, on purpose:
 
-* one pass converges: a transaction marker whose transaction's data is removed in this same pass
-  is treated as "transaction cleaned" now (Kafka notices on its next pass), so compacting twice at
-  the same ``now_ms`` changes nothing;
 * every producer seen in the log is "active" (no producer-id expiration without a broker);
 * kbatch never throws on negative or extended timestamps (Kafka's MemoryRecordsBuilder would);
 * the last batch of the log is kept as a header-only batch when it empties (only possible with
@@ -188,16 +187,20 @@ class CleanedTransactionMetadata:
     """Tracks transactions while the cleaner walks the log (Kafka's CleanedTransactionMetadata).
 
     `on_batch_read` says whether a data batch belongs to an aborted transaction;
-    `on_control_batch_read` says whether a marker's transaction has no data left, so the marker
-    may go once its horizon passes. `on_batch_kept` tells it that a data batch survived this pass:
-    only surviving batches keep a marker alive (kbatch converges in one pass, see module doc).
+    `on_control_batch_read` says whether a marker's transaction had no data batch in this pass,
+    so the marker may get its delete horizon, and go once that has passed. A batch read in this
+    pass keeps its marker alive even when all its records go, as in Kafka: the marker gets its
+    horizon on the next pass (Kafka 4.4.0's cleaner, tests/system/test_real_kafka_writes.py).
     """
 
     def __init__(self, aborted: list[AbortedTxn]) -> None:
         self._aborted = sorted(aborted, key=lambda a: a.first_offset)
         self._next = 0
-        self._ongoing_aborted: dict[int, list[Any]] = {}   # pid -> [AbortedTxn, batches kept]
-        self._ongoing_committed: dict[int, int] = {}  # pid -> batches kept
+        self._ongoing_aborted: dict[int, list[Any]] = {}   # pid -> [AbortedTxn, batches read]
+        self._ongoing_committed: dict[int, int] = {}  # pid -> batches read
+        #: (producer id, marker offset) of the ABORT markers kept because this run read their
+        #: transaction's batches: the cleaned segments' .txnindex entries (Kafka's cleanedIndex)
+        self.indexed_aborts: set[tuple[int, int]] = set()
 
     def _consume_aborted_up_to(self, offset: int) -> None:
         while self._next < len(self._aborted) and self._aborted[self._next].first_offset <= offset:
@@ -215,25 +218,16 @@ class CleanedTransactionMetadata:
             self._consume_aborted_up_to(last_offset)
         if not transactional:
             return False
-        if producer_id in self._ongoing_aborted:
-            return True
-        self._ongoing_committed.setdefault(producer_id, 0)
-        return False
-
-    def on_batch_kept(self, batch: Batch) -> None:
-        self.on_kept(batch.is_transactional, batch.producer_id)
-
-    def on_kept(self, transactional: bool, producer_id: int) -> None:
-        if not transactional:
-            return
         entry = self._ongoing_aborted.get(producer_id)
         if entry is not None:
-            entry[1] += 1
-        elif producer_id in self._ongoing_committed:
-            self._ongoing_committed[producer_id] += 1
+            entry[1] += 1  # Kafka: lastObservedBatchOffset
+            return True
+        self._ongoing_committed[producer_id] = self._ongoing_committed.get(producer_id, 0) + 1
+        return False
 
     def on_control_batch_read(self, batch: Batch) -> bool:
-        """True when the marker's transaction has no data left (the marker may be discarded)."""
+        """True when no batch of the marker's transaction was read in this run (the marker may get
+        its horizon, and be discarded once that has passed)."""
         self._consume_aborted_up_to(batch.last_offset)
         controls = batch.control_records()
         if not controls:
@@ -243,7 +237,10 @@ class CleanedTransactionMetadata:
         if ctype == W.ControlRecordType.ABORT:
             entry = self._ongoing_aborted.pop(pid, None)
             self._ongoing_committed.pop(pid, None)
-            return entry is None or entry[1] == 0
+            if entry is not None and entry[1]:
+                self.indexed_aborts.add((pid, batch.last_offset))
+                return False
+            return True
         if ctype == W.ControlRecordType.COMMIT:
             kept = self._ongoing_committed.pop(pid, None)
             return not kept
@@ -378,8 +375,9 @@ def _header_of(batch: Batch) -> _V2Header:
 
 
 def _rebuilt_v2(header: _V2Header, filtered: _core._FilterResult) -> bytes:
-    """The v2 batch holding the records OffsetMap.filter_records_v2 kept of a batch, exactly as
-    rebuild_batch writes them with BatchBuilder: the batch's base offset, codec (Kafka's default
+    """The v2 batch holding the records OffsetMap.filter_records_v2 kept of a batch, as
+    rebuild_batch writes them with BatchBuilder (but for a null value without the KIP-87 flag,
+    which keeps its attributes 0 as Kafka's cleaner writes it): the batch's base offset, codec (Kafka's default
     level), producer fields, epoch, timestamp type, extended flag and lastOffset; the base
     timestamp and max timestamp of the kept records (LogAppendTime: the batch's), the horizon.
     header: the batch's (base offset, last offset, leader epoch, attributes, max timestamp,
@@ -542,6 +540,11 @@ class LogCleaner:
                     st = res.producers.get(pid)
                     if st is None:
                         st = res.producers[pid] = _ProducerState()
+                    if epoch != st.epoch:
+                        # a new epoch (Kafka 4's transactions bump it with every marker, KIP-890): the
+                        # old epoch's batches no longer count (ProducerStateEntry.new_epoch), so no
+                        # data batch is kept for the producer's last sequence, only its marker
+                        st.last_data_offset = None
                     st.epoch = epoch
                     if attrs & W.CONTROL_FLAG_MASK:
                         controls = self._batch(s, i).control_records()
@@ -744,7 +747,6 @@ class LogCleaner:
                                             max_kept, out_horizon))
                         st.batches_rebuilt += 1
                     st.records_written += kept
-                    txn.on_kept(transactional, pid)
                 else:
                     p = producers.get(pid) if pid >= 0 else None
                     if not ((p is not None and p.last_data_offset == last)
@@ -756,7 +758,6 @@ class LogCleaner:
                     else:
                         data = empty_batch_header(batch if batch is not None else self._batch(s, i))
                         st.empty_batches_written += 1
-                    txn.on_kept(transactional, pid)
                 write(data)
                 st.batches_written += 1
                 st.bytes_written += len(data)
@@ -838,8 +839,6 @@ class LogCleaner:
                 data = rebuild_batch(batch, retained, horizon)
                 st.batches_rebuilt += 1
             st.records_written += len(retained)
-            if not batch.is_control:
-                txn.on_batch_kept(batch)
             return data
         if retention == RETAIN_EMPTY:
             if batch.record_count == 0:
@@ -848,8 +847,6 @@ class LogCleaner:
             else:
                 data = empty_batch_header(batch)
                 st.empty_batches_written += 1
-            if not batch.is_control:
-                txn.on_batch_kept(batch)
             return data
         if batch.is_control:
             st.control_batches_removed += 1
@@ -887,9 +884,31 @@ class LogCleaner:
             os.fsync(out.fileno())
         if indexes:
             self._write_indexes(directory, seg.base_offset)
+            self._write_txn_index(seg.base_offset, directory, txn)
         for suffix in (_files.LOG_SUFFIX, *(_INDEX_SUFFIXES if indexes else ())):
-            os.utime(_files.segment_path(directory, seg.base_offset, suffix), ns=(seg.mtime_ns, seg.mtime_ns))
+            target = _files.segment_path(directory, seg.base_offset, suffix)
+            if suffix != _files.TXN_INDEX_SUFFIX or os.path.exists(target):
+                os.utime(target, ns=(seg.mtime_ns, seg.mtime_ns))
         return path
+
+    def _write_txn_index(self, base: int, directory: str, txn: CleanedTransactionMetadata) -> None:
+        """The cleaned segment's .txnindex: the input's entries whose ABORT marker this run kept
+        because it read batches of their transaction (Kafka's cleanedIndex). A marker kept only for
+        its horizon, or gone, loses its entry: a read_committed consumer would otherwise take the
+        producer's later batches for aborted ones. None written when the input had no .txnindex."""
+        src = _files.segment_path(self.log_dir, base, _files.TXN_INDEX_SUFFIX)
+        try:
+            with open(src, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return
+        size = W.TXN_INDEX_ENTRY_SIZE  # version, producer id, first, last (the marker), last stable offset
+        kept = b"".join(data[i:i + size] for i in range(0, len(data) - size + 1, size)
+                        if struct.unpack_from(">qqq", data, i + 2)[::2] in txn.indexed_aborts)
+        with open(_files.segment_path(directory, base, _files.TXN_INDEX_SUFFIX), "xb") as out:
+            out.write(kept)
+            out.flush()
+            os.fsync(out.fileno())
 
     def _passes(self, cleanable: list[_Segment], directory: str | None) -> list[str]:
         """Clean `cleanable` in passes (see the class doc) into `directory` (None: a dry run, which
@@ -945,6 +964,9 @@ class LogCleaner:
         self._write_segment(seg, work, txn, legacy_horizon, indexes=last_pass)
         if work != directory:
             for suffix in (_files.LOG_SUFFIX, *(_INDEX_SUFFIXES if last_pass else ())):
+                if suffix == _files.TXN_INDEX_SUFFIX and not os.path.exists(
+                        _files.segment_path(work, seg.base_offset, suffix)):
+                    continue
                 os.replace(_files.segment_path(work, seg.base_offset, suffix),
                            _files.segment_path(directory, seg.base_offset, suffix))
         path = _files.segment_path(directory, seg.base_offset, _files.LOG_SUFFIX)
@@ -1007,6 +1029,8 @@ class LogCleaner:
             for seg in cleanable:
                 for suffix in (_files.LOG_SUFFIX, *_INDEX_SUFFIXES):
                     src = _files.segment_path(scratch, seg.base_offset, suffix)
+                    if suffix == _files.TXN_INDEX_SUFFIX and not os.path.exists(src):
+                        continue  # the input had none
                     dst = _files.segment_path(self.log_dir, seg.base_offset, suffix + _CLEANED)
                     os.replace(src, dst)
                     created.append(dst)
@@ -1037,7 +1061,7 @@ class LogCleaner:
     def _write_copy(self, output_dir: str, cleanable: list[_Segment]) -> None:
         """The compacted partition as a new directory: cleaned segments rewritten, the others
         copied byte for byte (as far as this run read them), indexes rebuilt, partition.metadata,
-        leader-epoch-checkpoint, .txnindex and .snapshot files copied. Staged beside the target and
+        leader-epoch-checkpoint, .snapshot and the other segments' .txnindex files copied. Staged beside the target and
         renamed into place, so a failure leaves no partial output."""
         src = os.path.realpath(self.log_dir)
         dst = os.path.realpath(output_dir)
@@ -1074,7 +1098,8 @@ class LogCleaner:
             for name in sorted(os.listdir(self.log_dir)):
                 if name in _COPIED_FILES or name.endswith((_files.TXN_INDEX_SUFFIX, ".snapshot")):
                     p = os.path.join(self.log_dir, name)
-                    if os.path.isfile(p):
+                    # a cleaned segment's .txnindex was written with it (_write_txn_index)
+                    if os.path.isfile(p) and not os.path.exists(os.path.join(stage, name)):
                         shutil.copy2(p, os.path.join(stage, name))
             _files.fsync_dir(stage)
             if os.path.isdir(dst):

@@ -33,7 +33,8 @@ COMMIT_MARKER = ".kbatch-compaction-commit"
 CLEANED = ".cleaned"
 SWAP = ".swap"
 DELETED = ".deleted"
-SWAPPED_SUFFIXES = (_files.INDEX_SUFFIX, _files.TIME_INDEX_SUFFIX)  # compaction replaces these with the .log
+# compaction replaces these with the .log (.txnindex: when the input segment had one)
+SWAPPED_SUFFIXES = (_files.INDEX_SUFFIX, _files.TIME_INDEX_SUFFIX, _files.TXN_INDEX_SUFFIX)
 
 
 def _unlink(path: str) -> None:

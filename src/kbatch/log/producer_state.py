@@ -165,9 +165,10 @@ def format_entry(e: ProducerStateEntry) -> str:
     """The line kafka-dump-log prints for a snapshot entry."""
     txn = "OptionalLong.empty" if e.current_txn_first_offset is None else f"OptionalLong[{e.current_txn_first_offset}]"
     line = (f"producerId: {e.producer_id} producerEpoch: {e.producer_epoch} coordinatorEpoch: {e.coordinator_epoch} "
-            f"currentTxnFirstOffset: {txn} lastTimestamp: {e.last_timestamp} ")
+            f"currentTxnFirstOffset: {txn} lastTimestamp: {e.last_timestamp}")
+    # kafka-dump-log 4.x's form: no trailing space when there is no batch metadata (3.x printed one)
     if e.last_offset is not None:
-        line += (f"firstSequence: {e.first_sequence} lastSequence: {e.last_sequence} lastOffset: {e.last_offset} "
+        line += (f" firstSequence: {e.first_sequence} lastSequence: {e.last_sequence} lastOffset: {e.last_offset} "
                  f"offsetDelta: {e.offset_delta} timestamp: {e.timestamp}")
     return line
 

@@ -14,7 +14,9 @@
 //              {"send": [topic, partition, key, value, timestamp|null, [[hkey, hvalue], ...]]},
 //              {"flush": true}, {"begin": true}, {"commit": true}, {"abort": true}
 //       (a producer with a "transactional.id": initTransactions first)
-//       -> {"sent": [[topic, partition, offset, timestamp], ...]} one per send, in order
+//       -> {"sent": [[topic, partition, offset, timestamp], ...]} one per send, in order; with
+//          "errors": true a refused send gives [null, null, null, null, exception class, message]
+//          instead of failing the plan
 //   {"op": "consume", "topics": [names], "isolation": "read_committed"|"read_uncommitted", "out": path}
 //       every partition from its beginning to the end offset at the start (the LSO for read_committed);
 //       JSON lines to `out`: {"t", "p", "o", "ts", "tt", "k", "v", "h": [[k, v]], "le"}
@@ -46,6 +48,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
@@ -209,10 +212,18 @@ public final class KafkaDriver {
             for (KafkaProducer<byte[], byte[]> producer : producers) producer.close(Duration.ofMillis(WAIT_MS));
         }
         ArrayNode out = JSON.createArrayNode();
+        boolean keepErrors = action.path("errors").asBoolean(false);
         for (Future<RecordMetadata> f : sent) {
-            RecordMetadata m = f.get(WAIT_MS, TimeUnit.MILLISECONDS);
             ArrayNode row = out.addArray();
-            row.add(m.topic()).add(m.partition()).add(m.offset()).add(m.timestamp());
+            try {
+                RecordMetadata m = f.get(WAIT_MS, TimeUnit.MILLISECONDS);
+                row.add(m.topic()).add(m.partition()).add(m.offset()).add(m.timestamp());
+            } catch (ExecutionException e) {
+                if (!keepErrors) throw e;
+                // what the producer reports for a send the broker refused: exception class and message
+                Throwable cause = e.getCause() == null ? e : e.getCause();
+                row.addNull().addNull().addNull().addNull().add(cause.getClass().getName()).add(cause.getMessage());
+            }
         }
         ObjectNode r = JSON.createObjectNode();
         r.set("sent", out);
