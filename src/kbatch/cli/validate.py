@@ -85,8 +85,7 @@ def _segment_records(seg: "SegmentFiles | PathLike", rep: TimestampReport,
                     if done < size:
                         rep["unreadable"].append(Unreadable(
                             file=log_path, position=done, bytes=size - done,
-                            message=f"{size - done} bytes at the end are not a complete batch (torn write, bad length "
-                                    f"field, or not a segment)"))
+                            message=f.incomplete(done, "the segment")))
                         rep["unread_bytes"] += size - done
                     break
                 ok = s["crc_valid"].tolist()
