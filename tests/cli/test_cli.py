@@ -526,6 +526,11 @@ def test_progress_bar_draws_on_a_terminal(monkeypatch):
     monkeypatch.setattr(rich.console, "Console",
                         lambda **kw: real(file=buf, force_terminal=True, width=80))
     monkeypatch.setattr(cli._common, "stderr_is_terminal", lambda: True)
+    monkeypatch.setattr(cli._common, "PROGRESS_AFTER_S", 10.0 ** 9)
+    with cli.progress_bar(10 * cli.PROGRESS_MIN_BYTES, "verify") as advance:
+        advance(cli.PROGRESS_MIN_BYTES)
+    assert buf.getvalue() == ""  # not before PROGRESS_AFTER_S: work done sooner draws nothing
+    monkeypatch.setattr(cli._common, "PROGRESS_AFTER_S", 0.0)
     with cli.progress_bar(10 * cli.PROGRESS_MIN_BYTES, "verify") as advance:
         advance(cli.PROGRESS_MIN_BYTES)
     assert "verify" in buf.getvalue()
