@@ -98,6 +98,9 @@ def _segment_records(seg: "SegmentFiles | PathLike", rep: TimestampReport,
                                                                     f"{batch.compute_crc()}"))
                         rep["unread_bytes"] += batch.size_in_bytes
                         continue
+                    if batch.is_control:  # never a consumer's record: counted as stats and verify count
+                        advance(batch.size_in_bytes)
+                        continue
                     try:
                         records = batch.records()
                     except KBatchError as e:
