@@ -383,7 +383,10 @@ def test_verify_truncated_tail(runner, app, tmp_path):
     r = invoke(runner, app, "verify", logs[0])
     assert r.exit_code == 1
     assert r.stdout.splitlines()[0] == (f"{logs[0]} at byte {len(data) - batch_len}: {batch_len - 10} bytes at the end "
-                                        f"of the file are not a complete batch (truncated or partially written tail)")
+                                        f"of the file are not a complete batch (a partial batch at the end of the "
+                                        f"segment: batch length {batch_len - 12} at byte {len(data) - batch_len} runs "
+                                        f"past its end ({len(data) - 10} bytes; {batch_len - 22} of the "
+                                        f"{batch_len - 12} bytes are there))")
 
 
 def test_verify_wrong_index_entry(runner, app, tmp_path):

@@ -204,3 +204,27 @@ def test_cat_and_offsets_draw_a_progress_bar_on_a_terminal_only(tmp_path, monkey
     assert p.returncode == 0, p.stderr[-2000:]
     # (cat's one line is kcat's end-of-partition message, not a bar)
     assert [line for line in p.stderr.decode().splitlines() if not line.startswith("% Reached end")] == []
+
+
+# ------------------------------------------------------------------------------------ messages (issue 28)
+def test_a_bad_length_field_is_not_called_a_partial_batch_by_any_command(tmp_path):
+    """A length field in the middle of a segment that runs past its end, with intact batches
+    behind it: every command says what was found (the length, the byte, the valid batch behind
+    it), none calls it a truncated or partial batch; a torn middle segment is called a partial batch."""
+    bad = P.plain(str(tmp_path / "bad" / "t-0"))
+    target, pos, _base = P.bad_length_field(bad.path, 0)
+    size = os.path.getsize(target)
+    torn = P.plain(str(tmp_path / "torn" / "t-0"))
+    torn_target, _lost, _nxt = P.tear_middle_segment(torn.path, 1)
+    for command in (["cat", "-q"], ["stats"], ["verify"], ["validate"], ["reindex"], ["export", "--to",
+                                                                                         str(tmp_path / "x")]):
+        r = run(command[0], bad.path, *command[1:])
+        text = r.output
+        assert r.exit_code == 1, (command, text)
+        assert (f"at byte {pos} of the segment runs past its end ({size} bytes), but a valid batch starts at byte"
+                in text), (command, text)
+        assert "a bad length field, not a partial batch" in text, (command, text)
+        assert "partial batch at the end" not in text and "Truncated batch" not in text, (command, text)
+        r = run(command[0], torn.path, *command[1:])
+        assert r.exit_code == 1, (command, r.output)
+        assert "a partial batch at the end of the segment: batch length" in r.output, (command, r.output)

@@ -134,7 +134,7 @@ class _Verifier:
                              kind="framing")
             elif valid < size:
                 self.problem(path, valid, f"{size - valid} bytes at the end of the file are not a complete batch "
-                                          f"(truncated or partially written tail)", kind="truncated")
+                                          f"({f.incomplete(valid, 'the segment')})", kind="truncated")
                 self.advance(size - valid)
             if bad is not None or valid < size:
                 self.ongoing = None  # the transactions of what follows are not known
