@@ -21,6 +21,8 @@ from kbatch.log.fetch import IsolationLevel, UnreadableDataError, read_log
 from . import damaged_logs as D
 from . import partitions as P
 
+D = D  # (damaged_logs, for the tests: D.TS0)
+
 
 def _flip(log_path: str, which: int) -> None:
     """Flip a bit near the end (the last record's value) of batch number `which` of a .log: its

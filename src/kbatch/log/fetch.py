@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from .._wire import OffsetSpec
     from ..record.batch import Batch
     from ..record.file_records import Window
-    from .segment import LogSegment
+    from .segment import LogSegment, UnreadRange
     from .unified_log import Log, OffsetAndTimestamp
 
 
@@ -114,6 +114,57 @@ def partial_tail_ignored(next_segment_base: int | None) -> bool:
     active segment (no next segment). Anywhere else they are unreadable bytes. Every reader asks
     this (read_log below, both Spark readers: the JVM one implements the same test)."""
     return next_segment_base is None
+
+
+def hole_at(seg: LogSegment, offset: int, found_offset: int) -> UnreadRange | None:
+    """The bytes of `seg` that could not be read and hide `offset`, when a lookup of `offset`
+    answered with a batch at `found_offset` beyond it (LogSegment.translate_offset reads around
+    damage): a reader starting there must say so, never start silently at the next readable
+    batch. None when the gap is not damage (a compacted log's missing offsets). kbatch serve's
+    Fetch asks this too."""
+    if found_offset <= offset:
+        return None
+    for u in seg.unread:
+        lo = u.after_offset if u.after_offset is not None else seg.base_offset - 1
+        if lo < offset and (u.before_offset is None or offset < u.before_offset <= found_offset):
+            return u
+    return None
+
+
+def unreadable_at(seg: LogSegment, offset: int) -> tuple[int, int | None, str] | None:
+    """When `seg` holds no batch reaching `offset` (translate_offset gave None): whether bytes that
+    could not be read are why, as (their first byte, the last offset read before them, what they
+    are); None when the offsets are simply not there (the end of a compacted segment). Read from
+    the index entry at or below `offset`, not only past the last entry: damage before an entry
+    that reaches intact batches behind it is still damage. kbatch serve's Fetch asks this too."""
+    for u in seg.unread:
+        if (u.after_offset if u.after_offset is not None else seg.base_offset - 1) < offset:
+            return u.position, u.after_offset, u.message.split(" could not be read", 1)[-1].strip(" :()")
+    try:
+        pos = seg._entry_position(offset)
+    except KBatchError:
+        pos = 0
+    last: int | None = None
+    gen = seg.log.scan(pos)
+    try:
+        while True:
+            s = next(gen)
+            if len(s["last_offset"]):
+                last = int(s["last_offset"][-1])
+    except StopIteration as stop:
+        end = int(stop.value)
+        return (end, last, seg.log.incomplete(end, "the segment")) if end < seg.size else None
+    except StorageError:
+        raise
+    except KBatchError as e:
+        return (e.position if e.position is not None else pos), last, str(e)
+    finally:
+        gen.close()
+
+
+class _InHole(Exception):
+    def __init__(self, r: UnreadRange) -> None:
+        self.range = r
 
 
 class FetchedWindow(NamedTuple):
@@ -371,11 +422,16 @@ class FetchResult:
             raise _unreadable_error(r)
 
     def _start_position(self, i: int, offset: int) -> int | None:
-        """Where segment i's batches reaching `offset` start (its index, checked against the log)."""
+        """Where segment i's batches reaching `offset` start (its index, checked against the log).
+        An offset inside bytes the lookup read around is one of them: _InHole."""
         seg = self.log.segments[i]
         if offset <= seg.base_offset:
             return 0
         found = seg.translate_offset(offset)
+        if found is not None:
+            u = hole_at(seg, offset, found.offset)
+            if u is not None:
+                raise _InHole(u)
         return None if found is None else found.position
 
     def windows(self) -> Iterator[FetchedWindow]:
@@ -399,6 +455,14 @@ class FetchResult:
                 continue
             try:
                 pos = self._start_position(k, offset)
+            except _InHole as h:
+                u = h.range
+                r = UnreadableRange(u.file, u.position, u.size, u.after_offset, u.before_offset,
+                                    f"offset {offset} is in them: the next readable batch starts at offset "
+                                    f"{u.before_offset}")
+                self.unreadable.append(r)
+                self._fail(r)
+                continue
             except StorageError:
                 raise
             except KBatchError as e:
@@ -406,10 +470,9 @@ class FetchResult:
                 continue
             nxt_base = None if active else segs[k + 1].base_offset
             if pos is None:
-                nxt, end = seg.read_end()
-                if end < seg.size and not partial_tail_ignored(nxt_base):
-                    self._fail(self._hole(k, end, nxt - 1 if nxt > seg.base_offset else None,
-                                          seg.log.incomplete(end, "the segment")))
+                hit = unreadable_at(seg, offset)
+                if hit is not None and not partial_tail_ignored(nxt_base):
+                    self._fail(self._hole(k, hit[0], hit[1], hit[2]))
                 continue
             last: int | None = None
             gen = seg.log.scan(pos, self.verify_crc)
@@ -526,6 +589,6 @@ def read_log(log: Log, start_offset: int, end_offset: int | None = None, *,
 
 
 __all__ = ["IsolationLevel", "read_log", "FetchResult", "FetchedBatch", "FetchedWindow", "UnreadableRange", "UnreadableDataError",
-           "partial_tail_ignored", "Lookup", "damage_verdict",
+           "partial_tail_ignored", "Lookup", "damage_verdict", "hole_at", "unreadable_at",
            "AbortedFilter", "TxnSource", "TxnState", "aborted_transactions", "merge_aborted", "transaction_state", "cached_transaction_state",
            "collect_aborted_txns", "last_stable_offset"]
