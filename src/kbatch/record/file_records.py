@@ -21,7 +21,7 @@ import numpy.typing as npt
 from .. import _backend
 from .. import _files
 from .. import _wire as W
-from ..errors import CrcMismatchError, KBatchError, LogWriteError, SegmentTooLargeError, StorageError, TruncatedDataError
+from ..errors import CrcMismatchError, KBatchError, LogWriteError, SegmentTooLargeError, StorageError
 from .batch import (RecordBatch, _is_file_object, incomplete_batch, is_partial_tail, iter_buffer_batches,
                     next_batch_start, truncation_error)
 
@@ -611,7 +611,9 @@ def iter_file_batches(source: PathLike | IO[bytes], verify_crc: bool = True, str
                     raise _crc_error(s, i)
                 yield _batch_at(s, i, max_decompressed_bytes)
         if strict and valid < records.size_in_bytes:
-            raise TruncatedDataError(records.incomplete(valid), position=valid)
+            e = truncation_error(records.read(valid, min(records.size_in_bytes - valid, W.RECORD_BATCH_OVERHEAD)), 0)
+            raise e.update(reason=records.incomplete(valid), found=f"{records.size_in_bytes - valid} bytes",
+                           position=valid)
     finally:
         records.close()
 
