@@ -465,18 +465,13 @@ def truncation_error(buf: bytes | memoryview, valid: int) -> TruncatedDataError:
     """The error for bytes after the last whole batch of a buffer, saying what they are
     (incomplete_batch: a partial batch at the end, a bad length field, or not a batch)."""
     view = memoryview(buf)
-    return TruncatedDataError(incomplete_batch(lambda p, n: view[p:p + n], len(view), valid), position=valid,
-                              **_tail_fields(view, valid))
-
-
-def _tail_fields(view: memoryview, valid: int) -> dict[str, str]:
-    """expected/found of a TruncatedDataError for the bytes after the whole batches."""
     left = len(view) - valid
     if left >= W.LOG_OVERHEAD:
         expected = f"{_LENGTH.unpack_from(view, valid + W.SIZE_OFFSET)[0] + W.LOG_OVERHEAD} bytes for the batch"
     else:
         expected = f"at least {W.HEADER_SIZE_UP_TO_MAGIC} bytes of batch header"
-    return dict(expected=expected, found=f"{left} bytes")
+    return TruncatedDataError(incomplete_batch(lambda p, n: view[p:p + n], len(view), valid), position=valid,
+                              expected=expected, found=f"{left} bytes")
 
 
 class MemoryRecords:
