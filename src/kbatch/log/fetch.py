@@ -139,7 +139,7 @@ def unreadable_at(seg: LogSegment, offset: int) -> tuple[int, int | None, str] |
     that reaches intact batches behind it is still damage. kbatch serve's Fetch asks this too."""
     for u in seg.unread:
         if (u.after_offset if u.after_offset is not None else seg.base_offset - 1) < offset:
-            return u.position, u.after_offset, u.message.split(" could not be read", 1)[-1].strip(" :()")
+            return u.position, u.after_offset, u.why
     try:
         pos = seg._entry_position(offset)
     except KBatchError:
@@ -458,8 +458,8 @@ class FetchResult:
             except _InHole as h:
                 u = h.range
                 r = UnreadableRange(u.file, u.position, u.size, u.after_offset, u.before_offset,
-                                    f"offset {offset} is in them: the next readable batch starts at offset "
-                                    f"{u.before_offset}")
+                                    f"{u.why}; offset {offset} is in them, the next readable batch starts at "
+                                    f"offset {u.before_offset}")
                 self.unreadable.append(r)
                 self._fail(r)
                 continue

@@ -366,6 +366,7 @@ class UnreadRange(NamedTuple):
     bound: int | None
     message: str
     partial: bool = False   # a partial batch at the end of the file (a torn write: is_partial_tail)
+    why: str = ""           # what the bytes are (the error, or incomplete_batch's description)
 
 
 _READABLE_COLUMNS = ("position", "size", "base_offset", "last_offset", "max_timestamp", "magic", "attributes")
@@ -595,7 +596,7 @@ class LogSegment:
             where = f"offsets after {after}" if after is not None else "the start of the segment"
             msg = (f"{self.path('.log')}: {size} bytes from byte {position} could not be read ({why}); "
                    f"skipped from {where} to the next readable batch at byte {position + size} (offset {before})")
-            self._unread(UnreadRange(self.path(".log"), position, size, after, before, bound, msg))
+            self._unread(UnreadRange(self.path(".log"), position, size, after, before, bound, msg, False, why))
 
     def _bound_after(self, on_disk: TimeIndex | None, offset: int | None, rows: dict[str, npt.NDArray[np.int64]],
                      running: npt.NDArray[np.int64]) -> int | None:
@@ -873,10 +874,11 @@ class LogSegment:
         if error is None and not why:
             why = self.log.incomplete(position, "the segment")
         partial = error is None and is_partial_tail(why)
+        what = str(error) if error is not None else why
         why = f": {error}" if error is not None else f" ({why})"
         msg = f"{self.path('.log')}: {self.size - position} bytes from byte {position} could not be read{why}"
         self._unread(UnreadRange(self.path(".log"), position, self.size - position, after_offset, None, None, msg,
-                                 partial))
+                                 partial, what))
 
     # ---- lookups
     def translate_offset(self, offset: int, starting_file_position: int = 0) -> LogOffsetPosition | None:
