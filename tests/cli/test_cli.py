@@ -383,7 +383,10 @@ def test_verify_truncated_tail(runner, app, tmp_path):
     r = invoke(runner, app, "verify", logs[0])
     assert r.exit_code == 1
     assert r.stdout.splitlines()[0] == (f"{logs[0]} at byte {len(data) - batch_len}: {batch_len - 10} bytes at the end "
-                                        f"of the file are not a complete batch (truncated or partially written tail)")
+                                        f"of the file are not a complete batch (a partial batch at the end of the "
+                                        f"segment: batch length {batch_len - 12} at byte {len(data) - batch_len} runs "
+                                        f"past its end ({len(data) - 10} bytes; {batch_len - 22} of the "
+                                        f"{batch_len - 12} bytes are there))")
 
 
 def test_verify_wrong_index_entry(runner, app, tmp_path):
@@ -526,6 +529,11 @@ def test_progress_bar_draws_on_a_terminal(monkeypatch):
     monkeypatch.setattr(rich.console, "Console",
                         lambda **kw: real(file=buf, force_terminal=True, width=80))
     monkeypatch.setattr(cli._common, "stderr_is_terminal", lambda: True)
+    monkeypatch.setattr(cli._common, "PROGRESS_AFTER_S", 10.0 ** 9)
+    with cli.progress_bar(10 * cli.PROGRESS_MIN_BYTES, "verify") as advance:
+        advance(cli.PROGRESS_MIN_BYTES)
+    assert buf.getvalue() == ""  # not before PROGRESS_AFTER_S: work done sooner draws nothing
+    monkeypatch.setattr(cli._common, "PROGRESS_AFTER_S", 0.0)
     with cli.progress_bar(10 * cli.PROGRESS_MIN_BYTES, "verify") as advance:
         advance(cli.PROGRESS_MIN_BYTES)
     assert "verify" in buf.getvalue()

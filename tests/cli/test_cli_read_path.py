@@ -131,3 +131,100 @@ def test_verify_accepts_the_txnindex_compaction_leaves_and_readers_still_leave_a
     assert code == code_u == 0
     aborted = {5, 6, 9, 14, 15}  # (what compaction left of them is still left out)
     assert [int(o) for o in out.split()] == [int(o) for o in out_u.split() if int(o) not in aborted]
+
+
+# ------------------------------------------------------------------------------------ counting (issue 28)
+def test_stats_verify_and_validate_count_records_the_same_way(tmp_path):
+    """A consumer's records: control records (the transaction markers) and batches whose CRC fails
+    are not records in any of the three; verify still checks them."""
+    import json
+
+    from kbatch.cli.stats import cmd_stats
+    from kbatch.cli.validate import cmd_validate
+    from kbatch.cli.verify import cmd_verify
+
+    built = P.transactional(str(tmp_path / "t-0"), open_txn=False)
+    counts = {}
+    for name, cmd in (("stats", cmd_stats), ("verify", cmd_verify), ("validate", cmd_validate)):
+        out = io.StringIO()
+        code = cmd(built.path, as_json=True, quiet=True, out=out, err=io.StringIO())
+        assert code == 0, name
+        lines = [json.loads(line) for line in out.getvalue().splitlines()]
+        counts[name] = [x for x in lines if x.get("type", "summary") == "summary"][-1]["records"]
+    assert counts == {"stats": len(built.uncommitted), "verify": len(built.uncommitted),
+                      "validate": len(built.uncommitted)}, counts
+
+
+# ------------------------------------------------------------------------------------ progress (issue 28)
+@pytest.mark.parametrize("command", ["cat", "offsets"])
+def test_cat_and_offsets_draw_a_progress_bar_on_a_terminal_only(tmp_path, monkeypatch, command):
+    """A partition over the progress threshold: on a terminal (stderr a tty, the one-second wait set
+    to 0) the bar is drawn with the command's name; on a pipe (a real process, stderr piped) stderr
+    holds nothing of it."""
+    import subprocess
+    import sys
+
+    import rich.console
+
+    from kbatch.cli import _common
+    from kbatch.cli.offsets import cmd_offsets
+
+    import kbatch
+
+    path = str(tmp_path / "t-0")
+    log = kbatch.Log.create(path, kbatch.LogConfig(), now_ms=P.NOW)
+    try:
+        for k in range(50):  # 50 batches of 100 KiB: over the progress threshold
+            b = kbatch.BatchBuilder()
+            b.append(P.NOW + k, b"k%d" % k, bytes([65 + k % 26]) * (100 * 1024))
+            log.append(b.build(), now_ms=P.NOW, from_client=False)
+    finally:
+        log.close()
+    built = P.Built(path, [], [], {})
+    assert sum(os.path.getsize(p) for p in P.segment_logs(built.path)) > _common.PROGRESS_MIN_BYTES
+
+    def run_it():
+        if command == "cat":
+            return cat(built.path, fmt="%o\\n", quiet=False)[0]
+        return cmd_offsets(built.path, latest=True, out=io.StringIO(), err=io.StringIO())
+
+    buf = io.StringIO()
+    real = rich.console.Console
+    monkeypatch.setattr(rich.console, "Console", lambda **kw: real(file=buf, force_terminal=True, width=80))
+    monkeypatch.setattr(_common, "stderr_is_terminal", lambda: True)
+    monkeypatch.setattr(_common, "PROGRESS_AFTER_S", 0.0)
+    assert run_it() == 0
+    assert command in buf.getvalue()
+    monkeypatch.undo()
+
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "src")
+    args = ["cat", built.path] if command == "cat" else ["offsets", built.path, "--latest"]
+    p = subprocess.run([sys.executable, "-m", "kbatch.cli", *args], capture_output=True, timeout=300,
+                       env=dict(os.environ, PYTHONPATH=src))
+    assert p.returncode == 0, p.stderr[-2000:]
+    # (cat's one line is kcat's end-of-partition message, not a bar)
+    assert [line for line in p.stderr.decode().splitlines() if not line.startswith("% Reached end")] == []
+
+
+# ------------------------------------------------------------------------------------ messages (issue 28)
+def test_a_bad_length_field_is_not_called_a_partial_batch_by_any_command(tmp_path):
+    """A length field in the middle of a segment that runs past its end, with intact batches
+    behind it: every command says what was found (the length, the byte, the valid batch behind
+    it), none calls it a truncated or partial batch; a torn middle segment is called a partial batch."""
+    bad = P.plain(str(tmp_path / "bad" / "t-0"))
+    target, pos, _base = P.bad_length_field(bad.path, 0)
+    size = os.path.getsize(target)
+    torn = P.plain(str(tmp_path / "torn" / "t-0"))
+    torn_target, _lost, _nxt = P.tear_middle_segment(torn.path, 1)
+    for command in (["cat", "-q"], ["stats"], ["verify"], ["validate"], ["reindex"], ["export", "--to",
+                                                                                         str(tmp_path / "x")]):
+        r = run(command[0], bad.path, *command[1:])
+        text = r.output
+        assert r.exit_code == 1, (command, text)
+        assert (f"at byte {pos} of the segment runs past its end ({size} bytes), but a valid batch starts at byte"
+                in text), (command, text)
+        assert "a bad length field, not a partial batch" in text, (command, text)
+        assert "partial batch at the end" not in text and "Truncated batch" not in text, (command, text)
+        r = run(command[0], torn.path, *command[1:])
+        assert r.exit_code == 1, (command, r.output)
+        assert "a partial batch at the end of the segment: batch length" in r.output, (command, r.output)

@@ -123,12 +123,26 @@ def test_lying_length_too_small(backend):
     raises(CorruptRecordError, bytes(data), position=P, match="smaller than the minimum")
 
 
+def test_lying_length_in_the_middle_is_not_called_a_partial_batch(backend):
+    """A length field that runs past the end with a whole, valid batch behind it is a bad length
+    field in the middle of the data, said so (issue 28), not "a partial batch at the end"."""
+    data = bytearray(PREFIX + GOOD + GOOD)
+    struct.pack_into(">i", data, P + W.LENGTH_OFFSET, 2 * len(GOOD) + 100)
+    err = raises(TruncatedDataError, bytes(data), builtin=EOFError, position=P, base_offset=None,
+                 match="runs past its end")
+    assert str(err).startswith(f"batch length {2 * len(GOOD) + 100} at byte {P} of the data runs past its end "
+                               f"({P + 2 * len(GOOD)} bytes), but a valid batch starts at byte {P + len(GOOD)}: "
+                               f"a bad length field, not a partial batch"), str(err)
+    assert "partial batch at the end" not in str(err)
+
+
 def test_lying_length_too_large_past_the_end(backend):
     data = bytearray(PREFIX + GOOD)
     struct.pack_into(">i", data, P + W.LENGTH_OFFSET, len(GOOD) + 100)
     err = raises(TruncatedDataError, bytes(data), builtin=EOFError, position=P, base_offset=None,
-                 match="Truncated batch")
-    assert f"expected {len(GOOD) + 112} bytes for the batch, found {len(GOOD)} bytes" in str(err)
+                 match="a partial batch at the end of the data")
+    assert (f"batch length {len(GOOD) + 100} at byte {P} runs past its end ({P + len(GOOD)} bytes; "
+            f"{len(GOOD) - 12} of the {len(GOOD) + 100} bytes are there)") in str(err)
     assert len(read_all(bytes(data), strict=False)) == 1  # file-like mode stops before it
     mr = kbatch.MemoryRecords(bytes(data))
     assert (mr.valid_bytes, mr.truncated_bytes) == (P, len(GOOD))

@@ -12,8 +12,9 @@ the Python one, `kafka-segments-python`):
 - failOnDataLoss=false with badRecordsPath: the same records as read_log(skip_unreadable=True),
   and one report per range read_log lists in `unreadable` (file, first byte).
 
-One Spark session for the module (issue 28: one read path, the Java reader implementing the same
-rules).
+The directories are tests/support/read_path_cases.py's matrix, which
+tests/system/test_read_path_differential.py holds every other reader to. One Spark session for the
+module (issue 28: one read path, the Java reader implementing the same rules).
 """
 import json
 import os
@@ -23,82 +24,16 @@ import pytest
 
 pytest.importorskip("pyspark.sql.datasource")
 
-import kbatch  # noqa: E402
-from kbatch.log.fetch import IsolationLevel, UnreadableDataError, read_log  # noqa: E402
+from kbatch.log.fetch import IsolationLevel  # noqa: E402
 
-from support import partitions as P  # noqa: E402
+from support import read_path_cases as C  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
 READERS = {"python": "kafka-segments-python", "jvm": "kafka-segments-jvm"}
-ISOLATION = {"read_uncommitted": IsolationLevel.READ_UNCOMMITTED, "read_committed": IsolationLevel.READ_COMMITTED}
-
-
-def _flip(log_path: str, which: int) -> None:
-    """Flip a bit near the end (the last record's value) of batch number `which` of a .log: its
-    CRC no longer matches."""
-    rows = P.batch_positions(log_path)
-    pos, _base, _last = rows[which]
-    nxt = rows[which + 1][0] if which + 1 < len(rows) else os.path.getsize(log_path)
-    with open(log_path, "r+b") as f:
-        f.seek(nxt - 3)
-        b = f.read(1)
-        f.seek(nxt - 3)
-        f.write(bytes([b[0] ^ 0x01]))
-
-
-def _tear_active(path: str) -> None:
-    last = P.segment_logs(path)[-1]
-    rows = P.batch_positions(last)
-    with open(last, "r+b") as f:
-        f.truncate(rows[-1][0] + 30)
-
-
-def _crc_middle(path: str) -> None:
-    seg = P.segment_logs(path)[1]
-    _flip(seg, len(P.batch_positions(seg)) // 2)
-
-
-def _crc_active(path: str) -> None:
-    seg = P.segment_logs(path)[-1]
-    _flip(seg, 0)
-
-
-def _crc_marker(path: str) -> None:
-    """The COMMIT marker (offset 10) of the transactional partition: its CRC fails."""
-    for seg in P.segment_logs(path):
-        for k, (_pos, base, _last) in enumerate(P.batch_positions(seg)):
-            if base == 10:
-                _flip(seg, k)
-                return
-    raise AssertionError("no batch at offset 10")
-
-
-def _bad_magic_active(path: str) -> None:
-    """The magic byte of the active segment's middle batch is 7."""
-    seg = P.segment_logs(path)[-1]
-    rows = P.batch_positions(seg)
-    with open(seg, "r+b") as f:
-        f.seek(rows[len(rows) // 2][0] + 16)
-        f.write(b"\x07")
-
-
-CASES = {
-    "txn-open": lambda p: P.transactional(p),
-    "txn-open-no-txnindex": lambda p: P.transactional(p, txn_index=False),
-    "txn-closed": lambda p: P.transactional(p, open_txn=False),
-    "txn-closed-no-txnindex": lambda p: P.transactional(p, open_txn=False, txn_index=False),
-    "txn-torn-middle": lambda p: (P.transactional(p, open_txn=False, txn_index=False, segment_bytes=400),
-                                  P.tear_middle_segment(p, 1)),
-    "torn-middle": lambda p: (P.plain(p), P.tear_middle_segment(p, 1)),
-    "bad-length-middle": lambda p: (P.plain(p), P.bad_length_field(p, 0)),
-    "crc-middle": lambda p: (P.plain(p), _crc_middle(p)),
-    "torn-active": lambda p: (P.plain(p), _tear_active(p)),
-    "bad-length-active": lambda p: (P.plain(p), P.bad_length_field(p, len(P.segment_logs(p)) - 1)),
-    "crc-active": lambda p: (P.plain(p), _crc_active(p)),
-    "crc-marker": lambda p: (P.transactional(p, open_txn=False), _crc_marker(p)),
-    "bad-magic-active": lambda p: (P.plain(p), _bad_magic_active(p)),
-}
+CASES = C.SPARK_CASES
+ISOLATION = C.ISOLATION
+_expected = C.expected
 
 
 @pytest.fixture(scope="module")
@@ -137,24 +72,6 @@ def fmt(request, spark):
     if request.param == "jvm" and not spark.kbatch_reader.is_jvm:
         pytest.skip(f"the JVM reader is not live: {spark.kbatch_reader.reason}")
     return READERS[request.param]
-
-
-def _expected(part: str, isolation: IsolationLevel, skip: bool):
-    """(records as (offset, key, value, timestamp ms), the UnreadableRange it stopped at or None,
-    every unreadable range met) by read_log."""
-    log = kbatch.Log.open(part)
-    try:
-        res = read_log(log, log.beginning_offset(), isolation=isolation, skip_unreadable=skip)
-        rows = []
-        try:
-            for _b, r in res.records():
-                rows.append((r.offset, None if r.key is None else bytes(r.key),
-                             None if r.value is None else bytes(r.value), r.timestamp))
-        except UnreadableDataError as e:
-            return rows, e.range, list(res.unreadable)
-        return rows, None, list(res.unreadable)
-    finally:
-        log.close()
 
 
 def _rows(df):
@@ -207,9 +124,8 @@ def test_the_matrix_has_damage_and_transactions(dirs):
     the CRC failures, ignores the active segment's partial last batch, and read_committed leaves
     records out of the transactional ones."""
     fails = {c for c in CASES if _expected(dirs[c][1], IsolationLevel.READ_UNCOMMITTED, False)[1] is not None}
-    assert fails == {"txn-torn-middle", "torn-middle", "bad-length-middle", "crc-middle", "crc-active", "crc-marker",
-                     "bad-magic-active"}
-    for c in ("txn-open", "txn-open-no-txnindex", "txn-closed", "txn-closed-no-txnindex"):
+    assert fails == C.FAILING & set(CASES)
+    for c in C.TRANSACTIONAL:
         rc = _expected(dirs[c][1], IsolationLevel.READ_COMMITTED, False)[0]
         ru = _expected(dirs[c][1], IsolationLevel.READ_UNCOMMITTED, False)[0]
         assert len(rc) < len(ru), c

@@ -166,3 +166,22 @@ def snapshot(path: str) -> dict[str, bytes]:
     """Every file of a directory (name -> bytes), to show a command changed nothing."""
     return {n: open(os.path.join(path, n), "rb").read() for n in sorted(os.listdir(path))
             if os.path.isfile(os.path.join(path, n)) and n != ".lock"}
+
+
+def stale_txn_index(path: str) -> int:
+    """Make the `.txnindex` files stale: every segment gets one (an empty file where there was
+    none, so a reader takes the files as the whole answer) and the last entry of the last file
+    that has one is cut off, as an index written before its ABORT marker's entry would be.
+    Returns the cut entry's ABORT marker offset."""
+    last_file = None
+    for log_path in segment_logs(path):
+        idx = log_path[:-len(".log")] + ".txnindex"
+        if not os.path.exists(idx):
+            open(idx, "wb").close()
+        elif os.path.getsize(idx):
+            last_file = idx
+    assert last_file is not None, "no .txnindex entry to cut"
+    with open(last_file, "r+b") as f:
+        data = f.read()
+        f.truncate(len(data) - 34)
+    return struct.unpack_from(">q", data, len(data) - 34 + 18)[0]

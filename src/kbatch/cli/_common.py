@@ -24,6 +24,8 @@ EXIT_USAGE = 2
 
 # progress bars appear for work over this many bytes, on stderr, when stderr is a terminal
 PROGRESS_MIN_BYTES = 4 * 1024 * 1024
+# ... and once the work has run this long: a command that is done sooner draws nothing
+PROGRESS_AFTER_S = 1.0
 
 # optional packages a command may need -> the kafka-kbatch extra that installs them
 OPTIONAL_DEPENDENCIES = {"pyarrow": "arrow", "pyspark": "spark"}
@@ -45,7 +47,8 @@ def stderr_is_terminal() -> bool:
 @contextlib.contextmanager
 def progress_bar(total_bytes: int, label: str, quiet: bool = False) -> Iterator[Callable[[int], object]]:
     """Yield `advance(n_bytes)`; draws a rich progress bar on stderr only when the work is over
-    PROGRESS_MIN_BYTES, stderr is a terminal and not --quiet. Otherwise advance does nothing."""
+    PROGRESS_MIN_BYTES, stderr is a terminal (never a pipe) and not --quiet, from the first
+    advance after PROGRESS_AFTER_S seconds. Otherwise advance does nothing."""
     if quiet or total_bytes < PROGRESS_MIN_BYTES or not stderr_is_terminal():
         yield lambda n: None
         return
@@ -53,10 +56,24 @@ def progress_bar(total_bytes: int, label: str, quiet: bool = False) -> Iterator[
     from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
                                TransferSpeedColumn)
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                  TimeRemainingColumn(), console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(label, total=total_bytes)
-        yield lambda n: bar.advance(task, n)
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                   TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+    task = bar.add_task(label, total=total_bytes)
+    began = time.monotonic()
+    shown = False
+
+    def advance(n: int) -> None:
+        nonlocal shown
+        bar.advance(task, n)
+        if not shown and time.monotonic() - began >= PROGRESS_AFTER_S:
+            bar.start()
+            shown = True
+
+    try:
+        yield advance
+    finally:
+        if shown:
+            bar.stop()
 
 
 def log_bytes(dirs: "list[str]") -> int:

@@ -38,12 +38,12 @@ import logging
 import re
 import struct
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, Literal, Protocol, Union
 
 from .. import _wire as W
 from ..errors import KBatchError, StorageError
-from ._common import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, UsageProblem, partition_dirs, run
+from ._common import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, UsageProblem, log_bytes, partition_dirs, progress_bar, run
 
 if TYPE_CHECKING:
     from ..record.batch import Batch
@@ -51,7 +51,8 @@ if TYPE_CHECKING:
 
     from .._core import ByteView, Record
     from .._typing import PathLike
-    from ..log.fetch import FetchResult
+    from ..log.fetch import FetchResult, Lookup
+    from ..log.layout import Partition
     from ..log.unified_log import Log
 
 #: a piece of a kcat -f format: literal bytes, or a token letter (TOKENS)
@@ -316,7 +317,8 @@ def _ms(text: str, spec: str) -> int:
         raise UsageProblem(f"-o {spec!r}: the time is epoch milliseconds (kcat) or ISO-8601") from None
 
 
-def start_offset(log: "Log", start: Start, err: IO[str], name: str) -> int:
+def start_offset(log: "Log", start: Start, err: IO[str], name: str, lookups: "list[Lookup] | None" = None) -> int:
+    """Where -o's start is in `log`; an s@T lookup is added to `lookups` (its answer's verdict)."""
     lo, hi = log.beginning_offset(), log.end_offset()
     if start[0] == "beginning":
         return lo
@@ -326,6 +328,8 @@ def start_offset(log: "Log", start: Start, err: IO[str], name: str) -> int:
         return max(lo, hi - start[1])
     if start[0] == "time":
         hit = log.offset_for(start[1])
+        if lookups is not None:
+            lookups.append((f"s@{start[1]}", start[1], hit))
         return hi if hit is None else hit.offset
     v = start[1]
     if v < lo or v > hi:
@@ -381,7 +385,6 @@ def cmd_cat(path: "PathLike", *, topic: str | None = None, partition: int | None
             unbuffered: bool = False, quiet: bool = False, properties: Sequence[str] = (),
             isolation_level: str | None = None, out: IO[str] | BinaryIO | None = None,
             err: IO[str] | None = None, schemas: str | None = None, registry: str | None = None) -> int:
-    from ..log.unified_log import Log
 
     dest = _binary(out if out is not None else sys.stdout)
     err = err if err is not None else sys.stderr
@@ -430,6 +433,25 @@ def cmd_cat(path: "PathLike", *, topic: str | None = None, partition: int | None
                            f"{'' if partition is None else f' numbered {partition}'} there")
     code = EXIT_OK
     printed = 0
+    with progress_bar(log_bytes([p.path for p in parts]), "cat", quiet) as advance:
+        code, printed = _cat_parts(parts, start, stop_ts, count, read_committed, unbuffered, quiet, formatter, dest,
+                                   err, advance)
+    dest.flush()
+    if formatter.errors:
+        code = max(code, EXIT_PROBLEMS)
+    return code
+
+
+def _cat_parts(parts: "list[Partition]", start: Start, stop_ts: int | None, count: int | None, read_committed: bool,
+               unbuffered: bool, quiet: bool, formatter: "Formatter", dest: _BytesOut, err: IO[str],
+               advance: Callable[[int], object]) -> tuple[int, int]:
+    """Print the partitions' records one partition after another; (exit code, records printed)."""
+    from ..log.unified_log import Log
+
+    from ..log.fetch import damage_verdict
+
+    code = EXIT_OK
+    printed = 0
     for n, part in enumerate(parts):
         if count is not None and printed >= count:
             break
@@ -450,13 +472,19 @@ def cmd_cat(path: "PathLike", *, topic: str | None = None, partition: int | None
         stop: int | None = None
         fetch: FetchResult | None = None
         failed = False
+        lookups: list[Lookup] = []
         try:
-            first = start_offset(log, start, err, name)
+            first = start_offset(log, start, err, name, lookups)
             if stop_ts is not None:
                 hit = log.offset_for(stop_ts)
+                lookups.append((f"e@{stop_ts}", stop_ts, hit))
                 stop = None if hit is None else hit.offset
             fetch = records_from(log, first, stop, read_committed)
+            seen: Batch | None = None
             for b, r in fetch.records():
+                if b is not seen:  # the bar moves by the bytes of the batches read
+                    advance(b.size_in_bytes)
+                    seen = b
                 dest.write(formatter.format(t, p, r, _tstype(b), err))
                 if unbuffered:
                     dest.flush()
@@ -469,8 +497,9 @@ def cmd_cat(path: "PathLike", *, topic: str | None = None, partition: int | None
             code = max(code, EXIT_USAGE if isinstance(e, StorageError) else EXIT_PROBLEMS)
             failed = True  # the partition was not read to its end
         finally:
-            problems = fetch.problems() if fetch is not None else log.problems
-            for problem in problems:
+            # the one rule for what the damage met means to this answer (kbatch.log.fetch.damage_verdict)
+            problems, notes = fetch.verdict(lookups) if fetch is not None else damage_verdict(log, lookups)
+            for problem in problems + notes:
                 err.write(f"kbatch: {problem}\n")
             if problems:
                 code = max(code, EXIT_PROBLEMS)
@@ -481,10 +510,7 @@ def cmd_cat(path: "PathLike", *, topic: str | None = None, partition: int | None
                 err.write(f"% Reached {'stop timestamp' if stop_ts is not None and stop is not None else 'end'} "
                           f"of topic {name} at offset {at}{tail}\n")
             log.close()
-    dest.flush()
-    if formatter.errors:
-        code = max(code, EXIT_PROBLEMS)
-    return code
+    return code, printed
 
 
 def register(app: "typer.Typer") -> None:

@@ -11,8 +11,12 @@ partition are in the path, not in the files: `pyarrow.dataset.dataset(out, parti
 gives them back), each written to a temporary name and renamed when whole. `out/.kbatch-export.json`
 records which segment (and how many of its bytes) each file holds, so an interrupted export run
 again skips the segments already done and redoes only the rest, or a segment that has grown.
-A segment that cannot be read in full (bad CRC, truncated, corrupt) gets no file: it is named on
-stderr with its byte position and the command exits 1.
+Records are read as a read_uncommitted consumer reads them, through the read path
+(kbatch.log.fetch, as cat and serve do): control records are left out; a segment with bytes that
+cannot be read (bad CRC, a torn middle segment, a bad length field, corrupt) gets no file: it is
+named on stderr with the bytes and the offsets behind them and the command exits 1. A partial batch
+at the end of the last segment is ignored, as Kafka does (the whole batches before it are
+exported). A lone .log file outside a partition directory is read whole: any partial tail fails it.
 """
 
 import json
@@ -34,6 +38,7 @@ if TYPE_CHECKING:
 
     from .._typing import PathLike
     from ..log.segment import SegmentFiles
+    from ..log.unified_log import Log
 
 FORMATS = ("parquet", "jsonl", "delta", "iceberg")
 STATE = ".kbatch-export.json"
@@ -47,19 +52,51 @@ def _format(to: str, fmt: str | None) -> str:
     return "jsonl" if to.endswith((".jsonl", ".json")) else "parquet"
 
 
-def _batches(files: "SegmentFiles", topic: str | None, partition: int | None,
+def _batches(files: "SegmentFiles", log: "Log | None", topic: str | None, partition: int | None,
              batch_fields: bool) -> "Iterator[pa.RecordBatch]":
-    """decode_columns' record batches of one whole segment (a damaged one raises). The .log is
-    read through its FileRecords (pread or ranged reads: a FIFO named like a segment is an error,
-    not a hang)."""
+    """decode_columns' record batches of one segment as a read_uncommitted consumer reads it,
+    through the read path (kbatch.log.fetch, as cat and serve): bytes it cannot read raise
+    UnreadableDataError naming file, bytes and offsets; a partial batch at the end of the last
+    segment is ignored, as Kafka does. `log`: the partition the segment belongs to; None for a
+    lone .log outside a partition directory, read whole and strictly (a partial tail is an error)."""
     from ..columns.decode import iter_record_batches
+    from ..log.fetch import IsolationLevel, read_log
 
-    records = files.open_log()
+    if log is None:
+        records = files.open_log()
+        try:
+            data = records.read(0, records.size_in_bytes)
+        finally:
+            records.close()
+        yield from iter_record_batches(data, topic, partition, batch_fields=batch_fields, strict=True)
+        return
+    bases = [seg.base_offset for seg in log.segments]
+    assert files.base_offset is not None  # _partition_log gives a log only for named segments
+    k = bases.index(files.base_offset)
+    res = read_log(log, bases[k], bases[k + 1] if k + 1 < len(bases) else None,
+                   isolation=IsolationLevel.READ_UNCOMMITTED)
+    for w in res.windows():
+        a, b = w.span()
+        origin = w.window["origin"]
+        yield from iter_record_batches(memoryview(w.window["buf"])[a - origin:b - origin], topic, partition,
+                                       batch_fields=batch_fields, strict=True)
+
+
+def _partition_log(d: str, segs: "list[SegmentFiles]") -> "Log | None":
+    """The partition the segments belong to, open read-only; None when `d` is not a partition
+    directory holding them (a lone .log file elsewhere)."""
+    from ..log.unified_log import Log
+
+    if any(f.base_offset is None for f in segs):
+        return None
     try:
-        data = records.read(0, records.size_in_bytes)
-    finally:
-        records.close()
-    yield from iter_record_batches(data, topic, partition, batch_fields=batch_fields, strict=True)
+        log = Log.open(d)
+    except (KBatchError, OSError):
+        return None
+    if not {f.base_offset for f in segs} <= {seg.base_offset for seg in log.segments}:
+        log.close()
+        return None
+    return log
 
 
 class _Sink:
@@ -159,11 +196,14 @@ def cmd_export(path: "PathLike", *, to: str, fmt: str | None = None, batch_field
             with open(state_path, encoding="utf-8") as f:
                 state = json.load(f)
     sink = _Sink(to, fmt_name, full, binary) if one_file else None
+    opened: "list[Log | None]" = []
     try:
         with progress_bar(total, "export", quiet) as advance:
             for d, segs in parts:
                 described = describe(d, [])
                 topic, partition = described.topic, described.partition
+                log = _partition_log(d, segs)
+                opened.append(log)
                 for files in segs:
                     seg = files.path(".log")
                     size = _fs.getsize(seg)
@@ -181,7 +221,7 @@ def cmd_export(path: "PathLike", *, to: str, fmt: str | None = None, batch_field
                             continue
                         target, key, rows = _Sink(os.path.join(to, rel), fmt_name, per_file, binary), rel, 0
                     try:
-                        for rb in _batches(files, topic, partition, batch_fields):
+                        for rb in _batches(files, log, topic, partition, batch_fields):
                             rb = typing_for(topic, rb)
                             target.write(rb if one_file else rb.drop_columns(["topic", "partition"]))
                     except KBatchError as e:
@@ -208,6 +248,9 @@ def cmd_export(path: "PathLike", *, to: str, fmt: str | None = None, batch_field
     finally:
         if sink is not None:
             sink.discard()
+        for log in opened:
+            if log is not None:
+                log.close()
     return EXIT_PROBLEMS if problems else EXIT_OK
 
 

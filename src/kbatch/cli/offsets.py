@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING
 
 from ..errors import KBatchError, StorageError
-from ._common import (EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, UsageProblem, emit, flags, format_time, parse_time,
-                      partition_dirs, partition_name, run, time_value)
+from ._common import (EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, UsageProblem, emit, flags, format_time, log_bytes,
+                      parse_time, partition_dirs, partition_name, progress_bar, run, time_value)
 
 if TYPE_CHECKING:
     import typer
@@ -29,9 +29,6 @@ def cmd_offsets(path: "PathLike", *, times: Sequence[str] = (), earliest: bool =
                 max_timestamp: bool = False, topic: str | None = None, partition: int | None = None,
                 as_json: bool = False, quiet: bool = False, out: IO[str] | None = None,
                 err: IO[str] | None = None) -> int:
-    from .._wire import OffsetSpec
-    from ..log.unified_log import Log
-
     out = out or sys.stdout
     err = err or sys.stderr
     targets: list[tuple[str, int | None]] = [("earliest", None)] if earliest else []
@@ -53,61 +50,66 @@ def cmd_offsets(path: "PathLike", *, times: Sequence[str] = (), earliest: bool =
         if not dirs:
             raise UsageProblem(f"{path}: no partition of topic {topic} there" if topic is not None
                                else f"{path}: no partition {partition} there")
-    for d in dirs:
-        name = partition_name(d)
-        try:
-            log = Log.open(d)
-        except StorageError as e:
-            err.write(f"kbatch: {name}: {e}\n")
-            code = max(code, EXIT_USAGE)
-            continue
-        doubts: list[str] = []
-        answered: list[tuple[str, "OffsetSpec | int", "OffsetAndTimestamp | None"]] = []
-        try:
-            for label, ts in targets:
-                if label in ("earliest", "latest"):  # epochs from the leader epoch cache, as a broker answers
-                    hit = log.offset_for(OffsetSpec.EARLIEST if label == "earliest" else OffsetSpec.LATEST)
-                elif label == "max-timestamp" or ts is None:
-                    hit = log.offset_for(OffsetSpec.MAX_TIMESTAMP)
+    with progress_bar(log_bytes(dirs), "offsets", quiet) as advance:
+        for d in dirs:
+            code = max(code, _partition_offsets(d, targets, as_json, out, err))
+            advance(log_bytes([d]))
+    return code
+
+
+def _partition_offsets(d: str, targets: "list[tuple[str, int | None]]", as_json: bool, out: IO[str],
+                       err: IO[str]) -> int:
+    """One partition's lookups, printed; its exit code."""
+    from .._wire import OffsetSpec
+    from ..log.fetch import Lookup, damage_verdict
+    from ..log.unified_log import Log
+
+    code = EXIT_OK
+    name = partition_name(d)
+    try:
+        log = Log.open(d)
+    except StorageError as e:
+        err.write(f"kbatch: {name}: {e}\n")
+        return EXIT_USAGE
+    answered: list[Lookup] = []
+    try:
+        for label, ts in targets:
+            if label in ("earliest", "latest"):  # epochs from the leader epoch cache, as a broker answers
+                hit = log.offset_for(OffsetSpec.EARLIEST if label == "earliest" else OffsetSpec.LATEST)
+            elif label == "max-timestamp" or ts is None:
+                hit = log.offset_for(OffsetSpec.MAX_TIMESTAMP)
+            else:
+                hit = log.offsets_for_times([ts])[0]
+            offset, found_ts, epoch = (None, None, None) if hit is None else hit
+            answered.append((label, OffsetSpec.EARLIEST if label == "earliest" else OffsetSpec.LATEST
+                             if label == "latest" else OffsetSpec.MAX_TIMESTAMP if ts is None else ts, hit))
+            if as_json:
+                emit(out, dict(partition=name, path=d, target=label if ts is None else ts, offset=offset,
+                                timestamp=found_ts, leader_epoch=epoch))
+            else:
+                shown = label if ts is None else f"{label} ({ts})" if str(ts) != label else label
+                if offset is None:
+                    out.write(f"{name}\t{shown}\tnone\n")
+                elif found_ts is None:
+                    out.write(f"{name}\t{shown}\toffset {offset}\n")
                 else:
-                    hit = log.offsets_for_times([ts])[0]
-                offset, found_ts, epoch = (None, None, None) if hit is None else hit
-                answered.append((label, OffsetSpec.EARLIEST if label == "earliest" else OffsetSpec.LATEST
-                                 if label == "latest" else OffsetSpec.MAX_TIMESTAMP if ts is None else ts, hit))
-                if as_json:
-                    emit(out, dict(partition=name, path=d, target=label if ts is None else ts, offset=offset,
-                                    timestamp=found_ts, leader_epoch=epoch))
-                else:
-                    shown = label if ts is None else f"{label} ({ts})" if str(ts) != label else label
-                    if offset is None:
-                        out.write(f"{name}\t{shown}\tnone\n")
-                    elif found_ts is None:
-                        out.write(f"{name}\t{shown}\toffset {offset}\n")
-                    else:
-                        out.write(f"{name}\t{shown}\toffset {offset}\ttimestamp {found_ts} "
-                                  f"({format_time(found_ts)})\n")
-            # once every lookup ran (any of them may have found damage the others' answers could be in)
-            for label, spec, hit in answered:
-                for u in log.unread_for(spec, hit):
-                    doubts.append(f"kbatch: {name}: {label}: the answer could have been in the {u.size} bytes from "
-                                  f"byte {u.position} of {u.file}, which could not be read\n")
-        except StorageError as e:
-            err.write(f"kbatch: {name}: {e}\n")
-            code = max(code, EXIT_USAGE)
-        except KBatchError as e:
-            err.write(f"kbatch: {name}: {e}\n")
+                    out.write(f"{name}\t{shown}\toffset {offset}\ttimestamp {found_ts} "
+                              f"({format_time(found_ts)})\n")
+    except StorageError as e:
+        err.write(f"kbatch: {name}: {e}\n")
+        code = max(code, EXIT_USAGE)
+    except KBatchError as e:
+        err.write(f"kbatch: {name}: {e}\n")
+        code = max(code, EXIT_PROBLEMS)
+    finally:
+        # once every lookup ran (any of them may have found damage the others' answers could be
+        # in): the read path's rule, as cat's for its s@T / e@T (kbatch.log.fetch.damage_verdict)
+        problems, notes = damage_verdict(log, answered)
+        for line in notes + problems:
+            err.write(f"kbatch: {name}: {line}\n")
+        if problems:
             code = max(code, EXIT_PROBLEMS)
-        finally:
-            for problem in log.problems:
-                err.write(f"kbatch: {name}: {problem}\n")
-            for line in doubts:
-                err.write(line)
-            # bytes it could not read are a problem for the lookups whose answers they could have
-            # held; anything else (an index the log contradicts, segments left out) always is
-            unread = {u.message for seg in log.segments for u in seg.unread}
-            if doubts or any(p not in unread for p in log.problems):
-                code = max(code, EXIT_PROBLEMS)
-            log.close()
+        log.close()
     return code
 
 

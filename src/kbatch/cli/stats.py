@@ -2,9 +2,12 @@
 
 Records, bytes, offset and time ranges, codecs, batch sizes, producers and transactions,
 tombstones and an estimate of how many distinct keys there are (HyperLogLog over Kafka's murmur2
-of each key, 2^14 registers: about 1% standard error). Headers are scanned window by window
-(local pread or ranged reads of remote objects) and records decoded into Arrow columns; every CRC
-is checked. Anything that cannot be read is named on stderr and makes the exit code 1.
+of each key, 2^14 registers: about 1% standard error). The batches are those a read_uncommitted
+consumer reads from the log start, through the read path (kbatch.log.fetch: the same as cat and
+serve), header windows at a time (local pread or ranged reads of remote objects), records decoded
+into Arrow columns; every CRC is checked. Bytes that cannot be read are named on stderr with the
+offsets behind them (reading goes on at the next segment) and make the exit code 1; a partial
+batch at the end of the last segment is ignored, as Kafka does.
 """
 
 import logging
@@ -28,6 +31,7 @@ if TYPE_CHECKING:
     from ..log.unified_log import Log
 
 HLL_P = 14  # 16384 registers
+_HEADER_COLUMNS = ("size", "base_offset", "last_offset", "magic", "attributes", "producer_id", "record_count")
 
 
 class KeyCardinality:
@@ -81,6 +85,7 @@ def partition_stats(log: "Log", advance: Callable[[int], object] = lambda n: Non
     import pyarrow.compute as pc
 
     from ..columns.decode import iter_record_batches
+    from ..log.fetch import IsolationLevel, read_log
     from ..record.control import parse_control_record
     from ..record.file_records import _batch_at
 
@@ -96,76 +101,70 @@ def partition_stats(log: "Log", advance: Callable[[int], object] = lambda n: Non
     hll = KeyCardinality()
     lo_ts: int | None = None
     hi_ts: int | None = None
-    for seg in log.segments:
-        try:
-            for s in seg.windows(verify_crc=True):
-                n = len(s["position"])
-                if not n:
-                    continue
-                size = s["size"]
-                st["batches"] += n
-                sizes_sum += int(size.sum())
-                mn, mx = int(size.min()), int(size.max())
-                st["batch_bytes_min"] = mn if st["batch_bytes_min"] is None else min(st["batch_bytes_min"], mn)
-                st["batch_bytes_max"] = mx if st["batch_bytes_max"] is None else max(st["batch_bytes_max"], mx)
-                if st["first_offset"] is None:
-                    st["first_offset"] = int(s["base_offset"][0])
-                st["last_offset"] = int(s["last_offset"][-1])
-                magic, attrs = s["magic"], s["attributes"]
-                for m, c in zip(*np.unique(magic, return_counts=True)):
-                    st["magic"][int(m)] = st["magic"].get(int(m), 0) + int(c)
-                codec = np.where(magic == 2, attrs & W.COMPRESSION_CODEC_MASK, attrs & W.LEGACY_COMPRESSION_CODEC_MASK)
-                for cc, c in zip(*np.unique(codec, return_counts=True)):
-                    name = W.Compression(int(cc)).name.lower()
-                    st["codecs"][name] = st["codecs"].get(name, 0) + int(c)
-                v2 = magic == 2
-                pids = s["producer_id"][v2]
-                producers.update(np.unique(pids[pids >= 0]).tolist())
-                st["idempotent_batches"] += int(np.count_nonzero(pids >= 0))
-                txn = v2 & ((attrs & W.TRANSACTIONAL_FLAG_MASK) != 0)
-                ctl = v2 & ((attrs & W.CONTROL_FLAG_MASK) != 0)
-                st["transactional_batches"] += int(np.count_nonzero(txn & ~ctl))
-                st["transactional_records"] += int(s["record_count"][txn & ~ctl].sum())
-                st["control_batches"] += int(np.count_nonzero(ctl))
-                for i in np.flatnonzero(~s["crc_valid"]).tolist():
-                    b = _batch_at(s, i)
-                    st["problems"].append(f"{seg.path('.log')}: CRC mismatch in the batch at byte {b.position} (base "
-                                          f"offset {b.base_offset}): stored {b.crc}, computed {b.compute_crc()}")
-                for i in np.flatnonzero(ctl).tolist():
-                    for r in _batch_at(s, i):
-                        kind = parse_control_record(r).type
-                        if kind == W.ControlRecordType.COMMIT:
-                            st["commits"] += 1
-                        elif kind == W.ControlRecordType.ABORT:
-                            st["aborts"] += 1
-                # the window's complete batches, decoded into columns (control records left out)
-                a = int(s["position"][0]) - s["origin"]
-                b = int(s["position"][-1] + s["size"][-1]) - s["origin"]
-                for rb in iter_record_batches(memoryview(s["buf"])[a:b], include_headers=False, verify_crc=False):
-                    st["records"] += rb.num_rows
-                    key = rb.column("key")
-                    st["null_keys"] += key.null_count
-                    hll.add(key)
-                    st["tombstones"] += int(pc.sum(rb.column("isTombstone")).as_py() or 0)
-                    ts = rb.column("timestamp")
-                    st["records_without_timestamp"] += ts.null_count
-                    if ts.null_count < len(ts):
-                        mm = pc.min_max(ts.cast(pa.int64()))  # microseconds (Spark's timestamp) of ms values
-                        t0, t1 = mm["min"].as_py() // 1000, mm["max"].as_py() // 1000
-                        lo_ts = t0 if lo_ts is None else min(lo_ts, t0)
-                        hi_ts = t1 if hi_ts is None else max(hi_ts, t1)
-                advance(int(size.sum()))
-        except KBatchError as e:
-            if isinstance(e, StorageError):
-                raise
-            st["problems"].append(f"{seg.path('.log')}: cannot read from here on: {e}")
+    # what a read_uncommitted consumer reads from the log start, through the read path: the same
+    # batches as cat and serve, unreadable bytes named (and read on at the next segment), a partial
+    # batch at the end of the active segment ignored; every CRC checked
+    res = read_log(log, log.beginning_offset(), isolation=IsolationLevel.READ_UNCOMMITTED, skip_unreadable=True)
+    for w in res.windows():
+        s = {k: w.window[k][w.start:w.stop] for k in _HEADER_COLUMNS}
+        n = w.stop - w.start
+        size = s["size"]
+        st["batches"] += n
+        sizes_sum += int(size.sum())
+        mn, mx = int(size.min()), int(size.max())
+        st["batch_bytes_min"] = mn if st["batch_bytes_min"] is None else min(st["batch_bytes_min"], mn)
+        st["batch_bytes_max"] = mx if st["batch_bytes_max"] is None else max(st["batch_bytes_max"], mx)
+        if st["first_offset"] is None:
+            st["first_offset"] = int(s["base_offset"][0])
+        st["last_offset"] = int(s["last_offset"][-1])
+        magic, attrs = s["magic"], s["attributes"]
+        for m, c in zip(*np.unique(magic, return_counts=True)):
+            st["magic"][int(m)] = st["magic"].get(int(m), 0) + int(c)
+        codec = np.where(magic == 2, attrs & W.COMPRESSION_CODEC_MASK, attrs & W.LEGACY_COMPRESSION_CODEC_MASK)
+        for cc, c in zip(*np.unique(codec, return_counts=True)):
+            name = W.Compression(int(cc)).name.lower()
+            st["codecs"][name] = st["codecs"].get(name, 0) + int(c)
+        v2 = magic == 2
+        pids = s["producer_id"][v2]
+        producers.update(np.unique(pids[pids >= 0]).tolist())
+        st["idempotent_batches"] += int(np.count_nonzero(pids >= 0))
+        txn = v2 & ((attrs & W.TRANSACTIONAL_FLAG_MASK) != 0)
+        ctl = v2 & ((attrs & W.CONTROL_FLAG_MASK) != 0)
+        st["transactional_batches"] += int(np.count_nonzero(txn & ~ctl))
+        st["transactional_records"] += int(s["record_count"][txn & ~ctl].sum())
+        st["control_batches"] += int(np.count_nonzero(ctl))
+        for i in (np.flatnonzero(ctl) + w.start).tolist():
+            for r in _batch_at(w.window, i):
+                kind = parse_control_record(r).type
+                if kind == W.ControlRecordType.COMMIT:
+                    st["commits"] += 1
+                elif kind == W.ControlRecordType.ABORT:
+                    st["aborts"] += 1
+        # the batches' records, decoded into columns (control records left out)
+        a, b = w.span()
+        origin = w.window["origin"]
+        for rb in iter_record_batches(memoryview(w.window["buf"])[a - origin:b - origin], include_headers=False,
+                                      verify_crc=False):
+            st["records"] += rb.num_rows
+            key = rb.column("key")
+            st["null_keys"] += key.null_count
+            hll.add(key)
+            st["tombstones"] += int(pc.sum(rb.column("isTombstone")).as_py() or 0)
+            ts = rb.column("timestamp")
+            st["records_without_timestamp"] += ts.null_count
+            if ts.null_count < len(ts):
+                mm = pc.min_max(ts.cast(pa.int64()))  # microseconds (Spark's timestamp) of ms values
+                t0, t1 = mm["min"].as_py() // 1000, mm["max"].as_py() // 1000
+                lo_ts = t0 if lo_ts is None else min(lo_ts, t0)
+                hi_ts = t1 if hi_ts is None else max(hi_ts, t1)
+        advance(b - a)
+    st["problems"] = [str(r) for r in res.unreadable] + res.problems()
     st["min_timestamp"], st["max_timestamp"] = lo_ts, hi_ts
     st["producers"] = len(producers)
     if st["batches"]:
         st["batch_bytes_mean"] = round(sizes_sum / st["batches"], 1)
         st["records_per_batch_mean"] = round(st["records"] / st["batches"], 2)
     st["key_cardinality_estimate"] = hll.estimate()
-    st["problems"] = st["problems"] + [p for p in log.problems if p not in st["problems"]]
     return st
 
 

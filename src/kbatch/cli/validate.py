@@ -85,8 +85,7 @@ def _segment_records(seg: "SegmentFiles | PathLike", rep: TimestampReport,
                     if done < size:
                         rep["unreadable"].append(Unreadable(
                             file=log_path, position=done, bytes=size - done,
-                            message=f"{size - done} bytes at the end are not a complete batch (torn write, bad length "
-                                    f"field, or not a segment)"))
+                            message=f.incomplete(done, "the segment")))
                         rep["unread_bytes"] += size - done
                     break
                 ok = s["crc_valid"].tolist()
@@ -98,6 +97,9 @@ def _segment_records(seg: "SegmentFiles | PathLike", rep: TimestampReport,
                                                             message=f"CRC mismatch: stored {batch.crc}, computed "
                                                                     f"{batch.compute_crc()}"))
                         rep["unread_bytes"] += batch.size_in_bytes
+                        continue
+                    if batch.is_control:  # never a consumer's record: counted as stats and verify count
+                        advance(batch.size_in_bytes)
                         continue
                     try:
                         records = batch.records()

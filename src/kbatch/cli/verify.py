@@ -103,7 +103,8 @@ class _Verifier:
                     self.batches += 1
                     pos = batch.position
                     where = f"batch at byte {pos} (base offset {batch.base_offset})"
-                    if not batch.is_valid():
+                    crc_ok = batch.is_valid()
+                    if not crc_ok:
                         self.problem(path, pos, f"CRC mismatch in {where}: stored {batch.crc}, "
                                                 f"computed {batch.compute_crc()}", kind="crc")
                     if batch.base_offset < base:
@@ -116,7 +117,7 @@ class _Verifier:
                         self.problem(path, pos, f"{where} has last offset {batch.last_offset} below its base offset",
                                      kind="offsets")
                     if self.deep:
-                        self._records(path, batch, where)
+                        self._records(path, batch, where, crc_ok)
                     self._follow(batch, aborted)
                     last_offset = batch.last_offset if last_offset is None else max(last_offset, batch.last_offset)
                     valid = pos + batch.size_in_bytes
@@ -133,7 +134,7 @@ class _Verifier:
                              kind="framing")
             elif valid < size:
                 self.problem(path, valid, f"{size - valid} bytes at the end of the file are not a complete batch "
-                                          f"(truncated or partially written tail)", kind="truncated")
+                                          f"({f.incomplete(valid, 'the segment')})", kind="truncated")
                 self.advance(size - valid)
             if bad is not None or valid < size:
                 self.ongoing = None  # the transactions of what follows are not known
@@ -215,14 +216,17 @@ class _Verifier:
                                             f"marker of that producer: the transaction was committed; `kbatch "
                                             f"reindex` rewrites the file", kind="index")
 
-    def _records(self, path: str, batch: "Batch", where: str) -> None:
+    def _records(self, path: str, batch: "Batch", where: str, crc_ok: bool) -> None:
         try:
             records = batch.records()
         except KBatchError as e:
             self.problem(path, batch.position, f"cannot decode the records of {where}: {e}", kind="records")
             return
         n = len(records)
-        self.records += n
+        if crc_ok and not batch.is_control:
+            # the records a consumer gets, counted as stats and validate count them (CRC holding,
+            # control records left out); every batch's records are checked all the same
+            self.records += n
         if batch.magic >= 2:
             span = batch.last_offset - batch.base_offset + 1
             if n > span:

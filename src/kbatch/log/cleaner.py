@@ -462,7 +462,8 @@ class LogCleaner:
                     if stop.value < segment.size:
                         raise self._uncleanable(
                             f"segment {name} ends with {segment.size - stop.value} bytes from byte {stop.value} that "
-                            f"are not a complete batch (a torn write, a bad length field, or not a segment)") from None
+                            f"are not a complete batch ({segment.records.incomplete(stop.value, 'the segment')})"
+                        ) from None
                     return
                 if self.verify_crc and not s["crc_valid"].all():
                     raise _crc_error(s, int(np.flatnonzero(~s["crc_valid"])[0]))

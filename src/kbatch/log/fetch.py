@@ -18,9 +18,10 @@ are dropped). Here both halves are in one place, over a `Log`:
 Rules:
 
 - **Aborted transactions** come from the segments' `.txnindex` files when every segment has one
-  (as a broker reads them; a reader of a Log also adds any ABORT marker the files miss, from the
-  header pass it makes for the last stable offset anyway); otherwise from the log's own control batches (a header pass over every
-  segment; only transactional control batches are decoded): per producer, its first transactional
+  (as a broker reads them), plus any ABORT marker the files miss (a stale or cut file; from the
+  header pass every reader makes for the last stable offset anyway: merge_aborted, and the JVM
+  reader's AbortedTransactions.fromIndexAndMarkers); otherwise from the log's own control batches
+  (a header pass over every segment; only transactional control batches are decoded): per producer, its first transactional
   data batch after its previous marker up to an ABORT marker (kbatch.log.producer_state.OngoingTxns,
   the rule `Log.append`, recovery and `rebuild_indexes` write `.txnindex` entries by). A broker (and
   kbatch since it writes them) creates a `.txnindex` only for a segment holding an ABORT marker, so
@@ -44,6 +45,8 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from enum import IntEnum
 from typing import TYPE_CHECKING, NamedTuple
 
+import numpy as np
+
 from .. import _wire as W
 from ..errors import CorruptRecordError, KBatchError, StorageError
 from .index import AbortedTxn, TransactionIndex
@@ -51,10 +54,11 @@ from .producer_state import OngoingTxns, follow_windows, ongoing_at
 
 if TYPE_CHECKING:
     from .._core import Record
+    from .._wire import OffsetSpec
     from ..record.batch import Batch
     from ..record.file_records import Window
-    from .segment import LogSegment
-    from .unified_log import Log
+    from .segment import LogSegment, UnreadRange
+    from .unified_log import Log, OffsetAndTimestamp
 
 
 class IsolationLevel(IntEnum):
@@ -112,6 +116,71 @@ def partial_tail_ignored(next_segment_base: int | None) -> bool:
     return next_segment_base is None
 
 
+def hole_at(seg: LogSegment, offset: int, found_offset: int) -> UnreadRange | None:
+    """The bytes of `seg` that could not be read and hide `offset`, when a lookup of `offset`
+    answered with a batch at `found_offset` beyond it (LogSegment.translate_offset reads around
+    damage): a reader starting there must say so, never start silently at the next readable
+    batch. None when the gap is not damage (a compacted log's missing offsets). kbatch serve's
+    Fetch asks this too."""
+    if found_offset <= offset:
+        return None
+    for u in seg.unread:
+        lo = u.after_offset if u.after_offset is not None else seg.base_offset - 1
+        if lo < offset and (u.before_offset is None or offset < u.before_offset <= found_offset):
+            return u
+    return None
+
+
+def unreadable_at(seg: LogSegment, offset: int) -> tuple[int, int | None, str] | None:
+    """When `seg` holds no batch reaching `offset` (translate_offset gave None): whether bytes that
+    could not be read are why, as (their first byte, the last offset read before them, what they
+    are); None when the offsets are simply not there (the end of a compacted segment). Read from
+    the index entry at or below `offset`, not only past the last entry: damage before an entry
+    that reaches intact batches behind it is still damage. kbatch serve's Fetch asks this too."""
+    for u in seg.unread:
+        if (u.after_offset if u.after_offset is not None else seg.base_offset - 1) < offset:
+            return u.position, u.after_offset, u.why
+    try:
+        pos = seg._entry_position(offset)
+    except KBatchError:
+        pos = 0
+    last: int | None = None
+    gen = seg.log.scan(pos)
+    try:
+        while True:
+            s = next(gen)
+            if len(s["last_offset"]):
+                last = int(s["last_offset"][-1])
+    except StopIteration as stop:
+        end = int(stop.value)
+        return (end, last, seg.log.incomplete(end, "the segment")) if end < seg.size else None
+    except StorageError:
+        raise
+    except KBatchError as e:
+        return (e.position if e.position is not None else pos), last, str(e)
+    finally:
+        gen.close()
+
+
+class _InHole(Exception):
+    def __init__(self, r: UnreadRange) -> None:
+        self.range = r
+
+
+class FetchedWindow(NamedTuple):
+    """Rows [start, stop) of one scan window of `segment`: batches a read reached."""
+
+    segment: LogSegment
+    window: Window
+    start: int
+    stop: int
+
+    def span(self) -> tuple[int, int]:
+        """The byte range of the segment these batches fill."""
+        pos, size = self.window["position"], self.window["size"]
+        return int(pos[self.start]), int(pos[self.stop - 1] + size[self.stop - 1])
+
+
 class FetchedBatch(NamedTuple):
     batch: Batch
     aborted: bool   # a data batch of an aborted transaction (records a read_committed consumer never sees)
@@ -135,14 +204,12 @@ class TxnState(NamedTuple):
 
 def aborted_transactions(sources: Iterable[TxnSource], *, need_open: bool = False) -> TxnState:
     """The aborted transactions of a partition's segments (see the module docstring: the
-    `.txnindex` files when every segment has one, else the control batches). need_open: also
-    follow the open transactions to the end (a header pass even when the files are used)."""
+    `.txnindex` files when every segment has one, plus any ABORT marker they miss; else the
+    control batches). One header pass over the segments in any case (`need_open` is kept for
+    callers: the open transactions are always followed)."""
     sources = list(sources)
     files = [src.txn_index() for src in sources]
     use_files = bool(sources) and all(f is not None for f in files)
-    if use_files and not need_open:
-        return TxnState([t for src, f in zip(sources, files) for t in TransactionIndex.parse(f or b"", src.path)],
-                        None, True)
     ongoing = OngoingTxns()
     derived: list[AbortedTxn] = []
     for src in sources:
@@ -152,9 +219,21 @@ def aborted_transactions(sources: Iterable[TxnSource], *, need_open: bool = Fals
             raise
         except KBatchError:
             continue  # bytes it cannot read: a reader reports them where it meets them
-    aborted = ([t for src, f in zip(sources, files) for t in TransactionIndex.parse(f or b"", src.path)]
-               if use_files else derived)
+    aborted = merge_aborted([TransactionIndex.parse(f or b"", src.path) for src, f in zip(sources, files)]
+                            if use_files else None, derived)
     return TxnState(aborted, ongoing.first_unstable_offset(), use_files)
+
+
+def merge_aborted(indexed: list[list[AbortedTxn]] | None, derived: list[AbortedTxn]) -> list[AbortedTxn]:
+    """The aborted transactions: the `.txnindex` entries (per segment; None: not every segment has
+    a file, so the control batches' `derived` alone), plus each ABORT marker the files do not list
+    (same producer and marker offset), so that no aborted record leaks past a stale or cut index.
+    The JVM reader's AbortedTransactions.fromIndexAndMarkers is the same rule."""
+    if indexed is None:
+        return list(derived)
+    aborted = [t for entries in indexed for t in entries]
+    listed = {(t.producer_id, t.last_offset) for t in aborted}
+    return aborted + [t for t in derived if (t.producer_id, t.last_offset) not in listed]
 
 
 def _segment_source(seg: LogSegment) -> TxnSource:
@@ -252,13 +331,9 @@ def transaction_state(log: Log) -> TxnState:
     else:
         ongoing, derived = _ongoing_at_start(log), []
         complete, resume = _follow_from(segs, None, ongoing, derived)
-    aborted = derived
-    if use_files:
-        # the files, as a broker reads them; an ABORT marker they do not list (a stale or cut file)
-        # is added from the header pass made anyway: no aborted record leaks past an index
-        aborted = [t for seg, f in zip(segs, files) for t in TransactionIndex.parse(f or b"", seg.path(".txnindex"))]
-        listed = {(t.producer_id, t.last_offset) for t in aborted}
-        aborted += [t for t in derived if (t.producer_id, t.last_offset) not in listed]
+    # the files, as a broker reads them, and any ABORT marker they miss (from the header pass made anyway)
+    aborted = merge_aborted([TransactionIndex.parse(f or b"", seg.path(".txnindex")) for seg, f in zip(segs, files)]
+                            if use_files else None, derived)
     state = TxnState(aborted, ongoing.first_unstable_offset(), use_files)
     _STATES[log] = _Followed(key, resume, ongoing, derived, complete, state)
     return state
@@ -347,25 +422,29 @@ class FetchResult:
             raise _unreadable_error(r)
 
     def _start_position(self, i: int, offset: int) -> int | None:
-        """Where segment i's batches reaching `offset` start (its index, checked against the log)."""
+        """Where segment i's batches reaching `offset` start (its index, checked against the log).
+        An offset inside bytes the lookup read around is one of them: _InHole."""
         seg = self.log.segments[i]
         if offset <= seg.base_offset:
             return 0
         found = seg.translate_offset(offset)
+        if found is not None:
+            u = hole_at(seg, offset, found.offset)
+            if u is not None:
+                raise _InHole(u)
         return None if found is None else found.position
 
-    def batches(self) -> Iterator[FetchedBatch]:
-        """Batches with offsets reaching [start_offset, upper_offset), in offset order, control
-        batches included; under read_committed, `aborted` marks the data batches of aborted
-        transactions. Raises UnreadableDataError at bytes it cannot read (after the batches before
-        them), unless skip_unreadable."""
-        from ..record.file_records import _batch_at, _crc_error
+    def windows(self) -> Iterator[FetchedWindow]:
+        """The batches read (those with offsets reaching [start_offset, upper_offset), in offset
+        order, control batches included), as slices of the segments' scan windows: for readers that
+        work on header columns and byte ranges (stats, export) rather than batch by batch. The same
+        rules and errors as batches(), which is built on it; no aborted marks here (AbortedFilter)."""
+        from ..record.file_records import _crc_error
 
         segs = self.log.segments
         offset, upper = self.start_offset, self.upper_offset
         if offset >= upper or not segs:
             return
-        filt = AbortedFilter(self.aborted) if self.isolation == IsolationLevel.READ_COMMITTED else None
         i = 0
         while i + 1 < len(segs) and segs[i + 1].base_offset <= offset:
             i += 1
@@ -376,6 +455,14 @@ class FetchResult:
                 continue
             try:
                 pos = self._start_position(k, offset)
+            except _InHole as h:
+                u = h.range
+                r = UnreadableRange(u.file, u.position, u.size, u.after_offset, u.before_offset,
+                                    f"{u.why}; offset {offset} is in them, the next readable batch starts at "
+                                    f"offset {u.before_offset}")
+                self.unreadable.append(r)
+                self._fail(r)
+                continue
             except StorageError:
                 raise
             except KBatchError as e:
@@ -383,10 +470,9 @@ class FetchResult:
                 continue
             nxt_base = None if active else segs[k + 1].base_offset
             if pos is None:
-                nxt, end = seg.read_end()
-                if end < seg.size and not partial_tail_ignored(nxt_base):
-                    self._fail(self._hole(k, end, nxt - 1 if nxt > seg.base_offset else None,
-                                          "not a complete batch: a torn write, a bad length field, or not a segment"))
+                hit = unreadable_at(seg, offset)
+                if hit is not None and not partial_tail_ignored(nxt_base):
+                    self._fail(self._hole(k, hit[0], hit[1], hit[2]))
                 continue
             last: int | None = None
             gen = seg.log.scan(pos, self.verify_crc)
@@ -396,44 +482,55 @@ class FetchResult:
                 except StopIteration as stop:
                     end = stop.value
                     if end < seg.size and not partial_tail_ignored(nxt_base):
-                        self._fail(self._hole(k, end, last, "not a complete batch: a torn write, a bad length "
-                                                            "field, or not a segment"))
+                        self._fail(self._hole(k, end, last, seg.log.incomplete(end, "the segment")))
                     break
                 except StorageError:
                     raise
                 except KBatchError as e:
                     self._fail(self._hole(k, e.position if e.position is not None else pos, last, str(e)))
                     break
-                ok = s["crc_valid"].tolist()
-                lasts = s["last_offset"].tolist()
-                bases = s["base_offset"].tolist()
-                for j in range(len(ok)):
-                    if lasts[j] < offset:
-                        continue
-                    if bases[j] >= upper:
-                        return
-                    if self.verify_crc and not ok[j]:
-                        crc = _crc_error(s, j)
-                        self._fail(self._hole(k, crc.position or 0, last, str(crc)))
-                        break
-                    b = _batch_at(s, j)
-                    last = lasts[j]
-                    yield FetchedBatch(b, filt.is_aborted(b) if filt is not None else False)
-                else:
-                    continue
-                break  # a CRC failure with skip_unreadable: on to the next segment
+                n = len(s["position"])
+                reach = np.flatnonzero(s["last_offset"] >= offset)
+                a = int(reach[0]) if len(reach) else n
+                beyond = np.flatnonzero(s["base_offset"][a:] >= upper)
+                b = a + int(beyond[0]) if len(beyond) else n
+                bad = np.flatnonzero(~s["crc_valid"][a:b].astype(bool)) if self.verify_crc else beyond[:0]
+                c = a + int(bad[0]) if len(bad) else b
+                if c > a:
+                    last = int(s["last_offset"][c - 1])
+                    yield FetchedWindow(seg, s, a, c)
+                if len(bad):
+                    crc = _crc_error(s, c)
+                    self._fail(self._hole(k, crc.position or 0, last, str(crc)))
+                    break  # with skip_unreadable: on to the next segment
+                if len(beyond):
+                    return
             offset = max(offset, (last + 1) if last is not None else offset)
 
-    def problems(self) -> list[str]:
-        """The Log's problems (index entries the log contradicts, bytes it could not read) but the
-        one Kafka ignores, a partial batch at the very end of the active segment, and those an
-        UnreadableRange of this read already names."""
-        segs = self.log.segments
-        tail = f"{segs[-1].path('.log')}: " if segs else None
+    def batches(self) -> Iterator[FetchedBatch]:
+        """Batches with offsets reaching [start_offset, upper_offset), in offset order, control
+        batches included; under read_committed, `aborted` marks the data batches of aborted
+        transactions. Raises UnreadableDataError at bytes it cannot read (after the batches before
+        them), unless skip_unreadable."""
+        from ..record.file_records import _batch_at
+
+        filt = AbortedFilter(self.aborted) if self.isolation == IsolationLevel.READ_COMMITTED else None
+        for w in self.windows():
+            for j in range(w.start, w.stop):
+                b = _batch_at(w.window, j)
+                yield FetchedBatch(b, filt.is_aborted(b) if filt is not None else False)
+
+    def problems(self, lookups: Iterable[Lookup] = ()) -> list[str]:
+        """What makes this read's answer doubtful beyond the ranges in `unreadable` (which a
+        reader reports with its offsets): see damage_verdict; `lookups`: the time lookups that
+        chose the offsets read (cat's s@T / e@T)."""
+        return self.verdict(lookups)[0]
+
+    def verdict(self, lookups: Iterable[Lookup] = ()) -> tuple[list[str], list[str]]:
+        """damage_verdict(log, lookups) without what `unreadable` already names."""
         named = tuple(f"{r.path}: {r.size} bytes from byte {r.position} could not be read" for r in self.unreadable)
-        return [p for p in self.log.problems
-                if not (tail is not None and p.startswith(tail) and "could not be read (a partial batch:" in p)
-                and not p.startswith(named)]  # (an UnreadableRange says it with the offsets)
+        problems, notes = damage_verdict(self.log, lookups)
+        return [p for p in problems if not p.startswith(named)], [p for p in notes if not p.startswith(named)]
 
     def records(self) -> Iterator[tuple[Batch, Record]]:
         """(batch, record) as a consumer application gets them: offsets in [start_offset,
@@ -452,6 +549,36 @@ class FetchResult:
                 yield b, r
 
 
+#: a lookup a reader made: (what it is called on stderr, its target, the answer)
+Lookup = tuple[str, "int | OffsetSpec", "OffsetAndTimestamp | None"]
+
+
+def damage_verdict(log: Log, lookups: Iterable[Lookup] = ()) -> tuple[list[str], list[str]]:
+    """(problems, notes) of what `log` met so far, the one rule every command's exit status takes:
+
+    - problems (exit 1): everything the Log had to work around that is not bytes it could not
+      read (an index entry the log contradicts, segments left out), and each unread range that
+      could have held a lookup's answer (Log.unread_for), said once, then per lookup;
+    - notes (said, exit unchanged): the other unread ranges met (by index rebuilds and lookups),
+      which no answer came from; never the partial batch at the end of the last segment, which
+      Kafka ignores.
+    Ranges a read went through are a reader's own: FetchResult.unreadable."""
+    segs = log.segments
+    unread = {u.message: u for seg in segs for u in seg.unread}
+    tail = {u.message for u in segs[-1].unread if u.partial and u.before_offset is None} if segs else set()
+    problems = [p for p in log.problems if p not in unread]
+    doubted: list[str] = []
+    lines: list[str] = []
+    for label, target, answer in lookups:
+        for u in log.unread_for(target, answer):
+            if u.message not in doubted:
+                doubted.append(u.message)
+            lines.append(f"{label}: the answer could have been in the {u.size} bytes from byte {u.position} of "
+                         f"{u.file}, which could not be read")
+    notes = [p for p in log.problems if p in unread and p not in doubted and p not in tail]
+    return problems + doubted + lines, notes
+
+
 def read_log(log: Log, start_offset: int, end_offset: int | None = None, *,
              isolation: IsolationLevel | int = IsolationLevel.READ_UNCOMMITTED, verify_crc: bool = True,
              skip_unreadable: bool = False) -> FetchResult:
@@ -461,7 +588,7 @@ def read_log(log: Log, start_offset: int, end_offset: int | None = None, *,
                        IsolationLevel(isolation), verify_crc, skip_unreadable)
 
 
-__all__ = ["IsolationLevel", "read_log", "FetchResult", "FetchedBatch", "UnreadableRange", "UnreadableDataError",
-           "partial_tail_ignored",
-           "AbortedFilter", "TxnSource", "TxnState", "aborted_transactions", "transaction_state", "cached_transaction_state",
+__all__ = ["IsolationLevel", "read_log", "FetchResult", "FetchedBatch", "FetchedWindow", "UnreadableRange", "UnreadableDataError",
+           "partial_tail_ignored", "Lookup", "damage_verdict", "hole_at", "unreadable_at",
+           "AbortedFilter", "TxnSource", "TxnState", "aborted_transactions", "merge_aborted", "transaction_state", "cached_transaction_state",
            "collect_aborted_txns", "last_stable_offset"]

@@ -44,7 +44,8 @@ from .. import _wire as W
 from ..record.batch import scan_headers
 from ..record.file_records import (_FIRST_WINDOW, _WINDOW, MAX_SEGMENT_BYTES, FileRecords, LogOffsetPosition, Rows, Scan,
                                    SourceFileRecords, TimestampAndOffset, Window, _batch_at, _crc_error, _epoch, _move,
-                                   first_record_at_or_after, iter_file_batches, open_records, scan_buffer, scan_windows)
+                                   first_record_at_or_after, is_partial_tail, iter_file_batches, next_batch_start, open_records,
+                                   scan_buffer, scan_windows)
 from ..errors import InvalidOffsetError, KBatchError, StorageError
 from .index import OffsetIndex, TimeIndex, TransactionIndex
 from .index_rules import time_entry_form
@@ -364,56 +365,8 @@ class UnreadRange(NamedTuple):
     before_offset: int | None
     bound: int | None
     message: str
-
-
-_MIN_FRAME = W.RECORD_OVERHEAD_V0  # the smallest length field any magic allows
-_RESYNC_CHUNK = 1 << 20
-
-
-def _valid_batch_at(read: Callable[[int, int], Any], position: int, size: int) -> bool:
-    """Whether one complete batch whose CRC holds starts at `position`."""
-    head = bytes(read(position, W.LOG_OVERHEAD))
-    if len(head) < W.LOG_OVERHEAD:
-        return False
-    n = _SIZE.unpack_from(head, W.SIZE_OFFSET)[0] + W.LOG_OVERHEAD
-    if n <= W.LOG_OVERHEAD or position + n > size:
-        return False
-    buf = read(position, n)
-    try:
-        s = _backend.core.scan_batches(buf, 0, n, True)
-    except KBatchError:
-        return False
-    return len(s["position"]) == 1 and int(s["valid_bytes"]) == n and bool(s["crc_valid"][0])
-
-
-def next_batch_start(read: Callable[[int, int], Any], size: int, start: int, low_offset: int,
-                     high_offset: int) -> int | None:
-    """The first byte >= start where a complete batch whose CRC holds begins, with an offset field in
-    [low_offset, high_offset] (the offsets this segment can still hold); None when there is none.
-    Candidates (a magic byte 0-2, a plausible length and offset) are found a chunk at a time with
-    numpy; each is confirmed by framing it and checking its CRC."""
-    pos = start
-    while size - pos > W.HEADER_SIZE_UP_TO_MAGIC:
-        n = min(_RESYNC_CHUNK + W.LOG_OVERHEAD + W.HEADER_SIZE_UP_TO_MAGIC, size - pos)
-        a = np.frombuffer(bytes(read(pos, n)), dtype=np.uint8)
-        span = min(_RESYNC_CHUNK, n - W.HEADER_SIZE_UP_TO_MAGIC + 1)  # candidates starting in [pos, pos + span)
-        cand = np.flatnonzero(a[W.MAGIC_OFFSET:W.MAGIC_OFFSET + span] <= 2)
-        if len(cand):
-            off = np.zeros(len(cand), dtype=np.uint64)
-            for k in range(8):
-                off = (off << np.uint64(8)) | a[cand + k].astype(np.uint64)
-            length = np.zeros(len(cand), dtype=np.int64)
-            for k in range(W.SIZE_OFFSET, W.LOG_OVERHEAD):
-                length = (length << 8) | a[cand + k].astype(np.int64)
-            length = np.where(length >= 1 << 31, length - (1 << 32), length)
-            signed = off.view(np.int64)
-            ok = ((signed >= low_offset) & (signed <= high_offset) & (length >= _MIN_FRAME)
-                  & (pos + cand + W.LOG_OVERHEAD + length <= size))
-            for q in cand[ok].tolist():
-                if _valid_batch_at(read, pos + int(q), size):
-                    return pos + int(q)
-        pos += span
-    return None
+    partial: bool = False   # a partial batch at the end of the file (a torn write: is_partial_tail)
+    why: str = ""           # what the bytes are (the error, or incomplete_batch's description)
 
 
 _READABLE_COLUMNS = ("position", "size", "base_offset", "last_offset", "max_timestamp", "magic", "attributes")
@@ -455,7 +408,7 @@ class ReadableScan:
             except StopIteration as stop:
                 end = int(stop.value)
                 if end < size:
-                    why = "a partial batch: a torn write, a bad length, or not a segment"
+                    why = records.incomplete(end, "the segment")
             except KBatchError as e:
                 if isinstance(e, StorageError):
                     raise
@@ -643,7 +596,7 @@ class LogSegment:
             where = f"offsets after {after}" if after is not None else "the start of the segment"
             msg = (f"{self.path('.log')}: {size} bytes from byte {position} could not be read ({why}); "
                    f"skipped from {where} to the next readable batch at byte {position + size} (offset {before})")
-            self._unread(UnreadRange(self.path(".log"), position, size, after, before, bound, msg))
+            self._unread(UnreadRange(self.path(".log"), position, size, after, before, bound, msg, False, why))
 
     def _bound_after(self, on_disk: TimeIndex | None, offset: int | None, rows: dict[str, npt.NDArray[np.int64]],
                      running: npt.NDArray[np.int64]) -> int | None:
@@ -916,10 +869,16 @@ class LogSegment:
 
     def report_unreadable(self, position: int, error: KBatchError | None = None, *, after_offset: int | None = None,
                           why: str = "") -> None:
-        why = f": {error}" if error is not None else (f" ({why})" if why else
-                                                      " (a partial batch: a torn write, a bad length, or not a segment)")
+        """Bytes from `position` to the end could not be read: `error`, or `why` (neither: what
+        is there, said by incomplete_batch)."""
+        if error is None and not why:
+            why = self.log.incomplete(position, "the segment")
+        partial = error is None and is_partial_tail(why)
+        what = str(error) if error is not None else why
+        why = f": {error}" if error is not None else f" ({why})"
         msg = f"{self.path('.log')}: {self.size - position} bytes from byte {position} could not be read{why}"
-        self._unread(UnreadRange(self.path(".log"), position, self.size - position, after_offset, None, None, msg))
+        self._unread(UnreadRange(self.path(".log"), position, self.size - position, after_offset, None, None, msg,
+                                 partial, what))
 
     # ---- lookups
     def translate_offset(self, offset: int, starting_file_position: int = 0) -> LogOffsetPosition | None:

@@ -489,7 +489,7 @@ class Log:
                 built = build_indexes(seg.log, seg.base_offset, interval, stop_on_error=True)
                 recovered.append(seg.base_offset)
                 if built.error is not None or built.valid_bytes < seg.size:
-                    why = built.error or f"a partial batch of {seg.size - built.valid_bytes} bytes"
+                    why = built.error or seg.log.incomplete(built.valid_bytes, "the segment")
                     raise CorruptRecordError(
                         f"Segment {seg.path('.log')} holds invalid bytes from byte {built.valid_bytes} ({why}), and "
                         f"later segments follow it. Kafka's recovery would truncate it there and delete every later "
@@ -520,7 +520,7 @@ class Log:
         reason: str | None = None
         if built.valid_bytes < seg.size:
             reason = (str(built.error) if built.error is not None
-                      else f"a partial batch of {seg.size - built.valid_bytes} bytes at the end")
+                      else seg.log.incomplete(built.valid_bytes, "the segment"))
             cut = seg.log.truncate_to(built.valid_bytes)
             logger.warning("Truncated %d bytes at byte %d of %s during recovery: %s", cut, built.valid_bytes,
                            seg.path(".log"), reason)
@@ -695,7 +695,9 @@ class Log:
         does not bound below the target, and not below the log start offset; for LATEST and
         MAX_TIMESTAMP, every range; for EARLIEST, none. Empty when the answer is the one Kafka
         would give over a log that could be read in full."""
-        ranges = [(seg, u) for seg in self.segments for u in seg.unread]
+        last = self.segments[-1] if self.segments else None
+        ranges = [(seg, u) for seg in self.segments for u in seg.unread
+                  if not (seg is last and u.partial and u.before_offset is None)]  # Kafka ignores a partial tail
         if target is OffsetSpec.EARLIEST:
             return []
         if isinstance(target, OffsetSpec):
@@ -1542,7 +1544,7 @@ def _rebuild(paths: list[str], targets: set[str], index_interval_bytes: int,
                     raise built.error.update(reason=built.error.reason + refusal)
                 if built.valid_bytes < records.size_in_bytes:
                     why = (f"{records.size_in_bytes - built.valid_bytes} bytes from byte {built.valid_bytes} are not a "
-                           f"complete batch (a torn write or a length field running past the end)")
+                           f"complete batch ({records.incomplete(built.valid_bytes, 'the segment')})")
                     raise CorruptRecordError(why + refusal, position=built.valid_bytes,
                                              expected="complete, valid batches to the end of the segment",
                                              found=f"{records.size_in_bytes - built.valid_bytes} bytes that are not")

@@ -6,8 +6,10 @@ memory stays bounded on multi-gigabyte mmap'd segments; records are decoded per 
 from __future__ import annotations
 
 import struct
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeGuard, cast
+
+import numpy as np
 
 from .. import _backend
 from .. import _wire as W
@@ -369,15 +371,107 @@ def _legacy_crc(buf: memoryview, pos: int, size: int) -> int:
     return zlib.crc32(buf[pos + W.LOG_OVERHEAD + W.LEGACY_MAGIC_OFFSET:pos + size])
 
 
+# ------------------------------------------------------------------------------------ after the last whole batch
+_LENGTH = struct.Struct(">i")  # a batch's length field
+_MIN_FRAME = W.RECORD_OVERHEAD_V0  # the smallest length field any magic allows
+_RESYNC_CHUNK = 1 << 20  # candidates tested a MiB at a time: one numpy pass per chunk, few Python steps
+
+
+def _valid_batch_at(read: Callable[[int, int], Any], position: int, size: int) -> bool:
+    """Whether one complete batch whose CRC holds starts at `position`."""
+    head = bytes(read(position, W.LOG_OVERHEAD))
+    if len(head) < W.LOG_OVERHEAD:
+        return False
+    n = _LENGTH.unpack_from(head, W.SIZE_OFFSET)[0] + W.LOG_OVERHEAD
+    if n <= W.LOG_OVERHEAD or position + n > size:
+        return False
+    buf = read(position, n)
+    try:
+        s = _backend.core.scan_batches(buf, 0, n, True)
+    except KBatchError:
+        return False
+    return len(s["position"]) == 1 and int(s["valid_bytes"]) == n and bool(s["crc_valid"][0])
+
+
+def next_batch_start(read: Callable[[int, int], Any], size: int, start: int, low_offset: int,
+                     high_offset: int) -> int | None:
+    """The first byte >= start where a complete batch whose CRC holds begins, with an offset field in
+    [low_offset, high_offset] (the offsets this segment can still hold); None when there is none.
+    Candidates (a magic byte 0-2, a plausible length and offset) are found a chunk at a time with
+    numpy; each is confirmed by framing it and checking its CRC."""
+    pos = start
+    while size - pos > W.HEADER_SIZE_UP_TO_MAGIC:
+        n = min(_RESYNC_CHUNK + W.LOG_OVERHEAD + W.HEADER_SIZE_UP_TO_MAGIC, size - pos)
+        a = np.frombuffer(bytes(read(pos, n)), dtype=np.uint8)
+        span = min(_RESYNC_CHUNK, n - W.HEADER_SIZE_UP_TO_MAGIC + 1)  # candidates starting in [pos, pos + span)
+        cand = np.flatnonzero(a[W.MAGIC_OFFSET:W.MAGIC_OFFSET + span] <= 2)
+        if len(cand):
+            off = np.zeros(len(cand), dtype=np.uint64)
+            for k in range(8):
+                off = (off << np.uint64(8)) | a[cand + k].astype(np.uint64)
+            length = np.zeros(len(cand), dtype=np.int64)
+            for k in range(W.SIZE_OFFSET, W.LOG_OVERHEAD):
+                length = (length << 8) | a[cand + k].astype(np.int64)
+            length = np.where(length >= 1 << 31, length - (1 << 32), length)
+            signed = off.view(np.int64)
+            ok = ((signed >= low_offset) & (signed <= high_offset) & (length >= _MIN_FRAME)
+                  & (pos + cand + W.LOG_OVERHEAD + length <= size))
+            for q in cand[ok].tolist():
+                if _valid_batch_at(read, pos + int(q), size):
+                    return pos + int(q)
+        pos += span
+    return None
+
+
+
+
+def incomplete_batch(read: Callable[[int, int], Any], size: int, position: int, where: str = "the data") -> str:
+    """What the bytes from `position` (where the whole batches stop) to `size` are, said from what
+    is there: the one home of this message (readers, recovery, reindex, validate, the cleaner).
+    A length field that runs past the end with a valid batch behind it is a bad length field in
+    the middle of the data; with none behind it, a partial batch at the end (a torn write)."""
+    left = size - position
+    if left < W.LOG_OVERHEAD:
+        return (f"a partial batch at the end of {where}: {left} bytes at byte {position}, fewer than a batch's "
+                f"offset and length fields ({W.LOG_OVERHEAD} bytes)")
+    n = _LENGTH.unpack_from(bytes(read(position + W.SIZE_OFFSET, 4)), 0)[0]
+    if left >= W.HEADER_SIZE_UP_TO_MAGIC:
+        magic = bytes(read(position + W.MAGIC_OFFSET, 1))[0]
+        if magic > 2:  # not the start of a batch at all (a torn write leaves one's first bytes)
+            return (f"{left} bytes at byte {position} of {where} are not a batch: magic byte {magic}, length "
+                    f"field {n}")
+    if n < _MIN_FRAME:
+        return (f"batch length {n} at byte {position} of {where} is smaller than any batch ({_MIN_FRAME} bytes): "
+                f"a bad length field")
+    if n + W.LOG_OVERHEAD <= left:  # the header itself was cut short of the magic byte
+        return f"{left} bytes at byte {position} of {where} are not a complete batch"
+    behind = next_batch_start(read, size, position + 1, W.INT64_MIN, W.INT64_MAX)
+    if behind is not None:
+        return (f"batch length {n} at byte {position} of {where} runs past its end ({size} bytes), but a valid "
+                f"batch starts at byte {behind}: a bad length field, not a partial batch")
+    return (f"a partial batch at the end of {where}: batch length {n} at byte {position} runs past its end "
+            f"({size} bytes; {left - W.LOG_OVERHEAD} of the {n} bytes are there)")
+
+
+def is_partial_tail(description: str) -> bool:
+    """Whether an incomplete_batch description is a partial batch at the end (a torn write: the
+    one thing a reader of the last segment ignores), not a bad length field or bytes that are
+    not a batch."""
+    return description.startswith("a partial batch at the end of ")
+
+
+
 def truncation_error(buf: bytes | memoryview, valid: int) -> TruncatedDataError:
-    left = len(buf) - valid
+    """The error for bytes after the last whole batch of a buffer, saying what they are
+    (incomplete_batch: a partial batch at the end, a bad length field, or not a batch)."""
+    view = memoryview(buf)
+    left = len(view) - valid
     if left >= W.LOG_OVERHEAD:
-        (size,) = struct.unpack_from(">i", buf, valid + W.SIZE_OFFSET)
-        expected = f"{size + W.LOG_OVERHEAD} bytes for the batch"
+        expected = f"{_LENGTH.unpack_from(view, valid + W.SIZE_OFFSET)[0] + W.LOG_OVERHEAD} bytes for the batch"
     else:
         expected = f"at least {W.HEADER_SIZE_UP_TO_MAGIC} bytes of batch header"
-    return TruncatedDataError("Truncated batch at the end of the data", position=valid, expected=expected,
-                              found=f"{left} bytes")
+    return TruncatedDataError(incomplete_batch(lambda p, n: view[p:p + n], len(view), valid), position=valid,
+                              expected=expected, found=f"{left} bytes")
 
 
 class MemoryRecords:
@@ -424,4 +518,5 @@ class MemoryRecords:
     def records(self) -> Iterator[Record]:
         for b in self.batches():
             yield from b
-__all__ = ["Batch", "RecordBatch", "MemoryRecords", "iter_buffer_batches", "scan_headers", "truncation_error"]
+__all__ = ["Batch", "RecordBatch", "MemoryRecords", "iter_buffer_batches", "scan_headers", "truncation_error",
+           "incomplete_batch", "is_partial_tail", "next_batch_start"]

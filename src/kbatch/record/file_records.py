@@ -22,7 +22,8 @@ from .. import _backend
 from .. import _files
 from .. import _wire as W
 from ..errors import CrcMismatchError, KBatchError, LogWriteError, SegmentTooLargeError, StorageError
-from .batch import RecordBatch, _is_file_object, iter_buffer_batches, truncation_error
+from .batch import (RecordBatch, _is_file_object, incomplete_batch, is_partial_tail, iter_buffer_batches,
+                    next_batch_start, truncation_error)
 
 if TYPE_CHECKING:
     from .._fs import FileObjectSource, RemoteFile
@@ -339,6 +340,11 @@ class FileRecords:
             raise StorageError("the segment file is closed", path=self.path)
         return self._fd
 
+    def incomplete(self, position: int, where: str | None = None) -> str:
+        """What the bytes from `position` (where the whole batches stop) to the end are
+        (incomplete_batch; `where` defaults to this file's path)."""
+        return incomplete_batch(self.read, self.size_in_bytes, position, self.path if where is None else where)
+
     def read(self, position: int, size: int) -> bytes:
         """`size` bytes at `position` (within the size this FileRecords knows)."""
         size = max(0, min(size, self._size - position))
@@ -606,11 +612,12 @@ def iter_file_batches(source: PathLike | IO[bytes], verify_crc: bool = True, str
                 yield _batch_at(s, i, max_decompressed_bytes)
         if strict and valid < records.size_in_bytes:
             e = truncation_error(records.read(valid, min(records.size_in_bytes - valid, W.RECORD_BATCH_OVERHEAD)), 0)
-            e.update(found=f"{records.size_in_bytes - valid} bytes", position=valid)
-            raise e
+            raise e.update(reason=records.incomplete(valid), found=f"{records.size_in_bytes - valid} bytes",
+                           position=valid)
     finally:
         records.close()
 
 
 __all__ = ["iter_batches", "FileRecords", "SourceFileRecords", "open_records", "iter_file_batches", "scan_windows", "scan_buffer",
-           "LogOffsetPosition", "TimestampAndOffset", "first_record_at_or_after", "Window", "Scan", "MAX_SEGMENT_BYTES"]
+           "LogOffsetPosition", "TimestampAndOffset", "first_record_at_or_after", "Window", "Scan", "MAX_SEGMENT_BYTES",
+           "next_batch_start", "incomplete_batch", "is_partial_tail"]

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 from .. import _wire as W
 from ..record.file_records import iter_batches
 from ..errors import KBatchError
-from ..log.fetch import cached_transaction_state, collect_aborted_txns, transaction_state
+from ..log.fetch import (cached_transaction_state, collect_aborted_txns, hole_at, transaction_state,
+                         unreadable_at)
 from .producer_state import ProducerStateError, ProducerStateManager
 from .protocol import FileSlice
 
@@ -170,10 +171,15 @@ class Partition:
         while i < len(segments):
             seg = segments[i]
             start = seg.translate_offset(fetch_offset)
+            hole = hole_at(seg, fetch_offset, start.offset) if start is not None else None
+            if hole is not None:  # the read path's rule: an offset inside unreadable bytes is never skipped
+                logger.error("%s: Fetch at offset %d: %s (CORRUPT_MESSAGE)", self.name, fetch_offset, hole.message)
+                return ReadResult(2)  # CORRUPT_MESSAGE
             if start is None or start.offset < fetch_offset:
                 if i + 1 < len(segments) and fetch_offset < bases[i + 1]:
-                    _nxt, readable = seg.read_end()
-                    if readable < seg.size:  # a torn or damaged middle segment: never a silent jump past it
+                    hit = unreadable_at(seg, fetch_offset)  # the read path's rule
+                    if hit is not None:  # a torn or damaged middle segment: never a silent jump past it
+                        readable = hit[0]
                         logger.error("%s: Fetch at offset %d: %d bytes from byte %d of %s could not be read; "
                                      "offsets up to %d are in or behind them (CORRUPT_MESSAGE)", self.name,
                                      fetch_offset, seg.size - readable, readable, seg.log.path, bases[i + 1] - 1)

@@ -38,7 +38,8 @@ def run_step(bootstrap, step):
         return {"offsets": results}
     if op == "consume":
         c = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused-assign", "enable.auto.commit": False,
-                      "isolation.level": step.get("isolation", "read_uncommitted")})
+                      "isolation.level": step.get("isolation", "read_uncommitted"),
+                      "check.crcs": bool(step.get("check_crcs", False))})  # librdkafka's default: off
         c.assign([TopicPartition(step["topic"], step["partition"], step["offset"])])
         recs, idle = [], 0
         while len(recs) < step["count"] and idle < 40:

@@ -36,6 +36,25 @@ final class AbortedTransactions implements Serializable {
         return new AbortedTransactions(p, f, l);
     }
 
+    /**
+     * The `.txnindex` entries, plus every ABORT marker's transaction the header pass derived that
+     * they do not list (same producer and marker offset): a stale or cut index must not let the
+     * records of an aborted transaction through (kbatch.log.fetch.transaction_state, the same rule).
+     */
+    static AbortedTransactions fromIndexAndMarkers(List<long[]> indexed, List<long[]> derived) {
+        java.util.Set<String> listed = new java.util.HashSet<>();
+        for (long[] e : indexed) {
+            listed.add(e[0] + ":" + e[2]);
+        }
+        List<long[]> all = new ArrayList<>(indexed);
+        for (long[] e : derived) {
+            if (!listed.contains(e[0] + ":" + e[2])) {
+                all.add(e);
+            }
+        }
+        return of(all);
+    }
+
     /** Those overlapping offsets [from, to) (TransactionIndex.collectAbortedTxns). */
     AbortedTransactions overlapping(long from, long to) {
         List<long[]> keep = new ArrayList<>();

@@ -399,7 +399,7 @@ final class Planner {
         } else {
             firstUnstable.put(tp.path, java.util.Collections.min(open.values()));
         }
-        if (allIndexed) { // every segment has one: the files, as a broker reads them
+        if (allIndexed) { // every segment has one: the files, as a broker reads them, and markers they miss
             for (int k = 0; k < files.size(); k++) {
                 byte[] raw = files.get(k);
                 String path = tp.segments.get(k).sibling(".txnindex");
@@ -418,7 +418,7 @@ final class Planner {
                     entries.add(new long[] {Wire.i64(raw, p + 2), Wire.i64(raw, p + 10), Wire.i64(raw, p + 18)});
                 }
             }
-            return AbortedTransactions.of(entries);
+            return AbortedTransactions.fromIndexAndMarkers(entries, derived);
         }
         entries.addAll(derived);
         return AbortedTransactions.of(entries);
