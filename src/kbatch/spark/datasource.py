@@ -70,7 +70,7 @@ from . import _plan
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql.datasource import DataSourceWriter, Filter
+    from pyspark.sql.datasource import DataSourceStreamReader, DataSourceWriter, Filter
 
     from .._typing import Buffer
 
@@ -491,6 +491,13 @@ class KafkaSegmentsDataSource(DataSource):
         if _bool(self.options, "pushdown", self.pushdown):
             return KafkaSegmentsPushdownReader(self.options, schema)
         return KafkaSegmentsReader(self.options, schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """spark.readStream.format("kafka-segments"): kbatch.spark.stream (where the JVM reader,
+        which serves streams when its jar is loaded, is not live; or `kafka-segments-python`)."""
+        from .stream import KafkaSegmentsStreamReader
+
+        return KafkaSegmentsStreamReader(self.options, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         """df.write.format("kafka-segments"): kbatch.spark.writer (the encode_columns kernel)."""
