@@ -150,10 +150,11 @@ def main(argv: list[str]) -> int:
     cmd, args = argv[0], argv[1:]
     if cmd == "kafka":
         return kafka_dist().main(args)
-    if cmd == "spark-jars":  # the versions are the venv's pyspark's
-        ensure_venv("spark")
-        site = subprocess.run([str(PY), "-c", "import pyspark, os; print(os.path.dirname(pyspark.__file__))"],
-                              capture_output=True, text=True, check=True).stdout.strip()
+    if cmd == "spark-jars":  # the versions are the venv's pyspark's (installed with the spark extra if missing)
+        where = [str(PY), "-c", "import importlib.util as u, os; print(os.path.dirname(u.find_spec('pyspark').origin))"]
+        if not PY.exists() or subprocess.run(where, capture_output=True).returncode != 0:
+            ensure_venv("spark")
+        site = subprocess.run(where, capture_output=True, text=True, check=True).stdout.strip()
         return spark_jars().main(["--jars-dir", str(Path(site) / "jars"), *args])
     if cmd not in EXTRAS:
         print(__doc__)

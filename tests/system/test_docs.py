@@ -49,6 +49,8 @@ NOT_RUN = {
         "kcat against a server left running; the Python example after it runs, tests/test_serve*.py more",
     ("spark.md", "import io, json, os, sys"):
         "fetches spark-avro from Maven Central; tests/spark/test_spark_schemas.py runs the block where it can",
+    ("spark.md", "spark-submit --packages org.apache.hadoop:hadoop-aws:3.5.0 \\"):
+        "spark-submit against a real bucket; tests/spark/test_spark_s3a.py reads the same way from moto",
     ("spark.md", "pip install cibuildwheel"):
         "cibuildwheel needs a container engine; the wheels workflow runs it",
     ("compat.md", "PYTHONPATH=src .venv/bin/python tools/peer_suites.py --kafka-python ../kafka-python "
