@@ -174,7 +174,9 @@ def queries(n: int) -> dict:
 
 
 def _tree_cpu(pid: int) -> float:
-    """CPU seconds (user + system) of a process and all its descendants, from /proc."""
+    """CPU seconds (user + system) of a process and all its descendants, from /proc; a descendant
+    that exited and was reaped counts through its parent's cutime + cstime (else a Python worker
+    ending between two readings would make the difference negative)."""
     tick = os.sysconf("SC_CLK_TCK")
     children = {}
     for p in os.listdir("/proc"):
@@ -189,12 +191,12 @@ def _tree_cpu(pid: int) -> float:
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / tick
+        total += sum(int(x) for x in fields[11:15]) / tick
     except OSError:
         pass
     while todo:
         for cpid, fields in children.get(todo.pop(), []):
-            total += (int(fields[11]) + int(fields[12])) / tick
+            total += sum(int(x) for x in fields[11:15]) / tick
             todo.append(cpid)
     return total
 
