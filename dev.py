@@ -15,6 +15,9 @@ and runs. Needs only Python >= 3.10, a C compiler and (for Spark) Java 17.
                              optimised); --fuzz --sanitize: the libFuzzer build with ASan + UBSan
   python3 dev.py kafka fetch [--version V]   Apache Kafka broker jars for the real-Kafka tests, with Maven,
                              into ~/.cache/kbatch/kafka (tools/kafka_dist.py; docs/real-kafka.md)
+  python3 dev.py spark-jars fetch [kafka|s3a]   Spark's Kafka source and Hadoop's S3A connector at the
+                             installed pyspark's versions, with Maven, into ~/.cache/kbatch/spark-jars
+                             (tools/spark_jars.py; docs/spark.md)
 
 KBATCH_VENV overrides the virtualenv location (default: .venv next to this file).
 """
@@ -130,6 +133,16 @@ def kafka_dist():
     return kafka_dist
 
 
+def spark_jars():
+    """tools/spark_jars.py (standard library only)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import spark_jars
+    finally:
+        sys.path.pop(0)
+    return spark_jars
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
@@ -137,6 +150,12 @@ def main(argv: list[str]) -> int:
     cmd, args = argv[0], argv[1:]
     if cmd == "kafka":
         return kafka_dist().main(args)
+    if cmd == "spark-jars":  # the versions are the venv's pyspark's (installed with the spark extra if missing)
+        where = [str(PY), "-c", "import importlib.util as u, os; print(os.path.dirname(u.find_spec('pyspark').origin))"]
+        if not PY.exists() or subprocess.run(where, capture_output=True).returncode != 0:
+            ensure_venv("spark")
+        site = subprocess.run(where, capture_output=True, text=True, check=True).stdout.strip()
+        return spark_jars().main(["--jars-dir", str(Path(site) / "jars"), *args])
     if cmd not in EXTRAS:
         print(__doc__)
         return 2

@@ -155,6 +155,7 @@ def write(benchmarks, modules, load, refused, impl, ours, pairs) -> list:
         notes = os.path.join(HERE, "notes", f"{area}.md")
         if os.path.exists(notes):
             lines += ["## Notes", "", open(notes, encoding="utf-8").read().strip(), ""]
+        lines += separate_run(area)
         path = os.path.join(HERE, f"results-{area}.md")
         with open(path, "w", encoding="utf-8") as f:
             f.write("\n".join(lines).rstrip() + "\n")
@@ -326,6 +327,23 @@ def _special(benchmarks, refused):
     return rows
 
 
+#: results of runs outside pytest-benchmark (too long for `dev.py bench`), kept beside the area's
+#: file by the run itself and carried into results-<area>.md and README.md by every report
+SEPARATE_RUNS = {"spark": ("results-spark-scale.md", "bench/bench_spark.py scale")}
+
+
+def separate_run(area: str) -> list[str]:
+    """The section of a separate run's results for an area (its own header says when and where)."""
+    if area not in SEPARATE_RUNS:
+        return []
+    name, command = SEPARATE_RUNS[area]
+    path = os.path.join(HERE, name)
+    if not os.path.exists(path):
+        return []
+    body = open(path, encoding="utf-8").read().strip().split("\n", 1)[1].strip()  # without its title
+    return [f"## At scale: `{command}` (a separate run, [{name}]({name}))", "", body, ""]
+
+
 def readme(benchmarks, head, refused, impl, modules) -> str:
     rows = []
     for issue, question, target, module, group, ours, peer, threshold in TARGETS:
@@ -358,4 +376,6 @@ def readme(benchmarks, head, refused, impl, modules) -> str:
     missed = [r for r in rows if r[4] is False]
     lines += ["", "A target marked **no** is discussed, with what bounds it, in its area's results file "
               "(section Notes)." if missed else "Every target with a threshold is met in this run.", ""]
+    for area in SEPARATE_RUNS:
+        lines += separate_run(area)
     return "\n".join(lines)

@@ -51,6 +51,8 @@ NOT_RUN = {
         "fetches spark-avro from Maven Central; tests/spark/test_spark_schemas.py runs the block where it can",
     ("spark.md", "import os, subprocess, sys"):
         "needs Delta's jars from Maven Central and a Spark session; tests/spark/test_spark_lakehouse.py runs it",
+    ("spark.md", "spark-submit --packages org.apache.hadoop:hadoop-aws:3.5.0 \\"):
+        "spark-submit against a real bucket; tests/spark/test_spark_s3a.py reads the same way from moto",
     ("spark.md", "pip install cibuildwheel"):
         "cibuildwheel needs a container engine; the wheels workflow runs it",
     ("compat.md", "PYTHONPATH=src .venv/bin/python tools/peer_suites.py --kafka-python ../kafka-python "
