@@ -146,3 +146,19 @@ def test_split_segments_keep_the_verdict(spark, fmt, dirs, case):
     with pytest.raises(Exception) as ei:
         df.count()
     assert f"{stopped.path}: {stopped.size} bytes from byte {stopped.position} could not be read" in str(ei.value)
+
+
+@pytest.mark.parametrize("case, said", [
+    ("bad-length-middle", "a bad length field, not a partial batch"),
+    ("torn-middle", "a partial batch at the end of"),
+])
+def test_failed_job_says_what_the_bytes_are(spark, fmt, dirs, case, said):
+    """Both readers say what follows the last whole batch as kbatch.record.batch.incomplete_batch
+    says it: a bad length field with a valid batch behind it is not called a truncated tail."""
+    root, part = dirs[case]
+    _want, stopped, _met = _expected(part, IsolationLevel.READ_UNCOMMITTED, skip=False)
+    assert stopped is not None and said in stopped.reason, stopped.reason
+    with pytest.raises(Exception) as ei:
+        _read(spark, fmt, root, "read_uncommitted").count()
+    assert said in str(ei.value), str(ei.value)[-3000:]
+    assert "Truncated batch at the end of the data" not in str(ei.value)

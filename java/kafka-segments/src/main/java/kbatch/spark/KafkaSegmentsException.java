@@ -180,9 +180,9 @@ public final class KafkaSegmentsException extends RuntimeException {
                 "at most " + maxBytes + " decompressed bytes", "more");
     }
 
-    static KafkaSegmentsException truncatedBatch(long pos, Object expected, Object found) {
-        return new KafkaSegmentsException("TruncatedDataError", "Truncated batch at the end of the data", pos, null,
-                expected, found);
+    /** kbatch.record.batch.truncation_error: `reason` says what the bytes are (SegmentReader.incompleteBatch). */
+    static KafkaSegmentsException truncatedBatch(long pos, String reason, Object expected, Object found) {
+        return new KafkaSegmentsException("TruncatedDataError", reason, pos, null, expected, found);
     }
 
     /** kbatch.errors.FileChangedError: the file shrank while it was read. */

@@ -299,7 +299,89 @@ final class SegmentReader implements Closeable {
         } else {
             expected = "at least " + Wire.HEADER_SIZE_UP_TO_MAGIC + " bytes of batch header";
         }
-        return KafkaSegmentsException.truncatedBatch(valid, expected, left + " bytes");
+        return KafkaSegmentsException.truncatedBatch(valid, incompleteBatch(valid), expected, left + " bytes");
+    }
+
+    /**
+     * kbatch.record.batch.incomplete_batch: what the bytes from `position` (where the whole batches
+     * stop) to the end of the range are (the end of the file unless the segment was split), said from
+     * what is there. A length field that runs past the
+     * end with a valid batch behind it is a bad length field, not a partial batch at the end.
+     */
+    private String incompleteBatch(long position) throws IOException {
+        long size = end;
+        long left = size - position;
+        String where = "the data";
+        if (left < Wire.LOG_OVERHEAD) {
+            return "a partial batch at the end of " + where + ": " + left + " bytes at byte " + position
+                    + ", fewer than a batch's offset and length fields (" + Wire.LOG_OVERHEAD + " bytes)";
+        }
+        byte[] head = new byte[Wire.HEADER_SIZE_UP_TO_MAGIC];
+        src.readFully(position, head, 0, (int) Math.min(head.length, left));
+        long n = Wire.i32(head, Wire.SIZE_OFFSET);
+        if (left >= Wire.HEADER_SIZE_UP_TO_MAGIC) {
+            int magic = head[Wire.MAGIC_OFFSET] & 0xff;
+            if (magic > 2) {
+                return left + " bytes at byte " + position + " of " + where + " are not a batch: magic byte " + magic
+                        + ", length field " + n;
+            }
+        }
+        if (n < Wire.RECORD_OVERHEAD_V0) {
+            return "batch length " + n + " at byte " + position + " of " + where + " is smaller than any batch ("
+                    + Wire.RECORD_OVERHEAD_V0 + " bytes): a bad length field";
+        }
+        if (n + Wire.LOG_OVERHEAD <= left) {
+            return left + " bytes at byte " + position + " of " + where + " are not a complete batch";
+        }
+        long behind = nextValidBatch(position + 1, size);
+        if (behind >= 0) {
+            return "batch length " + n + " at byte " + position + " of " + where + " runs past its end (" + size
+                    + " bytes), but a valid batch starts at byte " + behind + ": a bad length field, not a partial batch";
+        }
+        return "a partial batch at the end of " + where + ": batch length " + n + " at byte " + position
+                + " runs past its end (" + size + " bytes; " + (left - Wire.LOG_OVERHEAD) + " of the " + n
+                + " bytes are there)";
+    }
+
+    /** kbatch.record.batch.next_batch_start: the first byte >= from where a whole batch whose CRC holds begins; -1: none. */
+    private long nextValidBatch(long from, long size) throws IOException {
+        final int chunk = 1 << 20;
+        byte[] b = new byte[chunk + Wire.HEADER_SIZE_UP_TO_MAGIC];
+        for (long p = from; size - p > Wire.HEADER_SIZE_UP_TO_MAGIC; p += chunk) {
+            int n = (int) Math.min(b.length, size - p);
+            src.readFully(p, b, 0, n);
+            for (int q = 0; q < Math.min(chunk, n - Wire.HEADER_SIZE_UP_TO_MAGIC + 1); q++) {
+                int magic = b[q + Wire.MAGIC_OFFSET];
+                if (magic < 0 || magic > 2) {
+                    continue;
+                }
+                long length = Wire.i32(b, q + Wire.SIZE_OFFSET);
+                if (length >= Wire.RECORD_OVERHEAD_V0 && p + q + Wire.LOG_OVERHEAD + length <= size
+                        && validBatchAt(p + q, (int) length + Wire.LOG_OVERHEAD, magic)) {
+                    return p + q;
+                }
+            }
+        }
+        return -1;
+    }
+
+    /** Whether one whole batch of `total` bytes whose CRC holds starts at `position`. */
+    private boolean validBatchAt(long position, int total, int magic) throws IOException {
+        byte[] batch = new byte[total];
+        src.readFully(position, batch, 0, total);
+        if (magic == 2) {
+            if (total < Wire.RECORD_BATCH_OVERHEAD) {
+                return false;
+            }
+            java.util.zip.CRC32C crc = new java.util.zip.CRC32C();
+            crc.update(batch, Wire.ATTRIBUTES_OFFSET, total - Wire.ATTRIBUTES_OFFSET);
+            return crc.getValue() == (Wire.i32(batch, Wire.CRC_OFFSET) & 0xffffffffL);
+        }
+        // magic 0/1: the record's CRC32 covers the bytes from its magic byte to its end
+        java.util.zip.CRC32 crc = new java.util.zip.CRC32();
+        int crcAt = Wire.LOG_OVERHEAD;
+        crc.update(batch, crcAt + 4, total - crcAt - 4);
+        return crc.getValue() == (Wire.i32(batch, crcAt) & 0xffffffffL);
     }
 
     @Override
