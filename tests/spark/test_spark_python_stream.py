@@ -103,3 +103,32 @@ def test_options_a_python_stream_refuses(spark, root, option, value, says):
     with pytest.raises(Exception, match=says):
         q = df.writeStream.format("memory").queryName("py_refused_" + option).trigger(availableNow=True).start()
         q.awaitTermination()
+
+
+@pytest.mark.parametrize("layout", ["local_tiered", "aiven"])
+def test_tiered_layout_gaining_segments_streams_exactly_once(spark, tmp_path, layout):
+    """A tiered-storage layout (the ones kbatch.log.layout and the batch reader know) gains segment
+    objects over time, as uploads add them: an availableNow query reads what is there, a rerun from
+    its checkpoint reads exactly the new segments, and the sink equals a batch read of the layout,
+    which equals the broker directory the segments came from."""
+    from support.tiered import make_aiven, make_local_tiered
+
+    make = {"local_tiered": make_local_tiered, "aiven": make_aiven}[layout]
+    broker = str(tmp_path / "broker")
+    os.makedirs(broker)
+    S.write(broker, "orders", 0, 400)
+    src = os.path.join(broker, "orders-0")
+    n_segments = sum(1 for f in os.listdir(src) if f.endswith(".log"))
+    assert n_segments >= 4
+    tiered = str(tmp_path / "tiered")
+    ckpt, sink = str(tmp_path / "ckpt"), str(tmp_path / "sink")
+
+    make(src, tiered, "orders", 0, upto=2)
+    first = S.run_available_now(spark, S.stream(spark, tiered), ckpt, sink)
+    assert first and first == S.batch_rows(spark, tiered)
+
+    make(src, tiered, "orders", 0, upto=n_segments)   # the remote tier gains the other segments
+    got = S.run_available_now(spark, S.stream(spark, tiered), ckpt, sink)
+    assert len(set(S.keys(got))) == len(got)           # nothing twice
+    assert got == S.batch_rows(spark, tiered) == S.batch_rows(spark, broker)
+    assert len(got) > len(first)
