@@ -172,7 +172,8 @@ def main(argv: list[str]) -> int:
         ensure_debian_clients()
         if kafka_dist().main(["fetch"]) != 0:  # the real-Kafka tests then skip, saying why
             say("no Kafka broker jars: the real-Kafka tests will be skipped")
-        return run(PY, "-m", "pytest", "tests", "-q", *args, env=env, check=False)
+        # --durations: the slowest tests in every run's log, to keep the default suite inside its budget
+        return run(PY, "-m", "pytest", "tests", "-q", "--durations=25", *args, env=env, check=False)
     if cmd == "bench":
         results = ROOT / "bench" / "results"
         results.mkdir(exist_ok=True)
