@@ -59,7 +59,7 @@ def spark():
 def dirs(tmp_path_factory):
     """case -> (root directory for Spark, the partition directory `t-0` under it)."""
     out = {}
-    for name, build in CASES.items():
+    for name, build in C.CASES.items():  # every case: the default leg below reads the others too
         root = str(tmp_path_factory.mktemp(name))
         part = os.path.join(root, "t-0")
         build(part)
@@ -162,3 +162,22 @@ def test_failed_job_says_what_the_bytes_are(spark, fmt, dirs, case, said):
         _read(spark, fmt, root, "read_uncommitted").count()
     assert said in str(ei.value), str(ei.value)[-3000:]
     assert "Truncated batch at the end of the data" not in str(ei.value)
+
+
+@pytest.mark.parametrize("case", sorted(set(C.CASES) - set(CASES)))
+def test_spark_readers_default_leg_on_every_other_case(spark, fmt, dirs, case):
+    """The cases the full test leaves to KBATCH_READ_PATH_FULL=1 (damaged_logs.py's), read by both
+    readers with the defaults (read_uncommitted, failOnDataLoss=true): the same records as read_log,
+    or a failed job naming the same bytes and offsets. So both Spark readers meet every fixture of
+    the matrix in every run; the full tier adds the other isolation level and failOnDataLoss=false."""
+    root, part = dirs[case]
+    want, stopped, _met = _expected(part, IsolationLevel.READ_UNCOMMITTED, skip=False)
+    df = _read(spark, fmt, root, "read_uncommitted")
+    if stopped is None:
+        assert _rows(df) == sorted(want)
+        return
+    with pytest.raises(Exception) as ei:
+        df.count()
+    msg = str(ei.value)
+    assert f"{stopped.path}: {stopped.size} bytes from byte {stopped.position} could not be read" in msg, msg[-3000:]
+    assert f"{stopped.offsets()} are in or behind them" in msg, msg[-3000:]
