@@ -5,6 +5,7 @@ memory stays bounded on multi-gigabyte mmap'd segments; records are decoded per 
 """
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeGuard, cast
@@ -274,6 +275,11 @@ class RecordBatch:
 
 
 def _as_view(data: Buffer) -> memoryview:
+    if isinstance(data, (str, os.PathLike)):
+        # a path where bytes were expected: say what to do rather than memoryview's TypeError
+        raise TypeError(f"expected the bytes of record batches (bytes, bytearray, memoryview, mmap), found a path "
+                        f"{os.fspath(data)!r}: read the file first (open(path, 'rb').read(), or mmap it), or open "
+                        f"its partition with kbatch.Log.open")
     mv = data if isinstance(data, memoryview) else memoryview(data)
     if mv.ndim != 1 or mv.format not in ("B", "b", "c") or not mv.c_contiguous:
         mv = mv.cast("B")
