@@ -940,3 +940,29 @@ def test_kill_at_every_step_of_a_grouped_swap(tmp_path, backend, monkeypatch, gr
         assert kbatch.verify_indexes(d).ok, step
         compact(d, NOW, **kw)
         assert data_records(d) == compacted, step
+
+
+def test_a_swap_without_its_group_replaces_the_segments_within_its_offsets(tmp_path, backend):
+    """A `.swap` no kbatch marker names (a broker's cleaner killed mid-swap, or kbatch's empty
+    marker from before grouping) replaces, as Kafka's LogLoader decides, every segment whose base
+    offset is within [its base, its next offset): none is left overlapping it."""
+    segments = LogGen(11, n_batches=40).segments(4)
+    done = tmp_path / "done" / "t-0"
+    write_segments(done, segments)
+    compact(done, NOW)
+    logs = sorted(n for n in os.listdir(done) if n.endswith(".log"))
+    assert len(logs) == 2
+    for marker in (None, b""):
+        d = tmp_path / f"crashed-{marker is None}" / "t-0"
+        write_segments(d, segments)
+        kbatch.rebuild_indexes(d)
+        (d / (logs[0] + ".swap")).write_bytes((done / logs[0]).read_bytes())
+        if marker is not None:
+            from kbatch.log import loader
+            (d / loader.COMMIT_MARKER).write_bytes(marker)
+        recover(d)
+        assert sorted(n for n in os.listdir(d) if n.endswith(".log")) == logs
+        assert (d / logs[0]).read_bytes() == (done / logs[0]).read_bytes()
+        assert data_records(d) == data_records(done)
+        assert not [n for n in os.listdir(d) if n.endswith((".swap", ".deleted"))]
+        assert kbatch.verify_indexes(d).ok

@@ -87,6 +87,43 @@ def read_commit_marker(log_dir: PathLike) -> dict[int, list[int]] | None:
     return groups
 
 
+def _swap_next_offset(path: str) -> int | None:
+    """The offset after the last complete batch of a `.swap` log (LogSegment.readNextOffset), None
+    when it holds none or cannot be read."""
+    from ..errors import KBatchError
+    from ..record.file_records import FileRecords
+
+    try:
+        records = FileRecords(path)
+    except (OSError, KBatchError):
+        return None
+    last = None
+    try:
+        gen = records.scan(0, reuse=True)
+        while True:
+            try:
+                s = next(gen)
+            except StopIteration:
+                break
+            if len(s["last_offset"]):
+                last = int(s["last_offset"][-1])
+    except KBatchError:
+        return None
+    finally:
+        records.close()
+    return None if last is None else last + 1
+
+
+def _replaced_by(log_dir: str, base: int, groups: dict[int, list[int]] | None) -> list[int]:
+    """The segments the `.swap` log at `base` replaces: the group the commit marker names; without
+    one (an empty marker, as kbatch wrote before grouping, or a `.swap` a broker left), as Kafka's
+    LogLoader decides: every segment whose base offset is in [base, the swap's next offset)."""
+    if groups and base in groups:
+        return groups[base]
+    end = _swap_next_offset(_files.segment_path(log_dir, base, _files.LOG_SUFFIX + SWAP))
+    return [base] + [b for b in _files.list_segment_bases(log_dir) if end is not None and base < b < end]
+
+
 def _delete_replaced(log_dir: str, members: list[int], checkpoint: Callable[[str], None]) -> list[str]:
     """The segments a grouped output replaces (all but its own base), latest first and each .log
     before its indexes, renamed to `.deleted` (Kafka's order: the old segments go before the new
@@ -110,7 +147,8 @@ def complete_swaps(log_dir: str, checkpoint: Callable[[str], None] | None = None
     """Rename every `<base>.<suffix>.swap` over its original, earliest segment first. Where the
     swapped-in log replaces a group of segments (`groups`: output base -> the input bases, as
     COMMIT_MARKER names them), the others of the group are renamed to `.deleted` first, and
-    removed once the new log is in place. For each segment the old index files go before the new
+    removed once the new log is in place (without a group, the segments within the swap's offsets
+    go, as Kafka's LogLoader does for a broker's `.swap`). For each segment the old index files go before the new
     log lands, so no stale index ever describes a new log (a missing index is rebuilt by any
     reader, as a broker does). Returns the files swapped in."""
     swaps: dict[int, list[str]] = {}
@@ -125,7 +163,7 @@ def complete_swaps(log_dir: str, checkpoint: Callable[[str], None] | None = None
         log_name = _files.filename_prefix(base) + _files.LOG_SUFFIX
         deleted: list[str] = []
         if log_name in targets:
-            deleted = _delete_replaced(log_dir, (groups or {}).get(base, [base]), step)
+            deleted = _delete_replaced(log_dir, _replaced_by(log_dir, base, groups), step)
             for suffix in SWAPPED_SUFFIXES:  # old indexes must not outlive the old log
                 _files.crash_point(f"unlink-old:{_files.filename_prefix(base)}{suffix}")
                 _unlink(_files.segment_path(log_dir, base, suffix))
