@@ -1245,7 +1245,8 @@ def _unlink(path: str) -> None:
 def recover(log_dir: PathLike) -> None:
     """Finish or undo an interrupted compaction, as a broker's LogLoader does (log_loader.clean_directory),
     holding the directory's lock: `.cleaned` files and scratch directories are deleted; `.swap`
-    files (written only once every cleaned segment was complete) are renamed over their originals."""
+    files (written only once every cleaned segment was complete) are renamed over their originals,
+    the other segments of their group (as the commit marker names it) removed first."""
     with _files.DirLock.acquire(log_dir, "recover"):
         log_loader.clean_directory(log_dir)
 
