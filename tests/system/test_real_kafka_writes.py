@@ -277,11 +277,14 @@ _BOUNDS = re.compile(r"within \[(-?\d+), (-?\d+)\]$")
 MINUTE = 60_000
 DELETE_RETENTION = 86_400_000
 CLEANER_TIMEOUT_S = 180.0
+# small, so a cleaned segment of ~2 KB gets a dozen .index entries to compare
+CLEANED_INDEX_INTERVAL = 128
 # records a day ahead of the clock (after.max.ms lifted): transaction markers carry the broker's
 # clock, and a marker that opens a segment would otherwise stop rolling by message time there
 CLEANED = ("cleaned", 1, {"cleanup.policy": "compact", "segment.ms": str(5 * MINUTE),
                           "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": str(DELETE_RETENTION),
-                          "index.interval.bytes": "1024", "message.timestamp.after.max.ms": str(2**63 - 1)})
+                          "index.interval.bytes": str(CLEANED_INDEX_INTERVAL),
+                          "message.timestamp.after.max.ms": str(2**63 - 1)})
 
 
 def cleaner_input(n: int = 600) -> dict[str, Any]:
@@ -640,7 +643,7 @@ def compacted(served: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[di
     now = horizons.pop() - DELETE_RETENTION
     d = tmp_path_factory.mktemp("kbatch-compact") / "cleaned-0"
     shutil.copytree(s.precleaned, d)
-    kbatch.compact(d, now_ms=now, delete_retention_ms=DELETE_RETENTION, index_interval_bytes=1024)
+    kbatch.compact(d, now_ms=now, delete_retention_ms=DELETE_RETENTION, index_interval_bytes=CLEANED_INDEX_INTERVAL)
     mine = {f.name: f.read_bytes() for f in d.iterdir() if f.is_file()}
     return theirs, mine
 
