@@ -966,3 +966,31 @@ def test_a_swap_without_its_group_replaces_the_segments_within_its_offsets(tmp_p
         assert data_records(d) == data_records(done)
         assert not [n for n in os.listdir(d) if n.endswith((".swap", ".deleted"))]
         assert kbatch.verify_indexes(d).ok
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+@given(seed=st.integers(0, 2**32), n_segments=st.integers(2, 6), segment_bytes=st.integers(1, 4000),
+       segment_index_bytes=st.integers(1, 200), small_map=st.booleans())
+def test_any_grouping_keeps_the_records_and_the_bytes(tmp_path_factory, backend, seed, n_segments, segment_bytes,
+                                                      segment_index_bytes, small_map):
+    """Whatever segment.bytes and segment.index.bytes group, in one pass or several: the records of
+    a one-to-one compaction, each output the bytes of its members' one-to-one outputs in order,
+    indexes verified."""
+    gen = LogGen(seed, n_batches=40, n_keys=30)
+    segments = gen.segments(n_segments)
+    root = tmp_path_factory.mktemp("any-grouping")
+    one, grouped = root / "one" / "t-0", root / "grouped" / "t-0"
+    write_segments(one, segments)
+    write_segments(grouped, segments)
+    kbatch.rebuild_indexes(grouped)
+    kw = {"dedupe_buffer_size": SMALL_MAP} if small_map else {}
+    compact(one, NOW, segment_bytes=1, segment_index_bytes=1, **kw)
+    compact(grouped, NOW, segment_bytes=segment_bytes, segment_index_bytes=segment_index_bytes, **kw)
+    assert data_records(grouped) == data_records(one)
+    assert kbatch.verify_indexes(grouped).ok
+    if not small_map:  # (with passes, a group's later pass reads the earlier pass's output of its members)
+        logs_one = sorted(n for n in os.listdir(one) if n.endswith(".log"))
+        logs = sorted(n for n in os.listdir(grouped) if n.endswith(".log"))
+        for i, name in enumerate(logs):
+            members = [n for n in logs_one if name <= n < (logs[i + 1] if i + 1 < len(logs) else "~")]
+            assert (grouped / name).read_bytes() == b"".join((one / n).read_bytes() for n in members), name
