@@ -408,5 +408,6 @@ def lower_recovery_point(log_dir: PathLike, offset: int) -> None:
         RecoveryCheckpoint(min(cp.recovery_point, offset), clean_shutdown=False).write(log_dir)
 
 
-__all__ = ["clean_directory", "complete_swaps", "write_commit_marker", "read_commit_marker", "complete_truncation", "truncate_segments", "Truncation",
+__all__ = ["clean_directory", "complete_swaps", "write_commit_marker", "read_commit_marker", "complete_truncation",
+           "truncate_segments", "Truncation",
            "COMMIT_MARKER", "TRUNCATION_MARKER"]
