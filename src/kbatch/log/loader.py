@@ -147,10 +147,10 @@ def complete_swaps(log_dir: str, checkpoint: Callable[[str], None] | None = None
     """Rename every `<base>.<suffix>.swap` over its original, earliest segment first. Where the
     swapped-in log replaces a group of segments (`groups`: output base -> the input bases, as
     COMMIT_MARKER names them), the others of the group are renamed to `.deleted` first, and
-    removed once the new log is in place (without a group, the segments within the swap's offsets
-    go, as Kafka's LogLoader does for a broker's `.swap`). For each segment the old index files go before the new
-    log lands, so no stale index ever describes a new log (a missing index is rebuilt by any
-    reader, as a broker does). Returns the files swapped in."""
+    removed once the new log is in place (without a group, the segments within the swap's
+    offsets go, as Kafka's LogLoader does for a broker's `.swap`). For each segment the old index
+    files go before the new log lands, so no stale index ever describes a new log (a missing index
+    is rebuilt by any reader, as a broker does). Returns the files swapped in."""
     swaps: dict[int, list[str]] = {}
     for name in os.listdir(log_dir):
         if name.endswith(SWAP) and len(name) > 20 and name[:20].isdigit():
