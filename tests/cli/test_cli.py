@@ -621,6 +621,36 @@ def test_compact(runner, app, tmp_path):
     assert invoke(runner, app, "verify", d).exit_code == 0
 
 
+def test_compact_groups_segments_by_segment_bytes(runner, app, tmp_path):
+    """compact cleans consecutive segments into one while their sizes fit --segment-bytes (the
+    topic's segment.bytes; Kafka's 1 GiB by default), as the broker's cleaner groups them."""
+    _needs("compact")
+    batches, off = [], 0
+    for i in range(5):
+        b = BatchBuilder(base_offset=off, timestamp_extended=False)
+        for j in range(3):
+            b.append(T0 + off + j, f"k{i}-{j}".encode(), b"v")
+        batches.append(b.build())
+        off += 3
+    size = len(batches[0])
+    roots = {}
+    for name, args in (("default", []), ("pairs", ["--segment-bytes", 2 * size]),
+                       ("alone", ["--segment-bytes", 2 * size - 1]),
+                       ("index", ["--segment-index-bytes", 1])):
+        d = tmp_path / name / "t-0"
+        for k, data in enumerate(batches):
+            write_segment(d, [data], 3 * k)
+        r = invoke(runner, app, "compact", d, "--now", T0 + 1000, "--json", *args)
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.stdout.splitlines()[0])["segments_cleaned"] == 4
+        assert invoke(runner, app, "verify", d).exit_code == 0
+        roots[name] = sorted(int(p.name[:20]) for p in d.iterdir() if p.name.endswith(".log"))
+    assert roots == {"default": [0, 12], "pairs": [0, 6, 12], "alone": [0, 3, 6, 9, 12],
+                     "index": [0, 3, 6, 9, 12]}
+    r = invoke(runner, app, "compact", tmp_path / "default" / "t-0", "--now", T0, "--segment-bytes", 0)
+    assert r.exit_code == 2
+
+
 def test_compact_dedupe_buffer_size(runner, app, tmp_path):
     _needs("compact")
     d = tmp_path / "t-0"

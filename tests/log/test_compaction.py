@@ -285,10 +285,16 @@ def test_latest_per_key_keyless_dropped_active_untouched(tmp_path, backend):
 def test_clean_active_segment_option(tmp_path, backend):
     d = tmp_path / "t-0"
     write_segments(d, [[_b(0, [(1, b"a", b"1")])], [_b(1, [(2, b"a", b"2"), (3, b"a", b"3")])]])
+    d1 = tmp_path / "t-1"
+    write_segments(d1, [[_b(0, [(1, b"a", b"1")])], [_b(1, [(2, b"a", b"2"), (3, b"a", b"3")])]])
     compact(d, NOW, clean_active_segment=True)
     assert [(o, v) for o, _k, v, *_ in data_records(d)] == [(2, b"3")]
+    # both segments in one group: one segment, named after the first
+    assert [n for n, _ in read_log(d)] == ["00000000000000000000.log"]
+    compact(d1, NOW, clean_active_segment=True, segment_bytes=1)  # one to one
+    assert data_records(d1) == data_records(d)
     # the first segment emptied; the file (base offset) stays
-    assert read_log(d)[0] == ("00000000000000000000.log", [])
+    assert read_log(d1)[0] == ("00000000000000000000.log", [])
 
 
 def test_tombstone_horizon_stamped_then_dropped(tmp_path, backend):
@@ -330,8 +336,17 @@ def test_legacy_tombstones_use_segment_mtime_rule(tmp_path, backend):
     # old segment (older than the last cleaned one by > retention): its tombstone is dropped;
     # the newer segment's tombstone stays; the active segment is untouched
     assert got == [(2, b"b", b"2"), (3, b"c", None), (4, b"z", b"z")]
-    # mtimes of cleaned segments are preserved (the rule stays stable across passes)
-    assert int(os.stat(d / "00000000000000000000.log").st_mtime) == t_new - 3 * 86400
+    # the two cleaned segments are one group: its segment keeps the last member's mtime (Kafka:
+    # cleaned.lastModified = segments.last.lastModified), so the rule stays stable across passes
+    assert not (d / "00000000000000000003.log").exists()
+    assert int(os.stat(d / "00000000000000000000.log").st_mtime) == t_new
+    d1 = tmp_path / "t-1"  # one to one: each keeps its own
+    write_segments(d1, [old, new, [_b(4, [(5, b"z", b"z")])]])
+    os.utime(d1 / "00000000000000000000.log", (t_new - 3 * 86400, t_new - 3 * 86400))
+    os.utime(d1 / "00000000000000000003.log", (t_new, t_new))
+    compact(d1, NOW, delete_retention_ms=DAY, segment_bytes=1)
+    assert data_records(d1) == data_records(d)
+    assert int(os.stat(d1 / "00000000000000000000.log").st_mtime) == t_new - 3 * 86400
 
 
 def test_transactions_aborted_removed_markers_follow_horizon(tmp_path, backend):
@@ -452,9 +467,10 @@ def test_random_logs_match_dictionary_oracle(tmp_path_factory, backend, seed, n_
     assert not set(r[0] for r in data_records(d)) & {o for o in aborted if o < _first_unclean(segments, n_clean)}
     _check_fields_kept(segments, d)
     assert kbatch.verify_indexes(d).ok  # cleaned segments come with rebuilt indexes
-    for _name, batches in read_log(d)[:n_clean]:
+    first_unclean = _first_unclean(segments, n_clean)
+    for _name, batches in read_log(d):  # the cleaned part (one segment per group)
         for b in batches:
-            if any(r.is_tombstone for r in b) and not b.is_control:
+            if b.last_offset < first_unclean and any(r.is_tombstone for r in b) and not b.is_control:
                 assert b.delete_horizon_ms == NOW + DAY
     # a second run at the same clock stamps horizons on the markers whose transactions the first
     # emptied (as Kafka's cleaner, a run after); the records stay; a third changes nothing
@@ -688,7 +704,8 @@ def test_passes_in_a_dry_run_and_into_an_output_directory(tmp_path, backend):
     dry = compact(d, NOW, dry_run=True, dedupe_buffer_size=SMALL_MAP)
     assert snapshot(d) == before and dry.passes > 1 and dry.dry_run
     out = compact(d, NOW, output_dir=tmp_path / "out" / "t-0", dedupe_buffer_size=SMALL_MAP)
-    logs = [n for n in os.listdir(d) if n.endswith(".log")]
+    logs = sorted(n for n in os.listdir(d) if n.endswith(".log"))
+    logs = [logs[0], logs[-1]]  # the cleaned segments, one group; the active one
     assert snapshot(d) == before and sorted(os.listdir(tmp_path / "out" / "t-0")) == sorted(
         logs + [n.replace(".log", s) for n in logs for s in (".index", ".timeindex")])
     real = compact(d, NOW, dedupe_buffer_size=SMALL_MAP)
@@ -740,3 +757,240 @@ def test_kill_at_every_step_of_several_passes(tmp_path, backend, monkeypatch):
         assert data_records(d) in (original, compacted), step
         compact(d, NOW, dedupe_buffer_size=SMALL_MAP)
         assert data_records(d) == compacted, step
+
+
+# ------------------------------------------------------------------------------------ grouping (Kafka's groupSegmentsBySize)
+def _one_batch_segments(bases, n_records=3):
+    """One segment per base offset, each one batch of `n_records` distinct keys (nothing to remove)."""
+    segs = []
+    for base in bases:
+        b = kbatch.BatchBuilder(base_offset=base)
+        for i in range(n_records):
+            b.append(NOW, b"k%d-%d" % (base, i), b"v")
+        segs.append((base, [b.build()]))
+    return segs
+
+
+def _groups(d, **kw):
+    c = compaction.LogCleaner(d, NOW, **kw)
+    try:
+        c.scan()
+        return [[s.base_offset for s in g] for g in c.group_segments(c.cleanable)]
+    finally:
+        c.close()
+
+
+def test_groups_follow_kafkas_size_index_and_offset_rules(tmp_path, backend):
+    d = tmp_path / "t-0"
+    write_segments(d, _one_batch_segments([0, 3, 6, 9, 12]))
+    size = os.path.getsize(d / f"{0:020d}.log")
+    assert _groups(d) == [[0, 3, 6, 9]]  # segment.bytes 1 GiB: the cleanable segments, one group
+    assert _groups(d, segment_bytes=2 * size) == [[0, 3], [6, 9]]
+    assert _groups(d, segment_bytes=3 * size - 1) == [[0, 3], [6, 9]]
+    assert _groups(d, segment_bytes=3 * size) == [[0, 3, 6], [9]]
+    assert _groups(d, segment_bytes=2 * size - 1) == [[0], [3], [6], [9]]
+    # the summed .index sizes, and apart the summed .timeindex sizes, within segment.index.bytes
+    # (.index bytes 24, 8, 8, 0; .timeindex bytes 12, 12, 36, 0)
+    for base, (n_index, n_time) in {0: (3, 1), 3: (1, 1), 6: (1, 3), 9: (0, 0)}.items():
+        (d / f"{base:020d}.index").write_bytes(b"\0" * 8 * n_index)
+        (d / f"{base:020d}.timeindex").write_bytes(b"\0" * 12 * n_time)
+    assert _groups(d, segment_index_bytes=31) == [[0], [3], [6], [9]]  # 24 + 8 .index bytes > 31
+    assert _groups(d, segment_index_bytes=32) == [[0, 3], [6], [9]]  # 6 alone has 36 .timeindex bytes
+    assert _groups(d, segment_index_bytes=36) == [[0, 3], [6, 9]]  # 24 + 8 + 8 .index bytes > 36
+    assert _groups(d, segment_index_bytes=60) == [[0, 3, 6, 9]]
+
+
+def test_groups_keep_offsets_within_int32_of_the_base(tmp_path, backend):
+    """A segment joins a group only when its last offset (the next segment's base offset less
+    one; for the last one grouped, the first uncleanable offset less one) is within Int.MaxValue
+    of the group's base offset; an empty segment joins whatever its offsets."""
+    big = 2**31
+    d = tmp_path / "t-0"
+    write_segments(d, _one_batch_segments([0, 10, big + 5, big + 20]))
+    # 10's last offset estimate is big + 4; big + 5's is big + 19 (the active base less one)
+    assert _groups(d) == [[0], [10], [big + 5]]
+    d2 = tmp_path / "t-1"
+    write_segments(d2, _one_batch_segments([0, 10, big - 5, big + 7]))
+    assert _groups(d2) == [[0, 10], [big - 5]]  # big - 6 is within reach of 0; big + 6 is not
+    d3 = tmp_path / "t-2"
+    write_segments(d3, _one_batch_segments([10, 12, big + 10, big + 20]))
+    assert _groups(d3) == [[10, 12], [big + 10]]  # 12's estimate is big + 9: 2**31 - 1 past 10
+    d4 = tmp_path / "t-3"
+    write_segments(d4, _one_batch_segments([10, 12, big + 11, big + 20]))
+    assert _groups(d4) == [[10], [12], [big + 11]]  # big + 10: one past
+    (d / f"{10:020d}.log").write_bytes(b"")  # empty: no offset check
+    assert _groups(d) == [[0, 10], [big + 5]]
+
+
+@pytest.mark.parametrize("seed", [3, 17, 29])
+def test_a_group_is_one_segment_with_the_bytes_of_its_members_cleaned(tmp_path, backend, seed):
+    """Each group becomes one segment named after its first member, holding exactly the bytes
+    cleaning the members one by one writes, in order; its indexes are those a rebuild makes; the
+    records are the dictionary oracle's."""
+    gen = LogGen(seed, n_batches=60, n_keys=15)
+    segments = gen.segments(6)
+    one, grouped, halves = tmp_path / "one" / "t-0", tmp_path / "grouped" / "t-0", tmp_path / "halves" / "t-0"
+    for d in (one, grouped, halves):
+        write_segments(d, segments)
+    kbatch.rebuild_indexes(one)
+    sizes = [os.path.getsize(one / n) for n in sorted(os.listdir(one)) if n.endswith(".log")]
+    compact(one, NOW, segment_bytes=1)  # every segment alone (none is empty)
+    compact(grouped, NOW)
+    limit = max(sum(sizes[i:i + 2]) for i in range(len(sizes) - 1))
+    stats = compact(halves, NOW, segment_bytes=limit)
+    logs_one = sorted(n for n in os.listdir(one) if n.endswith(".log"))
+    assert len(logs_one) == len(segments)
+    n_cleanable = cleanable_count(gen, segments)
+    assert sorted(n for n in os.listdir(grouped) if n.endswith(".log")) == [logs_one[0]] + logs_one[n_cleanable:]
+    for d in (grouped, halves):
+        assert data_records(d) == data_records(one)
+        assert kbatch.verify_indexes(d).ok
+        logs = sorted(n for n in os.listdir(d) if n.endswith(".log"))
+        for i, name in enumerate(logs):
+            members = [n for n in logs_one if name <= n < (logs[i + 1] if i + 1 < len(logs) else "~")]
+            assert (d / name).read_bytes() == b"".join((one / n).read_bytes() for n in members), name
+            if name >= logs_one[min(n_cleanable, len(logs_one) - 1)] and n_cleanable < len(logs_one):
+                continue  # not cleaned
+            rebuilt = tmp_path / "rebuilt" / name
+            rebuilt.parent.mkdir(exist_ok=True)
+            rebuilt.write_bytes((d / name).read_bytes())
+            kbatch.rebuild_indexes(rebuilt, W.DEFAULT_INDEX_INTERVAL_BYTES)
+            for suffix in (".index", ".timeindex"):
+                assert (d / name.replace(".log", suffix)).read_bytes() == \
+                    rebuilt.with_suffix(suffix).read_bytes(), (name, suffix)
+            rebuilt.unlink()
+    assert stats.segments_cleaned == n_cleanable
+    assert not [n for n in os.listdir(grouped) if n.endswith((".deleted", ".swap", ".cleaned"))]
+
+
+def test_grouped_output_directory_and_dry_run(tmp_path, backend):
+    segments = LogGen(5, n_batches=40).segments(4)
+    d = tmp_path / "t-0"
+    write_segments(d, segments)
+    before = snapshot(d)
+    dry = compact(d, NOW, dry_run=True)
+    out = compact(d, NOW, output_dir=tmp_path / "out" / "t-0")
+    assert snapshot(d) == before
+    logs = sorted(n for n in os.listdir(d) if n.endswith(".log"))
+    assert sorted(n for n in os.listdir(tmp_path / "out" / "t-0") if n.endswith(".log")) == [logs[0], logs[-1]]
+    real = compact(d, NOW)
+    assert sorted(n for n in os.listdir(d) if n.endswith(".log")) == [logs[0], logs[-1]]
+    assert all((tmp_path / "out" / "t-0" / n).read_bytes() == (d / n).read_bytes() for n in os.listdir(d)
+               if n.endswith((".log", ".index", ".timeindex", ".txnindex")))
+    assert data_records(d) == data_records(tmp_path / "out" / "t-0")
+    for f in ("records_read", "records_written", "bytes_written", "batches_written", "superseded_records"):
+        assert getattr(dry, f) == getattr(out, f) == getattr(real, f), f
+
+
+def test_commit_marker_names_the_groups_and_an_unreadable_one_is_refused(tmp_path, backend):
+    from kbatch.errors import CorruptCheckpointError
+    from kbatch.log import loader
+
+    d = tmp_path / "t-0"
+    d.mkdir()
+    loader.write_commit_marker(d, {0: [0, 5, 9], 20: [20]})
+    assert loader.read_commit_marker(d) == {0: [0, 5, 9], 20: [20]}
+    (d / loader.COMMIT_MARKER).write_bytes(b"")  # as kbatch wrote it before grouping: one to one
+    assert loader.read_commit_marker(d) == {}
+    (d / loader.COMMIT_MARKER).write_bytes(b"kbatch-compaction 1\ngroup 5 0\n")
+    with pytest.raises(CorruptCheckpointError):
+        loader.read_commit_marker(d)
+    (d / loader.COMMIT_MARKER).unlink()
+    assert loader.read_commit_marker(d) is None
+
+
+@pytest.mark.parametrize("grouping", ["one-group", "pairs"])
+def test_kill_at_every_step_of_a_grouped_swap(tmp_path, backend, monkeypatch, grouping):
+    """compact() stopped at every step (the .deleted renames and removals of a many-to-one swap
+    included): the input untouched before the commit; after it, readable as it is, and recover()
+    (a writer's open) ends with the compacted log, every index verified."""
+    gen = LogGen(2024, n_batches=40, n_keys=10)
+    segments = gen.segments(5)
+    probe = tmp_path / "probe" / "t-0"
+    write_segments(probe, segments)
+    sizes = [os.path.getsize(probe / n) for n in sorted(os.listdir(probe)) if n.endswith(".log")]
+    kw = {} if grouping == "one-group" else {"segment_bytes": max(sum(sizes[i:i + 2]) for i in range(len(sizes) - 1))}
+    seen = []
+    monkeypatch.setattr(compaction, "_checkpoint", seen.append)
+    compact(probe, NOW, **kw)
+    monkeypatch.setattr(compaction, "_checkpoint", lambda s: None)
+    compacted = data_records(probe)
+    assert sum(n.endswith(".log") for n in os.listdir(probe)) < len(segments)
+    assert any(s.startswith("delete-replaced:") for s in seen) and any(s.startswith("delete-deleted:") for s in seen)
+    for i, step in enumerate(seen):
+        d = tmp_path / f"run{i}" / "t-0"
+        write_segments(d, segments)
+        kbatch.rebuild_indexes(d)
+        before, original = snapshot(d), data_records(d)
+
+        def crash(s, _target=step):
+            if s == _target:
+                raise _Crash(s)
+        monkeypatch.setattr(compaction, "_checkpoint", crash)
+        with pytest.raises(_Crash):
+            compact(d, NOW, **kw)
+        monkeypatch.setattr(compaction, "_checkpoint", lambda s: None)
+        if i < seen.index("committed"):
+            assert snapshot(d) == before, step
+        view = data_records(d)  # read-only, before recovery: whole segments, nothing invented
+        assert set(view) <= set(original) | set(compacted), step
+        recover(d)
+        assert data_records(d) == (original if i < seen.index("committed") else compacted), step
+        assert not [n for n in os.listdir(d) if n.endswith((".cleaned", ".swap", ".deleted")) or n.startswith(".kbatch")]
+        assert kbatch.verify_indexes(d).ok, step
+        compact(d, NOW, **kw)
+        assert data_records(d) == compacted, step
+
+
+def test_a_swap_without_its_group_replaces_the_segments_within_its_offsets(tmp_path, backend):
+    """A `.swap` no kbatch marker names (a broker's cleaner killed mid-swap, or kbatch's empty
+    marker from before grouping) replaces, as Kafka's LogLoader decides, every segment whose base
+    offset is within [its base, its next offset): none is left overlapping it."""
+    segments = LogGen(11, n_batches=40).segments(4)
+    done = tmp_path / "done" / "t-0"
+    write_segments(done, segments)
+    compact(done, NOW)
+    logs = sorted(n for n in os.listdir(done) if n.endswith(".log"))
+    assert len(logs) == 2
+    for marker in (None, b""):
+        d = tmp_path / f"crashed-{marker is None}" / "t-0"
+        write_segments(d, segments)
+        kbatch.rebuild_indexes(d)
+        (d / (logs[0] + ".swap")).write_bytes((done / logs[0]).read_bytes())
+        if marker is not None:
+            from kbatch.log import loader
+            (d / loader.COMMIT_MARKER).write_bytes(marker)
+        recover(d)
+        assert sorted(n for n in os.listdir(d) if n.endswith(".log")) == logs
+        assert (d / logs[0]).read_bytes() == (done / logs[0]).read_bytes()
+        assert data_records(d) == data_records(done)
+        assert not [n for n in os.listdir(d) if n.endswith((".swap", ".deleted"))]
+        assert kbatch.verify_indexes(d).ok
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+@given(seed=st.integers(0, 2**32), n_segments=st.integers(2, 6), segment_bytes=st.integers(1, 4000),
+       segment_index_bytes=st.integers(1, 200), small_map=st.booleans())
+def test_any_grouping_keeps_the_records_and_the_bytes(tmp_path_factory, backend, seed, n_segments, segment_bytes,
+                                                      segment_index_bytes, small_map):
+    """Whatever segment.bytes and segment.index.bytes group, in one pass or several: the records of
+    a one-to-one compaction, each output the bytes of its members' one-to-one outputs in order,
+    indexes verified."""
+    gen = LogGen(seed, n_batches=40, n_keys=30)
+    segments = gen.segments(n_segments)
+    root = tmp_path_factory.mktemp("any-grouping")
+    one, grouped = root / "one" / "t-0", root / "grouped" / "t-0"
+    write_segments(one, segments)
+    write_segments(grouped, segments)
+    kbatch.rebuild_indexes(grouped)
+    kw = {"dedupe_buffer_size": SMALL_MAP} if small_map else {}
+    compact(one, NOW, segment_bytes=1, segment_index_bytes=1, **kw)
+    compact(grouped, NOW, segment_bytes=segment_bytes, segment_index_bytes=segment_index_bytes, **kw)
+    assert data_records(grouped) == data_records(one)
+    assert kbatch.verify_indexes(grouped).ok
+    if not small_map:  # (with passes, a group's later pass reads the earlier pass's output of its members)
+        logs_one = sorted(n for n in os.listdir(one) if n.endswith(".log"))
+        logs = sorted(n for n in os.listdir(grouped) if n.endswith(".log"))
+        for i, name in enumerate(logs):
+            members = [n for n in logs_one if name <= n < (logs[i + 1] if i + 1 < len(logs) else "~")]
+            assert (grouped / name).read_bytes() == b"".join((one / n).read_bytes() for n in members), name

@@ -27,6 +27,7 @@ from __future__ import annotations
 import random
 import re
 import shutil
+import struct
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -276,11 +277,18 @@ _BOUNDS = re.compile(r"within \[(-?\d+), (-?\d+)\]$")
 MINUTE = 60_000
 DELETE_RETENTION = 86_400_000
 CLEANER_TIMEOUT_S = 180.0
+# small, so a cleaned segment of ~2 KB gets a dozen .index entries to compare
+CLEANED_INDEX_INTERVAL = 128
+# small, so segments also roll on a full index and the cleaner's groups end where the summed
+# index sizes would pass it (groupSegmentsBySize), not only at the active segment
+CLEANED_INDEX_BYTES = 156
 # records a day ahead of the clock (after.max.ms lifted): transaction markers carry the broker's
 # clock, and a marker that opens a segment would otherwise stop rolling by message time there
 CLEANED = ("cleaned", 1, {"cleanup.policy": "compact", "segment.ms": str(5 * MINUTE),
                           "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": str(DELETE_RETENTION),
-                          "index.interval.bytes": "1024", "message.timestamp.after.max.ms": str(2**63 - 1)})
+                          "index.interval.bytes": str(CLEANED_INDEX_INTERVAL),
+                          "segment.index.bytes": str(CLEANED_INDEX_BYTES),
+                          "message.timestamp.after.max.ms": str(2**63 - 1)})
 
 
 def cleaner_input(n: int = 600) -> dict[str, Any]:
@@ -639,27 +647,40 @@ def compacted(served: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[di
     now = horizons.pop() - DELETE_RETENTION
     d = tmp_path_factory.mktemp("kbatch-compact") / "cleaned-0"
     shutil.copytree(s.precleaned, d)
-    kbatch.compact(d, now_ms=now, delete_retention_ms=DELETE_RETENTION, index_interval_bytes=1024)
+    kbatch.compact(d, now_ms=now, delete_retention_ms=DELETE_RETENTION, index_interval_bytes=CLEANED_INDEX_INTERVAL,
+                   segment_index_bytes=CLEANED_INDEX_BYTES)
     mine = {f.name: f.read_bytes() for f in d.iterdir() if f.is_file()}
     return theirs, mine
 
 
-def _inactive(files: dict[str, bytes], suffix: str) -> bytes:
-    """The inactive segments' files of one kind, concatenated in offset order (the cleaner merges
-    small neighbours into one segment; kbatch cleans segment by segment: the batches are the same)."""
-    names = sorted(n for n in files if n.endswith(".log"))
-    return b"".join(files.get(n[:-4] + suffix, b"") for n in names[:-1])
+def _segments(files: dict[str, bytes]) -> list[str]:
+    """The .log file names, in offset order."""
+    return sorted(n for n in files if n.endswith(".log"))
+
+
+def test_compact_groups_segments_as_the_log_cleaner(served: Any,
+                                                    compacted: tuple[dict[str, bytes], dict[str, bytes]]) -> None:
+    """kbatch.compact groups the inactive segments as the broker's cleaner does (segment.bytes
+    at Kafka's default, segment.index.bytes CLEANED_INDEX_BYTES on both sides): the same segment
+    files, each cleaned segment named after the first of its group; the broker made more than one
+    group and fewer groups than segments, so both ends of the rule are compared."""
+    theirs, mine = compacted
+    before = sorted(p.name for p in served[0].precleaned.glob("*.log"))
+    cleaned = _segments(theirs)[:-1]
+    assert 1 < len(cleaned) < len(before) - 1, (before, cleaned)
+    assert _segments(mine) == _segments(theirs)
 
 
 def test_compact_keeps_what_the_log_cleaner_keeps(compacted: tuple[dict[str, bytes], dict[str, bytes]]) -> None:
     """kbatch.compact of the broker's own pre-clean segments, at the broker's clock, keeps the
     records (offset, timestamp, key, value, headers; markers) the broker's LogCleaner kept, in the
-    same batches."""
+    same batches of the same segments."""
     theirs, mine = compacted
-    assert sum(n.endswith(".log") for n in theirs) > 1, "the cleaner had no inactive segment"
-    want, got = _data_records(_inactive(theirs, ".log")), _data_records(_inactive(mine, ".log"))
-    assert got == want, _first_difference(want, got)
-    assert _batch_headers(_inactive(mine, ".log")) == _batch_headers(_inactive(theirs, ".log"))
+    assert _segments(mine) == _segments(theirs)
+    for name in _segments(theirs):
+        want, got = _data_records(theirs[name]), _data_records(mine[name])
+        assert got == want, (name, _first_difference(want, got))
+        assert _batch_headers(mine[name]) == _batch_headers(theirs[name]), name
 
 
 def _comparable(data: bytes) -> list[Any]:
@@ -680,13 +701,33 @@ def _comparable(data: bytes) -> list[Any]:
 
 
 def test_compact_bytes_equal_the_log_cleaner(compacted: tuple[dict[str, bytes], dict[str, bytes]]) -> None:
-    """The same bytes, batch for batch (headers, delete horizons, CRCs, records; lz4 frames
-    aside), and the same aborted transactions in .txnindex; the active segment untouched by both."""
+    """The same files with the same bytes: each cleaned segment's .log batch for batch (headers,
+    delete horizons, CRCs, records; lz4 frames aside), its .index and .timeindex as the broker's
+    cleaner built them, its .txnindex (the aborted transactions it kept); the active segment
+    untouched by both."""
     theirs, mine = compacted
-    assert _comparable(_inactive(mine, ".log")) == _comparable(_inactive(theirs, ".log"))
-    assert _inactive(mine, ".txnindex") == _inactive(theirs, ".txnindex")
-    active = max(n for n in theirs if n.endswith(".log"))
+    names = _segments(theirs)
+    assert _segments(mine) == names
+    for name in names[:-1]:
+        assert _comparable(mine[name]) == _comparable(theirs[name]), name
+        stem = name[:-4]
+        assert mine.get(stem + ".txnindex", b"") == theirs.get(stem + ".txnindex", b""), name
+        assert mine[stem + ".timeindex"] == theirs[stem + ".timeindex"], name
+        if mine[name] == theirs[name]:
+            assert mine[stem + ".index"] == theirs[stem + ".index"], name
+        else:
+            # a recompressed lz4 frame a byte apart moves the positions after it: the same
+            # entries by offset, at the positions of the same batches in each file
+            assert _index_by_batch(mine, stem) == _index_by_batch(theirs, stem), name
+    active = names[-1]
     assert mine[active] == theirs[active]
+
+
+def _index_by_batch(files: dict[str, bytes], stem: str) -> list[tuple[int, int]]:
+    """A .index as (relative offset, ordinal of the batch at its position) pairs."""
+    positions = {b.position: i for i, b in enumerate(kbatch.iter_batches(files[stem + ".log"]))}
+    data = files[stem + ".index"]
+    return [(rel, positions[pos]) for rel, pos in (struct.unpack_from(">ii", data, i) for i in range(0, len(data), 8))]
 
 
 def test_kip937_java_producer_reports_kbatchs_message(served: Any) -> None:

@@ -23,8 +23,10 @@ if TYPE_CHECKING:
 
 def cmd_compact(path: "PathLike", *, now: int | None = None, delete_retention_ms: int = 86_400_000,
                 dry_run: bool = False, output: "PathLike | None" = None, as_json: bool = False, quiet: bool = False,
-                dedupe_buffer_size: int | None = None, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
-    from ..log.cleaner import compact
+                dedupe_buffer_size: int | None = None, segment_bytes: int | None = None,
+                segment_index_bytes: int | None = None, out: IO[str] | None = None,
+                err: IO[str] | None = None) -> int:
+    from ..log.cleaner import DEFAULT_SEGMENT_BYTES, compact
 
     out = out or sys.stdout
     err = err or sys.stderr
@@ -42,7 +44,10 @@ def cmd_compact(path: "PathLike", *, now: int | None = None, delete_retention_ms
             try:
                 stats = compact(d, now_ms=now_value, delete_retention_ms=delete_retention_ms, dry_run=dry_run,
                                 output_dir=target, dedupe_buffer_size=W.DEFAULT_DEDUPE_BUFFER_SIZE
-                                if dedupe_buffer_size is None else dedupe_buffer_size)
+                                if dedupe_buffer_size is None else dedupe_buffer_size,
+                                segment_bytes=DEFAULT_SEGMENT_BYTES if segment_bytes is None else segment_bytes,
+                                segment_index_bytes=W.DEFAULT_SEGMENT_INDEX_BYTES
+                                if segment_index_bytes is None else segment_index_bytes)
             except (StorageError, InvalidConfigurationError) as e:
                 # locked, unwritable, changed under us, or a key map too small: the partition was not compacted
                 err.write(f"kbatch: {name}: {e}\n")
@@ -87,6 +92,9 @@ def register(app: "typer.Typer") -> None:
                 dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing; say what would be removed and how many bytes saved.")] = False,
                 output: Annotated[Optional[str], typer.Option("--output", help="Write the compacted partitions to DIR/<partition> and leave the input as it is.")] = None,
                 dedupe_buffer_size: Annotated[Optional[int], typer.Option("--dedupe-buffer-size", min=1, help="Bytes of the key map (log.cleaner.dedupe.buffer.size; default 134217728); more distinct keys than it holds take more passes.")] = None,
+                segment_bytes: Annotated[Optional[int], typer.Option("--segment-bytes", min=1, max=2**31 - 1, help="The topic's segment.bytes (default 1073741824): consecutive segments are cleaned into one while their sizes fit, as the broker's cleaner groups them.")] = None,
+                segment_index_bytes: Annotated[Optional[int], typer.Option("--segment-index-bytes", min=1, max=2**31 - 1, help="The topic's segment.index.bytes (default 10485760): the summed index sizes of a group stay within it.")] = None,
                 as_json: Annotated[bool, json_flag] = False, quiet: Annotated[bool, quiet_flag] = False) -> None:
         run(cmd_compact, path, now=time_value(now), delete_retention_ms=delete_retention_ms, dry_run=dry_run,
-            output=output, as_json=as_json, quiet=quiet, dedupe_buffer_size=dedupe_buffer_size)
+            output=output, as_json=as_json, quiet=quiet, dedupe_buffer_size=dedupe_buffer_size,
+            segment_bytes=segment_bytes, segment_index_bytes=segment_index_bytes)

@@ -29,6 +29,16 @@ pass's output), go on. Records are filtered and written again by the map's recor
 Python object per record; segments are read through pread windows. The active (last) segment is
 not cleaned unless ``clean_active_segment=True``; nor is anything from the first open transaction on.
 
+Segments are grouped as Kafka's cleaner groups them (Cleaner.groupSegmentsBySize), in every pass:
+a group of consecutive segments grows while the summed .log sizes stay within ``segment_bytes``
+(segment.bytes), the summed .index sizes and the summed .timeindex sizes each within
+``segment_index_bytes`` (segment.index.bytes), and the next segment's last offset (estimated, as
+Kafka does, by the base offset after it, or the first uncleanable offset) within Int.MaxValue of
+the group's base offset. Each group is cleaned into ONE segment named after its first segment,
+keeping the last member's lastModified, its .index/.timeindex built as the broker builds a cleaned
+segment's (an entry before a batch once more than index.interval.bytes were written since the last,
+a final time entry) and its .txnindex the members' entries whose aborted data this run read.
+
 Safety, before anything is written:
 
 * compaction holds the partition directory's `.lock` (a directory another writer or a running
@@ -41,16 +51,21 @@ Safety, before anything is written:
   removed and how many bytes saved); ``output_dir`` writes the compacted partition to a new
   directory and leaves the input as it is.
 
-Files: each cleaned segment is written to a scratch directory inside the log directory, its
-indexes rebuilt there, then moved beside the input as ``<base>.log.cleaned`` (and index files
-likewise). Once every segment is written, a commit marker (``.kbatch-compaction-commit``) is
-written atomically; then the ``.cleaned`` files are renamed to ``.swap`` and finally over the
-originals, earliest segment first, and the marker goes. Before the marker exists a failure or a
-kill leaves the input untouched (a writer's next open removes the new files); after it, a
-writer's open (log_loader.clean_directory, also run by `compact` on entry) completes the swap. So
-a crash at any point leaves the original log or the compacted one, never a mix; and while the
-swap runs, every intermediate state is still a valid, partly compacted log (a record removed from
-an earlier segment is superseded by one still present in a later segment).
+Files: each group's cleaned segment is written to a scratch directory inside the log directory,
+its indexes rebuilt there, then moved beside the input as ``<base>.log.cleaned`` (and index files
+likewise). Once every segment is written, a commit marker (``.kbatch-compaction-commit``) naming
+each output segment and the input segments it replaces is written atomically; then the
+``.cleaned`` files are renamed to ``.swap``, and, group by group, earliest first (Kafka's
+replaceSegments order): the group's other segments are renamed to ``.deleted``, the old first
+segment's indexes go, the ``.swap`` files are renamed over it, the ``.deleted`` files are removed;
+then the marker goes. Before the marker exists a failure or a kill leaves the input untouched (a
+writer's next open removes the new files); after it, a writer's open
+(log_loader.clean_directory, also run by `compact` on entry) completes the swap from whatever
+step it reached, with the marker's groups. So a crash at any point recovers to the original log
+or the compacted one, never a mix or a loss. A reader that opens the directory mid-swap without
+recovering it (read-only) sees a valid log: every segment it finds is whole, original or cleaned,
+though a group's segments renamed to ``.deleted`` before its output landed are missing from that
+view until a writer's open finishes the swap (their records are in the ``.swap`` file).
 
 Differences from Kafka, on purpose:
 
@@ -58,7 +73,6 @@ Differences from Kafka, on purpose:
 * kbatch never throws on negative or extended timestamps (Kafka's MemoryRecordsBuilder would);
 * the last batch of the log is kept as a header-only batch when it empties (only possible with
   ``clean_active_segment=True``), so the log end offset never moves backwards;
-* segments are cleaned one to one (Kafka may merge small neighbours into one segment);
 * the key map grows towards its budget as keys come, instead of taking it whole; keys of up to 15
   bytes are kept as themselves (no two can collide), longer ones by MD5 as Kafka keeps every key;
 * all passes run in one call and commit once (Kafka commits each round and records its progress in
@@ -105,6 +119,7 @@ _SCRATCH_PREFIX = log_loader.SCRATCH_PREFIX
 _INDEX_SUFFIXES = log_loader.SWAPPED_SUFFIXES
 _CLEANED = log_loader.CLEANED
 _SWAP = log_loader.SWAP
+DEFAULT_SEGMENT_BYTES = 1 << 30  # segment.bytes
 _COPIED_FILES = ("partition.metadata", "leader-epoch-checkpoint")  # copied as they are by output_dir
 
 # BatchRetention (MemoryRecords.RecordFilter.BatchRetention)
@@ -410,8 +425,9 @@ class LogCleaner:
     as Kafka's cleaner runs rounds: a pass maps keys from the first offset not mapped yet until
     the map is full (or the cleanable range is mapped), then cleans every cleanable segment that
     starts below the end of what it mapped (the segments of earlier passes again, from their
-    cleaned bytes). Then indexes are rebuilt and the cleaned segments swapped in
-    (.cleaned -> .swap -> rename over the originals).
+    cleaned bytes), in groups of consecutive segments (group_segments), one output segment per
+    group with its indexes. Then the cleaned segments are swapped in (.cleaned -> .swap; the
+    group's other segments -> .deleted; .swap renamed over the first; .deleted removed).
     """
 
     def __init__(self, log_dir: PathLike, now_ms: int, delete_retention_ms: int = 86_400_000, *,
@@ -419,7 +435,8 @@ class LogCleaner:
                  index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES, verify_crc: bool = True,
                  max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES,
                  dedupe_buffer_size: int = W.DEFAULT_DEDUPE_BUFFER_SIZE,
-                 load_factor: float = W.DEFAULT_DEDUPE_LOAD_FACTOR) -> None:
+                 load_factor: float = W.DEFAULT_DEDUPE_LOAD_FACTOR, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+                 segment_index_bytes: int = W.DEFAULT_SEGMENT_INDEX_BYTES) -> None:
         self.log_dir = os.fspath(log_dir)
         if not os.path.isdir(self.log_dir):
             raise FileNotFoundError(f"not a log directory: {self.log_dir}")
@@ -428,6 +445,12 @@ class LogCleaner:
         if self.delete_retention_ms < 0:
             raise ValueError(f"delete_retention_ms must be >= 0, not {delete_retention_ms}")
         self.clean_active_segment = clean_active_segment
+        for name, value in (("segment_bytes", segment_bytes), ("segment_index_bytes", segment_index_bytes)):
+            if not 0 < value <= W.INT32_MAX:
+                raise InvalidConfigurationError(f"{name} must be a positive int32", expected=f"1..{W.INT32_MAX}",
+                                                found=value)
+        self.segment_bytes = int(segment_bytes)
+        self.segment_index_bytes = int(segment_index_bytes)
         self.legacy_delete_horizon_ms = legacy_delete_horizon_ms
         self.index_interval_bytes = index_interval_bytes
         self.verify_crc = verify_crc
@@ -874,49 +897,128 @@ class LogCleaner:
 
         rebuild_segment_indexes(_files.segment_path(scratch, base, _files.LOG_SUFFIX), self.index_interval_bytes)
 
-    def _write_segment(self, seg: _Segment, directory: str, txn: CleanedTransactionMetadata, legacy_horizon: int,
-                       indexes: bool = True) -> str:
-        """The cleaned .log of `seg` in `directory`, fsynced, with its indexes, keeping the source's
-        lastModified (Kafka: cleaned.lastModified). Returns its path."""
-        path = _files.segment_path(directory, seg.base_offset, _files.LOG_SUFFIX)
+    def _write_group(self, group: list[_Segment], covers: list[int], directory: str,
+                     txn: CleanedTransactionMetadata, legacy_horizon: int) -> str:
+        """The cleaned .log of a group of consecutive segments in `directory`, ONE segment named
+        after the first (Kafka's cleanSegments), fsynced, with its indexes rebuilt as the broker
+        builds a cleaned segment's; it keeps the last member's lastModified (Kafka:
+        segments.last.lastModified). `covers`: the input segments it replaces (for .txnindex).
+        Returns its path."""
+        base = group[0].base_offset
+        path = _files.segment_path(directory, base, _files.LOG_SUFFIX)
         with open(path, "xb") as out:
-            self.clean_segment(seg, out, txn, legacy_horizon)
+            for seg in group:
+                self.clean_segment(seg, out, txn, legacy_horizon)
             out.flush()
             os.fsync(out.fileno())
-        if indexes:
-            self._write_indexes(directory, seg.base_offset)
-            self._write_txn_index(seg.base_offset, directory, txn)
-        for suffix in (_files.LOG_SUFFIX, *(_INDEX_SUFFIXES if indexes else ())):
-            target = _files.segment_path(directory, seg.base_offset, suffix)
+        self._write_indexes(directory, base)
+        self._write_txn_index(covers, base, directory, txn)
+        mtime = group[-1].mtime_ns
+        for suffix in (_files.LOG_SUFFIX, *_INDEX_SUFFIXES):
+            target = _files.segment_path(directory, base, suffix)
             if suffix != _files.TXN_INDEX_SUFFIX or os.path.exists(target):
-                os.utime(target, ns=(seg.mtime_ns, seg.mtime_ns))
+                os.utime(target, ns=(mtime, mtime))
         return path
 
-    def _write_txn_index(self, base: int, directory: str, txn: CleanedTransactionMetadata) -> None:
-        """The cleaned segment's .txnindex: the input's entries whose ABORT marker this run kept
-        because it read batches of their transaction (Kafka's cleanedIndex). A marker kept only for
-        its horizon, or gone, loses its entry: a read_committed consumer would otherwise take the
-        producer's later batches for aborted ones. None written when the input had no .txnindex."""
-        src = _files.segment_path(self.log_dir, base, _files.TXN_INDEX_SUFFIX)
-        try:
-            with open(src, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
-            return
+    def _write_txn_index(self, covers: list[int], base: int, directory: str, txn: CleanedTransactionMetadata) -> None:
+        """The cleaned segment's .txnindex: the input segments' (`covers`) entries whose ABORT
+        marker this run kept because it read batches of their transaction (Kafka's cleanedIndex).
+        A marker kept only for its horizon, or gone, loses its entry: a read_committed consumer
+        would otherwise take the producer's later batches for aborted ones. None written when no
+        input segment had a .txnindex."""
         size = W.TXN_INDEX_ENTRY_SIZE  # version, producer id, first, last (the marker), last stable offset
-        kept = b"".join(data[i:i + size] for i in range(0, len(data) - size + 1, size)
-                        if struct.unpack_from(">qqq", data, i + 2)[::2] in txn.indexed_aborts)
+        kept: list[bytes] = []
+        found = False
+        for b in covers:
+            try:
+                with open(_files.segment_path(self.log_dir, b, _files.TXN_INDEX_SUFFIX), "rb") as f:
+                    data = f.read()
+            except FileNotFoundError:
+                continue
+            found = True
+            kept += [data[i:i + size] for i in range(0, len(data) - size + 1, size)
+                     if struct.unpack_from(">qqq", data, i + 2)[::2] in txn.indexed_aborts]
+        if not found:
+            return
         with open(_files.segment_path(directory, base, _files.TXN_INDEX_SUFFIX), "xb") as out:
-            out.write(kept)
+            out.write(b"".join(kept))
             out.flush()
             os.fsync(out.fileno())
 
-    def _passes(self, cleanable: list[_Segment], directory: str | None) -> list[str]:
+    def _index_sizes(self, seg: _Segment) -> tuple[int, int]:
+        """(offset index bytes, time index bytes) of a segment, as the broker counts them for
+        grouping (OffsetIndex/TimeIndex.sizeInBytes: entries * entry size): its index files' sizes,
+        or, for the log's last segment (whose files may be preallocated) or a missing or torn index
+        file, the entries an index rebuild makes."""
+        from .segment import build_indexes
+
+        last = self.segments[-1].base_offset if self.segments else -1
+        directory = os.path.dirname(seg.path)
+        sizes = []
+        for suffix, entry in ((_files.INDEX_SUFFIX, W.OFFSET_INDEX_ENTRY_SIZE),
+                              (_files.TIME_INDEX_SUFFIX, W.TIME_INDEX_ENTRY_SIZE)):
+            try:
+                n = os.path.getsize(_files.segment_path(directory, seg.base_offset, suffix))
+            except OSError:
+                n = -1
+            if n < 0 or n % entry or (seg.base_offset == last and not seg.cleaned):
+                built = build_indexes(seg.records, seg.base_offset, self.index_interval_bytes)
+                return len(built.index), len(built.timeindex)
+            sizes.append(n)
+        return sizes[0], sizes[1]
+
+    def group_segments(self, segments: list[_Segment]) -> list[list[_Segment]]:
+        """Consecutive segments grouped as Kafka's cleaner groups them (Cleaner.groupSegmentsBySize):
+        a group takes the next segment while the summed log sizes stay within segment_bytes
+        (segment.bytes), the summed offset index sizes and, apart, the summed time index sizes
+        within segment_index_bytes (segment.index.bytes), and the next segment's last offset (the
+        base offset of the one after it less one, or the first uncleanable offset less one for the
+        last) stays within Int.MaxValue of the group's base offset (not checked for an empty
+        segment). Each group is cleaned into one segment."""
+        limit = self.stats.first_uncleanable_offset
+        if limit is None:
+            limit = self.segments[-1].end_offset if self.segments else 0
+        sizes = [self._index_sizes(s) for s in segments]
+        groups: list[list[_Segment]] = []
+        i = 0
+        while i < len(segments):
+            group = [segments[i]]
+            log_size, index_size, time_size = segments[i].size, sizes[i][0], sizes[i][1]
+            i += 1
+            while i < len(segments):
+                seg = segments[i]
+                last = (segments[i + 1].base_offset if i + 1 < len(segments) else limit) - 1
+                if (log_size + seg.size > self.segment_bytes
+                        or index_size + sizes[i][0] > self.segment_index_bytes
+                        or time_size + sizes[i][1] > self.segment_index_bytes
+                        or (seg.size and last - group[0].base_offset > W.INT32_MAX)):
+                    break
+                group.append(seg)
+                log_size += seg.size
+                index_size += sizes[i][0]
+                time_size += sizes[i][1]
+                i += 1
+            groups.append(group)
+        return groups
+
+    def _merge_written(self, group: list[_Segment]) -> None:
+        """The written counts of a group's members become its output's."""
+        merged = _Counts()
+        for seg in group:
+            st = self._written.pop(seg.base_offset)
+            for name in _Counts.WRITTEN:
+                setattr(merged, name, getattr(merged, name) + getattr(st, name))
+        self._written[group[0].base_offset] = merged
+
+    def _passes(self, cleanable: list[_Segment], directory: str | None) -> list[tuple[str, list[int]]]:
         """Clean `cleanable` in passes (see the class doc) into `directory` (None: a dry run, which
-        writes nothing there; the passes before the last write to a temporary directory).
-        Returns the paths of the cleaned .log files (none for a dry run)."""
+        writes nothing there; the passes before the last write to a temporary directory). Each pass
+        groups the segments it cleans (group_segments) and writes one segment per group.
+        Returns (the cleaned .log's path, the input base offsets it replaces) per output segment
+        (none for a dry run)."""
         assert self.scan_result is not None  # scan() first
         sources = list(cleanable)
+        covers: dict[int, list[int]] = {s.base_offset: [s.base_offset] for s in sources}
         start = 0
         tmp: str | None = None
         try:
@@ -937,14 +1039,21 @@ class LogCleaner:
                     if tmp is None:
                         tmp = tempfile.mkdtemp(prefix="kbatch-compact-dry-run-")
                     target = tmp
-                for i, seg in enumerate(sources):
-                    if full and seg.base_offset >= end:
-                        break  # Kafka: log.logSegments(0, endOffset)
-                    _checkpoint(f"clean:{seg.base_offset}")
+                # Kafka: log.logSegments(0, endOffset), grouped
+                todo = [s for s in sources if not full or s.base_offset < end]
+                outputs: list[_Segment] = []
+                for group in self.group_segments(todo):
+                    _checkpoint(f"clean:{group[0].base_offset}")
                     if target is None:
-                        self.clean_segment(seg, _Discard(), txn, legacy_horizon)
+                        for seg in group:
+                            self.clean_segment(seg, _Discard(), txn, legacy_horizon)
+                        self._merge_written(group)
+                        outputs.append(group[0])
                         continue
-                    sources[i] = self._clean_into(seg, target, txn, legacy_horizon, last_pass=not full)
+                    merged = sorted(b for seg in group for b in covers.pop(seg.base_offset))
+                    covers[group[0].base_offset] = merged
+                    outputs.append(self._clean_into(group, merged, target, txn, legacy_horizon))
+                sources = outputs + sources[len(todo):]
                 if not full:
                     break
                 start = end
@@ -953,27 +1062,35 @@ class LogCleaner:
                 shutil.rmtree(tmp, ignore_errors=True)
         self._finish_counts()
         self.stats.segments_cleaned = len(cleanable)
-        return [] if directory is None else [s.path for s in sources]
+        return [] if directory is None else [(s.path, covers[s.base_offset]) for s in sources]
 
-    def _clean_into(self, seg: _Segment, directory: str, txn: CleanedTransactionMetadata, legacy_horizon: int,
-                    last_pass: bool) -> _Segment:
-        """One segment of a pass, cleaned into directory/<base>.log (with its indexes in the last
-        pass). A segment an earlier pass cleaned is written under a pass directory first and then
-        renamed over its previous version, which this pass was reading (its open file keeps them)."""
-        work = directory if not seg.cleaned else os.path.join(directory, f"pass-{self.stats.passes}")
+    def _clean_into(self, group: list[_Segment], covers: list[int], directory: str, txn: CleanedTransactionMetadata,
+                    legacy_horizon: int) -> _Segment:
+        """One group of a pass, cleaned into directory/<first base>.log with its indexes. When a
+        member is an earlier pass's output (which this pass is reading: its open file keeps it),
+        the group is written under a pass directory first; the earlier outputs of the other members
+        go and it is renamed over the first's."""
+        base = group[0].base_offset
+        reused = any(s.cleaned for s in group)
+        work = directory if not reused else os.path.join(directory, f"pass-{self.stats.passes}")
         os.makedirs(work, exist_ok=True)
-        self._write_segment(seg, work, txn, legacy_horizon, indexes=last_pass)
+        self._write_group(group, covers, work, txn, legacy_horizon)
+        self._merge_written(group)
         if work != directory:
-            for suffix in (_files.LOG_SUFFIX, *(_INDEX_SUFFIXES if last_pass else ())):
-                if suffix == _files.TXN_INDEX_SUFFIX and not os.path.exists(
-                        _files.segment_path(work, seg.base_offset, suffix)):
-                    continue
-                os.replace(_files.segment_path(work, seg.base_offset, suffix),
-                           _files.segment_path(directory, seg.base_offset, suffix))
-        path = _files.segment_path(directory, seg.base_offset, _files.LOG_SUFFIX)
+            for seg in group[1:]:
+                if seg.cleaned:
+                    for suffix in (_files.LOG_SUFFIX, *_INDEX_SUFFIXES):
+                        _unlink(_files.segment_path(directory, seg.base_offset, suffix))
+            for suffix in (_files.LOG_SUFFIX, *_INDEX_SUFFIXES):
+                src = _files.segment_path(work, base, suffix)
+                if os.path.exists(src):
+                    os.replace(src, _files.segment_path(directory, base, suffix))
+                else:
+                    _unlink(_files.segment_path(directory, base, suffix))
+        path = _files.segment_path(directory, base, _files.LOG_SUFFIX)
         records = FileRecords(path)
         self._opened.append(records)
-        return _Segment(seg.base_offset, path, records.size_in_bytes, seg.mtime_ns, records, True, seg.end_offset,
+        return _Segment(base, path, records.size_in_bytes, group[-1].mtime_ns, records, True, group[-1].end_offset,
                         cleaned=True)
 
     def clean(self, *, dry_run: bool = False, output_dir: PathLike | None = None) -> CleanerStats:
@@ -1026,19 +1143,21 @@ class LogCleaner:
         try:
             shutil.rmtree(scratch, ignore_errors=True)
             os.mkdir(scratch)
-            self._passes(cleanable, scratch)
-            for seg in cleanable:
+            groups: dict[int, list[int]] = {}
+            for path, covers in self._passes(cleanable, scratch):
+                base = covers[0]
+                groups[base] = covers
                 for suffix in (_files.LOG_SUFFIX, *_INDEX_SUFFIXES):
-                    src = _files.segment_path(scratch, seg.base_offset, suffix)
+                    src = _files.segment_path(scratch, base, suffix)
                     if suffix == _files.TXN_INDEX_SUFFIX and not os.path.exists(src):
-                        continue  # the input had none
-                    dst = _files.segment_path(self.log_dir, seg.base_offset, suffix + _CLEANED)
+                        continue  # no input had one
+                    dst = _files.segment_path(self.log_dir, base, suffix + _CLEANED)
                     os.replace(src, dst)
                     created.append(dst)
             _files.fsync_dir(self.log_dir)
             _checkpoint("cleaned")
-            # the commit point: once the marker exists, a crash is completed, not undone
-            _files.atomic_write(os.path.join(self.log_dir, log_loader.COMMIT_MARKER), b"")
+            # the commit point: once the marker (naming each group) exists, a crash is completed, not undone
+            log_loader.write_commit_marker(self.log_dir, groups)
             swapping = True
             _checkpoint("committed")
             # .cleaned -> .swap, earliest first
@@ -1048,7 +1167,7 @@ class LogCleaner:
                 _checkpoint(f"swap-rename:{os.path.basename(swap)}")
             _files.fsync_dir(self.log_dir)
             _checkpoint("swapping")
-            log_loader.complete_swaps(self.log_dir, checkpoint=_checkpoint)
+            log_loader.complete_swaps(self.log_dir, checkpoint=_checkpoint, groups=groups)
             _unlink(os.path.join(self.log_dir, log_loader.COMMIT_MARKER))
             _files.fsync_dir(self.log_dir)
         except BaseException:
@@ -1098,6 +1217,9 @@ class LogCleaner:
                 os.utime(path, ns=(seg.mtime_ns, seg.mtime_ns))
             for name in sorted(os.listdir(self.log_dir)):
                 if name in _COPIED_FILES or name.endswith((_files.TXN_INDEX_SUFFIX, ".snapshot")):
+                    parsed = _files.parse_segment_file_name(name)
+                    if parsed is not None and parsed[0] in cleaned:
+                        continue  # a cleaned group's .txnindex was written with it (_write_txn_index)
                     p = os.path.join(self.log_dir, name)
                     # a cleaned segment's .txnindex was written with it (_write_txn_index)
                     if os.path.isfile(p) and not os.path.exists(os.path.join(stage, name)):
@@ -1123,7 +1245,8 @@ def _unlink(path: str) -> None:
 def recover(log_dir: PathLike) -> None:
     """Finish or undo an interrupted compaction, as a broker's LogLoader does (log_loader.clean_directory),
     holding the directory's lock: `.cleaned` files and scratch directories are deleted; `.swap`
-    files (written only once every cleaned segment was complete) are renamed over their originals."""
+    files (written only once every cleaned segment was complete) are renamed over their originals,
+    the other segments of their group (as the commit marker names it) removed first."""
     with _files.DirLock.acquire(log_dir, "recover"):
         log_loader.clean_directory(log_dir)
 
@@ -1133,7 +1256,8 @@ def compact(log_dir: PathLike, now_ms: int, delete_retention_ms: int = 86_400_00
             index_interval_bytes: int = W.DEFAULT_INDEX_INTERVAL_BYTES, verify_crc: bool = True,
             max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES, dry_run: bool = False,
             output_dir: PathLike | None = None, dedupe_buffer_size: int = W.DEFAULT_DEDUPE_BUFFER_SIZE,
-            load_factor: float = W.DEFAULT_DEDUPE_LOAD_FACTOR) -> CleanerStats:
+            load_factor: float = W.DEFAULT_DEDUPE_LOAD_FACTOR, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+            segment_index_bytes: int = W.DEFAULT_SEGMENT_INDEX_BYTES) -> CleanerStats:
     """Compact the partition directory `log_dir` as a broker's log cleaner does (see module doc).
 
     now_ms: the cleaner's clock (delete horizons are now_ms + delete_retention_ms; tombstones and
@@ -1144,6 +1268,8 @@ def compact(log_dir: PathLike, now_ms: int, delete_retention_ms: int = 86_400_00
     dedupe_buffer_size / load_factor: the key map's memory and how full it gets before a pass
     cleans what it mapped (Kafka's log.cleaner.dedupe.buffer.size, for one cleaner thread, and
     log.cleaner.io.buffer.load.factor): more distinct keys than that take more passes.
+    segment_bytes / segment_index_bytes: the topic's segment.bytes and segment.index.bytes; as
+    Kafka's cleaner does, consecutive segments are cleaned into one while their summed sizes fit.
     Returns CleanerStats. The input files are never modified in place; a partition that cannot be
     read in full raises UncleanablePartitionError and nothing changes.
     """
@@ -1151,7 +1277,8 @@ def compact(log_dir: PathLike, now_ms: int, delete_retention_ms: int = 86_400_00
                       legacy_delete_horizon_ms=legacy_delete_horizon_ms,
                       index_interval_bytes=index_interval_bytes, verify_crc=verify_crc,
                       max_decompressed_bytes=max_decompressed_bytes, dedupe_buffer_size=dedupe_buffer_size,
-                      load_factor=load_factor).clean(dry_run=dry_run, output_dir=output_dir)
+                      load_factor=load_factor, segment_bytes=segment_bytes,
+                      segment_index_bytes=segment_index_bytes).clean(dry_run=dry_run, output_dir=output_dir)
 
 
 __all__ = ["compact", "recover", "LogCleaner", "CleanerStats", "OffsetMap", "CleanedTransactionMetadata",

@@ -30,6 +30,7 @@ SCRATCH_PREFIX = ".kbatch-cleaner-"   # compaction's scratch directories
 # written (atomically) once every `.cleaned` file of a compaction is complete: from then on the
 # compaction is committed, and a crash is finished rather than undone
 COMMIT_MARKER = ".kbatch-compaction-commit"
+_COMMIT_VERSION = 1
 CLEANED = ".cleaned"
 SWAP = ".swap"
 DELETED = ".deleted"
@@ -44,20 +45,125 @@ def _unlink(path: str) -> None:
         pass
 
 
-def complete_swaps(log_dir: str, checkpoint: Callable[[str], None] | None = None) -> list[str]:
-    """Rename every `<base>.<suffix>.swap` over its original, earliest segment first; for each
-    segment the old index files go before the new log lands, so no stale index ever describes a
-    new log (a missing index is rebuilt by any reader, as a broker does). Returns the files swapped in."""
+def write_commit_marker(log_dir: PathLike, groups: dict[int, list[int]]) -> None:
+    """The commit point of a compaction: COMMIT_MARKER, written atomically, naming each output
+    segment and the input segments it replaces (the first is its own base offset: Kafka's cleaner
+    names a group's segment after the group's first segment)."""
+    lines = [f"kbatch-compaction {_COMMIT_VERSION}"]
+    for base, members in sorted(groups.items()):
+        assert members and members[0] == base, (base, members)
+        lines.append(" ".join(["group", *map(str, members)]))
+    _files.atomic_write(os.path.join(os.fspath(log_dir), COMMIT_MARKER), ("\n".join(lines) + "\n").encode("ascii"))
+
+
+def read_commit_marker(log_dir: PathLike) -> dict[int, list[int]] | None:
+    """The groups COMMIT_MARKER names (output base -> the input bases it replaces, its own first),
+    {} for an empty marker (one to one, as kbatch wrote it before segments were grouped), None when
+    there is no marker. A marker that cannot be parsed is an error: guessing could delete a segment
+    the swap does not replace."""
+    path = os.path.join(os.fspath(log_dir), COMMIT_MARKER)
+    try:
+        data = _files.read_whole(path)
+    except FileNotFoundError:
+        return None
+    lines = data.decode("ascii", "replace").splitlines()
+    if not lines:
+        return {}
+    groups: dict[int, list[int]] = {}
+    try:
+        if lines[0] != f"kbatch-compaction {_COMMIT_VERSION}":
+            raise ValueError
+        for line in lines[1:]:
+            word, *bases = line.split()
+            members = [int(b) for b in bases]
+            if word != "group" or not members or members != sorted(set(members)) or members[0] < 0:
+                raise ValueError
+            groups[members[0]] = members
+    except ValueError:
+        raise CorruptCheckpointError(f"{path} names a committed compaction but cannot be read; the log stays as it "
+                                     f"is until the file is repaired or removed",
+                                     expected=f"kbatch-compaction {_COMMIT_VERSION} / group BASE [MEMBER...] ...",
+                                     found=data[:120].decode("ascii", "replace")) from None
+    return groups
+
+
+def _swap_next_offset(path: str) -> int | None:
+    """The offset after the last complete batch of a `.swap` log (LogSegment.readNextOffset), None
+    when it holds none or cannot be read."""
+    from ..errors import KBatchError
+    from ..record.file_records import FileRecords
+
+    try:
+        records = FileRecords(path)
+    except (OSError, KBatchError):
+        return None
+    last = None
+    try:
+        gen = records.scan(0, reuse=True)
+        while True:
+            try:
+                s = next(gen)
+            except StopIteration:
+                break
+            if len(s["last_offset"]):
+                last = int(s["last_offset"][-1])
+    except KBatchError:
+        return None
+    finally:
+        records.close()
+    return None if last is None else last + 1
+
+
+def _replaced_by(log_dir: str, base: int, groups: dict[int, list[int]] | None) -> list[int]:
+    """The segments the `.swap` log at `base` replaces: the group the commit marker names; without
+    one (an empty marker, as kbatch wrote before grouping, or a `.swap` a broker left), as Kafka's
+    LogLoader decides: every segment whose base offset is in [base, the swap's next offset)."""
+    if groups and base in groups:
+        return groups[base]
+    end = _swap_next_offset(_files.segment_path(log_dir, base, _files.LOG_SUFFIX + SWAP))
+    return [base] + [b for b in _files.list_segment_bases(log_dir) if end is not None and base < b < end]
+
+
+def _delete_replaced(log_dir: str, members: list[int], checkpoint: Callable[[str], None]) -> list[str]:
+    """The segments a grouped output replaces (all but its own base), latest first and each .log
+    before its indexes, renamed to `.deleted` (Kafka's order: the old segments go before the new
+    one lands, so the directory never holds two segments for one offset). Returns the names."""
+    renamed = []
+    for base in reversed(members[1:]):
+        for suffix in (_files.LOG_SUFFIX, *SWAPPED_SUFFIXES):
+            path = _files.segment_path(log_dir, base, suffix)
+            if not os.path.exists(path):
+                continue
+            checkpoint(f"delete-replaced:{os.path.basename(path)}")
+            os.replace(path, path + DELETED)
+            renamed.append(os.path.basename(path) + DELETED)
+    if renamed:
+        _files.fsync_dir(log_dir)
+    return renamed
+
+
+def complete_swaps(log_dir: str, checkpoint: Callable[[str], None] | None = None,
+                   groups: dict[int, list[int]] | None = None) -> list[str]:
+    """Rename every `<base>.<suffix>.swap` over its original, earliest segment first. Where the
+    swapped-in log replaces a group of segments (`groups`: output base -> the input bases, as
+    COMMIT_MARKER names them), the others of the group are renamed to `.deleted` first, and
+    removed once the new log is in place (without a group, the segments within the swap's
+    offsets go, as Kafka's LogLoader does for a broker's `.swap`). For each segment the old index
+    files go before the new log lands, so no stale index ever describes a new log (a missing index
+    is rebuilt by any reader, as a broker does). Returns the files swapped in."""
     swaps: dict[int, list[str]] = {}
     for name in os.listdir(log_dir):
         if name.endswith(SWAP) and len(name) > 20 and name[:20].isdigit():
             swaps.setdefault(int(name[:20]), []).append(name[: -len(SWAP)])
     done = []
+    step = checkpoint or _files.crash_point
     for base in sorted(swaps):
-        (checkpoint or _files.crash_point)(f"swap-in:{base}")
+        step(f"swap-in:{base}")
         targets = swaps[base]
         log_name = _files.filename_prefix(base) + _files.LOG_SUFFIX
+        deleted: list[str] = []
         if log_name in targets:
+            deleted = _delete_replaced(log_dir, _replaced_by(log_dir, base, groups), step)
             for suffix in SWAPPED_SUFFIXES:  # old indexes must not outlive the old log
                 _files.crash_point(f"unlink-old:{_files.filename_prefix(base)}{suffix}")
                 _unlink(_files.segment_path(log_dir, base, suffix))
@@ -65,6 +171,9 @@ def complete_swaps(log_dir: str, checkpoint: Callable[[str], None] | None = None
             _files.crash_point(f"rename:{t}")
             os.replace(os.path.join(log_dir, t + SWAP), os.path.join(log_dir, t))
             done.append(t)
+        for name in deleted:
+            step(f"delete-deleted:{name}")
+            _unlink(os.path.join(log_dir, name))
     if done:
         _files.fsync_dir(log_dir)
     return done
@@ -74,12 +183,14 @@ def clean_directory(log_dir: PathLike, checkpoint: Callable[[str], None] | None 
     """Finish an interrupted compaction and remove leftovers, as a broker's LogLoader does:
     compaction scratch directories, kbatch's temp files and `.deleted` segments go; `.cleaned`
     files go too unless the compaction was committed (COMMIT_MARKER), in which case they become
-    `.swap` files; `.swap` files are renamed over their originals; index files whose `.log` is
+    `.swap` files; `.swap` files are renamed over their originals (the other segments of a
+    group the marker names go first, complete_swaps); index files whose `.log` is
     gone (a deletion or creation cut short) go. So an interrupted compaction leaves the original
     log or the compacted one, never a mix. Returns the names removed or swapped in (each also
     logged)."""
     log_dir = os.fspath(log_dir)
-    committed = os.path.exists(os.path.join(log_dir, COMMIT_MARKER))
+    groups = read_commit_marker(log_dir)
+    committed = groups is not None
     touched = []
     for name in sorted(os.listdir(log_dir)):
         path = os.path.join(log_dir, name)
@@ -92,7 +203,7 @@ def clean_directory(log_dir: PathLike, checkpoint: Callable[[str], None] | None 
         else:
             continue
         touched.append(name)
-    touched += complete_swaps(log_dir, checkpoint)
+    touched += complete_swaps(log_dir, checkpoint, groups)
     if committed:
         _unlink(os.path.join(log_dir, COMMIT_MARKER))
         touched.append(COMMIT_MARKER)
@@ -297,5 +408,6 @@ def lower_recovery_point(log_dir: PathLike, offset: int) -> None:
         RecoveryCheckpoint(min(cp.recovery_point, offset), clean_shutdown=False).write(log_dir)
 
 
-__all__ = ["clean_directory", "complete_swaps", "complete_truncation", "truncate_segments", "Truncation",
+__all__ = ["clean_directory", "complete_swaps", "write_commit_marker", "read_commit_marker", "complete_truncation",
+           "truncate_segments", "Truncation",
            "COMMIT_MARKER", "TRUNCATION_MARKER"]
