@@ -147,6 +147,36 @@ def test_large_segments_split_at_batch_boundaries(spark, fmt, data_dir):
     _same(spark_table(small), spark_table(base))
 
 
+def test_small_segments_packed_as_spark_packs_files(spark, fmt, tmp_path):
+    """Without maxPartitionBytes the JVM reader plans input partitions by Spark's file-source rule
+    (spark.sql.files.maxPartitionBytes / openCostInBytes / minPartitionNum, counted in the bytes
+    the query reads): a directory of many small segments is a few input partitions, not one per
+    segment, with the same rows; minPartitionNum asks for more, and maxPartitionBytes on the read
+    keeps one input partition per segment."""
+    if fmt != READERS["jvm"]:
+        pytest.skip("the Python reader plans one input partition per segment (or maxPartitionBytes range)")
+    root = str(tmp_path / "logs")
+    demo.generate(root, records=12000, now_ms=NOW, segment_bytes=24 * 1024)
+    segments = sum(1 for d, _, files in os.walk(root) for f in files
+                   if f.endswith(".log") and os.path.getsize(os.path.join(d, f)) > 0)
+    assert segments > 20
+    each = spark.read.format(fmt).options(maxPartitionBytes=str(1 << 30), pushdown="false").load(root)
+    assert each.rdd.getNumPartitions() == segments
+    packed = spark.read.format(fmt).option("pushdown", "false").load(root)
+    cores = spark.sparkContext.defaultParallelism
+    # every slice weighs its bytes plus a 4 MiB open cost: split per core, the last may spill over
+    assert 1 <= packed.rdd.getNumPartitions() <= cores + 1
+    _same(spark_table(packed), spark_table(each))
+    assert packed.select("key").count() == each.count()
+    spark.conf.set("spark.sql.files.minPartitionNum", str(4 * cores))
+    try:
+        more = spark.read.format(fmt).option("pushdown", "false").load(root)
+        assert cores + 1 < more.rdd.getNumPartitions() <= 4 * cores + 1
+        _same(spark_table(more), spark_table(each))
+    finally:
+        spark.conf.unset("spark.sql.files.minPartitionNum")
+
+
 def test_offset_ranges_match_spark_filter(spark, fmt, data_dir):
     starting = json.dumps({"orders": {"0": 100, "1": -2}, "legacy": {"0": 60}, "corners": {"0": 9}})
     ending = json.dumps({"orders": {"0": 2500, "2": 40}, "corners": {"0": 30}})
@@ -199,8 +229,11 @@ def test_timestamp_options_on_extreme_timestamps_agree(spark, data_dir):
 def test_pushdown_gives_the_same_rows_as_spark_filtering(spark, fmt, data_dir):
     where = ("partition in (0, 2) and offset >= 500 and offset <= 1700 and topic = 'orders' "
              "and timestamp >= timestamp_millis({})".format(NOW - 20 * 3_600_000))
-    pushed = spark.read.format(fmt).load(data_dir).where(where)
-    plain = spark.read.format(fmt).option("pushdown", "false").load(data_dir).where(where)
+    # maxPartitionBytes: one input partition per segment on both readers (the JVM reader packs
+    # small segments together otherwise), so the partition count shows what planning pruned
+    whole = str(1 << 30)
+    pushed = spark.read.format(fmt).option("maxPartitionBytes", whole).load(data_dir).where(where)
+    plain = spark.read.format(fmt).options(pushdown="false", maxPartitionBytes=whole).load(data_dir).where(where)
     plan = pushed._jdf.queryExecution().executedPlan().toString()
     assert "offset" not in plan.split("BatchScan")[0] or "500" not in plan.split("BatchScan")[0]
     p, q = spark_table(pushed), spark_table(plain)
