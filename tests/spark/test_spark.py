@@ -351,6 +351,44 @@ def test_damaged_records_fail_alike_on_both_readers(spark, tmp_path):
     assert failed
 
 
+def test_count_is_collects_length_on_records_damaged_under_a_valid_crc(spark, tmp_path):
+    """count() (no columns: the JVM reader walks records without decoding them) fails where
+    collect() fails, with the same error, and with failOnDataLoss=false counts the rows collect()
+    returns: record bytes changed under a recomputed CRC, so only the record checks find them."""
+    if not spark.kbatch_reader.is_jvm:
+        pytest.skip(f"the JVM reader is not live: {spark.kbatch_reader.reason}")
+    import random
+
+    rng = random.Random(11)
+    fmt = READERS["jvm"]
+    failed = 0
+    for case in range(12):
+        root = tmp_path / f"case{case}" / "t-0"
+        root.mkdir(parents=True)
+        data = bytearray(segment_corpus.random_segment(rng, batches=6))
+        plain = [b for b in kbatch.iter_batches(bytes(data)) if b.magic == 2
+                 and b.attributes & W.COMPRESSION_CODEC_MASK == W.Compression.NONE and b.size_in_bytes > W.RECORDS_OFFSET]
+        if not plain:
+            continue
+        b = rng.choice(plain)
+        batch = bytearray(data[b.position:b.position + b.size_in_bytes])
+        for _ in range(1 + case % 3):
+            batch[rng.randrange(W.RECORDS_OFFSET, len(batch))] = rng.randrange(256)
+        data[b.position:b.position + b.size_in_bytes] = segment_corpus.fix_v2(batch)
+        (root / ("0" * 20 + ".log")).write_bytes(bytes(data))
+        outcome = []
+        for action in (lambda df: df.count(), lambda df: len(df.collect())):
+            try:
+                outcome.append(action(spark.read.format(fmt).load(str(root))))
+            except Exception as e:  # noqa: BLE001 - the message is what is compared
+                outcome.append(_kbatch_error(str(e)))
+        assert outcome[0] == outcome[1], case
+        failed += not isinstance(outcome[0], int)
+        lenient = spark.read.format(fmt).option("failOnDataLoss", "false").load(str(root))
+        assert lenient.count() == len(lenient.collect()), case
+    assert failed
+
+
 def test_a_given_schema_selects_columns(spark, fmt, data_dir):
     full = spark_table(spark.read.format(fmt).options(includeHeaders="true", pushdown="false").load(data_dir))
     df = (spark.read.format(fmt).schema("offset long, value binary, topic string, partition int, "
