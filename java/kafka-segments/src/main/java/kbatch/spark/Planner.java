@@ -341,16 +341,11 @@ final class Planner {
      * by every input partition alike. A bad header leaves hi (the reader fails on it).
      */
     private long completeEnd(LogDirectory.Segment seg, long lo, long hi) throws IOException {
-        long[] end = {lo};
         try (SegmentReader.Source src = new LogDirectory.FsSource(fs, seg.path)) {
-            HeaderScan.scan(src, lo, seg.size, (h, b, p, delta) -> {
-                end[0] = h.position + h.size;
-                return end[0] < hi;
-            });
+            return Math.min(HeaderScan.wholeEnd(src, lo, seg.size, hi), hi);
         } catch (KafkaSegmentsException e) {
             return hi;
         }
-        return Math.min(end[0], hi);
     }
 
     // ------------------------------------------------------------------ aborted transactions
