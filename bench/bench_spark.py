@@ -521,8 +521,8 @@ SCALE_TARGETS = [  # issue 30: (question, peer path, query or None for every que
 
 def write_scale_results(text: str, times: dict, streaming: list, n: int, load0: float) -> None:
     """bench/results-spark-scale.md: this run's tables, the issue's targets against them, and the
-    prose of bench/notes/spark-scale.md (bench/report.py carries the file into results-spark.md and
-    README.md)."""
+    prose of bench/notes/spark-scale.md; the "At scale" section of results-spark.md and README.md
+    is rewritten from it (as bench/report.py writes it in a full run)."""
     import datetime
 
     import report
@@ -554,6 +554,15 @@ def write_scale_results(text: str, times: dict, streaming: list, n: int, load0: 
         body += ["### Notes", "", open(notes, encoding="utf-8").read().strip(), ""]
     with open(os.path.join(HERE, "results-spark-scale.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(body))
+    # the "At scale" section that closes README.md and results-spark.md, from the file just written
+    for name in ("README.md", "results-spark.md"):
+        path = os.path.join(HERE, name)
+        if not os.path.exists(path):
+            continue
+        before, found, _ = open(path, encoding="utf-8").read().partition("## At scale: ")
+        if found:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(before + "\n".join(report.separate_run("spark")).rstrip() + "\n")
 
 
 def scale_table(times: dict, streaming: list, n: int, rounds: int) -> str:

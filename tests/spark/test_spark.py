@@ -147,6 +147,36 @@ def test_large_segments_split_at_batch_boundaries(spark, fmt, data_dir):
     _same(spark_table(small), spark_table(base))
 
 
+def test_small_segments_packed_as_spark_packs_files(spark, fmt, tmp_path):
+    """Without maxPartitionBytes the JVM reader plans input partitions by Spark's file-source rule
+    (spark.sql.files.maxPartitionBytes / openCostInBytes / minPartitionNum, counted in the bytes
+    the query reads): a directory of many small segments is a few input partitions, not one per
+    segment, with the same rows; minPartitionNum asks for more, and maxPartitionBytes on the read
+    keeps one input partition per segment."""
+    if fmt != READERS["jvm"]:
+        pytest.skip("the Python reader plans one input partition per segment (or maxPartitionBytes range)")
+    root = str(tmp_path / "logs")
+    demo.generate(root, records=12000, now_ms=NOW, segment_bytes=24 * 1024)
+    segments = sum(1 for d, _, files in os.walk(root) for f in files
+                   if f.endswith(".log") and os.path.getsize(os.path.join(d, f)) > 0)
+    assert segments > 20
+    each = spark.read.format(fmt).options(maxPartitionBytes=str(1 << 30), pushdown="false").load(root)
+    assert each.rdd.getNumPartitions() == segments
+    packed = spark.read.format(fmt).option("pushdown", "false").load(root)
+    cores = spark.sparkContext.defaultParallelism
+    # every slice weighs its bytes plus a 4 MiB open cost: split per core, the last may spill over
+    assert 1 <= packed.rdd.getNumPartitions() <= cores + 1
+    _same(spark_table(packed), spark_table(each))
+    assert packed.select("key").count() == each.count()
+    spark.conf.set("spark.sql.files.minPartitionNum", str(4 * cores))
+    try:
+        more = spark.read.format(fmt).option("pushdown", "false").load(root)
+        assert cores + 1 < more.rdd.getNumPartitions() <= 4 * cores + 1
+        _same(spark_table(more), spark_table(each))
+    finally:
+        spark.conf.unset("spark.sql.files.minPartitionNum")
+
+
 def test_offset_ranges_match_spark_filter(spark, fmt, data_dir):
     starting = json.dumps({"orders": {"0": 100, "1": -2}, "legacy": {"0": 60}, "corners": {"0": 9}})
     ending = json.dumps({"orders": {"0": 2500, "2": 40}, "corners": {"0": 30}})
@@ -199,8 +229,11 @@ def test_timestamp_options_on_extreme_timestamps_agree(spark, data_dir):
 def test_pushdown_gives_the_same_rows_as_spark_filtering(spark, fmt, data_dir):
     where = ("partition in (0, 2) and offset >= 500 and offset <= 1700 and topic = 'orders' "
              "and timestamp >= timestamp_millis({})".format(NOW - 20 * 3_600_000))
-    pushed = spark.read.format(fmt).load(data_dir).where(where)
-    plain = spark.read.format(fmt).option("pushdown", "false").load(data_dir).where(where)
+    # maxPartitionBytes: one input partition per segment on both readers (the JVM reader packs
+    # small segments together otherwise), so the partition count shows what planning pruned
+    whole = str(1 << 30)
+    pushed = spark.read.format(fmt).option("maxPartitionBytes", whole).load(data_dir).where(where)
+    plain = spark.read.format(fmt).options(pushdown="false", maxPartitionBytes=whole).load(data_dir).where(where)
     plan = pushed._jdf.queryExecution().executedPlan().toString()
     assert "offset" not in plan.split("BatchScan")[0] or "500" not in plan.split("BatchScan")[0]
     p, q = spark_table(pushed), spark_table(plain)
@@ -315,6 +348,44 @@ def test_damaged_records_fail_alike_on_both_readers(spark, tmp_path):
         assert errors[0] == errors[1], case
         assert counts[0] == counts[1], case
         failed += errors[0] is not None
+    assert failed
+
+
+def test_count_is_collects_length_on_records_damaged_under_a_valid_crc(spark, tmp_path):
+    """count() (no columns: the JVM reader walks records without decoding them) fails where
+    collect() fails, with the same error, and with failOnDataLoss=false counts the rows collect()
+    returns: record bytes changed under a recomputed CRC, so only the record checks find them."""
+    if not spark.kbatch_reader.is_jvm:
+        pytest.skip(f"the JVM reader is not live: {spark.kbatch_reader.reason}")
+    import random
+
+    rng = random.Random(11)
+    fmt = READERS["jvm"]
+    failed = 0
+    for case in range(12):
+        root = tmp_path / f"case{case}" / "t-0"
+        root.mkdir(parents=True)
+        data = bytearray(segment_corpus.random_segment(rng, batches=6))
+        plain = [b for b in kbatch.iter_batches(bytes(data)) if b.magic == 2
+                 and b.attributes & W.COMPRESSION_CODEC_MASK == W.Compression.NONE and b.size_in_bytes > W.RECORDS_OFFSET]
+        if not plain:
+            continue
+        b = rng.choice(plain)
+        batch = bytearray(data[b.position:b.position + b.size_in_bytes])
+        for _ in range(1 + case % 3):
+            batch[rng.randrange(W.RECORDS_OFFSET, len(batch))] = rng.randrange(256)
+        data[b.position:b.position + b.size_in_bytes] = segment_corpus.fix_v2(batch)
+        (root / ("0" * 20 + ".log")).write_bytes(bytes(data))
+        outcome = []
+        for action in (lambda df: df.count(), lambda df: len(df.collect())):
+            try:
+                outcome.append(action(spark.read.format(fmt).load(str(root))))
+            except Exception as e:  # noqa: BLE001 - the message is what is compared
+                outcome.append(_kbatch_error(str(e)))
+        assert outcome[0] == outcome[1], case
+        failed += not isinstance(outcome[0], int)
+        lenient = spark.read.format(fmt).option("failOnDataLoss", "false").load(str(root))
+        assert lenient.count() == len(lenient.collect()), case
     assert failed
 
 

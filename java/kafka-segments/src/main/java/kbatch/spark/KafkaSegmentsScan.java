@@ -92,13 +92,36 @@ final class KafkaSegmentsScan implements Scan, Batch {
                 planner.offsetLo = filters.offsetLo;
                 planner.offsetHi = filters.offsetHi;
                 planner.timestampLo = filters.timestampLo;
-                List<SegmentSlice> slices = planner.plan();
-                partitions = slices.toArray(new InputPartition[0]);
+                if (options.get("maxPartitionBytes") != null) { // the read's own rule: one input partition per slice
+                    partitions = planner.plan().toArray(new InputPartition[0]);
+                } else {
+                    partitions = packed(planner);
+                }
             } catch (IOException e) {
                 throw new UncheckedIOException("kafka-segments: planning " + options.get("path") + ": " + e, e);
             }
         }
         return partitions;
+    }
+
+    /** Input partitions by Spark's file-split rule over the bytes this scan reads (see {@link InputPlan}). */
+    private InputPartition[] packed(Planner planner) throws IOException {
+        InputPlan rule = InputPlan.fromSession();
+        List<Planner.Range> ranges = planner.ranges();
+        List<SegmentSlice> whole = new java.util.ArrayList<>();
+        for (Planner.Range r : ranges) {
+            whole.addAll(planner.planPartition(r.tp, r.start, r.end, Long.MAX_VALUE, r.aborted));
+        }
+        java.util.Set<String> names = new java.util.HashSet<>(java.util.Arrays.asList(readSchema.fieldNames()));
+        double fraction = planner.readFraction(whole, names.contains("key"), names.contains("value"),
+                names.contains("headers"));
+        long maxSplit = rule.maxSplit(whole, fraction);
+        long cut = InputPlan.fileBytes(maxSplit, fraction);
+        List<SegmentSlice> slices = new java.util.ArrayList<>();
+        for (Planner.Range r : ranges) {
+            slices.addAll(planner.planPartition(r.tp, r.start, r.end, cut, r.aborted));
+        }
+        return rule.pack(slices, fraction, maxSplit);
     }
 
     @Override

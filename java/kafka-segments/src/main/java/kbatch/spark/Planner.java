@@ -37,6 +37,30 @@ final class Planner {
     }
 
     List<SegmentSlice> plan() throws IOException {
+        List<SegmentSlice> out = new ArrayList<>();
+        for (Range r : ranges()) {
+            out.addAll(planPartition(r.tp, r.start, r.end, options.maxPartitionBytes(), r.aborted));
+        }
+        return out;
+    }
+
+    /** One partition's offset bounds [start, end) (null: unbounded) and its aborted transactions. */
+    static final class Range {
+        final LogDirectory.TopicPartition tp;
+        final Long start;
+        final Long end;
+        final AbortedTransactions aborted;
+
+        Range(LogDirectory.TopicPartition tp, Long start, Long end, AbortedTransactions aborted) {
+            this.tp = tp;
+            this.start = start;
+            this.end = end;
+            this.aborted = aborted;
+        }
+    }
+
+    /** The partitions to read, each with its bounds (options, pushed filters, the last stable offset). */
+    List<Range> ranges() throws IOException {
         Set<String> topics = options.topics();
         if (topicsIn != null) {
             if (topics == null) {
@@ -47,7 +71,7 @@ final class Planner {
         }
         String pattern = options.topicPattern();
         boolean readCommitted = options.readCommitted();
-        List<SegmentSlice> out = new ArrayList<>();
+        List<Range> out = new ArrayList<>();
         for (LogDirectory.TopicPartition tp : LogDirectory.list(fs, options.path(), topics,
                 pattern == null ? null : Pattern.compile(pattern))) {
             if (partitionsIn != null && !partitionsIn.contains(tp.partition)) {
@@ -62,7 +86,7 @@ final class Planner {
             if (b[0] != null && b[1] != null && b[1] <= b[0]) {
                 continue;
             }
-            out.addAll(planPartition(tp, b[0], b[1], options.maxPartitionBytes(), aborted));
+            out.add(new Range(tp, b[0], b[1], aborted));
         }
         return out;
     }
@@ -317,16 +341,11 @@ final class Planner {
      * by every input partition alike. A bad header leaves hi (the reader fails on it).
      */
     private long completeEnd(LogDirectory.Segment seg, long lo, long hi) throws IOException {
-        long[] end = {lo};
         try (SegmentReader.Source src = new LogDirectory.FsSource(fs, seg.path)) {
-            HeaderScan.scan(src, lo, seg.size, (h, b, p, delta) -> {
-                end[0] = h.position + h.size;
-                return end[0] < hi;
-            });
+            return Math.min(HeaderScan.wholeEnd(src, lo, seg.size, hi), hi);
         } catch (KafkaSegmentsException e) {
             return hi;
         }
-        return Math.min(end[0], hi);
     }
 
     // ------------------------------------------------------------------ aborted transactions
@@ -422,5 +441,55 @@ final class Planner {
         }
         entries.addAll(derived);
         return AbortedTransactions.of(entries);
+    }
+
+    // ------------------------------------------------------------------ bytes a query reads (InputPlan)
+    /** How many slices' first batches {@link #readFraction} samples: enough to see the record shape, few reads. */
+    static final int SAMPLED_SLICES = 8;
+
+    /**
+     * The share of a segment's bytes that a scan of these columns works on beyond the CRC (the
+     * framing and varints of every record, plus the key, value and header bytes it asked for),
+     * estimated from the first batch of up to {@link #SAMPLED_SLICES} slices; 1 when a sampled
+     * batch is compressed or legacy (its records are all decompressed or parsed whatever the
+     * columns) or nothing could be sampled. Planning only: the reader reads what it reads.
+     */
+    double readFraction(List<SegmentSlice> slices, boolean key, boolean value, boolean headers) throws IOException {
+        long total = 0;
+        long read = 0;
+        RecordColumns rc = new RecordColumns(true, true, false, false, false, true, false, false);
+        int step = Math.max(1, slices.size() / SAMPLED_SLICES);
+        for (int k = 0; k < slices.size(); k += step) {
+            SegmentSlice s = slices.get(k);
+            long[] seen = {0, 0};
+            boolean[] whole = {false};
+            try (SegmentReader.Source src = new LogDirectory.FsSource(fs, s.path)) {
+                HeaderScan.scan(src, s.start, s.end, (h, b, p, delta) -> {
+                    if (h.magic == 2 && h.isControl()) {
+                        return true;
+                    }
+                    seen[0] = h.size;
+                    if (h.magic != 2 || (h.attributes & Wire.COMPRESSION_CODEC_MASK) != Wire.NONE) {
+                        whole[0] = true;
+                        return false;
+                    }
+                    rc.reset();
+                    decoder.decodeV2(b, p, delta, h, rc, Long.MIN_VALUE, Long.MAX_VALUE, true, false);
+                    long k0 = rc.keys.bytes();
+                    long v0 = rc.values.bytes();
+                    long h0 = rc.headerKeys.bytes() + rc.headerValues.bytes();
+                    seen[1] = h.size - k0 - v0 - h0 + (key ? k0 : 0) + (value ? v0 : 0) + (headers ? h0 : 0);
+                    return false;
+                });
+            } catch (KafkaSegmentsException e) {
+                continue; // bytes the reader will report where it meets them
+            }
+            if (whole[0]) {
+                return 1.0;
+            }
+            total += seen[0];
+            read += seen[1];
+        }
+        return total == 0 ? 1.0 : Math.min(1.0, Math.max((double) read / total, 1e-3));
     }
 }

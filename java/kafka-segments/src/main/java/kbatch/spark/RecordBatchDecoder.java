@@ -326,6 +326,135 @@ final class RecordBatchDecoder {
         }
     }
 
+    // ------------------------------------------------------------------ magic 2, no columns (count)
+    /**
+     * The rows a scan of no columns keeps from the uncompressed magic 2 batch framed at b[p]
+     * (records with lo <= offset < hi): a walk over b's array that makes every check walkV2 makes,
+     * in the same order, and stores nothing. -1 when any check fails (or b has no array): the
+     * caller then runs decodeV2, which throws that error at its byte, so count() fails where
+     * collect() fails and counts what collect() returns.
+     */
+    int countV2(ByteBuffer b, int p, BatchHeader h, long lo, long hi) {
+        int count = h.recordCount;
+        if (!b.hasArray() || count < 0) {
+            return -1;
+        }
+        byte[] a = b.array();
+        int pos = b.arrayOffset() + p + Wire.RECORDS_OFFSET;
+        int end = b.arrayOffset() + p + h.size;
+        int kept = 0;
+        for (int done = 0; done < count; done++) {
+            if (pos >= end) {
+                return -1;
+            }
+            int length = leanVarint(a, pos, end);
+            if (next < 0) {
+                return -1;
+            }
+            pos = next;
+            if (length < 0 || length > end - pos) {
+                return -1;
+            }
+            int recEnd = pos + length;
+            if (recEnd - pos < 1) {
+                return -1;
+            }
+            pos++; // attributes
+            // the timestamp delta: a varlong of at most 64 bits
+            int shift = 0;
+            while (true) {
+                if (pos >= recEnd) {
+                    return -1;
+                }
+                if (a[pos++] >= 0) {
+                    break;
+                }
+                shift += 7;
+                if (shift > 63) {
+                    return -1;
+                }
+            }
+            int offDelta = leanVarint(a, pos, recEnd);
+            if (next < 0 || leanSized(a, next, recEnd) < 0 || leanSized(a, next, recEnd) < 0) {
+                return -1;
+            }
+            pos = next;
+            int nHeaders = leanVarint(a, pos, recEnd);
+            if (next < 0) {
+                return -1;
+            }
+            pos = next;
+            if (nHeaders < 0 || nHeaders > recEnd - pos) {
+                return -1;
+            }
+            for (int k = 0; k < nHeaders; k++) {
+                int klen = leanVarint(a, pos, recEnd);
+                if (next < 0) {
+                    return -1;
+                }
+                pos = next;
+                if (klen < 0 || klen > recEnd - pos) {
+                    return -1;
+                }
+                pos += klen;
+                if (leanSized(a, pos, recEnd) < 0) {
+                    return -1;
+                }
+                pos = next;
+            }
+            if (pos != recEnd) {
+                return -1;
+            }
+            long offset = h.baseOffset + offDelta;
+            if (offset >= lo && offset < hi) {
+                kept++;
+            }
+        }
+        return pos == end ? kept : -1;
+    }
+
+    /** varint's value over an array; `next` = -1 where varint throws (truncated, or a 5th byte that continues). */
+    private int leanVarint(byte[] a, int pos, int limit) {
+        int raw = 0;
+        for (int i = 0; i < 5; i++) {
+            if (pos + i >= limit) {
+                next = -1;
+                return 0;
+            }
+            int x = a[pos + i];
+            if (i == 4) {
+                if (x < 0) {
+                    next = -1;
+                    return 0;
+                }
+                raw |= x << 28;
+                next = pos + 5;
+                break;
+            }
+            raw |= (x & 0x7f) << (7 * i);
+            if (x >= 0) {
+                next = pos + i + 1;
+                break;
+            }
+        }
+        return (raw >>> 1) ^ -(raw & 1);
+    }
+
+    /** sized over an array: 0 or more when it holds (`next` past the bytes; a negative length is null), else -1. */
+    private int leanSized(byte[] a, int pos, int limit) {
+        int n = leanVarint(a, pos, limit);
+        if (next < 0) {
+            return -1;
+        }
+        if (n > limit - next) {
+            return -1;
+        }
+        if (n > 0) {
+            next += n;
+        }
+        return 0;
+    }
+
     private void appendRow(RecordColumns out, ByteBuffer b, boolean stable, long offset, long ts, boolean hasTs,
                            int tsType, boolean tombstone, BatchHeader h) {
         int r = out.rows;

@@ -49,6 +49,11 @@ final class RecordColumns {
         headerValues = headers ? new Binary() : null;
     }
 
+    /** Whether the scan asks for no column at all (count()): rows are only counted. */
+    boolean none() {
+        return !key && !value && !offset && !timestamp && !timestampType && !headers && !tombstone && !batchFields;
+    }
+
     /** Offsets and raw millisecond timestamps only (time lookups on the driver). */
     static RecordColumns raw() {
         RecordColumns c = new RecordColumns(false, false, true, true, false, false, false, false);

@@ -39,6 +39,8 @@ final class SegmentReader implements Closeable {
     private final RecordColumns out;
     private final int rowsPerBatch;
     private final RecordBatchDecoder decoder;
+    /** No columns asked for (count()): well-formed uncompressed batches are walked, not decoded. */
+    private final boolean countOnly;
 
     /** The bytes being read: the current read window. */
     private ByteBuffer buf;
@@ -73,6 +75,7 @@ final class SegmentReader implements Closeable {
         this.out = out;
         this.rowsPerBatch = Math.max(1, rowsPerBatch);
         this.decoder = decoder;
+        this.countOnly = out.none();
         this.pos = start;
     }
 
@@ -171,7 +174,13 @@ final class SegmentReader implements Closeable {
                 decoder.checkCrc(buf, p, h);
             }
             boolean emit = aborted == null || !h.isTransactional() || !aborted.isAborted(h.producerId, h.baseOffset);
-            decoder.decodeV2(buf, p, bufPos, h, out, lo, hi, emit, true);
+            int counted = countOnly && (h.attributes & Wire.COMPRESSION_CODEC_MASK) == Wire.NONE
+                    ? decoder.countV2(buf, p, h, lo, hi) : -1;
+            if (counted >= 0) { // well-formed records, nothing to store: count them
+                out.rows += emit ? counted : 0;
+            } else {
+                decoder.decodeV2(buf, p, bufPos, h, out, lo, hi, emit, true);
+            }
             lastRead = h.lastOffset;
         } else {
             if (h.lastOffset < lo) {

@@ -49,13 +49,16 @@ final class SegmentReaderFactory implements PartitionReaderFactory {
 
     @Override
     public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
+        if (partition instanceof SegmentPack) {
+            return new PackReader(((SegmentPack) partition).slices);
+        }
         return new ColumnarReader((SegmentSlice) partition);
     }
 
     /** Rows, for a plan that asks for them: views of the columnar batches' rows. */
     @Override
     public PartitionReader<InternalRow> createReader(InputPartition partition) {
-        ColumnarReader columnar = new ColumnarReader((SegmentSlice) partition);
+        PartitionReader<ColumnarBatch> columnar = createColumnarReader(partition);
         return new PartitionReader<InternalRow>() {
             private ColumnarBatch batch;
             private int row = -1;
@@ -82,6 +85,46 @@ final class SegmentReaderFactory implements PartitionReaderFactory {
                 columnar.close();
             }
         };
+    }
+
+    /** The slices of a {@link SegmentPack}, one after the other, each as its own input partition would be read. */
+    final class PackReader implements PartitionReader<ColumnarBatch> {
+        private final SegmentSlice[] slices;
+        private int nextSlice;
+        private ColumnarReader current;
+
+        PackReader(SegmentSlice[] slices) {
+            this.slices = slices;
+        }
+
+        @Override
+        public boolean next() throws IOException {
+            while (true) {
+                if (current == null) {
+                    if (nextSlice == slices.length) {
+                        return false;
+                    }
+                    current = new ColumnarReader(slices[nextSlice++]);
+                }
+                if (current.next()) {
+                    return true;
+                }
+                current.close();
+                current = null;
+            }
+        }
+
+        @Override
+        public ColumnarBatch get() {
+            return current.get();
+        }
+
+        @Override
+        public void close() throws IOException {
+            if (current != null) {
+                current.close();
+            }
+        }
     }
 
     final class ColumnarReader implements PartitionReader<ColumnarBatch> {
