@@ -13,6 +13,22 @@ import kbatch
 from kbatch.values.framing import encode_message_indexes, frame
 
 
+
+#: the Order schemas the values and tables tests evolve: v2 adds a field with a default, removes
+#: one, adds a nullable union and a nested record
+ORDER_V1 = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
+    {"name": "id", "type": "long"},
+    {"name": "item", "type": "string"},
+    {"name": "legacy", "type": "string", "default": ""}]}
+ORDER_V2 = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
+    {"name": "id", "type": "long"},
+    {"name": "item", "type": "string"},
+    {"name": "qty", "type": "int", "default": 1},
+    {"name": "note", "type": ["null", "string"], "default": None},
+    {"name": "ship", "type": ["null", {"type": "record", "name": "Address", "fields": [
+        {"name": "city", "type": "string"}, {"name": "zip", "type": ["null", "string"], "default": None}]}],
+     "default": None}]}
+
 def schema_key(subject: str, version: int, *, magic: int = 1) -> bytes:
     """The registry's key of a schema record (keytype first, as Confluent's serializer orders it)."""
     return json.dumps({"keytype": "SCHEMA", "subject": subject, "version": version, "magic": magic},

@@ -22,24 +22,12 @@ pytest.importorskip("fastavro")
 
 from kbatch.tables._typed import TypeChangeError, lake_type  # noqa: E402
 from kbatch.values import Avro, open_schemas  # noqa: E402
-from support.schemas import Registry, SchemasTopic, avro_value  # noqa: E402
+from support.schemas import ORDER_V1, ORDER_V2, Registry, SchemasTopic, avro_value  # noqa: E402
 
 FORMATS = ["delta", "iceberg"]
 NOW = 1_700_000_000_000
 
-V1 = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
-    {"name": "id", "type": "long"},
-    {"name": "item", "type": "string"},
-    {"name": "legacy", "type": "string", "default": ""}]}
-# v2: a field added with a default, one removed, a nullable union, a nested record
-V2 = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
-    {"name": "id", "type": "long"},
-    {"name": "item", "type": "string"},
-    {"name": "qty", "type": "int", "default": 1},
-    {"name": "note", "type": ["null", "string"], "default": None},
-    {"name": "ship", "type": ["null", {"type": "record", "name": "Address", "fields": [
-        {"name": "city", "type": "string"}, {"name": "zip", "type": ["null", "string"], "default": None}]}],
-     "default": None}]}
+V1, V2 = ORDER_V1, ORDER_V2
 # v3: qty changes type: no table format takes that as an evolution
 V3 = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
     {"name": "id", "type": "long"}, {"name": "item", "type": "string"}, {"name": "qty", "type": "string"}]}

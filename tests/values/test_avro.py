@@ -13,23 +13,11 @@ pa = pytest.importorskip("pyarrow")
 import kbatch
 from kbatch.values import (Avro, PayloadError, TopicSchemas, UnknownSchemaError, WrongMagicError, frame,
                            open_schemas)
-from support.schemas import avro_value, schema_key, schema_value, segment
+from support.schemas import ORDER_V1, ORDER_V2, avro_value, schema_key, schema_value, segment
 
 UTC = datetime.timezone.utc
 
-V1 = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
-    {"name": "id", "type": "long"},
-    {"name": "item", "type": "string"},
-    {"name": "legacy", "type": "string", "default": ""}]}
-# v2: a field added with a default, one removed, a union, a nested record
-V2 = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
-    {"name": "id", "type": "long"},
-    {"name": "item", "type": "string"},
-    {"name": "qty", "type": "int", "default": 1},
-    {"name": "note", "type": ["null", "string"], "default": None},
-    {"name": "ship", "type": ["null", {"type": "record", "name": "Address", "fields": [
-        {"name": "city", "type": "string"}, {"name": "zip", "type": ["null", "string"], "default": None}]}],
-     "default": None}]}
+V1, V2 = ORDER_V1, ORDER_V2
 LOGICAL = {"type": "record", "name": "Logical", "fields": [
     {"name": "day", "type": {"type": "int", "logicalType": "date"}},
     {"name": "t_ms", "type": {"type": "int", "logicalType": "time-millis"}},
