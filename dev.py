@@ -23,6 +23,7 @@ KBATCH_VENV overrides the virtualenv location (default: .venv next to this file)
 """
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import subprocess
@@ -123,24 +124,21 @@ def ensure_debian_clients() -> None:
         run("apt-get", "install", "-y", "-q", *want, check=False)
 
 
-def kafka_dist():
-    """tools/kafka_dist.py (standard library only: no virtualenv needed)."""
+def tool(name: str):
+    """tools/<name>.py, the jar fetchers (standard library only: no virtualenv needed)."""
     sys.path.insert(0, str(ROOT / "tools"))
     try:
-        import kafka_dist
+        return importlib.import_module(name)
     finally:
         sys.path.pop(0)
-    return kafka_dist
+
+
+def kafka_dist():
+    return tool("kafka_dist")
 
 
 def spark_jars():
-    """tools/spark_jars.py (standard library only)."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        import spark_jars
-    finally:
-        sys.path.pop(0)
-    return spark_jars
+    return tool("spark_jars")
 
 
 def main(argv: list[str]) -> int:

@@ -29,6 +29,7 @@ import pytest
 pytest.importorskip("pyspark.sql.datasource")
 
 from support.kafka_broker import KafkaBroker, KafkaUnavailable, kafka_dist  # noqa: E402
+from support.paths import tool_module  # noqa: E402
 from support.kafka_driver import JavaDriver, Send, abort, begin, commit, create_topics, flush, produce  # noqa: E402
 
 pytestmark = pytest.mark.spark
@@ -43,12 +44,7 @@ SERVE_START_TIMEOUT_S = 120
 
 
 def spark_jars_module():
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        import spark_jars
-    finally:
-        sys.path.pop(0)
-    return spark_jars
+    return tool_module("spark_jars")
 
 
 def produce_all(driver: JavaDriver, bootstrap: str) -> int:

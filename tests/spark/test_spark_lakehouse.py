@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.paths import tool_module
 
 pytestmark = pytest.mark.spark
 
@@ -29,12 +30,7 @@ def the_block() -> str:
 
 
 def lakehouse_jars():
-    spec = importlib.util.spec_from_file_location("kbatch_tools_lakehouse_jars", ROOT / "tools" / "lakehouse_jars.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return tool_module("lakehouse_jars")
 
 
 def test_spark_backfill_into_delta_reads_back_as_the_read_path(tmp_path):

@@ -18,6 +18,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from support.paths import tool_module
 
 pytest.importorskip("pyspark.sql.datasource")
 pytest.importorskip("moto")
@@ -78,12 +79,7 @@ CHILD = textwrap.dedent("""
 
 
 def spark_jars_module():
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        import spark_jars
-    finally:
-        sys.path.pop(0)
-    return spark_jars
+    return tool_module("spark_jars")
 
 
 def write_logs(root: Path) -> None:

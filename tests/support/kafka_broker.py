@@ -20,19 +20,19 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import importlib.util
 import os
 import re
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from support.paths import tool_module
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = float(os.environ.get("KBATCH_KAFKA_START_TIMEOUT", "180"))
@@ -79,17 +79,10 @@ class KafkaUnavailable(Exception):
 
 def dist_module() -> ModuleType:
     """tools/kafka_dist.py of this checkout."""
-    path = ROOT / "tools" / "kafka_dist.py"
-    if not path.exists():
-        raise KafkaUnavailable(f"{path} is not here (the tests run outside a source checkout)")
-    mod = sys.modules.get("kbatch_tools_kafka_dist")
-    if mod is None:
-        spec = importlib.util.spec_from_file_location("kbatch_tools_kafka_dist", path)
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = mod
-        spec.loader.exec_module(mod)
-    return mod
+    try:
+        return tool_module("kafka_dist")
+    except FileNotFoundError as e:
+        raise KafkaUnavailable(str(e)) from None
 
 
 def kafka_dist(version: str | None = None) -> Any:
