@@ -9,10 +9,13 @@
   no-op while it runs) before using it;
 - `kafka_driver`: Kafka's Java clients (tests/support/java/KafkaDriver.java) for that version.
 
-A run that skipped real-Kafka tests says so, with the reason, in the terminal summary.
+A run that skipped real-Kafka tests says so, with the reason, in the terminal summary; a test
+that fails with a session broker in use gets the broker's new WARN and ERROR lines in its report
+(what a client's timeout cannot say: a failed log directory, a stuck controller, an OOM).
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -26,6 +29,10 @@ _UNAVAILABLE: dict[str, str] = {}
 #: version -> where its jars came from (filled as brokers start)
 _RAN: dict[str, str] = {}
 _SKIPPED_TESTS: list[str] = []
+#: version -> the session's broker, and how much of its server.log a failure report has shown
+_BROKERS: dict[str, KafkaBroker] = {}
+_SHOWN: dict[str, int] = {}
+_PROBLEM = re.compile(r"\b(WARN|ERROR|FATAL)\b|Exception|^# kbatch test:|^\tat ")
 
 
 def _versions() -> list[str]:
@@ -70,11 +77,36 @@ def kafka_broker(kafka_dist: Any, tmp_path_factory: pytest.TempPathFactory) -> A
     """The session's broker of this version: started, on loopback, over a temporary log dir."""
     broker = KafkaBroker(kafka_dist, tmp_path_factory.mktemp(f"kafka-{kafka_dist.version}-"))
     try:
+        _BROKERS[kafka_dist.version] = broker
         broker.start()
         _RAN[kafka_dist.version] = kafka_dist.origin
         yield broker
     finally:
         broker.close()
+
+
+def broker_problems(broker: KafkaBroker, since: int = 0, limit: int = 80) -> str:
+    """The last `limit` WARN/ERROR/exception lines of the broker's server.log after character `since`."""
+    lines = [line for line in broker.log_text()[since:].splitlines() if _PROBLEM.search(line)]
+    return "\n".join(lines[-limit:])
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Any:
+    outcome = yield
+    report = outcome.get_result()
+    callspec = getattr(item, "callspec", None)
+    version = callspec.params.get("kafka_version") if callspec is not None else None
+    if not report.failed or not isinstance(version, str) or version not in _BROKERS:
+        return
+    broker = _BROKERS[version]
+    # each failure shows what the broker logged since the last one shown (one broken fixture
+    # fails many tests: its log is printed once)
+    text_len = len(broker.log_text())
+    since, _SHOWN[version] = _SHOWN.get(version, 0), text_len
+    problems = broker_problems(broker, since)
+    if problems:
+        report.sections.append((f"Kafka {version} broker: WARN and ERROR lines of {broker.log_file}", problems))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
