@@ -75,11 +75,7 @@ def _batches(files: "SegmentFiles", log: "Log | None", topic: str | None, partit
     k = bases.index(files.base_offset)
     res = read_log(log, bases[k], bases[k + 1] if k + 1 < len(bases) else None,
                    isolation=IsolationLevel.READ_UNCOMMITTED)
-    for w in res.windows():
-        a, b = w.span()
-        origin = w.window["origin"]
-        yield from iter_record_batches(memoryview(w.window["buf"])[a - origin:b - origin], topic, partition,
-                                       batch_fields=batch_fields, strict=True)
+    yield from res.record_batches(topic, partition, batch_fields=batch_fields)
 
 
 def _partition_log(d: str, segs: "list[SegmentFiles]") -> "Log | None":

@@ -43,7 +43,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Generator, Iterable, Iterator
 from enum import IntEnum
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -53,6 +53,8 @@ from .index import AbortedTxn, TransactionIndex
 from .producer_state import OngoingTxns, follow_windows, ongoing_at
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from .._core import Record
     from .._wire import OffsetSpec
     from ..record.batch import Batch
@@ -519,6 +521,47 @@ class FetchResult:
             for j in range(w.start, w.stop):
                 b = _batch_at(w.window, j)
                 yield FetchedBatch(b, filt.is_aborted(b) if filt is not None else False)
+
+    def record_batches(self, topic: str | None, partition: int | None, *, check_first: bool = False,
+                       **decode: Any) -> Iterator[pa.RecordBatch]:
+        """The records records() gives, as Arrow record batches in Spark's Kafka-source columns
+        (kbatch.columns.decode.iter_record_batches; `decode`: its options, e.g. include_headers,
+        tombstone, batch_fields), a scan window at a time. check_first: walk the batches' headers
+        first, so that unreadable bytes raise before any row is yielded (a table's rows come
+        from a read that either reads everything asked for or nothing)."""
+        import pyarrow as pa
+
+        from ..columns.decode import iter_record_batches
+        from ..record.file_records import _batch_at
+
+        if check_first:
+            for _ in self.windows():
+                pass
+            self.unreadable.clear()  # the read below meets (and records) the same ranges again
+        filt = AbortedFilter(self.aborted) if self.isolation == IsolationLevel.READ_COMMITTED else None
+        for w in self.windows():
+            a, b = w.span()
+            origin = w.window["origin"]
+            lo: list[int] = []
+            hi: list[int] = []
+            if filt is not None and self.aborted:
+                for j in range(w.start, w.stop):
+                    batch = _batch_at(w.window, j)
+                    if filt.is_aborted(batch):
+                        lo.append(batch.base_offset)
+                        hi.append(batch.last_offset)
+            a_lo, a_hi = np.array(lo, np.int64), np.array(hi, np.int64)
+            for rb in iter_record_batches(memoryview(w.window["buf"])[a - origin:b - origin], topic, partition,
+                                          start_offset=self.start_offset, end_offset=self.upper_offset,
+                                          verify_crc=self.verify_crc, **decode):
+                if len(a_lo):
+                    off = rb.column(rb.schema.get_field_index("offset")).to_numpy()
+                    i = np.searchsorted(a_lo, off, side="right") - 1
+                    dropped = (i >= 0) & (off <= a_hi[np.maximum(i, 0)])
+                    if dropped.any():
+                        rb = rb.filter(pa.array(~dropped))
+                if rb.num_rows:
+                    yield rb
 
     def problems(self, lookups: Iterable[Lookup] = ()) -> list[str]:
         """What makes this read's answer doubtful beyond the ranges in `unreadable` (which a

@@ -8,12 +8,10 @@ those batches occupy, less the offsets of aborted batches; control batches are n
 """
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import numpy as np
 
 from ..errors import KBatchError
 from ..log.fetch import IsolationLevel, read_log
@@ -69,7 +67,6 @@ class PartitionPlan:
     lost: tuple[int, int] | None = None   # offsets [lo, hi) the table never saw that the log no longer has
     rows: int = 0
     record_bytes: int = 0
-    aborted_batches: int = 0
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -114,52 +111,16 @@ def plan_partition(log: Log, topic: str, partition: int, path: str, done: int | 
 def iter_rows(plan: PartitionPlan, isolation: IsolationLevel, include_headers: bool = True,
               tombstone: bool = False) -> Iterator[pa.RecordBatch]:
     """The rows of offsets [plan.start, plan.end) as Arrow record batches (key, value, topic,
-    partition, offset, timestamp, timestampType[, headers]), in offset order. Raises
-    UnreadableDataError (before yielding anything) where the read path meets bytes it cannot read."""
-    import pyarrow as pa
-
-    from ..columns.decode import iter_record_batches
-
+    partition, offset, timestamp, timestampType[, headers]), in offset order: what a consumer of
+    `isolation` reads (FetchResult.record_batches). Raises UnreadableDataError (before yielding
+    anything) where the read path meets bytes it cannot read."""
     if plan.end <= plan.start:
         return
-    log = plan.log
-    res = read_log(log, plan.start, plan.end, isolation=isolation)
-    segs = list(log.segments)
-    bases = [s.base_offset for s in segs]
-    spans: dict[int, list[int]] = {}        # segment index -> [first byte, end byte] of the batches read
-    aborted_lo: list[int] = []
-    aborted_hi: list[int] = []
-    for fb in res.batches():                 # header pass: raises at unreadable bytes before any row is made
-        b = fb.batch
-        k = max(0, bisect.bisect_right(bases, b.last_offset) - 1)
-        span = spans.get(k)
-        lo, hi = b.position, b.position + b.size_in_bytes
-        if span is None:
-            spans[k] = [lo, hi]
-        else:
-            span[0], span[1] = min(span[0], lo), max(span[1], hi)
-        if fb.aborted:
-            aborted_lo.append(b.base_offset)
-            aborted_hi.append(b.last_offset)
-    plan.aborted_batches = len(aborted_lo)
-    a_lo = np.array(aborted_lo, np.int64)
-    a_hi = np.array(aborted_hi, np.int64)
-    for k in sorted(spans):
-        lo, hi = spans[k]
-        records = segs[k].log
-        data = records.read(lo, hi - lo)
-        for rb in iter_record_batches(data, plan.topic, plan.partition, include_headers=include_headers,
-                                      tombstone=tombstone, start_offset=plan.start, end_offset=plan.end):
-            if len(a_lo):
-                off = rb.column(rb.schema.get_field_index("offset")).to_numpy()
-                i = np.searchsorted(a_lo, off, side="right") - 1
-                bad = (i >= 0) & (off <= a_hi[np.maximum(i, 0)])
-                if bad.any():
-                    rb = rb.filter(pa.array(~bad))
-                    if not rb.num_rows:
-                        continue
-            plan.rows += rb.num_rows
-            yield rb
+    res = read_log(plan.log, plan.start, plan.end, isolation=isolation)
+    for rb in res.record_batches(plan.topic, plan.partition, check_first=True, include_headers=include_headers,
+                                 tombstone=tombstone):
+        plan.rows += rb.num_rows
+        yield rb
 
 
 def record_bytes(rb: pa.RecordBatch) -> int:
