@@ -8,6 +8,8 @@ both Spark readers to), kbatch.log.fetch.read_log is the oracle and
 - `kbatch serve`, read by a real client (confluent-kafka; kafka-python without it) with
   isolation.level read_committed and read_uncommitted: the same records, and nothing past bytes
   the read path cannot read (no silent skip to the next segment);
+- `FetchResult.record_batches` (the Arrow rows tables and export write): the same records, a
+  prefix of them and the same error (or, with check_first, no row and the error);
 - `kbatch stats`: the records a read_uncommitted read that goes on after damage counts, every
   range it met named, exit 1 exactly when it met one;
 - `kbatch export --format parquet` (and jsonl): per segment, the records read_log gives for that
@@ -92,6 +94,41 @@ class _nothing:
 
 
 # ------------------------------------------------------------------------------------ cat
+def _arrow_rows(batches):
+    out = []
+    for rb in batches:
+        d = rb.to_pydict()
+        out += [(o, k, v, ts) for o, k, v, ts in zip(d["offset"], d["key"], d["value"], d["timestamp"])]
+    return out
+
+
+@pytest.mark.parametrize("skip", [False, True], ids=["strict", "skip"])
+@pytest.mark.parametrize("isolation", LEVELS)
+@pytest.mark.parametrize("case", CASES)
+def test_record_batches_are_the_records(parts, case, isolation, skip):
+    want, stop, _met = C.expected(parts[case], C.ISOLATION[isolation], skip)
+    for check_first in (False, True):
+        log = kbatch.Log.open(parts[case])
+        try:
+            res = read_log(log, log.beginning_offset(), isolation=C.ISOLATION[isolation], skip_unreadable=skip)
+            got: list = []
+            gen = res.record_batches("t", 0, check_first=check_first)
+            if stop is None:
+                got = _arrow_rows(gen)
+                assert [(o, k, v, ts.timestamp() * 1000 if ts is not None else None) for o, k, v, ts in got] \
+                    == [(o, k, v, float(t)) for o, k, v, t in want]
+            else:
+                with pytest.raises(UnreadableDataError) as e:
+                    for rb in gen:
+                        got += _arrow_rows([rb])
+                assert e.value.range == stop
+                assert [r[0] for r in got] == ([] if check_first else [r[0] for r in want][:len(got)])
+                if not check_first:  # everything before the bytes it stopped at
+                    assert len(got) == len(want)
+        finally:
+            log.close()
+
+
 def _cat(path, **kw):
     out, err = io.BytesIO(), io.StringIO()
     code = cmd_cat(path, out=out, err=err, quiet=True, **kw)
