@@ -32,15 +32,13 @@ import org.slf4j.LoggerFactory;
  * abfs://, gs:// paths work wherever the cluster has the connector), listed as
  * kbatch.spark._plan.list_partitions lists one with kbatch.log.layout, in the three layouts it reads:
  *
- * <ul>
- * <li>broker: `&lt;topic&gt;-&lt;partition&gt;/&lt;20-digit base offset&gt;.log` with `.index`, `.timeindex`,
- *     `.txnindex` beside it;</li>
- * <li>Kafka's LocalTieredStorage: `&lt;topic&gt;-&lt;partition&gt;-&lt;topic id&gt;/&lt;start offset&gt;-&lt;segment id&gt;.log`
- *     with `.index`, `.timeindex`, `.txnindex` (optional), `.snapshot`, `.leader_epoch_checkpoint`;</li>
- * <li>Aiven's tiered-storage: `[prefix]&lt;topic&gt;-&lt;topic id&gt;/&lt;partition&gt;/&lt;20-digit start offset&gt;-&lt;segment
- *     id&gt;.log`, the indexes as byte ranges of one `.indexes` object that the `.rsm-manifest` JSON
- *     names; manifests of transformed (compressed, encrypted) segments are refused.</li>
- * </ul>
+ * - broker: `<topic>-<partition>/<20-digit base offset>.log` with `.index`, `.timeindex`, `.txnindex`
+ *   beside it;
+ * - Kafka's LocalTieredStorage: `<topic>-<partition>-<topic id>/<start offset>-<segment id>.log` with
+ *   `.index`, `.timeindex`, `.txnindex` (optional), `.snapshot`, `.leader_epoch_checkpoint`;
+ * - Aiven's tiered-storage: `[prefix]<topic>-<topic id>/<partition>/<20-digit start offset>-<segment
+ *   id>.log`, the indexes as byte ranges of one `.indexes` object that the `.rsm-manifest` JSON
+ *   names; manifests of transformed (compressed, encrypted) segments are refused.
  *
  * As in kbatch.log.layout, a tiered fileset missing a required file (an upload cut short; Aiven's
  * plugin writes the manifest last) is left out and logged as a problem, and two complete copies of
@@ -201,7 +199,7 @@ final class LogDirectory {
 
     /**
      * layout.describe: {topic, partition} from a partition folder's name (and its parent's, for
-     * Aiven's `&lt;topic&gt;-&lt;id&gt;/&lt;partition&gt;`), or null when the names do not say.
+     * Aiven's `<topic>-<id>/<partition>`), or null when the names do not say.
      */
     static String[] describe(String path) {
         String name = basename(path);
@@ -209,7 +207,7 @@ final class LogDirectory {
         if (m.matches()) {
             return new String[] {m.group(1), m.group(2)};
         }
-        if (!name.isEmpty() && name.chars().allMatch(c -> c >= '0' && c <= '9')) {
+        if (isDigits(name)) {
             Matcher p = AIVEN_TOPIC_DIR.matcher(basename(parent(path)));
             if (p.matches()) {
                 return new String[] {p.group(1), name};
@@ -228,8 +226,8 @@ final class LogDirectory {
 
     /**
      * layout.find_partitions (segments not required): root itself when it holds segments, else
-     * broker `&lt;topic&gt;-&lt;p&gt;` and LocalTieredStorage `&lt;topic&gt;-&lt;p&gt;-&lt;id&gt;` folders, and Aiven's
-     * `&lt;topic&gt;-&lt;id&gt;/&lt;p&gt;` folders, under it; root itself when none and it is named as a partition.
+     * broker `<topic>-<p>` and LocalTieredStorage `<topic>-<p>-<id>` folders, and Aiven's
+     * `<topic>-<id>/<p>` folders, under it; root itself when none and it is named as a partition.
      */
     static List<String> partitionDirs(FileSystem fs, String root, FileStatus[] entries) throws IOException {
         List<String> out = new ArrayList<>();
