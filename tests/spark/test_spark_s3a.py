@@ -4,7 +4,8 @@ Maven Central through tools/spark_jars.py) against moto's S3 server on 127.0.0.1
 A log directory (several topics, partitions and segments, a transaction with an abort) is copied
 into a bucket; the same query over `s3a://bucket/prefix` and over the local directory must give the
 same rows, batch and streaming (availableNow), read_uncommitted and read_committed, and a pushed-down
-offset range must too. Spark runs in a child process: the connector's jars go on the driver's class
+offset range must too. So must Kafka's LocalTieredStorage and Aiven's tiered-storage copies of one
+partition (support.tiered) in the bucket, for that partition's rows. Spark runs in a child process: the connector's jars go on the driver's class
 path at JVM start (Hadoop resolves `fs.s3a.impl` with the class loader it started with, which a
 runtime ADD JAR does not reach). Skips, saying why, when Maven Central or the JVM reader cannot be had.
 """
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from support.paths import tool_module
+from support.tiered import make_aiven, make_local_tiered
 
 pytest.importorskip("pyspark.sql.datasource")
 pytest.importorskip("moto")
@@ -38,6 +40,7 @@ CHILD = textwrap.dedent("""
     import kbatch.spark as ks
 
     local, remote, endpoint, out = sys.argv[1:5]
+    tiered = [tuple(a.split("=", 1)) for a in sys.argv[5:]]  # (name, s3a:// root of a tiered copy of orders-0)
     spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
              .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")
              .config("spark.hadoop.fs.s3a.endpoint", endpoint)
@@ -63,7 +66,7 @@ CHILD = textwrap.dedent("""
 
     result = {}
     for iso in ("read_uncommitted", "read_committed"):
-        for name, path in (("local", local), ("s3a", remote)):
+        for name, path in [("local", local), ("s3a", remote)] + tiered:
             result[f"batch-{iso}-{name}"] = rows(read(spark.read, path, iso))
             result[f"range-{iso}-{name}"] = rows(read(spark.read, path, iso).where("offset >= 40 and offset < 90"))
             ck = os.path.join(os.path.dirname(out), f"ck-{iso}-{name}")
@@ -121,10 +124,15 @@ def test_s3a_reads_the_same_rows_as_the_local_directory(tmp_path):
     local = tmp_path / "logs"
     local.mkdir()
     write_logs(local)
+    copies = {"local_tiered": make_local_tiered, "aiven": make_aiven}
+    for kind, make in copies.items():
+        make(str(local / "orders-0"), str(tmp_path / "tiered" / kind), "orders", 0)
     server = S3Server()
     try:
         bucket = server.bucket("kbatch-s3a")
         server.upload_tree(str(local), bucket, "cluster/logs")
+        for kind in copies:
+            server.upload_tree(str(tmp_path / "tiered" / kind), bucket, f"rsm/{kind}")
         out = tmp_path / "result.json"
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable,
                    PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]),
@@ -132,7 +140,8 @@ def test_s3a_reads_the_same_rows_as_the_local_directory(tmp_path):
         for k in ("AWS_ENDPOINT_URL", "AWS_PROFILE"):
             env.pop(k, None)
         proc = subprocess.run([sys.executable, "-c", CHILD, str(local), f"s3a://{bucket}/cluster/logs",
-                               server.endpoint, str(out)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                               server.endpoint, str(out)] + [f"{k}=s3a://{bucket}/rsm/{k}" for k in copies],
+                              cwd=tmp_path, env=env, capture_output=True, text=True,
                               timeout=CHILD_TIMEOUT_S)
         assert proc.returncode == 0, proc.stderr[-6000:]
         got = json.loads(out.read_text())
@@ -146,5 +155,11 @@ def test_s3a_reads_the_same_rows_as_the_local_directory(tmp_path):
     assert len(got["batch-read_committed-local"]) == 2 * 150 + 60
     assert got["stream-read_committed-s3a"] == got["batch-read_committed-s3a"]
     assert 0 < len(got["range-read_uncommitted-s3a"]) < len(got["batch-read_uncommitted-s3a"])
+    # the tiered copies of orders-0 in the bucket: that partition's rows, every kind of read
+    for kind in copies:
+        for what in ("batch", "range", "stream"):
+            for iso in ("read_uncommitted", "read_committed"):
+                want = [r for r in got[f"{what}-{iso}-local"] if r[:2] == ["orders", "0"]]
+                assert want and got[f"{what}-{iso}-{kind}"] == want, (kind, what, iso)
     # the s3a rows came through the S3 server: S3A's ranged GETs of the segment objects
     assert any(".log" in r[1] for r in ranged_gets), ranged_gets[:5]

@@ -11,11 +11,12 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
  * `spark.read.format("kafka-segments").load(dir)` on the JVM: kbatch's DataSource V2 over a
- * directory of `<topic>-<partition>/` segment folders, with the schema, options, partitioning and
- * errors of the Python source (kbatch/spark/datasource.py), columnar batches, column pruning and
- * filter pushdown. A JVM DataSourceRegister takes precedence over a Python data source of the same
- * short name, so adding this jar switches `kafka-segments` to it; writes are handed to the Python
- * source's writer (see {@link KafkaSegmentsTable#newWriteBuilder}).
+ * directory of `<topic>-<partition>/` segment folders or a tiered-storage layout (the layouts
+ * {@link LogDirectory} lists), with the schema, options, partitioning and errors of the Python
+ * source (kbatch/spark/datasource.py), columnar batches, column pruning and filter pushdown. A JVM
+ * DataSourceRegister takes precedence over a Python data source of the same short name, so adding
+ * this jar switches `kafka-segments` to it; writes are handed to the Python source's writer (see
+ * {@link KafkaSegmentsTable#newWriteBuilder}).
  */
 public class KafkaSegmentsSource implements TableProvider, DataSourceRegister {
     /** The short name, shared with the Python source. */

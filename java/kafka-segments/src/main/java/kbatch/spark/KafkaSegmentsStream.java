@@ -34,7 +34,8 @@ import org.slf4j.LoggerFactory;
 
 /**
  * `spark.readStream.format("kafka-segments").load(dir)`: micro-batches over a directory of
- * `<topic>-<partition>/` logs that may be growing. A micro-batch reads, per partition, offsets
+ * `<topic>-<partition>/` logs that may be growing, or a tiered-storage layout that gains segment
+ * objects as uploads add them (the layouts {@link LogDirectory} lists). A micro-batch reads, per partition, offsets
  * [start, end) of the batch reader's plan (the same slices, readers and rows); the end is never past
  * the partition's stable end ({@link PartitionTail}: whole batches only, the high watermark where a
  * broker's `replication-offset-checkpoint` gives one, the last stable offset for read_committed),

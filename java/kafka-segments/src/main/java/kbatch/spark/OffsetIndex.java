@@ -54,7 +54,7 @@ final class OffsetIndex {
 
     /** _plan._read_index: entries up to the first relative offset 0 after the first slot. */
     static OffsetIndex forPlanning(FileSystem fs, LogDirectory.Segment seg, boolean time) throws IOException {
-        byte[] raw = LogDirectory.readAll(fs, seg.sibling(time ? ".timeindex" : ".index"));
+        byte[] raw = seg.readIndex(fs, time ? ".timeindex" : ".index");
         if (raw == null) {
             return EMPTY;
         }
@@ -76,7 +76,7 @@ final class OffsetIndex {
      * timestamp >= first).
      */
     static OffsetIndex forLookup(FileSystem fs, LogDirectory.Segment seg, boolean time) throws IOException {
-        byte[] raw = LogDirectory.readAll(fs, seg.sibling(time ? ".timeindex" : ".index"));
+        byte[] raw = seg.readIndex(fs, time ? ".timeindex" : ".index");
         if (raw == null) {
             return EMPTY;
         }

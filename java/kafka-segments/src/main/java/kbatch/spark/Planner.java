@@ -376,7 +376,7 @@ final class Planner {
         boolean allIndexed = !tp.segments.isEmpty();
         List<byte[]> files = new ArrayList<>();
         for (LogDirectory.Segment seg : tp.segments) {
-            byte[] raw = LogDirectory.readAll(fs, seg.sibling(".txnindex"));
+            byte[] raw = seg.readIndex(fs, ".txnindex");
             files.add(raw);
             allIndexed &= raw != null;
         }
@@ -421,7 +421,7 @@ final class Planner {
         if (allIndexed) { // every segment has one: the files, as a broker reads them, and markers they miss
             for (int k = 0; k < files.size(); k++) {
                 byte[] raw = files.get(k);
-                String path = tp.segments.get(k).sibling(".txnindex");
+                String path = tp.segments.get(k).indexPath(".txnindex");
                 if (raw.length % Wire.TXN_INDEX_ENTRY_SIZE != 0) {
                     throw KafkaSegmentsException.corruptIndex("Transaction index " + path
                             + " is corrupt, its size is not a multiple of " + Wire.TXN_INDEX_ENTRY_SIZE,
