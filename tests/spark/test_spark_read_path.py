@@ -181,3 +181,23 @@ def test_spark_readers_default_leg_on_every_other_case(spark, fmt, dirs, case):
     msg = str(ei.value)
     assert f"{stopped.path}: {stopped.size} bytes from byte {stopped.position} could not be read" in msg, msg[-3000:]
     assert f"{stopped.offsets()} are in or behind them" in msg, msg[-3000:]
+
+
+def test_a_directory_without_partitions_is_an_error_not_an_empty_read(spark, fmt, tmp_path):
+    """A batch read of a directory holding no partition folder (a path one level off, a layout
+    not recognised) says so in both readers' words; a topic filter that matches none of the
+    partitions is an empty read, as Kafka's source reads a topic without records."""
+    root = tmp_path / "not-a-log-dir"
+    (root / "orders").mkdir(parents=True)
+    (root / "notes.txt").write_text("hi")
+    with pytest.raises(Exception) as ei:
+        spark.read.format(fmt).load(str(root)).count()
+    assert (f"kafka-segments: no partition folders under {root}: expected <topic>-<partition> folders or a "
+            "tiered-storage layout (docs/remote.md), found notes.txt, orders") in str(ei.value), str(ei.value)[-2000:]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(Exception, match="found an empty directory"):
+        spark.read.format(fmt).load(str(empty)).count()
+    part = tmp_path / "log" / "t-0"
+    C.CASES["txn-closed"](str(part))
+    assert spark.read.format(fmt).option("topics", "other").load(str(tmp_path / "log")).count() == 0

@@ -57,11 +57,13 @@ class TopicPartition:
 
 
 def list_partitions(root: str, topics: Iterable[str] | None = None,
-                    topic_pattern: str | None = None) -> list[TopicPartition]:
+                    topic_pattern: str | None = None, require_partitions: bool = False) -> list[TopicPartition]:
     """Every partition folder under `root` (or `root` itself when it is one), in any layout
     kbatch.log.layout reads (broker `<topic>-<p>`, Kafka's LocalTieredStorage, Aiven's tiered
     storage), local or remote (s3://, gs://, hdfs://: one listing per directory), sorted, each
-    with its segments in base-offset order."""
+    with its segments in base-offset order. require_partitions (a batch read): a root with no
+    partition folder at all, before topics narrow them, is an error, not an empty read (a stream
+    waits for partitions to appear)."""
     from ..log import layout
 
     root = root if _fs.is_remote(root) else os.fspath(root)
@@ -70,9 +72,11 @@ def list_partitions(root: str, topics: Iterable[str] | None = None,
     wanted = None if topics is None else set(topics)
     pattern = re.compile(topic_pattern) if topic_pattern else None
     out: list[TopicPartition] = []
+    found = False
     for part in layout.find_partitions(root, require_segments=False):
         if part.topic is None or part.partition is None:  # named so together, or neither
             continue
+        found = True
         if wanted is not None and part.topic not in wanted:
             continue
         if pattern is not None and not pattern.fullmatch(part.topic):
@@ -83,8 +87,18 @@ def list_partitions(root: str, topics: Iterable[str] | None = None,
         segs = [Segment(f.path(".log"), f.base_offset, _log_size(f), f) for f in listing.segments
                 if f.base_offset is not None]  # list_segments names every segment by its base offset
         out.append(TopicPartition(part.topic, part.partition, part.path, segs))
+    if require_partitions and not found:
+        raise FileNotFoundError(no_partitions_message(root, _fs.listdir(root)))
     out.sort(key=lambda tp: (tp.topic, tp.partition))
     return out
+
+
+def no_partitions_message(root: str, names: Iterable[str]) -> str:
+    """What a batch read of a directory without partition folders says (the JVM reader's words too)."""
+    names = sorted(names)
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return (f"kafka-segments: no partition folders under {root}: expected <topic>-<partition> folders or a "
+            f"tiered-storage layout (docs/remote.md), found {shown or 'an empty directory'}")
 
 
 def _log_size(files: SegmentFiles) -> int:

@@ -258,7 +258,7 @@ class KafkaSegmentsReader(DataSourceReader):
 
     def partitions(self) -> list[SegmentSlice]:
         out: list[SegmentSlice] = []
-        for tp in _plan.list_partitions(self.path, self.topics, self.topic_pattern):
+        for tp in _plan.list_partitions(self.path, self.topics, self.topic_pattern, require_partitions=True):
             if self.partitions_in is not None and tp.partition not in self.partitions_in:
                 continue
             start, end = self._bounds(tp)

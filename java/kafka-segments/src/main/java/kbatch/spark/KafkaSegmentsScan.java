@@ -87,6 +87,7 @@ final class KafkaSegmentsScan implements Scan, Batch {
             conf = new SerializableConfiguration(c);
             try {
                 Planner planner = new Planner(LogDirectory.fileSystem(options.path(), c), options);
+                planner.requirePartitions = true;
                 planner.partitionsIn = filters.partitionsIn;
                 planner.topicsIn = filters.topicsIn;
                 planner.offsetLo = filters.offsetLo;

@@ -119,7 +119,8 @@ final class KafkaSegmentsStream implements MicroBatchStream, SupportsTriggerAvai
 
     private List<LogDirectory.TopicPartition> list(FileSystem fs) throws IOException {
         String pattern = options.topicPattern();
-        return LogDirectory.list(fs, options.path(), options.topics(), pattern == null ? null : Pattern.compile(pattern));
+        return LogDirectory.list(fs, options.path(), options.topics(), pattern == null ? null : Pattern.compile(pattern),
+                false);
     }
 
     private static String key(LogDirectory.TopicPartition tp) {

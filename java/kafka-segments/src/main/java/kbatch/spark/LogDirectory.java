@@ -5,6 +5,7 @@ import java.io.IOException;
 import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
 import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
@@ -263,9 +264,11 @@ final class LogDirectory {
      * Every partition folder under root (or root itself when it is one), any of the three layouts,
      * sorted by (topic, partition), each with its segments in base-offset order; topics / a
      * full-match pattern narrow them. Incomplete tiered copies are left out and logged.
+     * requirePartitions (a batch read): a root without any partition folder, before topics
+     * narrow them, is an error rather than an empty read (_plan.list_partitions).
      */
-    static List<TopicPartition> list(FileSystem fs, String root, Set<String> topics, Pattern pattern)
-            throws IOException {
+    static List<TopicPartition> list(FileSystem fs, String root, Set<String> topics, Pattern pattern,
+            boolean requirePartitions) throws IOException {
         Path rootPath = new Path(root);
         FileStatus rootStatus;
         try {
@@ -278,11 +281,14 @@ final class LogDirectory {
                     null, "a directory of <topic>-<partition> folders", root);
         }
         List<TopicPartition> out = new ArrayList<>();
-        for (String dir : partitionDirs(fs, root, sortedListing(fs, root))) {
+        FileStatus[] listing = sortedListing(fs, root);
+        boolean found = false;
+        for (String dir : partitionDirs(fs, root, listing)) {
             String[] tp = describe(dir);
             if (tp == null) {
                 continue;
             }
+            found = true;
             String topic = tp[0];
             int partition;
             try {
@@ -301,6 +307,18 @@ final class LogDirectory {
                 LOG.warn("kafka-segments: {}", problem);
             }
             out.add(listed);
+        }
+        if (requirePartitions && !found) {
+            List<String> names = new ArrayList<>();
+            for (FileStatus f : listing) {
+                names.add(f.getPath().getName());
+            }
+            Collections.sort(names);
+            String shown = String.join(", ", names.subList(0, Math.min(5, names.size())))
+                    + (names.size() > 5 ? " and " + (names.size() - 5) + " more" : "");
+            throw new KafkaSegmentsException("FileNotFoundError", "kafka-segments: no partition folders under " + root
+                    + ": expected <topic>-<partition> folders or a tiered-storage layout (docs/remote.md), found "
+                    + (shown.isEmpty() ? "an empty directory" : shown), null, null, null, null);
         }
         out.sort(Comparator.<TopicPartition, String>comparing(tp -> tp.topic).thenComparingInt(tp -> tp.partition)
                 .thenComparing(tp -> tp.path));

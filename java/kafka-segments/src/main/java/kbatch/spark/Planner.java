@@ -27,6 +27,8 @@ final class Planner {
     // narrowed by pushed filters
     Set<Integer> partitionsIn;
     Set<String> topicsIn;
+    /** A batch read: a root without partition folders is an error (a stream waits for them). */
+    boolean requirePartitions;
     Long offsetLo;  // inclusive
     Long offsetHi;  // exclusive
     Long timestampLo;  // ms: rows before the first offset with a timestamp >= it are skipped
@@ -73,7 +75,7 @@ final class Planner {
         boolean readCommitted = options.readCommitted();
         List<Range> out = new ArrayList<>();
         for (LogDirectory.TopicPartition tp : LogDirectory.list(fs, options.path(), topics,
-                pattern == null ? null : Pattern.compile(pattern))) {
+                pattern == null ? null : Pattern.compile(pattern), requirePartitions)) {
             if (partitionsIn != null && !partitionsIn.contains(tp.partition)) {
                 continue;
             }
