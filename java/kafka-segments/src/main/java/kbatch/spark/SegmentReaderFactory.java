@@ -92,6 +92,8 @@ final class SegmentReaderFactory implements PartitionReaderFactory {
         private final SegmentSlice[] slices;
         private int nextSlice;
         private ColumnarReader current;
+        /** One read window for the pack's slices, read one after the other. */
+        private final SegmentReader.Window window = new SegmentReader.Window();
 
         PackReader(SegmentSlice[] slices) {
             this.slices = slices;
@@ -104,7 +106,7 @@ final class SegmentReaderFactory implements PartitionReaderFactory {
                     if (nextSlice == slices.length) {
                         return false;
                     }
-                    current = new ColumnarReader(slices[nextSlice++]);
+                    current = new ColumnarReader(slices[nextSlice++], window);
                 }
                 if (current.next()) {
                     return true;
@@ -129,13 +131,19 @@ final class SegmentReaderFactory implements PartitionReaderFactory {
 
     final class ColumnarReader implements PartitionReader<ColumnarBatch> {
         private final SegmentSlice slice;
+        private final SegmentReader.Window window;
         private SegmentReader reader;
         private RecordColumns columns;
         private ColumnarBatch batch;
         private boolean done;
 
         ColumnarReader(SegmentSlice slice) {
+            this(slice, new SegmentReader.Window());
+        }
+
+        ColumnarReader(SegmentSlice slice, SegmentReader.Window window) {
             this.slice = slice;
+            this.window = window;
         }
 
         private void open() throws IOException {
@@ -156,7 +164,7 @@ final class SegmentReaderFactory implements PartitionReaderFactory {
                     slice.nextBase == null ? slice.fileSize : Long.MAX_VALUE, options.verifyCrc(),
                     slice.startOffset == null ? Long.MIN_VALUE : slice.startOffset,
                     slice.endOffset == null ? Long.MAX_VALUE : slice.endOffset, slice.aborted, columns,
-                    options.rowsPerBatch(), new RecordBatchDecoder(Wire.DEFAULT_MAX_DECOMPRESSED_BYTES));
+                    options.rowsPerBatch(), new RecordBatchDecoder(Wire.DEFAULT_MAX_DECOMPRESSED_BYTES), window);
         }
 
         @Override
