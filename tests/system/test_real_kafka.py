@@ -904,7 +904,10 @@ def test_dump_preallocated_index_without_entries(killed: Snapshot, request: pyte
     file is still preallocated, all zeros."""
     snapshot = killed
     files = [f for f in _files(snapshot, (".index", ".timeindex")) if _all_zero(snapshot.log_dir / f)]
-    assert "text-0/00000000000000000000.index" in files, files  # checked before the xfail marker applies
+    # the text topic's active segment: usually its only one, but a producer batch split under load
+    # lets segment.ms roll it (seen in CI: 00000000000000000049)
+    active = _files(snapshot, (".index",), ("text",))[-1]
+    assert active in files, files  # checked before the xfail marker applies
     _assert_same_dump(snapshot, (), files)  # its first slot, 'offset: <base offset> position: 0
 
 
