@@ -124,6 +124,45 @@ def test_a_large_metadata_request_does_not_stall_other_connections(logdir, caplo
     assert not _errors_logged(caplog)
 
 
+def test_a_fetch_naming_many_partitions_does_not_stall_other_connections(logdir, caplog):
+    """The same for a Fetch naming 100,000 distinct partitions (most of topics that do not exist):
+    reading them and building the answer take turns with the other connections."""
+    write_topic(str(logdir), "t", 0, batches=4, per_batch=10)
+    wanted = [("t", 0, 0)] + [(f"missing-topic-{i:07d}", 0, 0) for i in range(100_000)]
+    events: list[str] = []
+    lock = threading.Lock()
+    with serve(str(logdir), read_only=True) as srv, RawClient(srv.bootstrap, timeout=120) as big, \
+            RawClient(srv.bootstrap, timeout=120) as small:
+        frame = big.request_bytes(_fetch(wanted), 12)
+        assert len(frame) > 2_000_000
+        big.send_frame(frame)
+        done = threading.Event()
+
+        def other():
+            while not done.is_set():
+                r, _ = small.call(_fetch([("t", 0, 0)]), 12)
+                assert r.responses[0].partitions[0].error_code == 0
+                with lock:
+                    events.append("small")
+
+        t = threading.Thread(target=other, daemon=True)
+        t.start()
+        head = big._read_exactly(4)
+        with lock:
+            events.append("big")
+        answer = big._read_exactly(struct.unpack(">i", head)[0])
+        done.set()
+        t.join(60)
+        assert not t.is_alive()
+        from kbatch.server.protocol import APIS
+
+        decoded = APIS[1].response.decode(answer[5:], version=12)
+        got = [(x.topic, p.error_code) for x in decoded.responses for p in x.partitions]
+        assert len(got) == 100_001 and got[0] == ("t", 0) and {e for _t, e in got[1:]} == {3}
+    assert events.index("big") >= 3, f"only {events.index('big')} small requests were answered first"
+    assert not _errors_logged(caplog)
+
+
 def test_a_request_above_socket_request_max_bytes_is_refused_before_it_is_read(logdir):
     write_topic(str(logdir), "t", 0, batches=1)
     with serve(str(logdir), socket_request_max_bytes=1000) as srv:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 
 from ..fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, CachedPartition, FetchSession
-from ..protocol import Api, register
+from ..protocol import Api, register, take_turns
 from . import _errors as E
 
 API = register(Api(1, "Fetch", FetchRequest, FetchResponse, min_version=4, max_version=12, first_flexible=12))
@@ -66,13 +66,14 @@ async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessa
             session.apply(body.topics, body.forgotten_topics_data)
             session.epoch = 1 if session.epoch == 2 ** 31 - 1 else session.epoch + 1
             wanted = [(tp[0], cp) for tp, cp in session.partitions.items()]
-    for topic, p in wanted:  # the last stable offset (in every answer) needs the open transactions
+    for i, (topic, p) in enumerate(wanted):  # the last stable offset (in every answer) needs the open transactions
+        await take_turns(i)
         part = broker.partition(topic, p.partition)
         if part is not None:
             await part.ensure_transaction_state()
     deadline = time.monotonic() + max(0, body.max_wait_ms) / 1000.0
     while True:
-        results, total, errors = _read_all(broker, wanted, max_bytes, v, read_committed)
+        results, total, errors = await _read_all(broker, wanted, max_bytes, v, read_committed)
         remaining = deadline - time.monotonic()
         # no partitions (the Java consumer closing its session): answered at once, as ReplicaManager.fetchMessages
         if total >= body.min_bytes or errors or remaining <= 0 or broker.closing or not wanted:
@@ -83,7 +84,7 @@ async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessa
         for f in pending:
             f.cancel()
         if not done:
-            results, total, errors = _read_all(broker, wanted, max_bytes, v, read_committed)
+            results, total, errors = await _read_all(broker, wanted, max_bytes, v, read_committed)
             break
     session_id = INVALID_SESSION_ID
     if open_session:
@@ -115,13 +116,14 @@ def _changed(session: FetchSession, results: list[_Result]) -> list[_Result]:
     return out
 
 
-def _read_all(broker: Broker, wanted: list[tuple[str, DataContainer]], max_bytes: int, v: int,
-              read_committed: bool) -> tuple[list[_Result], int, bool]:
+async def _read_all(broker: Broker, wanted: list[tuple[str, DataContainer]], max_bytes: int, v: int,
+                    read_committed: bool) -> tuple[list[_Result], int, bool]:
     remaining = max_bytes
     min_one = True   # KIP-74: the first non-empty partition may exceed the limits by one batch
     results: list[_Result] = []
     total, errors = 0, False
-    for topic, p in wanted:
+    for i, (topic, p) in enumerate(wanted):
+        await take_turns(i)  # a Fetch naming many partitions leaves room for other connections
         part = broker.partition(topic, p.partition)
         if part is None:
             results.append((topic, p.partition, E.UNKNOWN_TOPIC_OR_PARTITION, None, None))
