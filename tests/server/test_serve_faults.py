@@ -81,27 +81,24 @@ def test_a_join_abandoned_after_member_id_required_expires_after_its_session_tim
 
 
 # ------------------------------------------------------------------------------------ b. large requests
-def test_a_large_metadata_request_does_not_stall_other_connections(logdir, caplog):
-    """A Metadata request naming 100,000 topics (2.3 MB) is worked through while another client is answered:
-    the other client's requests are answered before the large one (ordering, not a time limit)."""
-    write_topic(str(logdir), "t", 0, batches=1)
-    names = [f"missing-topic-{i:07d}" for i in range(100_000)]
-    req = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=n, topic_id=None) for n in names],
-                          allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+def _answered_meanwhile(srv, big_request, small_request, small_ok, api_key: int, version: int):
+    """Send `big_request` (a frame of more than 2 MB) and, on a second connection, `small_request`
+    in a loop until the big answer's first byte arrives: (the big answer decoded, how many small
+    requests were answered before it). Ordering, not a time limit."""
+    from kbatch.server.protocol import APIS
+
     events: list[str] = []
     lock = threading.Lock()
-    with serve(str(logdir)) as srv, RawClient(srv.bootstrap, timeout=120) as big, \
-            RawClient(srv.bootstrap, timeout=120) as small:
-        frame = big.request_bytes(req, 12)
+    with RawClient(srv.bootstrap, timeout=120) as big, RawClient(srv.bootstrap, timeout=120) as small:
+        frame = big.request_bytes(big_request, version)
         assert len(frame) > 2_000_000
         big.send_frame(frame)
         done = threading.Event()
 
         def other():
             while not done.is_set():
-                r, _ = small.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="t", topic_id=None)],
-                                                  allow_auto_topic_creation=False), 12)
-                assert r.topics[0].error_code == 0
+                r, _ = small.call(small_request, version)
+                assert small_ok(r)
                 with lock:
                     events.append("small")
 
@@ -116,50 +113,36 @@ def test_a_large_metadata_request_does_not_stall_other_connections(logdir, caplo
         assert not t.is_alive()
         (corr,) = struct.unpack_from(">i", answer, 0)
         assert corr == big.correlation_id
-        from kbatch.server.protocol import APIS
+        return APIS[api_key].response.decode(answer[5:], version=version), events.index("big")
 
-        decoded = APIS[3].response.decode(answer[5:], version=12)
-        assert len(decoded.topics) == 100_000 and {t.error_code for t in decoded.topics} == {3}
-    assert events.index("big") >= 3, f"only {events.index('big')} small requests were answered first"
+
+def test_a_large_metadata_request_does_not_stall_other_connections(logdir, caplog):
+    """A Metadata request naming 100,000 topics (2.3 MB) is worked through while another client is answered:
+    the other client's requests are answered before the large one (ordering, not a time limit)."""
+    write_topic(str(logdir), "t", 0, batches=1)
+    names = [f"missing-topic-{i:07d}" for i in range(100_000)]
+    req = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=n, topic_id=None) for n in names],
+                          allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    small = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="t", topic_id=None)],
+                            allow_auto_topic_creation=False)
+    with serve(str(logdir)) as srv:
+        decoded, first = _answered_meanwhile(srv, req, small, lambda r: r.topics[0].error_code == 0, 3, 12)
+    assert len(decoded.topics) == 100_000 and {t.error_code for t in decoded.topics} == {3}
+    assert first >= 3, f"only {first} small requests were answered first"
     assert not _errors_logged(caplog)
 
 
 def test_a_fetch_naming_many_partitions_does_not_stall_other_connections(logdir, caplog):
-    """The same for a Fetch naming 100,000 distinct partitions (most of topics that do not exist):
-    reading them and building the answer take turns with the other connections."""
+    """The same for a Fetch naming 100,001 distinct partitions (all but one of topics that do not
+    exist): reading them takes turns with the other connections."""
     write_topic(str(logdir), "t", 0, batches=4, per_batch=10)
     wanted = [("t", 0, 0)] + [(f"missing-topic-{i:07d}", 0, 0) for i in range(100_000)]
-    events: list[str] = []
-    lock = threading.Lock()
-    with serve(str(logdir), read_only=True) as srv, RawClient(srv.bootstrap, timeout=120) as big, \
-            RawClient(srv.bootstrap, timeout=120) as small:
-        frame = big.request_bytes(_fetch(wanted), 12)
-        assert len(frame) > 2_000_000
-        big.send_frame(frame)
-        done = threading.Event()
-
-        def other():
-            while not done.is_set():
-                r, _ = small.call(_fetch([("t", 0, 0)]), 12)
-                assert r.responses[0].partitions[0].error_code == 0
-                with lock:
-                    events.append("small")
-
-        t = threading.Thread(target=other, daemon=True)
-        t.start()
-        head = big._read_exactly(4)
-        with lock:
-            events.append("big")
-        answer = big._read_exactly(struct.unpack(">i", head)[0])
-        done.set()
-        t.join(60)
-        assert not t.is_alive()
-        from kbatch.server.protocol import APIS
-
-        decoded = APIS[1].response.decode(answer[5:], version=12)
-        got = [(x.topic, p.error_code) for x in decoded.responses for p in x.partitions]
-        assert len(got) == 100_001 and got[0] == ("t", 0) and {e for _t, e in got[1:]} == {3}
-    assert events.index("big") >= 3, f"only {events.index('big')} small requests were answered first"
+    with serve(str(logdir), read_only=True) as srv:
+        decoded, first = _answered_meanwhile(srv, _fetch(wanted), _fetch([("t", 0, 0)]),
+                                             lambda r: r.responses[0].partitions[0].error_code == 0, 1, 12)
+    got = [(x.topic, p.error_code) for x in decoded.responses for p in x.partitions]
+    assert len(got) == 100_001 and got[0] == ("t", 0) and {e for _t, e in got[1:]} == {3}
+    assert first >= 3, f"only {first} small requests were answered first"
     assert not _errors_logged(caplog)
 
 
