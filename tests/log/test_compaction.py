@@ -572,6 +572,17 @@ class _Crash(Exception):
     pass
 
 
+def _compact_stopped_at(monkeypatch, d, step: str, **kw) -> None:
+    """compact(d, NOW, **kw) killed (an exception from its checkpoint hook) at `step`."""
+    def crash(s):
+        if s == step:
+            raise _Crash(s)
+    monkeypatch.setattr(compaction, "_checkpoint", crash)
+    with pytest.raises(_Crash):
+        compact(d, NOW, **kw)
+    monkeypatch.setattr(compaction, "_checkpoint", lambda s: None)
+
+
 def test_kill_at_every_step_leaves_a_readable_log(tmp_path, backend, monkeypatch):
     gen = LogGen(1234, n_batches=30)
     segments = gen.segments(4)
@@ -585,13 +596,7 @@ def test_kill_at_every_step_leaves_a_readable_log(tmp_path, backend, monkeypatch
         before = snapshot(d)
         original = data_records(d)
 
-        def crash(s, _target=step):
-            if s == _target:
-                raise _Crash(s)
-        monkeypatch.setattr(compaction, "_checkpoint", crash)
-        with pytest.raises(_Crash):
-            compact(d, NOW)
-        monkeypatch.setattr(compaction, "_checkpoint", lambda s: None)
+        _compact_stopped_at(monkeypatch, d, step)
         if steps.index(step) < steps.index("committed"):
             assert snapshot(d) == before, step  # input untouched, no stray files
         # readable at any point, and consistent: either the original or a partly compacted log
@@ -643,13 +648,7 @@ def test_log_open_for_writing_finishes_an_interrupted_compaction(tmp_path, backe
     kbatch.rebuild_indexes(d)
     original = data_records(d)
 
-    def crash(s):
-        if s == step:
-            raise _Crash(s)
-    monkeypatch.setattr(compaction, "_checkpoint", crash)
-    with pytest.raises(_Crash):
-        compact(d, NOW)
-    monkeypatch.setattr(compaction, "_checkpoint", lambda s: None)
+    _compact_stopped_at(monkeypatch, d, step)
     assert [n for n in os.listdir(d) if n.endswith(".swap")]
     log = kbatch.Log.open(d, kbatch.LogConfig(), writable=True)
     log.close()
@@ -744,13 +743,7 @@ def test_kill_at_every_step_of_several_passes(tmp_path, backend, monkeypatch):
         write_segments(d, segments)
         before, original = snapshot(d), data_records(d)
 
-        def crash(s, _target=step):
-            if s == _target:
-                raise _Crash(s)
-        monkeypatch.setattr(compaction, "_checkpoint", crash)
-        with pytest.raises(_Crash):
-            compact(d, NOW, dedupe_buffer_size=SMALL_MAP)
-        monkeypatch.setattr(compaction, "_checkpoint", lambda s: None)
+        _compact_stopped_at(monkeypatch, d, step, dedupe_buffer_size=SMALL_MAP)
         if seen.index(step) < seen.index("committed"):
             assert snapshot(d) == before, step
         recover(d)
@@ -923,13 +916,7 @@ def test_kill_at_every_step_of_a_grouped_swap(tmp_path, backend, monkeypatch, gr
         kbatch.rebuild_indexes(d)
         before, original = snapshot(d), data_records(d)
 
-        def crash(s, _target=step):
-            if s == _target:
-                raise _Crash(s)
-        monkeypatch.setattr(compaction, "_checkpoint", crash)
-        with pytest.raises(_Crash):
-            compact(d, NOW, **kw)
-        monkeypatch.setattr(compaction, "_checkpoint", lambda s: None)
+        _compact_stopped_at(monkeypatch, d, step, **kw)
         if i < seen.index("committed"):
             assert snapshot(d) == before, step
         view = data_records(d)  # read-only, before recovery: whole segments, nothing invented
