@@ -26,6 +26,7 @@ from ..errors import InvalidOffsetError
 
 if TYPE_CHECKING:
     from .._typing import PathLike
+    from .log_segments import LogSegments
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
@@ -146,4 +147,52 @@ class LeaderEpochFileCache:
         return f"LeaderEpochFileCache({[tuple(e) for e in self._entries]})"
 
 
-__all__ = ["LeaderEpochFileCache", "EpochEntry", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET"]
+# ------------------------------------------------------------------------------------ epochs from the batches
+def cache_from_batches(segments: LogSegments) -> LeaderEpochFileCache:
+    """The cache a broker's recovery builds from these batches (LogSegment.recover assigns each
+    v2 batch's epoch as batches carry a larger one): for a log without a checkpoint file."""
+    cache = LeaderEpochFileCache()
+    for seg in segments:
+        for s in seg.log.headers():
+            for ple, base, magic in zip(s["partition_leader_epoch"].tolist(), s["base_offset"].tolist(),
+                                        s["magic"].tolist()):
+                latest = cache.latest_epoch()
+                if magic >= 2 and ple >= 0 and (latest is None or ple > latest):
+                    cache.assign(ple, base)
+    return cache
+
+
+def epoch_at_start(segments: LogSegments, log_start_offset: int) -> int | None:
+    """EARLIEST's epoch without a checkpoint file: the first batch carrying an epoch, when it starts
+    at or before the log start offset; the batches up to the log start offset are read, no further."""
+    import numpy as np
+
+    from ..record.file_records import _FIRST_WINDOW
+
+    for seg in segments:
+        if seg.base_offset > log_start_offset:
+            break
+        for s in seg.log.scan(0, first_window=_FIRST_WINDOW, reuse=True):
+            ok = np.flatnonzero((s["magic"] >= 2) & (s["partition_leader_epoch"] >= 0))
+            if len(ok):
+                i = int(ok[0])
+                return int(s["partition_leader_epoch"][i]) if s["base_offset"][i] <= log_start_offset else None
+            if len(s["base_offset"]) and s["base_offset"][-1] > log_start_offset:
+                return None
+    return None
+
+
+def epoch_at_end(segments: LogSegments) -> int | None:
+    """LATEST's epoch without a checkpoint file: the last batch's, read from the last index entry on
+    (the latest epoch a broker's recovery assigns whenever epochs never go down along the log, as in
+    every log a leader wrote; the whole cache, for end_offset_for_epoch, still reads every header)."""
+    for seg in reversed(segments):
+        last = segments.last_headers(seg, ("magic", "partition_leader_epoch"))
+        if last is not None:
+            magic, ple = last
+            return ple if magic >= 2 and ple >= 0 else None
+    return None
+
+
+__all__ = ["LeaderEpochFileCache", "EpochEntry", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET", "cache_from_batches",
+           "epoch_at_start", "epoch_at_end"]
