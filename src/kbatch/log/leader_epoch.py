@@ -148,6 +148,24 @@ class LeaderEpochFileCache:
 
 
 # ------------------------------------------------------------------------------------ epochs from the batches
+def load_cache(directory: str, broker_layout: bool, writable: bool, segments: LogSegments) -> LeaderEpochFileCache:
+    """A Log's cache: its leader-epoch-checkpoint when the file exists (in a broker layout);
+    otherwise what a broker's recovery of these batches assigns (cache_from_batches), kept in
+    memory for a read-only log, written to the file for a writable one."""
+    from .. import _fs
+
+    path = _fs.join(directory, C.LEADER_EPOCH_CHECKPOINT)
+    if broker_layout and _fs.exists(path):
+        cache = LeaderEpochFileCache.load(directory)
+        cache.path = path if writable else None
+        return cache
+    cache = cache_from_batches(segments)
+    if writable:
+        cache.path = path
+        cache.flush()
+    return cache
+
+
 def cache_from_batches(segments: LogSegments) -> LeaderEpochFileCache:
     """The cache a broker's recovery builds from these batches (LogSegment.recover assigns each
     v2 batch's epoch as batches carry a larger one): for a log without a checkpoint file."""
@@ -162,13 +180,18 @@ def cache_from_batches(segments: LogSegments) -> LeaderEpochFileCache:
     return cache
 
 
-def epoch_at_start(segments: LogSegments, log_start_offset: int) -> int | None:
-    """EARLIEST's epoch without a checkpoint file: the first batch carrying an epoch, when it starts
-    at or before the log start offset; the batches up to the log start offset are read, no further."""
+def epoch_at_start(segments: LogSegments, log_start_offset: int,
+                   cache: LeaderEpochFileCache | None = None) -> int | None:
+    """EARLIEST's epoch: the cache's first epoch when it starts at or before the log start offset.
+    Without a cache (no checkpoint file) that entry is the first batch carrying an epoch: the
+    batches up to the log start offset are read, no further."""
     import numpy as np
 
     from ..record.file_records import _FIRST_WINDOW
 
+    if cache is not None:
+        first = cache.earliest_entry()
+        return first.epoch if first is not None and first.start_offset <= log_start_offset else None
     for seg in segments:
         if seg.base_offset > log_start_offset:
             break
@@ -182,10 +205,13 @@ def epoch_at_start(segments: LogSegments, log_start_offset: int) -> int | None:
     return None
 
 
-def epoch_at_end(segments: LogSegments) -> int | None:
-    """LATEST's epoch without a checkpoint file: the last batch's, read from the last index entry on
-    (the latest epoch a broker's recovery assigns whenever epochs never go down along the log, as in
-    every log a leader wrote; the whole cache, for end_offset_for_epoch, still reads every header)."""
+def epoch_at_end(segments: LogSegments, cache: LeaderEpochFileCache | None = None) -> int | None:
+    """LATEST's epoch: the cache's latest (a new leader's epoch before any batch carries it). Without
+    a cache (no checkpoint file): the last batch's, read from the last index entry on (the latest
+    epoch a broker's recovery assigns whenever epochs never go down along the log, as in every log a
+    leader wrote; the whole cache, for end_offset_for_epoch, still reads every header)."""
+    if cache is not None:
+        return cache.latest_epoch()
     for seg in reversed(segments):
         last = segments.last_headers(seg, ("magic", "partition_leader_epoch"))
         if last is not None:
@@ -194,5 +220,5 @@ def epoch_at_end(segments: LogSegments) -> int | None:
     return None
 
 
-__all__ = ["LeaderEpochFileCache", "EpochEntry", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET", "cache_from_batches",
+__all__ = ["LeaderEpochFileCache", "EpochEntry", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET", "load_cache", "cache_from_batches",
            "epoch_at_start", "epoch_at_end"]

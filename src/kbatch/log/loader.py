@@ -408,6 +408,22 @@ def lower_recovery_point(log_dir: PathLike, offset: int) -> None:
         RecoveryCheckpoint(min(cp.recovery_point, offset), clean_shutdown=False).write(log_dir)
 
 
-__all__ = ["clean_directory", "complete_swaps", "write_commit_marker", "read_commit_marker", "complete_truncation",
+def log_start_offset(directory: str, topic: str | None, partition: int | None, first_base: int) -> int:
+    """A broker's log start offset (LogLoader): max(the parent's log-start-offset-checkpoint entry
+    for this partition, the first segment's base offset); DeleteRecords moves it inside a segment."""
+    from .. import _fs
+    from .checkpoints import LOG_START_OFFSET_CHECKPOINT, read_offset_checkpoint
+
+    if topic is None or partition is None:
+        return first_base
+    path = _fs.join(_fs.dirname(directory), LOG_START_OFFSET_CHECKPOINT)
+    if _fs.exists(path):
+        checkpointed = read_offset_checkpoint(path).get((topic, partition))
+        if checkpointed is not None:
+            return max(checkpointed, first_base)
+    return first_base
+
+
+__all__ = ["log_start_offset", "clean_directory", "complete_swaps", "write_commit_marker", "read_commit_marker", "complete_truncation",
            "truncate_segments", "Truncation",
            "COMMIT_MARKER", "TRUNCATION_MARKER"]

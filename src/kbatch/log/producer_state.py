@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .._typing import Buffer
     from ..record.batch import Batch
     from ..record.file_records import Window
+    from .segment import LogSegment
 from ..schema import MESSAGES, read_message
 
 SUFFIX = ".snapshot"  # LogFileUtils.PRODUCER_SNAPSHOT_FILE_SUFFIX
@@ -283,4 +284,27 @@ def marker_type(batch: Batch) -> int | None:
     return recs[0].type if recs else W.ControlRecordType.UNKNOWN
 
 
-__all__ = ["OngoingTxns", "ongoing_at", "follow_windows", "follow_segments", "txn_index_bytes", "marker_type", "SUFFIX", "ProducerStateEntry", "BatchMetadata", "NUM_BATCHES_TO_RETAIN", "read_snapshot", "write_snapshot", "format_entry"]
+def ongoing_at_start(directory: str, segments: Sequence[LogSegment]) -> OngoingTxns:
+    """The transactions open at the first segment's base offset: none at 0, else those of its
+    producer snapshot (a broker writes one at each roll); unknown (none) without one."""
+    if not segments:
+        return OngoingTxns()
+    return ongoing_at(directory, segments[0].base_offset) or OngoingTxns()
+
+
+def ongoing_at_end(directory: str, segments: Sequence[LogSegment]) -> OngoingTxns:
+    """The open transactions at the log end, from a header scan of every segment (Kafka keeps
+    them in its producer state; a Log reads them once, when a transactional batch comes)."""
+    return follow_segments((seg.windows(reuse=False) for seg in segments), ongoing_at_start(directory, segments))[1]
+
+
+def follow_appended(out: Buffer, rows: Iterable[Window], ongoing: OngoingTxns) -> list[AbortedTxn]:
+    """Track open transactions through appended batches (already written, in `out`, with their
+    scan rows); the `.txnindex` entries of the ABORT markers among them."""
+    from ..record.file_records import _place
+
+    mv = memoryview(out)
+    return follow_windows((_place(dict(s), mv, 0) for s in rows), ongoing)
+
+
+__all__ = ["OngoingTxns", "ongoing_at", "ongoing_at_start", "ongoing_at_end", "follow_appended", "follow_windows", "follow_segments", "txn_index_bytes", "marker_type", "SUFFIX", "ProducerStateEntry", "BatchMetadata", "NUM_BATCHES_TO_RETAIN", "read_snapshot", "write_snapshot", "format_entry"]

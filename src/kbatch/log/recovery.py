@@ -17,11 +17,13 @@ from . import producer_state as _txns
 from .checkpoints import RecoveryCheckpoint
 from .index import OffsetIndex, TimeIndex
 from .index_tools import read_or_none
-from .segment import MaxTimestampTracker, build_indexes
+from . import loader as log_loader
+from .segment import LogSegment, MaxTimestampTracker, build_indexes
 
 if TYPE_CHECKING:
     from .log_config import LogConfig
-    from .segment import IndexBuild, LogSegment
+    from .partition_files import PartitionFiles
+    from .segment import IndexBuild, SegmentSettings
     from .unified_log import Log
 
 logger = logging.getLogger("kbatch.log")
@@ -51,6 +53,37 @@ def resume_active(seg: LogSegment, built: IndexBuild, config: LogConfig, roll_ji
     seg.use_indexes(oi, ti, MaxTimestampTracker(built.max_timestamp, built.offset_of_max_timestamp))
     seg.bytes_since_last_index_entry = built.valid_bytes - built.last_indexed_position
     seg.roll_jitter_ms = roll_jitter_ms
+
+
+def load_writable(cls: type[Log], files: PartitionFiles, cfg: LogConfig, seg_kw: SegmentSettings) -> Log:
+    """Log.open(..., writable=True) of a local broker directory (LogLoader.load): the `.lock`
+    taken, leftovers of interrupted writes removed (loader.clean_directory), every segment opened
+    (an empty directory gets its first), the log recovered, the epoch cache trimmed to it."""
+    from .log_segments import open_local
+
+    path = files.path
+    lock = _files.DirLock.acquire(path, "open the log for writing")
+    segments: list[LogSegment] = []
+    try:
+        cleaned = tuple(log_loader.clean_directory(path))
+        checkpoint = RecoveryCheckpoint.read(path)
+        segments = open_local(files, seg_kw, writable_last=True)
+        if not segments:
+            segments = [LogSegment.create(path, 0, **seg_kw)]
+            _files.fsync_dir(path)
+        log = cls(path, segments, cfg, True, lock)
+        log._load_log_start_offset()
+        recover(log, checkpoint, cleaned)
+        # LogLoader: the epoch cache follows the recovered log's start and end
+        cache = log.leader_epoch_cache
+        cache.truncate_from_end(log.end_offset())
+        cache.truncate_from_start(log.log_start_offset)
+    except BaseException:
+        for seg in segments:
+            seg.release()  # nothing is written on the way out of a failed open
+        lock.release()
+        raise
+    return log
 
 
 def recover(log: Log, checkpoint: RecoveryCheckpoint, cleaned: tuple[str, ...] = ()) -> None:
@@ -148,4 +181,4 @@ def recover_txn_indexes(log: Log, recovered: set[int]) -> list[int]:
     return changed
 
 
-__all__ = ["RecoveryReport", "recover", "recover_txn_indexes", "resume_active"]
+__all__ = ["RecoveryReport", "load_writable", "recover", "recover_txn_indexes", "resume_active"]

@@ -41,10 +41,12 @@ from .index import AbortedTxn
 from . import producer_state as _txns
 from .index_tools import (IndexVerification, SegmentIndexReport, rebuild_indexes, rebuild_segment_indexes,
                           verify_indexes)
+from .append_group import AppendGroup
 from .list_offsets import check_target, lookup_many, offsets_for_times
 from .log_config import LogConfig
 from .log_segments import LogSegments, OffsetAndTimestamp, open_listed, open_local
 from .partition_files import PartitionFiles, check_partition_dir
+from .log_retention import DeletedSegment
 from .recovery import RecoveryReport
 
 if TYPE_CHECKING:
@@ -64,14 +66,6 @@ from ..record.file_records import _batch_at, _crc_error
 from .segment import LogSegment
 
 logger = logging.getLogger("kbatch.log")
-
-
-class DeletedSegment(NamedTuple):
-    base_offset: int
-    next_offset: int
-    size: int
-    largest_timestamp: int
-    reason: str
 
 
 def _now(now_ms: int | None) -> int:
@@ -107,7 +101,6 @@ class Log:
         self._group: AppendGroup | None = None  # the all-or-nothing group open on this Log, if any
         self._ongoing: _txns.OngoingTxns | None = None  # open transactions at the log end (writers; on first use)
 
-
     # ---- opening
     @classmethod
     def open(cls, path: PathLike, config: LogConfig | None = None, *, writable: bool = False,
@@ -136,30 +129,9 @@ class Log:
             log = cls(path, open_local(files, seg_kw), cfg, False)
             log._load_log_start_offset()
             return log
-        lock = _files.DirLock.acquire(path, "open the log for writing")
-        segments: list[LogSegment] = []
-        try:
-            from .recovery import recover
+        from .recovery import load_writable
 
-            cleaned = tuple(log_loader.clean_directory(path))
-            checkpoint = RecoveryCheckpoint.read(path)
-            segments = open_local(files, seg_kw, writable_last=True)
-            if not segments:
-                segments = [LogSegment.create(path, 0, **seg_kw)]
-                _files.fsync_dir(path)
-            log = cls(path, segments, cfg, True, lock)
-            log._load_log_start_offset()
-            recover(log, checkpoint, cleaned)
-            # LogLoader: the epoch cache follows the recovered log's start and end
-            cache = log.leader_epoch_cache
-            cache.truncate_from_end(log.end_offset())
-            cache.truncate_from_start(log.log_start_offset)
-        except BaseException:
-            for seg in segments:
-                seg.release()  # nothing is written on the way out of a failed open
-            lock.release()
-            raise
-        return log
+        return load_writable(cls, files, cfg, seg_kw)
 
     @classmethod
     def _open_listed(cls, files: PartitionFiles, cfg: LogConfig, seg_kw: SegmentSettings) -> "Log":
@@ -177,17 +149,10 @@ class Log:
         return log
 
     def _load_log_start_offset(self) -> None:
-        """A broker's log start offset is max(its log-start-offset-checkpoint entry, the first segment's
-        base offset) (LogLoader): DeleteRecords moves it inside a segment."""
-        from .checkpoints import LOG_START_OFFSET_CHECKPOINT, read_offset_checkpoint
-
-        if self.topic is None or self.partition is None or not self.segments:
-            return
-        path = _fs.join(_fs.dirname(self.directory), LOG_START_OFFSET_CHECKPOINT)
-        if _fs.exists(path):
-            checkpointed = read_offset_checkpoint(path).get((self.topic, self.partition))
-            if checkpointed is not None:
-                self.log_start_offset = max(checkpointed, self.segments[0].base_offset)
+        """max(the log-start-offset-checkpoint entry, the first segment's base) (loader.log_start_offset)."""
+        if self.segments:
+            self.log_start_offset = log_loader.log_start_offset(self.directory, self.topic, self.partition,
+                                                                self.segments[0].base_offset)
 
     @classmethod
     def create(cls, path: PathLike, config: LogConfig | None = None, *, now_ms: int | None = None) -> "Log":
@@ -307,20 +272,10 @@ class Log:
         """The partition's LeaderEpochFileCache: its leader-epoch-checkpoint when the file exists;
         otherwise what a broker's recovery of these batches assigns (kept in memory for a
         read-only log, written to the file for a writable one)."""
-        from .leader_epoch import LeaderEpochFileCache, cache_from_batches
-        from .checkpoints import LEADER_EPOCH_CHECKPOINT
+        from .leader_epoch import load_cache
 
         if self._epoch_cache is None:
-            path = _fs.join(self.directory, LEADER_EPOCH_CHECKPOINT)
-            if self.layout == "broker" and _fs.exists(path):
-                cache = LeaderEpochFileCache.load(self.directory)
-                cache.path = path if self.writable else None
-            else:
-                cache = cache_from_batches(self.segments)
-                if self.writable:
-                    cache.path = path
-                    cache.flush()
-            self._epoch_cache = cache
+            self._epoch_cache = load_cache(self.directory, self.layout == "broker", self.writable, self.segments)
         return self._epoch_cache
 
     def _epochs_from_batches(self) -> bool:
@@ -330,23 +285,17 @@ class Log:
         return not self.writable and not os.path.exists(os.path.join(self.directory, LEADER_EPOCH_CHECKPOINT))
 
     def _epoch_at_start(self) -> int | None:
-        """EARLIEST's epoch: the first cached epoch when it starts at or before the log start offset
-        (without a checkpoint file, read from the first batches: leader_epoch.epoch_at_start)."""
+        """EARLIEST's epoch (leader_epoch.epoch_at_start: from the cache, or the first batches)."""
         from .leader_epoch import epoch_at_start
 
-        if not self._epochs_from_batches():
-            first = self.leader_epoch_cache.earliest_entry()
-            return first.epoch if first is not None and first.start_offset <= self.log_start_offset else None
-        return epoch_at_start(self.segments, self.log_start_offset)
+        cache = None if self._epochs_from_batches() else self.leader_epoch_cache
+        return epoch_at_start(self.segments, self.log_start_offset, cache)
 
     def _epoch_at_end(self) -> int | None:
-        """LATEST's epoch: the cache's latest epoch (a new leader's epoch before any batch carries it);
-        without a checkpoint file, the last batch's (leader_epoch.epoch_at_end)."""
+        """LATEST's epoch (leader_epoch.epoch_at_end: from the cache, or the last batch)."""
         from .leader_epoch import epoch_at_end
 
-        if not self._epochs_from_batches():
-            return self.leader_epoch_cache.latest_epoch()
-        return epoch_at_end(self.segments)
+        return epoch_at_end(self.segments, None if self._epochs_from_batches() else self.leader_epoch_cache)
 
     def assign_epoch_start_offset(self, epoch: int, start_offset: int | None = None) -> None:
         """Record that `epoch` starts at `start_offset` (default: the log end offset), as a broker does
@@ -422,7 +371,7 @@ class Log:
                 for pos, size, last, max_ts, magic, attrs in zip(*(s[k].tolist() for k in (
                         "position", "size", "last_offset", "max_timestamp", "magic", "attributes"))):
                     seg.append_batch(mv[pos:pos + size], last, max_ts, magic, attrs)
-            aborted = self._follow_transactions(out, rows)
+            aborted = [] if self._ongoing is None else _txns.follow_appended(out, rows, self._ongoing)
             for txn in aborted:  # UnifiedLog.append: the segment appended to indexes each aborted transaction
                 seg.txn_index.append(txn)
             self._assign_epochs(rows)  # may write leader-epoch-checkpoint: part of the all-or-nothing
@@ -444,59 +393,20 @@ class Log:
                      compression_level: int | None = None, records_per_batch: int | None = None) -> AppendInfo:
         """Append the rows of a pyarrow Table / RecordBatch / RecordBatchReader (decode_columns'
         columns; or an iterable of record batches) as magic 2 batches written by the encode_columns
-        kernel (kbatch.columns.encode.encode_for_append) and handed, whole batches at a time, to append.
-        Returns the AppendInfo of all of it."""
-        import time
+        kernel (kbatch.columns.encode.encode_for_append) and handed, whole batches at a time, to append,
+        all or nothing (append_group.append_table). Returns the AppendInfo of all of it."""
+        from .append_group import append_table
 
-        from ..columns.encode import encode_for_append
-        from .validator import AppendInfo
-
-        cfg = self.config
-        codec = compression if compression is not None else (cfg.compression or W.Compression.NONE)
-        if compression_level is None and compression is None:
-            compression_level = cfg.compression_level  # the topic's codec at the topic's level
-        pieces = encode_for_append(table, compression=codec, compression_level=compression_level,
-                                   max_batch_bytes=cfg.max_message_bytes, segment_bytes=cfg.segment_bytes,
-                                   timestamp_extended=cfg.timestamp_extended, records_per_batch=records_per_batch)
-        now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
-        infos: list[AppendInfo] = []
-        try:
-            with self.append_group() as group:
-                for piece, more in pieces:
-                    infos.append(group.append(piece, now, more=more))
-        except KBatchError as e:
-            if infos and self._failed is None and self._group is None:  # (inside an outer group, that one undoes)
-                done = AppendInfo.merge(infos)
-                e.update(reason=e.reason + f" (append_table appended nothing: the {done.record_count} records the "
-                         f"calls before took, offsets {done.first_offset}..{done.last_offset}, were taken out again; "
-                         f"the log ends at {done.first_offset} as before)")
-            raise
-        if not infos:  # no rows: nothing appended (Log.append refuses empty input, as Kafka does)
-            end = self.end_offset()
-            return AppendInfo(end, end - 1, W.NO_TIMESTAMP, -1, None, False, 0, 0, 0, 0)
-        return AppendInfo.merge(infos)
+        return append_table(self, table, now_ms, compression=compression, compression_level=compression_level,
+                            records_per_batch=records_per_batch)
 
     def _load_ongoing(self) -> _txns.OngoingTxns:
-        """The open transactions at the log end, from a header scan of every segment (Kafka keeps
-        them in its producer state; kbatch reads them once, when a transactional batch comes)."""
-        return _txns.follow_segments((seg.windows(reuse=False) for seg in self.segments), self._ongoing_at_start())[1]
+        """The open transactions at the log end (producer_state.ongoing_at_end)."""
+        return _txns.ongoing_at_end(self.directory, self.segments)
 
     def _ongoing_at_start(self) -> _txns.OngoingTxns:
-        """The transactions open at the first segment's base offset: none at 0, else those of its
-        producer snapshot (a broker writes one at each roll); unknown (none) without one."""
-        if not self.segments:
-            return _txns.OngoingTxns()
-        return _txns.ongoing_at(self.directory, self.segments[0].base_offset) or _txns.OngoingTxns()
-
-    def _follow_transactions(self, out: Buffer, rows: list[Window]) -> list[AbortedTxn]:
-        """Track open transactions through appended batches (already written, in `out`); the
-        `.txnindex` entries of the ABORT markers among them."""
-        if self._ongoing is None:
-            return []
-        from ..record.file_records import _place
-
-        mv = memoryview(out)
-        return _txns.follow_windows((_place(dict(s), mv, 0) for s in rows), self._ongoing)
+        """The transactions open at the first segment's base offset (producer_state.ongoing_at_start)."""
+        return _txns.ongoing_at_start(self.directory, self.segments)
 
     def _assign_epochs(self, rows: Iterable[Window]) -> None:
         """UnifiedLog.append: each v2 batch assigns (its leader epoch, its base offset). (Kafka clears
@@ -587,62 +497,14 @@ class Log:
                  tb: TracebackType | None) -> None:
         self.close()
 
-    # ---- retention (§6.3)
+    # ---- retention (§6.3: log_retention)
     def delete_old_segments(self, now_ms: int | None = None) -> list[DeletedSegment]:
         """Time- then size-based retention, oldest first, stopping at the first survivor; returns
         the DeletedSegment list. Only with cleanup.policy containing "delete"."""
+        from .log_retention import delete_old_segments
+
         self._check_writable()
-        if "delete" not in self.config.cleanup_policies:
-            return []
-        now = _now(now_ms)
-        deleted: list[DeletedSegment] = []
-        if self.config.retention_ms >= 0:
-            deleted += self._delete_where(lambda seg: now - seg.largest_timestamp > self.config.retention_ms,
-                                          "retention.ms", now)
-        if self.config.retention_bytes >= 0 and self.size >= self.config.retention_bytes:
-            diff = [self.size - self.config.retention_bytes]
-
-            def breached(seg: LogSegment) -> bool:
-                if diff[0] - seg.size >= 0:
-                    diff[0] -= seg.size
-                    return True
-                return False
-
-            deleted += self._delete_where(breached, "retention.bytes", now)
-        return deleted
-
-    def _delete_where(self, predicate: Callable[[LogSegment], bool], reason: str, now: int) -> list[DeletedSegment]:
-        deletable: list[LogSegment] = []
-        high_watermark = self.end_offset()
-        for i, seg in enumerate(self.segments):
-            nxt = self.segments[i + 1] if i + 1 < len(self.segments) else None
-            if nxt is None and seg.size == 0:
-                break
-            upper = nxt.base_offset if nxt is not None else high_watermark
-            if not (high_watermark >= upper and predicate(seg)):
-                break
-            deletable.append(seg)
-        if not deletable:
-            return []
-        if len(deletable) == len(self.segments):
-            self.roll(now_ms=now)
-        out: list[DeletedSegment] = []
-        for seg in deletable:
-            next_base = self.segments[self.segments.index(seg) + 1].base_offset
-            info = DeletedSegment(seg.base_offset, next_base, seg.size, seg.largest_timestamp, reason)
-            try:
-                seg.delete_files()   # the .log goes first: from then on the segment is gone
-            except OSError as e:
-                raise StorageError(f"deleting segment {seg.path('.log')} failed ({e})", path=self.directory,
-                                   errno=e.errno) from e
-            finally:
-                if not os.path.exists(seg.path(".log")):
-                    self.segments.remove(seg)
-                    self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
-            out.append(info)
-        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
-        _files.fsync_dir(self.directory)
-        return out
+        return delete_old_segments(self, _now(now_ms))
 
     # ---- truncation (UnifiedLog.truncateTo)
     def truncate_to(self, offset: int) -> bool:
@@ -710,84 +572,6 @@ class Log:
     def __repr__(self) -> str:
         return (f"Log({self.directory!r}, segments={len(self.segments)}, start={self.log_start_offset}, "
                 f"writable={self.writable})")
-
-
-
-class AppendGroup:
-    """Appends made all or nothing (Log.append_table), even across a kill:
-
-        with log.append_group() as group:
-            for piece, more in pieces:
-                group.append(piece, now_ms, more=more)
-
-    Before the first append that others will follow, the log end to come back to is written down
-    (a log_loader.Truncation, so a kill from then on recovers to it); when the block fails, what
-    the earlier appends wrote is truncated away (Log._truncate), or, when the Log stopped writing
-    (a write it could not undo), the note stays for the next writer's open to do that; when the
-    block succeeds the note goes.
-
-    A group opened inside another on the same Log (an append_table call inside `kbatch import`'s
-    group, which spans all its calls to one partition) is part of the outer one and does nothing
-    itself: the outer group's start is where a failure comes back to."""
-
-    def __init__(self, log: Log) -> None:
-        self.log = log
-        self.outer = log._group
-        self.start = log.end_offset()
-        # an empty active segment at the start stays; a segment a roll started goes with the undo
-        self.plan = log_loader.Truncation(self.start, any(s.base_offset == self.start for s in log.segments))
-        self.written = False
-
-    @property
-    def keep_segment_at_target(self) -> bool:
-        """Whether an undo keeps a segment starting at `start` (one that was there, empty, before)."""
-        return self.plan.keep_segment_at_target
-
-    def before_append(self, more: bool) -> None:
-        """Called before each append; `more`: another append of the group follows this one."""
-        if more and not self.written and self.outer is None:
-            self.plan.write(self.log.directory)
-            self.written = True
-
-    def append(self, data: Buffer, now_ms: int | None = None, *, more: bool) -> AppendInfo:
-        """before_append(more), then Log.append of whole batches (validated and assigned as a broker does)."""
-        self.before_append(more)
-        return self.log.append(data, now_ms, from_client=False)
-
-    def commit(self) -> None:
-        """The group succeeded: the note goes, the records stay (what a `with` block's end does)."""
-        self.__exit__(None, None, None)
-
-    def rollback(self, exc: BaseException) -> None:
-        """The group failed with `exc`: what its appends wrote is taken out again (or, when the Log
-        stopped writing, left for the next writer's open to take out)."""
-        self.__exit__(type(exc), exc, exc.__traceback__)
-
-    def __enter__(self) -> AppendGroup:
-        if self.outer is None:
-            self.log._group = self
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        log = self.log
-        if self.outer is not None:
-            return
-        log._group = None
-        if exc is None:
-            if self.written:
-                log._forget_truncation(self.start)
-            return
-        if log._failed is not None:  # the state in memory is not to be trusted: a reopen undoes it all
-            return
-        if log.end_offset() != self.start or self.written:
-            try:
-                log._truncate(self.start, self.plan.keep_segment_at_target, written=self.written)
-            except BaseException as e2:
-                from ..errors import LogWriteError
-
-                raise LogWriteError(f"{exc} (and taking out what the earlier appends of the call wrote failed too: "
-                                    f"{e2}; reopening the log for writing finishes that)", path=log.directory) from exc
 
 
 __all__ = ["Log", "LogConfig", "AppendGroup", "OffsetAndTimestamp", "offsets_for_times", "rebuild_indexes", "verify_indexes",
