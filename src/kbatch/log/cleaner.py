@@ -97,12 +97,13 @@ from .. import _backend
 from . import files as _files
 from .. import _wire as W
 from . import loader as log_loader
+from .layout import BROKER
 from ..record.batch import RecordBatch
-from ..record.builder import BatchBuilder
-from ..record.compression import compress
-from ..errors import (FileChangedError, InvalidConfigurationError, InvalidRecordError, KBatchError,
+from ..errors import (FileChangedError, InvalidConfigurationError, KBatchError,
                      LogDirectoryLockedError, LogWriteError, StorageError, UncleanablePartitionError)
 from ..record.file_records import FileRecords, _batch_at, _crc_error, _move
+from .cleaned_batches import _header_of, _rebuilt_v2, empty_batch_header, rebuild_batch, with_last_offset
+from .cleaner_transactions import AbortedTxn, CleanedTransactionMetadata
 
 if TYPE_CHECKING:
     from .. import _core
@@ -111,10 +112,7 @@ if TYPE_CHECKING:
     from ..record.file_records import Window
 
     from ..record.batch import Batch
-    #: a batch's header fields _rebuilt_v2 keeps (_header_of)
-    _V2Header = tuple[int, int, int, int, int, int, int, int]
 
-_V2_HEADER = struct.Struct(">qiibIhiqqqhii")
 _SCRATCH_PREFIX = log_loader.SCRATCH_PREFIX
 _INDEX_SUFFIXES = log_loader.SWAPPED_SUFFIXES
 _CLEANED = log_loader.CLEANED
@@ -189,79 +187,6 @@ def OffsetMap(memory: int = W.DEFAULT_DEDUPE_BUFFER_SIZE,
     return _backend.core.OffsetMap(memory, load_factor)
 
 
-@dataclass(frozen=True)
-class AbortedTxn:
-    """One aborted transaction (Kafka's AbortedTxn): its producer, first data offset, marker offset."""
-
-    producer_id: int
-    first_offset: int
-    last_offset: int
-
-
-class CleanedTransactionMetadata:
-    """Tracks transactions while the cleaner walks the log (Kafka's CleanedTransactionMetadata).
-
-    `on_batch_read` says whether a data batch belongs to an aborted transaction;
-    `on_control_batch_read` says whether a marker's transaction had no data batch in this pass,
-    so the marker may get its delete horizon, and go once that has passed. A batch read in this
-    pass keeps its marker alive even when all its records go, as in Kafka: the marker gets its
-    horizon on the next pass (Kafka 4.4.0's cleaner, tests/system/test_real_kafka_writes.py).
-    """
-
-    def __init__(self, aborted: list[AbortedTxn]) -> None:
-        self._aborted = sorted(aborted, key=lambda a: a.first_offset)
-        self._next = 0
-        self._ongoing_aborted: dict[int, list[Any]] = {}   # pid -> [AbortedTxn, batches read]
-        self._ongoing_committed: dict[int, int] = {}  # pid -> batches read
-        #: (producer id, marker offset) of the ABORT markers kept because this run read their
-        #: transaction's batches: the cleaned segments' .txnindex entries (Kafka's cleanedIndex)
-        self.indexed_aborts: set[tuple[int, int]] = set()
-
-    def _consume_aborted_up_to(self, offset: int) -> None:
-        while self._next < len(self._aborted) and self._aborted[self._next].first_offset <= offset:
-            a = self._aborted[self._next]
-            self._next += 1
-            self._ongoing_aborted.setdefault(a.producer_id, [a, 0])
-
-    def on_batch_read(self, batch: Batch) -> bool:
-        """True when `batch` (a data batch) is part of an aborted transaction."""
-        return self.on_data_batch(batch.last_offset, batch.is_transactional, batch.producer_id)
-
-    def on_data_batch(self, last_offset: int, transactional: bool, producer_id: int) -> bool:
-        """on_batch_read from a data batch's header fields."""
-        if self._next < len(self._aborted):
-            self._consume_aborted_up_to(last_offset)
-        if not transactional:
-            return False
-        entry = self._ongoing_aborted.get(producer_id)
-        if entry is not None:
-            entry[1] += 1  # Kafka: lastObservedBatchOffset
-            return True
-        self._ongoing_committed[producer_id] = self._ongoing_committed.get(producer_id, 0) + 1
-        return False
-
-    def on_control_batch_read(self, batch: Batch) -> bool:
-        """True when no batch of the marker's transaction was read in this run (the marker may get
-        its horizon, and be discarded once that has passed)."""
-        self._consume_aborted_up_to(batch.last_offset)
-        controls = batch.control_records()
-        if not controls:
-            return True  # an empty control batch was already cleaned
-        ctype = controls[0].type
-        pid = batch.producer_id
-        if ctype == W.ControlRecordType.ABORT:
-            entry = self._ongoing_aborted.pop(pid, None)
-            self._ongoing_committed.pop(pid, None)
-            if entry is not None and entry[1]:
-                self.indexed_aborts.add((pid, batch.last_offset))
-                return False
-            return True
-        if ctype == W.ControlRecordType.COMMIT:
-            kept = self._ongoing_committed.pop(pid, None)
-            return not kept
-        return False
-
-
 # ------------------------------------------------------------------------------------------
 @dataclass
 class _Segment:
@@ -331,89 +256,6 @@ class _Discard:
 
 def _horizon(now_ms: int, delete_retention_ms: int) -> int:
     return max(W.INT64_MIN, min(W.INT64_MAX, now_ms + delete_retention_ms))
-
-
-def empty_batch_header(batch: Batch) -> bytes:
-    """The 61-byte header-only batch Kafka keeps for an emptied batch (DefaultRecordBatch
-    .writeEmptyHeader): count 0, no codec, baseTimestamp -1, the original maxTimestamp,
-    lastOffset, producer fields, epoch and flags (kbatch keeps the extended flag too)."""
-    attrs = batch.attributes & (W.TIMESTAMP_TYPE_MASK | W.TRANSACTIONAL_FLAG_MASK | W.CONTROL_FLAG_MASK
-                                | W.TIMESTAMP_EXTENDED_FLAG_MASK)
-    header = bytearray(_V2_HEADER.pack(
-        batch.base_offset, W.RECORD_BATCH_OVERHEAD - W.LOG_OVERHEAD, batch.partition_leader_epoch,
-        W.MAGIC_VALUE_V2, 0, attrs, batch.last_offset - batch.base_offset, W.NO_TIMESTAMP, batch.max_timestamp,
-        batch.producer_id, batch.producer_epoch, batch.base_sequence, 0))
-    struct.pack_into(">I", header, W.CRC_OFFSET, _backend.core.crc32c(header[W.ATTRIBUTES_OFFSET:]))
-    return bytes(header)
-
-
-def with_last_offset(data: bytes, last_offset: int) -> bytes:
-    """A v2 batch with lastOffsetDelta set so that lastOffset = `last_offset` (Kafka's
-    MemoryRecordsBuilder.overrideLastOffset), CRC recomputed over [21, end)."""
-    base: int = struct.unpack_from(">q", data, W.BASE_OFFSET_OFFSET)[0]
-    delta: int = struct.unpack_from(">i", data, W.LAST_OFFSET_DELTA_OFFSET)[0]
-    if base + delta == last_offset:
-        return data
-    if not 0 <= last_offset - base <= W.INT32_MAX:
-        raise InvalidRecordError("lastOffset does not fit the batch", position=W.LAST_OFFSET_DELTA_OFFSET,
-                                 base_offset=base, expected=f"{base} <= lastOffset <= {base + W.INT32_MAX}",
-                                 found=last_offset)
-    buf = bytearray(data)
-    struct.pack_into(">i", buf, W.LAST_OFFSET_DELTA_OFFSET, last_offset - base)
-    struct.pack_into(">I", buf, W.CRC_OFFSET, _backend.core.crc32c(memoryview(buf)[W.ATTRIBUTES_OFFSET:]))
-    return bytes(buf)
-
-
-def rebuild_batch(batch: Batch, records: list[Record], delete_horizon_ms: int | None) -> bytes:
-    """Write `records` (a subset of `batch`'s, in order) as a batch with `batch`'s codec, producer
-    fields, epoch, timestamp type and extended flag, the records' own offsets and timestamps, and
-    (v2) the original lastOffset. `delete_horizon_ms` stamps bit 6 and the base timestamp."""
-    v2 = batch.magic == 2
-    lat = batch.timestamp_type == W.TimestampType.LOG_APPEND_TIME
-    b = BatchBuilder(
-        batch.magic, batch.compression, records[0].offset if not v2 else batch.base_offset,
-        batch.timestamp_type if batch.magic else W.TimestampType.CREATE_TIME,
-        batch.timestamp_extended, batch.producer_id, batch.producer_epoch, batch.base_sequence,
-        batch.is_transactional, is_control=batch.is_control, partition_leader_epoch=batch.partition_leader_epoch,
-        log_append_time=batch.max_timestamp if lat else None,
-        delete_horizon_ms=delete_horizon_ms if v2 else None)
-    for r in records:
-        b.append(r.timestamp, r.key, r.value, r.headers, True if r.is_tombstone else None, offset=r.offset)
-    data = b.build()
-    return with_last_offset(data, batch.last_offset) if v2 else data
-
-
-def _header_of(batch: Batch) -> _V2Header:
-    """The header fields _rebuilt_v2 keeps, of a RecordBatch."""
-    return (batch.base_offset, batch.last_offset, batch.partition_leader_epoch, batch.attributes, batch.max_timestamp,
-            batch.producer_id, batch.producer_epoch, batch.base_sequence)
-
-
-def _rebuilt_v2(header: _V2Header, filtered: _core._FilterResult) -> bytes:
-    """The v2 batch holding the records OffsetMap.filter_records_v2 kept of a batch, as
-    rebuild_batch writes them with BatchBuilder (but for a null value without the KIP-87 flag,
-    which keeps its attributes 0 as Kafka's cleaner writes it): the batch's base offset, codec (Kafka's default
-    level), producer fields, epoch, timestamp type, extended flag and lastOffset; the base
-    timestamp and max timestamp of the kept records (LogAppendTime: the batch's), the horizon.
-    header: the batch's (base offset, last offset, leader epoch, attributes, max timestamp,
-    producer id, producer epoch, base sequence)."""
-    base, last, ple, attrs, batch_max, pid, epoch, seq = header
-    section, count, base_ts, max_ts, horizon = filtered[0], filtered[1], filtered[6], filtered[7], filtered[8]
-    assert section is not None  # the kernel's new records section (None: the batch is kept as it is)
-    attrs &= (W.COMPRESSION_CODEC_MASK | W.TIMESTAMP_TYPE_MASK | W.TRANSACTIONAL_FLAG_MASK | W.CONTROL_FLAG_MASK
-              | W.TIMESTAMP_EXTENDED_FLAG_MASK)
-    if horizon is not None:
-        attrs |= W.DELETE_HORIZON_FLAG_MASK
-    codec = attrs & W.COMPRESSION_CODEC_MASK
-    body = compress(codec, section, 2) if codec else section
-    if attrs & W.TIMESTAMP_TYPE_MASK:
-        max_ts = batch_max
-    head = bytearray(_V2_HEADER.pack(
-        base, W.RECORD_BATCH_OVERHEAD - W.LOG_OVERHEAD + len(body), ple, W.MAGIC_VALUE_V2, 0, attrs, last - base,
-        base_ts, max_ts, pid, epoch, seq, count))
-    crc32c = _backend.core.crc32c
-    struct.pack_into(">I", head, W.CRC_OFFSET, crc32c(body, crc32c(memoryview(head)[W.ATTRIBUTES_OFFSET:])))
-    return bytes(head) + body
 
 
 # ------------------------------------------------------------------------------------------
@@ -521,10 +363,13 @@ class LogCleaner:
         return e
 
     def _list_segments(self) -> list[_Segment]:
+        from .partition_files import PartitionFiles
+
         segs: list[_Segment] = []
         try:
-            for base in _files.list_segment_bases(self.log_dir):
-                path = _files.segment_path(self.log_dir, base, _files.LOG_SUFFIX)
+            for files in PartitionFiles(self.log_dir, BROKER).segments:  # compaction works on local broker dirs
+                base, path = files.base_offset, files.path(_files.LOG_SUFFIX)
+                assert base is not None  # a broker listing names every segment by its base offset
                 try:
                     records = FileRecords(path)
                 except StorageError as e:

@@ -14,7 +14,8 @@ from ..record.file_records import FileRecords
 from . import files as _files
 from . import producer_state as _txns
 from .index import AbortedTxn, OffsetIndex, TimeIndex
-from .segment import build_indexes
+from .index_build import build_indexes
+from .partition_files import segment_log_paths
 
 if TYPE_CHECKING:
     from .._typing import PathLike
@@ -26,13 +27,6 @@ def read_or_none(path: PathLike) -> bytes | None:
         return _files.read_whole(path)
     except (FileNotFoundError, StorageError):
         return None
-
-
-def _segment_logs(log_path: PathLike) -> list[str]:
-    p = os.fspath(log_path)
-    if os.path.isdir(p):
-        return [_files.segment_path(p, b, ".log") for b in _files.list_segment_bases(p)]
-    return [p]
 
 
 def _base_of(path: str) -> int:
@@ -108,10 +102,10 @@ def rebuild_indexes(log_path: PathLike,
     directory = p if os.path.isdir(p) else (os.path.dirname(p) or ".")
     with _files.DirLock.acquire(directory, "rebuild indexes"):
         if os.path.isdir(p):
-            paths = _segment_logs(p)
+            paths = segment_log_paths(p)
             return _rebuild(paths, set(paths), index_interval_bytes)
         base = _base_of(p)
-        before = [q for q in _segment_logs(directory) if _base_of(q) < base]
+        before = [q for q in segment_log_paths(directory) if _base_of(q) < base]
         return _rebuild([*before, p], {p}, index_interval_bytes)
 
 
@@ -190,7 +184,7 @@ def verify_indexes(log_path: PathLike, index_interval_bytes: int = W.DEFAULT_IND
     from .index_rules import SegmentBatches, check_offset_index, check_time_index
 
     reports: list[SegmentIndexReport] = []
-    for path in _segment_logs(log_path):
+    for path in segment_log_paths(log_path):
         base = _base_of(path)
         stem = path[:-len(_files.LOG_SUFFIX)]
         rep = SegmentIndexReport(path)

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from . import files as _files
 from .. import _fs
 from ..errors import StorageError, UnsupportedLayoutError
-from .segment import RemoteSegmentFiles, SegmentFiles
+from .segment_files import RemoteSegmentFiles, SegmentFiles
 
 if TYPE_CHECKING:
     from .._typing import PathLike

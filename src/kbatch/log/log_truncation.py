@@ -18,7 +18,8 @@ from . import loader as log_loader
 from .checkpoints import RecoveryCheckpoint
 from .log_segments import LogSegments
 from .recovery import resume_active
-from .segment import LogSegment, build_indexes
+from .index_build import build_indexes
+from .segment import LogSegment
 
 if TYPE_CHECKING:
     from .unified_log import Log

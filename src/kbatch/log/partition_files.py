@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from .. import _fs
 from ..errors import UnknownTopicOrPartitionError
 from . import files as _files
-from .segment import SegmentFiles
+from .segment_files import SegmentFiles
 
 if TYPE_CHECKING:
     from .._typing import PathLike
@@ -133,9 +133,11 @@ def find_partition_files(root: PathLike, require_segments: bool = True) -> list[
 
 
 def segment_log_paths(log_path: PathLike) -> list[str]:
-    """A `.log` path as it is, or every segment's `.log` of a local partition directory."""
+    """A `.log` path as it is, or every broker-named segment's `.log` of a local partition directory."""
+    from .layout import BROKER
+
     p = os.fspath(log_path)
-    return PartitionFiles.of(p).log_paths() if os.path.isdir(p) else [p]
+    return PartitionFiles(p, BROKER).log_paths() if os.path.isdir(p) else [p]
 
 
 _SEGMENT_NAME = re.compile(r"^\d+(-[A-Za-z0-9_-]+)?\.log$")

@@ -18,12 +18,14 @@ from .checkpoints import RecoveryCheckpoint
 from .index import OffsetIndex, TimeIndex
 from .index_tools import read_or_none
 from . import loader as log_loader
-from .segment import LogSegment, MaxTimestampTracker, build_indexes
+from .index_build import MaxTimestampTracker, build_indexes
+from .segment import LogSegment
 
 if TYPE_CHECKING:
     from .log_config import LogConfig
     from .partition_files import PartitionFiles
-    from .segment import IndexBuild, SegmentSettings
+    from .index_build import IndexBuild
+    from .segment import SegmentSettings
     from .unified_log import Log
 
 logger = logging.getLogger("kbatch.log")

@@ -13,7 +13,6 @@ our own (a truncated file gives a short read, never a SIGBUS).
 from __future__ import annotations
 
 import asyncio
-import bisect
 import logging
 import os
 import time
@@ -22,8 +21,8 @@ from typing import TYPE_CHECKING
 from .. import _wire as W
 from ..record.file_records import iter_batches
 from ..errors import KBatchError
-from ..log.fetch import (cached_transaction_state, collect_aborted_txns, hole_at, transaction_state,
-                         unreadable_at)
+from ..log.fetch import IsolationLevel, cached_transaction_state, transaction_state
+from ..log.fetch_data import read_slice
 from .producer_state import ProducerStateError, ProducerStateManager
 from .protocol import FileSlice
 
@@ -157,58 +156,24 @@ class Partition:
             if not fut.done():
                 fut.set_result(None)
 
-    # ---- reads (UnifiedLog.read / LogSegment.read)
+    # ---- reads (UnifiedLog.read / LogSegment.read: kbatch.log.fetch_data.read_slice)
     def read(self, fetch_offset: int, max_bytes: int, min_one_message: bool, read_committed: bool) -> ReadResult:
-        hw = self.high_watermark
-        if fetch_offset < self.log_start_offset or fetch_offset > hw:
+        """One partition of a Fetch, by the read path's slice read, up to the high watermark this
+        partition published (and its byte position); the records stay in the segment file."""
+        info = read_slice(self.log, fetch_offset, max_bytes, min_one_message=min_one_message,
+                          isolation=IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED,
+                          high_watermark=self.high_watermark,
+                          high_watermark_position=(-1 if self._hw_segment is None else self._hw_segment,
+                                                   self._hw_position))
+        if info.out_of_range:
             return ReadResult(1)  # OFFSET_OUT_OF_RANGE
-        upper = self.last_stable_offset if read_committed else hw
-        if fetch_offset >= upper:
-            return ReadResult(0, None, [] if read_committed else None)
-        segments = self.log.segments
-        bases = [s.base_offset for s in segments]
-        i = max(0, bisect.bisect_right(bases, fetch_offset) - 1)
-        while i < len(segments):
-            seg = segments[i]
-            start = seg.translate_offset(fetch_offset)
-            hole = hole_at(seg, fetch_offset, start.offset) if start is not None else None
-            if hole is not None:  # the read path's rule: an offset inside unreadable bytes is never skipped
-                logger.error("%s: Fetch at offset %d: %s (CORRUPT_MESSAGE)", self.name, fetch_offset, hole.message)
-                return ReadResult(2)  # CORRUPT_MESSAGE
-            if start is None or start.offset < fetch_offset:
-                if i + 1 < len(segments) and fetch_offset < bases[i + 1]:
-                    hit = unreadable_at(seg, fetch_offset)  # the read path's rule
-                    if hit is not None:  # a torn or damaged middle segment: never a silent jump past it
-                        readable = hit[0]
-                        logger.error("%s: Fetch at offset %d: %d bytes from byte %d of %s could not be read; "
-                                     "offsets up to %d are in or behind them (CORRUPT_MESSAGE)", self.name,
-                                     fetch_offset, seg.size - readable, readable, seg.log.path, bases[i + 1] - 1)
-                        return ReadResult(2)  # CORRUPT_MESSAGE
-                i += 1
-                continue
-            if seg.base_offset == self._hw_segment and upper == hw:
-                max_position = self._hw_position
-            elif upper < (bases[i + 1] if i + 1 < len(bases) else hw + 1):
-                end = seg.translate_offset(upper)
-                max_position = end.position if end is not None else \
-                    self._hw_position if seg.base_offset == self._hw_segment else seg.size
-            else:
-                max_position = seg.size
-            if start.position >= max_position:
-                return ReadResult(0, None, [] if read_committed else None)
-            limit = max(max_bytes, start.size) if min_one_message else max_bytes
-            size = min(max_position - start.position, limit)
-            if size <= 0:
-                return ReadResult(0, None, [] if read_committed else None)
-            aborted = self._aborted(i, fetch_offset, hw) if read_committed else None
-            return ReadResult(0, FileSlice(self._fd(seg), start.position, size), aborted)
-        return ReadResult(0, None, [] if read_committed else None)
-
-    def _aborted(self, i: int, fetch_offset: int, upper: int) -> list[AbortedTxn]:
-        """Aborted transactions overlapping [fetch_offset, upper), by the read path's rule
-        (kbatch.log.fetch: the segments' .txnindex when every segment has one, else the log's
-        ABORT markers), sorted by first offset as a consumer expects them."""
-        return collect_aborted_txns(transaction_state(self.log).aborted, fetch_offset, upper)
+        if info.unreadable is not None:
+            logger.error("%s: Fetch at offset %d: %s (CORRUPT_MESSAGE)", self.name, fetch_offset, info.unreadable)
+            return ReadResult(2)  # CORRUPT_MESSAGE
+        if info.records is None:
+            return ReadResult(0, None, info.aborted_transactions)
+        rec = info.records
+        return ReadResult(0, FileSlice(self._fd(rec.segment), rec.position, rec.size), info.aborted_transactions)
 
     def _fd(self, seg: LogSegment) -> int:
         fd = self._fds.get(seg.base_offset)
