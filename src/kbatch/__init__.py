@@ -34,7 +34,10 @@ if TYPE_CHECKING:  # what type checkers see: the contract both backends share (_
     from .columns.encode import encode_columns, iter_encode_columns
     from .log.cleaner import compact
     from .log.index import OffsetIndex, TimeIndex, TransactionIndex
-    from .log.unified_log import Log, LogConfig, OffsetAndTimestamp, offsets_for_times, rebuild_indexes, verify_indexes
+    from .log.index_tools import rebuild_indexes, verify_indexes
+    from .log.log_config import LogConfig
+    from .log.log_segments import OffsetAndTimestamp
+    from .log.unified_log import Log, offsets_for_times
     from .log.segment import LogSegment
     from .record.file_records import FileRecords
     from .log.validator import AppendInfo, LogValidator, ValidationResult, check_timestamps
@@ -59,8 +62,8 @@ _LAZY = {
     "check_timestamps": "log.validator",
     "OffsetIndex": "log.index", "TimeIndex": "log.index", "TransactionIndex": "log.index",
     "FileRecords": "record.file_records", "LogSegment": "log.segment",
-    "Log": "log", "LogConfig": "log", "OffsetAndTimestamp": "log", "offsets_for_times": "log",
-    "rebuild_indexes": "log", "verify_indexes": "log",
+    "Log": "log.unified_log", "LogConfig": "log.log_config", "OffsetAndTimestamp": "log.log_segments",
+    "offsets_for_times": "log.unified_log", "rebuild_indexes": "log.index_tools", "verify_indexes": "log.index_tools",
     "compact": "log.cleaner",
 }
 

@@ -313,3 +313,70 @@ def test_a_header_read_and_the_first_window_cost_one_request():
     assert len(f.pread(100_000, 100)) == 100_000 and f.requests == 2
     with pytest.raises(kbatch.FileChangedError):
         _fs.FileObjectSource(io.BytesIO(b"x" * 100)).pread(10, 95)
+
+
+# ------------------------------------------------------------------------------------ PartitionFiles
+def _files_of(pf):
+    """(base offset, the .log's name, whether it has a .txnindex) per segment of a PartitionFiles."""
+    return [(f.base_offset, _fs.basename(f.path(".log")), f.has(".txnindex")) for f in pf.segments]
+
+
+@pytest.mark.parametrize("maker", [None, make_local_tiered, make_aiven])
+def test_partition_files_name_the_segments_log_open_reads(maker, demo_root, s3_root, tmp_path, s3):
+    """One answer to "which files make up a partition" (kbatch.log.partition_files), for a broker
+    directory, Kafka's and Aiven's tiered layouts, on local disk and in object storage: the
+    segments Log.open reads, with their topic, partition and layout; find_partition_files finds
+    the same partitions as the layout's own walk."""
+    from kbatch.log.layout import BROKER, find_partitions
+    from kbatch.log.partition_files import PartitionFiles, find_partition_files
+
+    broker = os.path.join(demo_root, "payments-0")
+    if maker is None:
+        local, remote = broker, f"{s3_root}/payments-0"
+    else:
+        root = str(tmp_path / "tiered")
+        local = maker(broker, root, "payments", 0)
+        bucket = s3.bucket(f"pf-{maker.__name__.replace('_', '-')}")
+        remote = s3.upload_tree(root, bucket, "rsm") + "/" + os.path.relpath(local, root)
+    want = [(seg.base_offset, seg.size) for seg in kbatch.Log.open(broker).segments]
+    for where in (local, remote):
+        pf = PartitionFiles.of(where)
+        assert (pf.topic, pf.partition) == ("payments", 0)
+        assert (pf.layout == BROKER) == (maker is None)
+        assert pf.is_local_broker == (maker is None and where == local)
+        assert pf.base_offsets == [b for b, _ in want]
+        assert pf.problems == []
+        log = kbatch.Log.open(where)
+        try:
+            assert [(s.base_offset, s.size) for s in log.segments] == want
+            assert [s.files.path(".log") for s in log.segments] == pf.log_paths()
+        finally:
+            log.close()
+        # the aborted transaction's .txnindex (Aiven keeps it in the segment's .indexes object)
+        assert _files_of(pf)[0][2] and not any(has for _b, _n, has in _files_of(pf)[1:])
+    found = find_partition_files(demo_root)
+    assert [(p.topic, p.partition, p.path) for p in found] == \
+        [(p.topic, p.partition, p.path) for p in find_partitions(demo_root)]
+    assert all(p.segments for p in found)
+
+
+def test_partition_files_of_a_local_broker_directory_lists_broker_names_only(tmp_path):
+    """A local broker directory's segments are its `<20 digits>.log` names (kbatch.log.files'
+    rule): checkpoints, snapshots and leftovers of interrupted writes are not segments; the
+    listing is taken again on relist (a retention race while opening)."""
+    from kbatch.log.partition_files import PartitionFiles
+
+    log = kbatch.Log.create(tmp_path / "t-3", kbatch.LogConfig(segment_bytes=200))
+    for i in range(6):
+        log.append(kbatch.build_batch([(NOW + i, b"k", b"v" * 50)]), now_ms=NOW)
+    bases = [s.base_offset for s in log.segments]
+    log.close()
+    d = str(tmp_path / "t-3")
+    for junk in (f"{bases[-1]:020d}.log.deleted", f"{bases[0]:020d}.snapshot", "leader-epoch-checkpoint"):
+        open(os.path.join(d, junk), "wb").close()
+    pf = PartitionFiles.of(tmp_path / "t-3")
+    assert (pf.topic, pf.partition, pf.is_local_broker) == ("t", 3, True)
+    assert pf.base_offsets == bases and len(bases) > 2
+    assert pf.snapshot(bases[0]) == os.path.join(d, f"{bases[0]:020d}.snapshot")
+    os.unlink(os.path.join(d, f"{bases[0]:020d}.log"))
+    assert pf.base_offsets == bases and pf.relist().base_offsets == bases[1:]

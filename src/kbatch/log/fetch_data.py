@@ -135,4 +135,18 @@ def read_slice(log: Log, fetch_offset: int, max_bytes: int, *, min_one_message: 
     return nothing
 
 
-__all__ = ["FetchDataInfo", "LogOffsetMetadata", "SegmentSlice", "read_slice"]
+def read_file_slice(path: str, start: int, end: int, size: int | None = None) -> bytes:
+    """Bytes [start, end) of a segment file by its path, for a reader that planned its slices
+    without a Log (the Python Spark reader's executors): one pread of a local file, one ranged
+    request of a remote object (`size`, the file's size when known, spares a metadata request).
+    Never a memory map: a file truncated under it gives a kbatch error, not SIGBUS."""
+    from ..record.file_records import open_records
+
+    records = open_records(path, size)
+    try:
+        return records.read(start, end - start)
+    finally:
+        records.close()
+
+
+__all__ = ["FetchDataInfo", "LogOffsetMetadata", "SegmentSlice", "read_slice", "read_file_slice"]

@@ -40,9 +40,15 @@ class PartitionFiles:
         self.partition = partition
         self._segments: list[SegmentFiles] | None = None
         self._problems: list[str] = []
-        if topic is None and partition is None and not self.remote:
-            parsed = _files.parse_partition_dir(path)
-            self.topic, self.partition = parsed if parsed else (None, None)
+        if topic is None and partition is None:  # from the names: a broker's rule first, then the layouts'
+            parsed = None if self.remote else _files.parse_partition_dir(path)
+            if parsed is not None:
+                self.topic, self.partition = parsed
+            else:
+                from .layout import describe
+
+                part = describe(path, [])
+                self.topic, self.partition = part.topic, part.partition
 
     @classmethod
     def of(cls, path: PathLike) -> PartitionFiles:
@@ -83,9 +89,6 @@ class PartitionFiles:
             self._segments, self._problems = listing.segments, list(listing.problems)
             if listing.layout != layout.BROKER or self._layout is None:
                 self._layout = listing.layout
-            if self.topic is None and self.partition is None:
-                part = layout.describe(self.path, [])
-                self.topic, self.partition = part.topic, part.partition
         return self
 
     @property

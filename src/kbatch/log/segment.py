@@ -42,15 +42,15 @@ from .. import _backend
 from . import files as _files
 from .. import _wire as W
 from ..record.batch import scan_headers
-from ..record.file_records import (_FIRST_WINDOW, _WINDOW, MAX_SEGMENT_BYTES, FileRecords, LogOffsetPosition, Rows, Scan,
-                                   SourceFileRecords, TimestampAndOffset, Window, _batch_at, _crc_error, _epoch, _move,
+from ..record.file_records import (_FIRST_WINDOW, _WINDOW, MAX_SEGMENT_BYTES, FileRecords, LogOffsetPosition, Rows,
+                                   SourceFileRecords, TimestampAndOffset, Window, _batch_at, _epoch, _move,
                                    first_record_at_or_after, is_partial_tail, iter_file_batches, next_batch_start, open_records,
                                    scan_buffer, scan_windows)
 from ..errors import InvalidOffsetError, KBatchError, StorageError
 from .index import OffsetIndex, TimeIndex, TransactionIndex
 from .index_rules import time_entry_form
 from .index_rules import time_floor as time_floor  # re-exported: its home was here (cli/dump_log imports it)
-from .index_build import _OFF, _TIME, IndexBuild, MaxTimestampTracker, build_indexes
+from .index_build import _OFF, _TIME, IndexBuild as IndexBuild, MaxTimestampTracker, build_indexes
 from .segment_files import RemoteSegmentFiles, SegmentFiles
 
 _T = TypeVar("_T")
@@ -59,7 +59,7 @@ log = logging.getLogger("kbatch.log.segment")
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from .._typing import Buffer, BytesLike, PathLike
+    from .._typing import BytesLike, PathLike
     from .index import TimestampOffset
 
     from ..record.batch import Batch

@@ -25,8 +25,8 @@ import logging
 import os
 import random
 import time
-from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, NamedTuple, overload
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
@@ -36,13 +36,13 @@ from .. import _wire as W
 from . import loader as log_loader
 from .._wire import OffsetSpec
 from .checkpoints import RecoveryCheckpoint
-from ..errors import InvalidRequestError, KBatchError, RecordTooLargeError, StorageError, UnknownTopicOrPartitionError
-from .index import AbortedTxn
+from ..errors import (InvalidRequestError, KBatchError, RecordTooLargeError, StorageError, UnknownTopicOrPartitionError,
+                     UnsupportedForMessageFormatError)
 from . import producer_state as _txns
 from .index_tools import (IndexVerification, SegmentIndexReport, rebuild_indexes, rebuild_segment_indexes,
                           verify_indexes)
 from .append_group import AppendGroup
-from .list_offsets import check_target, lookup_many, offsets_for_times
+from .list_offsets import check_target, lookup_many
 from .log_config import LogConfig
 from .log_segments import LogSegments, OffsetAndTimestamp, open_listed, open_local
 from .partition_files import PartitionFiles, check_partition_dir
@@ -61,6 +61,9 @@ if TYPE_CHECKING:
     from .fetch import FetchResult
     from .segment import SegmentMark, SegmentSettings, UnreadRange
     from .validator import AppendInfo, LogValidator
+
+    #: an offsets_for_times target: an int64 timestamp or EARLIEST / LATEST / MAX_TIMESTAMP
+    Target = int | np.integer[Any] | OffsetSpec
 from ..record.batch import scan_headers
 from ..record.file_records import _batch_at, _crc_error
 from .segment import LogSegment
@@ -572,6 +575,55 @@ class Log:
     def __repr__(self) -> str:
         return (f"Log({self.directory!r}, segments={len(self.segments)}, start={self.log_start_offset}, "
                 f"writable={self.writable})")
+
+
+# ------------------------------------------------------------------------------------ KIP-79 over a log dir
+def offsets_for_times(targets: Mapping[tuple[str, int], Target] | Iterable[tuple[tuple[str, int], Target]],
+                      log_dir: PathLike) -> dict[tuple[str, int], OffsetAndTimestamp | KBatchError | None]:
+    """ListOffsets over a directory of `<topic>-<partition>` folders.
+
+    targets: {(topic, partition): target} or a list of ((topic, partition), target) pairs (so one
+    partition can be named twice). A target is an int64 timestamp or EARLIEST / LATEST /
+    MAX_TIMESTAMP. Returns {(topic, partition): OffsetAndTimestamp | None | KBatchError}:
+    InvalidRequestError (42) for a partition named twice with different targets,
+    UnsupportedForMessageFormatError (43) for a timestamp target on magic 0 data,
+    UnknownTopicOrPartitionError (3) for a partition without a directory.
+    """
+    pairs = list(targets.items()) if isinstance(targets, Mapping) else list(targets)
+    wanted: dict[tuple[str, int], Target] = {}
+    dupes: set[tuple[str, int]] = set()
+    for named, target in pairs:
+        tp = (str(named[0]), int(named[1]))
+        if tp in wanted and not _same_target(wanted[tp], target):
+            dupes.add(tp)
+        wanted.setdefault(tp, target)
+    out: dict[tuple[str, int], OffsetAndTimestamp | KBatchError | None] = {}
+    for tp, target in wanted.items():
+        if tp in dupes:
+            out[tp] = InvalidRequestError("Partition is named more than once with different targets",
+                                          expected="one target per partition", found=f"{tp[0]}-{tp[1]}")
+            continue
+        path = _fs.join(log_dir if _fs.is_remote(log_dir) else os.fspath(log_dir), f"{tp[0]}-{tp[1]}")
+        try:
+            log = Log.open(path)
+            try:
+                if not isinstance(target, OffsetSpec) and log.magic() == W.MAGIC_VALUE_V0:
+                    raise UnsupportedForMessageFormatError(
+                        f"Cannot search offsets based on timestamp because message format version for "
+                        f"partition {tp[0]}-{tp[1]} is 0 which is smaller than 1",
+                        expected="magic >= 1", found="magic 0")
+                out[tp] = log.offset_for(target)
+            finally:
+                log.close()
+        except KBatchError as e:
+            out[tp] = e
+    return out
+
+
+def _same_target(a: Target, b: Target) -> bool:
+    if isinstance(a, OffsetSpec) or isinstance(b, OffsetSpec):
+        return a is b
+    return int(a) == int(b)
 
 
 __all__ = ["Log", "LogConfig", "AppendGroup", "OffsetAndTimestamp", "offsets_for_times", "rebuild_indexes", "verify_indexes",

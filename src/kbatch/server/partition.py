@@ -6,8 +6,9 @@ run off the event loop (validation runs in nogil kernels); readers on the loop o
 below the high watermark, whose byte position is recorded when an append finishes, so a batch
 being written is never served.
 
-Record bytes are not read for Fetch: `read` returns a FileSlice of the segment file (position and
-size, as LogSegment.read does), sent later with os.sendfile or os.pread on a file descriptor of
+Record bytes are not read for Fetch: `read` asks the read path's slice read
+(kbatch.log.fetch_data.read_slice, as UnifiedLog.read answers with a FetchDataInfo) and returns a
+FileSlice of the segment file (position and size), sent later with os.sendfile or os.pread on a file descriptor of
 our own (a truncated file gives a short read, never a SIGBUS).
 """
 from __future__ import annotations

@@ -16,7 +16,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ..record.batch import Batch
     from .._typing import Buffer
     from ..log.unified_log import Log
-    from ..log.segment import SegmentFiles
+    from ..log.segment_files import SegmentFiles
 
 #: an aborted transaction: (producer id, first offset, last offset: its ABORT marker's)
 Aborted = tuple[int, int, int]
@@ -64,7 +64,7 @@ def list_partitions(root: str, topics: Iterable[str] | None = None,
     with its segments in base-offset order. require_partitions (a batch read): a root with no
     partition folder at all, before topics narrow them, is an error, not an empty read (a stream
     waits for partitions to appear)."""
-    from ..log import layout
+    from ..log.partition_files import find_partition_files
 
     root = root if _fs.is_remote(root) else os.fspath(root)
     if not _fs.isdir(root):
@@ -73,7 +73,7 @@ def list_partitions(root: str, topics: Iterable[str] | None = None,
     pattern = re.compile(topic_pattern) if topic_pattern else None
     out: list[TopicPartition] = []
     found = False
-    for part in layout.find_partitions(root, require_segments=False):
+    for part in find_partition_files(root, require_segments=False):
         if part.topic is None or part.partition is None:  # named so together, or neither
             continue
         found = True
@@ -81,11 +81,10 @@ def list_partitions(root: str, topics: Iterable[str] | None = None,
             continue
         if pattern is not None and not pattern.fullmatch(part.topic):
             continue
-        listing = layout.list_segments(part.path)
-        for problem in listing.problems:
+        for problem in part.problems:
             log.warning("kafka-segments: %s", problem)
-        segs = [Segment(f.path(".log"), f.base_offset, _log_size(f), f) for f in listing.segments
-                if f.base_offset is not None]  # list_segments names every segment by its base offset
+        segs = [Segment(f.path(".log"), f.base_offset, _log_size(f), f) for f in part.segments
+                if f.base_offset is not None]  # a listing names every segment by its base offset
         out.append(TopicPartition(part.topic, part.partition, part.path, segs))
     if require_partitions and not found:
         raise FileNotFoundError(no_partitions_message(root, _fs.listdir(root)))
@@ -162,15 +161,12 @@ def end_position_for_offset(seg: Segment, end_offset: int) -> int:
 
 
 def read_range(path: str, start: int, end: int, size: int | None = None) -> bytes:
-    """Bytes [start, end) of a segment: one pread of a local file, one ranged request of a remote
-    object (`size`, known from planning, spares a metadata request)."""
-    from ..record.file_records import open_records
+    """Bytes [start, end) of a segment: the read path's planned slice read
+    (kbatch.log.fetch_data.read_file_slice: one pread of a local file, one ranged request of a
+    remote object; `size`, known from planning, spares a metadata request)."""
+    from ..log.fetch_data import read_file_slice
 
-    records = open_records(path, size)
-    try:
-        return records.read(start, end - start)
-    finally:
-        records.close()
+    return read_file_slice(path, start, end, size)
 
 
 _read_range = read_range
@@ -258,14 +254,17 @@ def transaction_state(tp: TopicPartition, need_open: bool = True) -> tuple[list[
     from ..log.fetch import TxnSource, aborted_transactions as rule
     from ..record.file_records import scan_buffer
 
-    def source(seg: Any) -> TxnSource:
-        txn_path = seg.path[:-4] + ".txnindex"
-
+    def source(seg: Segment) -> TxnSource:
         def txn_index() -> bytes | None:
-            if not os.path.exists(txn_path):
+            files = seg.files
+            if files is None:
+                from ..log.layout import segment_files_for
+
+                files = seg.files = segment_files_for(seg.path)
+            try:  # any layout, local or remote (an Aiven copy keeps it inside its .indexes object)
+                return files.read_index(".txnindex")
+            except FileNotFoundError:
                 return None
-            with open(txn_path, "rb") as f:
-                return f.read()
 
         return TxnSource(seg.path, txn_index, lambda: scan_buffer(_read_range(seg.path, 0, seg.size)))
 

@@ -91,12 +91,12 @@ def _pause(where: str) -> None:
 
 def _partitions(logs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], topics: Iterable[str] | None,
                 partitions: Iterable[int] | None) -> list[tuple[str, int, str]]:
-    from ..log.layout import find_partitions
+    from ..log.partition_files import find_partition_files
 
     paths = [logs] if isinstance(logs, (str, os.PathLike)) else list(logs)
     found: dict[tuple[str, int], str] = {}
     for p in paths:
-        for part in find_partitions(os.fspath(p)):
+        for part in find_partition_files(os.fspath(p)):
             if part.topic is None or part.partition is None:
                 raise KBatchError(f"{part.path}: not named <topic>-<partition>: a table needs both")
             found.setdefault((part.topic, part.partition), part.path)

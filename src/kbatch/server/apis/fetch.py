@@ -1,9 +1,10 @@
-"""Fetch (key 1): record bytes straight from segment files (Partition.read gives FileSlices; the
-connection sends them with os.sendfile), KIP-74 limits (max_bytes over the response,
-partition_max_bytes per partition, the first batch whole even when larger), long polling
-(max_wait_ms until min_bytes are there or an append wakes us), isolation levels (read_committed
-stops at the last stable offset and lists the aborted transactions overlapping what it sends, both
-from kbatch.log.fetch, the read path every reader takes: `.txnindex`, else the log's markers).
+"""Fetch (key 1): record bytes straight from segment files (Partition.read gives FileSlices of the read
+path's slice read, kbatch.log.fetch_data.read_slice; the connection sends them with os.sendfile),
+KIP-74 limits (max_bytes over the response, partition_max_bytes per partition, the first batch
+whole even when larger), long polling (max_wait_ms until min_bytes are there or an append wakes
+us), isolation levels (read_committed stops at the last stable offset and lists the aborted
+transactions overlapping what it sends, both from kbatch.log.fetch, the read path every reader
+takes: `.txnindex`, else the log's markers).
 
 Fetch sessions (KIP-227, v7+) as Kafka keeps them (server/fetch_session.py): a full request with
 epoch 0 opens a session, incremental requests update it and are answered with the partitions that
