@@ -16,6 +16,7 @@ uses its rules; `serve`'s Fetch reads partitions only through it.
 """
 from __future__ import annotations
 
+import bisect
 from typing import TYPE_CHECKING, NamedTuple
 
 from .fetch import IsolationLevel, UnreadableRange, collect_aborted_txns, hole_at, transaction_state, unreadable_at
@@ -85,7 +86,7 @@ def read_slice(log: Log, fetch_offset: int, max_bytes: int, *, min_one_message: 
     offset, byte position) where the batches below the high watermark end in that segment (default:
     where the active segment's complete batches end), so a batch being written is never sent."""
     hw = log.end_offset() if high_watermark is None else high_watermark
-    committed = IsolationLevel(isolation) == IsolationLevel.READ_COMMITTED
+    committed = int(isolation) == IsolationLevel.READ_COMMITTED
     upper = _stable_offset(log, hw) if committed else hw
     segments = log.segments
     if high_watermark_position is None:
@@ -98,7 +99,7 @@ def read_slice(log: Log, fetch_offset: int, max_bytes: int, *, min_one_message: 
     if fetch_offset >= upper:
         return nothing
     bases = segments.base_offsets()
-    i = segments.floor_index(fetch_offset)
+    i = max(0, bisect.bisect_right(bases, fetch_offset) - 1)  # the segment holding it (LogSegments.floor)
     while i < len(segments):
         seg = segments[i]
         start = seg.translate_offset(fetch_offset)
