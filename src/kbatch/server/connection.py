@@ -4,10 +4,16 @@ A connection reads one request, answers it, and only then reads the next, as a b
 channel while a request is in flight; so a connection holds at most one request (bounded by
 socket_request_max_bytes, Kafka's socket.request.max.bytes) and one response in memory, and the
 record bytes of Fetch responses are never in memory at all (sendfile from the segment files). All
-connections together hold at most queued_max_request_bytes of requests (Broker.request_memory):
-a connection waits for room before it reads a request's body. A large request is decoded and
-answered off the event loop, and handlers yield between chunks of work, so one request never
-stalls the other connections.
+connections together hold at most queued_max_request_bytes of requests (Broker.request_memory,
+memory_pool.py): a connection waits for room before it reads a request's body, and gives the
+room back once the request is handled, before the answer is written (a client slow to read its
+answers holds no share of the pool). A large request is decoded and answered off the event loop,
+and handlers yield between chunks of work, so one request never stalls the other connections.
+
+A request's bytes must all arrive within request_read_timeout_ms: the size prefix from its first
+byte, the body from when the pool has room for it. A client that stops sending, or trickles, in
+the middle of a request has its connection closed (one warning naming it), so it holds memory
+for a bounded time only; waiting between requests is not bounded (an idle connection holds none).
 
 A frame that cannot be a request (negative or oversized size, an unknown API key or version, a
 body the schema cannot read) closes this connection with a logged reason, as Kafka does; other
@@ -19,9 +25,11 @@ import asyncio
 import logging
 import os
 import struct
+import sys
 from typing import TYPE_CHECKING
 
 from ..errors import KBatchError
+from .memory_pool import LARGE_REQUEST_BYTES
 from .protocol import (CloseConnection, FileSlice, Request, Slices, UnsupportedApiVersion, decode_request,
                        encode_api_versions_fallback, encode_response, encode_with_slices)
 
@@ -35,9 +43,6 @@ logger = logging.getLogger("kbatch.server")
 # Fetch responses with less record data than this are read and sent in one write; larger ones go
 # through sendfile (fewer syscalls for small polls, no copy for large ones).
 SENDFILE_MIN_BYTES = 64 * 1024
-# Requests at least this large are decoded (and answered) on a worker thread: kafka-python's codec
-# takes about 1 s for a 3 MB Metadata request, time every other connection would otherwise wait.
-LARGE_REQUEST_BYTES = 1 << 20
 _READ_CHUNK = 1 << 20  # the read-and-write fallback's piece
 
 
@@ -45,73 +50,125 @@ class ConnectionClosed(Exception):
     pass
 
 
+class _ReadTimedOut(Exception):
+    """A request's bytes did not all arrive within request_read_timeout_ms."""
+
+
+async def _read_within(reader: asyncio.StreamReader, n: int, seconds: float) -> bytes:
+    """readexactly(n), or _ReadTimedOut when the n bytes have not all arrived after `seconds`."""
+    try:
+        if sys.version_info >= (3, 11):  # a timer on this task (wait_for would start a task for every read)
+            async with asyncio.timeout(seconds):
+                return await reader.readexactly(n)
+        return await asyncio.wait_for(reader.readexactly(n), seconds)  # pragma: no cover - Python 3.10
+    except asyncio.TimeoutError:
+        raise _ReadTimedOut from None
+
+
+class _Refused(Exception):
+    """A request Kafka would not answer: its connection is closed, the reason logged at `level`."""
+
+    def __init__(self, reason: object, level: int = logging.WARNING) -> None:
+        super().__init__(reason)
+        self.reason, self.level = reason, level
+
+
+class _FetchAnswer:
+    """A Fetch response still to be framed around its segment slices (sent with sendfile)."""
+
+    __slots__ = ("request", "response", "slices")
+
+    def __init__(self, request: Request, response: ApiMessage, slices: Slices) -> None:
+        self.request, self.response, self.slices = request, response, slices
+
+
+async def _answer(broker: Broker, frame: bytes, host: str, name: str) -> bytes | bytearray | _FetchAnswer | None:
+    """Decode one request frame and handle it: the framed answer, a Fetch answer to send from the
+    segment files, or None (no answer). Raises _Refused where Kafka closes the connection."""
+    large = len(frame) >= LARGE_REQUEST_BYTES
+    try:
+        # a large body is decoded on a worker thread, so the event loop keeps serving others
+        request = await asyncio.to_thread(decode_request, frame) if large else decode_request(frame)
+    except UnsupportedApiVersion as e:
+        return encode_api_versions_fallback(e.correlation_id)
+    except KBatchError as e:
+        raise _Refused(e) from None
+    if logger.isEnabledFor(logging.DEBUG):
+        logger.debug("%s v%d from %s (%s)", request.api.name, request.version, name, request.client_id)
+    try:
+        response = await broker.handle(request, host)
+    except CloseConnection as e:
+        raise _Refused(e, logging.INFO) from None
+    if response is None:   # Produce with acks=0
+        return None
+    if isinstance(response, tuple):
+        return _FetchAnswer(request, *response)
+    if large:
+        return await asyncio.to_thread(encode_response, request, response)
+    return encode_response(request, response)
+
+
 async def handle_connection(broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     peer = writer.get_extra_info("peername")
     host = peer[0] if isinstance(peer, tuple) else str(peer)
     name = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
     max_bytes = broker.config.socket_request_max_bytes
+    timeout_ms = broker.config.request_read_timeout_ms
     stats = broker.connections
     stats.accepted += 1
     out = _Responder(writer)
     outcome = "closed"  # how this connection ended: a ConnectionStats counter
+    pool = broker.request_memory
     try:
         while not broker.closing:
             try:
-                head = await reader.readexactly(4)
-            except asyncio.IncompleteReadError as e:
-                if e.partial:
-                    outcome = "lost"
-                    logger.warning("Closing connection from %s: the stream ended inside a size prefix", name)
+                first = await reader.readexactly(1)   # idle between requests: no bound
+            except asyncio.IncompleteReadError:
                 return
             except ConnectionError as e:  # reset between requests: the client closed the connection
                 logger.info("Connection from %s closed: %s", name, e)
                 return
-            (size,) = struct.unpack(">i", head)
-            if size < 0 or size > max_bytes:
-                outcome = "refused"
-                logger.warning("Closing connection from %s: request size %d is %s", name, size,
-                               "negative" if size < 0 else f"larger than socket.request.max.bytes ({max_bytes})")
-                return
-            pool = broker.request_memory
-            await pool.acquire(size)   # queued.max.request.bytes: wait here, reading nothing, while full
+            size = -1
             try:
+                head = first + await _read_within(reader, 3, timeout_ms / 1000)
+                (size,) = struct.unpack(">i", head)
+                if size < 0 or size > max_bytes:
+                    outcome = "refused"
+                    logger.warning("Closing connection from %s: request size %d is %s", name, size,
+                                   "negative" if size < 0 else
+                                   f"larger than socket.request.max.bytes ({max_bytes})")
+                    return
+                await pool.acquire(size)   # queued.max.request.bytes: wait here, reading nothing, while full
                 try:
-                    frame = await reader.readexactly(size)
-                except asyncio.IncompleteReadError as e:
-                    outcome = "lost"
+                    frame = await _read_within(reader, size, timeout_ms / 1000)
+                    answer = await _answer(broker, frame, host, name)
+                    del frame
+                finally:
+                    pool.release(size)
+            except _ReadTimedOut:
+                outcome = "timed_out"
+                what = "a size prefix" if size < 0 else f"a {size}-byte request"
+                logger.warning("Closing connection from %s: %s did not all arrive within %d ms "
+                               "(request_read_timeout_ms)", name, what, timeout_ms)
+                return
+            except asyncio.IncompleteReadError as e:
+                outcome = "lost"
+                if size < 0:
+                    logger.warning("Closing connection from %s: the stream ended inside a size prefix", name)
+                else:
                     logger.warning("Closing connection from %s: the stream ended after %d of %d request bytes",
                                    name, len(e.partial), size)
-                    return
-                large = size >= LARGE_REQUEST_BYTES
-                try:
-                    # a large body is decoded on a worker thread, so the event loop keeps serving others
-                    request = await asyncio.to_thread(decode_request, frame) if large else decode_request(frame)
-                except UnsupportedApiVersion as e:
-                    await out.send(encode_api_versions_fallback(e.correlation_id))
-                    continue
-                except KBatchError as e:
-                    outcome = "refused"
-                    logger.warning("Closing connection from %s: %s", name, e)
-                    return
-                del frame
-                if logger.isEnabledFor(logging.DEBUG):
-                    logger.debug("%s v%d from %s (%s)", request.api.name, request.version, name, request.client_id)
-                try:
-                    response = await broker.handle(request, host)
-                except CloseConnection as e:
-                    outcome = "refused"
-                    logger.info("Closing connection from %s: %s", name, e)
-                    return
-                if response is None:   # Produce with acks=0
-                    continue
-                if isinstance(response, tuple):
-                    await out.send_fetch(request, *response)
-                elif large:
-                    await out.send(await asyncio.to_thread(encode_response, request, response))
-                else:
-                    await out.send(encode_response(request, response))
-            finally:
-                pool.release(size)
+                return
+            except _Refused as e:
+                outcome = "refused"
+                logger.log(e.level, "Closing connection from %s: %s", name, e.reason)
+                return
+            if answer is None:   # Produce with acks=0
+                continue
+            if isinstance(answer, _FetchAnswer):
+                await out.send_fetch(answer.request, answer.response, answer.slices)
+            else:
+                await out.send(answer)
     except ConnectionError as e:
         outcome = "lost"
         logger.info("Connection from %s closed: %s", name, e)
