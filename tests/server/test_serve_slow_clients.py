@@ -77,6 +77,12 @@ def _medium_metadata():
 
 
 # ------------------------------------------------------------------------------------ the pool's rules
+async def _settle():
+    """Let the tasks started run until they wait (a few turns of the loop)."""
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
 def _pool_run(capacity, script):
     """Run `script(pool, order)` on a fresh event loop: it starts acquires as tasks and returns
     them; what got through is in `order` (sizes, as admitted)."""
@@ -100,7 +106,7 @@ def test_pool_small_requests_never_wait_and_large_ones_leave_a_quarter():
     async def script(pool, take, order):
         a = asyncio.ensure_future(take(100 * MiB))
         b = asyncio.ensure_future(take(100 * MiB))
-        await asyncio.sleep(0)
+        await _settle()
         assert order == [100 * MiB] and pool.waiting_bytes == 100 * MiB  # large: at most 150 of 200 MiB
         await take(SMALL_REQUEST_BYTES)   # small: at once
         await take(500_000)               # in between: the free quarter
@@ -120,14 +126,14 @@ def test_pool_a_request_larger_than_its_share_gets_in_alone_and_small_ones_still
     async def script(pool, take, order):
         await take(2 * MiB)
         big = asyncio.ensure_future(take(10 * MiB))  # more than the whole pool: waits for the 2 MiB one
-        await asyncio.sleep(0)
+        await _settle()
         assert order == [2 * MiB]
         pool.release(2 * MiB)
         await asyncio.wait_for(big, 10)
         await take(1000)  # small, over the capacity
         assert pool.used == 10 * MiB + 1000
         medium = asyncio.ensure_future(take(LARGE_REQUEST_BYTES))  # not small: waits for room
-        await asyncio.sleep(0)
+        await _settle()
         assert LARGE_REQUEST_BYTES not in order
         pool.release(10 * MiB)
         await asyncio.wait_for(medium, 10)
