@@ -187,15 +187,20 @@ def test_many_half_sent_requests_of_every_size_do_not_stall_small_requests(logdi
 
 def test_a_request_whose_bytes_do_not_all_arrive_in_time_is_dropped_with_its_connection(logdir, caplog):
     """With request_read_timeout_ms 1000: a request that stops after 10 of its 1000 bytes, a size
-    prefix that stops after 2 bytes and a request that trickles a byte every 50 ms (never idle, but
-    never complete) are each dropped with their connection, one warning apiece naming the peer and
-    no traceback; a client connected all along is still served, and the pool is given back."""
+    prefix that stops after 2 bytes, a request that trickles a byte every 50 ms (never idle, but
+    never complete) and a 2 MiB request that finds no room in the pool (held by the test) are each
+    dropped with their connection, one warning apiece naming the peer and no traceback; a client
+    connected all along is still served, and the pool is given back."""
     caplog.set_level(logging.INFO, logger="kbatch.server")
-    with serve(str(logdir), request_read_timeout_ms=1000) as srv, RawClient(srv.bootstrap) as good:
+    with serve(str(logdir), request_read_timeout_ms=1000, queued_max_request_bytes=4 * MiB) as srv, \
+            RawClient(srv.bootstrap) as good:
+        pool = srv.broker.request_memory
         assert good.call(ApiVersionsRequest(), 0)[0].error_code == 0
+        srv.call(pool.acquire, 3 * MiB)  # as a large request being handled would
         body = _half_sent(srv.port, 1000, b"\x00" * 10)
         prefix = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
         prefix.sendall(b"\x00\x00")
+        roomless = _half_sent(srv.port, 2 * MiB)
         trickle = _half_sent(srv.port, 1000)
         stop = threading.Event()
 
@@ -210,21 +215,25 @@ def test_a_request_whose_bytes_do_not_all_arrive_in_time_is_dropped_with_its_con
 
         t = threading.Thread(target=drip, daemon=True)
         t.start()
+        dropped = (body, prefix, roomless, trickle)
         try:
-            for s in (body, prefix, trickle):
+            for s in dropped:
                 assert s.recv(1) == b"", "the server closes the connection"
         finally:
             stop.set()
             t.join(30)
-        ports = {s.getsockname()[1] for s in (body, prefix, trickle)}
-        for s in (body, prefix, trickle):
+        ports = {s.getsockname()[1] for s in dropped}
+        for s in dropped:
             s.close()
         assert good.call(ApiVersionsRequest(), 0)[0].error_code == 0
-        assert srv.broker.connections.timed_out == 3 and srv.broker.connections.dropped == 0
-        assert srv.call(lambda: srv.broker.request_memory.used) == 0
-    warned = [r.getMessage() for r in caplog.records if "did not all arrive within 1000 ms" in r.getMessage()]
-    assert len(warned) == 3 and {int(m.split(":")[1].split()[0]) for m in warned} == ports, warned
-    assert sum("size prefix" in m for m in warned) == 1 and sum("1000-byte request" in m for m in warned) == 2
+        assert srv.broker.connections.timed_out == 4 and srv.broker.connections.dropped == 0
+        srv.call(pool.release, 3 * MiB)
+        assert srv.call(lambda: (pool.used, pool.waiting_bytes)) == (0, 0)
+    warned = [r.getMessage() for r in caplog.records if "within 1000 ms (request_read_timeout_ms)" in r.getMessage()]
+    assert len(warned) == 4 and {int(m.split(":")[1].split()[0]) for m in warned} == ports, warned
+    assert sum("a size prefix did not all arrive" in m for m in warned) == 1
+    assert sum("a 1000-byte request did not all arrive" in m for m in warned) == 2
+    assert sum(f"a {2 * MiB}-byte request found no room in queued_max_request_bytes" in m for m in warned) == 1
     assert not _errors_logged(caplog)
 
 

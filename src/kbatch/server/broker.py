@@ -50,10 +50,10 @@ class ServerConfig:
     (7 days). queued_max_request_bytes bounds the bytes of all requests being read or handled at
     once (Kafka's queued.max.request.bytes, unbounded there by default; 200 MiB here): above it,
     no connection reads another request body until memory is given back (server/memory_pool.py:
-    small requests are never held up). request_read_timeout_ms: a request's bytes must all arrive
-    within this long (its size prefix from its first byte, its body from when the server has room
-    for it), else its connection is closed (30 s, the Java client's request.timeout.ms: a client
-    would have given up on the request by then).
+    small requests are never held up). request_read_timeout_ms: a request must be read within this
+    long of its first byte (the rest of its size prefix, room in the pool, its body), else its
+    connection is closed (30 s, the Java client's request.timeout.ms: a client would have given up
+    on the request by then).
     """
 
     host: str = "127.0.0.1"

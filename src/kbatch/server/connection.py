@@ -10,10 +10,11 @@ room back once the request is handled, before the answer is written (a client sl
 answers holds no share of the pool). A large request is decoded and answered off the event loop,
 and handlers yield between chunks of work, so one request never stalls the other connections.
 
-A request's bytes must all arrive within request_read_timeout_ms: the size prefix from its first
-byte, the body from when the pool has room for it. A client that stops sending, or trickles, in
-the middle of a request has its connection closed (one warning naming it), so it holds memory
-for a bounded time only; waiting between requests is not bounded (an idle connection holds none).
+A request must be read within request_read_timeout_ms of its first byte (the rest of its size
+prefix, room in the pool, its body). A client that stops sending, or trickles, in the middle of a
+request has its connection closed (one warning naming it), so it holds memory, or a place in the
+pool's queue, for a bounded time only; waiting between requests is not bounded (an idle
+connection holds none).
 
 A frame that cannot be a request (negative or oversized size, an unknown API key or version, a
 body the schema cannot read) closes this connection with a logged reason, as Kafka does; other
@@ -26,7 +27,7 @@ import logging
 import os
 import struct
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import KBatchError
 from .memory_pool import LARGE_REQUEST_BYTES
@@ -34,9 +35,12 @@ from .protocol import (CloseConnection, FileSlice, Request, Slices, UnsupportedA
                        encode_api_versions_fallback, encode_response, encode_with_slices)
 
 if TYPE_CHECKING:
+    from collections.abc import Coroutine
+
     from kafka.protocol.api_message import ApiMessage
 
     from .broker import Broker
+    from .memory_pool import MemoryPool
 
 logger = logging.getLogger("kbatch.server")
 
@@ -54,15 +58,52 @@ class _ReadTimedOut(Exception):
     """A request's bytes did not all arrive within request_read_timeout_ms."""
 
 
-async def _read_within(reader: asyncio.StreamReader, n: int, seconds: float) -> bytes:
-    """readexactly(n), or _ReadTimedOut when the n bytes have not all arrived after `seconds`."""
+async def _within(read: Coroutine[Any, Any, bytes], seconds: float) -> bytes:
+    """await `read`, or _ReadTimedOut when it has not finished after `seconds`."""
     try:
-        if sys.version_info >= (3, 11):  # a timer on this task (wait_for would start a task for every read)
+        if sys.version_info >= (3, 11):  # a timer on this task (wait_for would start a task for every request)
             async with asyncio.timeout(seconds):
-                return await reader.readexactly(n)
-        return await asyncio.wait_for(reader.readexactly(n), seconds)  # pragma: no cover - Python 3.10
+                return await read
+        return await asyncio.wait_for(read, seconds)  # pragma: no cover - Python 3.10
     except asyncio.TimeoutError:
         raise _ReadTimedOut from None
+
+
+class _Incoming:
+    """The request being read: its size once its size prefix has arrived (-1 before), and whether
+    the pool has room for it yet."""
+
+    __slots__ = ("size", "admitted")
+
+    def __init__(self) -> None:
+        self.size = -1
+        self.admitted = False
+
+    def __str__(self) -> str:
+        if self.size < 0:
+            return "a size prefix did not all arrive"
+        if not self.admitted:
+            return f"a {self.size}-byte request found no room in queued_max_request_bytes"
+        return f"a {self.size}-byte request did not all arrive"
+
+
+async def _read_request(reader: asyncio.StreamReader, first: bytes, pool: MemoryPool, max_bytes: int,
+                        incoming: _Incoming) -> bytes:
+    """The rest of the size prefix, room in the pool, then the body: the frame, its size taken from
+    the pool (the caller gives it back). A size that cannot be a request is _Refused unread."""
+    head = first + await reader.readexactly(3)
+    (size,) = struct.unpack(">i", head)
+    if size < 0 or size > max_bytes:
+        raise _Refused(f"request size {size} is " + ("negative" if size < 0 else
+                                                     f"larger than socket.request.max.bytes ({max_bytes})"))
+    incoming.size = size
+    await pool.acquire(size)   # queued.max.request.bytes: wait here, reading nothing, while full
+    incoming.admitted = True
+    try:
+        return await reader.readexactly(size)
+    except BaseException:
+        pool.release(size)
+        raise
 
 
 class _Refused(Exception):
@@ -114,6 +155,7 @@ async def handle_connection(broker: Broker, reader: asyncio.StreamReader, writer
     name = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
     max_bytes = broker.config.socket_request_max_bytes
     timeout_ms = broker.config.request_read_timeout_ms
+    timeout_s = timeout_ms / 1000
     stats = broker.connections
     stats.accepted += 1
     out = _Responder(writer)
@@ -128,36 +170,28 @@ async def handle_connection(broker: Broker, reader: asyncio.StreamReader, writer
             except ConnectionError as e:  # reset between requests: the client closed the connection
                 logger.info("Connection from %s closed: %s", name, e)
                 return
-            size = -1
+            incoming = _Incoming()
             try:
-                head = first + await _read_within(reader, 3, timeout_ms / 1000)
-                (size,) = struct.unpack(">i", head)
-                if size < 0 or size > max_bytes:
-                    outcome = "refused"
-                    logger.warning("Closing connection from %s: request size %d is %s", name, size,
-                                   "negative" if size < 0 else
-                                   f"larger than socket.request.max.bytes ({max_bytes})")
-                    return
-                await pool.acquire(size)   # queued.max.request.bytes: wait here, reading nothing, while full
+                # the whole request within the bound, from its first byte: waiting for room in the pool
+                # counts too (the client's own request timeout runs all the while)
+                frame = await _within(_read_request(reader, first, pool, max_bytes, incoming), timeout_s)
                 try:
-                    frame = await _read_within(reader, size, timeout_ms / 1000)
                     answer = await _answer(broker, frame, host, name)
                     del frame
                 finally:
-                    pool.release(size)
+                    pool.release(incoming.size)
             except _ReadTimedOut:
                 outcome = "timed_out"
-                what = "a size prefix" if size < 0 else f"a {size}-byte request"
-                logger.warning("Closing connection from %s: %s did not all arrive within %d ms "
-                               "(request_read_timeout_ms)", name, what, timeout_ms)
+                logger.warning("Closing connection from %s: %s within %d ms (request_read_timeout_ms)", name,
+                               incoming, timeout_ms)
                 return
             except asyncio.IncompleteReadError as e:
                 outcome = "lost"
-                if size < 0:
+                if incoming.size < 0:
                     logger.warning("Closing connection from %s: the stream ended inside a size prefix", name)
                 else:
                     logger.warning("Closing connection from %s: the stream ended after %d of %d request bytes",
-                                   name, len(e.partial), size)
+                                   name, len(e.partial), incoming.size)
                 return
             except _Refused as e:
                 outcome = "refused"
