@@ -55,29 +55,19 @@ class ConnectionClosed(Exception):
 
 
 class _ReadTimedOut(Exception):
-    """A request's bytes did not all arrive within request_read_timeout_ms."""
-
-
-async def _within(read: Coroutine[Any, Any, bytes], seconds: float) -> bytes:
-    """await `read`, or _ReadTimedOut when it has not finished after `seconds`."""
-    try:
-        if sys.version_info >= (3, 11):  # a timer on this task (wait_for would start a task for every request)
-            async with asyncio.timeout(seconds):
-                return await read
-        return await asyncio.wait_for(read, seconds)  # pragma: no cover - Python 3.10
-    except asyncio.TimeoutError:
-        raise _ReadTimedOut from None
+    """A request was not read within request_read_timeout_ms."""
 
 
 class _Incoming:
-    """The request being read: its size once its size prefix has arrived (-1 before), and whether
-    the pool has room for it yet."""
+    """The request being read: its size once its size prefix has arrived (-1 before), whether the
+    pool has room for it yet, and when it must have been read."""
 
-    __slots__ = ("size", "admitted")
+    __slots__ = ("task", "deadline", "size", "admitted", "expired")
 
-    def __init__(self) -> None:
+    def __init__(self, task: asyncio.Task[Any], deadline: float) -> None:
+        self.task, self.deadline = task, deadline
         self.size = -1
-        self.admitted = False
+        self.admitted = self.expired = False
 
     def __str__(self) -> str:
         if self.size < 0:
@@ -85,6 +75,55 @@ class _Incoming:
         if not self.admitted:
             return f"a {self.size}-byte request found no room in queued_max_request_bytes"
         return f"a {self.size}-byte request did not all arrive"
+
+
+class RequestDeadlines:
+    """request_read_timeout_ms for every connection of one server: the requests being read, and a
+    sweep a few times a timeout (at most every second) that cancels the read of each one past its
+    deadline. One sweep instead of a timer per request, which would cost more than reading a
+    small request; a late request is dropped at most a quarter of the timeout (or 1 s) late."""
+
+    def __init__(self, timeout_ms: int) -> None:
+        self.timeout_ms = timeout_ms
+        self.timeout_s = timeout_ms / 1000
+        self.period = min(1.0, max(0.01, self.timeout_s / 4))
+        self.reading: set[_Incoming] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._timer = self._loop.call_later(self.period, self._sweep)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _sweep(self) -> None:
+        assert self._loop is not None  # started
+        now = self._loop.time()
+        late = [r for r in self.reading if r.deadline <= now]
+        for r in late:
+            self.reading.discard(r)
+            r.expired = True
+            r.task.cancel()  # lands in the read or the wait for room: _read_in_time turns it into _ReadTimedOut
+        self._timer = self._loop.call_later(self.period, self._sweep)
+
+    async def read(self, reader: asyncio.StreamReader, first: bytes, pool: MemoryPool, max_bytes: int,
+                   incoming: _Incoming) -> bytes:
+        """_read_request, dropped with _ReadTimedOut when the sweep finds it past its deadline."""
+        self.reading.add(incoming)
+        try:
+            return await _read_request(reader, first, pool, max_bytes, incoming)
+        except asyncio.CancelledError:
+            if not incoming.expired:
+                raise  # the server is stopping
+            if sys.version_info >= (3, 11):
+                incoming.task.uncancel()
+            raise _ReadTimedOut from None
+        finally:
+            self.reading.discard(incoming)
 
 
 async def _read_request(reader: asyncio.StreamReader, first: bytes, pool: MemoryPool, max_bytes: int,
@@ -149,13 +188,15 @@ async def _answer(broker: Broker, frame: bytes, host: str, name: str) -> bytes |
     return encode_response(request, response)
 
 
-async def handle_connection(broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def handle_connection(broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                            deadlines: RequestDeadlines) -> None:
     peer = writer.get_extra_info("peername")
     host = peer[0] if isinstance(peer, tuple) else str(peer)
     name = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
     max_bytes = broker.config.socket_request_max_bytes
-    timeout_ms = broker.config.request_read_timeout_ms
-    timeout_s = timeout_ms / 1000
+    task = asyncio.current_task()
+    assert task is not None  # this coroutine's
+    loop = asyncio.get_running_loop()
     stats = broker.connections
     stats.accepted += 1
     out = _Responder(writer)
@@ -170,11 +211,11 @@ async def handle_connection(broker: Broker, reader: asyncio.StreamReader, writer
             except ConnectionError as e:  # reset between requests: the client closed the connection
                 logger.info("Connection from %s closed: %s", name, e)
                 return
-            incoming = _Incoming()
+            # the whole request within the bound, from its first byte: waiting for room in the pool
+            # counts too (the client's own request timeout runs all the while)
+            incoming = _Incoming(task, loop.time() + deadlines.timeout_s)
             try:
-                # the whole request within the bound, from its first byte: waiting for room in the pool
-                # counts too (the client's own request timeout runs all the while)
-                frame = await _within(_read_request(reader, first, pool, max_bytes, incoming), timeout_s)
+                frame = await deadlines.read(reader, first, pool, max_bytes, incoming)
                 try:
                     answer = await _answer(broker, frame, host, name)
                     del frame
@@ -183,7 +224,7 @@ async def handle_connection(broker: Broker, reader: asyncio.StreamReader, writer
             except _ReadTimedOut:
                 outcome = "timed_out"
                 logger.warning("Closing connection from %s: %s within %d ms (request_read_timeout_ms)", name,
-                               incoming, timeout_ms)
+                               incoming, deadlines.timeout_ms)
                 return
             except asyncio.IncompleteReadError as e:
                 outcome = "lost"
@@ -295,4 +336,4 @@ class _Responder:
         return sent
 
 
-__all__ = ["handle_connection", "SENDFILE_MIN_BYTES"]
+__all__ = ["handle_connection", "RequestDeadlines", "SENDFILE_MIN_BYTES"]
