@@ -6,9 +6,13 @@ socket has a timeout and every wait a bound."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import signal
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 
@@ -235,6 +239,34 @@ def test_a_request_whose_bytes_do_not_all_arrive_in_time_is_dropped_with_its_con
     assert sum("a 1000-byte request did not all arrive" in m for m in warned) == 2
     assert sum(f"a {2 * MiB}-byte request found no room in queued_max_request_bytes" in m for m in warned) == 1
     assert not _errors_logged(caplog)
+
+
+def test_kbatch_serve_request_read_timeout_ms_drops_a_half_sent_request(logdir):
+    """The command's --request-read-timeout-ms: a half-sent request is dropped with its connection,
+    one warning on stderr, no traceback, and the stopped line counts it `timed_out`."""
+    pytest.importorskip("typer", reason="the CLI needs the cli extra")
+    proc = subprocess.Popen([sys.executable, "-m", "kbatch.cli", "serve", str(logdir), "--listen", "127.0.0.1:0",
+                             "--request-read-timeout-ms", "500", "--json"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        listening = json.loads(proc.stdout.readline())
+        with _half_sent(int(listening["listen"].rsplit(":", 1)[1]), 100, b"\x00" * 10) as s:
+            assert s.recv(1) == b""
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == 0
+    assert json.loads(out)["connections"] == {"accepted": 1, "closed": 0, "lost": 0, "refused": 0, "timed_out": 1,
+                                              "dropped": 0}
+    assert "a 100-byte request did not all arrive within 500 ms" in err and "Traceback" not in err, err
+
+
+def test_request_read_timeout_ms_below_one_is_refused():
+    with pytest.raises(ValueError, match="request_read_timeout_ms must be at least 1, not 0"):
+        serve(".", request_read_timeout_ms=0)
 
 
 # ------------------------------------------------------------------------------------ nulls

@@ -35,8 +35,6 @@ from .protocol import (CloseConnection, FileSlice, Request, Slices, UnsupportedA
                        encode_api_versions_fallback, encode_response, encode_with_slices)
 
 if TYPE_CHECKING:
-    from collections.abc import Coroutine
-
     from kafka.protocol.api_message import ApiMessage
 
     from .broker import Broker
@@ -84,6 +82,8 @@ class RequestDeadlines:
     small request; a late request is dropped at most a quarter of the timeout (or 1 s) late."""
 
     def __init__(self, timeout_ms: int) -> None:
+        if not timeout_ms >= 1:
+            raise ValueError(f"request_read_timeout_ms must be at least 1, not {timeout_ms}")
         self.timeout_ms = timeout_ms
         self.timeout_s = timeout_ms / 1000
         self.period = min(1.0, max(0.01, self.timeout_s / 4))

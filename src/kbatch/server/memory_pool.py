@@ -21,6 +21,8 @@ from __future__ import annotations
 import asyncio
 
 SMALL_REQUEST_BYTES = 64 * 1024
+# also where connection.py decodes a request on a worker thread: kafka-python's codec takes about
+# 1 s for a 3 MB Metadata request, time every other connection would otherwise wait
 LARGE_REQUEST_BYTES = 1 << 20
 
 
