@@ -64,6 +64,12 @@ def formats(kinds: dict[str, str], source: "SchemaSource") -> dict[str, "ValueFo
     return {field: value_format(kind, source) for field, kind in kinds.items()}
 
 
+class SourceStopped(Exception):
+    """The schema source cannot answer (kbatch.values.sources.SchemaSourceUnavailable): the command
+    stops at the first such failure. Not a ValueError, so cat's per-record error handling lets it
+    through."""
+
+
 class _SchemaSerdes:
     """A cat deserializer: framed bytes -> the decoded value as compact JSON (UTF-8)."""
 
@@ -73,7 +79,12 @@ class _SchemaSerdes:
         self.spec = fmt.kind.lower()
 
     def json(self, data: bytes) -> Any:
-        return self.fmt.to_json(data, None, self.what)
+        from ..values.sources import SchemaSourceUnavailable
+
+        try:
+            return self.fmt.to_json(data, None, self.what)
+        except SchemaSourceUnavailable as e:  # no later value can decode either: stop, do not fail record by record
+            raise SourceStopped(str(e)) from None
 
     def __call__(self, data: bytes) -> bytes:
         return json.dumps(self.json(data), ensure_ascii=False, separators=(",", ":")).encode("utf-8")

@@ -221,6 +221,8 @@ def cmd_export(path: "PathLike", *, to: str, fmt: str | None = None, batch_field
                             rb = typing_for(topic, rb)
                             target.write(rb if one_file else rb.drop_columns(["topic", "partition"]))
                     except KBatchError as e:
+                        if _source_down(e):  # a schema source that cannot answer: every segment would fail alike
+                            raise
                         problems += 1
                         err.write(f"kbatch: {seg}: {e} (not exported)\n")
                         if not one_file:
@@ -248,6 +250,12 @@ def cmd_export(path: "PathLike", *, to: str, fmt: str | None = None, batch_field
             if log is not None:
                 log.close()
     return EXIT_PROBLEMS if problems else EXIT_OK
+
+
+def _source_down(e: Exception) -> bool:
+    from ..values.sources import SchemaSourceUnavailable
+
+    return isinstance(e, SchemaSourceUnavailable)
 
 
 def _report(out: IO[str], as_json: bool, quiet: bool, what: str, seg: str, dest: str, rows: int | None) -> None:

@@ -297,6 +297,9 @@ def _run(target: Any, parts: list[tuple[str, int, str]], logs_open: dict[tuple[s
             target.discard(pending + mine)
             raise
         except KBatchError as e:  # bytes (or values) it cannot read: this partition stays where it was, the others go on
+            if _source_down(e):  # a schema source that cannot answer: every partition would fail alike
+                target.discard(pending + mine)
+                raise
             target.discard(mine)
             result.problems.append(f"{pl.key}: {e} (the partition was not advanced)")
             continue
@@ -314,6 +317,12 @@ def _run(target: Any, parts: list[tuple[str, int, str]], logs_open: dict[tuple[s
         if pending_bytes >= commit_bytes:
             commit()
     commit()
+
+
+def _source_down(e: Exception) -> bool:
+    from ..values.sources import SchemaSourceUnavailable
+
+    return isinstance(e, SchemaSourceUnavailable)
 
 
 __all__ = ["export_table", "ExportResult", "PartitionExport", "DataLossError", "TypeChangeError", "table_schema",
