@@ -130,10 +130,12 @@ def decode_column(fmt: Any, column: "pa.Array", offsets: "pa.Array | None", what
         groups.append((-1, bad))  # not in the wire format: the format's own error names them
     parts: list[tuple[Any, pa.Array]] = []
     first_error: SchemaError | None = None
+    noted: list[tuple[int, SchemaError]] = []
+    collect = None if on_error is None else (lambda row, error: noted.append((row, error)))
     for _sid, rows in groups:
         take = pa.array(rows)
         try:
-            arr = _decode(fmt, column.take(take), None if offsets is None else offsets.take(take), what, on_error,
+            arr = _decode(fmt, column.take(take), None if offsets is None else offsets.take(take), what, collect,
                           rows)
         except SchemaError as e:
             if not per_record(e) or on_error is not None:
@@ -144,6 +146,9 @@ def decode_column(fmt: Any, column: "pa.Array", offsets: "pa.Array | None", what
         parts.append((rows, arr))
     if first_error is not None:
         raise first_error
+    if on_error is not None:
+        for row, error in sorted(noted, key=lambda re: re[0]):  # in row order, as one schema's column gives them
+            on_error(row, error)
     typ = pa.null()
     for _rows, arr in parts:
         typ = merge_types(typ, arr.type, what)
