@@ -244,7 +244,7 @@ def cmd_export(path: "PathLike", *, to: str, fmt: str | None = None, batch_field
                         advance(size)
                         continue
                     if key is not None:  # not one_file
-                        _dead_letters(os.path.join(to, rel), typing_for.take_letters())
+                        _dead_letters(os.path.join(to, "_dead_letter", rel), typing_for.take_letters())
                         target.done()
                         state[key] = dict(source=seg if _fs.is_remote(seg) else os.path.abspath(seg), bytes=size,
                                           rows=target.rows)
@@ -266,23 +266,25 @@ def cmd_export(path: "PathLike", *, to: str, fmt: str | None = None, batch_field
             if log is not None:
                 log.close()
     if typing_for.dead:
-        err.write(f"kbatch: {typing_for.dead} record(s) did not decode: in the *.dead-letter.jsonl files beside the "
-                  f"exported files\n")
+        where = f"{to}.dead-letter.jsonl" if one_file else os.path.join(to, "_dead_letter")
+        err.write(f"kbatch: {typing_for.dead} record(s) did not decode: in {where}\n")
     if typing_for.nulled:
         err.write(f"kbatch: {typing_for.nulled} record(s) did not decode: exported with a null key/value\n")
     return EXIT_PROBLEMS if problems else EXIT_OK
 
 
 def _dead_letters(path: str, letters: list[dict[str, Any]]) -> None:
-    """`<file>.dead-letter.jsonl` beside an output file: the records --on-decode-error dead-letter
-    kept out of it, raw, with the error. Written (or removed: none this time) before the file is
-    renamed into place and the state file says the segment is done, so a rerun that redoes the
-    segment writes it again whole: each letter once."""
+    """`<path>.dead-letter.jsonl`: the records --on-decode-error dead-letter kept out of an output
+    file, raw, with the error (a directory export: under `<to>/_dead_letter/`, mirroring the file's
+    path, which dataset readers pass over; one file: beside it). Written (or removed: none this
+    time) before the file is renamed into place and the state file says the segment is done, so a
+    rerun that redoes the segment writes it again whole: each letter once."""
     dest = path + ".dead-letter.jsonl"
     if not letters:
         if os.path.exists(dest):
             os.unlink(dest)
         return
+    os.makedirs(os.path.dirname(dest) or ".", exist_ok=True)
     _files.atomic_write(dest, "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in letters).encode("utf-8"))
 
 
@@ -332,7 +334,7 @@ def register(app: "typer.Typer") -> None:
                compression: Annotated[str, typer.Option("--compression", help="Tables: Parquet codec zstd, snappy, lz4, gzip or none.")] = "zstd",
                fail_on_data_loss: Annotated[bool, typer.Option("--fail-on-data-loss", help="Tables: exit 1, writing nothing, when retention deleted offsets the table never held.")] = False,
                compacted: Annotated[bool, typer.Option("--compacted", help="Tables: the log-cleaner view (latest record per key) replaces the table's content.")] = False,
-               on_decode_error: Annotated[str, typer.Option("--on-decode-error", help="With -s: a key/value that does not decode: fail (the segment or partition is not exported), null (the row keeps a null), dead-letter (the raw record goes to <file>.dead-letter.jsonl or the table <table>_dead_letter).")] = "fail",
+               on_decode_error: Annotated[str, typer.Option("--on-decode-error", help="With -s: a key/value that does not decode: fail (the segment or partition is not exported), null (the row keeps a null), dead-letter (the raw record goes to <to>/_dead_letter/ or the table <table>_dead_letter).")] = "fail",
                as_json: Annotated[bool, json_flag] = False, quiet: Annotated[bool, quiet_flag] = False) -> None:
         run(cmd_export, path, to=to, fmt=fmt, batch_fields=batch_fields, binary=binary, overwrite=overwrite,
             quiet=quiet, as_json=as_json, serdes=list(serdes or []), schemas=schemas, registry=registry,
