@@ -197,3 +197,45 @@ def test_cli_file_export_dead_letters_beside_each_file(tmp_path):
     assert cmd_export(str(logs), to=str(tmp_path / "strict"), serdes=["value=avro"], schemas=str(folder), quiet=True,
                       out=io.StringIO(), err=err) == 1
     assert "offset 2" in err.getvalue()
+
+
+def test_cli_on_decode_error_option(tmp_path):
+    pytest.importorskip("typer")
+    import subprocess
+    import sys
+
+    logs = tmp_path / "logs"
+    poison(str(logs / "orders-0"))
+    folder = tmp_path / "schemas"
+    folder.mkdir()
+    (folder / "1.avsc").write_text(json.dumps(V1))
+    (folder / "2.avsc").write_text(json.dumps(V2))
+    base = [sys.executable, "-m", "kbatch", "export", str(logs), "-s", "value=avro", "--schemas", str(folder), "-q"]
+    bad = subprocess.run(base + ["--to", str(tmp_path / "a"), "--on-decode-error", "skip"], capture_output=True,
+                         text=True, timeout=300)
+    assert bad.returncode == 2 and "--on-decode-error must be one of fail, null, dead-letter" in bad.stderr
+    ok = subprocess.run(base + ["--to", str(tmp_path / "t"), "--format", "delta", "--on-decode-error", "dead-letter"],
+                        capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stderr
+    assert f"2 record(s) did not decode: in the table {tmp_path / 't'}_dead_letter" in ok.stderr
+
+
+def test_a_refused_registry_stops_a_table_export_at_the_first_failure(table, tmp_path):
+    """Not one failed partition (and request) after another: the run stops, nothing is committed."""
+    import socket
+
+    from kbatch.values import RegistrySchemas
+    from kbatch.values.sources import SchemaSourceUnavailable
+
+    for p in range(3):
+        append(str(tmp_path / "logs" / f"orders-{p}"), [v1(i) for i in range(4)])
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    source = RegistrySchemas(f"http://127.0.0.1:{port}", timeout=5)
+    with pytest.raises(SchemaSourceUnavailable, match="refused"):
+        table.export(str(tmp_path / "logs"), value_schema="avro", schemas=source, on_decode_error="null")
+    assert source.requests == 1
+    with pytest.raises(Exception):
+        table.version()  # no table was made

@@ -117,3 +117,35 @@ def test_an_unavailable_source_is_never_a_null_value():
     with pytest.raises(SchemaSourceUnavailable):
         kbatch.decode_columns(segment([V1_BYTES, V2_BYTES]), value_schema=fmt, on_decode_error="null")
     assert fmt.source.requests == 1
+
+
+def test_cat_prints_each_value_with_its_writer_schema_unless_pinned(tmp_path):
+    import io
+    import json
+
+    pytest.importorskip("typer")
+    from kbatch.cli._common import UsageProblem
+    from kbatch.cli.cat import cmd_cat
+    from support.schemas import SchemasTopic
+
+    sr = SchemasTopic(str(tmp_path / "sr" / "_schemas-0"))
+    sr.register("orders-value", 1, 1, ORDER_V1)
+    sr.register("orders-value", 2, 2, ORDER_V2)
+    sr.close()
+    log = kbatch.Log.create(str(tmp_path / "logs" / "orders-0"))
+    log.append(segment([V1_BYTES, V2_BYTES]))
+    log.close()
+
+    def cat(*serdes):
+        out, err = io.BytesIO(), io.StringIO()
+        code = cmd_cat(str(tmp_path / "logs"), serdes=list(serdes), schemas=str(tmp_path / "sr" / "_schemas-0"),
+                       out=out, err=err, quiet=True)
+        assert code == 0, err.getvalue()
+        return [json.loads(line) for line in out.getvalue().splitlines()]
+    assert cat("value=avro")[0] == {"id": 1, "item": "pen", "legacy": "x"}
+    assert cat("value=avro:orders-value@2")[0] == {"id": 1, "item": "pen", "qty": 1, "note": None, "ship": None}
+    assert cat("value=avro:orders-value@latest")[1]["qty"] == 3
+    with pytest.raises(UsageProblem, match="no subject 'orders-value' version 7"):
+        cat("value=avro:orders-value@7")
+    with pytest.raises(UsageProblem, match="a number >= 1"):
+        cat("value=avro:orders-value@v2")
