@@ -185,7 +185,6 @@ class FileTyping:
         self.types: dict[tuple[str | None, str], Any] = {}
         self.letters: list[dict[str, Any]] = []
         self.nulled = 0
-        self.dead = 0
 
     def __bool__(self) -> bool:
         return bool(self.kinds)
@@ -230,7 +229,6 @@ class FileTyping:
         elif failed:
             rows = sorted(failed)
             self.letters += dead_letters(rb, rows, [failed[r] for r in rows])
-            self.dead += len(rows)
             keep = np.ones(rb.num_rows, bool)
             keep[rows] = False
             out = out.filter(pa.array(keep))

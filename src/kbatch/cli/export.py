@@ -204,6 +204,7 @@ def cmd_export(path: "PathLike", *, to: str, fmt: str | None = None, batch_field
             with open(state_path, encoding="utf-8") as f:
                 state = json.load(f)
     sink = _Sink(to, fmt_name, full, binary) if one_file else None
+    dead = 0  # dead letters written
     opened: "list[Log | None]" = []
     try:
         with progress_bar(total, "export", quiet) as advance:
@@ -244,7 +245,7 @@ def cmd_export(path: "PathLike", *, to: str, fmt: str | None = None, batch_field
                         advance(size)
                         continue
                     if key is not None:  # not one_file
-                        _dead_letters(os.path.join(to, "_dead_letter", rel), typing_for.take_letters())
+                        dead += _dead_letters(os.path.join(to, "_dead_letter", rel), typing_for.take_letters())
                         target.done()
                         state[key] = dict(source=seg if _fs.is_remote(seg) else os.path.abspath(seg), bytes=size,
                                           rows=target.rows)
@@ -256,7 +257,7 @@ def cmd_export(path: "PathLike", *, to: str, fmt: str | None = None, batch_field
                 sink.discard()
                 err.write(f"kbatch: {to} not written: {problems} segment(s) could not be read in full\n")
             else:
-                _dead_letters(to, typing_for.take_letters())
+                dead += _dead_letters(to, typing_for.take_letters())
                 sink.done()
         sink = None
     finally:
@@ -265,15 +266,15 @@ def cmd_export(path: "PathLike", *, to: str, fmt: str | None = None, batch_field
         for log in opened:
             if log is not None:
                 log.close()
-    if typing_for.dead:
+    if dead:
         where = f"{to}.dead-letter.jsonl" if one_file else os.path.join(to, "_dead_letter")
-        err.write(f"kbatch: {typing_for.dead} record(s) did not decode: in {where}\n")
+        err.write(f"kbatch: {dead} record(s) did not decode: in {where}\n")
     if typing_for.nulled:
         err.write(f"kbatch: {typing_for.nulled} record(s) did not decode: exported with a null key/value\n")
     return EXIT_PROBLEMS if problems else EXIT_OK
 
 
-def _dead_letters(path: str, letters: list[dict[str, Any]]) -> None:
+def _dead_letters(path: str, letters: list[dict[str, Any]]) -> int:
     """`<path>.dead-letter.jsonl`: the records --on-decode-error dead-letter kept out of an output
     file, raw, with the error (a directory export: under `<to>/_dead_letter/`, mirroring the file's
     path, which dataset readers pass over; one file: beside it). Written (or removed: none this
@@ -283,9 +284,10 @@ def _dead_letters(path: str, letters: list[dict[str, Any]]) -> None:
     if not letters:
         if os.path.exists(dest):
             os.unlink(dest)
-        return
+        return 0
     os.makedirs(os.path.dirname(dest) or ".", exist_ok=True)
     _files.atomic_write(dest, "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in letters).encode("utf-8"))
+    return len(letters)
 
 
 def _source_down(e: Exception) -> bool:
