@@ -598,7 +598,10 @@ class FetchResult:
             u = hole_at(seg, offset, found.offset)
             if u is not None:
                 raise _InHole(u)
-        return None if found is None else found.position
+            # from the index entry the lookup started at: the batches before the one found show
+            # whether its offsets follow theirs (_offset_disorder; the rows before are not read)
+            return min(found.position, seg._entry_position(offset))
+        return None
 
     def windows(self) -> Iterator[FetchedWindow]:
         """The batches read (those with offsets reaching [start_offset, upper_offset), in offset
