@@ -18,8 +18,8 @@ from .errors import PayloadError, SchemaError, SchemaSourceError, UnknownSchemaE
 from .framing import frame, header, message_indexes
 from .json_schema import JsonSchema
 from .protobuf import Protobuf
-from .sources import (DirectorySchemas, Reference, RegisteredSchema, RegistrySchemas, SchemaSource, TopicSchemas,
-                      open_schemas)
+from .sources import (DirectorySchemas, Reference, RegisteredSchema, RegistrySchemas, SchemaSource,
+                      SchemaSourceUnavailable, TopicSchemas, open_schemas)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -111,4 +111,5 @@ def typed_columns(table: "pa.Table", *, key_schema: ValueFormat | None = None,
 __all__ = ["Avro", "JsonSchema", "Protobuf", "ValueFormat", "value_format", "topic_format", "reader_rule", "decode_column", "typed_columns",
            "SchemaSource", "TopicSchemas", "RegistrySchemas", "DirectorySchemas", "open_schemas", "RegisteredSchema",
            "Reference", "SchemaError", "WrongMagicError", "UnknownSchemaError", "PayloadError", "SchemaSourceError",
+           "SchemaSourceUnavailable",
            "frame", "header", "message_indexes", "FORMATS"]
