@@ -149,3 +149,17 @@ def test_cat_prints_each_value_with_its_writer_schema_unless_pinned(tmp_path):
         cat("value=avro:orders-value@7")
     with pytest.raises(UsageProblem, match="a number >= 1"):
         cat("value=avro:orders-value@v2")
+
+
+def test_an_id_whose_schema_does_not_parse_or_is_another_kind_is_its_records_error(source):
+    records = [(0, schema_key("orders-value", 1), schema_value("orders-value", 1, 1, ORDER_V1)),
+               (1, schema_key("clicks-value", 1), schema_value("clicks-value", 1, 3, 'syntax = "proto3";', "PROTOBUF")),
+               (2, schema_key("bad-value", 1), schema_value("bad-value", 1, 4, "{not json"))]
+    src = TopicSchemas.from_records(records)
+    values = [V1_BYTES, frame(3, b"\x00\x02"), frame(4, b"\x00"), V1_BYTES]
+    with pytest.raises(SchemaSourceError, match="schema 3 is PROTOBUF, not AVRO"):
+        kbatch.decode_columns(segment(values), value_schema=Avro(src))
+    seen = []
+    col = kbatch.decode_columns(segment(values), value_schema=Avro(src),
+                                on_decode_error=lambda row, e: seen.append((row, e.schema_id))).column("value")
+    assert [v is None for v in col.to_pylist()] == [False, True, True, False] and seen == [(1, 3), (2, 4)]

@@ -14,16 +14,18 @@ A pinned reader schema (a format built with `reader_schema=`, `subject=`, or val
 `subject=` + `version=`) resolves every value to that one schema by the format's own rules (Avro's
 resolution: defaults for fields the writer lacks, fields the reader lacks dropped).
 
-Undecodable values (`on_error`): a wrong magic byte, an unknown schema id or a payload that does
-not decode is a per-record error; a schema source that cannot answer, or a schema that does not
-parse, is not (it stops the run whatever `on_error` says).
+Undecodable values (`on_error`): a wrong magic byte, an unknown schema id, a payload that does
+not decode or a schema id whose schema does not parse (or is of another kind) is an error of the
+records that carry it; a schema source that cannot answer is not (it stops the run whatever
+`on_error` says), nor are writer schemas whose union has no type.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .errors import SchemaError, SchemaSourceError, UnknownSchemaError, WrongMagicError
+from .errors import PayloadError, SchemaError
+from .sources import SchemaSourceUnavailable
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -43,8 +45,10 @@ def pinned(fmt: Any) -> bool:
 
 
 def per_record(e: BaseException) -> bool:
-    """An error of one record (dead-letterable), not of the source or a schema."""
-    return isinstance(e, SchemaError) and not isinstance(e, (SchemaSourceError, WriterSchemasConflict))
+    """An error of the records it names (dead-letterable: a wrong magic byte, an unknown id, a
+    payload that does not decode, an id whose schema does not parse or is of another kind), not of
+    the source (unavailable) or of the column (writer schemas without a union)."""
+    return isinstance(e, SchemaError) and not isinstance(e, (SchemaSourceUnavailable, WriterSchemasConflict))
 
 
 # ------------------------------------------------------------------------------------ the union of types
@@ -179,7 +183,7 @@ def _decode(fmt: Any, column: "pa.Array", offsets: "pa.Array | None", what: str,
     except SchemaError as e:
         if on_error is None or not per_record(e):
             raise
-        if len(column) == 1 or isinstance(e, (UnknownSchemaError, WrongMagicError)) and _one_kind(column):
+        if len(column) == 1 or not isinstance(e, PayloadError) and _one_kind(column):
             for i in range(len(column)):  # every value of the part fails the same way
                 if column[i].is_valid:
                     on_error(int(rows[i]), _located(e, offsets, i))
