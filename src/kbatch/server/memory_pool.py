@@ -10,10 +10,10 @@ that connection reads nothing more. By size:
   than three quarters of the pool, so the last quarter stays open to the requests in between (a
   500 KB Produce is not held up by two 100 MiB requests whose clients stopped sending);
 - any other waits while the pool would be over its capacity.
-A waiting request is let in whatever its size when no other waiting kind is held, so no legal
-request waits forever; and each connection holds at most one request, which is dropped if its bytes
-do not all arrive within request_read_timeout_ms (connection.py): what one client holds it holds
-for a bounded time. `used` may exceed the capacity by the small requests, at most 64 KiB a
+A request that may wait is let in, whatever its size, when no other such request is held, so the
+rules alone never keep a legal request out; and each connection holds at most one request, which
+is dropped if it is not read within request_read_timeout_ms of its first byte (connection.py):
+what one client holds, or waits for, it holds for a bounded time. `used` may exceed the capacity by the small requests, at most 64 KiB a
 connection.
 """
 from __future__ import annotations
