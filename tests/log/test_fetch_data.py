@@ -15,7 +15,7 @@ import pytest
 
 import kbatch
 from kbatch.log.fetch import (IsolationLevel, collect_aborted_txns, hole_at, read_log, transaction_state,
-                              unreadable_at)
+                              undecided_at, unreadable_at)
 from kbatch.log.fetch_data import read_slice
 
 from support import read_path_cases as C
@@ -38,6 +38,8 @@ def _walk(log, fetch_offset, max_bytes, min_one, committed, hw, hw_segment, hw_p
     upper = lso if committed else hw
     empty = (0, None, [] if committed else None)
     if fetch_offset >= upper:
+        if committed and undecided_at(transaction_state(log), upper) is not None:
+            return 2, None, None  # damage that may hide a marker is no last stable offset
         return empty
     segments = log.segments
     bases = [s.base_offset for s in segments]

@@ -6,8 +6,9 @@ not the bytes.
 against the log), the byte range from the batch holding it up to `max_bytes` (KIP-74: the first
 batch whole when `min_one_message`), never past the high watermark or, for read_committed, the
 last stable offset; the aborted transactions a read_committed consumer needs; and the damage
-answer of kbatch.log.fetch (`hole_at`, `unreadable_at`): an offset inside bytes that could not be
-read, or behind a torn middle segment, is an error, never a silent jump past them. The records
+answer of kbatch.log.fetch (`hole_at`, `unreadable_at`, `undecided_at`): an offset inside bytes
+that could not be read, or behind a torn middle segment, or a last stable offset that damage may
+have hidden a marker behind, is an error, never a silent jump past them. The records
 come back as a `SegmentSlice` (segment, position, size), as Kafka's FetchDataInfo wraps a
 FileRecords slice, so `kbatch serve` sends them with sendfile without reading them.
 
@@ -19,7 +20,8 @@ from __future__ import annotations
 import bisect
 from typing import TYPE_CHECKING, NamedTuple
 
-from .fetch import IsolationLevel, UnreadableRange, collect_aborted_txns, hole_at, transaction_state, unreadable_at
+from .fetch import (IsolationLevel, UnreadableRange, collect_aborted_txns, hole_at, transaction_state, undecided_at,
+                    unreadable_at)
 
 if TYPE_CHECKING:
     from .index import AbortedTxn
@@ -97,6 +99,9 @@ def read_slice(log: Log, fetch_offset: int, max_bytes: int, *, min_one_message: 
     if fetch_offset < log.log_start_offset or fetch_offset > hw:
         return nothing._replace(aborted_transactions=None, out_of_range=True)
     if fetch_offset >= upper:
+        undecided = undecided_at(transaction_state(log), upper) if committed else None
+        if undecided is not None:  # damage that may hide a marker is no last stable offset
+            return nothing._replace(aborted_transactions=None, unreadable=undecided)
         return nothing
     bases = segments.base_offsets()
     i = max(0, bisect.bisect_right(bases, fetch_offset) - 1)  # the segment holding it (LogSegments.floor)
