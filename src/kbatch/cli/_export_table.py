@@ -56,8 +56,7 @@ def cmd_export_table(path: str, *, to: str, fmt: str, catalog: str | None = None
                      as_json: bool = False, out: IO[str] | None = None, err: IO[str] | None = None,
                      key_schema: str | None = None, value_schema: str | None = None, schemas: Any = None) -> int:
     from ..log.fetch import IsolationLevel
-    from ..tables import DEFAULT_TARGET_FILE_SIZE, DataLossError, export_table
-    from ..tables._parquet import COMPRESSIONS
+    from ..tables import COMPRESSIONS, DEFAULT_TARGET_FILE_SIZE, DataLossError, export_table
 
     out = out or sys.stdout
     err = err or sys.stderr

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import KBatchError
 from ..log.fetch import IsolationLevel
+from ._parquet import COMPRESSIONS
 from ._typed import TypeChangeError
 from ._source import (CommitConflict, DataLossError, PartitionExport, PartitionPlan, iter_rows, plan_partition,
                       table_schema)
@@ -147,8 +148,6 @@ def export_table(logs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
     the `<topic>-value` subject where the source knows it. The table's column type widens by
     field name as schemas evolve (docs/tables.md, "Typed columns").
     """
-    from ._parquet import COMPRESSIONS
-
     if compression not in COMPRESSIONS:
         raise ValueError(f"compression must be one of {', '.join(COMPRESSIONS)}, not {compression!r}")
     level = isolation if isinstance(isolation, IsolationLevel) else (
@@ -317,4 +316,4 @@ def _run(target: Any, parts: list[tuple[str, int, str]], logs_open: dict[tuple[s
 
 
 __all__ = ["export_table", "ExportResult", "PartitionExport", "DataLossError", "TypeChangeError", "table_schema",
-           "FORMATS"]
+           "FORMATS", "COMPRESSIONS"]
