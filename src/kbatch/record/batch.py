@@ -339,7 +339,8 @@ class HeaderScan:
     - `complete`: the scan ended without an error (bytes after `end` are then a partial batch, or
       none).
 
-    `end` and `error.position` agree: the scan hands out every whole batch before a bad header.
+    After an error, `end` is where the bad batch's header starts (the scan hands out every whole
+    batch before it); error.position is the byte it found wrong.
     Leaving the loop early leaves the scan open: close() (or a `with` block) ends it now, so a
     scan that reuses its buffers gives them back."""
 
@@ -394,12 +395,6 @@ class HeaderScan:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def iter_headers(buf: Buffer, start: int = 0, end: int | None = None, verify_crc: bool = False, *,
-                 stop_on_error: bool = False) -> HeaderScan:
-    """The batch headers of buf[start:end] as a HeaderScan (scan_headers' windows)."""
-    return HeaderScan(scan_headers(as_view(buf), start, end, verify_crc), start, stop_on_error=stop_on_error)
 
 
 def iter_buffer_batches(data: Buffer, verify_crc: bool = True, *, strict: bool = True,
@@ -594,6 +589,5 @@ class MemoryRecords:
     def records(self) -> Iterator[Record]:
         for b in self.batches():
             yield from b
-__all__ = ["Batch", "RecordBatch", "MemoryRecords", "iter_buffer_batches", "scan_headers", "HeaderScan", "iter_headers",
-           "as_view", "truncation_error",
-           "incomplete_batch", "is_partial_tail", "next_batch_start"]
+__all__ = ["Batch", "RecordBatch", "MemoryRecords", "iter_buffer_batches", "scan_headers", "HeaderScan", "as_view",
+           "truncation_error", "incomplete_batch", "is_partial_tail", "next_batch_start"]

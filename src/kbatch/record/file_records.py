@@ -23,7 +23,7 @@ from .. import _files
 from .. import _wire as W
 from ..errors import CrcMismatchError, KBatchError, LogWriteError, SegmentTooLargeError, StorageError
 from .batch import (HeaderScan, RecordBatch, _is_file_object, incomplete_batch, is_partial_tail,
-                    iter_buffer_batches, iter_headers, next_batch_start, truncation_error)
+                    iter_buffer_batches, next_batch_start, truncation_error)
 
 if TYPE_CHECKING:
     from .._fs import FileObjectSource, RemoteFile
@@ -175,6 +175,13 @@ def scan_buffer(buf: Buffer, start: int = 0, verify_crc: bool = False, first_win
     """scan_windows over an in-memory buffer (windows are zero-copy slices)."""
     mv = memoryview(buf).cast("B") if not isinstance(buf, (bytes, memoryview)) else memoryview(buf)
     return scan_windows(lambda p, n: mv[p:p + n], len(mv), start, verify_crc, first_window, limit)
+
+
+def iter_headers(buf: Buffer, start: int = 0, verify_crc: bool = False, first_window: int = WINDOW, *,
+                 stop_on_error: bool = False) -> HeaderScan:
+    """The batch headers of an in-memory buffer from `start` as a HeaderScan of windows (scan_buffer:
+    zero-copy slices; batch_at and crc_error_at take them)."""
+    return HeaderScan(scan_buffer(buf, start, verify_crc, first_window), start, stop_on_error=stop_on_error)
 
 
 def batch_at(s: Window, i: int, max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES) -> Batch:
