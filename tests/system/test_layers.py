@@ -359,7 +359,7 @@ def test_the_walk_catches_a_cycle():
     graph = import_graph()
     graph["kbatch.record.batch"] = graph["kbatch.record.batch"] + [(1, "kbatch.record.probe")]
     graph["kbatch.record.probe"] = [(1, "kbatch.record.batch")]
-    assert ["kbatch.record.batch", "kbatch.record.probe"] in cycles(graph)
+    assert any({"kbatch.record.batch", "kbatch.record.probe"} <= set(c) for c in cycles(graph))
 
 
 def test_type_checking_imports_count(tmp_path):
@@ -404,7 +404,9 @@ def test_the_line_limit_catches_a_long_module():
     lines = module_lines()
     lines["kbatch.record.probe"] = MAX_MODULE_LINES + 1
     lines["kbatch.record.batch"] = MAX_MODULE_LINES
-    assert oversized(lines) == [f"kbatch.record.probe: {MAX_MODULE_LINES + 1} lines (at most {MAX_MODULE_LINES})"]
+    found = oversized(lines)
+    assert f"kbatch.record.probe: {MAX_MODULE_LINES + 1} lines (at most {MAX_MODULE_LINES})" in found
+    assert not any(f.startswith("kbatch.record.batch:") for f in found)
 
 
 def test_the_line_limit_exempts_only_the_generated_tables_and_the_kernel_pair():
