@@ -71,6 +71,21 @@ def test_drain_is_one_call(backend):
     assert HeaderScan(scan_buffer(data, 0, first_window=100)).drain() == len(data)
 
 
+def test_its_stop_iteration_carries_the_end_as_the_scan_generators_do(backend):
+    """A caller that still drains it by hand (or `yield from`s it) gets what the generator returned."""
+    data = _batches(3)
+
+    def follow(scan):
+        end = yield from scan
+        return end
+
+    gen = follow(iter_headers(data + _batches(1, 3)[:30]))
+    with pytest.raises(StopIteration) as stop:
+        while True:
+            next(gen)
+    assert stop.value.value == len(data)
+
+
 def test_the_start_is_the_end_when_nothing_is_read(backend):
     data = _batches(2)
     scan = HeaderScan(scan_buffer(_bad_magic(data), len(data)), len(data), stop_on_error=True)

@@ -358,20 +358,21 @@ class HeaderScan:
         return self
 
     def __next__(self) -> dict[str, Any]:
+        # StopIteration carries `end`, as the scan generators return it (`yield from` one gives it)
         if self.done:
-            raise StopIteration
+            raise StopIteration(self.end)
         try:
             s = next(self._scan)
         except StopIteration as stop:
             self.done = True
             self.end = int(stop.value)
-            raise StopIteration from None
+            raise StopIteration(self.end) from None
         except KBatchError as e:
             self.done = True
             if not self.stop_on_error or isinstance(e, StorageError):
                 raise
             self.error = e
-            raise StopIteration from None
+            raise StopIteration(self.end) from None
         if len(s["position"]):
             self.end = int(s["position"][-1] + s["size"][-1])
         return s
