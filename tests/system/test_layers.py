@@ -447,7 +447,7 @@ def _relative_to_either(tmp_path: Path):
 
 REPO = Path(__file__).resolve().parents[2]
 #: `kbatch.<word>` in the docs that is not a Python path: the tables' commit metadata keys, the JVM reader's class
-NOT_PYTHON_PATHS = {"kbatch.offsets", "kbatch.ends", "kbatch.spark.KafkaSegmentsSource"}
+NOT_PYTHON_PATHS = {"kbatch.offsets", "kbatch.ends", "kbatch.valueReader", "kbatch.spark.KafkaSegmentsSource"}
 
 
 def documented_paths() -> dict[str, str]:

@@ -21,6 +21,7 @@ from . import apis
 from .config import ServerConfig
 from .group_coordinator import OFFSETS_TOPIC, GroupCoordinator, partition_for
 from .fetch_session import FetchSessionCache
+from .memory_pool import MemoryPool
 from .partition import Partition
 from .producer_state import ProducerIdManager
 
@@ -41,13 +42,16 @@ class ConnectionStats:
     accepted: connections opened; closed: ended by the client at a request boundary (the normal
     end); lost: the client went away inside a request or while an answer was being written;
     refused: closed by the server for a frame that cannot be a request (Kafka closes those too);
-    dropped: closed by the server because of an error of its own (a fault to fix: nothing a client
-    did calls for it). Each connection that has ended is in exactly one of the last four."""
+    timed_out: closed by the server because a request's bytes did not all arrive within
+    request_read_timeout_ms; dropped: closed by the server because of an error of its own (a fault
+    to fix: nothing a client did calls for it). Each connection that has ended is in exactly one of
+    the last five."""
 
     accepted: int = 0
     closed: int = 0
     lost: int = 0
     refused: int = 0
+    timed_out: int = 0
     dropped: int = 0
 
 
@@ -70,6 +74,7 @@ class ServeOptions(TypedDict, total=False):
     group_max_session_timeout_ms: int
     socket_request_max_bytes: int
     queued_max_request_bytes: int
+    request_read_timeout_ms: int
     fetch_max_bytes: int
     offsets_retention_minutes: int
     offsets_retention_check_interval_ms: int
@@ -275,31 +280,6 @@ class Broker:
     async def handle(self, request: Request, client_host: str) -> Answer:
         handler = self.handlers[request.api.key]
         return await handler(self, request, client_host)
-
-
-class MemoryPool:
-    """Bytes of requests in flight across every connection (Kafka's queued.max.request.bytes with its
-    MemoryPool): a connection takes a request's size before reading its body and gives it back once
-    answered; while the pool cannot give it, that connection reads nothing more. A request larger
-    than the whole pool is let in when nothing else is held, so no legal request waits forever."""
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.used = 0
-        self._freed: asyncio.Event | None = None
-
-    async def acquire(self, size: int) -> None:
-        while self.used and self.used + size > self.capacity:
-            if self._freed is None:
-                self._freed = asyncio.Event()
-            await self._freed.wait()
-        self.used += size
-
-    def release(self, size: int) -> None:
-        self.used -= size
-        if self._freed is not None:
-            self._freed.set()
-            self._freed = None
 
 
 def _topic_id(path: str) -> bytes | None:

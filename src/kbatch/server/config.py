@@ -16,7 +16,11 @@ class ServerConfig:
     and so do socket.request.max.bytes (100 MiB), fetch.max.bytes (55 MiB) and offsets.retention.minutes
     (7 days). queued_max_request_bytes bounds the bytes of all requests being read or handled at
     once (Kafka's queued.max.request.bytes, unbounded there by default; 200 MiB here): above it,
-    no connection reads another request body until memory is given back.
+    no connection reads another request body until memory is given back (server/memory_pool.py:
+    small requests are never held up). request_read_timeout_ms: a request must be read within this
+    long of its first byte (the rest of its size prefix, room in the pool, its body), else its
+    connection is closed (30 s, the Java client's request.timeout.ms: a client would have given up
+    on the request by then).
     """
 
     host: str = "127.0.0.1"
@@ -36,10 +40,10 @@ class ServerConfig:
     group_max_session_timeout_ms: int = 1800000
     socket_request_max_bytes: int = 104857600
     queued_max_request_bytes: int = 209715200
+    request_read_timeout_ms: int = 30000
     fetch_max_bytes: int = 57671680
     offsets_retention_minutes: int = 10080
     offsets_retention_check_interval_ms: int = 600000
     shutdown_timeout_s: float = 10.0
-
 
 __all__ = ["ServerConfig"]
