@@ -43,7 +43,8 @@ from typing import IO, TYPE_CHECKING, Any, BinaryIO, Literal, Protocol, Union
 
 from .. import _wire as W
 from ..errors import KBatchError, StorageError
-from ._common import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, UsageProblem, log_bytes, partition_dirs, progress_bar, run
+from ._common import (EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, UsageProblem, log_bytes, progress_bar, run,
+                      selected_partitions, topic_list)
 
 if TYPE_CHECKING:
     from ..record.batch import Batch
@@ -379,7 +380,8 @@ def _binary(stream: IO[Any]) -> _BytesOut:
     return stream
 
 
-def cmd_cat(path: "PathLike", *, topic: str | None = None, partition: int | None = None, offsets: Sequence[str] = (),
+def cmd_cat(path: "PathLike", *, topic: str | Sequence[str] | None = None, partition: int | None = None,
+            offsets: Sequence[str] = (), include_internal: bool = False,
             count: int | None = None, fmt: str | None = None, as_json: bool = False, delim: str = "\\n",
             key_delim: str | None = None, null: bool = False, serdes: Sequence[str] = (), exit_at_end: bool = True,
             unbuffered: bool = False, quiet: bool = False, properties: Sequence[str] = (),
@@ -420,17 +422,15 @@ def cmd_cat(path: "PathLike", *, topic: str | None = None, partition: int | None
                           key_delim=None if key_delim is None else parse_delim(key_delim), null=null,
                           key_serdes=key_s, value_serdes=value_s)
     formatter = with_schemas(formatter)
-    from ..log.layout import describe
-
     logging.getLogger("kbatch.log.segment").addHandler(logging.NullHandler())
-    parts = [describe(d, []) for d in partition_dirs(path)]
-    if topic is not None:
-        parts = [p for p in parts if p.topic == topic]
+    topics = topic_list(topic)
+    parts = selected_partitions(path, topics, include_internal=include_internal)
     if partition is not None:
         parts = [p for p in parts if p.partition == partition]
     if not parts:
-        raise UsageProblem(f"{path}: no partition{'' if topic is None else f' of topic {topic}'}"
-                           f"{'' if partition is None else f' numbered {partition}'} there")
+        raise UsageProblem(f"{path}: no partition{'' if topics is None else ' of topic ' + ', '.join(topics)}"
+                           f"{'' if partition is None else f' numbered {partition}'} there"
+                           f"{'' if include_internal or topics else ' (internal topics need -t or --include-internal)'}")
     code = EXIT_OK
     printed = 0
     with progress_bar(log_bytes([p.path for p in parts]), "cat", quiet) as advance:
@@ -522,7 +522,7 @@ def register(app: "typer.Typer") -> None:
                       "(-N) or by time (s@T / e@T through the time index), kcat's -f tokens %s %S %R %k %K %T %h "
                       "%t %p %o, -J JSON. PATH: a partition or log directory, local or s3:// gs:// hdfs://.")
     def cat(path: Annotated[str, typer.Argument(help="Partition directory or log directory (local or a URI).")],
-            topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Only this topic.")] = None,
+            topic: Annotated[Optional[List[str]], typer.Option("--topic", "-t", help="Only this topic, or topics matching this glob (repeatable).")] = None,
             partition: Annotated[Optional[int], typer.Option("--partition", "-p", help="Only this partition.")] = None,
             offset: Annotated[Optional[List[str]], typer.Option("--offset", "-o", help="beginning | end | N | -N | s@TIME | e@TIME (repeatable: a start and an e@ stop).")] = None,
             count: Annotated[Optional[int], typer.Option("--count", "-c", help="Exit after this many records.")] = None,
@@ -537,9 +537,10 @@ def register(app: "typer.Typer") -> None:
             exit_at_end: Annotated[bool, typer.Option("-e", help="Exit at the end (always: files end).")] = False,
             unbuffered: Annotated[bool, typer.Option("-u", help="Flush after each record.")] = False,
             quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No 'Reached end' lines on stderr.")] = False,
+            include_internal: Annotated[bool, typer.Option("--include-internal", help="Also __consumer_offsets, __transaction_state, __cluster_metadata, _schemas and other __ topics that no -t names (left out by default, as Kafka's exclude.internal.topics).")] = False,
             prop: Annotated[Optional[List[str]], typer.Option("-X", help="isolation.level=read_committed (default, as kcat) or read_uncommitted.")] = None,
             isolation_level: Annotated[Optional[str], typer.Option("--isolation-level", help="read_committed (default, as kcat: records of aborted transactions left out, stop at the last stable offset) or read_uncommitted (everything, as Kafka's console consumer).")] = None) -> None:
-        run(cmd_cat, path, topic=topic, partition=partition, offsets=list(offset or []), count=count, fmt=fmt,
+        run(cmd_cat, path, topic=topic, partition=partition, include_internal=include_internal, offsets=list(offset or []), count=count, fmt=fmt,
             as_json=as_json, delim=delim, key_delim=key_delim, null=null, serdes=list(serdes or []),
             exit_at_end=exit_at_end, unbuffered=unbuffered, quiet=quiet, properties=list(prop or []), schemas=schemas,
             registry=registry, isolation_level=isolation_level)
