@@ -157,8 +157,8 @@ class Serdes:
         if spec not in self.NAMES:
             bad = [c for c in spec if c not in " <>bBhHiIqQcs$"]
             if not spec or bad:
-                raise UsageProblem(f"-s {spec!r}: a deserializer is text, hex, base64 or a kcat pack-format "
-                                   f"(<>bBhHiIqQcs$)")
+                raise UsageProblem(f"-s {spec!r}: a deserializer is text, hex, base64, a kcat pack-format "
+                                   f"(<>bBhHiIqQcs$), or avro, json, protobuf (with --schemas or -r)")
 
     def __call__(self, data: bytes) -> bytes:
         if self.spec == "text":
@@ -195,8 +195,17 @@ class Serdes:
         return "".join(out).encode("utf-8")
 
 
+#: format errors written in full on stderr; past these, only the closing count (a wrong schema
+#: source can fail every record of a topic)
+SHOWN_ERRORS = 20
+
+
 class Formatter:
-    """One record -> bytes, as kcat's fmt_msg_output_str / fmt_msg_output_json write it."""
+    """One record -> bytes, as kcat's fmt_msg_output_str / fmt_msg_output_json write it; a record
+    whose key or value cannot be formatted gives no bytes at all (kcat prints the rest of its line,
+    an empty line for `%s\\n`): its error goes to stderr (the first SHOWN_ERRORS in full, then a
+    count: `close()`) and the exit code is 1. In -J's envelope such a record keeps its line, with
+    `key_error` / `payload_error` in place of the field."""
 
     def __init__(self, fmt: str | None, *, as_json: bool = False, delim: bytes = b"\n", key_delim: bytes | None = None,
                  null: bool = False, key_serdes: Serdes | None = None, value_serdes: Serdes | None = None) -> None:
@@ -211,6 +220,26 @@ class Formatter:
         else:
             self.parts = parse_format(fmt)
         self.errors = 0
+        self._failed = False
+        self._err: IO[str] | None = None
+
+    def _error(self, err: IO[str] | None, where: str, what: str, e: ValueError) -> None:
+        self.errors += 1
+        self._failed = True
+        if err is not None and self.errors <= SHOWN_ERRORS:
+            from ..values.errors import SchemaError
+
+            # a schema decoder's error already says key/value (and the schema id)
+            said = str(e) if isinstance(e, SchemaError) else f"{what}: {e}"
+            fate = f"(its line has {'payload' if what == 'value' else 'key'}_error)" if self.as_json else "(not printed)"
+            err.write(f"% ERROR: Failed to format message in {where}: {said} {fate}\n")
+
+    def close(self, err: IO[str]) -> None:
+        """The closing count of records not printed (none: nothing)."""
+        if self.errors:
+            more = f"; the first {SHOWN_ERRORS} are above" if self.errors > SHOWN_ERRORS else ""
+            fate = "printed with key_error/payload_error" if self.as_json else "not printed"
+            err.write(f"% ERROR: {self.errors} record(s) could not be formatted and were {fate}{more}\n")
 
     def _blob(self, data: "ByteView | None", serdes: Serdes, what: str, where: str, err: IO[str]) -> bytes:
         if data is None or len(data) == 0:  # kcat: an empty and a NULL key print alike
@@ -218,12 +247,13 @@ class Formatter:
         try:
             return serdes(bytes(data))
         except ValueError as e:
-            self.errors += 1
-            err.write(f"% ERROR: Failed to format message in {where}: {what}: {e}\n")
+            self._error(err, where, what, e)
             return b""
 
     def format(self, topic: str, partition: int, rec: "Record", tstype: str | None, err: IO[str]) -> bytes:
+        self._failed = False
         if self.as_json:
+            self._err = err  # _json's errors go there too (cli/_schemas.py wraps _json with 4 arguments)
             return self._json(topic, partition, rec, tstype) + self.delim
         where = f"{topic} [{partition}] at offset {rec.offset}"
         out: list[bytes] = []
@@ -253,7 +283,7 @@ class Formatter:
                 out.append(str(partition).encode())
             elif v == "o":
                 out.append(str(rec.offset).encode())
-        return b"".join(out)
+        return b"" if self._failed else b"".join(out)
 
     def _text(self, data: "ByteView | None", serdes: Serdes) -> str | None:
         if data is None:
@@ -272,13 +302,15 @@ class Formatter:
             for k, hv in rec.headers:
                 flat += [k, None if hv is None else bytes(hv).decode("utf-8", "replace")]
             obj["headers"] = flat
-        try:
-            obj["key"] = self._text(rec.key, self.key_serdes)
-            obj["payload"] = self._text(rec.value, self.value_serdes)
-        except ValueError as e:
-            self.errors += 1
-            obj.setdefault("key", None)
-            obj["payload_error"] = str(e)
+        where = f"{topic} [{partition}] at offset {rec.offset}"
+        for name, data, serdes, what in (("key", rec.key, self.key_serdes, "key"),
+                                         ("payload", rec.value, self.value_serdes, "value")):
+            try:
+                obj[name] = self._text(data, serdes)
+            except ValueError as e:
+                self._error(self._err, where, what, e)
+                obj[name] = None
+                obj[f"{name}_error"] = str(e)
         return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
@@ -437,6 +469,7 @@ def cmd_cat(path: "PathLike", *, topic: str | Sequence[str] | None = None, parti
         code, printed = _cat_parts(parts, start, stop_ts, count, read_committed, unbuffered, quiet, formatter, dest,
                                    err, advance)
     dest.flush()
+    formatter.close(err)
     if formatter.errors:
         code = max(code, EXIT_PROBLEMS)
     return code
@@ -537,7 +570,7 @@ def register(app: "typer.Typer") -> None:
             exit_at_end: Annotated[bool, typer.Option("-e", help="Exit at the end (always: files end).")] = False,
             unbuffered: Annotated[bool, typer.Option("-u", help="Flush after each record.")] = False,
             quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No 'Reached end' lines on stderr.")] = False,
-            include_internal: Annotated[bool, typer.Option("--include-internal", help="Also __consumer_offsets, __transaction_state, __cluster_metadata, _schemas and other __ topics that no -t names (left out by default, as Kafka's exclude.internal.topics).")] = False,
+            include_internal: Annotated[bool, typer.Option("--include-internal", help="Also __consumer_offsets, __transaction_state, __cluster_metadata, _schemas and other __ topics that no --topic names (left out by default, as Kafka's exclude.internal.topics).")] = False,
             prop: Annotated[Optional[List[str]], typer.Option("-X", help="isolation.level=read_committed (default, as kcat) or read_uncommitted.")] = None,
             isolation_level: Annotated[Optional[str], typer.Option("--isolation-level", help="read_committed (default, as kcat: records of aborted transactions left out, stop at the last stable offset) or read_uncommitted (everything, as Kafka's console consumer).")] = None) -> None:
         run(cmd_cat, path, topic=topic, partition=partition, include_internal=include_internal, offsets=list(offset or []), count=count, fmt=fmt,

@@ -240,7 +240,7 @@ def register(app: "typer.Typer") -> None:
     def stats(path: Annotated[str, typer.Argument(help="Partition directory or log directory (local or a URI).")],
               topic: Annotated[Optional[List[str]], typer.Option("--topic", "-t", help="Only this topic, or topics matching this glob (repeatable).")] = None,
               partition: Annotated[Optional[int], typer.Option("--partition", "-p", min=0, help="Only this partition.")] = None,
-              include_internal: Annotated[bool, typer.Option("--include-internal", help="Also __consumer_offsets, __transaction_state, __cluster_metadata, _schemas and other __ topics that no -t names (left out by default, as Kafka's exclude.internal.topics).")] = False,
+              include_internal: Annotated[bool, typer.Option("--include-internal", help="Also __consumer_offsets, __transaction_state, __cluster_metadata, _schemas and other __ topics that no --topic names (left out by default, as Kafka's exclude.internal.topics).")] = False,
               as_json: Annotated[bool, json_flag] = False, quiet: Annotated[bool, quiet_flag] = False) -> None:
         run(cmd_stats, path, topic=topic, partition=partition, as_json=as_json, quiet=quiet,
             include_internal=include_internal)
