@@ -747,3 +747,28 @@ def test_offsets_for_times_on_executors(spark, data_dir):
             else:
                 i = int(np.argmin(np.where(ok, off, np.iinfo(np.int64).max)))
                 assert (o, t) == (int(off[i]), int(ts[i]))
+
+
+def test_internal_topics_left_out_unless_named_or_asked_for(spark, fmt, tmp_path):
+    """Both readers follow kbatch.log.topics: a directory read leaves out __consumer_offsets,
+    __transaction_state, __cluster_metadata, _schemas (any `__` topic) unless `topics` names them or
+    includeInternalTopics=true, as Kafka's exclude.internal.topics; a pattern does not take them."""
+    root = str(tmp_path / "logs")
+    internal = ["__cluster_metadata", "__consumer_offsets", "__transaction_state", "_schemas"]
+    for name in ["orders", *internal]:
+        log = kbatch.Log.create(os.path.join(root, f"{name}-0"))
+        b = kbatch.BatchBuilder()
+        b.append(NOW, b"k", name.encode())
+        log.append(b.build(), now_ms=NOW)
+        log.close()
+
+    def topics(**options):
+        df = spark.read.format(fmt).options(**options).load(root)
+        return sorted(r["topic"] for r in df.select("topic").collect())
+    assert topics() == ["orders"]
+    assert topics(topicPattern=".*") == ["orders"]
+    assert topics(includeInternalTopics="true") == sorted(["orders", *internal])
+    assert topics(topics="orders,__consumer_offsets") == ["__consumer_offsets", "orders"]
+    assert topics(topicPattern="_.*", includeInternalTopics="true") == internal
+    direct = spark.read.format(fmt).load(os.path.join(root, "_schemas-0"))  # the partition itself: read
+    assert [r["topic"] for r in direct.select("topic").collect()] == ["_schemas"]
