@@ -276,3 +276,38 @@ def test_iceberg_catalog_name(tmp_path, capsys):
     code, out, err = run(["export", tmp_path / "orders-0", "--to", tmp_path / "d", "--format", "delta",
                           "--catalog-name", "lake"], capsys)
     assert code == 2 and "--catalog-name" in err
+
+
+# ------------------------------------------------------------------------------------ the docs a new user reads
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _read(*parts):
+    path = os.path.join(ROOT, *parts)
+    if not os.path.exists(path):
+        pytest.skip(f"{path} is not beside the tests")
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def test_readme_extras_table_names_every_extra():
+    import re
+    import tomllib
+
+    extras = set(tomllib.loads(_read("pyproject.toml"))["project"]["optional-dependencies"])
+    readme = _read("README.md")
+    table = readme[readme.index("| extra | adds | for |"):]
+    table = table[:table.index("\n\n")]
+    listed = set(re.findall(r"^\| `([a-z]+)` \|", table, re.M))
+    assert extras <= listed, f"README's extras table lacks {sorted(extras - listed)}"
+
+
+def test_spark_docs_speak_to_a_pip_user():
+    """No "streams need the JVM reader" (the Python reader streams too), and every `dev.py
+    spark-jars` comes after what a pip-installed user does (Maven coordinates), as the checkout's way."""
+    text = " ".join(_read("docs", "spark.md").split())
+    assert "streams need the JVM reader" not in text
+    for at in [i for i in range(len(text)) if text.startswith("dev.py spark-jars", i)]:
+        before = text[max(0, at - 400):at]
+        assert "In a checkout" in before and ("spark.jars.packages" in before or "--packages" in before), \
+            text[at - 200:at + 40]
