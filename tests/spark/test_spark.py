@@ -87,10 +87,10 @@ def data_dir(tmp_path_factory):
     return root
 
 
-def local_table(root, include_headers=True, batch_fields=False, topics=None) -> pa.Table:
+def local_table(root, include_headers=True, batch_fields=False, topics=None, include_internal=False) -> pa.Table:
     """decode_columns over every segment, in (topic, partition, offset) order."""
     parts = []
-    for tp in _plan.list_partitions(root, topics):
+    for tp in _plan.list_partitions(root, topics, include_internal=include_internal):
         for seg in tp.segments:
             with open(seg.path, "rb") as f:
                 parts.append(kbatch.decode_columns(f.read(), tp.topic, tp.partition, include_headers=include_headers,
@@ -410,7 +410,8 @@ def _start_offsets_by_time(spark, fmt, root, targets) -> dict:
     spec = {}
     for (topic, part), t in targets.items():
         spec.setdefault(topic, {})[str(part)] = t
-    df = spark.read.format(fmt).option("startingOffsetsByTimestamp", json.dumps(spec)).load(root)
+    df = (spark.read.format(fmt).option("startingOffsetsByTimestamp", json.dumps(spec))
+          .option("includeInternalTopics", "true").load(root))
     got = {(r[0], r[1]): r[2] for r in df.groupBy("topic", "partition").agg({"offset": "min"}).collect()}
     return {k: got.get(k) for k in targets}
 
@@ -418,7 +419,7 @@ def _start_offsets_by_time(spark, fmt, root, targets) -> dict:
 def _log_offsets(root, targets) -> dict:
     """The same from kbatch.Log (Kafka's offsetsForTimes rules; None: the partition's end)."""
     out = {}
-    for tp in _plan.list_partitions(root):
+    for tp in _plan.list_partitions(root, include_internal=True):
         if (tp.topic, tp.partition) in targets:
             log = kbatch.Log.open(tp.path)
             try:
@@ -449,17 +450,19 @@ def test_real_broker_directories(spark, fmt, tmp_path):
     """Data directories written by Kafka 2.1, 2.7.1 (compacted), 3.1.0 and 3.7.0 (KRaft metadata,
     whose control records are not rows) read as decode_columns reads them; start times resolve
     through the brokers' own indexes as kbatch.Log resolves them (JVM reader: its own lookups;
-    the Python reader uses kbatch.Log itself)."""
+    the Python reader uses kbatch.Log itself). includeInternalTopics: __cluster_metadata and
+    __consumer_offsets too."""
     from log.test_broker_data import BROKER_DIRS, broker_copy
 
     for name in BROKER_DIRS:
         root = str(broker_copy(name, tmp_path))
-        df = spark.read.format(fmt).options(includeHeaders="true", includeBatchFields="true").load(root)
-        local = local_table(root, True, True)
+        df = spark.read.format(fmt).options(includeHeaders="true", includeBatchFields="true",
+                                            includeInternalTopics="true").load(root)
+        local = local_table(root, True, True, include_internal=True)
         _same(spark_table(df), local)
         if fmt != READERS["jvm"]:
             continue
-        tps = [(tp.topic, tp.partition) for tp in _plan.list_partitions(root)]
+        tps = [(tp.topic, tp.partition) for tp in _plan.list_partitions(root, include_internal=True)]
         for q in (0, 0.5, 1):
             targets = {}
             for topic, part in tps:
