@@ -100,6 +100,24 @@ def test_a_failed_iceberg_partition_says_failed(bad_schema, capsys):
     assert not list((root / "wh").rglob("*.parquet"))
 
 
+def test_a_failed_segment_of_a_file_export_says_failed(bad_schema, capsys):
+    root = bad_schema
+    to = root / "out"
+    args = ["export", root / "logs", "--to", to, "-s", "value=avro", "--schemas", root / "sr" / "_schemas-0"]
+    code, out, err = run(args + ["-q"], capsys)
+    assert code == 1
+    (line,) = out.splitlines()  # said even with -q
+    assert line.endswith("FAILED at offset 0: value at offset 0 (schema id 9): no schema with id 9 in the _schemas "
+                         "topic at " + str(root / "sr" / "_schemas-0") + " (1 schema ids in 2 records) (not exported)")
+    assert not (to / "topic=orders_bad").exists() and (to / "topic=orders").is_dir()
+    code, out, err = run(args + ["--json", "--overwrite"], capsys)
+    by_type = {}
+    for o in map(json.loads, out.splitlines()):
+        by_type.setdefault(o["type"], []).append(o)
+    assert [o["error_offset"] for o in by_type["failed"]] == [0] and by_type["failed"][0]["error"]
+    assert [o["rows"] for o in by_type["exported"]] == [3]
+
+
 def cat(*args, **kw):
     out, err = io.BytesIO(), io.StringIO()
     code = cmd_cat(*args, out=out, err=err, quiet=True, **kw)

@@ -119,6 +119,11 @@ class _Sink:
     def __init__(self, path: str, fmt: str, schema: "pa.Schema", binary: str) -> None:
         self.path, self.fmt, self.binary = path, fmt, binary
         d = os.path.dirname(path) or "."
+        self.made: list[str] = []  # folders made for this file (a discard removes them when empty)
+        up = d
+        while not os.path.isdir(up):
+            self.made.append(up)
+            up = os.path.dirname(up) or "."
         os.makedirs(d, exist_ok=True)
         self.tmp = os.path.join(d, "." + os.path.basename(path) + ".tmp")
         self.schema = schema
@@ -172,6 +177,11 @@ class _Sink:
                 os.unlink(self.tmp)
             except OSError:
                 pass
+            for d in self.made:  # deepest first
+                try:
+                    os.rmdir(d)
+                except OSError:
+                    break
 
 
 def cmd_export(path: "PathLike", *, to: str, fmt: str | None = None, batch_fields: bool = False, binary: str = "base64",
@@ -257,6 +267,7 @@ def cmd_export(path: "PathLike", *, to: str, fmt: str | None = None, batch_field
                         if not one_file:
                             target.discard()
                         advance(size)
+                        _report_failed(out, as_json, seg, key or to, e)
                         continue
                     if key is not None:  # not one_file
                         target.done()
@@ -296,6 +307,17 @@ def _selected(path: "PathLike", parts: "list[tuple[str, list[SegmentFiles]]]", t
     want_p = set(partitions) if partitions else None
     return [(d, segs) for d, segs in parts
             if d in keep and (want_p is None or described[d].partition in want_p)]
+
+
+def _report_failed(out: IO[str], as_json: bool, seg: str, dest: str, e: KBatchError) -> None:
+    """A segment that was not exported, on stdout too (even with --quiet): never a silent gap."""
+    from ..tables import error_offset
+
+    at = error_offset(e, None)
+    if as_json:
+        emit(out, dict(type="failed", segment=seg, to=dest, rows=0, error=str(e), error_offset=at))
+    else:
+        out.write(f"{seg}: FAILED{'' if at is None else f' at offset {at}'}: {e} (not exported)\n")
 
 
 def _report(out: IO[str], as_json: bool, quiet: bool, what: str, seg: str, dest: str, rows: int | None) -> None:

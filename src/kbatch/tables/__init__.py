@@ -110,7 +110,7 @@ def _partitions(logs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     return [(t, p, d) for (t, p), d in sorted(found.items()) if want_p is None or p in want_p]
 
 
-def _error_offset(e: KBatchError, start: int) -> int:
+def error_offset(e: KBatchError, start: int | None) -> int | None:
     """The offset an error names (a value's record, a batch, the first offset behind unreadable
     bytes), else `start` (where the partition stays)."""
     offset = getattr(e, "offset", None)
@@ -322,7 +322,7 @@ def _run(target: Any, parts: list[tuple[str, int, str]], logs_open: dict[tuple[s
         except KBatchError as e:  # bytes (or values) it cannot read: this partition stays where it was, the others go on
             target.discard(mine)
             result.problems.append(f"{pl.key}: {e} (the partition was not advanced)")
-            r.error, r.error_offset = str(e), _error_offset(e, pl.start)
+            r.error, r.error_offset = str(e), error_offset(e, pl.start)
             continue
         except CommitConflict as e:  # another writer created the table first (Iceberg creates it before its files)
             target.discard(pending + mine)
