@@ -26,6 +26,11 @@ does with the log's own data (docs/cli.md lists each):
   very end of the last segment is ignored, as Kafka ignores it.
 - partitions are printed one after another in (topic, partition) order (kcat interleaves them as
   fetches arrive); -c counts over all of them, as kcat's does.
+- a record whose key or value a -s deserializer cannot format prints nothing (kcat prints the rest
+  of its line, the value left empty): stderr names it (the first SHOWN_ERRORS, then a count) and
+  the exit code is 1; -J keeps its line with key_error / payload_error.
+- a log directory's internal topics (__consumer_offsets, _schemas, ...: kbatch.log.topics) are
+  left out unless -t names them or --include-internal; -t is repeatable and takes globs.
 - JSON: "broker" is -1 (no broker served the record); keys and values go through -s as well
   (kcat applies only Avro there), and bytes that are not UTF-8 become U+FFFD (kcat writes them
   raw, which is not valid JSON).
