@@ -26,9 +26,10 @@ does with the log's own data (docs/cli.md lists each):
   very end of the last segment is ignored, as Kafka ignores it.
 - partitions are printed one after another in (topic, partition) order (kcat interleaves them as
   fetches arrive); -c counts over all of them, as kcat's does.
-- a record whose key or value a -s deserializer cannot format prints nothing (kcat prints the rest
-  of its line, the value left empty): stderr names it (the first SHOWN_ERRORS, then a count) and
-  the exit code is 1; -J keeps its line with key_error / payload_error.
+- a record whose key or value a -s deserializer cannot format prints nothing and the next record
+  follows (kcat writes its line up to the failing token, then stops the consume: docs/cli.md):
+  stderr names it (the first SHOWN_ERRORS, then a count) and the exit code is 1; -J keeps its
+  line with key_error / payload_error.
 - a log directory's internal topics (__consumer_offsets, _schemas, ...: kbatch.log.topics) are
   left out unless -t names them or --include-internal; -t is repeatable and takes globs.
 - JSON: "broker" is -1 (no broker served the record); keys and values go through -s as well
@@ -207,8 +208,8 @@ SHOWN_ERRORS = 20
 
 class Formatter:
     """One record -> bytes, as kcat's fmt_msg_output_str / fmt_msg_output_json write it; a record
-    whose key or value cannot be formatted gives no bytes at all (kcat prints the rest of its line,
-    an empty line for `%s\\n`): its error goes to stderr (the first SHOWN_ERRORS in full, then a
+    whose key or value cannot be formatted gives no bytes at all (kcat writes its line up to the
+    failing token and stops): its error goes to stderr (the first SHOWN_ERRORS in full, then a
     count: `close()`) and the exit code is 1. In -J's envelope such a record keeps its line, with
     `key_error` / `payload_error` in place of the field."""
 
