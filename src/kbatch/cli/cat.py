@@ -471,9 +471,16 @@ def cmd_cat(path: "PathLike", *, topic: str | Sequence[str] | None = None, parti
                            f"{'' if include_internal or topics else ' (internal topics need -t or --include-internal)'}")
     code = EXIT_OK
     printed = 0
-    with progress_bar(log_bytes([p.path for p in parts]), "cat", quiet) as advance:
-        code, printed = _cat_parts(parts, start, stop_ts, count, read_committed, unbuffered, quiet, formatter, dest,
-                                   err, advance)
+    from ._schemas import SourceStopped
+
+    try:
+        with progress_bar(log_bytes([p.path for p in parts]), "cat", quiet) as advance:
+            code, printed = _cat_parts(parts, start, stop_ts, count, read_committed, unbuffered, quiet, formatter,
+                                       dest, err, advance)
+    except SourceStopped as e:  # a schema source that cannot answer: the first failure ends the run
+        dest.flush()
+        err.write(f"kbatch: {e} (stopped)\n")
+        return EXIT_PROBLEMS
     dest.flush()
     formatter.close(err)
     if formatter.errors:
