@@ -58,8 +58,7 @@ def cmd_export_table(path: str, *, to: str, fmt: str, catalog: str | None = None
                      exclude_topics: list[str] | None = None, include_internal: bool = False,
                      catalog_name: str = "kbatch", on_decode_error: str = "fail") -> int:
     from ..log.fetch import IsolationLevel
-    from ..tables import DEFAULT_TARGET_FILE_SIZE, DataLossError, export_table
-    from ..tables._parquet import COMPRESSIONS
+    from ..tables import COMPRESSIONS, DEFAULT_TARGET_FILE_SIZE, DataLossError, export_table
 
     out = out or sys.stdout
     err = err or sys.stderr
