@@ -11,7 +11,7 @@ from .index_tools import IndexVerification, SegmentIndexReport, rebuild_indexes,
 from .log_config import LogConfig
 from .log_retention import DeletedSegment
 from .log_segments import OffsetAndTimestamp
-from .recovery import RecoveryReport
+from .loader import RecoveryReport
 from .unified_log import Log, offsets_for_times
 
 __all__ = ["Log", "LogConfig", "OffsetAndTimestamp", "offsets_for_times", "rebuild_indexes", "verify_indexes",

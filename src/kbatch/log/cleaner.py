@@ -101,7 +101,7 @@ from .layout import BROKER
 from ..record.batch import RecordBatch
 from ..errors import (FileChangedError, InvalidConfigurationError, KBatchError,
                      LogDirectoryLockedError, LogWriteError, StorageError, UncleanablePartitionError)
-from ..record.file_records import FileRecords, _batch_at, _crc_error, _move
+from ..record.file_records import FileRecords, batch_at, crc_error_at, shift_error
 from .cleaned_batches import _header_of, _rebuilt_v2, empty_batch_header, rebuild_batch, with_last_offset
 from .cleaner_transactions import AbortedTxn, CleanedTransactionMetadata
 
@@ -331,7 +331,7 @@ class LogCleaner:
                         ) from None
                     return
                 if self.verify_crc and not s["crc_valid"].all():
-                    raise _crc_error(s, int(np.flatnonzero(~s["crc_valid"])[0]))
+                    raise crc_error_at(s, int(np.flatnonzero(~s["crc_valid"])[0]))
                 yield s
         except (UncleanablePartitionError, FileChangedError):
             raise
@@ -341,7 +341,7 @@ class LogCleaner:
             raise self._uncleanable(f"segment {name} cannot be read: {e}", e) from e
 
     def _batch(self, s: Window, i: int) -> Batch:
-        return _batch_at(s, i, self.max_decompressed_bytes)
+        return batch_at(s, i, self.max_decompressed_bytes)
 
     def _section(self, s: Window, i: int, pos: int, size: int,
                  attrs: int) -> tuple[Buffer, int, int, Batch | None]:
@@ -358,7 +358,7 @@ class LogCleaner:
     def _kernel_error(self, e: KBatchError, s: Window, i: int, batch: Batch | None) -> KBatchError:
         """A record kernel's error -> the error decoding the batch reports (file positions)."""
         if batch is None:
-            return _move(e, s["origin"])
+            return shift_error(e, s["origin"])
         batch.records()  # a compressed batch: the object decoder raises it, located at the batch
         return e
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from .. import _wire as W
 from ..errors import InvalidOffsetError, KBatchError, StorageError
-from ..record.file_records import _WINDOW, FileRecords, Scan, Window, _crc_error, scan_buffer
+from ..record.file_records import WINDOW, FileRecords, Scan, Window, crc_error_at, scan_buffer
 from .index_rules import time_floor
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ _TIME = struct.Struct(">qi")
 
 
 def _windows(source: FileRecords | Buffer, start: int = 0, verify_crc: bool = False,
-             first_window: int = _WINDOW) -> Scan:
+             first_window: int = WINDOW) -> Scan:
     """scan_windows over a FileRecords or any buffer."""
     if isinstance(source, FileRecords):
         return source.scan(start, verify_crc, first_window, reuse=True)
@@ -95,7 +95,7 @@ def build_indexes(source: FileRecords | Buffer, base_offset: int, index_interval
                                             "attributes", "base_offset", "crc_valid")]
             for i, (pos, size, magic, last, max_ts, attrs, first, ok) in enumerate(zip(*cols)):
                 if verify_crc and not ok:
-                    raise _crc_error(s, i)
+                    raise crc_error_at(s, i)
                 rel = last - base_offset
                 if not 0 <= rel <= W.INT32_MAX:
                     raise InvalidOffsetError("Batch offset out of the segment's int32 relative range",

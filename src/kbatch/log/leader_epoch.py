@@ -187,7 +187,7 @@ def epoch_at_start(segments: LogSegments, log_start_offset: int,
     batches up to the log start offset are read, no further."""
     import numpy as np
 
-    from ..record.file_records import _FIRST_WINDOW
+    from ..record.file_records import FIRST_WINDOW
 
     if cache is not None:
         first = cache.earliest_entry()
@@ -195,7 +195,7 @@ def epoch_at_start(segments: LogSegments, log_start_offset: int,
     for seg in segments:
         if seg.base_offset > log_start_offset:
             break
-        for s in seg.log.scan(0, first_window=_FIRST_WINDOW, reuse=True):
+        for s in seg.log.scan(0, first_window=FIRST_WINDOW, reuse=True):
             ok = np.flatnonzero((s["magic"] >= 2) & (s["partition_leader_epoch"] >= 0))
             if len(ok):
                 i = int(ok[0])

@@ -14,7 +14,7 @@ from ..errors import InvalidRequestError
 from .log_segments import OffsetAndTimestamp, answers
 
 if TYPE_CHECKING:
-    from .unified_log import Log
+    from .partition_log import PartitionLog
 
 
 def check_target(t: object) -> int:
@@ -27,7 +27,7 @@ def check_target(t: object) -> int:
     return t
 
 
-def lookup_many(log: Log, targets: Any) -> Any:
+def lookup_many(log: PartitionLog, targets: Any) -> Any:
     """Log.offsets_for_times: a numpy array -> (offsets, timestamps); one target -> one answer; an
     iterable -> a list, its timestamps through one bulk lookup."""
     segs, start = log.segments, log.log_start_offset

@@ -424,6 +424,18 @@ def log_start_offset(directory: str, topic: str | None, partition: int | None, f
     return first_base
 
 
-__all__ = ["log_start_offset", "clean_directory", "complete_swaps", "write_commit_marker", "read_commit_marker", "complete_truncation",
+class RecoveryReport(NamedTuple):
+    """What opening a log for writing changed: bytes cut from a torn/corrupt tail (and why), the
+    segments whose indexes were rewritten, the segments recovered (CRC-checked and re-indexed,
+    because the last shutdown was not clean), and the leftovers removed from the directory."""
+
+    truncated_bytes: int
+    truncation_reason: str | None
+    rebuilt_indexes: tuple[int, ...]          # base offsets
+    recovered_segments: tuple[int, ...] = ()  # base offsets
+    cleaned_up: tuple[str, ...] = ()          # file names
+
+
+__all__ = ["RecoveryReport", "log_start_offset", "clean_directory", "complete_swaps", "write_commit_marker", "read_commit_marker", "complete_truncation",
            "truncate_segments", "Truncation",
            "COMMIT_MARKER", "TRUNCATION_MARKER"]

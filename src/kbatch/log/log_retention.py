@@ -12,7 +12,7 @@ from . import files as _files
 
 if TYPE_CHECKING:
     from .segment import LogSegment
-    from .unified_log import Log
+    from .partition_log import PartitionLog
 
 
 class DeletedSegment(NamedTuple):
@@ -23,7 +23,7 @@ class DeletedSegment(NamedTuple):
     reason: str
 
 
-def delete_old_segments(log: Log, now: int) -> list[DeletedSegment]:
+def delete_old_segments(log: PartitionLog, now: int) -> list[DeletedSegment]:
     """Time- then size-based retention, oldest first, stopping at the first survivor; returns
     the DeletedSegment list. Only with cleanup.policy containing "delete"."""
     if "delete" not in log.config.cleanup_policies:
@@ -45,7 +45,7 @@ def delete_old_segments(log: Log, now: int) -> list[DeletedSegment]:
     return deleted
 
 
-def _delete_where(log: Log, predicate: Callable[[LogSegment], bool], reason: str, now: int) -> list[DeletedSegment]:
+def _delete_where(log: PartitionLog, predicate: Callable[[LogSegment], bool], reason: str, now: int) -> list[DeletedSegment]:
     deletable: list[LogSegment] = []
     high_watermark = log.end_offset()
     for i, seg in enumerate(log.segments):

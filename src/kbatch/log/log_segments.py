@@ -24,7 +24,7 @@ import numpy as np
 from .. import _wire as W
 from .._wire import OffsetSpec
 from ..errors import FileChangedError, StorageError
-from ..record.file_records import _FIRST_WINDOW as segment_first_window
+from ..record.file_records import FIRST_WINDOW as segment_first_window
 from .segment import LogSegment, UnreadRange
 
 if TYPE_CHECKING:

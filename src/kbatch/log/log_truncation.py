@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import InvalidOffsetError, StorageError
-from ..record.file_records import _crc_error
+from ..record.file_records import crc_error_at
 from . import files as _files
 from . import loader as log_loader
 from .checkpoints import RecoveryCheckpoint
@@ -22,12 +22,12 @@ from .index_build import build_indexes
 from .segment import LogSegment
 
 if TYPE_CHECKING:
-    from .unified_log import Log
+    from .partition_log import PartitionLog
 
 logger = logging.getLogger("kbatch.log")
 
 
-def truncate(log: Log, target: int, keep_segment_at_target: bool, written: bool = False) -> bool:
+def truncate(log: PartitionLog, target: int, keep_segment_at_target: bool, written: bool = False) -> bool:
     """Log.truncate_to; keep_segment_at_target=False also deletes a segment that starts at the
     target (an undo of appends that rolled); written: the Truncation file is already there."""
     if isinstance(target, (bool, np.bool_)) or not isinstance(target, (int, np.integer)):
@@ -99,7 +99,7 @@ def plan(segments: LogSegments, target: int, keep_segment_at_target: bool) -> tu
                     cut = pos
                     break
                 if not ok:
-                    raise _crc_error(s, i)
+                    raise crc_error_at(s, i)
                 prev_last = last
     finally:
         gen.close()
@@ -111,7 +111,7 @@ def plan(segments: LogSegments, target: int, keep_segment_at_target: bool) -> tu
     return note, cut
 
 
-def reactivate(log: Log, base: int) -> LogSegment:
+def reactivate(log: PartitionLog, base: int) -> LogSegment:
     """Open segment `base` as the active one after a truncation, its append state resumed from
     its bytes as a writer's open resumes the active segment (no close-time time entry)."""
     cfg = log.config
@@ -126,7 +126,7 @@ def reactivate(log: Log, base: int) -> LogSegment:
     return seg
 
 
-def forget(log: Log, target: int) -> None:
+def forget(log: PartitionLog, target: int) -> None:
     """Remove the truncation note nothing needs any more. If that fails the Log stops writing:
     a note left behind would take later appends away at the next open."""
     try:

@@ -242,7 +242,7 @@ def follow_windows(windows: Iterable[Window], ongoing: OngoingTxns,
     order) with `ongoing`; returns the AbortedTxn of every ABORT marker met, in order, appended to
     `out` when given (so that the markers met before a scan error are kept). Only transactional
     control batches are decoded."""
-    from ..record.file_records import _batch_at
+    from ..record.file_records import batch_at
 
     out = [] if out is None else out
     for s in windows:
@@ -251,7 +251,7 @@ def follow_windows(windows: Iterable[Window], ongoing: OngoingTxns,
             if magic < 2 or pid < 0 or not attrs & W.TRANSACTIONAL_FLAG_MASK:
                 continue
             control = bool(attrs & W.CONTROL_FLAG_MASK)
-            kind = marker_type(_batch_at(s, i)) if control else None
+            kind = marker_type(batch_at(s, i)) if control else None
             entry = ongoing.on_batch(pid, base, True, control, kind)
             if entry is not None:
                 out.append(entry)
@@ -303,10 +303,10 @@ def ongoing_at_end(directory: str, segments: Sequence[LogSegment]) -> OngoingTxn
 def follow_appended(out: Buffer, rows: Iterable[Window], ongoing: OngoingTxns) -> list[AbortedTxn]:
     """Track open transactions through appended batches (already written, in `out`, with their
     scan rows); the `.txnindex` entries of the ABORT markers among them."""
-    from ..record.file_records import _place
+    from ..record.file_records import as_window
 
     mv = memoryview(out)
-    return follow_windows((_place(dict(s), mv, 0) for s in rows), ongoing)
+    return follow_windows((as_window(dict(s), mv, 0) for s in rows), ongoing)
 
 
 __all__ = ["OngoingTxns", "ongoing_at", "ongoing_at_start", "ongoing_at_end", "follow_appended", "follow_windows", "follow_segments", "txn_index_bytes", "marker_type", "SUFFIX", "ProducerStateEntry", "BatchMetadata", "NUM_BATCHES_TO_RETAIN", "read_snapshot", "write_snapshot", "format_entry"]

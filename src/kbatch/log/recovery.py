@@ -8,7 +8,8 @@ from their ABORT markers."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from .. import _wire as W
 from ..errors import CorruptRecordError
@@ -18,6 +19,7 @@ from .checkpoints import RecoveryCheckpoint
 from .index import OffsetIndex, TimeIndex
 from .index_tools import read_or_none
 from . import loader as log_loader
+from .loader import RecoveryReport
 from .index_build import MaxTimestampTracker, build_indexes
 from .segment import LogSegment
 
@@ -26,21 +28,11 @@ if TYPE_CHECKING:
     from .partition_files import PartitionFiles
     from .index_build import IndexBuild
     from .segment import SegmentSettings
-    from .unified_log import Log
+    from .partition_log import PartitionLog
+
+    L = TypeVar("L", bound=PartitionLog)
 
 logger = logging.getLogger("kbatch.log")
-
-
-class RecoveryReport(NamedTuple):
-    """What opening a log for writing changed: bytes cut from a torn/corrupt tail (and why), the
-    segments whose indexes were rewritten, the segments recovered (CRC-checked and re-indexed,
-    because the last shutdown was not clean), and the leftovers removed from the directory."""
-
-    truncated_bytes: int
-    truncation_reason: str | None
-    rebuilt_indexes: tuple[int, ...]          # base offsets
-    recovered_segments: tuple[int, ...] = ()  # base offsets
-    cleaned_up: tuple[str, ...] = ()          # file names
 
 
 def resume_active(seg: LogSegment, built: IndexBuild, config: LogConfig, roll_jitter_ms: int) -> None:
@@ -57,7 +49,8 @@ def resume_active(seg: LogSegment, built: IndexBuild, config: LogConfig, roll_ji
     seg.roll_jitter_ms = roll_jitter_ms
 
 
-def load_writable(cls: type[Log], files: PartitionFiles, cfg: LogConfig, seg_kw: SegmentSettings) -> Log:
+def load_writable(cls: Callable[[str, list[LogSegment], LogConfig, bool, _files.DirLock], L], files: PartitionFiles,
+                  cfg: LogConfig, seg_kw: SegmentSettings) -> L:
     """Log.open(..., writable=True) of a local broker directory (LogLoader.load): the `.lock`
     taken, leftovers of interrupted writes removed (loader.clean_directory), every segment opened
     (an empty directory gets its first), the log recovered, the epoch cache trimmed to it."""
@@ -88,7 +81,7 @@ def load_writable(cls: type[Log], files: PartitionFiles, cfg: LogConfig, seg_kw:
     return log
 
 
-def recover(log: Log, checkpoint: RecoveryCheckpoint, cleaned: tuple[str, ...] = ()) -> None:
+def recover(log: PartitionLog, checkpoint: RecoveryCheckpoint, cleaned: tuple[str, ...] = ()) -> None:
     """Broker-style recovery of a Log opened for writing (see the module docstring); sets
     log.recovery (a RecoveryReport) and writes the recovery point at the new log end."""
     interval = log.config.index_interval_bytes
@@ -155,7 +148,7 @@ def _recover_inactive(seg: LogSegment, interval: int, rebuilt: list[int]) -> Non
                     MaxTimestampTracker(built.max_timestamp, built.offset_of_max_timestamp))
 
 
-def recover_txn_indexes(log: Log, recovered: set[int]) -> list[int]:
+def recover_txn_indexes(log: PartitionLog, recovered: set[int]) -> list[int]:
     """LogSegment.recover's `.txnindex` half: a recovered segment's file is rewritten from the
     ABORT markers it holds (the transactions' first offsets and the last stable offsets need
     the transactions still open before it, so then every earlier segment's headers are read

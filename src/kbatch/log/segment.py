@@ -42,8 +42,8 @@ from .. import _backend
 from . import files as _files
 from .. import _wire as W
 from ..record.batch import scan_headers
-from ..record.file_records import (_FIRST_WINDOW, _WINDOW, MAX_SEGMENT_BYTES, FileRecords, LogOffsetPosition, Rows,
-                                   SourceFileRecords, TimestampAndOffset, Window, _batch_at, _epoch, _move,
+from ..record.file_records import (FIRST_WINDOW, WINDOW, MAX_SEGMENT_BYTES, FileRecords, LogOffsetPosition, Rows,
+                                   SourceFileRecords, TimestampAndOffset, Window, batch_at, epoch_or_none, shift_error,
                                    first_record_at_or_after, is_partial_tail, iter_file_batches, next_batch_start, open_records,
                                    scan_buffer, scan_windows)
 from ..errors import InvalidOffsetError, KBatchError, StorageError
@@ -76,7 +76,7 @@ def _first_in_row(s: Window, i: int, target: int, starting_offset: int) -> Times
     attrs = int(s["attributes"][i])
     if (s["magic"][i] != 2 or attrs & (W.COMPRESSION_CODEC_MASK | W.TIMESTAMP_TYPE_MASK)
             or s["record_count"][i] < _KERNEL_MIN_RECORDS):
-        return first_record_at_or_after(_batch_at(s, i), target, starting_offset)
+        return first_record_at_or_after(batch_at(s, i), target, starting_offset)
     j = slice(i, i + 1)
     pos = s["position"][j] - s["origin"]
     try:
@@ -85,10 +85,10 @@ def _first_in_row(s: Window, i: int, target: int, starting_offset: int) -> Times
             s["first_timestamp"][j], s["max_timestamp"][j], s["attributes"][j], _ONE_TARGET,
             np.array((target,), dtype=np.int64), starting_offset)
     except KBatchError as e:
-        raise _move(e, s["origin"])  # window positions -> file positions
+        raise shift_error(e, s["origin"])  # window positions -> file positions
     if offs[0] < 0:
         return None
-    return TimestampAndOffset(int(stamps[0]), int(offs[0]), _epoch(int(s["partition_leader_epoch"][i])))
+    return TimestampAndOffset(int(stamps[0]), int(offs[0]), epoch_or_none(int(s["partition_leader_epoch"][i])))
 
 
 def _runs(sorted_rows: Rows) -> tuple[Rows, Rows, Rows]:
@@ -200,7 +200,7 @@ class ReadableScan:
         while pos < size:
             end = pos
             why, error = "", None
-            gen = scan_windows(records.read, size, pos, True, _WINDOW)
+            gen = scan_windows(records.read, size, pos, True, WINDOW)
             try:
                 while True:
                     s = next(gen)
@@ -540,7 +540,7 @@ class LogSegment:
             return False
 
         def first_with(t: int) -> int | None:
-            found = first_record_at_or_after(_batch_at(s, i), t)
+            found = first_record_at_or_after(batch_at(s, i), t)
             return None if found is None or found.timestamp != t else found.offset
         try:
             return time_entry_form(timestamp, offset, base, last, mx, first_with) is not None
@@ -583,7 +583,7 @@ class LogSegment:
         # broker's active segment has no final time entry yet)
         last = self.time_index.last_entry
         t = MaxTimestampTracker(*(last if last is not None else (None, None)))
-        for s in self.lookup_windows(self.last_entry_position(), _WINDOW):
+        for s in self.lookup_windows(self.last_entry_position(), WINDOW):
             t.update_rows(s)
         return t
 
@@ -637,7 +637,7 @@ class LogSegment:
             self.report_unreadable(end, error, after_offset=nxt - 1 if nxt > self.base_offset else None)
         return nxt, end
 
-    def windows(self, start: int = 0, *, verify_crc: bool = False, first_window: int = _WINDOW,
+    def windows(self, start: int = 0, *, verify_crc: bool = False, first_window: int = WINDOW,
                 reuse: bool = False) -> Iterator[Window]:
         """The .log's scan windows from `start` (`reuse`: buffers reused from one window to the
         next, for callers that keep nothing of a window); a scan that reaches the end short of the
@@ -652,7 +652,7 @@ class LogSegment:
                 return
             yield s
 
-    def lookup_windows(self, start: int = 0, first_window: int = _FIRST_WINDOW) -> Iterator[Window]:
+    def lookup_windows(self, start: int = 0, first_window: int = FIRST_WINDOW) -> Iterator[Window]:
         """The scan windows a lookup reads from `start`, every batch's CRC checked. Until the
         segment was read in full, bytes it cannot read raise SegmentDamaged (the lookup is then run
         again over `readable`); after, only the readable batches are handed out, run by run."""
@@ -797,7 +797,7 @@ class LogSegment:
                                          and ts_off.offset >= starting_offset else None)
         running = W.INT64_MIN
         k = 0  # next unresolved sorted target
-        for s in self.lookup_windows(lo_pos, _WINDOW):
+        for s in self.lookup_windows(lo_pos, WINDOW):
             if check is not None and self._check_time_entry(s, check):
                 check = None
             if k >= n:
@@ -823,7 +823,7 @@ class LogSegment:
             uniq, first, counts = _runs(rows[rest])
             for row, f0, c in zip(uniq.tolist(), first.tolist(), counts.tolist()):
                 sel = k + rest[f0:f0 + c]
-                self._answer_in_batch(_batch_at(s, row), ts_sorted, sel, order, starting_offset,
+                self._answer_in_batch(batch_at(s, row), ts_sorted, sel, order, starting_offset,
                                       out_off, out_ts, out_ep)
             k = kend
         if check is not None:
@@ -856,7 +856,7 @@ class LogSegment:
                 s["base_offset"][uniq], s["first_timestamp"][uniq], s["max_timestamp"][uniq], s["attributes"][uniq],
                 which, ts_sorted[sel], starting_offset)
         except KBatchError as e:
-            raise _move(e, s["origin"])  # window positions -> file positions
+            raise shift_error(e, s["origin"])  # window positions -> file positions
         hit = offs >= 0
         idx = order[sel[hit]]
         out_off[idx], out_ts[idx] = offs[hit], stamps[hit]
@@ -909,17 +909,17 @@ class LogSegment:
         position = self._entry_position(t.offset)
         for s in self.lookup_windows(position):
             for i in np.flatnonzero(s["max_timestamp"] == target).tolist():
-                b = _batch_at(s, i)
+                b = batch_at(s, i)
                 for rec in b:
                     if rec.timestamp == target:
-                        return TimestampAndOffset(target, rec.offset, _epoch(b.partition_leader_epoch))
+                        return TimestampAndOffset(target, rec.offset, epoch_or_none(b.partition_leader_epoch))
         return None
 
     # ---- writing (active segment)
     def load_first_batch_timestamp(self) -> None:
         """The rolling timestamp after a restart: the first batch's max timestamp (getFirstBatchTimestamp)."""
         if self.rolling_based_timestamp is None:
-            for s in self.log.scan(0, first_window=_FIRST_WINDOW, reuse=True):
+            for s in self.log.scan(0, first_window=FIRST_WINDOW, reuse=True):
                 if len(s["max_timestamp"]):
                     self.rolling_based_timestamp = int(s["max_timestamp"][0])
                 break

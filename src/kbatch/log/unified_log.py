@@ -41,13 +41,12 @@ from ..errors import (InvalidRequestError, KBatchError, RecordTooLargeError, Sto
 from . import producer_state as _txns
 from .index_tools import (IndexVerification, SegmentIndexReport, rebuild_indexes, rebuild_segment_indexes,
                           verify_indexes)
-from .append_group import AppendGroup
 from .list_offsets import check_target, lookup_many
 from .log_config import LogConfig
 from .log_segments import LogSegments, OffsetAndTimestamp, open_listed, open_local
 from .partition_files import PartitionFiles, check_partition_dir
 from .log_retention import DeletedSegment
-from .recovery import RecoveryReport
+from .loader import RecoveryReport
 
 if TYPE_CHECKING:
     from ..record.batch import Batch
@@ -65,7 +64,7 @@ if TYPE_CHECKING:
     #: an offsets_for_times target: an int64 timestamp or EARLIEST / LATEST / MAX_TIMESTAMP
     Target = int | np.integer[Any] | OffsetSpec
 from ..record.batch import scan_headers
-from ..record.file_records import _batch_at, _crc_error
+from ..record.file_records import batch_at, crc_error_at
 from .segment import LogSegment
 
 logger = logging.getLogger("kbatch.log")
@@ -205,8 +204,8 @@ class Log:
                 ok = s["crc_valid"].tolist()
                 for i in range(len(ok)):
                     if verify_crc and not ok[i]:
-                        raise _crc_error(s, i)
-                    yield _batch_at(s, i)
+                        raise crc_error_at(s, i)
+                    yield batch_at(s, i)
 
     def read(self, start_offset: int | None = None, end_offset: int | None = None, *,
              isolation: int = 0, verify_crc: bool = True, skip_unreadable: bool = False) -> FetchResult:
@@ -397,10 +396,8 @@ class Log:
         """Append the rows of a pyarrow Table / RecordBatch / RecordBatchReader (decode_columns'
         columns; or an iterable of record batches) as magic 2 batches written by the encode_columns
         kernel (kbatch.columns.encode.encode_for_append) and handed, whole batches at a time, to append,
-        all or nothing (append_group.append_table). Returns the AppendInfo of all of it."""
-        from .append_group import append_table
-
-        return append_table(self, table, now_ms, compression=compression, compression_level=compression_level,
+        all or nothing (one AppendGroup). Returns the AppendInfo of all of it."""
+        return _append_table(self, table, now_ms, compression=compression, compression_level=compression_level,
                             records_per_batch=records_per_batch)
 
     def _load_ongoing(self) -> _txns.OngoingTxns:
@@ -575,6 +572,119 @@ class Log:
     def __repr__(self) -> str:
         return (f"Log({self.directory!r}, segments={len(self.segments)}, start={self.log_start_offset}, "
                 f"writable={self.writable})")
+
+
+# ------------------------------------------------------------------------------------ appends made one
+class AppendGroup:
+    """Appends made all or nothing (Log.append_table), even across a kill:
+
+        with log.append_group() as group:
+            for piece, more in pieces:
+                group.append(piece, now_ms, more=more)
+
+    Before the first append that others will follow, the log end to come back to is written down
+    (a log_loader.Truncation, so a kill from then on recovers to it); when the block fails, what
+    the earlier appends wrote is truncated away (Log._truncate), or, when the Log stopped writing
+    (a write it could not undo), the note stays for the next writer's open to do that; when the
+    block succeeds the note goes.
+
+    A group opened inside another on the same Log (an append_table call inside `kbatch import`'s
+    group, which spans all its calls to one partition) is part of the outer one and does nothing
+    itself: the outer group's start is where a failure comes back to."""
+
+    def __init__(self, log: Log) -> None:
+        self.log = log
+        self.outer = log._group
+        self.start = log.end_offset()
+        # an empty active segment at the start stays; a segment a roll started goes with the undo
+        self.plan = log_loader.Truncation(self.start, any(s.base_offset == self.start for s in log.segments))
+        self.written = False
+
+    @property
+    def keep_segment_at_target(self) -> bool:
+        """Whether an undo keeps a segment starting at `start` (one that was there, empty, before)."""
+        return self.plan.keep_segment_at_target
+
+    def before_append(self, more: bool) -> None:
+        """Called before each append; `more`: another append of the group follows this one."""
+        if more and not self.written and self.outer is None:
+            self.plan.write(self.log.directory)
+            self.written = True
+
+    def append(self, data: Buffer, now_ms: int | None = None, *, more: bool) -> AppendInfo:
+        """before_append(more), then Log.append of whole batches (validated and assigned as a broker does)."""
+        self.before_append(more)
+        return self.log.append(data, now_ms, from_client=False)
+
+    def commit(self) -> None:
+        """The group succeeded: the note goes, the records stay (what a `with` block's end does)."""
+        self.__exit__(None, None, None)
+
+    def rollback(self, exc: BaseException) -> None:
+        """The group failed with `exc`: what its appends wrote is taken out again (or, when the Log
+        stopped writing, left for the next writer's open to take out)."""
+        self.__exit__(type(exc), exc, exc.__traceback__)
+
+    def __enter__(self) -> AppendGroup:
+        if self.outer is None:
+            self.log._group = self
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        log = self.log
+        if self.outer is not None:
+            return
+        log._group = None
+        if exc is None:
+            if self.written:
+                log._forget_truncation(self.start)
+            return
+        if log._failed is not None:  # the state in memory is not to be trusted: a reopen undoes it all
+            return
+        if log.end_offset() != self.start or self.written:
+            try:
+                log._truncate(self.start, self.plan.keep_segment_at_target, written=self.written)
+            except BaseException as e2:
+                from ..errors import LogWriteError
+
+                raise LogWriteError(f"{exc} (and taking out what the earlier appends of the call wrote failed too: "
+                                    f"{e2}; reopening the log for writing finishes that)", path=log.directory) from exc
+
+
+def _append_table(log: Log, table: TableLike, now_ms: int | None = None, *, compression: W.Compression | None = None,
+                 compression_level: int | None = None, records_per_batch: int | None = None) -> AppendInfo:
+    """Log.append_table: the table's rows encoded (kbatch.columns.encode.encode_for_append) at the
+    topic's codec and level unless told otherwise, appended in one AppendGroup."""
+    import time
+
+    from ..columns.encode import encode_for_append
+    from .validator import AppendInfo
+
+    cfg = log.config
+    codec = compression if compression is not None else (cfg.compression or W.Compression.NONE)
+    if compression_level is None and compression is None:
+        compression_level = cfg.compression_level  # the topic's codec at the topic's level
+    pieces = encode_for_append(table, compression=codec, compression_level=compression_level,
+                               max_batch_bytes=cfg.max_message_bytes, segment_bytes=cfg.segment_bytes,
+                               timestamp_extended=cfg.timestamp_extended, records_per_batch=records_per_batch)
+    now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+    infos: list[AppendInfo] = []
+    try:
+        with log.append_group() as group:
+            for piece, more in pieces:
+                infos.append(group.append(piece, now, more=more))
+    except KBatchError as e:
+        if infos and log._failed is None and log._group is None:  # (inside an outer group, that one undoes)
+            done = AppendInfo.merge(infos)
+            e.update(reason=e.reason + f" (append_table appended nothing: the {done.record_count} records the "
+                     f"calls before took, offsets {done.first_offset}..{done.last_offset}, were taken out again; "
+                     f"the log ends at {done.first_offset} as before)")
+        raise
+    if not infos:  # no rows: nothing appended (Log.append refuses empty input, as Kafka does)
+        end = log.end_offset()
+        return AppendInfo(end, end - 1, W.NO_TIMESTAMP, -1, None, False, 0, 0, 0, 0)
+    return AppendInfo.merge(infos)
 
 
 # ------------------------------------------------------------------------------------ KIP-79 over a log dir

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, TypedDict
 from ..log import files as _files
 from ..log.unified_log import Log, LogConfig
 from . import apis
+from .config import ServerConfig
 from .group_coordinator import OFFSETS_TOPIC, GroupCoordinator, partition_for
 from .fetch_session import FetchSessionCache
 from .memory_pool import MemoryPool
@@ -25,59 +26,13 @@ from .partition import Partition
 from .producer_state import ProducerIdManager
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
-
     from .._typing import PathLike
+    from .apis._context import Handler
     from .protocol import Answer, Request
-
-    #: an API handler (kbatch.server.apis): (broker, request, client host) -> its answer
-    Handler = Callable[["Broker", Request, str], Awaitable[Answer]]
 
 logger = logging.getLogger("kbatch.server")
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-
-
-@dataclasses.dataclass
-class ServerConfig:
-    """What `kbatch serve` is told (Kafka's broker config names in snake_case where one exists).
-
-    topic_config: Kafka topic configs applied to every topic ("message.timestamp.after.max.ms": ...);
-    topic_configs: per-topic overrides {topic: {name: value}}. flush_messages: Kafka's
-    flush.messages (fsync after this many records before answering; None = the OS page cache, as
-    Kafka's default). The group settings default to Kafka's (group.initial.rebalance.delay.ms 3 s),
-    and so do socket.request.max.bytes (100 MiB), fetch.max.bytes (55 MiB) and offsets.retention.minutes
-    (7 days). queued_max_request_bytes bounds the bytes of all requests being read or handled at
-    once (Kafka's queued.max.request.bytes, unbounded there by default; 200 MiB here): above it,
-    no connection reads another request body until memory is given back (server/memory_pool.py:
-    small requests are never held up). request_read_timeout_ms: a request must be read within this
-    long of its first byte (the rest of its size prefix, room in the pool, its body), else its
-    connection is closed (30 s, the Java client's request.timeout.ms: a client would have given up
-    on the request by then).
-    """
-
-    host: str = "127.0.0.1"
-    port: int = 9092
-    advertised_host: str | None = None
-    read_only: bool = False
-    auto_create_topics: bool = False
-    num_partitions: int = 1
-    node_id: int | None = None
-    cluster_id: str | None = None
-    topic_config: dict[str, str] = dataclasses.field(default_factory=dict)
-    topic_configs: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
-    flush_messages: int | None = None
-    offsets_topic_num_partitions: int | None = None
-    group_initial_rebalance_delay_ms: int = 3000
-    group_min_session_timeout_ms: int = 6000
-    group_max_session_timeout_ms: int = 1800000
-    socket_request_max_bytes: int = 104857600
-    queued_max_request_bytes: int = 209715200
-    request_read_timeout_ms: int = 30000
-    fetch_max_bytes: int = 57671680
-    offsets_retention_minutes: int = 10080
-    offsets_retention_check_interval_ms: int = 600000
-    shutdown_timeout_s: float = 10.0
 
 
 @dataclasses.dataclass
