@@ -2,8 +2,10 @@
 which files make a partition (partition_files, layout, segment_files), indexes (index,
 index_rules, index_build, index_tools), checkpoints, leader epochs, producer state, segments
 (segment, log_segments), the loader and recovery, the validator, the configuration (log_config),
-the log itself (unified_log: `Log`, with log_truncation, log_retention, append_group), offset
-lookups (list_offsets), the read path (fetch, fetch_data) and the cleaner.
+the log itself (unified_log: `Log` and AppendGroup, with recovery, log_truncation, log_retention;
+partition_log: what they use of it), offset lookups (list_offsets), the read path (fetch,
+fetch_data), topic selection (topics) and the cleaner (cleaner, cleaned_batches,
+cleaner_transactions).
 
 `kbatch.log` keeps the names it always had: everything public of `kbatch.log.unified_log`.
 """

@@ -26,7 +26,7 @@ from .fetch import (IsolationLevel, UnreadableRange, collect_aborted_txns, hole_
 if TYPE_CHECKING:
     from .index import AbortedTxn
     from .segment import LogSegment
-    from .unified_log import Log
+    from .partition_log import PartitionLog
 
 
 class LogOffsetMetadata(NamedTuple):
@@ -72,12 +72,12 @@ class FetchDataInfo(NamedTuple):
     unreadable: UnreadableRange | None = None
 
 
-def _stable_offset(log: Log, high_watermark: int) -> int:
+def _stable_offset(log: PartitionLog, high_watermark: int) -> int:
     fuo = transaction_state(log).first_unstable_offset
     return high_watermark if fuo is None else min(fuo, high_watermark)
 
 
-def read_slice(log: Log, fetch_offset: int, max_bytes: int, *, min_one_message: bool = True,
+def read_slice(log: PartitionLog, fetch_offset: int, max_bytes: int, *, min_one_message: bool = True,
                isolation: IsolationLevel | int = IsolationLevel.READ_UNCOMMITTED,
                high_watermark: int | None = None, high_watermark_position: tuple[int, int] | None = None
                ) -> FetchDataInfo:
