@@ -514,12 +514,26 @@ def iter_record_batches(data: Buffer, topic: str | None = None, partition: int |
                 rb = next(binary)
             except StopIteration as stop:
                 return int(stop.value)
-            yield _typed_chunk(rb, fmts, types)
+            yield _typed_chunk(rb, fmts, types, topic, partition)
     finally:
         binary.close()  # an abandoned caller: the decode threads let go of the buffer now
 
 
-def _typed_chunk(rb: pa.RecordBatch, fmts: dict[str, Any], types: dict[str, pa.DataType]) -> pa.RecordBatch:
+def _typed_values(fmt: Any, column: Any, offsets: Any, name: str, topic: str | None,
+                  partition: int | None) -> pa.Array:
+    """A format's typed column; its error (a kbatch.values.SchemaError, duck-typed: it names key or
+    value, offset and schema id) also names the topic and partition, as the read path's damage does."""
+    try:
+        return fmt.decode_column(column, offsets, name)  # type: ignore[no-any-return]
+    except KBatchError as e:
+        locate = getattr(e, "located", None)
+        if topic is not None and locate is not None:
+            locate(topic=topic, partition=partition)
+        raise
+
+
+def _typed_chunk(rb: pa.RecordBatch, fmts: dict[str, Any], types: dict[str, pa.DataType], topic: str | None = None,
+                 partition: int | None = None) -> pa.RecordBatch:
     """One chunk with its key/value columns decoded by kbatch.values formats (duck-typed: the values
     package is above this layer), cast to the types the first chunk had."""
     names = rb.schema.names
@@ -528,7 +542,7 @@ def _typed_chunk(rb: pa.RecordBatch, fmts: dict[str, Any], types: dict[str, pa.D
     offsets = cols[names.index("offset")]
     for name, fmt in fmts.items():
         i = names.index(name)
-        col = fmt.decode_column(cols[i], offsets, name)
+        col = _typed_values(fmt, cols[i], offsets, name, topic, partition)
         want = types.setdefault(name, col.type)
         if col.type != want:
             try:
@@ -744,7 +758,7 @@ def decode_columns(data: Buffer, topic: str | None = None, partition: int | None
     table = pa.Table.from_batches(batches, schema=schema(include_headers, batch_fields))
     for name, fmt in (("key", key_schema), ("value", value_schema)):
         if fmt is not None:  # a kbatch.values format (duck-typed: the values package is above this layer)
-            typed = fmt.decode_column(table.column(name), table.column("offset"), name)
+            typed = _typed_values(fmt, table.column(name), table.column("offset"), name, topic, partition)
             table = table.set_column(table.schema.get_field_index(name), pa.field(name, typed.type), typed)
     return table
 

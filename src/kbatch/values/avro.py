@@ -28,9 +28,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import MissingDependencyError
 from .base import Format
-from .errors import PayloadError, SchemaSourceError
-from .framing import header
+from .avro_limits import AvroShape, SchemaShapeError, ValueLimit, check_value
 from .avro_types import AvroTypes, _Node, strip_logical
+from .errors import PayloadError, PayloadLimitError, SchemaSourceError
+from .framing import header
+from .limits import MAX_SCHEMA_JSON_DEPTH, JsonDepthError, json_loads
 from .sources import AVRO, RegisteredSchema, SchemaSource
 
 if TYPE_CHECKING:
@@ -181,8 +183,10 @@ class _Writer:
         fastavro = _fastavro()
         self.id = schema.id
         try:
-            raw = json.loads(schema.schema)
-            refs = [json.loads(r.schema) for _, r in source.resolve(schema)]
+            raw = json_loads(schema.schema, MAX_SCHEMA_JSON_DEPTH)
+            refs = [json_loads(r.schema, MAX_SCHEMA_JSON_DEPTH) for _, r in source.resolve(schema)]
+        except JsonDepthError as e:
+            raise SchemaSourceError(f"the Avro schema does not parse: {e}", schema_id=schema.id) from None
         except ValueError as e:
             raise SchemaSourceError(f"the Avro schema is not JSON: {e}", schema_id=schema.id) from None
         self.raw, self.refs = raw, refs
@@ -192,15 +196,31 @@ class _Writer:
                 fastavro.parse_schema(r, named_schemas=named)
             self.parsed = fastavro.parse_schema(raw, named_schemas=named)
             self.named = named
+            self.names = self.types().names
+            #: what the bounds need of this schema (kbatch.values.limits): whether payloads are walked
+            self.shape = AvroShape.of(raw, self.names)
+            self._widths: dict[int, int] = {}
             named_raw: dict[str, Any] = {}
             for r in refs:
                 fastavro.parse_schema(strip_logical(r), named_schemas=named_raw)
             self.plain_raw = strip_logical(raw)
             self.plain = fastavro.parse_schema(self.plain_raw, named_schemas=named_raw)
             self.plain_named = named_raw
+        except SchemaShapeError as e:
+            raise SchemaSourceError(str(e), schema_id=schema.id) from None
         except Exception as e:  # fastavro raises SchemaParseException, ValueError, KeyError...
             raise SchemaSourceError(f"the Avro schema does not parse: {e}", schema_id=schema.id) from None
         self._container: dict[int, bytes] = {}
+
+    def check(self, data: "bytes | memoryview", start: int, offset: int | None, what: str) -> None:
+        """Refuse a payload that breaks a bound (kbatch.values.limits) before fastavro reads it; only
+        the schemas whose values can (a recursive one, an array of items that take no bytes) are walked."""
+        if not self.shape.needs_check:
+            return
+        try:
+            check_value(bytes(data[start:]), self.raw, self.names, self._widths)
+        except ValueLimit as e:
+            raise PayloadLimitError(e.detail, offset=offset, schema_id=self.id, what=what) from None
 
     def types(self) -> AvroTypes:
         t = AvroTypes()
@@ -260,7 +280,13 @@ class Avro(Format):
                 reader_schema = self.writer(latest.id).raw
         if reader_schema is not None:
             fastavro = _fastavro()
-            raw = json.loads(reader_schema) if isinstance(reader_schema, str) else reader_schema
+            try:
+                raw = json_loads(reader_schema, MAX_SCHEMA_JSON_DEPTH) if isinstance(reader_schema, str) else reader_schema
+                names = AvroTypes()
+                names.register(raw)
+                AvroShape.of(raw, names.names)
+            except (ValueError, KeyError, TypeError) as e:  # not JSON, too deep, not a schema
+                raise SchemaSourceError(f"the reader schema does not parse: {e}") from None
             self._reader_raw = raw
             try:
                 self._reader_parsed = fastavro.parse_schema(raw, _write_hint=False)
@@ -284,6 +310,7 @@ class Avro(Format):
         fastavro = _fastavro()
         sid, pos = header(data, offset, what)
         w = self._lookup(sid, offset, what)
+        w.check(data, pos, offset, what)
         try:
             fo = io.BytesIO(bytes(data[pos:]))
             return fastavro.schemaless_reader(fo, w.parsed, self._reader_parsed)
@@ -363,6 +390,7 @@ class Avro(Format):
             rows = []
             while j < n and (ids[j] == sid or ids[j] == -1):
                 if ids[j] != -1:
+                    w.check(values[j], starts[j], None if offsets is None else offsets[j], what)  # type: ignore[arg-type]
                     payload = values[j][starts[j]:]  # type: ignore[index]
                     parts.append(_long(1) + _long(len(payload)))
                     parts.append(payload)
@@ -435,6 +463,8 @@ class Avro(Format):
         for sid in seen:
             first = int(rows[int(np.argmax(sids == sid))])
             self._lookup(int(sid), None if offsets is None else offsets[first].as_py(), what)
+        if any(self.writer(int(sid)).shape.recursive for sid in seen):
+            return None  # no program for a type that contains itself: the Python path walks and names it
         target = None if self._reader_raw is not None else int(seen[-1])
         node = self._node(target)
         try:
@@ -447,8 +477,13 @@ class Avro(Format):
             return None
         try:
             P.K.decode_rows(cols, programs, data, np.ascontiguousarray(offs), valid, 0, n)
-        except P.K.AvroDecodeError:
-            return None
+        except P.K.AvroDecodeError as e:
+            if e.code not in P.LIMIT_CODES:
+                return None  # the Python path finds the value and names its error
+            lo = int(offs[e.row])
+            sid = int.from_bytes(bytes(data[lo + 1:lo + 5]), "big", signed=True)
+            raise PayloadLimitError(P.limit_detail(e), offset=None if offsets is None else offsets[e.row].as_py(),
+                                    schema_id=sid, what=what) from None
         result: pa.Array = cols.finish(node.type)
         return result
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from .errors import SchemaSourceError, UnknownSchemaError
+from .limits import MAX_SCHEMA_JSON_DEPTH, JsonDepthError, json_loads
 
 if TYPE_CHECKING:
     from .._typing import PathLike
@@ -220,11 +221,12 @@ class TopicSchemas(SchemaSource):
             if key is None:
                 self.problems.append(f"offset {offset}: a record without a key")
                 continue
-            try:
-                k = json.loads(bytes(key))
-                v = None if value is None else json.loads(bytes(value))
+            try:  # nested past MAX_SCHEMA_JSON_DEPTH: a bad record (JsonDepthError), not a RecursionError
+                k = json_loads(bytes(key), MAX_SCHEMA_JSON_DEPTH)
+                v = None if value is None else json_loads(bytes(value), MAX_SCHEMA_JSON_DEPTH)
             except (ValueError, UnicodeDecodeError) as e:
-                self.problems.append(f"offset {offset}: not JSON ({e})")
+                self.problems.append(f"offset {offset}: {e}" if isinstance(e, JsonDepthError) else
+                                     f"offset {offset}: not JSON ({e})")
                 continue
             if not isinstance(k, dict):
                 self.problems.append(f"offset {offset}: the key is not a JSON object")

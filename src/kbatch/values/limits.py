@@ -1,0 +1,103 @@
+"""The bounds the value decoders keep before they trust what the bytes say (DESIGN.md: hostile
+bytes), in one place: how deep a value (and a schema) may nest, how many items that take no bytes a
+value may hold, and how deep the JSON texts of values, schemas and `_schemas` records may nest.
+A value past a bound is refused before it is decoded (`PayloadLimitError`, naming the key or
+value, topic, partition, offset and schema id), as a batch past the decompression limit is.
+
+The compiled Avro kernel (_avro_kernel.pyx) reads these constants and keeps the same bounds; its
+pure twin for the fastavro path is avro_limits.py; both build their messages here.
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from .._wire import DEFAULT_MAX_DECOMPRESSED_BYTES
+
+#: records, arrays and maps (Avro), objects and arrays (JSON) nested in one value, and in a schema:
+#: protobuf's default recursion limit, and deep enough for any real schema while the Python walkers
+#: over a value (its JSON form, the Arrow builders) stay far under Python's 1000 frames
+MAX_DEPTH = 100
+#: JSON nesting of a schema text or a `_schemas` record: an Avro record inside a union is 4 JSON
+#: levels (the fields list, a field, the union, the record), so a schema MAX_DEPTH deep fits
+MAX_SCHEMA_JSON_DEPTH = 4 * MAX_DEPTH
+#: types in an Avro schema with its named types expanded (a type named twice counts twice): the
+#: Arrow type tree has as many nodes, so a schema that doubles at each level is refused
+MAX_SCHEMA_TYPES = 100_000
+#: what one item that takes no payload bytes (in an array of null, or of empty records) is counted
+#: as: a Python object's slot and more (an 8-byte pointer in a list, a dict for a record)
+EMPTY_ITEM_BYTES = 64
+#: items that take no bytes one value may hold: every other item costs a payload byte, and payloads
+#: are bounded by the batch's decompression limit; these cost none, so they get that limit's worth
+MAX_EMPTY_ITEMS = DEFAULT_MAX_DECOMPRESSED_BYTES // EMPTY_ITEM_BYTES
+
+
+class JsonDepthError(ValueError):
+    """A JSON text nested deeper than its bound (a ValueError: callers that take "not JSON" as
+    a bad record take this as one too)."""
+
+    def __init__(self, limit: int, position: int) -> None:
+        self.limit = limit
+        self.position = position
+        super().__init__(f"JSON nests deeper than allowed: expected at most {limit} levels of objects and arrays, "
+                         f"found {limit + 1} (at byte {position})")
+
+
+# a string (skipped whole, escapes and all) or a bracket; anything else between them is passed over
+_TOKENS_B = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.S)
+_TOKENS_S = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.S)
+_OPEN_B = (ord("["), ord("{"))
+
+
+def json_depth_error(text: "str | bytes", limit: int) -> JsonDepthError | None:
+    """Where `text` first nests deeper than `limit` objects and arrays (None: it does not), found
+    without parsing it, so a hostile text never reaches the recursive parser."""
+    if isinstance(text, str):
+        if text.count("[") + text.count("{") <= limit:  # the common case, at C speed
+            return None
+        tokens, opens, closes = _TOKENS_S.finditer(text), "[{", "]}"
+        at = text
+    else:
+        if text.count(b"[") + text.count(b"{") <= limit:
+            return None
+        tokens, opens, closes = _TOKENS_B.finditer(text), _OPEN_B, (ord("]"), ord("}"))  # type: ignore[assignment]
+        at = text
+    depth = 0
+    for m in tokens:
+        c = at[m.start()]
+        if c in opens:
+            depth += 1
+            if depth > limit:
+                return JsonDepthError(limit, m.start())
+        elif c in closes:
+            depth -= 1
+    return None
+
+
+def json_loads(text: "str | bytes | bytearray | memoryview", limit: int = MAX_DEPTH) -> Any:
+    """json.loads, but a text nested deeper than `limit` raises JsonDepthError (a ValueError)
+    before it is parsed."""
+    if isinstance(text, (bytearray, memoryview)):
+        text = bytes(text)
+    err = json_depth_error(text, limit)
+    if err is not None:
+        raise err
+    return json.loads(text)
+
+
+# ------------------------------------------------------------------------------------ messages
+def depth_detail(fmt: str, things: str, position: int) -> str:
+    """The message of a value nested past MAX_DEPTH (the kernel's and its twin's)."""
+    return (f"the {fmt} value nests deeper than a value may: expected at most {MAX_DEPTH} levels of {things}, "
+            f"found {MAX_DEPTH + 1} (at byte {position} of the payload)")
+
+
+def empty_items_detail(found: int, position: int) -> str:
+    """The message of a value past MAX_EMPTY_ITEMS (the kernel's and its twin's)."""
+    return (f"the Avro value holds more items that take no bytes (in arrays of null or of empty records) than a "
+            f"value may: expected at most {MAX_EMPTY_ITEMS}, found {found} (at byte {position} of the payload)")
+
+
+__all__ = ["MAX_DEPTH", "MAX_SCHEMA_JSON_DEPTH", "MAX_SCHEMA_TYPES", "EMPTY_ITEM_BYTES", "MAX_EMPTY_ITEMS",
+           "JsonDepthError", "json_depth_error", "json_loads", "depth_detail", "empty_items_detail"]
