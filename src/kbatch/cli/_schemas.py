@@ -132,6 +132,13 @@ def export_typing(specs: Sequence[str], schemas: str | None, registry: str | Non
     first: dict[tuple[str | None, str], Any] = {}
 
     def typing_for(topic: str | None, rb: Any) -> Any:
+        try:
+            return typing_one(topic, rb)
+        except SchemaError as e:  # name the topic and partition, as decode_columns' errors do
+            part = rb.column("partition")[0].as_py() if "partition" in rb.schema.names and rb.num_rows else None
+            raise e.located(topic=topic, partition=part) from None
+
+    def typing_one(topic: str | None, rb: Any) -> Any:
         fmts = per_topic.get(topic)
         if fmts is None:
             fmts = per_topic[topic] = {}
