@@ -163,6 +163,30 @@ def test_a_schema_that_doubles_at_each_level_is_refused():
         Avro(src).decode(frame(9, b"\x00"))
 
 
+@pytest.mark.parametrize("typ, says", [
+    ({"type": "fixed", "name": "F", "size": -1}, "expected 0 to 65536 bytes, found -1"),  # the kernel's memset: SIGSEGV
+    ({"type": "fixed", "name": "F", "size": 2**31}, "expected 0 to 65536 bytes, found 2147483648"),
+    ({"type": "bytes", "logicalType": "decimal", "precision": 1000, "scale": 2}, "expected 1 to 76 digits, found 1000")])
+def test_fixed_sizes_and_decimal_precisions_are_bounded(typ, says):
+    """A fixed of size -1 crashed the kernel (a null memset its size); in a subprocess for that."""
+    p = run_python(f"""
+    import pyarrow as pa
+    from kbatch.values import Avro, SchemaSourceError, TopicSchemas, frame
+    from support.schemas import schema_key, schema_value
+    schema = {{"type": "record", "name": "R", "fields": [{{"name": "f", "type": ["null", {typ!r}]}}]}}
+    src = TopicSchemas.from_records([(0, schema_key("a", 1), schema_value("a", 1, 1, schema))])
+    value = frame(1, b"\\x00")
+    for call in (lambda: Avro(src).decode(value), lambda: Avro(src).decode_column(pa.array([value], pa.binary()))):
+        try:
+            call()
+        except SchemaSourceError as e:
+            print(e)
+    """)
+    assert p.returncode == 0, p.stderr[-3000:]
+    lines = p.stdout.splitlines()
+    assert len(lines) == 2 and all(says in line for line in lines), lines
+
+
 def test_strip_logical_is_linear_in_the_schema():
     """It stripped each record's fields twice, so a schema 40 records deep took 2^40 steps."""
     from kbatch.values.avro_types import strip_logical
@@ -359,6 +383,32 @@ def test_json_loads_bounds_and_positions():
     with pytest.raises(JsonDepthError, match=r"expected at most 2 levels of objects and arrays, found 3 \(at byte 10\)"):
         json_loads('{"a": [1, {"b": 2}]}', 2)
     assert json_loads('"\\\\[[[" ', 1) == "\\[[["  # an escaped backslash before a bracket inside a string
+
+
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.text(alphabet='[]{}"\\ab\u00e9'),
+                           lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=3), kids, max_size=3),
+                           max_leaves=30)
+
+
+def json_depth(v) -> int:
+    if isinstance(v, list):
+        return 1 + max(map(json_depth, v), default=0)
+    if isinstance(v, dict):
+        return 1 + max(map(json_depth, v.values()), default=0)
+    return 0
+
+
+@settings(max_examples=200)
+@given(JSON_VALUES, st.integers(0, 8), st.booleans())
+def test_the_json_depth_scan_agrees_with_the_parser(value, limit, as_bytes):
+    """The scan that guards json.loads counts what the parser nests, whatever the strings hold."""
+    text = json.dumps(value, ensure_ascii=False)
+    data = text.encode() if as_bytes else text
+    if json_depth(value) <= limit:
+        assert json_loads(data, limit) == value
+    else:
+        with pytest.raises(JsonDepthError):
+            json_loads(data, limit)
 
 
 def test_a_json_value_of_the_wrong_types_names_topic_offset_and_schema_id(source):

@@ -524,7 +524,7 @@ def _typed_values(fmt: Any, column: Any, offsets: Any, name: str, topic: str | N
     """A format's typed column; its error (a kbatch.values.SchemaError, duck-typed: it names key or
     value, offset and schema id) also names the topic and partition, as the read path's damage does."""
     try:
-        return fmt.decode_column(column, offsets, name)  # type: ignore[no-any-return]
+        return fmt.decode_column(column, offsets, name)
     except KBatchError as e:
         locate = getattr(e, "located", None)
         if topic is not None and locate is not None:

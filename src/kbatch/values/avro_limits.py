@@ -17,7 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from .avro_types import PRIMITIVES, _full_name
-from .limits import MAX_DEPTH, MAX_EMPTY_ITEMS, MAX_SCHEMA_JSON_DEPTH, MAX_SCHEMA_TYPES, depth_detail, empty_items_detail
+from .limits import (MAX_DEPTH, MAX_EMPTY_ITEMS, MAX_FIXED_SIZE, MAX_SCHEMA_JSON_DEPTH, MAX_SCHEMA_TYPES, depth_detail,
+                     empty_items_detail)
 
 #: payload bytes a primitive takes at least
 _MIN_WIDTH = {"null": 0, "boolean": 1, "int": 1, "long": 1, "float": 4, "double": 8, "bytes": 1, "string": 1}
@@ -70,6 +71,8 @@ class AvroShape:
 
     def __init__(self, names: dict[str, Any]) -> None:
         self.names = names
+        self.depth = 0
+        self.types = 0
         self.recursive = False
         self.empty_arrays = False
         self._memo: dict[str, tuple[int, int, int]] = {}
@@ -123,6 +126,11 @@ class AvroShape:
 
     def _visit_type(self, s: Any, ns: str | None, frames: int) -> tuple[int, int, int]:
         s, ns = resolve(s, ns, self.names)
+        if isinstance(s, dict) and s.get("logicalType") == "decimal":
+            p = s.get("precision")
+            if not isinstance(p, int) or not 1 <= p <= 76:  # Arrow's decimal256 holds 76 digits
+                raise SchemaShapeError(f"an Avro decimal of a precision a schema may not have: expected 1 to 76 "
+                                       f"digits, found {p!r}")
         if isinstance(s, list):
             kids = [self._visit(b, ns, frames + 1) for b in s]
             return (max((k[0] for k in kids), default=0), 1, 1 + sum(k[2] for k in kids))
@@ -130,7 +138,11 @@ class AvroShape:
         if isinstance(s, str) or t not in ("record", "error", "array", "map", "fixed"):
             return (0, _MIN_WIDTH.get(t, 1), 1)
         if t == "fixed":
-            return (0, int(s.get("size", 0)), 1)
+            size = s.get("size")
+            if not isinstance(size, int) or not 0 <= size <= MAX_FIXED_SIZE:
+                raise SchemaShapeError(f"the Avro fixed type {s.get('name')!r} has a size a schema may not: expected "
+                                       f"0 to {MAX_FIXED_SIZE} bytes, found {size!r}")
+            return (0, size, 1)
         if t in ("record", "error"):
             full = _full_name(str(s["name"]), s.get("namespace", ns))
             fns = full.rpartition(".")[0] or None

@@ -25,6 +25,9 @@ MAX_SCHEMA_JSON_DEPTH = 4 * MAX_DEPTH
 #: types in an Avro schema with its named types expanded (a type named twice counts twice): the
 #: Arrow type tree has as many nodes, so a schema that doubles at each level is refused
 MAX_SCHEMA_TYPES = 100_000
+#: bytes of an Avro fixed type: they hold hashes, UUIDs and decimals (16 to 32 bytes), and a null of a
+#: fixed type still takes its size in the Arrow column, so a hostile size would make a 1-byte null huge
+MAX_FIXED_SIZE = 64 * 1024
 #: what one item that takes no payload bytes (in an array of null, or of empty records) is counted
 #: as: a Python object's slot and more (an 8-byte pointer in a list, a dict for a record)
 EMPTY_ITEM_BYTES = 64
@@ -45,32 +48,26 @@ class JsonDepthError(ValueError):
 
 
 # a string (skipped whole, escapes and all) or a bracket; anything else between them is passed over
-_TOKENS_B = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.S)
-_TOKENS_S = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.S)
-_OPEN_B = (ord("["), ord("{"))
+_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.S)
 
 
 def json_depth_error(text: "str | bytes", limit: int) -> JsonDepthError | None:
     """Where `text` first nests deeper than `limit` objects and arrays (None: it does not), found
     without parsing it, so a hostile text never reaches the recursive parser."""
-    if isinstance(text, str):
-        if text.count("[") + text.count("{") <= limit:  # the common case, at C speed
+    if isinstance(text, bytes):
+        if text.count(b"[") + text.count(b"{") <= limit:  # the common case, at C speed
             return None
-        tokens, opens, closes = _TOKENS_S.finditer(text), "[{", "]}"
-        at = text
-    else:
-        if text.count(b"[") + text.count(b"{") <= limit:
-            return None
-        tokens, opens, closes = _TOKENS_B.finditer(text), _OPEN_B, (ord("]"), ord("}"))  # type: ignore[assignment]
-        at = text
+        text = text.decode("latin-1")  # a char a byte: positions stay byte positions (UTF-8 hides no ASCII)
+    elif text.count("[") + text.count("{") <= limit:
+        return None
     depth = 0
-    for m in tokens:
-        c = at[m.start()]
-        if c in opens:
+    for m in _TOKENS.finditer(text):
+        c = text[m.start()]
+        if c == "[" or c == "{":
             depth += 1
             if depth > limit:
                 return JsonDepthError(limit, m.start())
-        elif c in closes:
+        elif c != '"':  # a closing bracket
             depth -= 1
     return None
 
@@ -99,5 +96,5 @@ def empty_items_detail(found: int, position: int) -> str:
             f"value may: expected at most {MAX_EMPTY_ITEMS}, found {found} (at byte {position} of the payload)")
 
 
-__all__ = ["MAX_DEPTH", "MAX_SCHEMA_JSON_DEPTH", "MAX_SCHEMA_TYPES", "EMPTY_ITEM_BYTES", "MAX_EMPTY_ITEMS",
+__all__ = ["MAX_DEPTH", "MAX_SCHEMA_JSON_DEPTH", "MAX_SCHEMA_TYPES", "MAX_FIXED_SIZE", "EMPTY_ITEM_BYTES", "MAX_EMPTY_ITEMS",
            "JsonDepthError", "json_depth_error", "json_loads", "depth_detail", "empty_items_detail"]
