@@ -14,6 +14,11 @@ as one Avro object-container block per record (fastavro's compiled `reader` then
 one loop, without a Python call per record), with the logical types left raw (the ints and bytes
 that Arrow's date, time, timestamp and decimal types hold), and builds the Arrow column with one
 `pyarrow.array` call where the type allows it.
+
+Bounds (kbatch.values.limits): a writer schema is measured once when parsed (avro_limits.AvroShape:
+too deep, too large, a fixed too big are refused); the payloads of the schemas whose values can
+break a bound (a recursive one, one with an array of items that take no bytes) are walked before
+fastavro reads them (avro_limits.check_value), and the compiled kernel keeps the same bounds.
 """
 from __future__ import annotations
 
