@@ -227,8 +227,8 @@ def test_an_11_byte_array_of_2_31_nulls_stays_bounded_in_memory():
     *errors, grew_kib = p.stdout.splitlines()
     assert len(NULL_BOMB) == 11
     assert errors == [f"value at offset 5 (schema id 2): the Avro value holds more items that take no bytes (in "
-                      f"arrays of null or of empty records) than a value may: expected at most {MAX_EMPTY_ITEMS}, "
-                      f"found {2**31} (at byte 0 of the payload)"] * 3
+                      f"arrays of null or of empty records) than a value, or the values decoded with it, may: expected "
+                      f"at most {MAX_EMPTY_ITEMS}, found {2**31} (at byte 0 of the payload)"] * 3
     assert int(grew_kib) < 64 * 1024  # KiB: nothing was allocated for the items
 
 
@@ -241,6 +241,23 @@ def test_empty_items_up_to_the_bound_decode(source):
     two = frame(2, zigzag(MAX_EMPTY_ITEMS) + zigzag(1) + b"\x00")
     with pytest.raises(PayloadLimitError, match=f"found {MAX_EMPTY_ITEMS + 1} \\(at byte 4 of the payload\\)"):
         fmt.decode(two)
+
+
+@pytest.mark.parametrize("path", ["kernel", "pure"])
+def test_empty_items_are_bounded_per_column_too(source, path):
+    """Values each under the bound, together past it: a column decoded at once (a chunk) holds no
+    more than one value may, so many small hostile values do not add up to a bomb either."""
+    if path == "kernel" and K is None:
+        pytest.skip("the compiled Avro kernel is not built")
+    half = MAX_EMPTY_ITEMS // 2 + 1
+    values = [frame(5, empties_payload([half], 1, [])), frame(5, empties_payload([], 1, [half]))]
+    fmt = Avro(source)
+    call = ((lambda: fmt.decode_arrow(pa.array(values, pa.binary()), pa.array([3, 4]), "value")) if path == "kernel"
+            else (lambda: fmt.to_arrow(values, [3, 4])))
+    with pytest.raises(PayloadLimitError, match=rf"^value at offset 4 \(schema id 5\): .* expected at most "
+                                                rf"{MAX_EMPTY_ITEMS}, found {2 * half} \(at byte 2 of the payload\)$"):
+        call()
+    assert [fmt.writer(5).check(v, 5, None, "value") for v in values] == [half, half]  # each alone is within it
 
 
 def empties_payload(a_blocks, n, b_blocks):

@@ -11,8 +11,9 @@ Two trees, both built by kbatch.values.avro_program from the schemas:
 the schema id, the payload). On a payload that does not decode it stops and says which row and
 why; the caller finds the precise error through fastavro. The bounds of kbatch.values.limits are
 kept here as in their pure twin (avro_limits.check_value): records, arrays and maps nest at most
-MAX_DEPTH deep, and a value holds at most MAX_EMPTY_ITEMS items that take no bytes; other items
-take a byte each, so a block count past the bytes left is refused before any item is read.
+MAX_DEPTH deep, and the values of one decode_rows call hold at most MAX_EMPTY_ITEMS items that take
+no bytes; other items take a byte each, so a block count past the bytes left is refused before any
+item is read.
 """
 from libc.stdint cimport INT64_MAX, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, realloc
@@ -289,7 +290,7 @@ cdef struct Cur:
     const uint8_t* start
     int err
     int depth        # records, arrays and maps open around the value being read
-    int64_t empty    # items that take no bytes read so far in this value
+    int64_t empty    # items that take no bytes read so far in these rows
     int64_t found    # what broke a bound (err 9, 10)
 
 
@@ -560,6 +561,7 @@ def decode_rows(Col root, dict programs, const uint8_t[::1] data, const int32_t[
     cdef Op prog = None
     cdef const uint8_t* base = &data[0] if data.shape[0] else NULL
     cdef const uint8_t[::1] v = valid if valid is not None else None
+    c.empty = 0  # one bound for all the rows: what the column holds, as the pure path counts
     for r in range(first, first + n):
         if v is not None and not v[r]:
             root.append_null()
@@ -578,7 +580,6 @@ def decode_rows(Col root, dict programs, const uint8_t[::1] data, const int32_t[
         c.end = base + hi
         c.err = 0
         c.depth = 0
-        c.empty = 0
         c.found = 0
         run(prog, &c)
         if c.err:

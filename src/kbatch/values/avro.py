@@ -217,13 +217,15 @@ class _Writer:
             raise SchemaSourceError(f"the Avro schema does not parse: {e}", schema_id=schema.id) from None
         self._container: dict[int, bytes] = {}
 
-    def check(self, data: "bytes | memoryview", start: int, offset: int | None, what: str) -> None:
+    def check(self, data: "bytes | memoryview", start: int, offset: int | None, what: str, empty: int = 0) -> int:
         """Refuse a payload that breaks a bound (kbatch.values.limits) before fastavro reads it; only
-        the schemas whose values can (a recursive one, an array of items that take no bytes) are walked."""
+        the schemas whose values can (a recursive one, an array of items that take no bytes) are walked.
+        `empty`: the items that take no bytes in the values before it (see check_value); returns the
+        count after it."""
         if not self.shape.needs_check:
-            return
+            return empty
         try:
-            check_value(bytes(data[start:]), self.raw, self.names, self._widths)
+            return check_value(bytes(data[start:]), self.raw, self.names, self._widths, empty)
         except ValueLimit as e:
             raise PayloadLimitError(e.detail, offset=offset, schema_id=self.id, what=what) from None
 
@@ -384,6 +386,7 @@ class Avro(Format):
             return out, None
         # runs of one writer schema, each decoded by fastavro's reader in one go
         i = 0
+        empty = 0  # items that take no bytes, in all the values: one bound for them all, as the kernel's
         while i < n:
             sid = ids[i]
             if sid == -1:
@@ -395,7 +398,8 @@ class Avro(Format):
             rows = []
             while j < n and (ids[j] == sid or ids[j] == -1):
                 if ids[j] != -1:
-                    w.check(values[j], starts[j], None if offsets is None else offsets[j], what)  # type: ignore[arg-type]
+                    empty = w.check(values[j], starts[j], None if offsets is None else offsets[j], what,  # type: ignore[arg-type]
+                                    empty)
                     payload = values[j][starts[j]:]  # type: ignore[index]
                     parts.append(_long(1) + _long(len(payload)))
                     parts.append(payload)

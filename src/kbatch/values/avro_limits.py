@@ -157,11 +157,11 @@ class AvroShape:
 class _Walk:
     """One payload read against its writer schema, keeping nothing (see the module's doc)."""
 
-    def __init__(self, data: bytes, names: dict[str, Any], widths: dict[int, int]) -> None:
+    def __init__(self, data: bytes, names: dict[str, Any], widths: dict[int, int], empty: int) -> None:
         self.data = data
         self.pos = 0
         self.names = names
-        self.empty = 0
+        self.empty = empty
         self._widths = widths  # id(schema node) -> payload bytes it takes at least
 
     def long(self) -> int:
@@ -252,14 +252,18 @@ class _Walk:
                 self.value(item, ns, depth)
 
 
-def check_value(payload: bytes, schema: Any, names: dict[str, Any], widths: dict[int, int]) -> None:
+def check_value(payload: bytes, schema: Any, names: dict[str, Any], widths: dict[int, int], empty: int = 0) -> int:
     """Raise ValueLimit where `payload` (one value's bytes, after the header) breaks a bound when
     read with writer `schema`; return quietly when it keeps them or does not read (see the
-    module's doc). `widths` is a cache the caller keeps per schema."""
+    module's doc). `widths` is a cache the caller keeps per schema. `empty`: the items that take
+    no bytes the values decoded before it in the same column hold (MAX_EMPTY_ITEMS bounds a value
+    and a column decoded at once alike, as the kernel counts them); returns the count after it."""
+    walk = _Walk(payload, names, widths, empty)
     try:
-        _Walk(payload, names, widths).value(schema, None, 0)
+        walk.value(schema, None, 0)
     except _Malformed:
-        return
+        pass
+    return walk.empty
 
 
 __all__ = ["AvroShape", "SchemaShapeError", "ValueLimit", "check_value", "resolve"]

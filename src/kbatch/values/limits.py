@@ -31,8 +31,9 @@ MAX_FIXED_SIZE = 64 * 1024
 #: what one item that takes no payload bytes (in an array of null, or of empty records) is counted
 #: as: a Python object's slot and more (an 8-byte pointer in a list, a dict for a record)
 EMPTY_ITEM_BYTES = 64
-#: items that take no bytes one value may hold: every other item costs a payload byte, and payloads
-#: are bounded by the batch's decompression limit; these cost none, so they get that limit's worth
+#: items that take no bytes one value, and one column decoded at once, may hold: every other item
+#: costs a payload byte, and payloads are bounded by the batch's decompression limit; these cost
+#: none, so they get that limit's worth
 MAX_EMPTY_ITEMS = DEFAULT_MAX_DECOMPRESSED_BYTES // EMPTY_ITEM_BYTES
 
 
@@ -116,7 +117,8 @@ def depth_detail(fmt: str, things: str, position: int) -> str:
 def empty_items_detail(found: int, position: int) -> str:
     """The message of a value past MAX_EMPTY_ITEMS (the kernel's and its twin's)."""
     return (f"the Avro value holds more items that take no bytes (in arrays of null or of empty records) than a "
-            f"value may: expected at most {MAX_EMPTY_ITEMS}, found {found} (at byte {position} of the payload)")
+            f"value, or the values decoded with it, may: expected at most {MAX_EMPTY_ITEMS}, found {found} (at byte "
+            f"{position} of the payload)")
 
 
 __all__ = ["MAX_DEPTH", "MAX_SCHEMA_JSON_DEPTH", "MAX_SCHEMA_TYPES", "MAX_FIXED_SIZE", "EMPTY_ITEM_BYTES", "MAX_EMPTY_ITEMS",
