@@ -166,7 +166,8 @@ def test_a_schema_that_doubles_at_each_level_is_refused():
 @pytest.mark.parametrize("typ, says", [
     ({"type": "fixed", "name": "F", "size": -1}, "expected 0 to 65536 bytes, found -1"),  # the kernel's memset: SIGSEGV
     ({"type": "fixed", "name": "F", "size": 2**31}, "expected 0 to 65536 bytes, found 2147483648"),
-    ({"type": "bytes", "logicalType": "decimal", "precision": 1000, "scale": 2}, "expected 1 to 76 digits, found 1000")])
+    ({"type": "bytes", "logicalType": "decimal", "precision": 1000, "scale": 2},
+     "expected 1 to 76 digits, found 1000")])
 def test_fixed_sizes_and_decimal_precisions_are_bounded(typ, says):
     """A fixed of size -1 crashed the kernel (a null memset its size); in a subprocess for that."""
     p = run_python(f"""
@@ -414,13 +415,15 @@ def test_a_json_value_nested_to_the_bound_validates():
 
 def test_json_loads_bounds_and_positions():
     assert json_loads(b'{"a": [1, {"b": "]]]"}]}', 3) == {"a": [1, {"b": "]]]"}]}
-    with pytest.raises(JsonDepthError, match=r"expected at most 2 levels of objects and arrays, found 3 \(at byte 10\)"):
+    with pytest.raises(JsonDepthError,
+                       match=r"expected at most 2 levels of objects and arrays, found 3 \(at byte 10\)"):
         json_loads('{"a": [1, {"b": 2}]}', 2)
     assert json_loads('"\\\\[[[" ', 1) == "\\[[["  # an escaped backslash before a bracket inside a string
 
 
 JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.text(alphabet='[]{}"\\ab\u00e9'),
-                           lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=3), kids, max_size=3),
+                           lambda kids: (st.lists(kids, max_size=3) |
+                                         st.dictionaries(st.text(max_size=3), kids, max_size=3)),
                            max_leaves=30)
 
 
@@ -456,7 +459,8 @@ def test_a_json_value_of_the_wrong_types_names_topic_offset_and_schema_id(source
         kbatch.decode_columns(segment([json_value(4, {"tags": ["x", 2]})]), value_schema=JsonSchema(source))
     with pytest.raises(PayloadError, match=r"expected an array at /tags, found object"):
         JsonSchema(source).to_arrow([json_value(4, {"tags": {}})])
-    with pytest.raises(PayloadError, match=r"expected integer at /a, found integer 18446744073709551616, outside int64"):
+    with pytest.raises(PayloadError,
+                       match=r"expected integer at /a, found integer 18446744073709551616, outside int64"):
         JsonSchema(source).to_arrow([json_value(4, {"a": 2**64})])
     with pytest.raises(PayloadError, match=r"offset 2 \(schema id 4\).*expected integer at /a, found boolean"):
         list(iter_record_batches(segment([json_value(4, {"a": 1})] * 2 + [json_value(4, {"a": True})]), "t", 0,

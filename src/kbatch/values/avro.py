@@ -288,7 +288,8 @@ class Avro(Format):
         if reader_schema is not None:
             fastavro = _fastavro()
             try:
-                raw = json_loads(reader_schema, MAX_SCHEMA_JSON_DEPTH) if isinstance(reader_schema, str) else reader_schema
+                raw = (json_loads(reader_schema, MAX_SCHEMA_JSON_DEPTH) if isinstance(reader_schema, str)
+                       else reader_schema)
                 names = AvroTypes()
                 names.register(raw)
                 AvroShape.of(raw, names.names)
@@ -398,8 +399,8 @@ class Avro(Format):
             rows = []
             while j < n and (ids[j] == sid or ids[j] == -1):
                 if ids[j] != -1:
-                    empty = w.check(values[j], starts[j], None if offsets is None else offsets[j], what,  # type: ignore[arg-type]
-                                    empty)
+                    off = None if offsets is None else offsets[j]
+                    empty = w.check(values[j], starts[j], off, what, empty)  # type: ignore[arg-type]
                     payload = values[j][starts[j]:]  # type: ignore[index]
                     parts.append(_long(1) + _long(len(payload)))
                     parts.append(payload)

@@ -121,5 +121,6 @@ def empty_items_detail(found: int, position: int) -> str:
             f"{position} of the payload)")
 
 
-__all__ = ["MAX_DEPTH", "MAX_SCHEMA_JSON_DEPTH", "MAX_SCHEMA_TYPES", "MAX_FIXED_SIZE", "EMPTY_ITEM_BYTES", "MAX_EMPTY_ITEMS",
+__all__ = ["MAX_DEPTH", "MAX_SCHEMA_JSON_DEPTH", "MAX_SCHEMA_TYPES", "MAX_FIXED_SIZE", "EMPTY_ITEM_BYTES",
+           "MAX_EMPTY_ITEMS",
            "JsonDepthError", "json_depth_error", "json_loads", "depth_detail", "empty_items_detail"]
