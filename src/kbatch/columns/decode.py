@@ -483,7 +483,7 @@ def iter_record_batches(data: Buffer, topic: str | None = None, partition: int |
                         chunk_rows: int = DEFAULT_CHUNK_ROWS, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
                         max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES,
                         use_threads: bool = True, key_schema: Any = None,
-                        value_schema: Any = None) -> Generator[pa.RecordBatch, None, int]:
+                        value_schema: Any = None, on_decode_error: Any = "fail") -> Generator[pa.RecordBatch, None, int]:
     """Yield pyarrow.RecordBatch objects of about `chunk_rows` rows and at most about
     `chunk_bytes` bytes of (decompressed) records each; a batch is never split, so a chunk holds
     one batch at least.
@@ -497,7 +497,8 @@ def iter_record_batches(data: Buffer, topic: str | None = None, partition: int |
     key_schema/value_schema: as decode_columns', chunk by chunk: every chunk has the first chunk's
     column types (a later chunk whose values decode to another type is cast to it, a field it
     lacks null; one that cannot be cast raises). With a fixed reader schema (`subject=` or
-    `reader_schema=`) the rows equal decode_columns' (docs/schemas.md).
+    `reader_schema=`) the rows equal decode_columns' (docs/schemas.md). on_decode_error: as
+    decode_columns' (a callable gets the row's index in the whole stream).
     """
     binary = _iter_binary(data, topic, partition, include_headers=include_headers, batch_fields=batch_fields,
                           include_control=include_control, tombstone=tombstone, verify_crc=verify_crc, strict=strict,
@@ -505,26 +506,42 @@ def iter_record_batches(data: Buffer, topic: str | None = None, partition: int |
                           chunk_bytes=chunk_bytes, max_decompressed_bytes=max_decompressed_bytes,
                           use_threads=use_threads)
     fmts = {name: fmt for name, fmt in (("key", key_schema), ("value", value_schema)) if fmt is not None}
+    handler = _on_error(on_decode_error)
     if not fmts:
         return (yield from binary)
     types: dict[str, pa.DataType] = {}
+    seen = 0
     try:
         while True:
             try:
                 rb = next(binary)
             except StopIteration as stop:
                 return int(stop.value)
-            yield _typed_chunk(rb, fmts, types, topic, partition)
+            at = seen
+            shifted = None if handler is None else (lambda row, error: handler(at + row, error))
+            yield _typed_chunk(rb, fmts, types, shifted, topic, partition)
+            seen += rb.num_rows
     finally:
         binary.close()  # an abandoned caller: the decode threads let go of the buffer now
 
 
-def _typed_values(fmt: Any, column: Any, offsets: Any, name: str, topic: str | None,
+def _on_error(mode: Any) -> Any:
+    """on_decode_error= -> the on_error a format's decode_column takes (None: raise)."""
+    if mode is None or mode == "fail":
+        return None
+    if mode == "null":
+        return lambda row, error: None
+    if callable(mode):
+        return mode
+    raise ValueError(f"on_decode_error must be 'fail', 'null' or a callable (row, error), not {mode!r}")
+
+
+def _typed_values(fmt: Any, column: Any, offsets: Any, name: str, on_error: Any, topic: str | None,
                   partition: int | None) -> pa.Array:
     """A format's typed column; its error (a kbatch.values.SchemaError, duck-typed: it names key or
     value, offset and schema id) also names the topic and partition, as the read path's damage does."""
     try:
-        return fmt.decode_column(column, offsets, name)
+        return fmt.decode_column(column, offsets, name, **({} if on_error is None else {"on_error": on_error}))
     except KBatchError as e:
         locate = getattr(e, "located", None)
         if topic is not None and locate is not None:
@@ -532,8 +549,8 @@ def _typed_values(fmt: Any, column: Any, offsets: Any, name: str, topic: str | N
         raise
 
 
-def _typed_chunk(rb: pa.RecordBatch, fmts: dict[str, Any], types: dict[str, pa.DataType], topic: str | None = None,
-                 partition: int | None = None) -> pa.RecordBatch:
+def _typed_chunk(rb: pa.RecordBatch, fmts: dict[str, Any], types: dict[str, pa.DataType],
+                 on_error: Any = None, topic: str | None = None, partition: int | None = None) -> pa.RecordBatch:
     """One chunk with its key/value columns decoded by kbatch.values formats (duck-typed: the values
     package is above this layer), cast to the types the first chunk had."""
     names = rb.schema.names
@@ -542,7 +559,7 @@ def _typed_chunk(rb: pa.RecordBatch, fmts: dict[str, Any], types: dict[str, pa.D
     offsets = cols[names.index("offset")]
     for name, fmt in fmts.items():
         i = names.index(name)
-        col = _typed_values(fmt, cols[i], offsets, name, topic, partition)
+        col = _typed_values(fmt, cols[i], offsets, name, on_error, topic, partition)
         want = types.setdefault(name, col.type)
         if col.type != want:
             try:
@@ -731,7 +748,7 @@ def decode_columns(data: Buffer, topic: str | None = None, partition: int | None
                    strict: bool = True, start_offset: int | None = None, end_offset: int | None = None,
                    chunk_rows: int = DEFAULT_CHUNK_ROWS, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
                    max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES, use_threads: bool = True,
-                   key_schema: Any = None, value_schema: Any = None) -> pa.Table:
+                   key_schema: Any = None, value_schema: Any = None, on_decode_error: Any = "fail") -> pa.Table:
     """Decode every record of `data` into a pyarrow.Table with Spark's Kafka-source columns.
 
     data: any buffer (bytes, mmap, memoryview, numpy uint8) of batches, magic 0/1/2 mixed.
@@ -749,6 +766,10 @@ def decode_columns(data: Buffer, topic: str | None = None, partition: int | None
     key_schema/value_schema: a `kbatch.values` format (Avro, JsonSchema, Protobuf over a schema
     source) for Confluent-framed keys/values: the column becomes a typed one (a struct for records)
     of the same name, decoded after the binary columns (docs/schemas.md).
+    on_decode_error: a key/value that does not decode (wrong magic byte, unknown schema id, payload
+    that does not fit): "fail" raises (the default), "null" makes it null, a callable is called
+    with (row index, kbatch.values.SchemaError) and the value is null (collect dead letters with
+    it). A schema source that cannot answer raises whatever this says.
     """
     batches = list(iter_record_batches(
         data, topic, partition, include_headers=include_headers, batch_fields=batch_fields,
@@ -756,9 +777,10 @@ def decode_columns(data: Buffer, topic: str | None = None, partition: int | None
         end_offset=end_offset, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes,
         max_decompressed_bytes=max_decompressed_bytes, use_threads=use_threads))
     table = pa.Table.from_batches(batches, schema=schema(include_headers, batch_fields))
+    handler = _on_error(on_decode_error)
     for name, fmt in (("key", key_schema), ("value", value_schema)):
         if fmt is not None:  # a kbatch.values format (duck-typed: the values package is above this layer)
-            typed = _typed_values(fmt, table.column(name), table.column("offset"), name, topic, partition)
+            typed = _typed_values(fmt, table.column(name), table.column("offset"), name, handler, topic, partition)
             table = table.set_column(table.schema.get_field_index(name), pa.field(name, typed.type), typed)
     return table
 
