@@ -261,6 +261,28 @@ def test_empty_items_are_bounded_per_column_too(source, path):
     assert [fmt.writer(5).check(v, 5, None, "value") for v in values] == [half, half]  # each alone is within it
 
 
+@pytest.mark.parametrize("sid", [2, 5])  # arrays of null (the fastavro path), of empty records (the kernel's)
+def test_with_on_decode_error_the_value_past_the_column_bound_is_the_one_nulled(source, sid):
+    """rules.decode_column halves a failing column to find the bad values; the bound counts only
+    the parts that decoded, so the value that crossed it is nulled and the others kept."""
+    if sid == 5 and K is None:
+        pytest.skip("the compiled Avro kernel is not built")
+    half = MAX_EMPTY_ITEMS // 2 + 1
+    payloads = ([zigzag(half) + b"\x00", zigzag(half) + b"\x00", zigzag(2) + b"\x00"] if sid == 2 else
+                [empties_payload([half], 1, []), empties_payload([half], 2, []), empties_payload([2], 3, [])])
+    data = segment([frame(sid, p) for p in payloads])
+    errors = []
+    got = kbatch.decode_columns(data, "t", 0, value_schema=Avro(source),
+                                on_decode_error=lambda row, e: errors.append((row, e)))
+    assert [(row, type(e).__name__, e.offset) for row, e in errors] == [(1, "PayloadLimitError", 1)]
+    values = got.column("value")
+    assert values[1].as_py() is None and values[2].as_py() is not None
+    assert len(values[0].as_py()["xs" if sid == 2 else "a"]) == half
+    with pytest.raises(PayloadLimitError, match=r"value in t \[0\] at offset 1 \(schema id \d\): .* found "
+                                                rf"{2 * half} \(at byte 0 of the payload\)"):
+        kbatch.decode_columns(data, "t", 0, value_schema=Avro(source))
+
+
 def empties_payload(a_blocks, n, b_blocks):
     """An Empties value: blocks of the `a` array (counts; a negative one carries its byte size), the
     long, blocks of the `b` array."""

@@ -549,10 +549,12 @@ _REASONS = {1: "the payload ends early", 2: "a varint longer than 10 bytes", 3: 
 
 
 def decode_rows(Col root, dict programs, const uint8_t[::1] data, const int32_t[::1] offsets, valid, Py_ssize_t first,
-                Py_ssize_t n):
+                Py_ssize_t n, int64_t empty=0):
     """Decode rows [first, first + n) of a binary Arrow array (data, offsets, validity as a numpy
     bool array or None) into `root`, each with the program of its schema id (`programs`: id -> Op).
-    Raises AvroDecodeError naming the row; KeyError for a schema id that has no program."""
+    Raises AvroDecodeError naming the row; KeyError for a schema id that has no program. `empty`:
+    the items that take no bytes the column held before these rows (one bound for all); returns
+    the count after them."""
     cdef Py_ssize_t r
     cdef int32_t lo, hi
     cdef Cur c
@@ -561,7 +563,7 @@ def decode_rows(Col root, dict programs, const uint8_t[::1] data, const int32_t[
     cdef Op prog = None
     cdef const uint8_t* base = &data[0] if data.shape[0] else NULL
     cdef const uint8_t[::1] v = valid if valid is not None else None
-    c.empty = 0  # one bound for all the rows: what the column holds, as the pure path counts
+    c.empty = empty  # one bound for all the rows: what the column holds, as the pure path counts
     for r in range(first, first + n):
         if v is not None and not v[r]:
             root.append_null()
@@ -584,3 +586,4 @@ def decode_rows(Col root, dict programs, const uint8_t[::1] data, const int32_t[
         run(prog, &c)
         if c.err:
             raise AvroDecodeError(r, c.p - c.start, _REASONS.get(c.err, "error"), c.err, c.found)
+    return c.empty

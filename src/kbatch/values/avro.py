@@ -363,6 +363,13 @@ class Avro(Format):
         """Many framed values -> (fastavro's values with logical types left raw, the schema id that
         fixes the Arrow type: the newest id seen, every value resolved to it, unless a reader schema
         was given)."""
+        out, target, _ = self._decode_raw(values, offsets, what, 0)
+        return out, target
+
+    def _decode_raw(self, values: Sequence["bytes | memoryview | None"], offsets: Sequence[int] | None, what: str,
+                    empty: int) -> tuple[list[Any], int | None, int]:
+        """decode_raw, and the items that take no bytes the values hold, counted from `empty` (the
+        values decoded before them in the column: one bound for all, kbatch.values.limits)."""
         fastavro = _fastavro()
         n = len(values)
         ids: list[int] = [0] * n
@@ -384,10 +391,9 @@ class Avro(Format):
         elif target is not None:
             reader = self.writer(target).plain
         else:
-            return out, None
+            return out, None, empty
         # runs of one writer schema, each decoded by fastavro's reader in one go
         i = 0
-        empty = 0  # items that take no bytes, in all the values: one bound for them all, as the kernel's
         while i < n:
             sid = ids[i]
             if sid == -1:
@@ -422,7 +428,7 @@ class Avro(Format):
             for r, d in zip(rows, decoded):
                 out[r] = d
             i = j
-        return out, target
+        return out, target, empty
 
     def _one_raw(self, v: Any, start: int, w: _Writer, reader: Any, same: bool, offsets: Sequence[int] | None,
                  row: int, what: str) -> Any:
@@ -486,7 +492,8 @@ class Avro(Format):
         except P.Unsupported:
             return None
         try:
-            P.K.decode_rows(cols, programs, data, np.ascontiguousarray(offs), valid, 0, n)
+            empty = P.K.decode_rows(cols, programs, data, np.ascontiguousarray(offs), valid, 0, n,
+                                    self._empty_before())
         except P.K.AvroDecodeError as e:
             if e.code not in P.LIMIT_CODES:
                 return None  # the Python path finds the value and names its error
@@ -495,6 +502,7 @@ class Avro(Format):
             raise PayloadLimitError(P.limit_detail(e), offset=None if offsets is None else offsets[e.row].as_py(),
                                     schema_id=sid, what=what) from None
         result: pa.Array = cols.finish(node.type)
+        self._empty_done(empty)
         return result
 
     def to_arrow(self, values: Sequence["bytes | memoryview | None"], offsets: Sequence[int] | None = None,
@@ -502,10 +510,12 @@ class Avro(Format):
         """Many framed values -> one typed Arrow array (null where the value is null)."""
         import pyarrow as pa
 
-        raw, target = self.decode_raw(values, offsets, what)
+        raw, target, empty = self._decode_raw(values, offsets, what, self._empty_before())
         if target is None and self._reader_raw is None:
             return pa.nulls(len(values))
-        return to_arrow(raw, self._node(target))
+        result = to_arrow(raw, self._node(target))
+        self._empty_done(empty)
+        return result
 
     def to_json(self, data: "bytes | memoryview", offset: int | None = None, what: str = "value") -> Any:
         """One framed value as plain JSON (see `jsonable`)."""
