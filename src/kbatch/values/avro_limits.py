@@ -41,23 +41,43 @@ class _Malformed(Exception):
     """The walk met bytes that do not read: fastavro names that error, not the walk."""
 
 
-def resolve(s: Any, ns: str | None, names: dict[str, Any]) -> tuple[Any, str | None]:
-    """A type by name -> its definition (with the namespace it was defined in); {"type": {...}}
-    wrappers unwrapped."""
+_COMPLEX = ("record", "error", "enum", "fixed", "array", "map")
+
+
+def _check_decimal(s: dict[str, Any]) -> None:
+    if s.get("logicalType") == "decimal":
+        p = s.get("precision")
+        if not isinstance(p, int) or not 1 <= p <= 76:  # Arrow's decimal256 holds 76 digits
+            raise SchemaShapeError(f"an Avro decimal of a precision a schema may not have: expected 1 to 76 digits, "
+                                   f"found {p!r}")
+
+
+def unwrap(s: Any) -> Any:
+    """A type without its wrappers: {"type": {...}}, {"type": "Name"} and a primitive with
+    attributes ({"type": "long", "logicalType": ...}) are the type they name (a name stays a name)."""
     for _ in range(MAX_SCHEMA_JSON_DEPTH + 1):
-        if isinstance(s, str) and s not in PRIMITIVES:
-            full = s if s in names else _full_name(s, ns)
-            if full not in names:
-                return s, ns  # an unknown name: fastavro's parse has refused it already
-            s = names[full]
-            ns = full.rpartition(".")[0] or None
-        elif isinstance(s, dict) and isinstance(s.get("type"), (dict, list)) and "name" not in s:
-            s = s["type"]
-        elif isinstance(s, dict) and s.get("type") in PRIMITIVES and len(s) == 1:
-            s = s["type"]
-        else:
+        if not isinstance(s, dict):
+            return s
+        t = s.get("type")
+        if not (isinstance(t, (dict, list)) or (isinstance(t, str) and t not in _COMPLEX)):
+            return s
+        _check_decimal(s)
+        s = t
+    raise SchemaShapeError(f"type wrappers inside each other {MAX_SCHEMA_JSON_DEPTH} times")
+
+
+def resolve(s: Any, ns: str | None, names: dict[str, Any]) -> tuple[Any, str | None]:
+    """A type by name -> its definition (with the namespace it was defined in), wrappers unwrapped."""
+    for _ in range(MAX_SCHEMA_JSON_DEPTH + 1):
+        s = unwrap(s)
+        if not isinstance(s, str) or s in PRIMITIVES:
             return s, ns
-    raise SchemaShapeError(f"type names and wrappers that lead to each other {MAX_SCHEMA_JSON_DEPTH} times")
+        full = s if s in names else _full_name(s, ns)
+        if full not in names:
+            return s, ns  # an unknown name: fastavro's parse has refused it already
+        s = names[full]
+        ns = full.rpartition(".")[0] or None
+    raise SchemaShapeError(f"type names that lead to each other {MAX_SCHEMA_JSON_DEPTH} times")
 
 
 def _kind(s: Any) -> str:
@@ -103,6 +123,7 @@ class AvroShape:
         if frames > MAX_SCHEMA_JSON_DEPTH:
             raise SchemaShapeError(f"the Avro schema nests deeper than a schema may: expected at most "
                                    f"{MAX_SCHEMA_JSON_DEPTH} types inside each other, found more")
+        s = unwrap(s)  # {"type": "Name"} is the named type: its recursion is seen below
         full = None
         if isinstance(s, str) and s not in PRIMITIVES:
             full = s if s in self.names else _full_name(s, ns)
@@ -126,11 +147,8 @@ class AvroShape:
 
     def _visit_type(self, s: Any, ns: str | None, frames: int) -> tuple[int, int, int]:
         s, ns = resolve(s, ns, self.names)
-        if isinstance(s, dict) and s.get("logicalType") == "decimal":
-            p = s.get("precision")
-            if not isinstance(p, int) or not 1 <= p <= 76:  # Arrow's decimal256 holds 76 digits
-                raise SchemaShapeError(f"an Avro decimal of a precision a schema may not have: expected 1 to 76 "
-                                       f"digits, found {p!r}")
+        if isinstance(s, dict):
+            _check_decimal(s)  # a decimal fixed (a primitive's is checked as it is unwrapped)
         if isinstance(s, list):
             kids = [self._visit(b, ns, frames + 1) for b in s]
             return (max((k[0] for k in kids), default=0), 1, 1 + sum(k[2] for k in kids))
