@@ -57,8 +57,7 @@ def cmd_export_table(path: str, *, to: str, fmt: str, catalog: str | None = None
                      key_schema: str | None = None, value_schema: str | None = None, schemas: Any = None,
                      on_decode_error: str = "fail") -> int:
     from ..log.fetch import IsolationLevel
-    from ..tables import DEFAULT_TARGET_FILE_SIZE, DataLossError, export_table
-    from ..tables._parquet import COMPRESSIONS
+    from ..tables import COMPRESSIONS, DEFAULT_TARGET_FILE_SIZE, DataLossError, export_table
 
     out = out or sys.stdout
     err = err or sys.stderr

@@ -47,7 +47,7 @@ except ModuleNotFoundError as e:  # Arrow is optional: the codec, storage and CL
 
 from .. import _backend
 from .. import _wire as W
-from ..record.batch import _as_view, scan_headers, truncation_error
+from ..record.batch import HeaderScan, as_view, scan_headers, truncation_error
 from ..record.compression import check_codec, decompress
 from ..errors import CrcMismatchError, KBatchError
 
@@ -579,7 +579,7 @@ def _iter_binary(data: Buffer, topic: str | None, partition: int | None, *, incl
                  start_offset: int | None, end_offset: int | None, chunk_rows: int, chunk_bytes: int,
                  max_decompressed_bytes: int, use_threads: bool) -> Generator[pa.RecordBatch, None, int]:
     """iter_record_batches' binary columns."""
-    buf = _as_view(data)
+    buf = as_view(data)
     lo = W.INT64_MIN if start_offset is None else start_offset
     hi = W.INT64_MAX if end_offset is None else end_offset
     chunk_bytes = max(1, min(int(chunk_bytes), _MAX_CHUNK_BYTES))
@@ -641,20 +641,14 @@ def _iter_binary(data: Buffer, topic: str | None, partition: int | None, *, incl
     def chunks() -> Generator[_Batches, None, int]:
         """The chunks to decode, in order (a scan error after the chunks before it); returns
         the position where complete batches end."""
-        gen = scan_headers(buf)
+        scan = HeaderScan(scan_headers(buf), stop_on_error=True)
         pending: _Batches | None = None  # the last, possibly unfinished, chunk: more batches of its kind may follow
         done = False
         valid = 0
         while not done:
-            try:
-                s = next(gen)
-            except StopIteration as stop:
-                valid = stop.value
+            s = next(scan, None)
+            if s is None:
                 break
-            except KBatchError:
-                if pending is not None:
-                    yield pending
-                raise
             c = {k: s[k] for k in _SCAN}
             magic, attrs = c["magic"], c["attributes"]
             v2 = magic == 2
@@ -687,6 +681,10 @@ def _iter_binary(data: Buffer, topic: str | None, partition: int | None, *, incl
                 pending = b.take(*ranges[-1])
         if pending is not None:
             yield pending
+        if scan.error is not None:  # after the chunks before the bad header
+            raise scan.error
+        if not done:
+            valid = scan.end
         if strict and not done and valid < len(buf):
             raise truncation_error(buf, valid)
         return valid

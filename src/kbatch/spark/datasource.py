@@ -350,16 +350,16 @@ def _control_crc_failure(data: Buffer, lo: int, hi: int) -> KBatchError | None:
     import numpy as np
 
     from .. import _wire as W
-    from ..record.file_records import _batch_at, _crc_error, scan_buffer
+    from ..record.file_records import batch_at, crc_error_at, scan_buffer
 
     try:
         for s in scan_buffer(data):
             ctrl = ((s["magic"] == 2) & ((s["attributes"] & W.CONTROL_FLAG_MASK) != 0) & (s["last_offset"] >= lo)
                     & (s["base_offset"] < hi))
             for i in np.flatnonzero(ctrl).tolist():
-                b = _batch_at(s, i)
+                b = batch_at(s, i)
                 if b.compute_crc() != b.crc:
-                    return _crc_error(s, i)
+                    return crc_error_at(s, i)
     except KBatchError:
         return None
     return None

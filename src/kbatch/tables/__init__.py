@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import KBatchError
 from ..log.fetch import IsolationLevel
+from ._parquet import COMPRESSIONS
 from ._typed import TypeChangeError
 from ._source import (CommitConflict, DataLossError, PartitionExport, PartitionPlan, iter_rows, plan_partition,
                       table_schema)
@@ -159,8 +160,6 @@ def export_table(logs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
     "null" (the row is written with a null key/value), "dead-letter" (the raw record and the error
     go to the table `<to>_dead_letter`, exactly once across reruns, and not into `to`).
     """
-    from ._parquet import COMPRESSIONS
-
     if compression not in COMPRESSIONS:
         raise ValueError(f"compression must be one of {', '.join(COMPRESSIONS)}, not {compression!r}")
     level = isolation if isinstance(isolation, IsolationLevel) else (
@@ -380,4 +379,4 @@ def _source_down(e: Exception) -> bool:
 
 
 __all__ = ["export_table", "ExportResult", "PartitionExport", "DataLossError", "TypeChangeError", "table_schema",
-           "FORMATS"]
+           "FORMATS", "COMPRESSIONS"]
