@@ -4,7 +4,6 @@ partition, offset, schema id). The cases that crashed or ate memory run in a sub
 SIGSEGV or a MemoryError fails the test instead of the test run."""
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
