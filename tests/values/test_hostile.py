@@ -412,6 +412,26 @@ def test_kernel_and_its_pure_twin_agree_on_depth(depth, kinds):
     assert (pure is None) == (depth <= MAX_DEPTH)
 
 
+@pytest.mark.parametrize("text", [b"\xff\xfe", b"ab\xc3", b"\xed\xa0\x80"])  # not UTF-8, cut, a surrogate
+def test_a_string_that_is_not_utf8_is_the_same_error_on_both_paths(source, text):
+    """The kernel copied string bytes as they came: an Arrow string column of invalid UTF-8 where
+    the fastavro path raises. Both now name the value."""
+    schema = {"type": "record", "name": "S", "fields": [{"name": "s", "type": "string"},
+                                                        {"name": "m", "type": {"type": "map", "values": "long"}}]}
+    src = TopicSchemas.from_records([(0, schema_key("s", 1), schema_value("s", 1, 1, schema))])
+    fmt = Avro(src)
+    good = frame(1, zigzag(2) + b"ok" + b"\x00")
+    for value in (frame(1, zigzag(len(text)) + text + b"\x00"),  # the string
+                  frame(1, zigzag(2) + b"ok" + zigzag(1) + zigzag(len(text)) + text + b"\x02\x00")):  # a map key
+        column = pa.array([good, value], pa.binary())
+        with pytest.raises(PayloadError, match=r"^value at offset 8 \(schema id 1\): the Avro payload does not "
+                                               r"decode: UnicodeDecodeError"):
+            fmt.decode_column(column, pa.array([7, 8]))
+        with pytest.raises(PayloadError, match="UnicodeDecodeError"):
+            fmt.to_arrow([good, value], [7, 8])
+    assert fmt.decode_column(pa.array([good], pa.binary())).to_pylist() == [{"s": "ok", "m": []}]
+
+
 # ------------------------------------------------------------------------------------ JSON
 def test_a_deeply_nested_json_value_is_refused(source):
     fmt = JsonSchema(source)

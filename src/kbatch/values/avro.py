@@ -502,6 +502,10 @@ class Avro(Format):
             raise PayloadLimitError(P.limit_detail(e), offset=None if offsets is None else offsets[e.row].as_py(),
                                     schema_id=sid, what=what) from None
         result: pa.Array = cols.finish(node.type)
+        try:  # the kernel copies string bytes as they are: Arrow's check finds text that is not UTF-8
+            result.validate(full=True)
+        except pa.ArrowInvalid:
+            return None  # the Python path names the value (fastavro's UnicodeDecodeError)
         self._empty_done(empty)
         return result
 
