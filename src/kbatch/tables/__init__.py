@@ -97,23 +97,39 @@ def _pause(where: str) -> None:
 
 
 def _partitions(logs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], topics: Iterable[str] | None,
-                partitions: Iterable[int] | None) -> list[tuple[str, int, str]]:
+                partitions: Iterable[int] | None, *, exclude_topics: Iterable[str] | None = None,
+                include_internal: bool = False) -> list[tuple[str, int, str]]:
+    """(topic, partition, directory) of every partition under `logs` the topic selection takes
+    (kbatch.log.topics: exact names, globs, excluded globs; internal topics only when named or
+    asked for; a path that is itself a partition is always read)."""
     from ..log.layout import find_partitions
+    from ..log.topics import TopicSelection, select_partitions
 
     paths = [logs] if isinstance(logs, (str, os.PathLike)) else list(logs)
+    selection = TopicSelection.of(topics, exclude=exclude_topics, include_internal=include_internal)
     found: dict[tuple[str, int], str] = {}
     for p in paths:
-        for part in find_partitions(os.fspath(p)):
+        for part in select_partitions(find_partitions(os.fspath(p)), os.fspath(p), selection):
             if part.topic is None or part.partition is None:
                 raise KBatchError(f"{part.path}: not named <topic>-<partition>: a table needs both")
             found.setdefault((part.topic, part.partition), part.path)
-    want_t = None if topics is None else set(topics)
     want_p = None if partitions is None else set(partitions)
-    return [(t, p, d) for (t, p), d in sorted(found.items())
-            if (want_t is None or t in want_t) and (want_p is None or p in want_p)]
+    return [(t, p, d) for (t, p), d in sorted(found.items()) if want_p is None or p in want_p]
 
 
-def _open_target(fmt: str, to: str, catalog: str | None, warehouse: str | None) -> Any:
+def error_offset(e: KBatchError, start: int | None) -> int | None:
+    """The offset an error names (a value's record, a batch, the first offset behind unreadable
+    bytes), else `start` (where the partition stays)."""
+    offset = getattr(e, "offset", None)
+    if isinstance(offset, int):
+        return offset
+    rng = getattr(e, "range", None)
+    if rng is not None and getattr(rng, "after_offset", None) is not None:
+        return int(rng.after_offset) + 1
+    return e.base_offset if e.base_offset is not None else start
+
+
+def _open_target(fmt: str, to: str, catalog: str | None, warehouse: str | None, catalog_name: str = "kbatch") -> Any:
     if fmt == "delta":
         from ._delta import DeltaTarget
 
@@ -121,7 +137,7 @@ def _open_target(fmt: str, to: str, catalog: str | None, warehouse: str | None) 
     if fmt == "iceberg":
         from ._iceberg import IcebergTarget
 
-        return IcebergTarget(to, catalog, warehouse)
+        return IcebergTarget(to, catalog, warehouse, catalog_name)
     raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
 
 
@@ -136,7 +152,8 @@ def export_table(logs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
                  commit_bytes: int = DEFAULT_COMMIT_BYTES, retries: int = 3,
                  key_schema: ValueFormat | str | None = None, value_schema: ValueFormat | str | None = None,
                  schemas: SchemaSource | str | os.PathLike[str] | None = None,
-                 on_decode_error: str = "fail") -> ExportResult:
+                 exclude_topics: Iterable[str] | None = None, include_internal: bool = False,
+                 catalog_name: str = "kbatch", on_decode_error: str = "fail") -> ExportResult:
     """Append what the table does not hold yet of the partitions under `logs` to the table `to`
     (a directory for Delta; `namespace.table` for Iceberg, with `catalog` a URI, default
     `sqlite:///<warehouse>/catalog.db`, and `warehouse` a directory).
@@ -159,6 +176,11 @@ def export_table(logs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
     on_decode_error: "fail" (a key/value that does not decode stops its partition, not advanced),
     "null" (the row is written with a null key/value), "dead-letter" (the raw record and the error
     go to the table `<to>_dead_letter`, exactly once across reruns, and not into `to`).
+    Topics: `topics` are exact names or globs (`orders-*`), `exclude_topics` globs; internal
+    topics (`__consumer_offsets`, `__transaction_state`, `__cluster_metadata`, `_schemas`, any
+    `__` name: kbatch.log.topics) only when named exactly or with `include_internal`.
+    `catalog_name`: the name pyiceberg's catalog is loaded under (a SQL catalog keeps it in its
+    rows: read the table back with `load_catalog(catalog_name, ...)`).
     """
     if compression not in COMPRESSIONS:
         raise ValueError(f"compression must be one of {', '.join(COMPRESSIONS)}, not {compression!r}")
@@ -169,13 +191,14 @@ def export_table(logs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
     typing = Typing(key_schema, value_schema, schemas, format, on_decode_error)
     if on_decode_error == "dead-letter" and compacted:
         raise ValueError("on_decode_error='dead-letter' is for append exports: a compacted run takes 'fail' or 'null'")
-    parts = _partitions(logs, topics, partitions)
-    target = _open_target(format, to, catalog, warehouse)
+    parts = _partitions(logs, topics, partitions, exclude_topics=exclude_topics, include_internal=include_internal)
+    target = _open_target(format, to, catalog, warehouse, catalog_name)
     letters = None
     if on_decode_error == "dead-letter":
         from ._dead_letter import DeadLetters
 
-        letters = DeadLetters(_open_target(format, dead_letter_name(format, to), catalog, warehouse), include_headers)
+        letters = DeadLetters(_open_target(format, dead_letter_name(format, to), catalog, warehouse,
+                                        catalog_name), include_headers)
     from ..log.unified_log import Log
 
     logs_open: dict[tuple[str, int], Log] = {}
@@ -345,6 +368,7 @@ def _run(target: Any, parts: list[tuple[str, int, str]], logs_open: dict[tuple[s
             target.discard(mine)
             typing.dead_letters.pop((pl.topic, pl.partition), None)
             result.problems.append(f"{pl.key}: {e} (the partition was not advanced)")
+            r.error, r.error_offset = str(e), error_offset(e, pl.start)
             continue
         except CommitConflict as e:  # another writer created the table first (Iceberg creates it before its files)
             target.discard(pending + mine)

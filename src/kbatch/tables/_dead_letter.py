@@ -63,7 +63,7 @@ class DeadLetters:
                 self.pending.append((plan.topic, plan.partition, f))
         lo, hi = plan.start, plan.end
         self.advanced[(plan.topic, plan.partition)] = (lo, hi)
-        return n
+        return int(n)
 
     def commit(self, advanced: dict[tuple[str, int], tuple[int, int]]) -> None:
         """Commit the letters written for partitions the export is about to commit."""

@@ -220,8 +220,8 @@ def _located(e: SchemaError, offsets: "pa.Array | None", i: int) -> SchemaError:
 def _plain(fmt: Any, column: "pa.Array", offsets: "pa.Array | None", what: str) -> "pa.Array":
     got = fmt.decode_arrow(column, offsets, what)
     if got is not None:
-        return got  # type: ignore[no-any-return]
-    return fmt.to_arrow(column.to_pylist(), None if offsets is None else offsets.to_pylist(), what)  # type: ignore[no-any-return]
+        return got
+    return fmt.to_arrow(column.to_pylist(), None if offsets is None else offsets.to_pylist(), what)
 
 
 def on_error_of(mode: "str | OnError | None") -> OnError | None:
