@@ -336,7 +336,7 @@ class TopicSchemas(SchemaSource):
 def _registry_error(body: str) -> bool:
     """A registry's JSON error body: {"error_code": ..., "message": ...}."""
     try:
-        found = json.loads(body)
+        found = json_loads(body, MAX_SCHEMA_JSON_DEPTH)
     except ValueError:
         return False
     return isinstance(found, dict) and "error_code" in found
@@ -400,7 +400,7 @@ class RegistrySchemas(SchemaSource):
             reason = getattr(e, "reason", e)
             raise self._fail(f"GET {url} failed: {reason} (is a Schema Registry running at {self.url}?)") from None
         try:
-            return json.loads(raw)
+            return json_loads(raw, MAX_SCHEMA_JSON_DEPTH)  # a hostile answer: bounded, 'not JSON'
         except (ValueError, UnicodeDecodeError):
             text = raw[:120].decode("utf-8", "replace").strip()
             raise self._fail(f"GET {url} answered {kind}, not the registry's JSON: {text!r} (is {self.url} a Schema "
