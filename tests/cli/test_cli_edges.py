@@ -107,7 +107,8 @@ def test_a_failed_segment_of_a_file_export_says_failed(bad_schema, capsys):
     code, out, err = run(args + ["-q"], capsys)
     assert code == 1
     (line,) = out.splitlines()  # said even with -q
-    assert line.endswith("FAILED at offset 0: value at offset 0 (schema id 9): no schema with id 9 in the _schemas "
+    assert line.endswith("FAILED at offset 0: value in orders_bad [0] at offset 0 (schema id 9): no schema with id 9 "
+                         "in the _schemas "
                          "topic at " + str(root / "sr" / "_schemas-0") + " (1 schema ids in 2 records) (not exported)")
     assert not (to / "topic=orders_bad").exists() and (to / "topic=orders").is_dir()
     code, out, err = run(args + ["--json", "--overwrite"], capsys)

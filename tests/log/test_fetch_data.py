@@ -3,7 +3,8 @@
 Over the read-path matrix (tests/support/read_path_cases.py: transactions, damage in middle and
 active segments, damaged indexes), at every fetch offset, both isolation levels, several byte
 limits: `kbatch serve`'s Partition.read gives the same answer as the segment walk it had before
-the slice read (kept below as the reference, `_walk`), byte for byte: error code, file position,
+the slice read (kept below as the reference, `_walk`, with main's rules as they were moved:
+undecided_at, OffsetOrder), byte for byte: error code, file position,
 size, aborted transactions. And the slice's bytes are the batches kbatch.log.fetch.read_log reads
 from the same offset.
 """
@@ -14,7 +15,7 @@ import bisect
 import pytest
 
 import kbatch
-from kbatch.log.fetch import (IsolationLevel, collect_aborted_txns, hole_at, read_log, transaction_state,
+from kbatch.log.fetch import (IsolationLevel, OffsetOrder, collect_aborted_txns, hole_at, read_log, transaction_state,
                               undecided_at, unreadable_at)
 from kbatch.log.fetch_data import read_slice
 
@@ -28,7 +29,7 @@ def parts(tmp_path_factory):
     return C.build_all(str(tmp_path_factory.mktemp("fetch-data")))
 
 
-def _walk(log, fetch_offset, max_bytes, min_one, committed, hw, hw_segment, hw_position):
+def _walk(log, fetch_offset, max_bytes, min_one, committed, hw, hw_segment, hw_position, orders):
     """serve's Partition.read before the slice read (its own segment walk), as (error code,
     (segment base, position, size) or None, aborted or None): the reference."""
     if fetch_offset < log.log_start_offset or fetch_offset > hw:
@@ -67,6 +68,14 @@ def _walk(log, fetch_offset, max_bytes, min_one, committed, hw, hw_segment, hw_p
         size = min(max_position - start.position, max(max_bytes, start.size) if min_one else max_bytes)
         if size <= 0:
             return empty
+        order = orders.get(seg.base_offset)
+        if order is None or order.hi > seg.size:
+            order = orders[seg.base_offset] = OffsetOrder()
+        bad = order.first_bad(seg, fetch_offset, start.position + size, bases[i + 1] if i + 1 < len(bases) else None)
+        if bad is not None:
+            if bad[0] <= start.position:
+                return 2, None, None
+            size = bad[0] - start.position
         aborted = collect_aborted_txns(transaction_state(log).aborted, fetch_offset, hw) if committed else None
         return 0, (seg.base_offset, start.position, size), aborted
     return empty
@@ -86,16 +95,18 @@ def test_serve_answers_as_its_own_segment_walk_did(parts, case):
     part = Partition(case, 0, log)
     try:
         hw, hw_seg, hw_pos = part.high_watermark, part._hw_segment, part._hw_position
+        orders, slice_orders = {}, {}  # each reader keeps its own, as serve keeps one per partition
         offsets = range(max(0, log.log_start_offset - 1), hw + 2)
         for committed in (False, True):
             for fetch_offset in offsets:
                 for max_bytes, min_one in ((1, True), (1, False), (200, True), (1 << 20, False)):
-                    want = _raised(_walk, log, fetch_offset, max_bytes, min_one, committed, hw, hw_seg, hw_pos)
+                    want = _raised(_walk, log, fetch_offset, max_bytes, min_one, committed, hw, hw_seg, hw_pos,
+                                   orders)
                     got = _raised(_served, part, fetch_offset, max_bytes, min_one, committed)
                     assert got == want, (committed, fetch_offset, max_bytes, min_one)
                     got = _raised(lambda: _answer(read_slice(
                         log, fetch_offset, max_bytes, min_one_message=min_one, isolation=IsolationLevel(int(committed)),
-                        high_watermark=hw, high_watermark_position=(hw_seg, hw_pos))))
+                        high_watermark=hw, high_watermark_position=(hw_seg, hw_pos), offset_orders=slice_orders)))
                     assert got == want
     finally:
         part.close()

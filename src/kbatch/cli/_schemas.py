@@ -194,6 +194,15 @@ class FileTyping:
         return out
 
     def __call__(self, topic: str | None, rb: Any) -> Any:
+        from ..values import SchemaError
+
+        try:
+            return self._typed(topic, rb)
+        except SchemaError as e:  # name the topic and partition, as decode_columns' errors do
+            part = rb.column("partition")[0].as_py() if "partition" in rb.schema.names and rb.num_rows else None
+            raise e.located(topic=topic, partition=part) from None
+
+    def _typed(self, topic: str | None, rb: Any) -> Any:
         import numpy as np
         import pyarrow as pa
 

@@ -519,7 +519,7 @@ def iter_record_batches(data: Buffer, topic: str | None = None, partition: int |
                 return int(stop.value)
             at = seen
             shifted = None if handler is None else (lambda row, error: handler(at + row, error))
-            yield _typed_chunk(rb, fmts, types, shifted)
+            yield _typed_chunk(rb, fmts, types, shifted, topic, partition)
             seen += rb.num_rows
     finally:
         binary.close()  # an abandoned caller: the decode threads let go of the buffer now
@@ -536,8 +536,21 @@ def _on_error(mode: Any) -> Any:
     raise ValueError(f"on_decode_error must be 'fail', 'null' or a callable (row, error), not {mode!r}")
 
 
+def _typed_values(fmt: Any, column: Any, offsets: Any, name: str, on_error: Any, topic: str | None,
+                  partition: int | None) -> pa.Array:
+    """A format's typed column; its error (a kbatch.values.SchemaError, duck-typed: it names key or
+    value, offset and schema id) also names the topic and partition, as the read path's damage does."""
+    try:
+        return fmt.decode_column(column, offsets, name, **({} if on_error is None else {"on_error": on_error}))
+    except KBatchError as e:
+        locate = getattr(e, "located", None)
+        if topic is not None and locate is not None:
+            locate(topic=topic, partition=partition)
+        raise
+
+
 def _typed_chunk(rb: pa.RecordBatch, fmts: dict[str, Any], types: dict[str, pa.DataType],
-                 on_error: Any = None) -> pa.RecordBatch:
+                 on_error: Any = None, topic: str | None = None, partition: int | None = None) -> pa.RecordBatch:
     """One chunk with its key/value columns decoded by kbatch.values formats (duck-typed: the values
     package is above this layer), cast to the types the first chunk had."""
     names = rb.schema.names
@@ -546,7 +559,7 @@ def _typed_chunk(rb: pa.RecordBatch, fmts: dict[str, Any], types: dict[str, pa.D
     offsets = cols[names.index("offset")]
     for name, fmt in fmts.items():
         i = names.index(name)
-        col = fmt.decode_column(cols[i], offsets, name, **({} if on_error is None else {"on_error": on_error}))
+        col = _typed_values(fmt, cols[i], offsets, name, on_error, topic, partition)
         want = types.setdefault(name, col.type)
         if col.type != want:
             try:
@@ -765,8 +778,7 @@ def decode_columns(data: Buffer, topic: str | None = None, partition: int | None
     handler = _on_error(on_decode_error)
     for name, fmt in (("key", key_schema), ("value", value_schema)):
         if fmt is not None:  # a kbatch.values format (duck-typed: the values package is above this layer)
-            typed = fmt.decode_column(table.column(name), table.column("offset"), name,
-                                      **({} if handler is None else {"on_error": handler}))
+            typed = _typed_values(fmt, table.column(name), table.column("offset"), name, handler, topic, partition)
             table = table.set_column(table.schema.get_field_index(name), pa.field(name, typed.type), typed)
     return table
 

@@ -6,9 +6,10 @@ not the bytes.
 against the log), the byte range from the batch holding it up to `max_bytes` (KIP-74: the first
 batch whole when `min_one_message`), never past the high watermark or, for read_committed, the
 last stable offset; the aborted transactions a read_committed consumer needs; and the damage
-answer of kbatch.log.fetch (`hole_at`, `unreadable_at`, `undecided_at`): an offset inside bytes
-that could not be read, or behind a torn middle segment, or a last stable offset that damage may
-have hidden a marker behind, is an error, never a silent jump past them. The records
+answer of kbatch.log.fetch (`hole_at`, `unreadable_at`, `undecided_at`, `OffsetOrder`): an offset
+inside bytes that could not be read, or behind a torn middle segment, or a last stable offset
+that damage may have hidden a marker behind, is an error, never a silent jump past them; a slice
+ends before a batch whose base offset is out of order. The records
 come back as a `SegmentSlice` (segment, position, size), as Kafka's FetchDataInfo wraps a
 FileRecords slice, so `kbatch serve` sends them with sendfile without reading them.
 
@@ -20,8 +21,8 @@ from __future__ import annotations
 import bisect
 from typing import TYPE_CHECKING, NamedTuple
 
-from .fetch import (IsolationLevel, UnreadableRange, collect_aborted_txns, hole_at, transaction_state, undecided_at,
-                    unreadable_at)
+from .fetch import (IsolationLevel, OffsetOrder, UnreadableRange, collect_aborted_txns, hole_at, transaction_state,
+                    undecided_at, unreadable_at)
 
 if TYPE_CHECKING:
     from .index import AbortedTxn
@@ -77,16 +78,30 @@ def _stable_offset(log: PartitionLog, high_watermark: int) -> int:
     return high_watermark if fuo is None else min(fuo, high_watermark)
 
 
+def _order(orders: dict[int, OffsetOrder] | None, seg: LogSegment) -> OffsetOrder:
+    """The OffsetOrder of `seg` a caller keeps (a new one when it keeps none, or the segment was
+    truncated since it was checked)."""
+    order = None if orders is None else orders.get(seg.base_offset)
+    if order is None or order.hi > seg.size:
+        order = OffsetOrder()
+        if orders is not None:
+            orders[seg.base_offset] = order
+    return order
+
+
 def read_slice(log: PartitionLog, fetch_offset: int, max_bytes: int, *, min_one_message: bool = True,
                isolation: IsolationLevel | int = IsolationLevel.READ_UNCOMMITTED,
-               high_watermark: int | None = None, high_watermark_position: tuple[int, int] | None = None
-               ) -> FetchDataInfo:
+               high_watermark: int | None = None, high_watermark_position: tuple[int, int] | None = None,
+               offset_orders: dict[int, OffsetOrder] | None = None) -> FetchDataInfo:
     """Read `log` from `fetch_offset` as a broker answers a Fetch (see the module docstring).
 
     high_watermark: reads stop before it (default: the log end offset); a server that publishes
     its high watermark after each append gives its own. high_watermark_position: (segment base
     offset, byte position) where the batches below the high watermark end in that segment (default:
-    where the active segment's complete batches end), so a batch being written is never sent."""
+    where the active segment's complete batches end), so a batch being written is never sent.
+    offset_orders: {segment base offset: OffsetOrder} a caller keeps between reads (serve, per
+    partition), so that the offset order of the bytes sent is checked once per byte; without it
+    each read checks its own slice."""
     hw = log.end_offset() if high_watermark is None else high_watermark
     committed = int(isolation) == IsolationLevel.READ_COMMITTED
     upper = _stable_offset(log, hw) if committed else hw
@@ -134,6 +149,15 @@ def read_slice(log: PartitionLog, fetch_offset: int, max_bytes: int, *, min_one_
         size = min(max_position - start.position, limit)
         if size <= 0:
             return nothing
+        # the read path's rule: a base offset out of order (no CRC covers it) is damage, never sent
+        bad = _order(offset_orders, seg).first_bad(seg, fetch_offset, start.position + size,
+                                                   bases[i + 1] if i + 1 < len(bases) else None)
+        if bad is not None:
+            if bad[0] <= start.position:
+                return nothing._replace(aborted_transactions=None, unreadable=UnreadableRange(
+                    seg.log.path, bad[0], seg.size - bad[0], None, bases[i + 1] if i + 1 < len(bases) else None,
+                    bad[1]))
+            size = bad[0] - start.position
         # the aborted transactions up to the high watermark, as a broker lists them (LogSegment.collectAbortedTxns)
         aborted = collect_aborted_txns(transaction_state(log).aborted, fetch_offset, hw) if committed else None
         where = LogOffsetMetadata(fetch_offset, seg.base_offset, start.position)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from .. import _wire as W
 from ..record.file_records import iter_batches
 from ..errors import KBatchError
-from ..log.fetch import IsolationLevel, cached_transaction_state, transaction_state
+from ..log.fetch import IsolationLevel, OffsetOrder, cached_transaction_state, transaction_state
 from ..log.fetch_data import read_slice
 from .producer_state import ProducerStateError, ProducerStateManager
 from .protocol import FileSlice
@@ -67,6 +67,7 @@ class Partition:
         self._append_lock = asyncio.Lock()
         self._waiters: set[asyncio.Future[None]] = set()
         self._fds: dict[int, int] = {}
+        self._orders: dict[int, OffsetOrder] = {}  # per segment: the bytes whose offset order read_slice checked
         latest = log.offset_for(W.OffsetSpec.LATEST)
         assert latest is not None  # LATEST always has an answer
         self.leader_epoch = latest.leader_epoch if latest.leader_epoch is not None else 0
@@ -165,7 +166,7 @@ class Partition:
                           isolation=IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED,
                           high_watermark=self.high_watermark,
                           high_watermark_position=(-1 if self._hw_segment is None else self._hw_segment,
-                                                   self._hw_position))
+                                                   self._hw_position), offset_orders=self._orders)
         if info.out_of_range:
             return ReadResult(1)  # OFFSET_OUT_OF_RANGE
         if info.unreadable is not None:

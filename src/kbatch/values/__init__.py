@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Union
 
 from .avro import Avro
-from .errors import PayloadError, SchemaError, SchemaSourceError, UnknownSchemaError, WrongMagicError
+from .errors import (PayloadError, PayloadLimitError, SchemaError, SchemaSourceError, UnknownSchemaError,
+                     WrongMagicError)
 from .framing import frame, header, message_indexes
 from .json_schema import JsonSchema
 from .protobuf import Protobuf
@@ -110,6 +111,6 @@ def typed_columns(table: "pa.Table", *, key_schema: ValueFormat | None = None,
 
 __all__ = ["Avro", "JsonSchema", "Protobuf", "ValueFormat", "value_format", "topic_format", "reader_rule", "decode_column", "typed_columns",
            "SchemaSource", "TopicSchemas", "RegistrySchemas", "DirectorySchemas", "open_schemas", "RegisteredSchema",
-           "Reference", "SchemaError", "WrongMagicError", "UnknownSchemaError", "PayloadError", "SchemaSourceError",
-           "SchemaSourceUnavailable",
+           "Reference", "SchemaError", "WrongMagicError", "UnknownSchemaError", "PayloadError", "PayloadLimitError",
+           "SchemaSourceError", "SchemaSourceUnavailable",
            "frame", "header", "message_indexes", "FORMATS"]

@@ -15,6 +15,11 @@ class Format:
     `decode_arrow(column, offsets, what)` (an Arrow binary array in; None: not this column)."""
 
     kind = ""
+    #: inside decode_column: the items that take no bytes (kbatch.values.limits.MAX_EMPTY_ITEMS) the
+    #: parts of the column decoded so far hold, each part adding its own once it decodes (a part that
+    #: fails adds nothing: on_error's halving then finds the value that broke the bound); None
+    #: outside: each to_arrow / decode_arrow call counts alone. (A format decodes one column at a time.)
+    _column_empty: "list[int] | None" = None
 
     def to_arrow(self, values: Sequence["bytes | memoryview | None"], offsets: Sequence[int] | None = None,
                  what: str = "value") -> "pa.Array":
@@ -37,7 +42,20 @@ class Format:
             column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
         if isinstance(offsets, pa.ChunkedArray):
             offsets = offsets.combine_chunks() if offsets.num_chunks != 1 else offsets.chunk(0)
-        return decode_column(self, column, offsets, what, on_error)
+        self._column_empty = [0]
+        try:
+            return decode_column(self, column, offsets, what, on_error)
+        finally:
+            self._column_empty = None
+
+    def _empty_before(self) -> int:
+        """The items that take no bytes the column's parts decoded so far hold (see _column_empty)."""
+        return 0 if self._column_empty is None else self._column_empty[0]
+
+    def _empty_done(self, count: int) -> None:
+        """A part decoded: its values' items that take no bytes count against the column's bound."""
+        if self._column_empty is not None:
+            self._column_empty[0] = count
 
     def to_json(self, data: "bytes | memoryview", offset: int | None = None, what: str = "value") -> Any:
         """One framed key or value as JSON-able Python objects (what `kbatch cat` prints)."""

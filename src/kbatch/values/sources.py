@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from .errors import SchemaSourceError, UnknownSchemaError
+from .limits import MAX_SCHEMA_JSON_DEPTH, JsonDepthError, json_loads
 
 
 class SchemaSourceUnavailable(SchemaSourceError):
@@ -255,11 +256,12 @@ class TopicSchemas(SchemaSource):
             if key is None:
                 self.problems.append(f"offset {offset}: a record without a key")
                 continue
-            try:
-                k = json.loads(bytes(key))
-                v = None if value is None else json.loads(bytes(value))
+            try:  # nested past MAX_SCHEMA_JSON_DEPTH: a bad record (JsonDepthError), not a RecursionError
+                k = json_loads(bytes(key), MAX_SCHEMA_JSON_DEPTH)
+                v = None if value is None else json_loads(bytes(value), MAX_SCHEMA_JSON_DEPTH)
             except (ValueError, UnicodeDecodeError) as e:
-                self.problems.append(f"offset {offset}: not JSON ({e})")
+                self.problems.append(f"offset {offset}: {e}" if isinstance(e, JsonDepthError) else
+                                     f"offset {offset}: not JSON ({e})")
                 continue
             if not isinstance(k, dict):
                 self.problems.append(f"offset {offset}: the key is not a JSON object")
@@ -334,7 +336,7 @@ class TopicSchemas(SchemaSource):
 def _registry_error(body: str) -> bool:
     """A registry's JSON error body: {"error_code": ..., "message": ...}."""
     try:
-        found = json.loads(body)
+        found = json_loads(body, MAX_SCHEMA_JSON_DEPTH)
     except ValueError:
         return False
     return isinstance(found, dict) and "error_code" in found
@@ -398,7 +400,7 @@ class RegistrySchemas(SchemaSource):
             reason = getattr(e, "reason", e)
             raise self._fail(f"GET {url} failed: {reason} (is a Schema Registry running at {self.url}?)") from None
         try:
-            return json.loads(raw)
+            return json_loads(raw, MAX_SCHEMA_JSON_DEPTH)  # a hostile answer: bounded, 'not JSON'
         except (ValueError, UnicodeDecodeError):
             text = raw[:120].decode("utf-8", "replace").strip()
             raise self._fail(f"GET {url} answered {kind}, not the registry's JSON: {text!r} (is {self.url} a Schema "
