@@ -1,4 +1,4 @@
-package kbatch.spark;
+package kbatch.kafka.wire;
 
 import java.nio.ByteBuffer;
 import java.nio.CharBuffer;
@@ -15,7 +15,7 @@ import java.util.zip.CRC32C;
  * order, raising the same error classes at the same byte positions (kafka-format.md 1-2;
  * DESIGN.md decisions 1 and 2: the extended-timestamp bit 7 and the tombstone bit 5).
  */
-final class RecordBatchDecoder {
+public final class RecordBatchDecoder {
     private final Compression codecs;
     private final CRC32C crc32c = new CRC32C();
     private final CRC32 crc32 = new CRC32();
@@ -32,13 +32,13 @@ final class RecordBatchDecoder {
     private int offDelta;
     private int keyPos, keyLen, valuePos, valueLen;
 
-    RecordBatchDecoder(int maxDecompressedBytes) {
+    public RecordBatchDecoder(int maxDecompressedBytes) {
         codecs = new Compression(maxDecompressedBytes);
     }
 
     // ------------------------------------------------------------------ checksums
     /** The stored CRC of a framed entry at b[p] is wrong: CrcMismatchError (kbatch's _check_crc). */
-    void checkCrc(ByteBuffer b, int p, BatchHeader h) {
+    public void checkCrc(ByteBuffer b, int p, BatchHeader h) {
         long computed;
         if (h.magic == 2) {
             crc32c.reset();
@@ -173,7 +173,7 @@ final class RecordBatchDecoder {
      * but gives no rows). `delta` maps buffer indexes to file positions; `stable`: b outlives the
      * output batch, so uncompressed keys and values are referenced, not copied.
      */
-    void decodeV2(ByteBuffer b, int p, long delta, BatchHeader h, RecordColumns out, long lo, long hi, boolean emit,
+    public void decodeV2(ByteBuffer b, int p, long delta, BatchHeader h, RecordColumns out, long lo, long hi, boolean emit,
                   boolean stable) {
         int codec = h.attributes & Wire.COMPRESSION_CODEC_MASK;
         ByteBuffer data = b;
@@ -334,7 +334,7 @@ final class RecordBatchDecoder {
      * caller then runs decodeV2, which throws that error at its byte, so count() fails where
      * collect() fails and counts what collect() returns.
      */
-    int countV2(ByteBuffer b, int p, BatchHeader h, long lo, long hi) {
+    public int countV2(ByteBuffer b, int p, BatchHeader h, long lo, long hi) {
         int count = h.recordCount;
         if (!b.hasArray() || count < 0) {
             return -1;
@@ -554,7 +554,7 @@ final class RecordBatchDecoder {
      * of at least 4 bytes, version >= 0; a transaction marker's value of at least 6 bytes, version
      * >= 0), for read_committed's check of aborted transactions against the log.
      */
-    int controlType(ByteBuffer b, int p, long delta, BatchHeader h) {
+    public int controlType(ByteBuffer b, int p, long delta, BatchHeader h) {
         RecordColumns kv = new RecordColumns(true, true, false, false, false, false, false, false);
         decodeV2(b, p, delta, h, kv, Long.MIN_VALUE, Long.MAX_VALUE, true, false);
         int type = -1;
@@ -647,7 +647,7 @@ final class RecordBatchDecoder {
     }
 
     /** Decode one legacy entry framed at b[p] (kbatch.record.legacy.LegacyRecordBatch._decode). */
-    void decodeLegacy(ByteBuffer b, int p, long delta, BatchHeader h, RecordColumns out, long lo, long hi,
+    public void decodeLegacy(ByteBuffer b, int p, long delta, BatchHeader h, RecordColumns out, long lo, long hi,
                       boolean verifyCrc, boolean stable) {
         int m = p + Wire.LOG_OVERHEAD;
         int mend = p + h.size;
