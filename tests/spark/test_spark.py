@@ -35,27 +35,7 @@ NOW = 1_750_000_000_000
 READERS = {"python": "kafka-segments-python", "jvm": "kafka-segments-jvm"}
 
 
-@pytest.fixture(scope="session")
-def spark():
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "src")
-    os.environ["PYTHONPATH"] = os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])
-    from pyspark.sql import SparkSession
-
-    s = (SparkSession.builder.master("local[2]").appName("kbatch-tests")
-         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")
-         .getOrCreate())
-    s.sparkContext.setLogLevel("ERROR")
-    import kbatch.spark as ks
-
-    # sets the Python pushdown switch; option pushdown=false picks the plain readers
-    s.kbatch_reader = ks.register(s, pushdown=True)
-    yield s
-    s.stop()
-
-
-@pytest.fixture(scope="session", params=sorted(READERS))
+@pytest.fixture(scope="module", params=sorted(READERS))
 def fmt(request, spark):
     """The format name of one reader; every test taking it runs on both."""
     if request.param == "jvm" and not spark.kbatch_reader.is_jvm:
