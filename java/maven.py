@@ -139,6 +139,8 @@ def build(out_dir, version: str, log=print) -> Path | None:
     try:
         return compile_jar(out, version, log)
     except JarUnavailable as e:
+        # a jar of older sources (package data copied from src/, an earlier build) must not ship
+        out.unlink(missing_ok=True)
         if m == "require":
             raise SystemExit(f"kbatch: KBATCH_JAR=1 and the JVM reader's jar cannot be built: {e}") from None
         first = str(e).splitlines()[0]

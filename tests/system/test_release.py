@@ -288,6 +288,8 @@ def test_a_build_without_maven_says_why_and_how_to_fix_it(tmp_path):
     reason in the package (jars/NO_JAR.txt) for kbatch.spark.register() to repeat."""
     _checkout_only()
     out = tmp_path / "jars"
+    out.mkdir()
+    (out / "kbatch-kafka-segments.jar").write_bytes(b"PK\x05\x06" + bytes(18))  # of other sources
     env = {**os.environ, "KBATCH_JAR": "auto", "KBATCH_MVN": "", "PATH": str(tmp_path / "empty"),
            "JAVA_HOME": str(tmp_path / "no-jdk")}
     proc = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, 'java'); import maven; "
