@@ -7,12 +7,12 @@ import java.nio.ByteBuffer;
  * 2 batch, or a legacy magic 0/1 entry (base = last = the entry's offset, no producer fields).
  */
 public final class BatchHeader {
-    public long position;      // in the file
-    public int size;           // whole entry, LOG_OVERHEAD included
+    public long position;   // in the file
+    public int size;        // whole entry, LOG_OVERHEAD included
     public int magic;
     public long baseOffset;
     public long lastOffset;
-    long crc;           // unsigned
+    long crc;               // unsigned
     public int attributes;
     long firstTimestamp;
     public long maxTimestamp;
