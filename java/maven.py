@@ -146,7 +146,7 @@ def build(out_dir, version: str, log=print) -> Path | None:
         first = str(e).splitlines()[0]
         log(f"kbatch: WARNING: the JVM reader's jar is not built ({first}); kbatch.spark will use the Python "
             f"reader. To build it: {FIX}")
-        _say_why(out_dir, f"it was built without the jar: {first}")
+        _say_why(out_dir, f"{first}, when it was built")
         return None
 
 

@@ -299,7 +299,7 @@ def test_a_build_without_maven_says_why_and_how_to_fix_it(tmp_path):
     assert "WARNING: the JVM reader's jar is not built (no JDK" in proc.stdout
     assert "apt-get install -y openjdk-17-jdk-headless maven" in proc.stdout
     assert proc.stdout.rstrip().endswith("None")
-    assert (out / "NO_JAR.txt").read_text().startswith("it was built without the jar: no JDK")
+    assert (out / "NO_JAR.txt").read_text().startswith("no JDK (javac 17 or newer on PATH or in JAVA_HOME), when it was built")
     assert not (out / "kbatch-kafka-segments.jar").exists()
     # KBATCH_JAR=1: the same is an error
     proc = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, 'java'); import maven; "
