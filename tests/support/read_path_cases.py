@@ -64,6 +64,34 @@ def _crc_marker(path: str) -> None:
     raise AssertionError("no batch at offset 10")
 
 
+def _tear_at_marker(path: str) -> None:
+    """Cut the sealed segment holding offset 10 (the COMMIT marker of the transaction from 2; 11,
+    PID_ABORT's ABORT marker, follows it) 20 bytes into that marker: damage hides both markers, and
+    the segment after it is intact (issue 38: read_committed used to stop at offset 2 silently)."""
+    for seg in P.segment_logs(path)[:-1]:
+        for pos, base, _last in P.batch_positions(seg):
+            if base == 10:
+                with open(seg, "r+b") as f:
+                    f.truncate(pos + 20)
+                return
+    raise AssertionError("no marker at offset 10 in a sealed segment")
+
+
+def _forge_base(delta: int):
+    """Add `delta` to the base offset of the middle batch of segment 1 (Kafka's CRC does not cover
+    it): too high, readers used to stop there silently; too low, to give offsets twice."""
+    def forge(path: str) -> None:
+        import struct
+
+        seg = P.segment_logs(path)[1]
+        rows = P.batch_positions(seg)
+        pos, base, _last = rows[len(rows) // 2]
+        with open(seg, "r+b") as f:
+            f.seek(pos)
+            f.write(struct.pack(">q", base + delta))
+    return forge
+
+
 def _bad_magic_active(path: str) -> None:
     """The magic byte of the active segment's middle batch is 7."""
     seg = P.segment_logs(path)[-1]
@@ -101,6 +129,11 @@ CASES = {
     "crc-active": lambda p: (P.plain(p), _crc_active(p)),
     "crc-marker": lambda p: (P.transactional(p, open_txn=False), _crc_marker(p)),
     "bad-magic-active": lambda p: (P.plain(p), _bad_magic_active(p)),
+    "txn-markers-torn": lambda p: (P.transactional(p, open_txn=False, segment_bytes=400), _tear_at_marker(p)),
+    "txn-markers-torn-no-txnindex": lambda p: (P.transactional(p, open_txn=False, txn_index=False, segment_bytes=400),
+                                               _tear_at_marker(p)),
+    "forged-base-high": lambda p: (P.plain(p), _forge_base(1000)(p)),
+    "forged-base-low": lambda p: (P.plain(p), _forge_base(-3)(p)),
     # tests/support/damaged_logs.py (batch 10 is in the first of the two segments)
     "dl-bad-length-past-end": _damaged(lambda part: D.bad_length(part, 10)),
     "dl-bad-length-into-batch": _damaged(lambda part: D.bad_length(part, 10, past_end=False)),
@@ -118,7 +151,8 @@ SPARK_CASES = {n: b for n, b in CASES.items()
 
 #: the cases where read_log (from the log start, read_uncommitted) stops at bytes it cannot read
 FAILING = {"txn-torn-middle", "torn-middle", "bad-length-middle", "crc-middle", "crc-active", "crc-marker",
-           "bad-magic-active", "dl-bad-length-past-end", "dl-bad-length-into-batch", "dl-crc-flip"}
+           "bad-magic-active", "txn-markers-torn", "txn-markers-torn-no-txnindex", "forged-base-high",
+           "forged-base-low", "dl-bad-length-past-end", "dl-bad-length-into-batch", "dl-crc-flip"}
 #: the transactional cases (read_committed leaves records out)
 TRANSACTIONAL = {"txn-open", "txn-open-no-txnindex", "txn-closed", "txn-closed-no-txnindex", "txn-stale-txnindex"}
 

@@ -54,10 +54,10 @@ def cmd_export_table(path: str, *, to: str, fmt: str, catalog: str | None = None
                      headers: bool = True, target_file_size: str | None = None, compression: str = "zstd",
                      fail_on_data_loss: bool = False, compacted: bool = False, quiet: bool = False,
                      as_json: bool = False, out: IO[str] | None = None, err: IO[str] | None = None,
-                     key_schema: str | None = None, value_schema: str | None = None, schemas: Any = None) -> int:
+                     key_schema: str | None = None, value_schema: str | None = None, schemas: Any = None,
+                     on_decode_error: str = "fail") -> int:
     from ..log.fetch import IsolationLevel
-    from ..tables import DEFAULT_TARGET_FILE_SIZE, DataLossError, export_table
-    from ..tables._parquet import COMPRESSIONS
+    from ..tables import COMPRESSIONS, DEFAULT_TARGET_FILE_SIZE, DataLossError, export_table
 
     out = out or sys.stdout
     err = err or sys.stderr
@@ -71,19 +71,25 @@ def cmd_export_table(path: str, *, to: str, fmt: str, catalog: str | None = None
         raise UsageProblem("--format iceberg needs --warehouse DIR (and optionally --catalog URI)")
     if compacted and (from_offset is not None or from_time is not None):
         raise UsageProblem("--compacted takes each partition from its start: no --from-offset/--from-time")
+    if compacted and on_decode_error == "dead-letter":
+        raise UsageProblem("--on-decode-error dead-letter is for append exports: --compacted takes fail or null")
     kwargs: dict[str, Any] = dict(
         format=fmt, catalog=catalog, warehouse=warehouse, topics=topics or None, partitions=partitions or None,
         from_offset=from_offset, until_offset=until_offset, from_time=parse_time(from_time, "--from-time"),
         until_time=parse_time(until_time, "--until-time"), isolation=level, include_headers=headers,
         target_file_size=parse_size(target_file_size, "--target-file-size") or DEFAULT_TARGET_FILE_SIZE,
         compression=compression, fail_on_data_loss=fail_on_data_loss, compacted=compacted,
-        key_schema=key_schema, value_schema=value_schema, schemas=schemas)
+        key_schema=key_schema, value_schema=value_schema, schemas=schemas, on_decode_error=on_decode_error)
     try:
         result = export_table(path, to, **kwargs)
     except DataLossError as e:
         err.write(f"kbatch: {to}: data loss: {e} (nothing written)\n")
         return EXIT_PROBLEMS
     code = EXIT_OK
+    if result.dead_letters:
+        err.write(f"kbatch: {result.dead_letters} record(s) did not decode: in the table {result.dead_letter_table}\n")
+    if result.nulled:
+        err.write(f"kbatch: {result.nulled} record(s) did not decode: written with a null key/value\n")
     for problem in result.problems:
         err.write(f"kbatch: {problem}\n")
         code = EXIT_PROBLEMS

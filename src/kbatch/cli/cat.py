@@ -433,9 +433,16 @@ def cmd_cat(path: "PathLike", *, topic: str | None = None, partition: int | None
                            f"{'' if partition is None else f' numbered {partition}'} there")
     code = EXIT_OK
     printed = 0
-    with progress_bar(log_bytes([p.path for p in parts]), "cat", quiet) as advance:
-        code, printed = _cat_parts(parts, start, stop_ts, count, read_committed, unbuffered, quiet, formatter, dest,
-                                   err, advance)
+    from ._schemas import SourceStopped
+
+    try:
+        with progress_bar(log_bytes([p.path for p in parts]), "cat", quiet) as advance:
+            code, printed = _cat_parts(parts, start, stop_ts, count, read_committed, unbuffered, quiet, formatter,
+                                       dest, err, advance)
+    except SourceStopped as e:  # a schema source that cannot answer: the first failure ends the run
+        dest.flush()
+        err.write(f"kbatch: {e} (stopped)\n")
+        return EXIT_PROBLEMS
     dest.flush()
     if formatter.errors:
         code = max(code, EXIT_PROBLEMS)

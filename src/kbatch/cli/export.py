@@ -118,16 +118,28 @@ class _Sink:
 
     def write(self, rb: "pa.RecordBatch") -> None:
         if self.fmt == "parquet":
-            if self.rows == 0 and rb.schema != self.schema:
-                self.w.close()  # typed key/value columns (-s value=avro ...): the first batch's schema
-                self.schema = rb.schema
-                self._parquet(rb.schema)
+            if rb.schema != self.schema:
+                self._widen(rb.schema)  # typed key/value columns (-s value=avro ...) gained fields
             self.w.write_batch(rb)
         else:
             from ._jsonl import write_lines
 
             write_lines(self.w, rb, self.binary)
         self.rows += rb.num_rows
+
+    def _widen(self, schema: "pa.Schema") -> None:
+        """A file's one schema: the first batch's, or a typed column widened by a later batch (the
+        rows written so far are rewritten with the wider type: null in the fields they lack)."""
+        import pyarrow.parquet as pq
+
+        self.w.close()
+        self.schema = schema
+        if self.rows == 0:
+            self._parquet(schema)
+            return
+        old = pq.read_table(self.tmp)
+        self._parquet(schema)
+        self.w.write_table(old.cast(schema))
 
     def done(self) -> None:
         self.w.close()
@@ -149,11 +161,11 @@ class _Sink:
 def cmd_export(path: "PathLike", *, to: str, fmt: str | None = None, batch_fields: bool = False, binary: str = "base64",
                overwrite: bool = False, quiet: bool = False, as_json: bool = False, out: IO[str] | None = None,
                err: IO[str] | None = None, serdes: "list[str] | None" = None, schemas: str | None = None,
-               registry: str | None = None, **table_options: Any) -> int:
+               registry: str | None = None, on_decode_error: str = "fail", **table_options: Any) -> int:
     from ..columns.decode import schema as arrow_schema
     from ._schemas import export_typing  # -s key=/value= avro|json|protobuf with --schemas: typed columns
 
-    typing_for = export_typing(serdes or [], schemas, registry)
+    typing_for = export_typing(serdes or [], schemas, registry, on_decode_error)
 
     out = out or sys.stdout
     err = err or sys.stderr
@@ -166,7 +178,7 @@ def cmd_export(path: "PathLike", *, to: str, fmt: str | None = None, batch_field
         source = source_for(schemas, registry) if kinds else None
         return cmd_export_table(str(path), to=to, fmt=fmt_name, quiet=quiet, as_json=as_json, out=out, err=err,
                                 key_schema=kinds.get("key"), value_schema=kinds.get("value"), schemas=source,
-                                **table_options)
+                                on_decode_error=on_decode_error, **table_options)
     from ._export_table import TABLE_DEFAULTS
 
     if any(v != TABLE_DEFAULTS.get(k) and v != [] for k, v in table_options.items()):
@@ -192,6 +204,7 @@ def cmd_export(path: "PathLike", *, to: str, fmt: str | None = None, batch_field
             with open(state_path, encoding="utf-8") as f:
                 state = json.load(f)
     sink = _Sink(to, fmt_name, full, binary) if one_file else None
+    dead = 0  # dead letters written
     opened: "list[Log | None]" = []
     try:
         with progress_bar(total, "export", quiet) as advance:
@@ -221,13 +234,18 @@ def cmd_export(path: "PathLike", *, to: str, fmt: str | None = None, batch_field
                             rb = typing_for(topic, rb)
                             target.write(rb if one_file else rb.drop_columns(["topic", "partition"]))
                     except KBatchError as e:
+                        if _source_down(e):  # a schema source that cannot answer: every segment would fail alike
+                            raise
                         problems += 1
+                        if not one_file:
+                            typing_for.take_letters()  # the segment is redone whole by a rerun
                         err.write(f"kbatch: {seg}: {e} (not exported)\n")
                         if not one_file:
                             target.discard()
                         advance(size)
                         continue
                     if key is not None:  # not one_file
+                        dead += _dead_letters(os.path.join(to, "_dead_letter", rel), typing_for.take_letters())
                         target.done()
                         state[key] = dict(source=seg if _fs.is_remote(seg) else os.path.abspath(seg), bytes=size,
                                           rows=target.rows)
@@ -239,6 +257,7 @@ def cmd_export(path: "PathLike", *, to: str, fmt: str | None = None, batch_field
                 sink.discard()
                 err.write(f"kbatch: {to} not written: {problems} segment(s) could not be read in full\n")
             else:
+                dead += _dead_letters(to, typing_for.take_letters())
                 sink.done()
         sink = None
     finally:
@@ -247,7 +266,34 @@ def cmd_export(path: "PathLike", *, to: str, fmt: str | None = None, batch_field
         for log in opened:
             if log is not None:
                 log.close()
+    if dead:
+        where = f"{to}.dead-letter.jsonl" if one_file else os.path.join(to, "_dead_letter")
+        err.write(f"kbatch: {dead} record(s) did not decode: in {where}\n")
+    if typing_for.nulled:
+        err.write(f"kbatch: {typing_for.nulled} record(s) did not decode: exported with a null key/value\n")
     return EXIT_PROBLEMS if problems else EXIT_OK
+
+
+def _dead_letters(path: str, letters: list[dict[str, Any]]) -> int:
+    """`<path>.dead-letter.jsonl`: the records --on-decode-error dead-letter kept out of an output
+    file, raw, with the error (a directory export: under `<to>/_dead_letter/`, mirroring the file's
+    path, which dataset readers pass over; one file: beside it). Written (or removed: none this
+    time) before the file is renamed into place and the state file says the segment is done, so a
+    rerun that redoes the segment writes it again whole: each letter once."""
+    dest = path + ".dead-letter.jsonl"
+    if not letters:
+        if os.path.exists(dest):
+            os.unlink(dest)
+        return 0
+    os.makedirs(os.path.dirname(dest) or ".", exist_ok=True)
+    _files.atomic_write(dest, "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in letters).encode("utf-8"))
+    return len(letters)
+
+
+def _source_down(e: Exception) -> bool:
+    from ..values.sources import SchemaSourceUnavailable
+
+    return isinstance(e, SchemaSourceUnavailable)
 
 
 def _report(out: IO[str], as_json: bool, quiet: bool, what: str, seg: str, dest: str, rows: int | None) -> None:
@@ -290,10 +336,12 @@ def register(app: "typer.Typer") -> None:
                compression: Annotated[str, typer.Option("--compression", help="Tables: Parquet codec zstd, snappy, lz4, gzip or none.")] = "zstd",
                fail_on_data_loss: Annotated[bool, typer.Option("--fail-on-data-loss", help="Tables: exit 1, writing nothing, when retention deleted offsets the table never held.")] = False,
                compacted: Annotated[bool, typer.Option("--compacted", help="Tables: the log-cleaner view (latest record per key) replaces the table's content.")] = False,
+               on_decode_error: Annotated[str, typer.Option("--on-decode-error", help="With -s: a key/value that does not decode: fail (the segment or partition is not exported), null (the row keeps a null), dead-letter (the raw record goes to <to>/_dead_letter/ or the table <table>_dead_letter).")] = "fail",
                as_json: Annotated[bool, json_flag] = False, quiet: Annotated[bool, quiet_flag] = False) -> None:
         run(cmd_export, path, to=to, fmt=fmt, batch_fields=batch_fields, binary=binary, overwrite=overwrite,
             quiet=quiet, as_json=as_json, serdes=list(serdes or []), schemas=schemas, registry=registry,
             catalog=catalog, warehouse=warehouse, topics=topic, partitions=partition,
             from_offset=from_offset, until_offset=until_offset, from_time=from_time, until_time=until_time,
             isolation_level=isolation_level, headers=headers, target_file_size=target_file_size,
-            compression=compression, fail_on_data_loss=fail_on_data_loss, compacted=compacted)
+            compression=compression, fail_on_data_loss=fail_on_data_loss, compacted=compacted,
+            on_decode_error=on_decode_error)

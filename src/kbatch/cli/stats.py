@@ -44,15 +44,14 @@ class KeyCardinality:
 
     def add(self, keys: "pa.Array") -> None:
         """Add the non-null values of a pyarrow binary column."""
-        from .. import _backend
-        from ..columns.encode import _binary_spec
+        from ..columns.partitioner import murmur2
 
         if keys.null_count == len(keys):
             return
-        spec = _binary_spec(keys, "key")
-        if spec is None:  # a null-typed column
+        hashes = murmur2(keys)
+        if hashes is None:  # a null-typed column
             return
-        h = np.asarray(_backend.core.murmur2(spec)).astype(np.uint32)
+        h = hashes.astype(np.uint32)
         if keys.null_count:
             h = h[np.asarray(keys.is_valid())]
         h ^= h >> np.uint32(16)                       # fmix32 (MurmurHash3's finalizer)
@@ -87,7 +86,7 @@ def partition_stats(log: "Log", advance: Callable[[int], object] = lambda n: Non
     from ..columns.decode import iter_record_batches
     from ..log.fetch import IsolationLevel, read_log
     from ..record.control import parse_control_record
-    from ..record.file_records import _batch_at
+    from ..record.file_records import batch_at
 
     st: dict[str, Any] = dict(segments=len(log.segments), bytes=log.size, batches=0, records=0,
               log_start_offset=log.beginning_offset(), first_offset=None, last_offset=None,
@@ -134,7 +133,7 @@ def partition_stats(log: "Log", advance: Callable[[int], object] = lambda n: Non
         st["transactional_records"] += int(s["record_count"][txn & ~ctl].sum())
         st["control_batches"] += int(np.count_nonzero(ctl))
         for i in (np.flatnonzero(ctl) + w.start).tolist():
-            for r in _batch_at(w.window, i):
+            for r in batch_at(w.window, i):
                 kind = parse_control_record(r).type
                 if kind == W.ControlRecordType.COMMIT:
                     st["commits"] += 1

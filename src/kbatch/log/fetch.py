@@ -49,6 +49,7 @@ import numpy as np
 
 from .. import _wire as W
 from ..errors import CorruptRecordError, KBatchError, StorageError
+from ..record.batch import incomplete_batch
 from .index import AbortedTxn, TransactionIndex
 from .producer_state import OngoingTxns, follow_windows, ongoing_at
 
@@ -108,6 +109,40 @@ def _unreadable_error(r: UnreadableRange) -> UnreadableDataError:
     e = UnreadableDataError(str(r), position=r.position)
     e.range = r
     return e
+
+
+def _offset_disorder(s: Window, a: int, prev_last: int | None, next_base: int | None) -> tuple[int, str] | None:
+    """The first batch of scan window `s` from row `a` on whose offsets break the log's order (a
+    base offset not above the previous batch's last offset, or, in a segment that is not the last,
+    a last offset at or past the next segment's base), with what is wrong; None when all are in
+    order. Kafka's CRC does not cover the base offset, so only this order shows one forged or
+    damaged; a read that met it would stop silently or give an offset twice."""
+    base, last, pos = s["base_offset"], s["last_offset"], s["position"]
+    n = len(base)
+    if a >= n:
+        return None
+    prevs = np.empty(n - a, np.int64)
+    prevs[0] = prev_last if prev_last is not None and a == 0 else (last[a - 1] if a > 0 else np.iinfo(np.int64).min)
+    if n - a > 1:
+        prevs[1:] = last[a:n - 1]
+    back = base[a:] <= prevs
+    past = (last[a:] >= next_base) if next_base is not None else np.zeros(n - a, bool)
+    hit = np.flatnonzero(back | past)
+    if not len(hit):
+        return None
+    j = a + int(hit[0])
+    if back[j - a]:
+        return j, (f"offsets go backwards: batch at byte {int(pos[j])} has base offset {int(base[j])} but follows "
+                   f"offset {int(prevs[j - a])}")
+    return j, (f"batch at byte {int(pos[j])} has offsets {int(base[j])}..{int(last[j])}, at or past the next "
+               f"segment's base offset {next_base}")
+
+
+def _unknown_range(u: UnknownTxn) -> UnreadableRange:
+    d = u.damage
+    return d._replace(reason=f"{d.reason}; the transaction of producer {u.producer_id} from offset {u.first_offset} "
+                             f"has no COMMIT or ABORT marker before these bytes: whether it committed is in or "
+                             f"behind them, so a read_committed read cannot pass offset {u.first_offset}")
 
 
 def partial_tail_ignored(next_segment_base: int | None) -> bool:
@@ -196,12 +231,29 @@ class TxnSource(NamedTuple):
     path: str
     txn_index: Callable[[], bytes | None]
     windows: Callable[[], Iterable[Window]]
+    size: int | None = None   # the .log's size: bytes after its last whole batch are damage, but in the last segment
+    base_offset: int | None = None   # the segment's base offset (damage before the next one names it)
+    read: Callable[[int, int], Any] | None = None   # (position, size) -> bytes: says what such bytes are
+
+
+class UnknownTxn(NamedTuple):
+    """A transaction still open where the header pass met bytes it could not read (not the partial
+    tail of the last segment): its COMMIT or ABORT marker may be in them, so whether its records
+    were committed is not known. It is damage, never a last stable offset: a read_committed read
+    that reaches it raises (or, skipping unreadable bytes, leaves its records out)."""
+
+    producer_id: int
+    first_offset: int           # its first data batch's offset
+    last_offset: int            # the last offset read before the damage
+    damage: UnreadableRange
 
 
 class TxnState(NamedTuple):
     aborted: list[AbortedTxn]             # every aborted transaction of the log, by marker offset
-    first_unstable_offset: int | None     # the first offset of the earliest open transaction
+    first_unstable_offset: int | None     # the first offset of the earliest open or unknown transaction
     from_txn_index: bool                  # True: the aborted list came from .txnindex files
+    unknown: tuple[UnknownTxn, ...] = ()  # transactions whose marker may be in unreadable bytes
+    first_open_offset: int | None = None  # the earliest open transaction's first offset (unknown ones aside)
 
 
 def aborted_transactions(sources: Iterable[TxnSource], *, need_open: bool = False) -> TxnState:
@@ -214,16 +266,16 @@ def aborted_transactions(sources: Iterable[TxnSource], *, need_open: bool = Fals
     use_files = bool(sources) and all(f is not None for f in files)
     ongoing = OngoingTxns()
     derived: list[AbortedTxn] = []
-    for src in sources:
-        try:
-            derived += follow_windows(src.windows(), ongoing)
-        except StorageError:
-            raise
-        except KBatchError:
-            continue  # bytes it cannot read: a reader reports them where it meets them
-    aborted = merge_aborted([TransactionIndex.parse(f or b"", src.path) for src, f in zip(sources, files)]
-                            if use_files else None, derived)
-    return TxnState(aborted, ongoing.first_unstable_offset(), use_files)
+    follower = _Follower(ongoing, derived)
+    for k, src in enumerate(sources):
+        nxt = None if k == len(sources) - 1 else (sources[k + 1].base_offset if sources[k + 1].base_offset is not None
+                                                  else -1)
+        read, size = src.read, src.size
+        follower.segment(src.path, src.windows(), size, nxt, 0, None if read is None or size is None else
+                         (lambda end, read=read, size=size: incomplete_batch(read, size, end, "the segment")))
+    parsed = [TransactionIndex.parse(f or b"", src.path) for src, f in zip(sources, files)]
+    aborted = merge_aborted(parsed if use_files else None, derived)
+    return follower.state(aborted, use_files, parsed)
 
 
 def merge_aborted(indexed: list[list[AbortedTxn]] | None, derived: list[AbortedTxn]) -> list[AbortedTxn]:
@@ -259,41 +311,103 @@ class _Followed(NamedTuple):
     derived: list[AbortedTxn]
     complete: bool
     state: TxnState
+    last_read: int | None = None
 
 
 _STATES: weakref.WeakKeyDictionary[Log, _Followed] = weakref.WeakKeyDictionary()
 
 
-def _follow_from(segs: list[LogSegment], start: tuple[int, int] | None, ongoing: OngoingTxns,
-                 derived: list[AbortedTxn]) -> tuple[bool, tuple[int, int]]:
-    """Follow the segments' batches from (segment base, byte position) on; (False when some bytes
-    could not be read: a reader reports them where it meets them, where the last segment's complete
-    batches end)."""
-    complete = True
-    ends: list[int] = [0]
-    for seg in segs:
+class _Follower:
+    """The header pass behind the transaction rule: follows segments' batches in offset order with
+    `ongoing` (ABORT markers' entries into `derived`). Where it meets bytes it cannot read (a scan
+    error anywhere, or bytes after the last whole batch of a segment that is not the last one: the
+    partial tail of the last segment is a live log's end), every transaction open at that point
+    becomes an UnknownTxn (its marker may be in those bytes) and the pass goes on after them with
+    those producers' transactions closed, so a later marker is never taken for theirs."""
+
+    def __init__(self, ongoing: OngoingTxns, derived: list[AbortedTxn], last_read: int | None = None) -> None:
+        self.ongoing = ongoing
+        self.derived = derived
+        self.unknown: list[UnknownTxn] = []
+        self.complete = True
+        self.last_read = last_read   # the last offset of the last batch followed
+        self.end = 0                 # where the last segment's whole batches end
+
+    def segment(self, path: str, windows: Iterable[Window], size: int | None, next_base: int | None,
+                position: int = 0, incomplete: Callable[[int], str] | None = None) -> None:
+        """Follow one segment's scan (`windows`, from byte `position`); `next_base`: the next segment's
+        base offset (None: this is the last segment; -1: a later one exists, base unknown)."""
+        it = iter(windows)
+        end = position
+        while True:
+            try:
+                s = next(it)
+            except StopIteration as stop:
+                end = stop.value if isinstance(stop.value, int) else end
+                if size is not None and end < size and next_base is not None:
+                    why = incomplete(end) if incomplete is not None else (
+                        f"{size - end} bytes after the last whole batch of a segment that is not the last one")
+                    self._damage(path, end, size, next_base, why)
+                break
+            except StorageError:
+                raise
+            except KBatchError as e:
+                at = e.position if e.position is not None else end
+                self._damage(path, at, size, next_base, str(e))
+                break
+            try:
+                follow_windows([s], self.ongoing, self.derived)
+            except StorageError:
+                raise
+            except KBatchError as e:  # a marker whose control record does not decode
+                at = e.position if e.position is not None else end
+                self._damage(path, at, size, next_base, str(e))
+                break
+            if len(s["position"]):
+                end = int(s["position"][-1] + s["size"][-1])
+                self.last_read = int(s["last_offset"][-1])
+        self.end = end
+
+    def _damage(self, path: str, position: int, size: int | None, next_base: int | None, why: str) -> None:
+        self.complete = False
+        left = (size - position) if size is not None else 0
+        r = UnreadableRange(path, position, max(left, 0), self.last_read,
+                            None if next_base is None or next_base < 0 else next_base, why)
+        last = self.last_read if self.last_read is not None else -1
+        for pid, first in sorted(self.ongoing.first_offsets.items(), key=lambda kv: kv[1]):
+            self.unknown.append(UnknownTxn(pid, first, last, r))
+        self.ongoing.first_offsets.clear()
+
+    def state(self, aborted: list[AbortedTxn], use_files: bool, files: Iterable[list[AbortedTxn]] = ()) -> TxnState:
+        # a transaction a .txnindex file lists as aborted is known (even where not every segment has
+        # one, a present entry is the broker's record of that ABORT), whatever the damage hid
+        known = {(t.producer_id, t.first_offset) for t in aborted}
+        listed = {(t.producer_id, t.first_offset): t for entries in files for t in entries}
+        hidden = [listed[k] for k in dict.fromkeys((u.producer_id, u.first_offset) for u in self.unknown)
+                  if k in listed and k not in known]
+        if hidden:  # ABORT markers in the damage that a .txnindex recorded: aborted, as the file says
+            aborted = sorted(aborted + hidden, key=lambda t: t.last_offset)
+            known |= {(t.producer_id, t.first_offset) for t in hidden}
+        unknown = tuple(u for u in self.unknown if (u.producer_id, u.first_offset) not in known)
+        open_first = self.ongoing.first_unstable_offset()
+        firsts = [u.first_offset for u in unknown] + ([] if open_first is None else [open_first])
+        return TxnState(aborted, min(firsts) if firsts else None, use_files, unknown, open_first)
+
+
+def _follow_from(segs: list[LogSegment], start: tuple[int, int] | None, follower: _Follower) -> tuple[int, int]:
+    """Follow the segments' batches from (segment base, byte position) on; returns where the last
+    segment's complete batches end, as (its base offset, byte position)."""
+    for k, seg in enumerate(segs):
         pos = 0
         if start is not None:
             if seg.base_offset < start[0]:
                 continue
             if seg.base_offset == start[0]:
                 pos = start[1]
-        gen = seg.log.scan(pos)
-        try:
-            derived += follow_windows(_upto(gen, seg, segs, ends), ongoing)
-        except StorageError:
-            raise
-        except KBatchError:
-            complete = False
-    return complete, ((segs[-1].base_offset, ends[-1]) if segs else (0, 0))
-
-
-def _upto(gen: Generator[Window, None, int], seg: LogSegment, segs: list[LogSegment],
-          ends: list[int]) -> Iterator[Window]:
-    end = yield from gen
-    ends.append(end)
-    if end < seg.size and seg is not segs[-1]:
-        raise KBatchError("unreadable bytes")  # torn middle segment: _follow_from notes it
+        nxt = segs[k + 1].base_offset if k + 1 < len(segs) else None
+        follower.segment(seg.path(".log"), seg.log.scan(pos), seg.size, nxt, pos,
+                         lambda end, seg=seg: seg.log.incomplete(end, "the segment"))  # type: ignore[misc]
+    return (segs[-1].base_offset, follower.end) if segs else (0, 0)
 
 
 def _ongoing_at_start(log: Log) -> OngoingTxns:
@@ -328,17 +442,28 @@ def transaction_state(log: Log) -> TxnState:
             hit.key[:-1] and key[len(hit.key) - 1][0] == hit.key[-1][0] and key[len(hit.key) - 1][1] >= hit.key[-1][1])
     if grew:
         assert hit is not None
-        ongoing, derived = hit.ongoing.copy(), list(hit.derived)
-        complete, resume = _follow_from(segs, hit.resume, ongoing, derived)
+        follower = _Follower(hit.ongoing.copy(), list(hit.derived), hit.last_read)
+        resume = _follow_from(segs, hit.resume, follower)
     else:
-        ongoing, derived = _ongoing_at_start(log), []
-        complete, resume = _follow_from(segs, None, ongoing, derived)
+        follower = _Follower(_ongoing_at_start(log), [])
+        resume = _follow_from(segs, None, follower)
     # the files, as a broker reads them, and any ABORT marker they miss (from the header pass made anyway)
-    aborted = merge_aborted([TransactionIndex.parse(f or b"", seg.path(".txnindex")) for seg, f in zip(segs, files)]
-                            if use_files else None, derived)
-    state = TxnState(aborted, ongoing.first_unstable_offset(), use_files)
-    _STATES[log] = _Followed(key, resume, ongoing, derived, complete, state)
+    parsed = [TransactionIndex.parse(f or b"", seg.path(".txnindex")) for seg, f in zip(segs, files)]
+    aborted = merge_aborted(parsed if use_files else None, follower.derived)
+    state = follower.state(aborted, use_files, parsed)
+    _STATES[log] = _Followed(key, resume, follower.ongoing, follower.derived, follower.complete, state,
+                             follower.last_read)
     return state
+
+
+def undecided_at(state: TxnState, offset: int) -> UnreadableRange | None:
+    """The damage a read_committed read stopping at `offset` (its last stable offset) meets when
+    that offset is the first of a transaction unreadable bytes leave undecided (UnknownTxn), else
+    None: kbatch serve's Fetch answers CORRUPT_MESSAGE there, as read_log raises."""
+    for u in state.unknown:
+        if u.first_offset == offset:
+            return _unknown_range(u)
+    return None
 
 
 def collect_aborted_txns(aborted: Iterable[AbortedTxn], fetch_offset: int, upper_bound_offset: int
@@ -362,14 +487,24 @@ class AbortedFilter:
     the first offset of one of its aborted transactions (the list sorted by first offset), its
     transactional data batches are dropped while it is there, and its ABORT marker takes it out."""
 
-    def __init__(self, aborted: Iterable[AbortedTxn]) -> None:
+    def __init__(self, aborted: Iterable[AbortedTxn], unknown: Iterable[UnknownTxn] = ()) -> None:
         self._pending = sorted(aborted, key=lambda t: t.first_offset)
         self._next = 0
         self._active: set[int] = set()
+        #: transactions whose marker may be in unreadable bytes: producer -> [(first, last offset)]
+        self._unknown: dict[int, list[tuple[int, int]]] = {}
+        for u in unknown:
+            self._unknown.setdefault(u.producer_id, []).append((u.first_offset, u.last_offset))
 
     def is_aborted(self, batch: Batch) -> bool:
+        """Whether a read_committed consumer leaves this batch's records out: a data batch of an
+        aborted transaction, or of one whose fate unreadable bytes hide (UnknownTxn)."""
         if batch.magic < 2:
             return False
+        if self._unknown and batch.is_transactional and not batch.is_control:
+            for lo, hi in self._unknown.get(batch.producer_id, ()):
+                if lo <= batch.base_offset <= hi:
+                    return True
         while self._next < len(self._pending) and batch.last_offset >= self._pending[self._next].first_offset:
             self._active.add(self._pending[self._next].producer_id)
             self._next += 1
@@ -398,16 +533,33 @@ class FetchResult:
         self.high_watermark = log.end_offset()
         committed = isolation == IsolationLevel.READ_COMMITTED
         state = transaction_state(log) if committed else None
-        self.last_stable_offset = (self.high_watermark if state is None or state.first_unstable_offset is None
-                                   else min(state.first_unstable_offset, self.high_watermark))
+        # a transaction whose marker may be in unreadable bytes (UnknownTxn) is damage, not an LSO: a
+        # strict read stops at its first offset and raises there (_check_unknown); a skipping one
+        # leaves its records out and goes on to the LSO of the transactions really open
+        first_unstable = None if state is None else (
+            state.first_open_offset if skip_unreadable else state.first_unstable_offset)
+        self.last_stable_offset = (self.high_watermark if first_unstable is None
+                                   else min(first_unstable, self.high_watermark))
         upper = self.last_stable_offset if committed else self.high_watermark
         #: reading stops before this offset (the end asked for, the LSO for read_committed, the log end)
         self.upper_offset = upper if end_offset is None else min(upper, end_offset)
+        #: the transactions read_committed cannot judge, overlapping the offsets read
+        asked = end_offset if end_offset is not None else self.high_watermark
+        self.unknown: list[UnknownTxn] = [] if state is None else [
+            u for u in state.unknown
+            if u.first_offset <= self.upper_offset and u.first_offset < asked and u.last_offset >= start_offset]
         #: the aborted transactions overlapping the offsets read (read_committed), sorted by first offset
         self.aborted: list[AbortedTxn] = ([] if state is None else
                                           collect_aborted_txns(state.aborted, start_offset, self.upper_offset))
         #: every range of bytes met that could not be read
         self.unreadable: list[UnreadableRange] = []
+        #: a strict read_committed read whose upper bound is the first offset of a transaction that
+        #: unreadable bytes leave undecided: the range it raises at once it gets there (else None)
+        stops = [u for u in self.unknown if u.first_offset == self.upper_offset] if not skip_unreadable else []
+        self.undecided: UnreadableRange | None = _unknown_range(stops[0]) if stops else None
+        if skip_unreadable:
+            for u in self.unknown:
+                self._note(_unknown_range(u))
 
     # ---- holes
     def _hole(self, i: int, position: int, after: int | None, reason: str) -> UnreadableRange:
@@ -415,13 +567,25 @@ class FetchResult:
         segs = self.log.segments
         seg = segs[i]
         nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
-        r = UnreadableRange(seg.path(".log"), position, seg.size - position, after, nxt, reason)
-        self.unreadable.append(r)
-        return r
+        return self._note(UnreadableRange(seg.path(".log"), position, seg.size - position, after, nxt, reason))
 
     def _fail(self, r: UnreadableRange) -> None:
         if not self.skip_unreadable:
             raise _unreadable_error(r)
+
+    def _note(self, r: UnreadableRange) -> UnreadableRange:
+        """Record `r` in `unreadable`, once per (file, byte position)."""
+        for seen in self.unreadable:
+            if (seen.path, seen.position) == (r.path, r.position):
+                return seen
+        self.unreadable.append(r)
+        return r
+
+    def _check_unknown(self) -> None:
+        """A strict read_committed read that stopped at a transaction unreadable bytes leave
+        undecided says so (UnknownTxn), as it says every other damage."""
+        if self.undecided is not None:
+            self._fail(self._note(self.undecided))
 
     def _start_position(self, i: int, offset: int) -> int | None:
         """Where segment i's batches reaching `offset` start (its index, checked against the log).
@@ -434,13 +598,20 @@ class FetchResult:
             u = hole_at(seg, offset, found.offset)
             if u is not None:
                 raise _InHole(u)
-        return None if found is None else found.position
+            # from the index entry the lookup started at: the batches before the one found show
+            # whether its offsets follow theirs (_offset_disorder; the rows before are not read)
+            return min(found.position, seg._entry_position(offset))
+        return None
 
     def windows(self) -> Iterator[FetchedWindow]:
         """The batches read (those with offsets reaching [start_offset, upper_offset), in offset
         order, control batches included), as slices of the segments' scan windows: for readers that
         work on header columns and byte ranges (stats, export) rather than batch by batch. The same
         rules and errors as batches(), which is built on it; no aborted marks here (AbortedFilter)."""
+        yield from self._windows()
+        self._check_unknown()
+
+    def _windows(self) -> Iterator[FetchedWindow]:
         from ..record.file_records import _crc_error
 
         segs = self.log.segments
@@ -450,6 +621,7 @@ class FetchResult:
         i = 0
         while i + 1 < len(segs) and segs[i + 1].base_offset <= offset:
             i += 1
+        prev_last: int | None = None   # the last offset of the batches before (for _offset_disorder)
         for k in range(i, len(segs)):
             seg = segs[k]
             active = k == len(segs) - 1
@@ -496,17 +668,35 @@ class FetchResult:
                 a = int(reach[0]) if len(reach) else n
                 beyond = np.flatnonzero(s["base_offset"][a:] >= upper)
                 b = a + int(beyond[0]) if len(beyond) else n
-                bad = np.flatnonzero(~s["crc_valid"][a:b].astype(bool)) if self.verify_crc else beyond[:0]
-                c = a + int(bad[0]) if len(bad) else b
+                disorder = _offset_disorder(s, a, prev_last, nxt_base)
+                if disorder is not None and b < n and disorder[0] > b:
+                    # past the read's end: only a batch claiming offsets beyond the log's end (followed
+                    # by batches below them) is the reason it ended; else the read ends before it
+                    if int(s["base_offset"][b]) >= self.high_watermark:
+                        disorder = (b, f"batch at byte {int(s['position'][b])} has offsets "
+                                       f"{int(s['base_offset'][b])}..{int(s['last_offset'][b])}, past the log end "
+                                       f"offset {self.high_watermark}, and batches with lower offsets follow it")
+                    else:
+                        disorder = None
+                stop = b if disorder is None else min(b, disorder[0])
+                bad = np.flatnonzero(~s["crc_valid"][a:stop].astype(bool)) if self.verify_crc else beyond[:0]
+                c = a + int(bad[0]) if len(bad) else stop
                 if c > a:
                     last = int(s["last_offset"][c - 1])
+                    prev_last = last
                     yield FetchedWindow(seg, s, a, c)
                 if len(bad):
                     crc = _crc_error(s, c)
                     self._fail(self._hole(k, crc.position or 0, last, str(crc)))
                     break  # with skip_unreadable: on to the next segment
+                if disorder is not None and disorder[0] <= b:
+                    # a base offset no CRC covers, forged or damaged: never a silent end or an offset twice
+                    self._fail(self._hole(k, int(s["position"][c]), last, disorder[1]))
+                    break
                 if len(beyond):
                     return
+                if n:
+                    prev_last = max(prev_last if prev_last is not None else -1, int(s["last_offset"][n - 1]))
             offset = max(offset, (last + 1) if last is not None else offset)
 
     def batches(self) -> Iterator[FetchedBatch]:
@@ -516,7 +706,7 @@ class FetchResult:
         them), unless skip_unreadable."""
         from ..record.file_records import _batch_at
 
-        filt = AbortedFilter(self.aborted) if self.isolation == IsolationLevel.READ_COMMITTED else None
+        filt = self._filter()
         for w in self.windows():
             for j in range(w.start, w.stop):
                 b = _batch_at(w.window, j)
@@ -538,13 +728,13 @@ class FetchResult:
             for _ in self.windows():
                 pass
             self.unreadable.clear()  # the read below meets (and records) the same ranges again
-        filt = AbortedFilter(self.aborted) if self.isolation == IsolationLevel.READ_COMMITTED else None
+        filt = self._filter()
         for w in self.windows():
             a, b = w.span()
             origin = w.window["origin"]
             lo: list[int] = []
             hi: list[int] = []
-            if filt is not None and self.aborted:
+            if filt is not None and (self.aborted or self.unknown):
                 for j in range(w.start, w.stop):
                     batch = _batch_at(w.window, j)
                     if filt.is_aborted(batch):
@@ -562,6 +752,11 @@ class FetchResult:
                         rb = rb.filter(pa.array(~dropped))
                 if rb.num_rows:
                     yield rb
+
+    def _filter(self) -> AbortedFilter | None:
+        if self.isolation != IsolationLevel.READ_COMMITTED:
+            return None
+        return AbortedFilter(self.aborted, self.unknown)
 
     def problems(self, lookups: Iterable[Lookup] = ()) -> list[str]:
         """What makes this read's answer doubtful beyond the ranges in `unreadable` (which a
@@ -633,5 +828,5 @@ def read_log(log: Log, start_offset: int, end_offset: int | None = None, *,
 
 __all__ = ["IsolationLevel", "read_log", "FetchResult", "FetchedBatch", "FetchedWindow", "UnreadableRange", "UnreadableDataError",
            "partial_tail_ignored", "Lookup", "damage_verdict", "hole_at", "unreadable_at",
-           "AbortedFilter", "TxnSource", "TxnState", "aborted_transactions", "merge_aborted", "transaction_state", "cached_transaction_state",
+           "AbortedFilter", "TxnSource", "TxnState", "UnknownTxn", "undecided_at", "aborted_transactions", "merge_aborted", "transaction_state", "cached_transaction_state",
            "collect_aborted_txns", "last_stable_offset"]

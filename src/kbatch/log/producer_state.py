@@ -235,13 +235,15 @@ def ongoing_at(directory: str, base_offset: int) -> OngoingTxns | None:
                         if e.current_txn_first_offset is not None})
 
 
-def follow_windows(windows: Iterable[Window], ongoing: OngoingTxns) -> list[AbortedTxn]:
+def follow_windows(windows: Iterable[Window], ongoing: OngoingTxns,
+                   out: list[AbortedTxn] | None = None) -> list[AbortedTxn]:
     """Follow the batches of scan windows (kbatch.record.file_records' header columns, in offset
-    order) with `ongoing`; returns the AbortedTxn of every ABORT marker met, in order. Only
-    transactional control batches are decoded."""
+    order) with `ongoing`; returns the AbortedTxn of every ABORT marker met, in order, appended to
+    `out` when given (so that the markers met before a scan error are kept). Only transactional
+    control batches are decoded."""
     from ..record.file_records import _batch_at
 
-    out: list[AbortedTxn] = []
+    out = [] if out is None else out
     for s in windows:
         cols = [s[k].tolist() for k in ("magic", "attributes", "producer_id", "base_offset")]
         for i, (magic, attrs, pid, base) in enumerate(zip(*cols)):

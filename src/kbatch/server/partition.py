@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from .. import _wire as W
 from ..record.file_records import iter_batches
 from ..errors import KBatchError
-from ..log.fetch import (cached_transaction_state, collect_aborted_txns, hole_at, transaction_state,
+from ..log.fetch import (cached_transaction_state, collect_aborted_txns, hole_at, transaction_state, undecided_at,
                          unreadable_at)
 from .producer_state import ProducerStateError, ProducerStateManager
 from .protocol import FileSlice
@@ -164,6 +164,11 @@ class Partition:
             return ReadResult(1)  # OFFSET_OUT_OF_RANGE
         upper = self.last_stable_offset if read_committed else hw
         if fetch_offset >= upper:
+            undecided = undecided_at(transaction_state(self.log), upper) if read_committed else None
+            if undecided is not None:  # the read path's rule: damage hiding a marker is no LSO
+                logger.error("%s: Fetch at offset %d (read_committed): %s (CORRUPT_MESSAGE)", self.name, fetch_offset,
+                             undecided)
+                return ReadResult(2)  # CORRUPT_MESSAGE
             return ReadResult(0, None, [] if read_committed else None)
         segments = self.log.segments
         bases = [s.base_offset for s in segments]

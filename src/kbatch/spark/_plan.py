@@ -251,12 +251,43 @@ def aborted_transactions(tp: TopicPartition) -> list[Aborted]:
     return transaction_state(tp, need_open=False)[0]
 
 
-def transaction_state(tp: TopicPartition, need_open: bool = True) -> tuple[list[Aborted], int | None]:
+def transaction_state(tp: TopicPartition, need_open: bool = True, skip_unreadable: bool = False
+                      ) -> tuple[list[Aborted], int | None]:
     """(the partition's aborted transactions as aborted_transactions gives them, the first offset
     of the earliest transaction with no marker yet or None): read_committed reads stop there, at
-    the last stable offset (kbatch.log.fetch.aborted_transactions with need_open)."""
+    the last stable offset (kbatch.log.fetch.aborted_transactions with need_open). A transaction
+    whose marker unreadable bytes may hide (kbatch.log.fetch.UnknownTxn) is that first offset too
+    (undecided_at names the damage there), unless skip_unreadable: then its records are left out
+    as an aborted transaction's are, and the read goes on to the transactions really open."""
+    state = _txn_state(tp)
+    aborted = [(t.producer_id, t.first_offset, t.last_offset) for t in state.aborted]
+    if skip_unreadable:
+        return aborted + [(u.producer_id, u.first_offset, u.last_offset) for u in state.unknown], state.first_open_offset
+    return aborted, state.first_unstable_offset
+
+
+def undecided_at(tp: TopicPartition, offset: int) -> Any:
+    """The UnreadableRange a strict read_committed read stopping at `offset` meets when that offset
+    is the first of a transaction unreadable bytes leave undecided, else None (the read path's
+    kbatch.log.fetch.undecided_at)."""
+    from ..log.fetch import undecided_at as rule
+
+    return rule(_txn_state(tp), offset)
+
+
+_TXN_STATES: dict[tuple[Any, ...], Any] = {}
+
+
+def _txn_state(tp: TopicPartition) -> Any:
+    """kbatch.log.fetch.aborted_transactions over the partition's segments (the header pass made
+    once per partition as it is: its segments' paths and sizes)."""
     from ..log.fetch import TxnSource, aborted_transactions as rule
     from ..record.file_records import scan_buffer
+
+    key = (tp.topic, tp.partition, tuple((seg.path, seg.size) for seg in tp.segments))
+    hit = _TXN_STATES.get(key)
+    if hit is not None:
+        return hit
 
     def source(seg: Any) -> TxnSource:
         txn_path = seg.path[:-4] + ".txnindex"
@@ -267,10 +298,14 @@ def transaction_state(tp: TopicPartition, need_open: bool = True) -> tuple[list[
             with open(txn_path, "rb") as f:
                 return f.read()
 
-        return TxnSource(seg.path, txn_index, lambda: scan_buffer(_read_range(seg.path, 0, seg.size)))
+        return TxnSource(seg.path, txn_index, lambda: scan_buffer(_read_range(seg.path, 0, seg.size)), seg.size,
+                         seg.base_offset, lambda pos, n: _read_range(seg.path, pos, pos + n))
 
-    state = rule((source(seg) for seg in tp.segments), need_open=need_open)
-    return [(t.producer_id, t.first_offset, t.last_offset) for t in state.aborted], state.first_unstable_offset
+    state = rule(source(seg) for seg in tp.segments)
+    if len(_TXN_STATES) > 4096:
+        _TXN_STATES.clear()
+    _TXN_STATES[key] = state
+    return state
 
 
 def check_markers(data: Buffer, start: int, aborted: Iterable[Aborted], lo: int, hi: int, verify_crc: bool) -> None:

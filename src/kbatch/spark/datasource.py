@@ -65,7 +65,7 @@ from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, IntegerType, 
 from ..columns import decode as A
 from ..log.files import atomic_write
 from ..errors import FileChangedError, InvalidOffsetError, InvalidRequestError, KBatchError
-from ..log.fetch import UnreadableRange, partial_tail_ignored
+from ..log.fetch import UnreadableDataError, UnreadableRange, partial_tail_ignored
 from . import _plan
 
 if TYPE_CHECKING:
@@ -264,8 +264,13 @@ class KafkaSegmentsReader(DataSourceReader):
             start, end = self._bounds(tp)
             aborted: list[_plan.Aborted] | None = None
             if self.read_committed:  # the read path's rule: stop at the last stable offset (kbatch.log.fetch)
-                aborted, unstable = _plan.transaction_state(tp)
+                aborted, unstable = _plan.transaction_state(tp, skip_unreadable=not self.fail_on_data_loss)
                 if unstable is not None:
+                    undecided = (_plan.undecided_at(tp, unstable) if self.fail_on_data_loss and
+                                 (end is None or unstable < end) else None)
+                    if undecided is not None:  # damage hiding a marker is no LSO: fail, as read_log raises
+                        raise UnreadableDataError(f"kafka-segments: {tp.topic}-{tp.partition}: {undecided}",
+                                                  position=undecided.position)
                     end = unstable if end is None else min(end, unstable)
             if start is not None and end is not None and end <= start:
                 continue
@@ -345,16 +350,16 @@ def _control_crc_failure(data: Buffer, lo: int, hi: int) -> KBatchError | None:
     import numpy as np
 
     from .. import _wire as W
-    from ..record.file_records import _batch_at, _crc_error, scan_buffer
+    from ..record.file_records import batch_at, crc_error_at, scan_buffer
 
     try:
         for s in scan_buffer(data):
             ctrl = ((s["magic"] == 2) & ((s["attributes"] & W.CONTROL_FLAG_MASK) != 0) & (s["last_offset"] >= lo)
                     & (s["base_offset"] < hi))
             for i in np.flatnonzero(ctrl).tolist():
-                b = _batch_at(s, i)
+                b = batch_at(s, i)
                 if b.compute_crc() != b.crc:
-                    return _crc_error(s, i)
+                    return crc_error_at(s, i)
     except KBatchError:
         return None
     return None
@@ -562,8 +567,12 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, _AvailableNow):
         if hw is not None:
             end = min(end, hw)
         if self.reader.read_committed:
-            _aborted, unstable = _plan.transaction_state(tp)
+            _aborted, unstable = _plan.transaction_state(tp, skip_unreadable=not self.fail_on_data_loss)
             if unstable is not None:
+                undecided = _plan.undecided_at(tp, unstable) if self.fail_on_data_loss else None
+                if undecided is not None and unstable < end:  # damage hiding a marker is no LSO (kbatch.log.fetch)
+                    raise UnreadableDataError(f"kafka-segments stream: {tp.topic}-{tp.partition}: {undecided}",
+                                              position=undecided.position)
                 end = min(end, unstable)
         return max(end, self._earliest(tp))
 
@@ -622,7 +631,8 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, _AvailableNow):
                 s = first
             if e <= s:
                 continue
-            aborted = _plan.transaction_state(tp, need_open=False)[0] if self.reader.read_committed else None
+            aborted = (_plan.transaction_state(tp, need_open=False, skip_unreadable=not self.fail_on_data_loss)[0]
+                       if self.reader.read_committed else None)
             out.extend(SegmentSlice(sl) for sl in _plan.plan_partition(tp, s, e, self.reader.max_bytes, aborted))
         return out
 

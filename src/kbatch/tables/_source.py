@@ -65,6 +65,7 @@ class PartitionPlan:
     start: int
     end: int
     lost: tuple[int, int] | None = None   # offsets [lo, hi) the table never saw that the log no longer has
+    undecided: bool = False   # the read ends at a transaction unreadable bytes leave undecided (it raises there)
     rows: int = 0
     record_bytes: int = 0
     problems: list[str] = field(default_factory=list)
@@ -105,7 +106,9 @@ def plan_partition(log: Log, topic: str, partition: int, path: str, done: int | 
         stop = t_off if stop is None else min(stop, t_off)
     res = read_log(log, start, stop, isolation=isolation)
     end = max(start, res.upper_offset)
-    return PartitionPlan(topic, partition, path, log, done, start, end, lost)
+    # a read_committed end that is a transaction damage leaves undecided is no LSO: iter_rows reads
+    # on to it, so that the read path raises there (the table is never "up to date" past damage)
+    return PartitionPlan(topic, partition, path, log, done, start, end, lost, undecided=res.undecided is not None)
 
 
 def iter_rows(plan: PartitionPlan, isolation: IsolationLevel, include_headers: bool = True,
@@ -114,9 +117,9 @@ def iter_rows(plan: PartitionPlan, isolation: IsolationLevel, include_headers: b
     partition, offset, timestamp, timestampType[, headers]), in offset order: what a consumer of
     `isolation` reads (FetchResult.record_batches). Raises UnreadableDataError (before yielding
     anything) where the read path meets bytes it cannot read."""
-    if plan.end <= plan.start:
+    if plan.end <= plan.start and not plan.undecided:
         return
-    res = read_log(plan.log, plan.start, plan.end, isolation=isolation)
+    res = read_log(plan.log, plan.start, None if plan.undecided else plan.end, isolation=isolation)
     for rb in res.record_batches(plan.topic, plan.partition, check_first=True, include_headers=include_headers,
                                  tombstone=tombstone):
         plan.rows += rb.num_rows
