@@ -288,7 +288,7 @@ public final class LogDirectory {
      * names it, includeInternal (the includeInternalTopics option) is set, or root is that
      * partition itself.
      */
-    static List<TopicPartition> list(FileSystem fs, String root, Set<String> topics, Pattern pattern,
+    public static List<TopicPartition> list(FileSystem fs, String root, Set<String> topics, Pattern pattern,
             boolean requirePartitions, boolean includeInternal) throws IOException {
         Path rootPath = new Path(root);
         FileStatus rootStatus;
