@@ -112,7 +112,7 @@ def _unreadable_error(r: UnreadableRange) -> UnreadableDataError:
     return e
 
 
-def _offset_disorder(s: Window, a: int, prev_last: int | None, next_base: int | None) -> tuple[int, str] | None:
+def offset_disorder(s: Window, a: int, prev_last: int | None, next_base: int | None) -> tuple[int, str] | None:
     """The first batch of scan window `s` from row `a` on whose offsets break the log's order (a
     base offset not above the previous batch's last offset, or, in a segment that is not the last,
     a last offset at or past the next segment's base), with what is wrong; None when all are in
@@ -140,7 +140,7 @@ def _offset_disorder(s: Window, a: int, prev_last: int | None, next_base: int | 
 
 
 class OffsetOrder:
-    """Where a segment's batches stop following each other in offset order (_offset_disorder), for
+    """Where a segment's batches stop following each other in offset order (offset_disorder), for
     kbatch serve, which sends file slices without decoding them. It remembers the byte range it has
     checked, so a consumer reading on pays one header scan per byte sent; a fetch elsewhere starts a
     new range at the index entry before its offset (the batches from there show the order)."""
@@ -170,7 +170,7 @@ class OffsetOrder:
                 n = len(s["position"])
                 if not n:
                     continue
-                hit = _offset_disorder(s, 0, self.prev_last, next_base)
+                hit = offset_disorder(s, 0, self.prev_last, next_base)
                 if hit is not None:
                     self.bad = (int(s["position"][hit[0]]), hit[1])
                     return
@@ -653,7 +653,7 @@ class FetchResult:
             if u is not None:
                 raise _InHole(u)
             # from the index entry the lookup started at: the batches before the one found show
-            # whether its offsets follow theirs (_offset_disorder; the rows before are not read)
+            # whether its offsets follow theirs (offset_disorder; the rows before are not read)
             return min(found.position, seg._entry_position(offset))
         return None
 
@@ -675,7 +675,7 @@ class FetchResult:
         i = 0
         while i + 1 < len(segs) and segs[i + 1].base_offset <= offset:
             i += 1
-        prev_last: int | None = None   # the last offset of the batches before (for _offset_disorder)
+        prev_last: int | None = None   # the last offset of the batches before (for offset_disorder)
         for k in range(i, len(segs)):
             seg = segs[k]
             active = k == len(segs) - 1
@@ -722,7 +722,7 @@ class FetchResult:
                 a = int(reach[0]) if len(reach) else n
                 beyond = np.flatnonzero(s["base_offset"][a:] >= upper)
                 b = a + int(beyond[0]) if len(beyond) else n
-                disorder = _offset_disorder(s, a, prev_last, nxt_base)
+                disorder = offset_disorder(s, a, prev_last, nxt_base)
                 if disorder is not None and b < n and disorder[0] > b:
                     # past the read's end: only a batch claiming offsets beyond the log's end (followed
                     # by batches below them) is the reason it ended; else the read ends before it
@@ -882,5 +882,5 @@ def read_log(log: Log, start_offset: int, end_offset: int | None = None, *,
 
 __all__ = ["IsolationLevel", "read_log", "FetchResult", "FetchedBatch", "FetchedWindow", "UnreadableRange", "UnreadableDataError",
            "partial_tail_ignored", "Lookup", "damage_verdict", "hole_at", "unreadable_at",
-           "AbortedFilter", "TxnSource", "TxnState", "UnknownTxn", "undecided_at", "OffsetOrder", "aborted_transactions", "merge_aborted", "transaction_state", "cached_transaction_state",
+           "AbortedFilter", "TxnSource", "TxnState", "UnknownTxn", "undecided_at", "OffsetOrder", "offset_disorder", "aborted_transactions", "merge_aborted", "transaction_state", "cached_transaction_state",
            "collect_aborted_txns", "last_stable_offset"]

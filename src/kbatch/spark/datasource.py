@@ -174,6 +174,7 @@ class SegmentSlice(InputPartition):
         self.start_offset, self.end_offset = s.start_offset, s.end_offset
         self.aborted = s.aborted
         self.next_base = s.next_base
+        self.lookback = s.lookback
 
     def __repr__(self) -> str:
         return (f"SegmentSlice({self.path}[{self.start}:{self.end}], offsets "
@@ -304,6 +305,10 @@ class KafkaSegmentsReader(DataSourceReader):
             # a consumer checks every batch's CRC, control batches too (kbatch.log.fetch does): the
             # rows before a marker whose CRC fails are read, then the marker is the bad batch
             bad = _control_crc_failure(data, lo, hi) if self.verify_crc else None
+            # a base offset out of order (no CRC covers it) is damage from that batch on (the read path's rule)
+            disorder = _offset_order_failure(data, lo, hi, partition.next_base, _last_before(partition))
+            if disorder is not None and (bad is None or (disorder.position or 0) < (bad.position or 0)):
+                bad = disorder
             body = data if bad is None else memoryview(data)[:bad.position]
             # only the columns the schema selects are built (headers, batch fields, isTombstone)
             gen: Iterator[pa.RecordBatch] = iter_record_batches(
@@ -346,6 +351,56 @@ class KafkaSegmentsReader(DataSourceReader):
                     partition.path, e.position, partition.end, e)
         if self.bad_records_path is not None:
             _report_skipped(self.bad_records_path, partition, e)
+
+
+def _last_before(partition: SegmentSlice) -> int | None:
+    """The last offset of the batch that ends where the slice starts (from the bytes since the
+    planned lookback, a batch boundary), or None when it is not known."""
+    from ..record.file_records import iter_batches
+
+    back = partition.lookback
+    if back is None or back >= partition.start:
+        return None
+    last: int | None = None
+    end = back
+    try:
+        with _slice(partition.path, back, partition.start, partition.file_size) as data:
+            for b in iter_batches(data, verify_crc=False, strict=False):
+                last, end = b.last_offset, back + b.position + b.size_in_bytes
+    except KBatchError:
+        return None
+    return last if end == partition.start else None
+
+
+def _offset_order_failure(data: Buffer, lo: int, hi: int, next_base: int | None,
+                          prev: int | None = None) -> KBatchError | None:
+    """A CorruptRecordError at the first batch of `data` reaching offsets [lo, hi) whose offsets
+    break the log's order (kbatch.log.fetch.offset_disorder, positions in `data`), or None. Only
+    headers are scanned; a framing error ends the look (the decode meets it)."""
+    import numpy as np
+
+    from ..errors import CorruptRecordError
+    from ..log.fetch import offset_disorder
+    from ..record.file_records import scan_buffer
+
+    try:
+        for s in scan_buffer(data):
+            n = len(s["position"])
+            if not n:
+                continue
+            reach = np.flatnonzero(s["last_offset"] >= lo)
+            a = int(reach[0]) if len(reach) else n
+            hit = offset_disorder(s, a, prev, next_base)
+            beyond = np.flatnonzero(s["base_offset"][a:] >= hi)
+            b = a + int(beyond[0]) if len(beyond) else n
+            if hit is not None and hit[0] <= b:
+                return CorruptRecordError(hit[1], position=int(s["position"][hit[0]]))
+            if len(beyond):
+                return None
+            prev = int(s["last_offset"][n - 1])
+    except KBatchError:
+        return None
+    return None
 
 
 def _control_crc_failure(data: Buffer, lo: int, hi: int) -> KBatchError | None:

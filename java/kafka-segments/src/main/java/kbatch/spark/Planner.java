@@ -12,6 +12,17 @@ import java.util.regex.Pattern;
 
 import org.apache.hadoop.fs.FileSystem;
 
+import kbatch.kafka.storage.AbortedTransactions;
+import kbatch.kafka.storage.HeaderScan;
+import kbatch.kafka.storage.LogDirectory;
+import kbatch.kafka.storage.OffsetIndex;
+import kbatch.kafka.storage.SegmentReader;
+import kbatch.kafka.wire.BatchHeader;
+import kbatch.kafka.wire.KafkaSegmentsException;
+import kbatch.kafka.wire.RecordBatchDecoder;
+import kbatch.kafka.wire.RecordColumns;
+import kbatch.kafka.wire.Wire;
+
 /**
  * Planning a read on the driver: partitions, their offset bounds (options and pushed filters;
  * timestamps resolved through `.timeindex`/`.index` as Kafka's offsetsForTimes), and the byte

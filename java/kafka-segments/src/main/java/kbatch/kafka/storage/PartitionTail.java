@@ -1,4 +1,4 @@
-package kbatch.spark;
+package kbatch.kafka.storage;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -9,6 +9,9 @@ import java.util.List;
 import java.util.Map;
 
 import org.apache.hadoop.fs.FileSystem;
+
+import kbatch.kafka.wire.RecordBatchDecoder;
+import kbatch.kafka.wire.Wire;
 
 /**
  * Where a live partition can be read up to, kept on the driver by a streaming query and advanced
@@ -29,7 +32,7 @@ import org.apache.hadoop.fs.FileSystem;
  * a read_committed stream reads the partition's batch headers once); read_uncommitted needs only the
  * newest segment, scanned from its last `.index` entry.
  */
-final class PartitionTail {
+public final class PartitionTail {
     private final boolean transactions;
     private final RecordBatchDecoder decoder = new RecordBatchDecoder(Wire.DEFAULT_MAX_DECOMPRESSED_BYTES);
 
@@ -44,12 +47,12 @@ final class PartitionTail {
     // {producer, first offset, ABORT marker offset} of every aborted transaction scanned
     private final List<long[]> aborted = new ArrayList<>();
 
-    PartitionTail(boolean transactions) {
+    public PartitionTail(boolean transactions) {
         this.transactions = transactions;
     }
 
     /** Scan what was appended since the last call; the segments as listed now. */
-    void advance(FileSystem fs, LogDirectory.TopicPartition tp) throws IOException {
+    public void advance(FileSystem fs, LogDirectory.TopicPartition tp) throws IOException {
         List<LogDirectory.Segment> segs = tp.segments;
         int k = -1;
         if (path != null) {
@@ -138,12 +141,12 @@ final class PartitionTail {
      * producer, from its first transactional batch after its previous marker to an ABORT marker);
      * null unless this tail follows transactions from the partition's first segment.
      */
-    AbortedTransactions aborted() {
+    public AbortedTransactions aborted() {
         return transactions && path != null ? AbortedTransactions.of(new ArrayList<>(aborted)) : null;
     }
 
     /** The offset after the last whole batch on disk. */
-    long completeEnd() {
+    public long completeEnd() {
         return completeEnd;
     }
 
@@ -151,7 +154,7 @@ final class PartitionTail {
      * Where a read may end: the end of the complete batches, at most the high watermark (null: none
      * known), and for read_committed before the first transaction still open at that point.
      */
-    long stableEnd(Long highWatermark) {
+    public long stableEnd(Long highWatermark) {
         long end = highWatermark == null ? completeEnd : Math.min(completeEnd, highWatermark);
         if (!transactions) {
             return end;

@@ -1,8 +1,12 @@
-package kbatch.spark;
+package kbatch.kafka.storage;
 
 import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.List;
+
+import kbatch.kafka.wire.BatchHeader;
+import kbatch.kafka.wire.KafkaSegmentsException;
+import kbatch.kafka.wire.Wire;
 
 /**
  * The aborted transactions of one partition, as `.txnindex` holds them (AbortedTxn: producer id,
@@ -10,7 +14,7 @@ import java.util.List;
  * read_committed consumer leaves out the transactional batches of a producer between the first
  * offset and the marker of one of its aborted transactions.
  */
-final class AbortedTransactions implements Serializable {
+public final class AbortedTransactions implements Serializable {
     private static final long serialVersionUID = 1L;
 
     final long[] producerIds;
@@ -23,7 +27,7 @@ final class AbortedTransactions implements Serializable {
         this.lastOffsets = lastOffsets;
     }
 
-    static AbortedTransactions of(List<long[]> entries) {
+    public static AbortedTransactions of(List<long[]> entries) {
         int n = entries.size();
         long[] p = new long[n];
         long[] f = new long[n];
@@ -41,7 +45,7 @@ final class AbortedTransactions implements Serializable {
      * they do not list (same producer and marker offset): a stale or cut index must not let the
      * records of an aborted transaction through (kbatch.log.fetch.transaction_state, the same rule).
      */
-    static AbortedTransactions fromIndexAndMarkers(List<long[]> indexed, List<long[]> derived) {
+    public static AbortedTransactions fromIndexAndMarkers(List<long[]> indexed, List<long[]> derived) {
         java.util.Set<String> listed = new java.util.HashSet<>();
         for (long[] e : indexed) {
             listed.add(e[0] + ":" + e[2]);
@@ -56,7 +60,7 @@ final class AbortedTransactions implements Serializable {
     }
 
     /** Those overlapping offsets [from, to) (TransactionIndex.collectAbortedTxns). */
-    AbortedTransactions overlapping(long from, long to) {
+    public AbortedTransactions overlapping(long from, long to) {
         List<long[]> keep = new ArrayList<>();
         for (int i = 0; i < producerIds.length; i++) {
             if (lastOffsets[i] >= from && firstOffsets[i] < to) {
