@@ -41,7 +41,7 @@ final class AbortedTransactions implements Serializable {
      * they do not list (same producer and marker offset): a stale or cut index must not let the
      * records of an aborted transaction through (kbatch.log.fetch.transaction_state, the same rule).
      */
-    static AbortedTransactions fromIndexAndMarkers(List<long[]> indexed, List<long[]> derived) {
+    static List<long[]> fromIndexAndMarkers(List<long[]> indexed, List<long[]> derived) {
         java.util.Set<String> listed = new java.util.HashSet<>();
         for (long[] e : indexed) {
             listed.add(e[0] + ":" + e[2]);
@@ -52,7 +52,7 @@ final class AbortedTransactions implements Serializable {
                 all.add(e);
             }
         }
-        return of(all);
+        return all;
     }
 
     /** Those overlapping offsets [from, to) (TransactionIndex.collectAbortedTxns). */
