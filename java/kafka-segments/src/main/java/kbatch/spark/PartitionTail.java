@@ -5,6 +5,7 @@ import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
@@ -189,7 +190,7 @@ final class PartitionTail {
             for (long[] t : listed) {
                 byFirst.putIfAbsent(t[0] + ":" + t[1], t);
             }
-            Set<String> known = new java.util.HashSet<>();
+            Set<String> known = new HashSet<>();
             for (long[] t : aborted) {
                 known.add(t[0] + ":" + t[1]);
             }

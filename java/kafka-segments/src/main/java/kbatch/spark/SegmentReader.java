@@ -75,8 +75,10 @@ final class SegmentReader implements Closeable {
     private boolean stopped;
     private long validEnd;
     private long lastRead = Long.MIN_VALUE;
-    // what follows the range (followedBy): the next segment's base offset (null: the last segment
-    // or not known), the file's size (-1: not known)
+    // a range of a partition's log (followedBy): its batches' offsets must follow the log's order
+    // (a file decoded on its own, DecodeMain's, is batches as kbatch.decode_columns reads them);
+    // the next segment's base offset (null: the last segment), the file's size
+    private boolean ofLog;
     private Long nextBase;
     private long fileLength = -1;
     // the offset order (kbatch.log.fetch._offset_disorder): the last offset of the batch before,
@@ -124,6 +126,7 @@ final class SegmentReader implements Closeable {
      * whose base offset is not above the last one read.
      */
     SegmentReader followedBy(Long nextBase, long fileLength) {
+        this.ofLog = true;
         this.nextBase = nextBase;
         this.fileLength = fileLength;
         return this;
@@ -206,7 +209,7 @@ final class SegmentReader implements Closeable {
     private void process(BatchHeader h) {
         int p = (int) (h.position - bufPos);
         reached |= h.lastOffset >= lo;
-        if (reached) { // the batch at the read's end too: a forged base offset must not end a read silently
+        if (reached && ofLog) { // the batch at the read's end too: a forged base offset must not end a read silently
             checkOrder(h);
         }
         prevLast = h.lastOffset;
@@ -276,7 +279,7 @@ final class SegmentReader implements Closeable {
      * the batch that follows is checked here (a read of the whole segment checks it in order).
      */
     private void checkFollowing() throws IOException {
-        if (!reached || !hasPrev || fileLength < 0 || end + Wire.HEADER_SIZE_UP_TO_MAGIC > fileLength) {
+        if (!ofLog || !reached || !hasPrev || end + Wire.HEADER_SIZE_UP_TO_MAGIC > fileLength) {
             return;
         }
         byte[] head = new byte[Wire.HEADER_SIZE_UP_TO_MAGIC];
