@@ -107,6 +107,8 @@ final class PartitionTail {
         final List<UnknownTxn> unknown = new ArrayList<>();
         // the last offset of the last batch followed (Long.MIN_VALUE: none)
         long lastRead = Long.MIN_VALUE;
+        // the scan error the last segment() call met (null: none)
+        KafkaSegmentsException scanError;
 
         Follower(boolean keepClosed) {
             closed = keepClosed ? new ArrayList<>() : null;
@@ -141,6 +143,7 @@ final class PartitionTail {
          */
         long segment(FileSystem fs, LogDirectory.Segment seg, long from, Long nextBase, HeaderScan.Visitor also)
                 throws IOException {
+            scanError = null;
             if (seg.size <= from) {
                 return from;
             }
@@ -154,6 +157,7 @@ final class PartitionTail {
                     });
                 } catch (KafkaSegmentsException e) {
                     damage(seg.path, e.position() == null ? end[0] : e.position(), seg.size, nextBase, e.render());
+                    scanError = e;
                     return end[0];
                 }
                 if (nextBase != null && end[0] < seg.size) { // not the last segment: no write is in progress there
@@ -305,6 +309,11 @@ final class PartitionTail {
         };
         if (transactions) { // bytes it cannot read are damage that may hide markers (Follower)
             follower.segment(fs, seg, pos, nextBase, each);
+            if (nextBase == null && follower.scanError != null) {
+                // in the active segment no read can pass them either: the query fails, as without
+                // transactions, rather than wait at them for ever
+                throw follower.scanError;
+            }
             return;
         }
         if (seg.size <= pos) {
