@@ -109,6 +109,8 @@ final class PartitionTail {
         long lastRead = Long.MIN_VALUE;
         // the scan error the last segment() call met (null: none)
         KafkaSegmentsException scanError;
+        // undecided transactions added since the last resolve()
+        boolean fresh;
 
         Follower(boolean keepClosed) {
             closed = keepClosed ? new ArrayList<>() : null;
@@ -177,6 +179,7 @@ final class PartitionTail {
             for (Map.Entry<Long, Long> t : here) {
                 unknown.add(new UnknownTxn(t.getKey(), t.getValue(), lastRead, path, position,
                         Math.max(0, fileSize - position), nextBase, why));
+                fresh = true;
             }
             open.clear();
         }
@@ -187,6 +190,7 @@ final class PartitionTail {
          * damage hid (even where not every segment has a file).
          */
         void resolve(List<long[]> listed) {
+            fresh = false;
             if (unknown.isEmpty()) {
                 return;
             }
@@ -263,6 +267,7 @@ final class PartitionTail {
         if (segs.isEmpty()) {
             return;
         }
+        resolve(fs, tp); // damage met by a call that failed at the active segment's (scan)
         if (path == null) {
             k = transactions ? 0 : segs.size() - 1;
             LogDirectory.Segment seg = segs.get(k);
@@ -288,7 +293,12 @@ final class PartitionTail {
             pos = 0;
             completeEnd = Math.max(completeEnd, segs.get(k).baseOffset);
         }
-        if (transactions && !follower.unknown.isEmpty()) {
+        resolve(fs, tp);
+    }
+
+    /** Transactions damage left undecided since the last call: what the `.txnindex` files say of them. */
+    private void resolve(FileSystem fs, LogDirectory.TopicPartition tp) throws IOException {
+        if (follower.fresh) {
             follower.resolve(Planner.txnIndexEntries(fs, tp, null));
         }
     }
