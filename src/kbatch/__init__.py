@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 
 from . import _backend
 from . import _wire
-from . import _moved
 from ._wire import (NO_TIMESTAMP, NO_TIMESTAMP_EXTENDED, Compression, ControlRecordType, OffsetSpec,
                     TimestampType)
 from .record.batch import MemoryRecords, RecordBatch
@@ -24,8 +23,6 @@ from .record.legacy import LegacyRecordBatch
 from .record.control import ControlRecord, parse_control_record
 
 __version__ = "0.1.0"
-
-_moved.install()  # kbatch.segment, kbatch.arrow, ... (the paths before record/, columns/, log/)
 
 BACKEND: str = _backend.BACKEND
 if TYPE_CHECKING:  # what type checkers see: the contract both backends share (_core.pyi)

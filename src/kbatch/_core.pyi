@@ -6,7 +6,8 @@ import numpy as np
 import numpy.typing as npt
 from typing_extensions import Buffer
 
-from kbatch._typing import Headers, RecordTuple as _EncRecord
+from kbatch._typing import BinaryColumn, FilterResult, Headers, HeadersColumn, ValueColumn
+from kbatch._typing import RecordTuple as _EncRecord
 
 BACKEND: Final[Literal["cython"]]
 SCAN_FIELDS: tuple[tuple[str, type[np.generic]], ...]
@@ -128,10 +129,10 @@ def find_timestamps_v2(data: Buffer, starts: npt.ArrayLike, ends: npt.ArrayLike,
     """(offsets, timestamps) of the first record at or after each target in its batch (see kbatch._core_py)."""
 
 # ---- column encode (Arrow buffers -> magic 2 batches); the contract: kbatch._core_py.ColumnsEncoderV2
-_BinaryColumn = tuple[npt.NDArray[Any], npt.NDArray[np.uint8], npt.NDArray[np.uint8] | None, int, int]
-_ValueColumn = tuple[npt.NDArray[Any], npt.NDArray[np.uint8] | None, int]
-_HeadersColumn = tuple[npt.NDArray[Any], npt.NDArray[np.uint8] | None, int, npt.NDArray[np.uint8] | None, int, int,
-                      _BinaryColumn | None, _BinaryColumn | None]
+# the column types live in kbatch._typing, below both twins
+_BinaryColumn = BinaryColumn
+_ValueColumn = ValueColumn
+_HeadersColumn = HeadersColumn
 
 @final
 class ColumnsEncoderV2:
@@ -211,7 +212,7 @@ def key_digest(key: Buffer) -> bytes:
 def md5(data: Buffer) -> bytes:
     """MD5 of a buffer: the digest OffsetMap keeps long keys by."""
 
-_FilterResult = tuple[bytes | None, int, int, int, int, int, int, int, int | None]
+_FilterResult = FilterResult
 
 @final
 class OffsetMap:

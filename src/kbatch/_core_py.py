@@ -23,8 +23,11 @@ from .errors import (ST_BAD_COUNT, ST_BAD_MAGIC, ST_BATCH_TOO_SMALL, ST_CRC, ST_
                      ST_TRUNCATED, ST_VARINT_TOO_LONG, ST_VARLONG_TOO_LONG, raise_status)
 
 if TYPE_CHECKING:
-    from ._core import _BinaryColumn, _FilterResult, _HeadersColumn, _ValueColumn
+    from ._typing import BinaryColumn as _BinaryColumn
     from ._typing import Buffer, Headers, RecordTuple
+    from ._typing import FilterResult as _FilterResult
+    from ._typing import HeadersColumn as _HeadersColumn
+    from ._typing import ValueColumn as _ValueColumn
 
 BACKEND: Final = "python"
 

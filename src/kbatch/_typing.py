@@ -3,11 +3,13 @@ time this module is empty, so kbatch needs no typing_extensions installed)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import os
 
+    import numpy as np
+    import numpy.typing as npt
     import pyarrow
     from typing_extensions import Buffer, TypeAlias
 
@@ -29,4 +31,15 @@ if TYPE_CHECKING:
         " | tuple[int | None, Buffer | None, Buffer | None, Headers, bool | None]"
         " | tuple[int | None, Buffer | None, Buffer | None, Headers, bool | None, int | None]")
 
-__all__ = ["Buffer", "BytesLike", "PathLike", "HeaderIn", "Headers", "RecordTuple", "TableLike"]
+    # the encode kernels' column arguments (kbatch._core_py.ColumnsEncoderV2 says what each holds); here,
+    # below both twins, so that neither names the other's types
+    BinaryColumn: TypeAlias = ("tuple[npt.NDArray[Any], npt.NDArray[np.uint8], npt.NDArray[np.uint8] | None, int,"
+                               " int]")
+    ValueColumn: TypeAlias = "tuple[npt.NDArray[Any], npt.NDArray[np.uint8] | None, int]"
+    HeadersColumn: TypeAlias = ("tuple[npt.NDArray[Any], npt.NDArray[np.uint8] | None, int, npt.NDArray[np.uint8]"
+                                " | None, int, int, BinaryColumn | None, BinaryColumn | None]")
+    #: what OffsetMap.filter_v2 returns (kbatch._core_py)
+    FilterResult: TypeAlias = "tuple[bytes | None, int, int, int, int, int, int, int, int | None]"
+
+__all__ = ["Buffer", "BytesLike", "PathLike", "HeaderIn", "Headers", "RecordTuple", "TableLike", "BinaryColumn",
+           "ValueColumn", "HeadersColumn", "FilterResult"]

@@ -114,16 +114,16 @@ def test_export_writes_typed_columns(cluster, tmp_path, target):
     assert code == 0
     if target.endswith(".jsonl"):
         rows = [json.loads(line) for line in open(to)]
-        assert rows[0]["value"] == {"id": 1, "item": "pen", "qty": 1} and rows[0]["key"] == {"k": "a"}
+        assert rows[0]["value"] == {"id": 1, "item": "pen", "qty": None} and rows[0]["key"] == {"k": "a"}
         return
     import pyarrow.dataset as ds
     table = ds.dataset(to, partitioning="hive" if target.endswith("/") else None).to_table()
     assert table.schema.field("value").type == pa.struct([("id", pa.int64()), ("item", pa.string()), ("qty", pa.int32())])
-    # queryable by field: the v1 value got the v2 default (the subject's newest schema is the reader's)
-    assert table.column("value").to_pylist() == [{"id": 1, "item": "pen", "qty": 1}, {"id": 2, "item": "ink", "qty": 5},
-                                                 None]
+    # queryable by field; each value as its writer schema wrote it (issue 38): the v1 value has no qty
+    assert table.column("value").to_pylist() == [{"id": 1, "item": "pen", "qty": None},
+                                                 {"id": 2, "item": "ink", "qty": 5}, None]
     import pyarrow.compute as pc
-    assert pc.sum(pc.struct_field(table.column("value"), "qty")).as_py() == 6
+    assert pc.sum(pc.struct_field(table.column("value"), "qty")).as_py() == 5
 
 
 def test_cat_protobuf_values_from_a_schema_folder(tmp_path):
@@ -154,9 +154,9 @@ def test_cat_protobuf_values_from_a_schema_folder(tmp_path):
 
 
 def test_export_keeps_one_type_per_topic(tmp_path):
-    """A folder source knows no subjects, so each batch resolves to its own newest schema id: a later
-    batch of an older version is cast to the first batch's type where Arrow can, and otherwise the
-    segment is refused with the reason (never two types in one topic's files)."""
+    """Each batch is typed by its writer schemas; the topic's type so far is their union by field
+    name: a later batch of an older version takes the wider type (null where it has no field), and
+    a field whose type changes is refused with the reason (never two types in one topic's files)."""
     from kbatch.cli._schemas import export_typing
     from kbatch.values import SchemaError
     folder = tmp_path / "folder"
@@ -176,6 +176,6 @@ def test_export_keeps_one_type_per_topic(tmp_path):
     older = typing_for("orders", batch(1, V1, {"id": 1, "item": "a"}))    # cast to the first type: qty null
     assert older.schema == a.schema and older.column(older.schema.get_field_index("value")).to_pylist() == [
         {"id": 1, "item": "a", "qty": None}]
-    with pytest.raises(SchemaError, match="topic orders: the values decode to"):
+    with pytest.raises(SchemaError, match="topic orders: value.id is int64 in one writer schema and string"):
         typing_for("orders", batch(3, other, {"id": "x"}))             # a string id does not cast to int64
     assert typing_for("other-topic", batch(1, V1, {"id": 1, "item": "a"})).num_rows == 1   # per topic

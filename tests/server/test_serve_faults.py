@@ -393,7 +393,8 @@ def test_a_graceful_stop_with_an_idle_client_prints_no_traceback(logdir, sig):
     assert "kbatch serve: stopped" in err
 
 
-@pytest.mark.parametrize("flag", ["--offsets-retention-minutes", "--queued-max-request-bytes", "--fetch-max-bytes"])
+@pytest.mark.parametrize("flag", ["--offsets-retention-minutes", "--queued-max-request-bytes", "--fetch-max-bytes",
+                                  "--request-read-timeout-ms"])
 def test_serve_limits_below_one_are_usage_errors(logdir, flag):
     pytest.importorskip("typer", reason="the CLI needs the cli extra")
     r = subprocess.run([sys.executable, "-m", "kbatch.cli", "serve", str(logdir), flag, "0"], capture_output=True,

@@ -87,10 +87,10 @@ def data_dir(tmp_path_factory):
     return root
 
 
-def local_table(root, include_headers=True, batch_fields=False, topics=None) -> pa.Table:
+def local_table(root, include_headers=True, batch_fields=False, topics=None, include_internal=False) -> pa.Table:
     """decode_columns over every segment, in (topic, partition, offset) order."""
     parts = []
-    for tp in _plan.list_partitions(root, topics):
+    for tp in _plan.list_partitions(root, topics, include_internal=include_internal):
         for seg in tp.segments:
             with open(seg.path, "rb") as f:
                 parts.append(kbatch.decode_columns(f.read(), tp.topic, tp.partition, include_headers=include_headers,
@@ -410,7 +410,8 @@ def _start_offsets_by_time(spark, fmt, root, targets) -> dict:
     spec = {}
     for (topic, part), t in targets.items():
         spec.setdefault(topic, {})[str(part)] = t
-    df = spark.read.format(fmt).option("startingOffsetsByTimestamp", json.dumps(spec)).load(root)
+    df = (spark.read.format(fmt).option("startingOffsetsByTimestamp", json.dumps(spec))
+          .option("includeInternalTopics", "true").load(root))
     got = {(r[0], r[1]): r[2] for r in df.groupBy("topic", "partition").agg({"offset": "min"}).collect()}
     return {k: got.get(k) for k in targets}
 
@@ -418,7 +419,7 @@ def _start_offsets_by_time(spark, fmt, root, targets) -> dict:
 def _log_offsets(root, targets) -> dict:
     """The same from kbatch.Log (Kafka's offsetsForTimes rules; None: the partition's end)."""
     out = {}
-    for tp in _plan.list_partitions(root):
+    for tp in _plan.list_partitions(root, include_internal=True):
         if (tp.topic, tp.partition) in targets:
             log = kbatch.Log.open(tp.path)
             try:
@@ -449,17 +450,19 @@ def test_real_broker_directories(spark, fmt, tmp_path):
     """Data directories written by Kafka 2.1, 2.7.1 (compacted), 3.1.0 and 3.7.0 (KRaft metadata,
     whose control records are not rows) read as decode_columns reads them; start times resolve
     through the brokers' own indexes as kbatch.Log resolves them (JVM reader: its own lookups;
-    the Python reader uses kbatch.Log itself)."""
+    the Python reader uses kbatch.Log itself). includeInternalTopics: __cluster_metadata and
+    __consumer_offsets too."""
     from log.test_broker_data import BROKER_DIRS, broker_copy
 
     for name in BROKER_DIRS:
         root = str(broker_copy(name, tmp_path))
-        df = spark.read.format(fmt).options(includeHeaders="true", includeBatchFields="true").load(root)
-        local = local_table(root, True, True)
+        df = spark.read.format(fmt).options(includeHeaders="true", includeBatchFields="true",
+                                            includeInternalTopics="true").load(root)
+        local = local_table(root, True, True, include_internal=True)
         _same(spark_table(df), local)
         if fmt != READERS["jvm"]:
             continue
-        tps = [(tp.topic, tp.partition) for tp in _plan.list_partitions(root)]
+        tps = [(tp.topic, tp.partition) for tp in _plan.list_partitions(root, include_internal=True)]
         for q in (0, 0.5, 1):
             targets = {}
             for topic, part in tps:
@@ -747,3 +750,28 @@ def test_offsets_for_times_on_executors(spark, data_dir):
             else:
                 i = int(np.argmin(np.where(ok, off, np.iinfo(np.int64).max)))
                 assert (o, t) == (int(off[i]), int(ts[i]))
+
+
+def test_internal_topics_left_out_unless_named_or_asked_for(spark, fmt, tmp_path):
+    """Both readers follow kbatch.log.topics: a directory read leaves out __consumer_offsets,
+    __transaction_state, __cluster_metadata, _schemas (any `__` topic) unless `topics` names them or
+    includeInternalTopics=true, as Kafka's exclude.internal.topics; a pattern does not take them."""
+    root = str(tmp_path / "logs")
+    internal = ["__cluster_metadata", "__consumer_offsets", "__transaction_state", "_schemas"]
+    for name in ["orders", *internal]:
+        log = kbatch.Log.create(os.path.join(root, f"{name}-0"))
+        b = kbatch.BatchBuilder()
+        b.append(NOW, b"k", name.encode())
+        log.append(b.build(), now_ms=NOW)
+        log.close()
+
+    def topics(**options):
+        df = spark.read.format(fmt).options(**options).load(root)
+        return sorted(r["topic"] for r in df.select("topic").collect())
+    assert topics() == ["orders"]
+    assert topics(topicPattern=".*") == ["orders"]
+    assert topics(includeInternalTopics="true") == sorted(["orders", *internal])
+    assert topics(topics="orders,__consumer_offsets") == ["__consumer_offsets", "orders"]
+    assert topics(topicPattern="_.*", includeInternalTopics="true") == internal
+    direct = spark.read.format(fmt).load(os.path.join(root, "_schemas-0"))  # the partition itself: read
+    assert [r["topic"] for r in direct.select("topic").collect()] == ["_schemas"]

@@ -486,7 +486,7 @@ def test_log_records_equal_consumer(snapshot: Snapshot) -> None:
 def test_decode_columns_equal_consumer(snapshot: Snapshot) -> None:
     """kbatch.decode_columns over each partition's segment files gives the consumer's records."""
     pytest.importorskip("pyarrow")
-    import kbatch.arrow
+    import kbatch.columns.decode
     want = _consumer_rows(snapshot, "read_uncommitted")
     problems = []
     for topic, p, d in snapshot.partition_dirs():
@@ -496,7 +496,7 @@ def test_decode_columns_equal_consumer(snapshot: Snapshot) -> None:
             cols = {name: table.column(name).to_pylist() for name in ("offset", "timestampType", "key", "value",
                                                                         "headers")}
             ts_col = table.column("timestamp")
-            ms = kbatch.arrow.timestamps_ms(ts_col).tolist()
+            ms = kbatch.columns.decode.timestamps_ms(ts_col).tolist()
             stamps = [None if valid is False else t for t, valid in zip(ms, ts_col.is_valid().to_pylist())]
             for i, ts in enumerate(stamps):
                 rows.append((cols["offset"][i], -1 if ts is None else ts,

@@ -168,3 +168,121 @@ def test_schema_contexts_keep_their_own_ids():
                (1, schema_key(":.staging:orders-value", 1), schema_value(":.staging:orders-value", 1, 1, staging))]
     assert json.loads(TopicSchemas.from_records(records).get(1).schema) == prod
     assert json.loads(TopicSchemas.from_records(records, context=".staging").get(1).schema) == staging
+
+
+# -- issue 38: a wrong schema source fails fast, saying what it is
+def test_a_topic_without_schema_records_is_refused_at_open(tmp_path):
+    """A partition directory of another topic (orders-0 given as --schemas) is refused at open, not
+    answered "unknown id" for every record."""
+    import kbatch
+
+    log = kbatch.Log.create(str(tmp_path / "orders-0"))
+    b = kbatch.BatchBuilder()
+    for i in range(3):
+        b.append(1_700_000_000_000 + i, b"k%d" % i, b'{"id": %d}' % i)
+    log.append(b.build())
+    log.close()
+    with pytest.raises(SchemaSourceError, match=r"orders-0: 0 schema ids in 3 records: is this the _schemas topic"):
+        open_schemas(tmp_path / "orders-0")
+
+
+def test_a_log_directory_that_holds_schemas_0_says_did_you_mean(topic_dir, tmp_path):
+    import os
+
+    with pytest.raises(SchemaSourceError, match="did you mean " + os.path.join(str(tmp_path), "_schemas-0")):
+        open_schemas(tmp_path)
+    (tmp_path / "other").mkdir()
+    with pytest.raises(SchemaSourceError, match="no schema files in it"):
+        open_schemas(tmp_path / "other")
+
+
+def _closed_port() -> int:
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now: connections are refused
+    return port
+
+
+def test_a_registry_that_refuses_connections_is_asked_once():
+    from kbatch.values.sources import SchemaSourceUnavailable
+
+    url = f"http://127.0.0.1:{_closed_port()}"
+    src = RegistrySchemas(url, timeout=5)
+    with pytest.raises(SchemaSourceUnavailable, match=f"GET {url}/schemas/ids/1 failed: .*refused"):
+        src.get(1)
+    for sid in (2, 3, 1):  # every later lookup fails at once, without a request
+        with pytest.raises(SchemaSourceUnavailable, match="refused"):
+            src.get(sid)
+    assert src.requests == 1
+
+
+def test_cat_stops_at_the_first_refused_registry_request(tmp_path):
+    """One error line and exit 1 for a partition of many records, not one failed request per record."""
+    import io
+
+    pytest.importorskip("typer")
+    import kbatch
+    from kbatch.cli.cat import cmd_cat
+
+    log = kbatch.Log.create(str(tmp_path / "users-0"))
+    b = kbatch.BatchBuilder()
+    for i in range(200):
+        b.append(1_700_000_000_000 + i, None, avro_value(1 + i % 7, V1, {"name": f"u{i}"}))
+    log.append(b.build())
+    log.close()
+    out, err = io.BytesIO(), io.StringIO()
+    url = f"http://127.0.0.1:{_closed_port()}"
+    code = cmd_cat(str(tmp_path / "users-0"), serdes=["value=avro"], registry=url, out=out, err=err, quiet=True)
+    assert code == 1
+    lines = [line for line in err.getvalue().splitlines() if line]
+    assert len(lines) == 1 and url in lines[0] and "refused" in lines[0] and "stopped" in lines[0], lines
+    assert out.getvalue() == b""
+
+
+def test_a_registry_answer_that_is_not_its_json_says_so():
+    """A URL that answers HTML (a web UI, a proxy's page) or JSON that is not a schema: the error
+    names the URL, what was expected and what came back, and the source stops there."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from kbatch.values.sources import SchemaSourceUnavailable
+
+    answers = {"/schemas/ids/1": (200, "text/html", b"<html><body>Welcome to nginx!</body></html>"),
+               "/schemas/ids/2": (200, "application/json", b'{"status": "ok"}'),
+               "/schemas/ids/3": (404, "text/html", b"<h1>Not Found</h1>")}
+    asked = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):  # noqa: N802
+            asked.append(self.path)
+            code, kind, body = answers[self.path]
+            self.send_response(code)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        src = RegistrySchemas(url)
+        with pytest.raises(SchemaSourceUnavailable, match=r"answered text/html, not the registry's JSON: "
+                                                          r"'<html><body>Welcome to nginx"):
+            src.get(1)
+        with pytest.raises(SchemaSourceUnavailable):
+            src.get(2)
+        assert asked == ["/schemas/ids/1"]
+        with pytest.raises(SchemaSourceUnavailable, match=r'answered \{"status": "ok"\}, not a schema'):
+            RegistrySchemas(url).get(2)
+        with pytest.raises(SchemaSourceUnavailable, match="a 404 that is not the registry's JSON error"):
+            RegistrySchemas(url).get(3)
+    finally:
+        server.shutdown()
+        server.server_close()

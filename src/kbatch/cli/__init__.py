@@ -46,15 +46,36 @@ def version_line() -> str:
     return f"kbatch {__version__} (backend: {BACKEND}, Python {sys.version.split()[0]})"
 
 
+#: help written to a pipe or a file: as wide as its longest line (click wraps at this width)
+PLAIN_HELP_WIDTH = 10_000
+
+
+def plain_help() -> bool:
+    """Help as plain text, unwrapped: stdout is not a terminal and no COLUMNS / TERMINAL_WIDTH says
+    a width (rich would otherwise draw its boxes 80 columns wide and cut every option's help)."""
+    import os
+
+    if os.environ.get("COLUMNS") or os.environ.get("TERMINAL_WIDTH"):
+        return False
+    try:
+        return not sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return True
+
+
 def make_app() -> Any:
     """The typer application (imports typer; see main() for what happens without it)."""
     import rich  # noqa: F401  (progress bars; part of the cli extra)
     import typer
 
+    settings: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
+    plain = plain_help()
+    if plain:  # click's plain help, lines never wrapped: `kbatch export --help | grep topic` finds whole lines
+        settings.update(terminal_width=PLAIN_HELP_WIDTH, max_content_width=PLAIN_HELP_WIDTH)
     app = typer.Typer(name="kbatch", add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                       help="Inspect, check and repair Apache Kafka log segments. "
                            "Exit codes: 0 ok, 1 problems found, 2 usage or I/O error.",
-                      context_settings={"help_option_names": ["-h", "--help"]})
+                      context_settings=settings, rich_markup_mode=None if plain else "rich")
 
     def show_version(value: bool) -> None:
         if value:

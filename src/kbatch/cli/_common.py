@@ -8,7 +8,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from .. import _fs
@@ -16,6 +16,7 @@ from .. import _wire as W
 from ..errors import InvalidConfigurationError, KBatchError, MissingDependencyError
 
 if TYPE_CHECKING:
+    from ..log.layout import Partition
     from ..log.segment import SegmentFiles
 
 EXIT_OK = 0
@@ -139,6 +140,26 @@ def partition_dirs(path: str | os.PathLike[str]) -> list[str]:
         raise UsageProblem(f"{path}: no segments (<20 digits>.log, or tiered-storage <offset>-<id>.log) here or in "
                            f"its subdirectories")
     return [p.path for p in parts]
+
+
+def topic_list(topic: "str | Sequence[str] | None") -> list[str] | None:
+    """-t / --topic values (repeatable; one string is one topic) -> a list, or None for none."""
+    if topic is None:
+        return None
+    topics = [topic] if isinstance(topic, str) else list(topic)
+    return topics or None
+
+
+def selected_partitions(path: str | os.PathLike[str], topics: "Sequence[str] | None" = None, *,
+                        exclude: "Sequence[str] | None" = None, include_internal: bool = False) -> "list[Partition]":
+    """The partitions under PATH that a reader takes (kbatch.log.topics: --topic names or globs,
+    --exclude-topic globs, internal topics only when named or with --include-internal; PATH as
+    one partition is always read)."""
+    from ..log.layout import describe
+    from ..log.topics import TopicSelection, select_partitions
+
+    selection = TopicSelection.of(topics, exclude=exclude, include_internal=include_internal)
+    return select_partitions([describe(d, []) for d in partition_dirs(path)], _path(path), selection)
 
 
 def _path(path: str | os.PathLike[str]) -> str:

@@ -41,15 +41,28 @@ def source_for(schemas: str | None, registry: str | None = None) -> "SchemaSourc
 
 
 def split_serdes(specs: Sequence[str]) -> tuple[list[str], dict[str, str]]:
-    """-s values -> (the ones cat parses itself, {"key"|"value": schema kind})."""
+    """-s values -> (the ones cat parses itself, {"key"|"value": schema kind}). A kind may pin the
+    reader schema: `value=avro:orders-value@3` (or `@latest`, the subject's newest version now);
+    the kind is then "avro:orders-value@3"."""
+    from ..values.rules import parse_kind
+
     rest: list[str] = []
     kinds: dict[str, str] = {}
     for spec in specs:
         field, eq, what = spec.partition("=")
-        kind = ALIASES.get((what if eq else spec).lower())
+        text = what if eq else spec
+        base, colon, pin = text.partition(":")
+        kind = ALIASES.get(base.lower())
         if kind is None:
             rest.append(spec)
-        elif not eq:
+            continue
+        if colon:
+            try:
+                parse_kind(f"{kind}:{pin}")
+            except ValueError as e:
+                raise UsageProblem(f"-s {spec!r}: {e}") from None
+            kind = f"{kind}:{pin}"
+        if not eq:
             kinds["key"] = kinds["value"] = kind
         elif field in ("key", "value"):
             kinds[field] = kind
@@ -58,10 +71,30 @@ def split_serdes(specs: Sequence[str]) -> tuple[list[str], dict[str, str]]:
     return rest, kinds
 
 
-def formats(kinds: dict[str, str], source: "SchemaSource") -> dict[str, "ValueFormat"]:
-    from ..values import value_format
+def format_for(kind: str, source: "SchemaSource") -> "ValueFormat":
+    """A format from an -s kind ("avro", or "avro:SUBJECT@VERSION": that reader schema pinned)."""
+    from ..values import SchemaError, value_format
+    from ..values.rules import parse_kind
 
-    return {field: value_format(kind, source) for field, kind in kinds.items()}
+    name, pin = parse_kind(kind)
+    try:
+        if pin is None:
+            return value_format(name, source)
+        return value_format(name, source, subject=pin[0], version=pin[1])
+    except SchemaError as e:
+        raise UsageProblem(f"-s ...={kind}: {e.detail}") from None
+    except ValueError as e:
+        raise UsageProblem(f"-s ...={kind}: {e}") from None
+
+
+def formats(kinds: dict[str, str], source: "SchemaSource") -> dict[str, "ValueFormat"]:
+    return {field: format_for(kind, source) for field, kind in kinds.items()}
+
+
+class SourceStopped(Exception):
+    """The schema source cannot answer (kbatch.values.sources.SchemaSourceUnavailable): the command
+    stops at the first such failure. Not a ValueError, so cat's per-record error handling lets it
+    through."""
 
 
 class _SchemaSerdes:
@@ -73,7 +106,12 @@ class _SchemaSerdes:
         self.spec = fmt.kind.lower()
 
     def json(self, data: bytes) -> Any:
-        return self.fmt.to_json(data, None, self.what)
+        from ..values.sources import SchemaSourceUnavailable
+
+        try:
+            return self.fmt.to_json(data, None, self.what)
+        except SchemaSourceUnavailable as e:  # no later value can decode either: stop, do not fail record by record
+            raise SourceStopped(str(e)) from None
 
     def __call__(self, data: bytes) -> bytes:
         return json.dumps(self.json(data), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
@@ -111,45 +149,124 @@ def cat_serdes(specs: Sequence[str], schemas: str | None, registry: str | None =
     return rest, install
 
 
-def export_typing(specs: Sequence[str], schemas: str | None, registry: str | None = None
-                  ) -> Callable[[str | None, Any], Any]:
-    """export's hook: a function (topic, record batch) -> the batch with its key/value columns typed.
-    The formats of a topic take its subjects' newest schemas (`<topic>-key`, `<topic>-value`, the
-    registry's TopicNameStrategy) as reader schemas where the source knows them, so every file of
-    the topic has the same column types."""
+ON_DECODE_ERROR = ("fail", "null", "dead-letter")
+
+
+def export_typing(specs: Sequence[str], schemas: str | None, registry: str | None = None,
+                  on_decode_error: str = "fail") -> "FileTyping":
+    """export's hook: a FileTyping, (topic, record batch) -> the batch with its key/value columns
+    typed (kbatch.values.rules: each value with its writer schema unless -s pins a reader schema),
+    every batch of a topic with the topic's column type so far (widened by field name)."""
     rest, kinds = split_serdes(list(specs))
     if rest:
         raise UsageProblem(f"-s {rest[0]!r}: export decodes keys and values with avro, json or protobuf "
-                           f"(key=KIND / value=KIND)")
+                           f"(key=KIND / value=KIND, KIND:SUBJECT@VERSION to pin the reader schema)")
+    if on_decode_error not in ON_DECODE_ERROR:
+        raise UsageProblem(f"--on-decode-error must be one of {', '.join(ON_DECODE_ERROR)}, not {on_decode_error!r}")
     if not kinds:
         if schemas is not None or registry is not None:
             raise UsageProblem("--schemas: say which column it decodes, with -s value=avro|json|protobuf")
-        return lambda topic, rb: rb
-    from ..values import SchemaError, topic_format
+        if on_decode_error != "fail":
+            raise UsageProblem("--on-decode-error is for typed columns: give -s value=avro|json|protobuf too")
+        return FileTyping({}, None, on_decode_error)
+    return FileTyping(kinds, source_for(schemas, registry), on_decode_error)
 
-    source = source_for(schemas, registry)
-    per_topic: dict[str | None, dict[str, ValueFormat]] = {}
-    first: dict[tuple[str | None, str], Any] = {}
 
-    def typing_for(topic: str | None, rb: Any) -> Any:
-        fmts = per_topic.get(topic)
-        if fmts is None:
-            fmts = per_topic[topic] = {}
-            for field, kind in kinds.items():
-                fmts[field] = topic_format(kind, source, topic, field)
-        out = typed(rb, fmts)
-        for field in fmts:  # one type per topic and column, so the topic's files agree
-            typ = out.schema.field(field).type
-            want = first.setdefault((topic, field), typ)
-            if typ != want:
-                try:
-                    out = typed_cast(out, field, want)
-                except Exception:
-                    raise SchemaError(f"topic {topic}: the {field}s decode to {typ}, earlier ones to {want} (schemas "
-                                      f"without a common reader schema: a source that knows the subject "
-                                      f"{topic}-{field} gives its newest version)", what=field) from None
+class FileTyping:
+    """Typed key/value columns of `kbatch export` to Parquet / JSON lines. `letters`: the dead
+    letters (raw records that did not decode, with the error) of the batches typed since the last
+    take_letters()."""
+
+    def __init__(self, kinds: dict[str, str], source: "SchemaSource | None", on_decode_error: str) -> None:
+        self.kinds = kinds
+        self.source = source
+        self.on_decode_error = on_decode_error
+        self.per_topic: dict[str | None, dict[str, ValueFormat]] = {}
+        self.types: dict[tuple[str | None, str], Any] = {}
+        self.letters: list[dict[str, Any]] = []
+        self.nulled = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.kinds)
+
+    def take_letters(self) -> list[dict[str, Any]]:
+        out, self.letters = self.letters, []
         return out
-    return typing_for
+
+    def __call__(self, topic: str | None, rb: Any) -> Any:
+        from ..values import SchemaError
+
+        try:
+            return self._typed(topic, rb)
+        except SchemaError as e:  # name the topic and partition, as decode_columns' errors do
+            part = rb.column("partition")[0].as_py() if "partition" in rb.schema.names and rb.num_rows else None
+            raise e.located(topic=topic, partition=part) from None
+
+    def _typed(self, topic: str | None, rb: Any) -> Any:
+        import numpy as np
+        import pyarrow as pa
+
+        from ..values import SchemaError
+        from ..values.rules import WriterSchemasConflict, merge_types
+
+        if not self.kinds:
+            return rb
+        fmts = self.per_topic.get(topic)
+        if fmts is None:
+            assert self.source is not None
+            fmts = self.per_topic[topic] = formats(self.kinds, self.source)
+        failed: dict[int, list[SchemaError]] = {}
+
+        def note(row: int, error: SchemaError) -> None:
+            failed.setdefault(row, []).append(error)
+        out = typed(rb, fmts, None if self.on_decode_error == "fail" else note)
+        for field in fmts:  # one type per topic and column so far, so the topic's files agree
+            typ = out.schema.field(field).type
+            want = self.types.get((topic, field))
+            if want is None or pa.types.is_null(want):
+                self.types[(topic, field)] = typ
+                continue
+            try:
+                merged = merge_types(want, typ, field)
+            except WriterSchemasConflict as e:
+                raise SchemaError(f"topic {topic}: {e.detail}", what=field) from None
+            self.types[(topic, field)] = merged
+            if typ != merged:
+                out = typed_cast(out, field, merged)
+        if failed and self.on_decode_error == "null":
+            self.nulled += len(failed)
+        elif failed:
+            rows = sorted(failed)
+            self.letters += dead_letters(rb, rows, [failed[r] for r in rows])
+            keep = np.ones(rb.num_rows, bool)
+            keep[rows] = False
+            out = out.filter(pa.array(keep))
+        return out
+
+
+def dead_letters(rb: Any, rows: list[int], errors: list[list[Any]]) -> list[dict[str, Any]]:
+    """The raw records at `rows` of a binary record batch as JSON objects (keys, values and header
+    values in base64), with the schema id and the error."""
+    import base64
+
+    def b64(v: Any) -> str | None:
+        return None if v is None else base64.b64encode(v).decode("ascii")
+    import pyarrow as pa
+
+    names = rb.schema.names
+    ts_ms = rb.column(names.index("timestamp")).cast(pa.int64()) if "timestamp" in names else None
+    out = []
+    for r, errs in zip(rows, errors):
+        rec = {n: rb.column(i)[r].as_py() for i, n in enumerate(names) if n != "timestamp"}
+        letter = dict(topic=rec.get("topic"), partition=rec.get("partition"), offset=rec.get("offset"),
+                      timestamp=None if ts_ms is None else ts_ms[r].as_py(),
+                      timestampType=rec.get("timestampType"), key=b64(rec.get("key")), value=b64(rec.get("value")))
+        if "headers" in rec:
+            letter["headers"] = None if rec["headers"] is None else [[h["key"], b64(h["value"])] for h in rec["headers"]]
+        letter["schema_id"] = next((e.schema_id for e in errs if e.schema_id is not None), None)
+        letter["error"] = "; ".join(str(e) for e in errs)
+        out.append(letter)
+    return out
 
 
 def typed_cast(rb: Any, field: str, typ: Any) -> Any:
@@ -163,7 +280,7 @@ def typed_cast(rb: Any, field: str, typ: Any) -> Any:
     return pa.RecordBatch.from_arrays(cols, schema=pa.schema(fields, metadata=rb.schema.metadata))
 
 
-def typed(rb: Any, fmts: dict[str, "ValueFormat"]) -> Any:
+def typed(rb: Any, fmts: dict[str, "ValueFormat"], on_error: Any = None) -> Any:
     """One of decode_columns' record batches with its key/value columns typed."""
     import pyarrow as pa
 
@@ -173,6 +290,6 @@ def typed(rb: Any, fmts: dict[str, "ValueFormat"]) -> Any:
     fields = list(rb.schema)
     for field, fmt in fmts.items():
         i = names.index(field)
-        cols[i] = fmt.decode_column(cols[i], offsets, field)
+        cols[i] = fmt.decode_column(cols[i], offsets, field, on_error=on_error)
         fields[i] = pa.field(field, cols[i].type)
     return pa.RecordBatch.from_arrays(cols, schema=pa.schema(fields, metadata=rb.schema.metadata))

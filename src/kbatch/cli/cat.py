@@ -26,6 +26,12 @@ does with the log's own data (docs/cli.md lists each):
   very end of the last segment is ignored, as Kafka ignores it.
 - partitions are printed one after another in (topic, partition) order (kcat interleaves them as
   fetches arrive); -c counts over all of them, as kcat's does.
+- a record whose key or value a -s deserializer cannot format prints nothing and the next record
+  follows (kcat writes its line up to the failing token, then stops the consume: docs/cli.md):
+  stderr names it (the first SHOWN_ERRORS, then a count) and the exit code is 1; -J keeps its
+  line with key_error / payload_error.
+- a log directory's internal topics (__consumer_offsets, _schemas, ...: kbatch.log.topics) are
+  left out unless -t names them or --include-internal; -t is repeatable and takes globs.
 - JSON: "broker" is -1 (no broker served the record); keys and values go through -s as well
   (kcat applies only Avro there), and bytes that are not UTF-8 become U+FFFD (kcat writes them
   raw, which is not valid JSON).
@@ -43,7 +49,8 @@ from typing import IO, TYPE_CHECKING, Any, BinaryIO, Literal, Protocol, Union
 
 from .. import _wire as W
 from ..errors import KBatchError, StorageError
-from ._common import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, UsageProblem, log_bytes, partition_dirs, progress_bar, run
+from ._common import (EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, UsageProblem, log_bytes, progress_bar, run,
+                      selected_partitions, topic_list)
 
 if TYPE_CHECKING:
     from ..record.batch import Batch
@@ -156,8 +163,8 @@ class Serdes:
         if spec not in self.NAMES:
             bad = [c for c in spec if c not in " <>bBhHiIqQcs$"]
             if not spec or bad:
-                raise UsageProblem(f"-s {spec!r}: a deserializer is text, hex, base64 or a kcat pack-format "
-                                   f"(<>bBhHiIqQcs$)")
+                raise UsageProblem(f"-s {spec!r}: a deserializer is text, hex, base64, a kcat pack-format "
+                                   f"(<>bBhHiIqQcs$), or avro, json, protobuf (with --schemas or -r)")
 
     def __call__(self, data: bytes) -> bytes:
         if self.spec == "text":
@@ -194,8 +201,17 @@ class Serdes:
         return "".join(out).encode("utf-8")
 
 
+#: format errors written in full on stderr; past these, only the closing count (a wrong schema
+#: source can fail every record of a topic)
+SHOWN_ERRORS = 20
+
+
 class Formatter:
-    """One record -> bytes, as kcat's fmt_msg_output_str / fmt_msg_output_json write it."""
+    """One record -> bytes, as kcat's fmt_msg_output_str / fmt_msg_output_json write it; a record
+    whose key or value cannot be formatted gives no bytes at all (kcat writes its line up to the
+    failing token and stops): its error goes to stderr (the first SHOWN_ERRORS in full, then a
+    count: `close()`) and the exit code is 1. In -J's envelope such a record keeps its line, with
+    `key_error` / `payload_error` in place of the field."""
 
     def __init__(self, fmt: str | None, *, as_json: bool = False, delim: bytes = b"\n", key_delim: bytes | None = None,
                  null: bool = False, key_serdes: Serdes | None = None, value_serdes: Serdes | None = None) -> None:
@@ -210,6 +226,26 @@ class Formatter:
         else:
             self.parts = parse_format(fmt)
         self.errors = 0
+        self._failed = False
+        self._err: IO[str] | None = None
+
+    def _error(self, err: IO[str] | None, where: str, what: str, e: ValueError) -> None:
+        self.errors += 1
+        self._failed = True
+        if err is not None and self.errors <= SHOWN_ERRORS:
+            from ..values.errors import SchemaError
+
+            # a schema decoder's error already says key/value (and the schema id)
+            said = str(e) if isinstance(e, SchemaError) else f"{what}: {e}"
+            fate = f"(its line has {'payload' if what == 'value' else 'key'}_error)" if self.as_json else "(not printed)"
+            err.write(f"% ERROR: Failed to format message in {where}: {said} {fate}\n")
+
+    def close(self, err: IO[str]) -> None:
+        """The closing count of records not printed (none: nothing)."""
+        if self.errors:
+            more = f"; the first {SHOWN_ERRORS} are above" if self.errors > SHOWN_ERRORS else ""
+            fate = "printed with key_error/payload_error" if self.as_json else "not printed"
+            err.write(f"% ERROR: {self.errors} record(s) could not be formatted and were {fate}{more}\n")
 
     def _blob(self, data: "ByteView | None", serdes: Serdes, what: str, where: str, err: IO[str]) -> bytes:
         if data is None or len(data) == 0:  # kcat: an empty and a NULL key print alike
@@ -217,12 +253,13 @@ class Formatter:
         try:
             return serdes(bytes(data))
         except ValueError as e:
-            self.errors += 1
-            err.write(f"% ERROR: Failed to format message in {where}: {what}: {e}\n")
+            self._error(err, where, what, e)
             return b""
 
     def format(self, topic: str, partition: int, rec: "Record", tstype: str | None, err: IO[str]) -> bytes:
+        self._failed = False
         if self.as_json:
+            self._err = err  # _json's errors go there too (cli/_schemas.py wraps _json with 4 arguments)
             return self._json(topic, partition, rec, tstype) + self.delim
         where = f"{topic} [{partition}] at offset {rec.offset}"
         out: list[bytes] = []
@@ -252,7 +289,7 @@ class Formatter:
                 out.append(str(partition).encode())
             elif v == "o":
                 out.append(str(rec.offset).encode())
-        return b"".join(out)
+        return b"" if self._failed else b"".join(out)
 
     def _text(self, data: "ByteView | None", serdes: Serdes) -> str | None:
         if data is None:
@@ -271,13 +308,15 @@ class Formatter:
             for k, hv in rec.headers:
                 flat += [k, None if hv is None else bytes(hv).decode("utf-8", "replace")]
             obj["headers"] = flat
-        try:
-            obj["key"] = self._text(rec.key, self.key_serdes)
-            obj["payload"] = self._text(rec.value, self.value_serdes)
-        except ValueError as e:
-            self.errors += 1
-            obj.setdefault("key", None)
-            obj["payload_error"] = str(e)
+        where = f"{topic} [{partition}] at offset {rec.offset}"
+        for name, data, serdes, what in (("key", rec.key, self.key_serdes, "key"),
+                                         ("payload", rec.value, self.value_serdes, "value")):
+            try:
+                obj[name] = self._text(data, serdes)
+            except ValueError as e:
+                self._error(self._err, where, what, e)
+                obj[name] = None
+                obj[f"{name}_error"] = str(e)
         return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
@@ -379,7 +418,8 @@ def _binary(stream: IO[Any]) -> _BytesOut:
     return stream
 
 
-def cmd_cat(path: "PathLike", *, topic: str | None = None, partition: int | None = None, offsets: Sequence[str] = (),
+def cmd_cat(path: "PathLike", *, topic: str | Sequence[str] | None = None, partition: int | None = None,
+            offsets: Sequence[str] = (), include_internal: bool = False,
             count: int | None = None, fmt: str | None = None, as_json: bool = False, delim: str = "\\n",
             key_delim: str | None = None, null: bool = False, serdes: Sequence[str] = (), exit_at_end: bool = True,
             unbuffered: bool = False, quiet: bool = False, properties: Sequence[str] = (),
@@ -420,23 +460,29 @@ def cmd_cat(path: "PathLike", *, topic: str | None = None, partition: int | None
                           key_delim=None if key_delim is None else parse_delim(key_delim), null=null,
                           key_serdes=key_s, value_serdes=value_s)
     formatter = with_schemas(formatter)
-    from ..log.layout import describe
-
     logging.getLogger("kbatch.log.segment").addHandler(logging.NullHandler())
-    parts = [describe(d, []) for d in partition_dirs(path)]
-    if topic is not None:
-        parts = [p for p in parts if p.topic == topic]
+    topics = topic_list(topic)
+    parts = selected_partitions(path, topics, include_internal=include_internal)
     if partition is not None:
         parts = [p for p in parts if p.partition == partition]
     if not parts:
-        raise UsageProblem(f"{path}: no partition{'' if topic is None else f' of topic {topic}'}"
-                           f"{'' if partition is None else f' numbered {partition}'} there")
+        raise UsageProblem(f"{path}: no partition{'' if topics is None else ' of topic ' + ', '.join(topics)}"
+                           f"{'' if partition is None else f' numbered {partition}'} there"
+                           f"{'' if include_internal or topics else ' (internal topics need -t or --include-internal)'}")
     code = EXIT_OK
     printed = 0
-    with progress_bar(log_bytes([p.path for p in parts]), "cat", quiet) as advance:
-        code, printed = _cat_parts(parts, start, stop_ts, count, read_committed, unbuffered, quiet, formatter, dest,
-                                   err, advance)
+    from ._schemas import SourceStopped
+
+    try:
+        with progress_bar(log_bytes([p.path for p in parts]), "cat", quiet) as advance:
+            code, printed = _cat_parts(parts, start, stop_ts, count, read_committed, unbuffered, quiet, formatter,
+                                       dest, err, advance)
+    except SourceStopped as e:  # a schema source that cannot answer: the first failure ends the run
+        dest.flush()
+        err.write(f"kbatch: {e} (stopped)\n")
+        return EXIT_PROBLEMS
     dest.flush()
+    formatter.close(err)
     if formatter.errors:
         code = max(code, EXIT_PROBLEMS)
     return code
@@ -522,7 +568,7 @@ def register(app: "typer.Typer") -> None:
                       "(-N) or by time (s@T / e@T through the time index), kcat's -f tokens %s %S %R %k %K %T %h "
                       "%t %p %o, -J JSON. PATH: a partition or log directory, local or s3:// gs:// hdfs://.")
     def cat(path: Annotated[str, typer.Argument(help="Partition directory or log directory (local or a URI).")],
-            topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Only this topic.")] = None,
+            topic: Annotated[Optional[List[str]], typer.Option("--topic", "-t", help="Only this topic, or topics matching this glob (repeatable).")] = None,
             partition: Annotated[Optional[int], typer.Option("--partition", "-p", help="Only this partition.")] = None,
             offset: Annotated[Optional[List[str]], typer.Option("--offset", "-o", help="beginning | end | N | -N | s@TIME | e@TIME (repeatable: a start and an e@ stop).")] = None,
             count: Annotated[Optional[int], typer.Option("--count", "-c", help="Exit after this many records.")] = None,
@@ -537,9 +583,10 @@ def register(app: "typer.Typer") -> None:
             exit_at_end: Annotated[bool, typer.Option("-e", help="Exit at the end (always: files end).")] = False,
             unbuffered: Annotated[bool, typer.Option("-u", help="Flush after each record.")] = False,
             quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No 'Reached end' lines on stderr.")] = False,
+            include_internal: Annotated[bool, typer.Option("--include-internal", help="Also __consumer_offsets, __transaction_state, __cluster_metadata, _schemas and other __ topics that no --topic names (left out by default, as Kafka's exclude.internal.topics).")] = False,
             prop: Annotated[Optional[List[str]], typer.Option("-X", help="isolation.level=read_committed (default, as kcat) or read_uncommitted.")] = None,
             isolation_level: Annotated[Optional[str], typer.Option("--isolation-level", help="read_committed (default, as kcat: records of aborted transactions left out, stop at the last stable offset) or read_uncommitted (everything, as Kafka's console consumer).")] = None) -> None:
-        run(cmd_cat, path, topic=topic, partition=partition, offsets=list(offset or []), count=count, fmt=fmt,
+        run(cmd_cat, path, topic=topic, partition=partition, include_internal=include_internal, offsets=list(offset or []), count=count, fmt=fmt,
             as_json=as_json, delim=delim, key_delim=key_delim, null=null, serdes=list(serdes or []),
             exit_at_end=exit_at_end, unbuffered=unbuffered, quiet=quiet, properties=list(prop or []), schemas=schemas,
             registry=registry, isolation_level=isolation_level)

@@ -44,7 +44,7 @@ from ..schema.metadata_records import format_metadata_record, metadata_record_js
 from ..record.legacy import LegacyRecordBatch, parse_message
 from ..record.control import parse_control_record
 from ..log.segment import time_floor
-from ..record.file_records import _batch_at, open_records, scan_windows
+from ..record.file_records import batch_at, open_records, scan_windows
 
 if TYPE_CHECKING:
     from .._core import Record
@@ -130,7 +130,7 @@ def file_batches_until_error(read: Callable[[int, int], BytesLike], size: int,
     try:
         for s in scan_windows(read, size, 0, limit=None):
             for i in range(len(s["position"])):
-                b = _batch_at(s, i)
+                b = batch_at(s, i)
                 done = b.position + b.size_in_bytes
                 yield b
     except KBatchError as e:

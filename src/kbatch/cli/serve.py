@@ -23,7 +23,7 @@ def cmd_serve(path: "PathLike", *, listen: str = "127.0.0.1:9092", writable: boo
               advertised_host: str | None = None, num_partitions: int = 1,
               group_initial_rebalance_delay_ms: int = 3000, flush_messages: int | None = None,
               offsets_retention_minutes: int = 10080, queued_max_request_bytes: int = 209715200,
-              fetch_max_bytes: int = 57671680, quiet: bool = False, as_json: bool = False, out: IO[str] | None = None, err: IO[str] | None = None,
+              fetch_max_bytes: int = 57671680, request_read_timeout_ms: int = 30000, quiet: bool = False, as_json: bool = False, out: IO[str] | None = None, err: IO[str] | None = None,
               ready: "Callable[[Server], object] | None" = None) -> int:
     """Serve `path` until SIGINT/SIGTERM; exit 0 after a clean stop.
 
@@ -55,7 +55,8 @@ def cmd_serve(path: "PathLike", *, listen: str = "127.0.0.1:9092", writable: boo
         raise UsageProblem(f"--group-initial-rebalance-delay-ms must not be negative, not "
                            f"{group_initial_rebalance_delay_ms}")
     for flag, limit in (("--offsets-retention-minutes", offsets_retention_minutes),
-                        ("--queued-max-request-bytes", queued_max_request_bytes), ("--fetch-max-bytes", fetch_max_bytes)):
+                        ("--queued-max-request-bytes", queued_max_request_bytes), ("--fetch-max-bytes", fetch_max_bytes),
+                        ("--request-read-timeout-ms", request_read_timeout_ms)):
         if limit < 1:
             raise UsageProblem(f"{flag} must be at least 1, not {limit}")
     topic_config = {}
@@ -93,7 +94,8 @@ def cmd_serve(path: "PathLike", *, listen: str = "127.0.0.1:9092", writable: boo
                    topic_config=topic_config, advertised_host=advertised_host, num_partitions=num_partitions,
                    group_initial_rebalance_delay_ms=group_initial_rebalance_delay_ms, flush_messages=flush_messages,
                    offsets_retention_minutes=offsets_retention_minutes,
-                   queued_max_request_bytes=queued_max_request_bytes, fetch_max_bytes=fetch_max_bytes, ready=on_ready)
+                   queued_max_request_bytes=queued_max_request_bytes, fetch_max_bytes=fetch_max_bytes,
+                   request_read_timeout_ms=request_read_timeout_ms, ready=on_ready)
     except ListenError as e:
         raise UsageProblem(str(e)) from None
     finally:
@@ -128,11 +130,12 @@ def register(app: "typer.Typer") -> None:
               offsets_retention_minutes: Annotated[int, typer.Option("--offsets-retention-minutes", help="Committed offsets of an empty group expire after this long, and the group with them (offsets.retention.minutes; 7 days).")] = 10080,
               queued_max_request_bytes: Annotated[int, typer.Option("--queued-max-request-bytes", help="Bytes of requests read or being handled at once, over all connections; above it no request body is read (queued.max.request.bytes; 200 MiB).")] = 209715200,
               fetch_max_bytes: Annotated[int, typer.Option("--fetch-max-bytes", help="Most record bytes in one Fetch answer, whatever the client asks (fetch.max.bytes; 55 MiB).")] = 57671680,
+              request_read_timeout_ms: Annotated[int, typer.Option("--request-read-timeout-ms", help="A request's bytes must all arrive within this long, else its connection is closed (30 s).")] = 30000,
               as_json: Annotated[bool, json_flag] = False,
               quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Warnings and errors only.")] = False) -> None:
         run(cmd_serve, path, listen=listen, writable=writable, read_only=read_only,
             auto_create_topics=auto_create_topics, config=list(config or []), advertised_host=advertised_host,
             num_partitions=num_partitions, group_initial_rebalance_delay_ms=rebalance_delay_ms,
             flush_messages=flush_messages, offsets_retention_minutes=offsets_retention_minutes,
-            queued_max_request_bytes=queued_max_request_bytes, fetch_max_bytes=fetch_max_bytes, quiet=quiet,
-            as_json=as_json)
+            queued_max_request_bytes=queued_max_request_bytes, fetch_max_bytes=fetch_max_bytes,
+            request_read_timeout_ms=request_read_timeout_ms, quiet=quiet, as_json=as_json)

@@ -12,15 +12,15 @@ batch at the end of the last segment is ignored, as Kafka does.
 
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import _wire as W
 from ..errors import KBatchError, StorageError
-from ._common import (EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, emit, flags, format_time, log_bytes, partition_dirs,
-                      progress_bar, run)
+from ._common import (EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, emit, flags, format_time, log_bytes, progress_bar, run,
+                      selected_partitions, topic_list)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -44,15 +44,14 @@ class KeyCardinality:
 
     def add(self, keys: "pa.Array") -> None:
         """Add the non-null values of a pyarrow binary column."""
-        from .. import _backend
-        from ..columns.encode import _binary_spec
+        from ..columns.partitioner import murmur2
 
         if keys.null_count == len(keys):
             return
-        spec = _binary_spec(keys, "key")
-        if spec is None:  # a null-typed column
+        hashes = murmur2(keys)
+        if hashes is None:  # a null-typed column
             return
-        h = np.asarray(_backend.core.murmur2(spec)).astype(np.uint32)
+        h = hashes.astype(np.uint32)
         if keys.null_count:
             h = h[np.asarray(keys.is_valid())]
         h ^= h >> np.uint32(16)                       # fmix32 (MurmurHash3's finalizer)
@@ -87,7 +86,7 @@ def partition_stats(log: "Log", advance: Callable[[int], object] = lambda n: Non
     from ..columns.decode import iter_record_batches
     from ..log.fetch import IsolationLevel, read_log
     from ..record.control import parse_control_record
-    from ..record.file_records import _batch_at
+    from ..record.file_records import batch_at
 
     st: dict[str, Any] = dict(segments=len(log.segments), bytes=log.size, batches=0, records=0,
               log_start_offset=log.beginning_offset(), first_offset=None, last_offset=None,
@@ -134,7 +133,7 @@ def partition_stats(log: "Log", advance: Callable[[int], object] = lambda n: Non
         st["transactional_records"] += int(s["record_count"][txn & ~ctl].sum())
         st["control_batches"] += int(np.count_nonzero(ctl))
         for i in (np.flatnonzero(ctl) + w.start).tolist():
-            for r in _batch_at(w.window, i):
+            for r in batch_at(w.window, i):
                 kind = parse_control_record(r).type
                 if kind == W.ControlRecordType.COMMIT:
                     st["commits"] += 1
@@ -168,16 +167,16 @@ def partition_stats(log: "Log", advance: Callable[[int], object] = lambda n: Non
     return st
 
 
-def cmd_stats(path: "PathLike", *, topic: str | None = None, partition: int | None = None, as_json: bool = False,
-              quiet: bool = False, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
-    from ..log.layout import describe
+def cmd_stats(path: "PathLike", *, topic: "str | Sequence[str] | None" = None, partition: int | None = None,
+              as_json: bool = False, quiet: bool = False, out: IO[str] | None = None, err: IO[str] | None = None,
+              include_internal: bool = False) -> int:
     from ..log.unified_log import Log
 
     out = out or sys.stdout
     err = err or sys.stderr
     logging.getLogger("kbatch.log.segment").addHandler(logging.NullHandler())
-    parts = [describe(d, []) for d in partition_dirs(path)]
-    parts = [p for p in parts if (topic is None or p.topic == topic) and (partition is None or p.partition == partition)]
+    parts = selected_partitions(path, topic_list(topic), include_internal=include_internal)
+    parts = [p for p in parts if partition is None or p.partition == partition]
     code = EXIT_OK
     with progress_bar(log_bytes([p.path for p in parts]), "stats", quiet) as advance:
         for part in parts:
@@ -229,7 +228,7 @@ def _text(part: "Partition", st: dict[str, Any]) -> str:
 
 
 def register(app: "typer.Typer") -> None:
-    from typing import Annotated, Optional
+    from typing import Annotated, List, Optional
 
     import typer
 
@@ -238,7 +237,9 @@ def register(app: "typer.Typer") -> None:
     @app.command(help="Per partition: records, bytes, offset and time ranges, codecs, batch sizes, producers and "
                       "transactions, tombstones, an estimate of distinct keys. PATH may be a URI (s3://...).")
     def stats(path: Annotated[str, typer.Argument(help="Partition directory or log directory (local or a URI).")],
-              topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Only this topic.")] = None,
+              topic: Annotated[Optional[List[str]], typer.Option("--topic", "-t", help="Only this topic, or topics matching this glob (repeatable).")] = None,
               partition: Annotated[Optional[int], typer.Option("--partition", "-p", min=0, help="Only this partition.")] = None,
+              include_internal: Annotated[bool, typer.Option("--include-internal", help="Also __consumer_offsets, __transaction_state, __cluster_metadata, _schemas and other __ topics that no --topic names (left out by default, as Kafka's exclude.internal.topics).")] = False,
               as_json: Annotated[bool, json_flag] = False, quiet: Annotated[bool, quiet_flag] = False) -> None:
-        run(cmd_stats, path, topic=topic, partition=partition, as_json=as_json, quiet=quiet)
+        run(cmd_stats, path, topic=topic, partition=partition, as_json=as_json, quiet=quiet,
+            include_internal=include_internal)

@@ -56,7 +56,7 @@ def _segment_records(seg: "SegmentFiles | PathLike", rep: TimestampReport,
     cannot (a file that is not a regular file, a bad CRC, a batch that does not decode, a header
     that does not parse, bytes at the end that are not a complete batch) goes to rep["unreadable"]
     with its byte count in rep["unread_bytes"]."""
-    from ..record.file_records import _batch_at
+    from ..record.file_records import batch_at
 
     offsets: list[int] = []
     stamps: list[int] = []
@@ -75,22 +75,12 @@ def _segment_records(seg: "SegmentFiles | PathLike", rep: TimestampReport,
     try:
         size = f.size_in_bytes
         done = 0
-        gen = f.scan(0, verify_crc=True)
+        scan = f.headers(0, verify_crc=True)
         try:
-            while True:
-                try:
-                    s = next(gen)
-                except StopIteration as stop:
-                    done = stop.value
-                    if done < size:
-                        rep["unreadable"].append(Unreadable(
-                            file=log_path, position=done, bytes=size - done,
-                            message=f.incomplete(done, "the segment")))
-                        rep["unread_bytes"] += size - done
-                    break
+            for s in scan:
                 ok = s["crc_valid"].tolist()
                 for i in range(len(ok)):
-                    batch = _batch_at(s, i)
+                    batch = batch_at(s, i)
                     if not ok[i]:
                         rep["unreadable"].append(Unreadable(file=log_path, position=batch.position,
                                                             bytes=batch.size_in_bytes,
@@ -123,6 +113,11 @@ def _segment_records(seg: "SegmentFiles | PathLike", rep: TimestampReport,
             rep["unreadable"].append(Unreadable(file=log_path, position=done, bytes=size - done,
                                                 message=f"cannot read from here on: {e}"))
             rep["unread_bytes"] += size - done
+        else:
+            if scan.end < size:  # a partial batch at the end
+                rep["unreadable"].append(Unreadable(file=log_path, position=scan.end, bytes=size - scan.end,
+                                                    message=f.incomplete(scan.end, "the segment")))
+                rep["unread_bytes"] += size - scan.end
     finally:
         f.close()
     return offsets, stamps

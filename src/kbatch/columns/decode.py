@@ -47,7 +47,7 @@ except ModuleNotFoundError as e:  # Arrow is optional: the codec, storage and CL
 
 from .. import _backend
 from .. import _wire as W
-from ..record.batch import _as_view, scan_headers, truncation_error
+from ..record.batch import HeaderScan, as_view, scan_headers, truncation_error
 from ..record.compression import check_codec, decompress
 from ..errors import CrcMismatchError, KBatchError
 
@@ -483,7 +483,7 @@ def iter_record_batches(data: Buffer, topic: str | None = None, partition: int |
                         chunk_rows: int = DEFAULT_CHUNK_ROWS, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
                         max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES,
                         use_threads: bool = True, key_schema: Any = None,
-                        value_schema: Any = None) -> Generator[pa.RecordBatch, None, int]:
+                        value_schema: Any = None, on_decode_error: Any = "fail") -> Generator[pa.RecordBatch, None, int]:
     """Yield pyarrow.RecordBatch objects of about `chunk_rows` rows and at most about
     `chunk_bytes` bytes of (decompressed) records each; a batch is never split, so a chunk holds
     one batch at least.
@@ -497,7 +497,8 @@ def iter_record_batches(data: Buffer, topic: str | None = None, partition: int |
     key_schema/value_schema: as decode_columns', chunk by chunk: every chunk has the first chunk's
     column types (a later chunk whose values decode to another type is cast to it, a field it
     lacks null; one that cannot be cast raises). With a fixed reader schema (`subject=` or
-    `reader_schema=`) the rows equal decode_columns' (docs/schemas.md).
+    `reader_schema=`) the rows equal decode_columns' (docs/schemas.md). on_decode_error: as
+    decode_columns' (a callable gets the row's index in the whole stream).
     """
     binary = _iter_binary(data, topic, partition, include_headers=include_headers, batch_fields=batch_fields,
                           include_control=include_control, tombstone=tombstone, verify_crc=verify_crc, strict=strict,
@@ -505,21 +506,51 @@ def iter_record_batches(data: Buffer, topic: str | None = None, partition: int |
                           chunk_bytes=chunk_bytes, max_decompressed_bytes=max_decompressed_bytes,
                           use_threads=use_threads)
     fmts = {name: fmt for name, fmt in (("key", key_schema), ("value", value_schema)) if fmt is not None}
+    handler = _on_error(on_decode_error)
     if not fmts:
         return (yield from binary)
     types: dict[str, pa.DataType] = {}
+    seen = 0
     try:
         while True:
             try:
                 rb = next(binary)
             except StopIteration as stop:
                 return int(stop.value)
-            yield _typed_chunk(rb, fmts, types)
+            at = seen
+            shifted = None if handler is None else (lambda row, error: handler(at + row, error))
+            yield _typed_chunk(rb, fmts, types, shifted, topic, partition)
+            seen += rb.num_rows
     finally:
         binary.close()  # an abandoned caller: the decode threads let go of the buffer now
 
 
-def _typed_chunk(rb: pa.RecordBatch, fmts: dict[str, Any], types: dict[str, pa.DataType]) -> pa.RecordBatch:
+def _on_error(mode: Any) -> Any:
+    """on_decode_error= -> the on_error a format's decode_column takes (None: raise)."""
+    if mode is None or mode == "fail":
+        return None
+    if mode == "null":
+        return lambda row, error: None
+    if callable(mode):
+        return mode
+    raise ValueError(f"on_decode_error must be 'fail', 'null' or a callable (row, error), not {mode!r}")
+
+
+def _typed_values(fmt: Any, column: Any, offsets: Any, name: str, on_error: Any, topic: str | None,
+                  partition: int | None) -> pa.Array:
+    """A format's typed column; its error (a kbatch.values.SchemaError, duck-typed: it names key or
+    value, offset and schema id) also names the topic and partition, as the read path's damage does."""
+    try:
+        return fmt.decode_column(column, offsets, name, **({} if on_error is None else {"on_error": on_error}))
+    except KBatchError as e:
+        locate = getattr(e, "located", None)
+        if topic is not None and locate is not None:
+            locate(topic=topic, partition=partition)
+        raise
+
+
+def _typed_chunk(rb: pa.RecordBatch, fmts: dict[str, Any], types: dict[str, pa.DataType],
+                 on_error: Any = None, topic: str | None = None, partition: int | None = None) -> pa.RecordBatch:
     """One chunk with its key/value columns decoded by kbatch.values formats (duck-typed: the values
     package is above this layer), cast to the types the first chunk had."""
     names = rb.schema.names
@@ -528,7 +559,7 @@ def _typed_chunk(rb: pa.RecordBatch, fmts: dict[str, Any], types: dict[str, pa.D
     offsets = cols[names.index("offset")]
     for name, fmt in fmts.items():
         i = names.index(name)
-        col = fmt.decode_column(cols[i], offsets, name)
+        col = _typed_values(fmt, cols[i], offsets, name, on_error, topic, partition)
         want = types.setdefault(name, col.type)
         if col.type != want:
             try:
@@ -548,7 +579,7 @@ def _iter_binary(data: Buffer, topic: str | None, partition: int | None, *, incl
                  start_offset: int | None, end_offset: int | None, chunk_rows: int, chunk_bytes: int,
                  max_decompressed_bytes: int, use_threads: bool) -> Generator[pa.RecordBatch, None, int]:
     """iter_record_batches' binary columns."""
-    buf = _as_view(data)
+    buf = as_view(data)
     lo = W.INT64_MIN if start_offset is None else start_offset
     hi = W.INT64_MAX if end_offset is None else end_offset
     chunk_bytes = max(1, min(int(chunk_bytes), _MAX_CHUNK_BYTES))
@@ -610,20 +641,14 @@ def _iter_binary(data: Buffer, topic: str | None, partition: int | None, *, incl
     def chunks() -> Generator[_Batches, None, int]:
         """The chunks to decode, in order (a scan error after the chunks before it); returns
         the position where complete batches end."""
-        gen = scan_headers(buf)
+        scan = HeaderScan(scan_headers(buf), stop_on_error=True)
         pending: _Batches | None = None  # the last, possibly unfinished, chunk: more batches of its kind may follow
         done = False
         valid = 0
         while not done:
-            try:
-                s = next(gen)
-            except StopIteration as stop:
-                valid = stop.value
+            s = next(scan, None)
+            if s is None:
                 break
-            except KBatchError:
-                if pending is not None:
-                    yield pending
-                raise
             c = {k: s[k] for k in _SCAN}
             magic, attrs = c["magic"], c["attributes"]
             v2 = magic == 2
@@ -656,6 +681,10 @@ def _iter_binary(data: Buffer, topic: str | None, partition: int | None, *, incl
                 pending = b.take(*ranges[-1])
         if pending is not None:
             yield pending
+        if scan.error is not None:  # after the chunks before the bad header
+            raise scan.error
+        if not done:
+            valid = scan.end
         if strict and not done and valid < len(buf):
             raise truncation_error(buf, valid)
         return valid
@@ -717,7 +746,7 @@ def decode_columns(data: Buffer, topic: str | None = None, partition: int | None
                    strict: bool = True, start_offset: int | None = None, end_offset: int | None = None,
                    chunk_rows: int = DEFAULT_CHUNK_ROWS, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
                    max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES, use_threads: bool = True,
-                   key_schema: Any = None, value_schema: Any = None) -> pa.Table:
+                   key_schema: Any = None, value_schema: Any = None, on_decode_error: Any = "fail") -> pa.Table:
     """Decode every record of `data` into a pyarrow.Table with Spark's Kafka-source columns.
 
     data: any buffer (bytes, mmap, memoryview, numpy uint8) of batches, magic 0/1/2 mixed.
@@ -735,6 +764,10 @@ def decode_columns(data: Buffer, topic: str | None = None, partition: int | None
     key_schema/value_schema: a `kbatch.values` format (Avro, JsonSchema, Protobuf over a schema
     source) for Confluent-framed keys/values: the column becomes a typed one (a struct for records)
     of the same name, decoded after the binary columns (docs/schemas.md).
+    on_decode_error: a key/value that does not decode (wrong magic byte, unknown schema id, payload
+    that does not fit): "fail" raises (the default), "null" makes it null, a callable is called
+    with (row index, kbatch.values.SchemaError) and the value is null (collect dead letters with
+    it). A schema source that cannot answer raises whatever this says.
     """
     batches = list(iter_record_batches(
         data, topic, partition, include_headers=include_headers, batch_fields=batch_fields,
@@ -742,9 +775,10 @@ def decode_columns(data: Buffer, topic: str | None = None, partition: int | None
         end_offset=end_offset, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes,
         max_decompressed_bytes=max_decompressed_bytes, use_threads=use_threads))
     table = pa.Table.from_batches(batches, schema=schema(include_headers, batch_fields))
+    handler = _on_error(on_decode_error)
     for name, fmt in (("key", key_schema), ("value", value_schema)):
         if fmt is not None:  # a kbatch.values format (duck-typed: the values package is above this layer)
-            typed = fmt.decode_column(table.column(name), table.column("offset"), name)
+            typed = _typed_values(fmt, table.column(name), table.column("offset"), name, handler, topic, partition)
             table = table.set_column(table.schema.get_field_index(name), pa.field(name, typed.type), typed)
     return table
 

@@ -46,10 +46,11 @@ from ..record.compression import check_codec, check_level, compress
 from ..errors import InvalidRequestError, KBatchError
 
 if TYPE_CHECKING:
-    from .._core import ColumnsEncoderV2, _BinaryColumn, _HeadersColumn, _ValueColumn
+    from .._core import ColumnsEncoderV2
+    from .._typing import BinaryColumn as _BinaryColumn
+    from .._typing import HeadersColumn as _HeadersColumn
     from .._typing import TableLike
-    from ..log.unified_log import Log
-    from ..log.validator import AppendInfo
+    from .._typing import ValueColumn as _ValueColumn
 
     #: the kernel's column arguments for one record batch (column_specs)
     ColumnSpecs = tuple[_BinaryColumn | None, _BinaryColumn | None, _ValueColumn | None, int, _ValueColumn | None,

@@ -25,18 +25,26 @@ def check_topic(name: object) -> str:
     return name
 
 
+def murmur2(keys: pa.Array) -> npt.NDArray[np.int32] | None:
+    """Kafka's Utils.murmur2 of each value of a binary key column, by the kernel (0 at a null row:
+    Kafka does not hash null keys, the caller decides where they go); None for a column of the null
+    type."""
+    from .encode import _binary_spec
+
+    spec = _binary_spec(keys, "key")
+    return None if spec is None else np.asarray(_backend.core.murmur2(spec))
+
+
 def partitions_for(keys: pa.Array, num_partitions: int, start: int = 0) -> tuple[npt.NDArray[np.int32], int]:
     """Kafka's default partitioner over a key column: toPositive(murmur2(key)) % num_partitions;
     null keys take partitions in turn from `start` (RoundRobinPartitioner). Returns (int32
     array, the next round-robin position)."""
-    from .encode import _binary_spec
-
     n = len(keys)
-    spec = _binary_spec(keys, "key")
-    if spec is None:  # every key null
+    hashes = murmur2(keys)
+    if hashes is None:  # every key null
         every: npt.NDArray[np.int32] = ((np.arange(n, dtype=np.int64) + start) % num_partitions).astype(np.int32)
         return every, start + n
-    out: npt.NDArray[np.int32] = ((_backend.core.murmur2(spec).astype(np.int64) & 0x7FFFFFFF) % num_partitions).astype(np.int32)
+    out: npt.NDArray[np.int32] = ((hashes.astype(np.int64) & 0x7FFFFFFF) % num_partitions).astype(np.int32)
     if keys.null_count:
         nulls = np.flatnonzero(np.asarray(keys.is_null()))
         out[nulls] = (np.arange(len(nulls), dtype=np.int64) + start) % num_partitions
@@ -106,4 +114,4 @@ class Router:
             yield key, (rb if len(rows) == rb.num_rows else rb.take(pa.array(rows)))
 
 
-__all__ = ["partitions_for", "check_topic", "Router"]
+__all__ = ["murmur2", "partitions_for", "check_topic", "Router"]

@@ -256,6 +256,14 @@ class TxnState(NamedTuple):
     first_open_offset: int | None = None  # the earliest open transaction's first offset (unknown ones aside)
 
 
+def _says_incomplete(src: TxnSource) -> Callable[[int], str] | None:
+    """What the bytes of `src` from a position to its end are (incomplete_batch), when it can read them."""
+    read, size = src.read, src.size
+    if read is None or size is None:
+        return None
+    return lambda end: incomplete_batch(read, size, end, "the segment")
+
+
 def aborted_transactions(sources: Iterable[TxnSource], *, need_open: bool = False) -> TxnState:
     """The aborted transactions of a partition's segments (see the module docstring: the
     `.txnindex` files when every segment has one, plus any ABORT marker they miss; else the
@@ -270,9 +278,7 @@ def aborted_transactions(sources: Iterable[TxnSource], *, need_open: bool = Fals
     for k, src in enumerate(sources):
         nxt = None if k == len(sources) - 1 else (sources[k + 1].base_offset if sources[k + 1].base_offset is not None
                                                   else -1)
-        read, size = src.read, src.size
-        follower.segment(src.path, src.windows(), size, nxt, 0, None if read is None or size is None else
-                         (lambda end, read=read, size=size: incomplete_batch(read, size, end, "the segment")))
+        follower.segment(src.path, src.windows(), src.size, nxt, 0, _says_incomplete(src))
     parsed = [TransactionIndex.parse(f or b"", src.path) for src, f in zip(sources, files)]
     aborted = merge_aborted(parsed if use_files else None, derived)
     return follower.state(aborted, use_files, parsed)
@@ -598,7 +604,10 @@ class FetchResult:
             u = hole_at(seg, offset, found.offset)
             if u is not None:
                 raise _InHole(u)
-        return None if found is None else found.position
+            # from the index entry the lookup started at: the batches before the one found show
+            # whether its offsets follow theirs (_offset_disorder; the rows before are not read)
+            return min(found.position, seg._entry_position(offset))
+        return None
 
     def windows(self) -> Iterator[FetchedWindow]:
         """The batches read (those with offsets reaching [start_offset, upper_offset), in offset
@@ -675,9 +684,9 @@ class FetchResult:
                                        f"offset {self.high_watermark}, and batches with lower offsets follow it")
                     else:
                         disorder = None
-                stop = b if disorder is None else min(b, disorder[0])
-                bad = np.flatnonzero(~s["crc_valid"][a:stop].astype(bool)) if self.verify_crc else beyond[:0]
-                c = a + int(bad[0]) if len(bad) else stop
+                upto = b if disorder is None else min(b, disorder[0])
+                bad = np.flatnonzero(~s["crc_valid"][a:upto].astype(bool)) if self.verify_crc else beyond[:0]
+                c = a + int(bad[0]) if len(bad) else upto
                 if c > a:
                     last = int(s["last_offset"][c - 1])
                     prev_last = last

@@ -15,7 +15,7 @@ import numpy as np
 from .. import _backend
 from .. import _wire as W
 from .compression import check_codec, decompress, relocate
-from ..errors import CrcMismatchError, KBatchError, TruncatedDataError
+from ..errors import CrcMismatchError, KBatchError, StorageError, TruncatedDataError
 from .control import ControlRecord, parse_control_record
 
 if TYPE_CHECKING:
@@ -274,7 +274,9 @@ class RecordBatch:
                 f"timestamp_type={self.timestamp_type.name}, position={self.position}, size={self.size_in_bytes})")
 
 
-def _as_view(data: Buffer) -> memoryview:
+def as_view(data: Buffer) -> memoryview:
+    """A read-only, one-dimensional byte view of a buffer (a path given where bytes were expected: a
+    TypeError that says what to do)."""
     if isinstance(data, (str, os.PathLike)):
         # a path where bytes were expected: say what to do rather than memoryview's TypeError
         raise TypeError(f"expected the bytes of record batches (bytes, bytearray, memoryview, mmap), found a path "
@@ -284,6 +286,9 @@ def _as_view(data: Buffer) -> memoryview:
     if mv.ndim != 1 or mv.format not in ("B", "b", "c") or not mv.c_contiguous:
         mv = mv.cast("B")
     return mv.toreadonly()
+
+
+_as_view = as_view  # the old private name, until the log layer imports as_view (issue 37)
 
 
 def scan_headers(buf: memoryview, start: int = 0, end: int | None = None, verify_crc: bool = False,
@@ -321,6 +326,78 @@ def scan_headers(buf: memoryview, start: int = 0, end: int | None = None, verify
     return pos
 
 
+class HeaderScan:
+    """A header scan (scan_headers, kbatch.record.file_records.scan_windows / scan_buffer,
+    FileRecords.scan) as an iterator that ends cleanly: loop over its windows, then read where it
+    stopped, instead of draining the generator by hand for its StopIteration.value.
+
+    - `end`: where the complete batches end (while the loop runs: where those of the windows
+      handed out so far end);
+    - `error`: with stop_on_error=True, the framing error (a header the kernel rejects, a segment
+      past Kafka's limit) that ended the scan, instead of raising it; a StorageError (the file
+      itself failed: closed, changed, unreadable) is always raised;
+    - `complete`: the scan ended without an error (bytes after `end` are then a partial batch, or
+      none).
+
+    After an error, `end` is where the bad batch's header starts (the scan hands out every whole
+    batch before it); error.position is the byte it found wrong.
+    Leaving the loop early leaves the scan open: close() (or a `with` block) ends it now, so a
+    scan that reuses its buffers gives them back."""
+
+    __slots__ = ("_scan", "end", "error", "done", "stop_on_error")
+
+    def __init__(self, scan: Generator[dict[str, Any], None, int], start: int = 0, *,
+                 stop_on_error: bool = False) -> None:
+        self._scan = scan
+        self.end = start
+        self.error: KBatchError | None = None
+        self.done = False
+        self.stop_on_error = stop_on_error
+
+    def __iter__(self) -> HeaderScan:
+        return self
+
+    def __next__(self) -> dict[str, Any]:
+        # StopIteration carries `end`, as the scan generators return it (`yield from` one gives it)
+        if self.done:
+            raise StopIteration(self.end)
+        try:
+            s = next(self._scan)
+        except StopIteration as stop:
+            self.done = True
+            self.end = int(stop.value)
+            raise StopIteration(self.end) from None
+        except KBatchError as e:
+            self.done = True
+            if not self.stop_on_error or isinstance(e, StorageError):
+                raise
+            self.error = e
+            raise StopIteration(self.end) from None
+        if len(s["position"]):
+            self.end = int(s["position"][-1] + s["size"][-1])
+        return s
+
+    @property
+    def complete(self) -> bool:
+        return self.done and self.error is None
+
+    def drain(self) -> int:
+        """Run the scan to its end; returns `end`."""
+        for _ in self:
+            pass
+        return self.end
+
+    def close(self) -> None:
+        self.done = True
+        self._scan.close()
+
+    def __enter__(self) -> HeaderScan:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def iter_buffer_batches(data: Buffer, verify_crc: bool = True, *, strict: bool = True,
                         max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES
                         ) -> Iterator[Batch]:
@@ -333,14 +410,9 @@ def iter_buffer_batches(data: Buffer, verify_crc: bool = True, *, strict: bool =
     """
     from .legacy import LegacyRecordBatch
 
-    buf = _as_view(data)
-    gen = scan_headers(buf, 0, None, verify_crc)
-    while True:
-        try:
-            s = next(gen)
-        except StopIteration as stop:
-            valid = stop.value
-            break
+    buf = as_view(data)
+    scan = HeaderScan(scan_headers(buf, 0, None, verify_crc))
+    for s in scan:
         cols = [s[name].tolist() for name in ("position", "size", "magic", "base_offset", "last_offset",
                                                "partition_leader_epoch", "crc", "crc_valid", "attributes",
                                                "first_timestamp", "max_timestamp", "producer_id",
@@ -357,8 +429,8 @@ def iter_buffer_batches(data: Buffer, verify_crc: bool = True, *, strict: bool =
             else:
                 yield LegacyRecordBatch(buf, pos, size, magic, base, crc, attrs & 0xFF, first_ts,
                                         max_decompressed_bytes, verify_crc)
-    if strict and valid < len(buf):
-        raise truncation_error(buf, valid)
+    if strict and scan.end < len(buf):
+        raise truncation_error(buf, scan.end)
 
 
 def _is_file_object(data: object) -> TypeGuard[BinaryIO]:
@@ -489,7 +561,7 @@ class MemoryRecords:
 
     def __init__(self, data: Buffer, *, verify_crc: bool = True,
                  max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES) -> None:
-        self._buf = _as_view(data)
+        self._buf = as_view(data)
         self.verify_crc = verify_crc
         self.max_decompressed_bytes = max_decompressed_bytes
         self._valid: int | None = None
@@ -501,13 +573,7 @@ class MemoryRecords:
     @property
     def valid_bytes(self) -> int:
         if self._valid is None:
-            gen = scan_headers(self._buf)
-            while True:
-                try:
-                    next(gen)
-                except StopIteration as stop:
-                    self._valid = stop.value
-                    break
+            self._valid = HeaderScan(scan_headers(self._buf)).drain()
         return self._valid
 
     @property
@@ -524,5 +590,5 @@ class MemoryRecords:
     def records(self) -> Iterator[Record]:
         for b in self.batches():
             yield from b
-__all__ = ["Batch", "RecordBatch", "MemoryRecords", "iter_buffer_batches", "scan_headers", "truncation_error",
-           "incomplete_batch", "is_partial_tail", "next_batch_start"]
+__all__ = ["Batch", "RecordBatch", "MemoryRecords", "iter_buffer_batches", "scan_headers", "HeaderScan", "as_view",
+           "truncation_error", "incomplete_batch", "is_partial_tail", "next_batch_start"]

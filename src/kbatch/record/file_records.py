@@ -22,8 +22,8 @@ from .. import _backend
 from .. import _files
 from .. import _wire as W
 from ..errors import CrcMismatchError, KBatchError, LogWriteError, SegmentTooLargeError, StorageError
-from .batch import (RecordBatch, _is_file_object, incomplete_batch, is_partial_tail, iter_buffer_batches,
-                    next_batch_start, truncation_error)
+from .batch import (HeaderScan, RecordBatch, _is_file_object, incomplete_batch, is_partial_tail,
+                    iter_buffer_batches, next_batch_start, truncation_error)
 
 if TYPE_CHECKING:
     from .._fs import FileObjectSource, RemoteFile
@@ -43,15 +43,16 @@ Rows = npt.NDArray[np.intp]
 _T = TypeVar("_T")
 _SIZE = struct.Struct(">i")  # a batch's length field
 
-_WINDOW = 16 * 1024 * 1024
-_FIRST_WINDOW = 16 * 1024  # lookups usually end within a few batches of the index entry (4 KiB apart)
+WINDOW = 16 * 1024 * 1024  # a scan's window: bounded memory at any file size, few reads per file
+FIRST_WINDOW = 16 * 1024  # lookups usually end within a few batches of the index entry (4 KiB apart)
+_WINDOW, _FIRST_WINDOW = WINDOW, FIRST_WINDOW  # the old private names, until the log layer imports these
 
 # Window buffers of scans that reuse one (FileRecords.scan(reuse=True)), kept between scans so
 # that a lookup or a header pass does not allocate and zero a new buffer each time. A scan takes
 # one for its whole life and gives it back when it ends; at most two are kept.
 _SPARE_BUFFERS: list[bytearray] = []
 _SPARE_KEEP = 2
-_SPARE_MAX_BYTES = 2 * _WINDOW
+_SPARE_MAX_BYTES = 2 * WINDOW
 
 
 def _take_buffer() -> bytearray | None:
@@ -81,19 +82,20 @@ class TimestampAndOffset(NamedTuple):
     leader_epoch: int | None
 
 
-def _epoch(ple: int) -> int | None:
+def epoch_or_none(ple: int) -> int | None:
+    """A batch's partition leader epoch as lookups answer it: None when unknown (negative)."""
     return None if ple < 0 else int(ple)
 
 
 # ------------------------------------------------------------------------------------ scanning in windows
-def _move(e: KBatchError, delta: int) -> KBatchError:
-    """A window's error position -> the file's."""
+def shift_error(e: KBatchError, delta: int) -> KBatchError:
+    """A window's error position -> the file's (`delta`: the window's file position)."""
     if delta:
         e.update(shift=delta)
     return e
 
 
-def _place(s: Window, buf: BytesLike, origin: int) -> Window:
+def as_window(s: Window, buf: BytesLike, origin: int) -> Window:
     """Kernel columns of a window with file positions, plus the window (buf) and its origin."""
     if origin:
         s["position"] = s["position"] + origin
@@ -107,7 +109,7 @@ def _head(s: Window, n: int) -> Window:
     return {k: (v[:n] if isinstance(v, np.ndarray) else v) for k, v in s.items()}
 
 
-def scan_windows(read: Read, size: int, start: int = 0, verify_crc: bool = False, first_window: int = _WINDOW,
+def scan_windows(read: Read, size: int, start: int = 0, verify_crc: bool = False, first_window: int = WINDOW,
                  limit: int | None = MAX_SEGMENT_BYTES, prefetch: Callable[[int, int], None] | None = None) -> Scan:
     """Batch-header columns of bytes [start, size), window by window, with file positions; each
     dict also holds the window ("buf") and the file position of its first byte ("origin").
@@ -123,7 +125,7 @@ def scan_windows(read: Read, size: int, start: int = 0, verify_crc: bool = False
     window = first_window
     while size - pos > W.HEADER_SIZE_UP_TO_MAGIC:
         n = min(size - pos, window)
-        window = min(window * 16, _WINDOW)  # a lookup that did not end in the first window goes on in larger ones
+        window = min(window * 16, WINDOW)  # a lookup that did not end in the first window goes on in larger ones
         buf = read(pos, n)
         if n < size - pos and n >= W.LOG_OVERHEAD:
             (sz,) = _SIZE.unpack_from(buf, W.SIZE_OFFSET)
@@ -136,8 +138,8 @@ def scan_windows(read: Read, size: int, start: int = 0, verify_crc: bool = False
             if e.position:  # the batches before the bad header are good: hand them out first
                 s = core.scan_batches(buf, 0, e.position, verify_crc)
                 if len(s["position"]):
-                    yield _place(s, buf, pos)
-            raise _move(e, pos)
+                    yield as_window(s, buf, pos)
+            raise shift_error(e, pos)
         done = int(s["valid_bytes"])
         if done == 0:  # the next batch is larger than the window, or runs past the end
             if pos + n >= size:
@@ -150,33 +152,40 @@ def scan_windows(read: Read, size: int, start: int = 0, verify_crc: bool = False
             try:
                 s = core.scan_batches(buf, 0, need, verify_crc)
             except KBatchError as e:
-                raise _move(e, pos)
+                raise shift_error(e, pos)
             done = int(s["valid_bytes"])
         if limit is not None and pos + done > limit:
             ends = s["position"] + s["size"] + pos
             k = int(np.searchsorted(ends, limit, side="right"))
             if k:
-                yield _place(_head(s, k), buf, pos)
+                yield as_window(_head(s, k), buf, pos)
             bad = int(s["position"][k]) + pos
             raise SegmentTooLargeError("Segment is larger than Kafka's limit", position=bad,
                                        expected=f"a segment of at most {limit} bytes (positions in .index are int32)",
                                        found=f"a batch ending at byte {int(ends[k])}")
         if prefetch is not None and size - pos - done > W.HEADER_SIZE_UP_TO_MAGIC:
             prefetch(pos + done, min(size - pos - done, window))
-        yield _place(s, buf, pos)
+        yield as_window(s, buf, pos)
         pos += done
     return pos
 
 
-def scan_buffer(buf: Buffer, start: int = 0, verify_crc: bool = False, first_window: int = _WINDOW,
+def scan_buffer(buf: Buffer, start: int = 0, verify_crc: bool = False, first_window: int = WINDOW,
                 limit: int | None = MAX_SEGMENT_BYTES) -> Scan:
     """scan_windows over an in-memory buffer (windows are zero-copy slices)."""
     mv = memoryview(buf).cast("B") if not isinstance(buf, (bytes, memoryview)) else memoryview(buf)
     return scan_windows(lambda p, n: mv[p:p + n], len(mv), start, verify_crc, first_window, limit)
 
 
-def _batch_at(s: Window, i: int, max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES) -> Batch:
-    """A RecordBatch / LegacyRecordBatch for row i of a window (positions are file positions)."""
+def iter_headers(buf: Buffer, start: int = 0, verify_crc: bool = False, first_window: int = WINDOW, *,
+                 stop_on_error: bool = False) -> HeaderScan:
+    """The batch headers of an in-memory buffer from `start` as a HeaderScan of windows (scan_buffer:
+    zero-copy slices; batch_at and crc_error_at take them)."""
+    return HeaderScan(scan_buffer(buf, start, verify_crc, first_window), start, stop_on_error=stop_on_error)
+
+
+def batch_at(s: Window, i: int, max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES) -> Batch:
+    """The batch at row i of a window: a RecordBatch / LegacyRecordBatch (positions are file positions)."""
     buf, origin = s["buf"], s["origin"]
     pos, size, magic = int(s["position"][i]), int(s["size"][i]), int(s["magic"][i])
     if magic == 2:
@@ -191,10 +200,15 @@ def _batch_at(s: Window, i: int, max_decompressed_bytes: int = W.DEFAULT_MAX_DEC
                              verify_crc=False, origin=origin)
 
 
-def _crc_error(s: Window, i: int) -> CrcMismatchError:
-    b = _batch_at(s, i)
+def crc_error_at(s: Window, i: int) -> CrcMismatchError:
+    """The CrcMismatchError of the batch at row i of a window (one whose crc_valid is False)."""
+    b = batch_at(s, i)
     return CrcMismatchError(stored=b.crc, computed=b.compute_crc(), position=b.position,
                             base_offset=int(s["base_offset"][i]))
+
+
+# the old private names, until the log layer imports the public ones (issue 37)
+_batch_at, _crc_error, _move, _place, _epoch = batch_at, crc_error_at, shift_error, as_window, epoch_or_none
 
 
 _PREFETCH_MIN = 1 << 20  # windows this large are read ahead, in a thread, while the last one is worked on
@@ -218,7 +232,7 @@ class _WindowReader:
     def _fill(self, idx: int, position: int, size: int) -> memoryview:
         buf = self.bufs[idx]
         if buf is None or len(buf) < size:
-            buf = self.bufs[idx] = bytearray(max(size, _FIRST_WINDOW))
+            buf = self.bufs[idx] = bytearray(max(size, FIRST_WINDOW))
         mv = memoryview(buf)[:size]
         _files.pread_into(self.records._fd_or_raise(), mv, position, self.records.path)
         return mv
@@ -286,10 +300,11 @@ def first_record_at_or_after(batch: Batch, target: int, starting_offset: int = 0
         # every record carries the batch's max timestamp: no need to decode
         if batch.max_timestamp != batch.no_timestamp and batch.max_timestamp >= target:
             if batch.base_offset >= starting_offset and batch.record_count > 0 and not batch.is_control:
-                return TimestampAndOffset(batch.max_timestamp, batch.base_offset, _epoch(batch.partition_leader_epoch))
+                return TimestampAndOffset(batch.max_timestamp, batch.base_offset,
+                                          epoch_or_none(batch.partition_leader_epoch))
     for rec in batch:
         if rec.timestamp is not None and rec.timestamp >= target and rec.offset >= starting_offset:
-            return TimestampAndOffset(rec.timestamp, rec.offset, _epoch(batch.partition_leader_epoch))
+            return TimestampAndOffset(rec.timestamp, rec.offset, epoch_or_none(batch.partition_leader_epoch))
     return None
 
 
@@ -355,13 +370,13 @@ class FileRecords:
             at = position - head[0]
             return head[1][at:at + size]
         fd = self._fd_or_raise()
-        if size < _FIRST_WINDOW:
-            data = _files.pread_exact(fd, min(_FIRST_WINDOW, self._size - position), position, self.path)
+        if size < FIRST_WINDOW:
+            data = _files.pread_exact(fd, min(FIRST_WINDOW, self._size - position), position, self.path)
             self._head = (position, data)
             return data[:size]
         return _files.pread_exact(fd, size, position, self.path)
 
-    def scan(self, start: int = 0, verify_crc: bool = False, first_window: int = _WINDOW, *,
+    def scan(self, start: int = 0, verify_crc: bool = False, first_window: int = WINDOW, *,
              reuse: bool = False) -> Scan:
         """scan_windows over the file (see there). reuse=True reads every window into one buffer
         (no allocation per window): only for callers that keep nothing (no batch, record, key or
@@ -378,8 +393,11 @@ class FileRecords:
         finally:
             reader.close()
 
-    def headers(self, start: int = 0, verify_crc: bool = False, first_window: int = _WINDOW) -> Scan:
-        return self.scan(start, verify_crc, first_window)
+    def headers(self, start: int = 0, verify_crc: bool = False, first_window: int = WINDOW, *, reuse: bool = False,
+                stop_on_error: bool = False) -> HeaderScan:
+        """The file's scan (see scan) as a HeaderScan: a for loop over its windows, then `end` (where
+        the complete batches end) and, with stop_on_error, `error` (the framing error that ended it)."""
+        return HeaderScan(self.scan(start, verify_crc, first_window, reuse=reuse), start, stop_on_error=stop_on_error)
 
     def buffer(self) -> bytes:
         """The whole file's bytes (a copy; for small files and tests)."""
@@ -388,30 +406,14 @@ class FileRecords:
     # ---- reading
     def scan_to_end(self, start: int = 0) -> tuple[int, KBatchError | None]:
         """(where complete batches end, the framing error that stopped the scan or None)."""
-        good = start
-        gen = self.scan(start, reuse=True)
-        try:
-            while True:
-                s = next(gen)
-                if len(s["position"]):
-                    good = int(s["position"][-1] + s["size"][-1])
-        except StopIteration as stop:
-            return stop.value, None
-        except KBatchError as e:
-            if isinstance(e, StorageError):
-                raise
-            return good, e
+        scan = self.headers(start, reuse=True, stop_on_error=True)
+        scan.drain()
+        return scan.end, scan.error
 
     @property
     def valid_bytes(self) -> int:
         """Where complete batches end; bytes after it are a partial (torn) batch or unreadable."""
-        gen = self.scan(reuse=True)
-        while True:
-            try:
-                next(gen)
-            except StopIteration as stop:
-                end: int = stop.value
-                return end
+        return self.headers(reuse=True).drain()
 
     @property
     def truncated_bytes(self) -> int:
@@ -423,8 +425,8 @@ class FileRecords:
             ok = s["crc_valid"].tolist()
             for i in range(len(ok)):
                 if verify_crc and not ok[i]:
-                    raise _crc_error(s, i)
-                yield _batch_at(s, i)
+                    raise crc_error_at(s, i)
+                yield batch_at(s, i)
 
     def __iter__(self) -> Iterator[Batch]:
         return self.batches()
@@ -432,7 +434,7 @@ class FileRecords:
     def search_for_offset_with_size(self, target_offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
         """The first batch from `starting_position` whose last offset >= target, as
         (last offset, position, size), or None (FileRecords.searchForOffsetWithSize)."""
-        for s in self.scan(starting_position, first_window=_FIRST_WINDOW, reuse=True):
+        for s in self.scan(starting_position, first_window=FIRST_WINDOW, reuse=True):
             hit = np.flatnonzero(s["last_offset"] >= target_offset)
             if len(hit):
                 i = int(hit[0])
@@ -444,10 +446,10 @@ class FileRecords:
         """The first record with timestamp >= target and offset >= starting_offset, scanning from
         `starting_position` and skipping batches whose max timestamp < target
         (FileRecords.searchForTimestamp). Records without a timestamp never match."""
-        for s in self.scan(starting_position, first_window=_FIRST_WINDOW, reuse=True):
+        for s in self.scan(starting_position, first_window=FIRST_WINDOW, reuse=True):
             cand = np.flatnonzero((s["max_timestamp"] >= target) & (s["last_offset"] >= starting_offset))
             for i in cand.tolist():
-                hit = first_record_at_or_after(_batch_at(s, i), target, starting_offset)
+                hit = first_record_at_or_after(batch_at(s, i), target, starting_offset)
                 if hit is not None:
                     return hit
         return None
@@ -598,18 +600,14 @@ def iter_file_batches(source: PathLike | IO[bytes], verify_crc: bool = True, str
 
     records = open_records(source)
     try:
-        gen = records.scan(0, verify_crc)
-        while True:
-            try:
-                s = next(gen)
-            except StopIteration as stop:
-                valid = stop.value
-                break
+        scan = records.headers(0, verify_crc)
+        for s in scan:
             ok = s["crc_valid"].tolist()
             for i in range(len(ok)):
                 if verify_crc and not ok[i]:
-                    raise _crc_error(s, i)
-                yield _batch_at(s, i, max_decompressed_bytes)
+                    raise crc_error_at(s, i)
+                yield batch_at(s, i, max_decompressed_bytes)
+        valid = scan.end
         if strict and valid < records.size_in_bytes:
             e = truncation_error(records.read(valid, min(records.size_in_bytes - valid, W.RECORD_BATCH_OVERHEAD)), 0)
             raise e.update(reason=records.incomplete(valid), found=f"{records.size_in_bytes - valid} bytes",
@@ -620,4 +618,5 @@ def iter_file_batches(source: PathLike | IO[bytes], verify_crc: bool = True, str
 
 __all__ = ["iter_batches", "FileRecords", "SourceFileRecords", "open_records", "iter_file_batches", "scan_windows", "scan_buffer",
            "LogOffsetPosition", "TimestampAndOffset", "first_record_at_or_after", "Window", "Scan", "MAX_SEGMENT_BYTES",
-           "next_batch_start", "incomplete_batch", "is_partial_tail"]
+           "next_batch_start", "incomplete_batch", "is_partial_tail", "batch_at", "crc_error_at", "shift_error",
+           "as_window", "epoch_or_none", "HeaderScan", "iter_headers", "WINDOW", "FIRST_WINDOW"]

@@ -4,7 +4,8 @@
         ...  # any Kafka client with bootstrap servers srv.bootstrap
 
 Modules by concern: `protocol` (advertised APIs, message codec from kafka-python's schema-generated
-classes, framing), `connection` (one asyncio task per connection, in-order answers),
+classes, framing), `connection` (one asyncio task per connection, in-order answers, request
+deadlines), `memory_pool` (queued.max.request.bytes shared so that no few clients starve the rest),
 `socket_server` (listening, start and graceful stop), `broker` (the served directory),
 `partition` (a Log: appends, reads, long polls), `apis` (one handler per Kafka API),
 `producer_state` (idempotence), `group_coordinator` (groups and `__consumer_offsets`).

@@ -18,60 +18,21 @@ from typing import TYPE_CHECKING, TypedDict
 from ..log import files as _files
 from ..log.unified_log import Log, LogConfig
 from . import apis
+from .config import ServerConfig
 from .group_coordinator import OFFSETS_TOPIC, GroupCoordinator, partition_for
 from .fetch_session import FetchSessionCache
+from .memory_pool import MemoryPool
 from .partition import Partition
 from .producer_state import ProducerIdManager
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
-
     from .._typing import PathLike
+    from .apis._context import Handler
     from .protocol import Answer, Request
-
-    #: an API handler (kbatch.server.apis): (broker, request, client host) -> its answer
-    Handler = Callable[["Broker", Request, str], Awaitable[Answer]]
 
 logger = logging.getLogger("kbatch.server")
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-
-
-@dataclasses.dataclass
-class ServerConfig:
-    """What `kbatch serve` is told (Kafka's broker config names in snake_case where one exists).
-
-    topic_config: Kafka topic configs applied to every topic ("message.timestamp.after.max.ms": ...);
-    topic_configs: per-topic overrides {topic: {name: value}}. flush_messages: Kafka's
-    flush.messages (fsync after this many records before answering; None = the OS page cache, as
-    Kafka's default). The group settings default to Kafka's (group.initial.rebalance.delay.ms 3 s),
-    and so do socket.request.max.bytes (100 MiB), fetch.max.bytes (55 MiB) and offsets.retention.minutes
-    (7 days). queued_max_request_bytes bounds the bytes of all requests being read or handled at
-    once (Kafka's queued.max.request.bytes, unbounded there by default; 200 MiB here): above it,
-    no connection reads another request body until memory is given back.
-    """
-
-    host: str = "127.0.0.1"
-    port: int = 9092
-    advertised_host: str | None = None
-    read_only: bool = False
-    auto_create_topics: bool = False
-    num_partitions: int = 1
-    node_id: int | None = None
-    cluster_id: str | None = None
-    topic_config: dict[str, str] = dataclasses.field(default_factory=dict)
-    topic_configs: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
-    flush_messages: int | None = None
-    offsets_topic_num_partitions: int | None = None
-    group_initial_rebalance_delay_ms: int = 3000
-    group_min_session_timeout_ms: int = 6000
-    group_max_session_timeout_ms: int = 1800000
-    socket_request_max_bytes: int = 104857600
-    queued_max_request_bytes: int = 209715200
-    fetch_max_bytes: int = 57671680
-    offsets_retention_minutes: int = 10080
-    offsets_retention_check_interval_ms: int = 600000
-    shutdown_timeout_s: float = 10.0
 
 
 @dataclasses.dataclass
@@ -81,13 +42,16 @@ class ConnectionStats:
     accepted: connections opened; closed: ended by the client at a request boundary (the normal
     end); lost: the client went away inside a request or while an answer was being written;
     refused: closed by the server for a frame that cannot be a request (Kafka closes those too);
-    dropped: closed by the server because of an error of its own (a fault to fix: nothing a client
-    did calls for it). Each connection that has ended is in exactly one of the last four."""
+    timed_out: closed by the server because a request's bytes did not all arrive within
+    request_read_timeout_ms; dropped: closed by the server because of an error of its own (a fault
+    to fix: nothing a client did calls for it). Each connection that has ended is in exactly one of
+    the last five."""
 
     accepted: int = 0
     closed: int = 0
     lost: int = 0
     refused: int = 0
+    timed_out: int = 0
     dropped: int = 0
 
 
@@ -110,6 +74,7 @@ class ServeOptions(TypedDict, total=False):
     group_max_session_timeout_ms: int
     socket_request_max_bytes: int
     queued_max_request_bytes: int
+    request_read_timeout_ms: int
     fetch_max_bytes: int
     offsets_retention_minutes: int
     offsets_retention_check_interval_ms: int
@@ -315,31 +280,6 @@ class Broker:
     async def handle(self, request: Request, client_host: str) -> Answer:
         handler = self.handlers[request.api.key]
         return await handler(self, request, client_host)
-
-
-class MemoryPool:
-    """Bytes of requests in flight across every connection (Kafka's queued.max.request.bytes with its
-    MemoryPool): a connection takes a request's size before reading its body and gives it back once
-    answered; while the pool cannot give it, that connection reads nothing more. A request larger
-    than the whole pool is let in when nothing else is held, so no legal request waits forever."""
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.used = 0
-        self._freed: asyncio.Event | None = None
-
-    async def acquire(self, size: int) -> None:
-        while self.used and self.used + size > self.capacity:
-            if self._freed is None:
-                self._freed = asyncio.Event()
-            await self._freed.wait()
-        self.used += size
-
-    def release(self, size: int) -> None:
-        self.used -= size
-        if self._freed is not None:
-            self._freed.set()
-            self._freed = None
 
 
 def _topic_id(path: str) -> bytes | None:

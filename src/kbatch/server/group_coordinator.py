@@ -31,7 +31,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 from ..schema import coordinator_records as cr
 from ..record.builder import BatchBuilder
@@ -39,7 +39,6 @@ from ..record.builder import BatchBuilder
 if TYPE_CHECKING:
     from typing_extensions import Required  # typing's from 3.11; kbatch runs on 3.10
 
-    from .broker import Broker
     from .partition import Partition
 
 #: a member's supported protocols in its order of preference: [(name, metadata bytes)]
@@ -168,8 +167,20 @@ class Group:
         raise AssertionError("no protocol")
 
 
+class OffsetsHost(Protocol):
+    """What the coordinator uses of its broker (kbatch.server.broker.Broker implements it): the
+    `__consumer_offsets` partitions, and whether the broker writes or is shutting down."""
+
+    read_only: bool
+    closing: bool
+
+    def offsets_partitions(self) -> list[Partition]: ...
+    async def offsets_partition_for(self, group_id: str) -> Partition: ...
+    def has_partition(self, topic: str, index: int) -> bool: ...
+
+
 class GroupCoordinator:
-    def __init__(self, broker: Broker, *, initial_rebalance_delay_ms: int = 3000, min_session_timeout_ms: int = 6000,
+    def __init__(self, broker: OffsetsHost, *, initial_rebalance_delay_ms: int = 3000, min_session_timeout_ms: int = 6000,
                  max_session_timeout_ms: int = 1800000, max_metadata_bytes: int = 4096,
                  offsets_retention_ms: int = 7 * 24 * 3600 * 1000,
                  offsets_retention_check_interval_ms: int = 600000) -> None:
@@ -607,4 +618,4 @@ class GroupCoordinator:
                         fut.cancel()
 
 
-__all__ = ["GroupCoordinator", "Group", "GroupState", "Member", "partition_for", "java_string_hash", "OFFSETS_TOPIC"]
+__all__ = ["GroupCoordinator", "OffsetsHost", "Group", "GroupState", "Member", "partition_for", "java_string_hash", "OFFSETS_TOPIC"]

@@ -141,41 +141,53 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     return Request(api, version, correlation_id, header.client_id, body, len(frame))
 
 
-#: which fields of a message (at one version) may not be null: (name, what it is, the plan of its elements)
-_NullPlan = tuple[tuple[str, str, "_NullPlan"], ...]
+#: the fields of a message (at one version) to check for nulls: (name, what it is, whether it may be null,
+#: the plan of its elements or members)
+_NullPlan = tuple[tuple[str, str, bool, "_NullPlan"], ...]
 _NULL_PLANS: dict[tuple[int, int], _NullPlan] = {}
 _NULLABLE_TYPES = ("string", "bytes", "records")
 
 
 def _null_plan(fields: Any, version: int) -> _NullPlan:
-    """The non-nullable strings, bytes, arrays and structs among kafka-python schema fields at
-    `version` (kafka-python decodes a -1 length as None whatever the schema says), with the plan for
-    each struct array's elements; cached per field list and version."""
+    """The strings, bytes, arrays and structs among kafka-python schema fields at `version` that may
+    not be null (kafka-python decodes a -1 length as None whatever the schema says), and the struct
+    arrays and structs that may be null but whose members may not (OffsetFetch v2+: `topics` null
+    asks for every topic, a topic's `partition_indexes` never null), each with the plan for its
+    elements or members; cached per field list and version."""
     fields = tuple(fields)
     key = (id(fields[0]) if fields else 0, version)
     plan = _NULL_PLANS.get(key)
     if plan is None:
         out = []
         for f in fields:
-            if not f.for_version_q(version) or f.tagged_field_q(version) or f.nullable_for_version_q(version):
+            if not f.for_version_q(version) or f.tagged_field_q(version):
                 continue
+            nullable = f.nullable_for_version_q(version)
             if f.is_struct_array():
-                out.append((f.name, "structs", _null_plan(f.array_of.fields.values(), version)))
-            elif f.is_array():
-                out.append((f.name, "array", ()))
+                sub = _null_plan(f.array_of.fields.values(), version)
+                if not nullable or sub:
+                    out.append((f.name, "structs", nullable, sub))
             elif f.is_struct():
-                out.append((f.name, "struct", _null_plan(f.fields.values(), version)))
+                sub = _null_plan(f.fields.values(), version)
+                if not nullable or sub:
+                    out.append((f.name, "struct", nullable, sub))
+            elif nullable:
+                continue
+            elif f.is_array():
+                out.append((f.name, "array", False, ()))
             elif f.type_str in _NULLABLE_TYPES:
-                out.append((f.name, "value", ()))
+                out.append((f.name, "value", False, ()))
         plan = _NULL_PLANS[key] = tuple(out)
     return plan
 
 
 def _first_null(plan: _NullPlan, obj: Any, path: str) -> str | None:
     """The path of the first non-nullable field that is None in a decoded message, or None."""
-    for name, kind, sub in plan:
+    for name, kind, nullable, sub in plan:
         value = getattr(obj, name, None)
         if value is None:
+            if nullable:
+                continue
             return path + name
         if kind == "structs" and sub:
             for i, item in enumerate(value):

@@ -19,7 +19,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .broker import Broker, ServerConfig
-from .connection import handle_connection
+from .connection import RequestDeadlines, handle_connection
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -56,6 +56,7 @@ class Server:
         self._broker: Broker | None = None
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._deadlines = RequestDeadlines(self.config.request_read_timeout_ms)
 
     @property
     def broker(self) -> Broker:
@@ -101,6 +102,7 @@ class Server:
             await self.stop()
             raise
         broker.coordinator.start_cleanup()
+        self._deadlines.start()
         logger.info("kbatch serve: %s on %s (%d partitions%s)", broker.directory, self.bootstrap,
                     len(broker.partitions), ", read-only" if broker.read_only else ", writable")
         return self
@@ -119,7 +121,7 @@ class Server:
         assert task is not None  # this coroutine's
         self._tasks.add(task)
         try:
-            await handle_connection(self.broker, reader, writer)
+            await handle_connection(self.broker, reader, writer, self._deadlines)
         except asyncio.CancelledError:
             # stop() cancels connections idle in a read: that is this task's normal end (returning
             # keeps asyncio's stream callback from logging the cancellation as an error)
@@ -133,6 +135,7 @@ class Server:
             return
         broker = self.broker
         self._server.close()
+        self._deadlines.stop()
         broker.begin_shutdown()
         if self._tasks:  # requests in flight finish (long polls return at once); idle reads are cancelled
             done, pending = await asyncio.wait(list(self._tasks), timeout=0.2)

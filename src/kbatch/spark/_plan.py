@@ -57,14 +57,18 @@ class TopicPartition:
 
 
 def list_partitions(root: str, topics: Iterable[str] | None = None,
-                    topic_pattern: str | None = None, require_partitions: bool = False) -> list[TopicPartition]:
+                    topic_pattern: str | None = None, require_partitions: bool = False,
+                    include_internal: bool = False) -> list[TopicPartition]:
     """Every partition folder under `root` (or `root` itself when it is one), in any layout
     kbatch.log.layout reads (broker `<topic>-<p>`, Kafka's LocalTieredStorage, Aiven's tiered
     storage), local or remote (s3://, gs://, hdfs://: one listing per directory), sorted, each
     with its segments in base-offset order. require_partitions (a batch read): a root with no
     partition folder at all, before topics narrow them, is an error, not an empty read (a stream
-    waits for partitions to appear)."""
+    waits for partitions to appear). Internal topics (`__consumer_offsets`, `_schemas`, ...:
+    kbatch.log.topics) are left out unless named in `topics`, `include_internal` is set, or
+    `root` is that partition itself (the `includeInternalTopics` option)."""
     from ..log import layout
+    from ..log.topics import left_out
 
     root = root if _fs.is_remote(root) else os.fspath(root)
     if not _fs.isdir(root):
@@ -80,6 +84,9 @@ def list_partitions(root: str, topics: Iterable[str] | None = None,
         if wanted is not None and part.topic not in wanted:
             continue
         if pattern is not None and not pattern.fullmatch(part.topic):
+            continue
+        if left_out(part.topic, named=wanted is not None and part.topic in wanted or part.path == root,
+                    include_internal=include_internal):
             continue
         listing = layout.list_segments(part.path)
         for problem in listing.problems:

@@ -13,6 +13,10 @@ to `rowsPerBatch` rows, never per-row tuples.
 Options (names as Spark's Kafka source where it has one):
   topics / subscribe            comma-separated topic names
   topicPattern / subscribePattern  regex on topic names (full match)
+  includeInternalTopics         "true" reads internal topics (__consumer_offsets,
+                                __transaction_state, __cluster_metadata, _schemas, any `__`
+                                name) that no `topics` names (default false: left out, as
+                                Kafka's exclude.internal.topics; kbatch.log.topics)
   startingOffsets / endingOffsets  "earliest" / "latest" / JSON {"topic": {"0": 23, "1": -2}}
                                 (-2 earliest, -1 latest; ending offsets are exclusive)
   startingTimestamp / endingTimestamp  ms since the epoch, for every partition (any int64)
@@ -203,6 +207,7 @@ class KafkaSegmentsReader(DataSourceReader):
         topics = _opt(self.options, "topics", "subscribe")
         self.topics: set[str] | None = None if topics is None else {t.strip() for t in topics.split(",") if t.strip()}
         self.topic_pattern = _opt(self.options, "topicPattern", "subscribePattern")
+        self.include_internal = _bool(self.options, "includeInternalTopics", False)
         # narrowed by pushed filters
         self.partitions_in: set[int] | None = None
         self.offset_lo: int | None = None         # inclusive
@@ -258,7 +263,8 @@ class KafkaSegmentsReader(DataSourceReader):
 
     def partitions(self) -> list[SegmentSlice]:
         out: list[SegmentSlice] = []
-        for tp in _plan.list_partitions(self.path, self.topics, self.topic_pattern, require_partitions=True):
+        for tp in _plan.list_partitions(self.path, self.topics, self.topic_pattern, require_partitions=True,
+                                          include_internal=self.include_internal):
             if self.partitions_in is not None and tp.partition not in self.partitions_in:
                 continue
             start, end = self._bounds(tp)
@@ -354,16 +360,16 @@ def _control_crc_failure(data: Buffer, lo: int, hi: int) -> KBatchError | None:
     import numpy as np
 
     from .. import _wire as W
-    from ..record.file_records import _batch_at, _crc_error, scan_buffer
+    from ..record.file_records import batch_at, crc_error_at, scan_buffer
 
     try:
         for s in scan_buffer(data):
             ctrl = ((s["magic"] == 2) & ((s["attributes"] & W.CONTROL_FLAG_MASK) != 0) & (s["last_offset"] >= lo)
                     & (s["base_offset"] < hi))
             for i in np.flatnonzero(ctrl).tolist():
-                b = _batch_at(s, i)
+                b = batch_at(s, i)
                 if b.compute_crc() != b.crc:
-                    return _crc_error(s, i)
+                    return crc_error_at(s, i)
     except KBatchError:
         return None
     return None
@@ -602,7 +608,8 @@ class KafkaSegmentsStreamReader(DataSourceStreamReader, _AvailableNow):
     # ------------------------------------------------------------------------------ positions
     def _partitions(self) -> dict[tuple[str, int], _plan.TopicPartition]:
         r = self.reader
-        return {(tp.topic, tp.partition): tp for tp in _plan.list_partitions(r.path, r.topics, r.topic_pattern)}
+        return {(tp.topic, tp.partition): tp for tp in _plan.list_partitions(r.path, r.topics, r.topic_pattern,
+                                                                                  include_internal=r.include_internal)}
 
     def _high_watermarks(self) -> dict[tuple[str, int], int]:
         from ..log.checkpoints import read_offset_checkpoint

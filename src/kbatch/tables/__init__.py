@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import KBatchError
 from ..log.fetch import IsolationLevel
+from ._parquet import COMPRESSIONS
 from ._typed import TypeChangeError
 from ._source import (CommitConflict, DataLossError, PartitionExport, PartitionPlan, iter_rows, plan_partition,
                       table_schema)
@@ -57,6 +58,12 @@ class ExportResult:
     partitions: list[PartitionExport] = field(default_factory=list)
     commits: int = 0
     problems: list[str] = field(default_factory=list)
+    #: records whose key or value did not decode: written to the dead-letter table (on_decode_error
+    #: "dead-letter"; not counted in rows) or kept with a null key/value ("null")
+    dead_letters: int = 0
+    nulled: int = 0
+    #: the dead-letter table (on_decode_error="dead-letter"): `<table>_dead_letter`
+    dead_letter_table: str | None = None
 
     @property
     def rows(self) -> int:
@@ -90,23 +97,39 @@ def _pause(where: str) -> None:
 
 
 def _partitions(logs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], topics: Iterable[str] | None,
-                partitions: Iterable[int] | None) -> list[tuple[str, int, str]]:
+                partitions: Iterable[int] | None, *, exclude_topics: Iterable[str] | None = None,
+                include_internal: bool = False) -> list[tuple[str, int, str]]:
+    """(topic, partition, directory) of every partition under `logs` the topic selection takes
+    (kbatch.log.topics: exact names, globs, excluded globs; internal topics only when named or
+    asked for; a path that is itself a partition is always read)."""
     from ..log.layout import find_partitions
+    from ..log.topics import TopicSelection, select_partitions
 
     paths = [logs] if isinstance(logs, (str, os.PathLike)) else list(logs)
+    selection = TopicSelection.of(topics, exclude=exclude_topics, include_internal=include_internal)
     found: dict[tuple[str, int], str] = {}
     for p in paths:
-        for part in find_partitions(os.fspath(p)):
+        for part in select_partitions(find_partitions(os.fspath(p)), os.fspath(p), selection):
             if part.topic is None or part.partition is None:
                 raise KBatchError(f"{part.path}: not named <topic>-<partition>: a table needs both")
             found.setdefault((part.topic, part.partition), part.path)
-    want_t = None if topics is None else set(topics)
     want_p = None if partitions is None else set(partitions)
-    return [(t, p, d) for (t, p), d in sorted(found.items())
-            if (want_t is None or t in want_t) and (want_p is None or p in want_p)]
+    return [(t, p, d) for (t, p), d in sorted(found.items()) if want_p is None or p in want_p]
 
 
-def _open_target(fmt: str, to: str, catalog: str | None, warehouse: str | None) -> Any:
+def error_offset(e: KBatchError, start: int | None) -> int | None:
+    """The offset an error names (a value's record, a batch, the first offset behind unreadable
+    bytes), else `start` (where the partition stays)."""
+    offset = getattr(e, "offset", None)
+    if isinstance(offset, int):
+        return offset
+    rng = getattr(e, "range", None)
+    if rng is not None and getattr(rng, "after_offset", None) is not None:
+        return int(rng.after_offset) + 1
+    return e.base_offset if e.base_offset is not None else start
+
+
+def _open_target(fmt: str, to: str, catalog: str | None, warehouse: str | None, catalog_name: str = "kbatch") -> Any:
     if fmt == "delta":
         from ._delta import DeltaTarget
 
@@ -114,7 +137,7 @@ def _open_target(fmt: str, to: str, catalog: str | None, warehouse: str | None) 
     if fmt == "iceberg":
         from ._iceberg import IcebergTarget
 
-        return IcebergTarget(to, catalog, warehouse)
+        return IcebergTarget(to, catalog, warehouse, catalog_name)
     raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
 
 
@@ -128,7 +151,9 @@ def export_table(logs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
                  compression: str = "zstd", fail_on_data_loss: bool = False, compacted: bool = False,
                  commit_bytes: int = DEFAULT_COMMIT_BYTES, retries: int = 3,
                  key_schema: ValueFormat | str | None = None, value_schema: ValueFormat | str | None = None,
-                 schemas: SchemaSource | str | os.PathLike[str] | None = None) -> ExportResult:
+                 schemas: SchemaSource | str | os.PathLike[str] | None = None,
+                 exclude_topics: Iterable[str] | None = None, include_internal: bool = False,
+                 catalog_name: str = "kbatch", on_decode_error: str = "fail") -> ExportResult:
     """Append what the table does not hold yet of the partitions under `logs` to the table `to`
     (a directory for Delta; `namespace.table` for Iceberg, with `catalog` a URI, default
     `sqlite:///<warehouse>/catalog.db`, and `warehouse` a directory).
@@ -143,28 +168,45 @@ def export_table(logs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
     `compacted=True`: the log-cleaner view (latest record per key) replaces the table's content.
     key_schema/value_schema: typed columns instead of bytes for Confluent-framed keys/values, a
     kbatch.values format, or its name ("avro", "json", "protobuf") with `schemas` (a schema
-    source, or what open_schemas takes): each topic's values then read with the newest version of
-    the `<topic>-value` subject where the source knows it. The table's column type widens by
-    field name as schemas evolve (docs/tables.md, "Typed columns").
+    source, or what open_schemas takes): each value is read with its own writer schema, the column
+    the union of their fields (kbatch.values.rules), unless a reader schema is pinned
+    ("avro:SUBJECT@VERSION", or a format with reader_schema=); the table records which, and refuses
+    a later run that reads with another. The table's column type widens by field name as schemas
+    evolve (docs/tables.md, "Typed columns").
+    on_decode_error: "fail" (a key/value that does not decode stops its partition, not advanced),
+    "null" (the row is written with a null key/value), "dead-letter" (the raw record and the error
+    go to the table `<to>_dead_letter`, exactly once across reruns, and not into `to`).
+    Topics: `topics` are exact names or globs (`orders-*`), `exclude_topics` globs; internal
+    topics (`__consumer_offsets`, `__transaction_state`, `__cluster_metadata`, `_schemas`, any
+    `__` name: kbatch.log.topics) only when named exactly or with `include_internal`.
+    `catalog_name`: the name pyiceberg's catalog is loaded under (a SQL catalog keeps it in its
+    rows: read the table back with `load_catalog(catalog_name, ...)`).
     """
-    from ._parquet import COMPRESSIONS
-
     if compression not in COMPRESSIONS:
         raise ValueError(f"compression must be one of {', '.join(COMPRESSIONS)}, not {compression!r}")
     level = isolation if isinstance(isolation, IsolationLevel) else (
         IsolationLevel.parse(isolation) if isinstance(isolation, str) else IsolationLevel(isolation))
     from ._typed import Typing
 
-    typing = Typing(key_schema, value_schema, schemas, format)
-    parts = _partitions(logs, topics, partitions)
-    target = _open_target(format, to, catalog, warehouse)
+    typing = Typing(key_schema, value_schema, schemas, format, on_decode_error)
+    if on_decode_error == "dead-letter" and compacted:
+        raise ValueError("on_decode_error='dead-letter' is for append exports: a compacted run takes 'fail' or 'null'")
+    parts = _partitions(logs, topics, partitions, exclude_topics=exclude_topics, include_internal=include_internal)
+    target = _open_target(format, to, catalog, warehouse, catalog_name)
+    letters = None
+    if on_decode_error == "dead-letter":
+        from ._dead_letter import DeadLetters
+
+        letters = DeadLetters(_open_target(format, dead_letter_name(format, to), catalog, warehouse,
+                                        catalog_name), include_headers)
     from ..log.unified_log import Log
 
     logs_open: dict[tuple[str, int], Log] = {}
     try:
         for t, p, d in parts:
             logs_open[(t, p)] = Log.open(d)
-        return _attempts(target, to, format, parts, logs_open, level, retries, typing, include_headers=include_headers,
+        return _attempts(target, to, format, parts, logs_open, level, retries, typing, letters,
+                         include_headers=include_headers,
                          from_offset=from_offset, until_offset=until_offset, from_time=from_time,
                          until_time=until_time, target_file_size=target_file_size, compression=compression,
                          fail_on_data_loss=fail_on_data_loss, compacted=compacted, commit_bytes=commit_bytes)
@@ -174,13 +216,16 @@ def export_table(logs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
 
 def _attempts(target: Any, to: str, format: str, parts: list[tuple[str, int, str]], logs_open: dict[tuple[str, int], Any],
-              level: IsolationLevel, retries: int, typing: Typing, *, include_headers: bool, from_offset: int | None,
+              level: IsolationLevel, retries: int, typing: Typing, letters: Any, *, include_headers: bool,
+              from_offset: int | None,
               until_offset: int | None, from_time: int | None, until_time: int | None, target_file_size: int,
               compression: str, fail_on_data_loss: bool, compacted: bool, commit_bytes: int) -> ExportResult:
     result = ExportResult(to, format, target.version())
+    if letters is not None:
+        result.dead_letter_table = letters.target.uri
     for attempt in range(retries + 1):
         try:
-            _run(target, parts, logs_open, result, level, typing, include_headers=include_headers,
+            _run(target, parts, logs_open, result, level, typing, letters, include_headers=include_headers,
                  from_offset=from_offset, until_offset=until_offset, from_time=from_time, until_time=until_time,
                  target_file_size=target_file_size, compression=compression, fail_on_data_loss=fail_on_data_loss,
                  compacted=compacted, commit_bytes=commit_bytes)
@@ -190,6 +235,9 @@ def _attempts(target: Any, to: str, format: str, parts: list[tuple[str, int, str
                 raise KBatchError(f"{to}: other writers kept committing to the same partitions; "
                                   f"{result.commits} commit(s) made, run again to go on") from None
             target.reload()
+            if letters is not None:
+                letters.discard()
+                letters.target.reload()
     return result  # pragma: no cover
 
 
@@ -197,8 +245,8 @@ class _Conflict(Exception):
     pass
 
 
-def _check_isolation(target: Any, level: IsolationLevel, compacted: bool, include_headers: bool = True
-                     ) -> dict[str, str]:
+def _check_isolation(target: Any, level: IsolationLevel, compacted: bool, include_headers: bool = True,
+                     typing: Typing | None = None) -> dict[str, str]:
     name = level.name.lower()
     layout = target.layout()
     if layout is not None:
@@ -217,14 +265,27 @@ def _check_isolation(target: Any, level: IsolationLevel, compacted: bool, includ
     if was is not None and (was == "true") != compacted:
         raise KBatchError(f"{target.uri}: the table is {'a compacted snapshot' if was == 'true' else 'an append table'}"
                           f"; {'--compacted' if compacted else 'an append export'} cannot write into it")
-    return {"kbatch.isolationLevel": name, "kbatch.compacted": "true" if compacted else "false"}
+    props_out = {"kbatch.isolationLevel": name, "kbatch.compacted": "true" if compacted else "false"}
+    if typing:
+        from ._typed import READER_PROPERTY
+
+        rule = typing.props()
+        had = props.get(READER_PROPERTY)
+        if had is not None and had != rule[READER_PROPERTY]:
+            raise KBatchError(f"{target.uri}: the table's typed columns read values with {had}; this run reads with "
+                              f"{rule[READER_PROPERTY]} (\"writer\": each value's writer schema; \"reader:<hash>\": a "
+                              f"pinned reader schema): the same bytes would read differently in one table. Export "
+                              f"with the table's rule, or into a new table")
+        props_out.update(rule)
+    return props_out
 
 
 def _run(target: Any, parts: list[tuple[str, int, str]], logs_open: dict[tuple[str, int], Any],
-         result: ExportResult, level: IsolationLevel, typing: Typing, *, include_headers: bool, from_offset: int | None,
+         result: ExportResult, level: IsolationLevel, typing: Typing, letters: Any, *, include_headers: bool,
+         from_offset: int | None,
          until_offset: int | None, from_time: int | None, until_time: int | None, target_file_size: int,
          compression: str, fail_on_data_loss: bool, compacted: bool, commit_bytes: int) -> None:
-    props = _check_isolation(target, level, compacted, include_headers)
+    props = _check_isolation(target, level, compacted, include_headers, typing)
     typing.start(target.column_types())
     target.create_props = props
     if compacted:
@@ -233,6 +294,7 @@ def _run(target: Any, parts: list[tuple[str, int, str]], logs_open: dict[tuple[s
         run_compacted(target, parts, logs_open, result, level, typing, include_headers=include_headers,
                       until_offset=until_offset, until_time=until_time, compression=compression,
                       target_file_size=target_file_size, props=props, before_commit=lambda: _pause("commit"))
+        result.nulled = typing.nulled
         return
     plans: list[PartitionPlan] = []
     for t, p, d in parts:
@@ -264,12 +326,15 @@ def _run(target: Any, parts: list[tuple[str, int, str]], logs_open: dict[tuple[s
         for (t, p), (_s, end) in advanced.items():
             ends[f"{t}-{p}"] = end
         try:
+            if letters is not None:  # first: a crash before the table's commit leaves letters a rerun does not repeat
+                letters.commit(advanced)
             version = target.commit(pending, advanced, dict(ends), typing.schema(base_schema), props,
                                     before_commit=lambda: _pause("commit"), compression=compression,
                                     target_file_size=target_file_size)
         except CommitConflict as e:  # certainly not committed: the files are no one's
             target.discard(pending)
             raise _Conflict() from e
+        result.nulled = typing.nulled
         # any other error leaves the files: the commit may have landed (they are orphans at worst)
         result.version = version
         result.commits += 1
@@ -297,8 +362,13 @@ def _run(target: Any, parts: list[tuple[str, int, str]], logs_open: dict[tuple[s
             target.discard(pending + mine)
             raise
         except KBatchError as e:  # bytes (or values) it cannot read: this partition stays where it was, the others go on
+            if _source_down(e):  # a schema source that cannot answer: every partition would fail alike
+                target.discard(pending + mine)
+                raise
             target.discard(mine)
+            typing.dead_letters.pop((pl.topic, pl.partition), None)
             result.problems.append(f"{pl.key}: {e} (the partition was not advanced)")
+            r.error, r.error_offset = str(e), error_offset(e, pl.start)
             continue
         except CommitConflict as e:  # another writer created the table first (Iceberg creates it before its files)
             target.discard(pending + mine)
@@ -308,7 +378,11 @@ def _run(target: Any, parts: list[tuple[str, int, str]], logs_open: dict[tuple[s
             raise
         pending += mine
         advanced[(pl.topic, pl.partition)] = (pl.start, pl.end)
-        r.rows = pl.rows
+        dead = 0
+        if letters is not None:
+            dead = letters.write(pl, typing.dead_letters.pop((pl.topic, pl.partition), []), compression=compression)
+            result.dead_letters += dead
+        r.rows = pl.rows - dead
         r.record_bytes = counters.get("record_bytes", 0)
         pending_bytes += r.record_bytes
         if pending_bytes >= commit_bytes:
@@ -316,5 +390,17 @@ def _run(target: Any, parts: list[tuple[str, int, str]], logs_open: dict[tuple[s
     commit()
 
 
+def dead_letter_name(format: str, to: str) -> str:
+    """The dead-letter table of table `to`: a sibling directory `<to>_dead_letter` (Delta), or
+    `namespace.<table>_dead_letter` in the same catalog (Iceberg)."""
+    return to.rstrip("/" + os.sep) + "_dead_letter"
+
+
+def _source_down(e: Exception) -> bool:
+    from ..values.sources import SchemaSourceUnavailable
+
+    return isinstance(e, SchemaSourceUnavailable)
+
+
 __all__ = ["export_table", "ExportResult", "PartitionExport", "DataLossError", "TypeChangeError", "table_schema",
-           "FORMATS"]
+           "FORMATS", "COMPRESSIONS"]

@@ -63,6 +63,9 @@ class DeltaTarget:
         self.root = uri
         self.storage_options = storage_options
         self.dt: DeltaTable | None = None
+        #: folders this target created (root, topic=, partition=), parents first: a discard removes
+        #: the empty ones, so a failed first export leaves no folders without a _delta_log
+        self.made: list[str] = []
         self.reload()
 
     def reload(self) -> None:
@@ -137,6 +140,12 @@ class DeltaTarget:
     def write_files(self, plan: PartitionPlan, batches: Iterator[pa.RecordBatch], schema: pa.Schema,
                     **kwargs: Any) -> Iterator[DataFile]:
         sub = os.path.join(f"topic={plan.topic}", f"partition={plan.partition}")
+        d = self.root
+        for part in ("", f"topic={plan.topic}", f"partition={plan.partition}"):
+            d = os.path.join(d, part) if part else d
+            if not os.path.isdir(d):
+                os.makedirs(d, exist_ok=True)
+                self.made.append(d)
         return write_files(self.root, sub, batches, schema, **kwargs)
 
     def commit(self, files: list[tuple[str, int, DataFile]], advanced: dict[tuple[str, int], tuple[int, int]],
@@ -191,6 +200,12 @@ class DeltaTarget:
                 os.unlink(os.path.join(self.root, f.relpath))
             except OSError:
                 pass
+        for d in reversed(self.made):  # children first; a folder that holds anything stays
+            try:
+                os.rmdir(d)
+            except OSError:
+                continue
+            self.made.remove(d)
 
 
 def history_offsets(uri: str) -> list[dict[str, Any]]:

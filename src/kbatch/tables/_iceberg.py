@@ -41,9 +41,14 @@ RETRIES = "commit.retry.num-retries"
 ENDS_PROPERTY = "kbatch.ends"
 
 
-def open_catalog(catalog: str | None, warehouse: str | None) -> Any:
-    """A pyiceberg catalog: `sqlite:///file.db` (or any SQLAlchemy URL) is its SQL catalog, an
-    http(s) URI a REST catalog; None: `sqlite:///<warehouse>/catalog.db`."""
+#: the name kbatch loads its catalogs under: a SQL catalog keeps it in every row, so a reader's
+#: `load_catalog(name, ...)` must give the same one to see the tables
+CATALOG_NAME = "kbatch"
+
+
+def open_catalog(catalog: str | None, warehouse: str | None, name: str = CATALOG_NAME) -> Any:
+    """A pyiceberg catalog named `name`: `sqlite:///file.db` (or any SQLAlchemy URL) is its SQL
+    catalog, an http(s) URI a REST catalog; None: `sqlite:///<warehouse>/catalog.db`."""
     if warehouse is not None and "://" not in warehouse:
         os.makedirs(warehouse, exist_ok=True)
         warehouse = "file://" + os.path.abspath(warehouse)
@@ -58,17 +63,17 @@ def open_catalog(catalog: str | None, warehouse: str | None) -> Any:
         props = {"type": "sql", "uri": catalog}
     if warehouse is not None:
         props["warehouse"] = warehouse
-    return load_catalog("kbatch", **props)
+    return load_catalog(name, **props)
 
 
 class IcebergTarget:
     """An Iceberg table `namespace.table` in a catalog (created on the first commit)."""
 
-    def __init__(self, name: str, catalog: str | None, warehouse: str | None) -> None:
+    def __init__(self, name: str, catalog: str | None, warehouse: str | None, catalog_name: str = CATALOG_NAME) -> None:
         if "." not in name:
             raise ValueError(f"an Iceberg table is named NAMESPACE.TABLE, not {name!r}")
         self.uri = name
-        self.catalog = open_catalog(catalog, warehouse)
+        self.catalog = open_catalog(catalog, warehouse, catalog_name)
         self.table: Any = None
         self._state: dict[str, int] = {}
         self.create_props: dict[str, str] = {}  # kbatch's properties for a table this run creates

@@ -29,7 +29,8 @@ class DataLossError(KBatchError):
 @dataclass
 class PartitionExport:
     """What one run did for one partition: offsets [start, end) read, `rows` written; `lost`: offsets
-    [lo, hi) retention removed before the table had them."""
+    [lo, hi) retention removed before the table had them; `error`: why the partition was not
+    advanced (None: it was), `error_offset` the offset it names (else where the partition stays)."""
 
     topic: str
     partition: int
@@ -39,6 +40,8 @@ class PartitionExport:
     record_bytes: int
     lost: tuple[int, int] | None
     previous_end: int | None
+    error: str | None = None
+    error_offset: int | None = None
 
 
 def table_schema(include_headers: bool = True) -> pa.Schema:

@@ -95,40 +95,72 @@ def merge_type(old: pa.DataType, new: pa.DataType, path: str) -> pa.DataType:
                           f"values a reader schema that keeps the type)")
 
 
+#: the table property that records which schema the typed columns read values with
+READER_PROPERTY = "kbatch.valueReader"
+#: the columns of a dead-letter table (after the Kafka source's columns)
+DEAD_LETTER_EXTRA = (("schema_id", "int32"), ("error", "string"))
+
+
 class Typing:
     """Which formats type the key and value columns of each topic, and the types the table has
-    for them so far (widened as batches of new types come)."""
+    for them so far (widened as batches of new types come). on_decode_error: "fail" (an
+    undecodable key or value stops its partition), "null" (it is null in the row) or "dead-letter"
+    (the record leaves the table for `dead_letters`, raw, with the error)."""
 
     def __init__(self, key_schema: "ValueFormat | str | None", value_schema: "ValueFormat | str | None",
-                 schemas: "SchemaSource | str | Any | None", fmt: str) -> None:
+                 schemas: "SchemaSource | str | Any | None", fmt: str, on_decode_error: str = "fail") -> None:
         from ..values import FORMATS as KINDS
         from ..values import open_schemas
+        from ..values.rules import ON_DECODE_ERROR, parse_kind
 
         self.wanted: dict[str, ValueFormat | str] = {f: s for f, s in zip(FIELDS, (key_schema, value_schema))
                                                       if s is not None}
         self.fmt = fmt
+        if on_decode_error not in ON_DECODE_ERROR:
+            raise ValueError(f"on_decode_error must be one of {', '.join(ON_DECODE_ERROR)}, not {on_decode_error!r}")
+        if on_decode_error != "fail" and not self.wanted:
+            raise ValueError("on_decode_error is for typed columns: give value_schema= / key_schema= too")
+        self.on_decode_error = on_decode_error
         kinds = [s for s in self.wanted.values() if isinstance(s, str)]
         if kinds and schemas is None:
             raise ValueError(f"key_schema/value_schema {kinds[0]!r} names a format: it needs schemas= (a _schemas "
                              f"partition directory, a registry URL, a folder of schema files or a SchemaSource)")
-        for want in kinds:
-            if want.lower() not in KINDS:
-                raise ValueError(f"{want!r}: a schema format is one of {', '.join(KINDS)}")
+        self.pins: dict[str, tuple[str, int | None] | None] = {}
+        for field, want in self.wanted.items():
+            if isinstance(want, str):
+                kind, pin = parse_kind(want)
+                if kind not in KINDS:
+                    raise ValueError(f"{want!r}: a schema format is one of {', '.join(KINDS)}")
+                self.wanted[field], self.pins[field] = kind, pin
         if schemas is not None and not self.wanted:
             raise ValueError("schemas= names where the schemas are; say which column they decode with "
                              "value_schema= / key_schema= (\"avro\", \"json\", \"protobuf\" or a kbatch.values format)")
         self.source = None if schemas is None else open_schemas(schemas)
         self._formats: dict[str | None, dict[str, ValueFormat]] = {}
         self.types: dict[str, pa.DataType] = {}
+        #: (topic, partition) -> record batches of dead letters not yet written
+        self.dead_letters: dict[tuple[str, int], list[pa.RecordBatch]] = {}
+        self.nulled = 0
 
     def __bool__(self) -> bool:
         return bool(self.wanted)
+
+    def props(self) -> dict[str, str]:
+        """The table property recording what the typed columns read values with (a pinned reader
+        schema, or each value's writer schema): a later run with another rule is refused."""
+        from ..values import reader_rule
+
+        if not self.wanted:
+            return {}
+        rules = {field: reader_rule(fmt) for field, fmt in self.formats(None).items()}
+        return {READER_PROPERTY: ",".join(f"{field}={rule}" for field, rule in sorted(rules.items()))}
 
     def start(self, table_types: dict[str, pa.DataType]) -> None:
         """A run begins over a table whose key/value columns have these types (none: a new table)."""
         import pyarrow as pa
 
         self.types = {}
+        self.dead_letters = {}
         for field in FIELDS:
             have = table_types.get(field)
             typed = field in self.wanted
@@ -151,7 +183,7 @@ class Typing:
             for field, want in self.wanted.items():
                 if isinstance(want, str):
                     assert self.source is not None
-                    fmts[field] = topic_format(want, self.source, topic, field)
+                    fmts[field] = topic_format(want, self.source, topic, field, self.pins.get(field))
                 else:
                     fmts[field] = want
         return fmts
@@ -159,15 +191,21 @@ class Typing:
     def apply(self, topic: str | None, rb: pa.RecordBatch) -> pa.RecordBatch:
         """One of the read path's record batches with its key/value columns typed, as the table
         holds them (the table's types widened where this batch has more fields)."""
+        import numpy as np
         import pyarrow as pa
 
         names = rb.schema.names
         cols = list(rb.columns)
         fields = list(rb.schema)
         offsets = cols[names.index("offset")]
+        failed: dict[int, list[Any]] = {}
+
+        def note(row: int, error: Any) -> None:
+            failed.setdefault(row, []).append(error)
+        on_error = None if self.on_decode_error == "fail" else note
         for field, fmt in self.formats(topic).items():
             i = names.index(field)
-            col = fmt.decode_column(cols[i], offsets, field)
+            col = fmt.decode_column(cols[i], offsets, field, on_error=on_error)
             have = self.types.get(field)
             if pa.types.is_null(col.type):  # every key/value of the batch is null: no type of its own
                 if have is None:
@@ -181,7 +219,28 @@ class Typing:
             self.types[field] = want
             cols[i] = col if col.type == want else col.cast(want)
             fields[i] = pa.field(field, want)
-        return pa.RecordBatch.from_arrays(cols, schema=pa.schema(fields))
+        out = pa.RecordBatch.from_arrays(cols, schema=pa.schema(fields))
+        if not failed:
+            return out
+        if self.on_decode_error == "null":
+            self.nulled += len(failed)
+            return out
+        rows = np.array(sorted(failed), np.int64)
+        self._dead_letter(rb, rows, [failed[int(r)] for r in rows])
+        keep = np.ones(rb.num_rows, bool)
+        keep[rows] = False
+        return out.filter(pa.array(keep))
+
+    def _dead_letter(self, rb: pa.RecordBatch, rows: Any, errors: list[list[Any]]) -> None:
+        import pyarrow as pa
+
+        raw = rb.take(pa.array(rows))
+        sids = [next((e.schema_id for e in errs if e.schema_id is not None), None) for errs in errors]
+        text = ["; ".join(str(e) for e in errs) for errs in errors]
+        letters = raw.append_column("schema_id", pa.array(sids, pa.int32())).append_column("error", pa.array(text, pa.string()))
+        topic = raw.column(raw.schema.get_field_index("topic"))[0].as_py()
+        partition = raw.column(raw.schema.get_field_index("partition"))[0].as_py()
+        self.dead_letters.setdefault((topic, partition), []).append(letters)
 
     def rows(self, topic: str | None, batches: Iterator[pa.RecordBatch], counters: dict[str, int]
              ) -> Iterator[pa.RecordBatch]:
@@ -204,13 +263,22 @@ class Typing:
         return base
 
     def _type_without_rows(self, field: str, topic: str | None = None) -> pa.DataType:
-        """The column's type where no value gave one: a reader schema's (the topic's subject)."""
-        for fmt in (f[field] for f in self._formats.values() if field in f):
+        """The column's type where no value gave one: a pinned reader schema's, else the newest
+        version of the topic's subject `<topic>-<field>`."""
+        for t, fmts in list(self._formats.items()) + ([(topic, self.formats(topic))] if topic is not None else []):
+            fmt = fmts.get(field)
+            if fmt is None:
+                continue
             try:
                 return lake_type(fmt.arrow_type(), self.fmt, field)
             except (ValueError, TypeError):  # no reader schema: the type is a writer schema's, by id
                 pass
+            latest = None if t is None or self.source is None else self.source.latest(f"{t}-{field}")
+            if latest is not None:
+                try:
+                    return lake_type(fmt.arrow_type(latest.id), self.fmt, field)
+                except (ValueError, TypeError):
+                    pass
         where = f"the {field}s of topic {topic} are all null" if topic is not None else f"no {field} was typed"
         raise KBatchError(f"{where}, and no schema gives the {field} column's type (a `<topic>-{field}` subject in "
-                          f"the schema source, or a format with a reader schema)")
-
+                          f"the schema source, or a pinned reader schema)")

@@ -21,7 +21,8 @@ def read_topic(logs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
                topics: Iterable[str] | None = None, partitions: Iterable[int] | None = None,
                from_offset: int | None = None, until_offset: int | None = None, from_time: int | None = None,
                until_time: int | None = None, isolation: str = "read_uncommitted",
-               include_headers: bool = True) -> pa.Table:
+               include_headers: bool = True, exclude_topics: Iterable[str] | None = None,
+               include_internal: bool = False) -> pa.Table:
     """The records of every partition under `logs` (a partition directory, a topic's or a broker's
     log directory, or several) as one pyarrow Table in Spark's Kafka-source columns, partition by
     partition in offset order.
@@ -32,7 +33,12 @@ def read_topic(logs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
     Java consumer by default) or read_committed (aborted transactions left out, stopping at the
     last stable offset). Bytes the read path cannot read raise UnreadableDataError naming file,
     byte and offsets (a partial batch at the end of a partition's last segment is ignored, as
-    Kafka does)."""
+    Kafka does).
+
+    Topics: `topics` are exact names or globs (`orders-*`), `exclude_topics` globs. Internal
+    topics (`__consumer_offsets`, `__transaction_state`, `__cluster_metadata`, `_schemas`, any
+    `__` name) are left out unless named exactly or `include_internal=True`, as Kafka's consumers
+    do (`exclude.internal.topics`); a path that is itself a partition is always read."""
     import pyarrow as pa
 
     from ..log.unified_log import Log
@@ -42,7 +48,8 @@ def read_topic(logs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
         raise ValueError(f"isolation must be read_uncommitted or read_committed, not {isolation!r}")
     level = _LEVELS[isolation]
     pieces: list[pa.RecordBatch] = []
-    for topic, partition, path in _partitions(logs, topics, partitions):
+    for topic, partition, path in _partitions(logs, topics, partitions, exclude_topics=exclude_topics,
+                                               include_internal=include_internal):
         log = Log.open(path)
         try:
             plan = plan_partition(log, topic, partition, path, None, from_offset=from_offset,

@@ -14,12 +14,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Union
 
 from .avro import Avro
-from .errors import PayloadError, SchemaError, SchemaSourceError, UnknownSchemaError, WrongMagicError
+from .errors import (PayloadError, PayloadLimitError, SchemaError, SchemaSourceError, UnknownSchemaError,
+                     WrongMagicError)
 from .framing import frame, header, message_indexes
 from .json_schema import JsonSchema
 from .protobuf import Protobuf
-from .sources import (DirectorySchemas, Reference, RegisteredSchema, RegistrySchemas, SchemaSource, TopicSchemas,
-                      open_schemas)
+from .sources import (DirectorySchemas, Reference, RegisteredSchema, RegistrySchemas, SchemaSource,
+                      SchemaSourceUnavailable, TopicSchemas, open_schemas)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -31,23 +32,59 @@ ValueFormat = Union[Avro, JsonSchema, Protobuf]
 FORMATS = {"avro": Avro, "json": JsonSchema, "protobuf": Protobuf}
 
 
-def value_format(kind: str, schemas: "SchemaSource | str | PathLike", **options: Any) -> ValueFormat:
+def value_format(kind: str, schemas: "SchemaSource | str | PathLike", *, version: int | None = None,
+                 **options: Any) -> ValueFormat:
     """A format by name (`avro`, `json`, `protobuf`; kcat's spellings) over a schema source (or what
-    `open_schemas` takes). options go to the format (`reader_schema=`, `subject=`, `validate=`)."""
+    `open_schemas` takes). options go to the format (`reader_schema=`, `subject=`, `validate=`).
+    `subject=` with `version=` pins that subject version as the reader schema (without `version`:
+    the subject's newest version now); no reader schema: each value with its writer schema
+    (kbatch.values.rules)."""
     cls = FORMATS.get(kind.lower())
     if cls is None:
         raise ValueError(f"{kind!r}: a schema format is one of {', '.join(FORMATS)}")
-    return cls(open_schemas(schemas), **options)  # type: ignore[no-any-return]
+    source = open_schemas(schemas)
+    subject = options.get("subject")
+    if subject is not None and options.get("reader_schema") is None:
+        if cls is Protobuf:
+            raise ValueError("a Protobuf value's message type is the one its message indexes name: Protobuf takes "
+                             "no reader schema (subject=/version=)")
+        found = source.version(subject, version)
+        if found is None:
+            raise SchemaSourceError(f"{source.name} has no subject {subject!r}"
+                                    f"{'' if version is None else f' version {version}'}: the reader schema cannot "
+                                    f"be pinned to it")
+        options = dict(options, reader_schema=found.schema)
+        options.pop("subject")
+    elif version is not None:
+        raise ValueError("version= pins a version of subject=: give both")
+    return cls(source, **options)  # type: ignore[no-any-return]
 
 
-def topic_format(kind: str, source: "SchemaSource", topic: str | None, field: str = "value") -> ValueFormat:
-    """The format `kbatch export` and the tables use for one topic's keys or values: the newest
-    version of the subject `<topic>-<field>` (the registry's TopicNameStrategy) as the reader
-    schema where the source knows that subject (Avro, JSON Schema), so every chunk of the topic
-    decodes to one type; without it, each chunk's newest writer schema."""
-    if topic is None or FORMATS.get(kind.lower()) is Protobuf:  # Protobuf: the message its indexes name
+def reader_rule(fmt: "ValueFormat") -> str:
+    """What a format reads values with, as a table records it: "writer" (each value's writer
+    schema, the default) or "reader:<sha256 of the reader schema's canonical JSON>"."""
+    import hashlib
+    import json
+
+    from .rules import pinned
+
+    if not pinned(fmt):
+        return "writer"
+    raw = getattr(fmt, "_reader_raw", None)
+    if raw is None:
+        raw = getattr(fmt, "_reader", None)
+    text = json.dumps(raw, sort_keys=True, separators=(",", ":"))
+    return "reader:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def topic_format(kind: str, source: "SchemaSource", topic: str | None, field: str = "value",
+                 pin: "tuple[str, int | None] | None" = None) -> ValueFormat:
+    """The format `kbatch export` and the tables use for one topic's keys or values: each value with
+    its writer schema (kbatch.values.rules: the column is the union of the writer schemas' fields),
+    unless `pin` (subject, version or None for the newest now) names the reader schema."""
+    if pin is None:
         return value_format(kind, source)
-    return value_format(kind, source, subject=f"{topic}-{field}")
+    return value_format(kind, source, subject=pin[0], version=pin[1])
 
 
 def decode_column(fmt: ValueFormat, column: "pa.Array | pa.ChunkedArray",
@@ -60,7 +97,7 @@ def decode_column(fmt: ValueFormat, column: "pa.Array | pa.ChunkedArray",
 def typed_columns(table: "pa.Table", *, key_schema: ValueFormat | None = None,
                   value_schema: ValueFormat | None = None) -> "pa.Table":
     """decode_columns' table with its `key` / `value` columns decoded by these formats (in place,
-    same names)."""
+    same names; the rule of kbatch.values.rules)."""
     import pyarrow as pa
 
     offsets = table.column("offset") if "offset" in table.column_names else None
@@ -72,7 +109,8 @@ def typed_columns(table: "pa.Table", *, key_schema: ValueFormat | None = None,
     return table
 
 
-__all__ = ["Avro", "JsonSchema", "Protobuf", "ValueFormat", "value_format", "topic_format", "decode_column", "typed_columns",
+__all__ = ["Avro", "JsonSchema", "Protobuf", "ValueFormat", "value_format", "topic_format", "reader_rule", "decode_column", "typed_columns",
            "SchemaSource", "TopicSchemas", "RegistrySchemas", "DirectorySchemas", "open_schemas", "RegisteredSchema",
-           "Reference", "SchemaError", "WrongMagicError", "UnknownSchemaError", "PayloadError", "SchemaSourceError",
+           "Reference", "SchemaError", "WrongMagicError", "UnknownSchemaError", "PayloadError", "PayloadLimitError",
+           "SchemaSourceError", "SchemaSourceUnavailable",
            "frame", "header", "message_indexes", "FORMATS"]

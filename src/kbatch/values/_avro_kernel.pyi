@@ -28,6 +28,7 @@ class Op:
     symbols: list[bytes | None] | None
     width: int
     size: int
+    minw: int
 
     def __init__(self, op: str, col: Col | None = None, children: list[Op] | None = None,
                  defaults: list[tuple[Col, int, bytes | None]] | None = None, symbols: list[bytes | None] | None = None,
@@ -38,9 +39,11 @@ class AvroDecodeError(ValueError):
     row: int
     position: int
     reason: str
+    code: int
+    found: int
 
-    def __init__(self, row: int, position: int, reason: str) -> None: ...
+    def __init__(self, row: int, position: int, reason: str, code: int = 0, found: int = 0) -> None: ...
 
 
 def decode_rows(root: Col, programs: dict[int, Op], data: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int32],
-                valid: npt.NDArray[np.uint8] | None, first: int, n: int) -> None: ...
+                valid: npt.NDArray[np.uint8] | None, first: int, n: int, empty: int = 0) -> int: ...

@@ -9,11 +9,20 @@ Two trees, both built by kbatch.values.avro_program from the schemas:
   lacks get their default appended (`Op.defaults`).
 `decode_rows` runs the writer programs over a binary Arrow array of framed values (magic byte 0,
 the schema id, the payload). On a payload that does not decode it stops and says which row and
-why; the caller finds the precise error through fastavro.
+why; the caller finds the precise error through fastavro. The bounds of kbatch.values.limits are
+kept here as in their pure twin (avro_limits.check_value): records, arrays and maps nest at most
+MAX_DEPTH deep, and the values of one decode_rows call hold at most MAX_EMPTY_ITEMS items that take
+no bytes; other items take a byte each, so a block count past the bytes left is refused before any
+item is read.
 """
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport INT64_MAX, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy, memset
+
+from .limits import MAX_DEPTH as _MAX_DEPTH, MAX_EMPTY_ITEMS as _MAX_EMPTY_ITEMS
+
+cdef int max_depth = _MAX_DEPTH
+cdef int64_t max_empty_items = _MAX_EMPTY_ITEMS
 
 # Col kinds
 cdef enum:
@@ -102,6 +111,13 @@ cdef inline int buf_i32(Buf* b, int32_t v) except -1:
     return buf_put(b, &v, 4)
 
 
+cdef inline int put_end(Buf* offs, Py_ssize_t n) except -1:
+    """A list or map offset: its items column's length, which Arrow's int32 offsets must hold."""
+    if n > 0x7FFFFFFF:
+        raise OverflowError("an Avro column larger than 2 GiB: decode fewer rows at a time")
+    return buf_i32(offs, <int32_t>n)
+
+
 cdef class Col:
     """One Arrow column being built (see the module's doc)."""
     cdef public int kind
@@ -165,7 +181,7 @@ cdef class Col:
             buf_i32(&self.offs, <int32_t>self.data.n)
         elif self.kind == C_LIST or self.kind == C_MAP:
             c = <Col>self.children[0]
-            buf_i32(&self.offs, <int32_t>c.length)
+            put_end(&self.offs, c.length)
         elif self.kind == C_STRUCT:
             for i in range(len(self.children)):
                 (<Col>self.children[i]).append_null()
@@ -230,6 +246,7 @@ cdef class Op:
     cdef public list symbols       # enum: the reader's name (bytes) of each writer symbol, None: not in the reader
     cdef public int width          # fixed size (writer) / decimal width (column)
     cdef public int size
+    cdef public Py_ssize_t minw    # payload bytes a value takes at least (0: none, an item that costs no byte)
 
     def __init__(self, str op, Col col=None, list children=None, list defaults=None, list symbols=None,
                  int size=0):
@@ -241,13 +258,29 @@ cdef class Op:
         self.ndefaults = len(self.defaults)
         self.symbols = symbols
         self.size = size
+        if self.op == O_NULL:
+            self.minw = 0
+        elif self.op == O_FIXED or self.op == O_DEC_FIXED:
+            self.minw = size
+        elif self.op == O_RECORD:
+            self.minw = sum((<Op>k).minw for k in self.children)
+        elif self.op == O_FLOAT:
+            self.minw = 4
+        elif self.op == O_DOUBLE:
+            self.minw = 8
+        else:
+            self.minw = 1
 
 
 class AvroDecodeError(ValueError):
-    def __init__(self, row, position, reason):
+    """`code`: the status (_REASONS; 9 and 10 are bounds), `found`: what broke the bound."""
+
+    def __init__(self, row, position, reason, code=0, found=0):
         self.row = row
         self.position = position
         self.reason = reason
+        self.code = code
+        self.found = found
         super().__init__(f"row {row}: {reason} (at byte {position} of the payload)")
 
 
@@ -256,6 +289,9 @@ cdef struct Cur:
     const uint8_t* end
     const uint8_t* start
     int err
+    int depth        # records, arrays and maps open around the value being read
+    int64_t empty    # items that take no bytes read so far in these rows
+    int64_t found    # what broke a bound (err 9, 10)
 
 
 cdef inline int64_t read_long(Cur* c):
@@ -324,7 +360,7 @@ cdef int put_default(Col col, int kind, object payload) except -1:
         buf_put(&col.data, <const char*>b, len(b))
         buf_i32(&col.offs, <int32_t>col.data.n)
     elif col.kind == C_LIST or col.kind == C_MAP:  # [] / {}: an empty one
-        buf_i32(&col.offs, <int32_t>(<Col>col.children[0]).length)
+        put_end(&col.offs, (<Col>col.children[0]).length)
     else:
         buf_put(&col.data, <const char*>b, len(b))
     return col.mark()
@@ -339,11 +375,19 @@ cdef int run(Op op, Cur* c) except -1:
     cdef object sym
     cdef int o = op.op
     cdef Py_ssize_t k
+    cdef const uint8_t* at
+    if o == O_RECORD or o == O_ARRAY or o == O_MAP:
+        c.depth += 1
+        if c.depth > max_depth:
+            c.err = 9
+            c.found = c.depth
+            return 0
     if o == O_RECORD:
         for k in range(op.nchildren):
             run(<Op>op.children[k], c)
             if c.err:
                 return 0
+        c.depth -= 1
         if col is not None:
             for k in range(op.ndefaults):
                 t = op.defaults[k]
@@ -449,6 +493,7 @@ cdef int run(Op op, Cur* c) except -1:
     if o == O_ARRAY or o == O_MAP:
         child = <Op>op.children[0]
         while True:
+            at = c.p
             count = read_long(c)
             if c.err:
                 return 0
@@ -459,8 +504,16 @@ cdef int run(Op op, Cur* c) except -1:
                 read_long(c)  # the block's size in bytes
                 if c.err:
                     return 0
-            if count > c.end - c.p:  # every item takes a byte at least, but for zero-width ones (null):
-                c.err = 8            # those arrays go to fastavro, and a forged count cannot loop here
+            # (count < 0 here: -2**63 negated; the count stands for 2**63)
+            if o == O_ARRAY and child.minw == 0:  # items that take no bytes: bounded per value instead
+                if count < 0 or count > max_empty_items - c.empty:
+                    c.err = 10
+                    c.found = INT64_MAX if count < 0 or count > INT64_MAX - c.empty else c.empty + count
+                    c.p = at
+                    return 0
+                c.empty += count
+            elif count < 0 or count > c.end - c.p:  # every item takes a byte at least (a map entry: its key)
+                c.err = 8
                 return 0
             for j in range(count):
                 if o == O_MAP:  # the key: a string
@@ -479,8 +532,9 @@ cdef int run(Op op, Cur* c) except -1:
                 run(child, c)
                 if c.err:
                     return 0
+        c.depth -= 1
         if col is not None:
-            buf_i32(&col.offs, <int32_t>(<Col>col.children[0]).length)
+            put_end(&col.offs, (<Col>col.children[0]).length)
             col.mark()
         return 0
     c.err = 6
@@ -490,14 +544,17 @@ cdef int run(Op op, Cur* c) except -1:
 _REASONS = {1: "the payload ends early", 2: "a varint longer than 10 bytes", 3: "a union or enum index out of range",
             4: "a decimal wider than its Arrow type", 5: "an enum symbol the reader schema does not have",
             6: "an unknown operation", 7: "bytes left after the value",
-            8: "more items than bytes left"}
+            8: "more items than bytes left", 9: "nested deeper than a value may",
+            10: "more items that take no bytes than a value may"}
 
 
 def decode_rows(Col root, dict programs, const uint8_t[::1] data, const int32_t[::1] offsets, valid, Py_ssize_t first,
-                Py_ssize_t n):
+                Py_ssize_t n, int64_t empty=0):
     """Decode rows [first, first + n) of a binary Arrow array (data, offsets, validity as a numpy
     bool array or None) into `root`, each with the program of its schema id (`programs`: id -> Op).
-    Raises AvroDecodeError naming the row; KeyError for a schema id that has no program."""
+    Raises AvroDecodeError naming the row; KeyError for a schema id that has no program. `empty`:
+    the items that take no bytes the column held before these rows (one bound for all); returns
+    the count after them."""
     cdef Py_ssize_t r
     cdef int32_t lo, hi
     cdef Cur c
@@ -506,6 +563,7 @@ def decode_rows(Col root, dict programs, const uint8_t[::1] data, const int32_t[
     cdef Op prog = None
     cdef const uint8_t* base = &data[0] if data.shape[0] else NULL
     cdef const uint8_t[::1] v = valid if valid is not None else None
+    c.empty = empty  # one bound for all the rows: what the column holds, as the pure path counts
     for r in range(first, first + n):
         if v is not None and not v[r]:
             root.append_null()
@@ -523,6 +581,9 @@ def decode_rows(Col root, dict programs, const uint8_t[::1] data, const int32_t[
         c.p = c.start
         c.end = base + hi
         c.err = 0
+        c.depth = 0
+        c.found = 0
         run(prog, &c)
         if c.err:
-            raise AvroDecodeError(r, c.p - c.start, _REASONS.get(c.err, "error"))
+            raise AvroDecodeError(r, c.p - c.start, _REASONS.get(c.err, "error"), c.err, c.found)
+    return c.empty

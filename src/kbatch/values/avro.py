@@ -14,6 +14,11 @@ as one Avro object-container block per record (fastavro's compiled `reader` then
 one loop, without a Python call per record), with the logical types left raw (the ints and bytes
 that Arrow's date, time, timestamp and decimal types hold), and builds the Arrow column with one
 `pyarrow.array` call where the type allows it.
+
+Bounds (kbatch.values.limits): a writer schema is measured once when parsed (avro_limits.AvroShape:
+too deep, too large, a fixed too big are refused); the payloads of the schemas whose values can
+break a bound (a recursive one, one with an array of items that take no bytes) are walked before
+fastavro reads them (avro_limits.check_value), and the compiled kernel keeps the same bounds.
 """
 from __future__ import annotations
 
@@ -28,9 +33,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import MissingDependencyError
 from .base import Format
-from .errors import PayloadError, SchemaSourceError
-from .framing import header
+from .avro_limits import AvroShape, SchemaShapeError, ValueLimit, check_value
 from .avro_types import AvroTypes, _Node, strip_logical
+from .errors import PayloadError, PayloadLimitError, SchemaSourceError
+from .framing import header
+from .limits import MAX_SCHEMA_JSON_DEPTH, JsonDepthError, json_loads
 from .sources import AVRO, RegisteredSchema, SchemaSource
 
 if TYPE_CHECKING:
@@ -181,8 +188,10 @@ class _Writer:
         fastavro = _fastavro()
         self.id = schema.id
         try:
-            raw = json.loads(schema.schema)
-            refs = [json.loads(r.schema) for _, r in source.resolve(schema)]
+            raw = json_loads(schema.schema, MAX_SCHEMA_JSON_DEPTH)
+            refs = [json_loads(r.schema, MAX_SCHEMA_JSON_DEPTH) for _, r in source.resolve(schema)]
+        except JsonDepthError as e:
+            raise SchemaSourceError(f"the Avro schema does not parse: {e}", schema_id=schema.id) from None
         except ValueError as e:
             raise SchemaSourceError(f"the Avro schema is not JSON: {e}", schema_id=schema.id) from None
         self.raw, self.refs = raw, refs
@@ -192,15 +201,33 @@ class _Writer:
                 fastavro.parse_schema(r, named_schemas=named)
             self.parsed = fastavro.parse_schema(raw, named_schemas=named)
             self.named = named
+            self.names = self.types().names
+            #: what the bounds need of this schema (kbatch.values.limits): whether payloads are walked
+            self.shape = AvroShape.of(raw, self.names)
+            self._widths: dict[int, int] = {}
             named_raw: dict[str, Any] = {}
             for r in refs:
                 fastavro.parse_schema(strip_logical(r), named_schemas=named_raw)
             self.plain_raw = strip_logical(raw)
             self.plain = fastavro.parse_schema(self.plain_raw, named_schemas=named_raw)
             self.plain_named = named_raw
+        except SchemaShapeError as e:
+            raise SchemaSourceError(str(e), schema_id=schema.id) from None
         except Exception as e:  # fastavro raises SchemaParseException, ValueError, KeyError...
             raise SchemaSourceError(f"the Avro schema does not parse: {e}", schema_id=schema.id) from None
         self._container: dict[int, bytes] = {}
+
+    def check(self, data: "bytes | memoryview", start: int, offset: int | None, what: str, empty: int = 0) -> int:
+        """Refuse a payload that breaks a bound (kbatch.values.limits) before fastavro reads it; only
+        the schemas whose values can (a recursive one, an array of items that take no bytes) are walked.
+        `empty`: the items that take no bytes in the values before it (see check_value); returns the
+        count after it."""
+        if not self.shape.needs_check:
+            return empty
+        try:
+            return check_value(bytes(data[start:]), self.raw, self.names, self._widths, empty)
+        except ValueLimit as e:
+            raise PayloadLimitError(e.detail, offset=offset, schema_id=self.id, what=what) from None
 
     def types(self) -> AvroTypes:
         t = AvroTypes()
@@ -260,7 +287,14 @@ class Avro(Format):
                 reader_schema = self.writer(latest.id).raw
         if reader_schema is not None:
             fastavro = _fastavro()
-            raw = json.loads(reader_schema) if isinstance(reader_schema, str) else reader_schema
+            try:
+                raw = (json_loads(reader_schema, MAX_SCHEMA_JSON_DEPTH) if isinstance(reader_schema, str)
+                       else reader_schema)
+                names = AvroTypes()
+                names.register(raw)
+                AvroShape.of(raw, names.names)
+            except (ValueError, KeyError, TypeError) as e:  # not JSON, too deep, not a schema
+                raise SchemaSourceError(f"the reader schema does not parse: {e}") from None
             self._reader_raw = raw
             try:
                 self._reader_parsed = fastavro.parse_schema(raw, _write_hint=False)
@@ -284,6 +318,7 @@ class Avro(Format):
         fastavro = _fastavro()
         sid, pos = header(data, offset, what)
         w = self._lookup(sid, offset, what)
+        w.check(data, pos, offset, what)
         try:
             fo = io.BytesIO(bytes(data[pos:]))
             return fastavro.schemaless_reader(fo, w.parsed, self._reader_parsed)
@@ -328,6 +363,13 @@ class Avro(Format):
         """Many framed values -> (fastavro's values with logical types left raw, the schema id that
         fixes the Arrow type: the newest id seen, every value resolved to it, unless a reader schema
         was given)."""
+        out, target, _ = self._decode_raw(values, offsets, what, 0)
+        return out, target
+
+    def _decode_raw(self, values: Sequence["bytes | memoryview | None"], offsets: Sequence[int] | None, what: str,
+                    empty: int) -> tuple[list[Any], int | None, int]:
+        """decode_raw, and the items that take no bytes the values hold, counted from `empty` (the
+        values decoded before them in the column: one bound for all, kbatch.values.limits)."""
         fastavro = _fastavro()
         n = len(values)
         ids: list[int] = [0] * n
@@ -349,7 +391,7 @@ class Avro(Format):
         elif target is not None:
             reader = self.writer(target).plain
         else:
-            return out, None
+            return out, None, empty
         # runs of one writer schema, each decoded by fastavro's reader in one go
         i = 0
         while i < n:
@@ -363,6 +405,8 @@ class Avro(Format):
             rows = []
             while j < n and (ids[j] == sid or ids[j] == -1):
                 if ids[j] != -1:
+                    off = None if offsets is None else offsets[j]
+                    empty = w.check(values[j], starts[j], off, what, empty)  # type: ignore[arg-type]
                     payload = values[j][starts[j]:]  # type: ignore[index]
                     parts.append(_long(1) + _long(len(payload)))
                     parts.append(payload)
@@ -384,7 +428,7 @@ class Avro(Format):
             for r, d in zip(rows, decoded):
                 out[r] = d
             i = j
-        return out, target
+        return out, target, empty
 
     def _one_raw(self, v: Any, start: int, w: _Writer, reader: Any, same: bool, offsets: Sequence[int] | None,
                  row: int, what: str) -> Any:
@@ -435,6 +479,8 @@ class Avro(Format):
         for sid in seen:
             first = int(rows[int(np.argmax(sids == sid))])
             self._lookup(int(sid), None if offsets is None else offsets[first].as_py(), what)
+        if any(self.writer(int(sid)).shape.recursive for sid in seen):
+            return None  # no program for a type that contains itself: the Python path walks and names it
         target = None if self._reader_raw is not None else int(seen[-1])
         node = self._node(target)
         try:
@@ -446,10 +492,21 @@ class Avro(Format):
         except P.Unsupported:
             return None
         try:
-            P.K.decode_rows(cols, programs, data, np.ascontiguousarray(offs), valid, 0, n)
-        except P.K.AvroDecodeError:
-            return None
+            empty = P.K.decode_rows(cols, programs, data, np.ascontiguousarray(offs), valid, 0, n,
+                                    self._empty_before())
+        except P.K.AvroDecodeError as e:
+            if e.code not in P.LIMIT_CODES:
+                return None  # the Python path finds the value and names its error
+            lo = int(offs[e.row])
+            sid = int.from_bytes(bytes(data[lo + 1:lo + 5]), "big", signed=True)
+            raise PayloadLimitError(P.limit_detail(e), offset=None if offsets is None else offsets[e.row].as_py(),
+                                    schema_id=sid, what=what) from None
         result: pa.Array = cols.finish(node.type)
+        try:  # the kernel copies string bytes as they are: Arrow's check finds text that is not UTF-8
+            result.validate(full=True)
+        except pa.ArrowInvalid:
+            return None  # the Python path names the value (fastavro's UnicodeDecodeError)
+        self._empty_done(empty)
         return result
 
     def to_arrow(self, values: Sequence["bytes | memoryview | None"], offsets: Sequence[int] | None = None,
@@ -457,10 +514,12 @@ class Avro(Format):
         """Many framed values -> one typed Arrow array (null where the value is null)."""
         import pyarrow as pa
 
-        raw, target = self.decode_raw(values, offsets, what)
+        raw, target, empty = self._decode_raw(values, offsets, what, self._empty_before())
         if target is None and self._reader_raw is None:
             return pa.nulls(len(values))
-        return to_arrow(raw, self._node(target))
+        result = to_arrow(raw, self._node(target))
+        self._empty_done(empty)
+        return result
 
     def to_json(self, data: "bytes | memoryview", offset: int | None = None, what: str = "value") -> Any:
         """One framed value as plain JSON (see `jsonable`)."""

@@ -21,7 +21,21 @@ if _backend.BACKEND != "python":  # KBATCH_BACKEND=python: the pure paths only, 
     except ImportError:  # not compiled (a pure install): Avro columns come from fastavro
         K = None
 
-__all__ = ["K", "Unsupported", "columns", "program", "Compiler"]
+__all__ = ["K", "Unsupported", "columns", "program", "Compiler", "LIMIT_CODES", "limit_detail"]
+
+#: the kernel's status codes for a value past a bound (kbatch.values.limits): nesting, empty items
+DEPTH_CODE, EMPTY_ITEMS_CODE = 9, 10
+LIMIT_CODES = (DEPTH_CODE, EMPTY_ITEMS_CODE)
+
+
+def limit_detail(e: Any) -> str:
+    """The message of the kernel's AvroDecodeError for a bound: the one its pure twin
+    (avro_limits.check_value) gives for the same bytes."""
+    from .limits import depth_detail, empty_items_detail
+
+    if e.code == DEPTH_CODE:
+        return depth_detail("Avro", "records, arrays and maps", e.position)
+    return empty_items_detail(e.found, e.position)
 
 
 class Unsupported(Exception):

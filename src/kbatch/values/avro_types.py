@@ -22,14 +22,29 @@ def _full_name(name: str, namespace: str | None) -> str:
 
 def strip_logical(schema: Any) -> Any:
     """The schema without `logicalType` annotations: fastavro then returns what Arrow's types hold
-    (days, milli/microseconds, unscaled decimal bytes, uuid text) instead of Python objects."""
+    (days, milli/microseconds, unscaled decimal bytes, uuid text) instead of Python objects. (Loops,
+    not comprehensions: one Python frame a level, and each record's fields stripped once.)"""
     if isinstance(schema, list):
-        return [strip_logical(s) for s in schema]
+        out_list = []
+        for s in schema:
+            out_list.append(strip_logical(s))
+        return out_list
     if isinstance(schema, dict):
-        out = {k: strip_logical(v) if k in ("type", "items", "values", "fields") else v
-               for k, v in schema.items() if k != "logicalType"}
-        if "fields" in schema:
-            out["fields"] = [{k: strip_logical(v) if k == "type" else v for k, v in f.items()} for f in schema["fields"]]
+        out: dict[str, Any] = {}
+        for k, v in schema.items():
+            if k == "logicalType":
+                continue
+            if k in ("type", "items", "values"):
+                v = strip_logical(v)
+            elif k == "fields" and isinstance(v, list):
+                fields = []
+                for f in v:
+                    g = dict(f) if isinstance(f, dict) else f
+                    if isinstance(g, dict) and "type" in g:
+                        g["type"] = strip_logical(g["type"])
+                    fields.append(g)
+                v = fields
+            out[k] = v
         if set(out) == {"type"} and isinstance(out["type"], str):
             return out["type"]
         return out

@@ -15,23 +15,30 @@ class SchemaError(KBatchError, ValueError):
         self.schema_id = schema_id
         self.what = what
         self.detail = message
+        self.topic: str | None = None
+        self.partition: int | None = None
         super().__init__(self._compose())
 
     def _compose(self) -> str:
         where = [self.what]
+        if self.topic is not None:
+            where.append(f"in {self.topic} [{-1 if self.partition is None else self.partition}]")
         if self.offset is not None:
             where.append(f"at offset {self.offset}")
         if self.schema_id is not None:
             where.append(f"(schema id {self.schema_id})")
         return f"{' '.join(where)}: {self.detail}"
 
-    def located(self, *, offset: int | None = None, what: str | None = None) -> "SchemaError":
-        """The same error, with the record's offset (and key/value) filled in where it was raised
-        without them."""
+    def located(self, *, offset: int | None = None, what: str | None = None, topic: str | None = None,
+                partition: int | None = None) -> "SchemaError":
+        """The same error, with the record's offset (and key/value, topic and partition) filled in
+        where it was raised without them."""
         if offset is not None and self.offset is None:
             self.offset = offset
         if what is not None:
             self.what = what
+        if topic is not None and self.topic is None:
+            self.topic, self.partition = topic, partition
         self.reason = self._compose()
         self.args = (self._render(),)
         return self
@@ -50,6 +57,12 @@ class UnknownSchemaError(SchemaError, LookupError):
 class PayloadError(SchemaError):
     """The payload after the header does not decode with the schema its id names (or fails
     validation against it)."""
+
+
+class PayloadLimitError(PayloadError):
+    """A payload past one of the bounds every decoder keeps before it trusts the bytes (nesting
+    depth, items that take no bytes, JSON nesting; kbatch.values.limits): refused before it is
+    decoded, as a decompression bomb is."""
 
 
 class SchemaSourceError(SchemaError):

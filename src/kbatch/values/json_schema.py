@@ -6,7 +6,11 @@ an array with `items` -> list, string -> string, integer -> int64, number -> flo
 bool, a type list with "null" and one other type -> that type (nullable); local `$ref`s
 (`#/definitions/...`, `#/$defs/...`) are followed. Anything else (oneOf/anyOf/allOf, no type,
 several types, an object without properties) -> string holding the value's JSON text, so every
-value still has a column.
+value still has a column. A value whose JSON type is not its column's (a string where the schema
+says integer) is a PayloadError naming where in the value, not a null.
+
+Bounds (kbatch.values.limits): a value nests at most MAX_DEPTH objects and arrays, a schema text
+MAX_SCHEMA_JSON_DEPTH; deeper ones are refused before they are parsed.
 """
 from __future__ import annotations
 
@@ -16,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import MissingDependencyError
 from .base import Format
-from .errors import PayloadError, SchemaError, SchemaSourceError
+from .errors import PayloadError, PayloadLimitError, SchemaError, SchemaSourceError
 from .framing import header
+from .limits import MAX_DEPTH, MAX_SCHEMA_JSON_DEPTH, JsonDepthError, depth_detail, json_loads
 from .sources import JSON, SchemaSource
 
 if TYPE_CHECKING:
@@ -65,9 +70,38 @@ def _node(schema: Any, root: Any, depth: int = 0) -> _JNode:
     return _JNode("text", pa.string())
 
 
-def _shape(v: Any, node: _JNode) -> Any:
-    """A parsed JSON value made to fit node's Arrow type (text columns get the JSON text; a value of
-    another type than the schema's becomes null in a scalar column rather than failing the batch)."""
+class _Mismatch(ValueError):
+    """A value of another JSON type than its column's (`detail` says which, and where)."""
+
+
+_JSON_TYPES = {"string": "string", "int64": "integer", "double": "number", "bool": "boolean"}
+
+
+def _json_type(v: Any) -> str:
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    return "array" if isinstance(v, list) else "object" if isinstance(v, dict) else type(v).__name__
+
+
+def _fits(v: Any, want: str) -> bool:
+    if want == "integer":
+        return isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63
+    if want == "number":
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+    if want == "boolean":
+        return isinstance(v, bool)
+    return isinstance(v, str)
+
+
+def _shape(v: Any, node: _JNode, path: str = "") -> Any:
+    """A parsed JSON value made to fit node's Arrow type (text columns get the JSON text); a value
+    of another type than its column's raises _Mismatch (null stays null)."""
     if v is None:
         return None
     k = node.kind
@@ -75,13 +109,19 @@ def _shape(v: Any, node: _JNode) -> Any:
         return v if isinstance(v, str) else json.dumps(v, separators=(",", ":"), ensure_ascii=False)
     if k == "object":
         if not isinstance(v, dict):
-            return None
-        return {name: _shape(v.get(name), child) for name, child in node.fields}
+            raise _Mismatch(f"expected an object at {path or '/'}, found {_json_type(v)}")
+        return {name: _shape(v.get(name), child, f"{path}/{name}") for name, child in node.fields}
     if k == "array":
         if not isinstance(v, list):
-            return None
+            raise _Mismatch(f"expected an array at {path or '/'}, found {_json_type(v)}")
         assert node.item is not None
-        return [_shape(x, node.item) for x in v]
+        return [_shape(x, node.item, f"{path}/{i}") for i, x in enumerate(v)]
+    want = _JSON_TYPES.get(str(node.type), "string")
+    if not _fits(v, want):
+        found = _json_type(v)
+        if found == "integer" and want == "integer":
+            found = f"integer {v}, outside int64"
+        raise _Mismatch(f"expected {want} at {path or '/'}, found {found}")
     return v
 
 
@@ -103,7 +143,11 @@ class JsonSchema(Format):
             if latest is not None:
                 reader_schema = latest.schema
         if reader_schema is not None:
-            self._reader = json.loads(reader_schema) if isinstance(reader_schema, str) else reader_schema
+            try:
+                self._reader = (json_loads(reader_schema, MAX_SCHEMA_JSON_DEPTH) if isinstance(reader_schema, str)
+                                else reader_schema)
+            except ValueError as e:
+                raise SchemaSourceError(f"the reader schema does not parse: {e}") from None
 
     def schema(self, schema_id: int) -> Any:
         hit = self._schemas.get(schema_id)
@@ -112,7 +156,9 @@ class JsonSchema(Format):
             if s.schema_type != JSON:
                 raise SchemaSourceError(f"schema {schema_id} is {s.schema_type}, not JSON", schema_id=schema_id)
             try:
-                hit = self._schemas[schema_id] = json.loads(s.schema)
+                hit = self._schemas[schema_id] = json_loads(s.schema, MAX_SCHEMA_JSON_DEPTH)
+            except JsonDepthError as e:
+                raise SchemaSourceError(f"the JSON schema does not parse: {e}", schema_id=schema_id) from None
             except ValueError as e:
                 raise SchemaSourceError(f"the JSON schema is not JSON: {e}", schema_id=schema_id) from None
         return hit
@@ -135,7 +181,8 @@ class JsonSchema(Format):
                 try:
                     # a referenced schema without $schema is read as draft-07, the registry's default
                     resources.append((ref.name, referencing.Resource.from_contents(
-                        json.loads(target.schema), default_specification=referencing.jsonschema.DRAFT7)))
+                        json_loads(target.schema, MAX_SCHEMA_JSON_DEPTH),
+                        default_specification=referencing.jsonschema.DRAFT7)))
                 except ValueError as e:
                     raise SchemaSourceError(f"reference {ref.name!r} is not a JSON schema: {e}",
                                             schema_id=schema_id) from None
@@ -151,7 +198,10 @@ class JsonSchema(Format):
         except SchemaError as e:
             raise e.located(offset=offset, what=what)
         try:
-            obj = json.loads(bytes(data[pos:]))
+            obj = json_loads(bytes(data[pos:]), MAX_DEPTH)
+        except JsonDepthError as e:
+            raise PayloadLimitError(depth_detail("JSON", "objects and arrays", e.position), offset=offset,
+                                    schema_id=sid, what=what) from None
         except (ValueError, UnicodeDecodeError) as e:
             raise PayloadError(f"the payload is not JSON: {e}", offset=offset, schema_id=sid, what=what) from None
         if self.validate:
@@ -175,19 +225,31 @@ class JsonSchema(Format):
         import pyarrow as pa
 
         decoded: list[Any] = []
+        sids: list[int | None] = []
         target: int | None = None
         for i, v in enumerate(values):
             if v is None:
                 decoded.append(None)
+                sids.append(None)
                 continue
             off = None if offsets is None else offsets[i]
             decoded.append(self.decode(v, off, what))
             sid = int.from_bytes(bytes(v[1:5]), "big", signed=True)
+            sids.append(sid)
             target = sid if target is None else max(target, sid)
         if target is None and self._reader is None:
             return pa.nulls(len(values))
         node = self._node(target)
-        return pa.array([_shape(d, node) for d in decoded], type=node.type)
+        shaped = []
+        for i, d in enumerate(decoded):
+            try:
+                shaped.append(_shape(d, node))
+            except _Mismatch as e:
+                col = "the reader schema's" if self._reader is not None else f"schema {target}'s"
+                raise PayloadError(f"the JSON value does not fit {col} column type: {e}",
+                                   offset=None if offsets is None else offsets[i], schema_id=sids[i],
+                                   what=what) from None
+        return pa.array(shaped, type=node.type)
 
     def to_json(self, data: "bytes | memoryview", offset: int | None = None, what: str = "value") -> Any:
         return self.decode(data, offset, what)

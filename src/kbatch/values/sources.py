@@ -36,6 +36,14 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from .errors import SchemaSourceError, UnknownSchemaError
+from .limits import MAX_SCHEMA_JSON_DEPTH, JsonDepthError, json_loads
+
+
+class SchemaSourceUnavailable(SchemaSourceError):
+    """The source cannot answer at all (a registry that refuses connections, answers with something
+    that is not the registry's JSON, or an HTTP error other than 404): no later lookup can succeed,
+    so the run stops here instead of failing one record at a time. The source remembers it: later
+    lookups raise it again without asking."""
 
 if TYPE_CHECKING:
     from .._typing import PathLike
@@ -81,12 +89,16 @@ class SchemaSource:
         self._cache: dict[int, RegisteredSchema] = {}
         self._missing: set[int] = set()
         self._lock = threading.Lock()
+        #: the failure that made the source unusable (raised again by every later lookup)
+        self.failure: SchemaSourceUnavailable | None = None
 
     def get(self, schema_id: int) -> RegisteredSchema:
         """The schema registered under `schema_id`; `UnknownSchemaError` when there is none."""
         hit = self._cache.get(schema_id)
         if hit is not None:
             return hit
+        if self.failure is not None:
+            raise self._again()
         found = None if schema_id in self._missing else self._fetch(schema_id)
         if found is None:
             self._missing.add(schema_id)  # asked once: a registry is not asked again for each record
@@ -96,8 +108,14 @@ class SchemaSource:
             self._cache[schema_id] = found
         return found
 
+    def _again(self) -> SchemaSourceUnavailable:
+        assert self.failure is not None
+        return SchemaSourceUnavailable(self.failure.detail)
+
     def reference(self, ref: Reference) -> RegisteredSchema:
         """The schema a reference names."""
+        if self.failure is not None:
+            raise self._again()
         found = self._fetch_reference(ref)
         if found is None:
             raise UnknownSchemaError(f"reference {ref.name!r} (subject {ref.subject!r} version {ref.version}) "
@@ -107,7 +125,18 @@ class SchemaSource:
     def latest(self, subject: str) -> RegisteredSchema | None:
         """The newest version of `subject` that is not deleted, or None (also for a source that has no
         subjects, a folder of schema files)."""
+        if self.failure is not None:
+            raise self._again()
         return self._latest(subject)
+
+    def version(self, subject: str, version: int | None) -> RegisteredSchema | None:
+        """Version `version` of `subject` (None: its newest live version), or None when the source
+        does not hold it."""
+        if version is None or version == -1:
+            return self.latest(subject)
+        if self.failure is not None:
+            raise self._again()
+        return self._fetch_reference(Reference(subject, subject, version))
 
     def resolve(self, schema: RegisteredSchema) -> list[tuple[Reference, RegisteredSchema]]:
         """Every schema `schema` references, directly or through others, each once, the deepest first
@@ -189,6 +218,8 @@ class TopicSchemas(SchemaSource):
         #: records that could not be read (offset and why); the others still count
         self.problems: list[str] = []
         self.records = 0
+        #: SCHEMA records read (tombstones too): none in a topic of records means it is not `_schemas`
+        self.schema_records = 0
         self._by_id: dict[int, RegisteredSchema] = {}
 
     @classmethod
@@ -204,6 +235,11 @@ class TopicSchemas(SchemaSource):
             src.problems.extend(f"{os.fspath(path)}: {p}" for p in log.problems)
         finally:
             log.close()
+        if src.schema_records == 0:  # a wrong directory: every lookup would say "unknown id", one record at a time
+            why = f"; records that do not parse: {src.problems[0]}" if src.problems else ""
+            raise SchemaSourceError(f"{os.fspath(path)}: 0 schema ids in {src.records:,} records: is this the "
+                                    f"_schemas topic? (expected the records a Schema Registry writes, keys "
+                                    f"{{\"keytype\": \"SCHEMA\", ...}}{why})")
         return src
 
     @classmethod
@@ -220,11 +256,12 @@ class TopicSchemas(SchemaSource):
             if key is None:
                 self.problems.append(f"offset {offset}: a record without a key")
                 continue
-            try:
-                k = json.loads(bytes(key))
-                v = None if value is None else json.loads(bytes(value))
+            try:  # nested past MAX_SCHEMA_JSON_DEPTH: a bad record (JsonDepthError), not a RecursionError
+                k = json_loads(bytes(key), MAX_SCHEMA_JSON_DEPTH)
+                v = None if value is None else json_loads(bytes(value), MAX_SCHEMA_JSON_DEPTH)
             except (ValueError, UnicodeDecodeError) as e:
-                self.problems.append(f"offset {offset}: not JSON ({e})")
+                self.problems.append(f"offset {offset}: {e}" if isinstance(e, JsonDepthError) else
+                                     f"offset {offset}: not JSON ({e})")
                 continue
             if not isinstance(k, dict):
                 self.problems.append(f"offset {offset}: the key is not a JSON object")
@@ -232,6 +269,7 @@ class TopicSchemas(SchemaSource):
             kind = k.get("keytype")
             try:
                 if kind == "SCHEMA":
+                    self.schema_records += 1
                     self._schema(offset, k, v)
                 elif kind == "DELETE_SUBJECT" and isinstance(v, dict):
                     self._delete_subject(v.get("subject", k.get("subject")), v.get("version"))
@@ -295,6 +333,15 @@ class TopicSchemas(SchemaSource):
         return f" ({len(self._by_id)} schema ids in {self.records} records)"
 
 
+def _registry_error(body: str) -> bool:
+    """A registry's JSON error body: {"error_code": ..., "message": ...}."""
+    try:
+        found = json_loads(body, MAX_SCHEMA_JSON_DEPTH)
+    except ValueError:
+        return False
+    return isinstance(found, dict) and "error_code" in found
+
+
 def _log_records(log: Any) -> Iterator[tuple[int, bytes | None, bytes | None]]:
     for batch in log.batches():
         if batch.is_control:
@@ -331,23 +378,44 @@ class RegistrySchemas(SchemaSource):
         self.requests = 0
 
     def _get(self, path: str) -> Any:
+        """The JSON answer to GET path; None for a 404 (the registry does not hold it). Anything
+        else that is not the registry's JSON makes the source unavailable (see SchemaSourceUnavailable)."""
+        if self.failure is not None:
+            raise self._again()
         req = urllib.request.Request(self.url + path, headers=self.headers)
         self.requests += 1
+        url = self.url + path
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                return json.loads(resp.read())
+                raw = resp.read(1 << 24)
+                kind = resp.headers.get("Content-Type", "no Content-Type")
         except urllib.error.HTTPError as e:
-            if e.code == 404:
+            body = e.read(300).decode("utf-8", "replace")
+            if e.code == 404 and _registry_error(body):  # the registry's own "not found" (40401, 40402, 40403)
                 return None
-            body = e.read()[:300].decode("utf-8", "replace")
-            raise SchemaSourceError(f"{self.name}: GET {path} answered HTTP {e.code}: {body}") from None
-        except (urllib.error.URLError, OSError, ValueError) as e:
-            raise SchemaSourceError(f"{self.name}: GET {path} failed: {e}") from None
+            what = "a 404 that is not the registry's JSON error" if e.code == 404 else f"HTTP {e.code}"
+            raise self._fail(f"GET {url} answered {what}: {body.strip()[:200]!r} (expected a Schema Registry's "
+                             f"JSON: is {self.url} its URL?)") from None
+        except (urllib.error.URLError, OSError) as e:
+            reason = getattr(e, "reason", e)
+            raise self._fail(f"GET {url} failed: {reason} (is a Schema Registry running at {self.url}?)") from None
+        try:
+            return json_loads(raw, MAX_SCHEMA_JSON_DEPTH)  # a hostile answer: bounded, 'not JSON'
+        except (ValueError, UnicodeDecodeError):
+            text = raw[:120].decode("utf-8", "replace").strip()
+            raise self._fail(f"GET {url} answered {kind}, not the registry's JSON: {text!r} (is {self.url} a Schema "
+                             f"Registry's URL?)") from None
+
+    def _fail(self, message: str) -> SchemaSourceUnavailable:
+        self.failure = SchemaSourceUnavailable(f"{self.name}: {message}")
+        return self.failure
 
     def _parse(self, body: Any, schema_id: int, what: str) -> RegisteredSchema:
         if not isinstance(body, dict) or not isinstance(body.get("schema"), str):
-            raise SchemaSourceError(f"{self.name}: {what} answered {str(body)[:200]!r}, not a schema", schema_id=schema_id)
-        return RegisteredSchema(id=int(body.get("id", schema_id)), schema_type=_schema_type(body.get("schemaType")),
+            raise self._fail(f"GET {self.url}{what} answered {json.dumps(body)[:200]}, not a schema (expected "
+                             f"a JSON object with a \"schema\" string: is {self.url} a Schema Registry's URL?)")
+        sid = body.get("id", schema_id)
+        return RegisteredSchema(id=sid if isinstance(sid, int) else schema_id, schema_type=_schema_type(body.get("schemaType")),
                                 schema=body["schema"], references=_references(body.get("references")),
                                 subject=body.get("subject"), version=body.get("version"))
 
@@ -362,7 +430,7 @@ class RegistrySchemas(SchemaSource):
         if k not in self._refs:
             path = f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/{version}"
             body = self._get(path)
-            self._refs[k] = None if body is None else self._parse(body, int(body.get("id", -1)), path)
+            self._refs[k] = None if body is None else self._parse(body, -1, path)
         return self._refs[k]
 
     def _fetch_reference(self, ref: Reference) -> RegisteredSchema | None:
@@ -454,10 +522,20 @@ def open_schemas(spec: "str | PathLike | SchemaSource") -> SchemaSource:
     if not os.path.isdir(text):
         raise SchemaSourceError(f"{text}: not a registry URL (http://...), a _schemas partition directory or a "
                                 f"folder of schema files")
-    if any(n.endswith(".log") and n[:-4].isdigit() for n in os.listdir(text)):
+    names = os.listdir(text)
+    if any(n.endswith(".log") and n[:-4].isdigit() for n in names):
         return TopicSchemas.open(text)
-    return DirectorySchemas(text)
+    inner = sorted(n for n in names if n.startswith("_schemas-") and n[len("_schemas-"):].isdigit()
+                   and os.path.isdir(os.path.join(text, n)))
+    if inner:  # a broker's log directory: the topic is one of its partition directories
+        raise SchemaSourceError(f"{text}: a log directory, not a _schemas partition directory or a folder of schema "
+                                f"files: did you mean {os.path.join(text, inner[0])}?")
+    folder = DirectorySchemas(text)
+    if not folder.ids():
+        raise SchemaSourceError(f"{text}: no schema files in it (expected <id>.avsc, <id>.json, <id>.proto, "
+                                f"<id>.desc or <id>.pb, a _schemas partition directory, or a registry URL)")
+    return folder
 
 
 __all__ = ["SchemaSource", "RegisteredSchema", "Reference", "TopicSchemas", "RegistrySchemas", "DirectorySchemas",
-           "open_schemas", "AVRO", "JSON", "PROTOBUF"]
+           "SchemaSourceUnavailable", "open_schemas", "AVRO", "JSON", "PROTOBUF"]

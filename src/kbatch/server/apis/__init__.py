@@ -1,8 +1,9 @@
 """Request handlers, one module per Kafka API (named as in Kafka's KafkaApis: handleProduceRequest ->
 `produce.handle`, ...). Each module opens with what it serves and registers its own key and
 version range (`API = register(Api(...))`, protocol.APIS, as franz-go's kfake does); each handler is
-`async def handle(broker, request, client_host)` and returns the response message, or None when
-no response is sent (Produce with acks=0). The table of handlers is built from this module list:
+`async def handle(broker, request, client_host)` (broker: what _context.BrokerContext says, which
+kbatch.server.broker.Broker implements) and returns the response message, or None when no response
+is sent (Produce with acks=0). The table of handlers is built from this module list:
 an API is served by adding its module here."""
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from . import (api_versions, describe_cluster, describe_configs, fetch, find_coo
                produce, sync_group)
 
 if TYPE_CHECKING:
-    from ..broker import Handler
+    from ._context import Handler
 
 MODULES = (produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator, join_group,
            heartbeat, leave_group, sync_group, api_versions, init_producer_id, offset_for_leader_epoch,

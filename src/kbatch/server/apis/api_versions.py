@@ -14,7 +14,7 @@ API = register(Api(18, "ApiVersions", ApiVersionsRequest, ApiVersionsResponse, m
 if TYPE_CHECKING:
     from kafka.protocol.api_message import ApiMessage
 
-    from ..broker import Broker
+    from ._context import BrokerContext
     from ..protocol import Request
 
 
@@ -22,7 +22,7 @@ _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 INVALID_REQUEST = 42
 
 
-async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessage:
+async def handle(broker: BrokerContext, request: Request, client_host: str) -> ApiMessage:
     body = request.body
     if request.version >= 3 and not (_SOFTWARE.match(body.client_software_name or "")
                                      and _SOFTWARE.match(body.client_software_version or "")):

@@ -16,7 +16,7 @@ API = register(Api(60, "DescribeCluster", DescribeClusterRequest, DescribeCluste
 if TYPE_CHECKING:
     from kafka.protocol.api_message import ApiMessage
 
-    from ..broker import Broker
+    from ._context import BrokerContext
     from ..protocol import Request
 
 BROKERS_ENDPOINT = 1
@@ -24,7 +24,7 @@ UNSUPPORTED_ENDPOINT_TYPE = 119
 NO_AUTHORIZED_OPERATIONS = None  # encodes as Integer.MIN_VALUE: not asked for (kafka-python's bitfield)
 
 
-async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessage:
+async def handle(broker: BrokerContext, request: Request, client_host: str) -> ApiMessage:
     body, v = request.body, request.version
     if v >= 1 and body.endpoint_type != BROKERS_ENDPOINT:
         return request.response(throttle_time_ms=0, error_code=UNSUPPORTED_ENDPOINT_TYPE,

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from kafka.protocol.api_message import ApiMessage
     from kafka.protocol.data_container import DataContainer
 
-    from ..broker import Broker
+    from ._context import BrokerContext
     from ..protocol import Request
 
 TOPIC, BROKER = 2, 4  # ConfigResource.Type
@@ -77,7 +77,7 @@ TOPIC_SYNONYMS: dict[str, tuple[str, int]] = {
 _NO_DEFAULT = frozenset({"log.roll.ms", "log.roll.jitter.ms"})
 
 
-async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessage:
+async def handle(broker: BrokerContext, request: Request, client_host: str) -> ApiMessage:
     body, v = request.body, request.version
     R = request.api.response.DescribeConfigsResult
     results: list[DataContainer] = []
@@ -144,7 +144,7 @@ def _applied(config: LogConfig) -> dict[str, str]:
     return out
 
 
-def topic_configs(broker: Broker, topic: str) -> list[Entry]:
+def topic_configs(broker: BrokerContext, topic: str) -> list[Entry]:
     applied = _applied(broker.log_config(topic))
     defaults = _applied(LogConfig())
     static = _applied(LogConfig.from_properties(broker.config.topic_config))
@@ -165,7 +165,7 @@ def topic_configs(broker: Broker, topic: str) -> list[Entry]:
     return out
 
 
-def broker_configs(broker: Broker) -> list[Entry]:
+def broker_configs(broker: BrokerContext) -> list[Entry]:
     """This node's settings: its identity and listener, what serve was started with, and the
     broker-wide synonyms of the topic configs (what every topic gets unless it says otherwise)."""
     c = broker.config

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from kafka.protocol.data_container import DataContainer
 
-    from ..broker import Broker
+    from ._context import BrokerContext as Broker
     from ..partition import Partition, ReadResult
     from ..protocol import Request, Slices
 

@@ -13,11 +13,11 @@ API = register(Api(10, "FindCoordinator", FindCoordinatorRequest, FindCoordinato
 if TYPE_CHECKING:
     from kafka.protocol.api_message import ApiMessage
 
-    from ..broker import Broker
+    from ._context import BrokerContext
     from ..protocol import Request
 
 
-async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessage:
+async def handle(broker: BrokerContext, request: Request, client_host: str) -> ApiMessage:
     body, v = request.body, request.version
     if v >= 1 and body.key_type != 0:
         return request.response(throttle_time_ms=0, error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,

@@ -15,14 +15,14 @@ API = register(Api(22, "InitProducerId", InitProducerIdRequest, InitProducerIdRe
 if TYPE_CHECKING:
     from kafka.protocol.api_message import ApiMessage
 
-    from ..broker import Broker
+    from ._context import BrokerContext
     from ..protocol import Request
 
 
 MAX_EPOCH = 32767
 
 
-async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessage:
+async def handle(broker: BrokerContext, request: Request, client_host: str) -> ApiMessage:
     body, v = request.body, request.version
     if body.transactional_id is not None:
         return request.response(throttle_time_ms=0, error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,

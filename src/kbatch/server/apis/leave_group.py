@@ -12,11 +12,11 @@ API = register(Api(13, "LeaveGroup", LeaveGroupRequest, LeaveGroupResponse, min_
 if TYPE_CHECKING:
     from kafka.protocol.api_message import ApiMessage
 
-    from ..broker import Broker
+    from ._context import BrokerContext
     from ..protocol import Request
 
 
-async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessage:
+async def handle(broker: BrokerContext, request: Request, client_host: str) -> ApiMessage:
     body, v = request.body, request.version
     cls = request.api.response
     ids = [m.member_id for m in body.members] if v >= 3 else [body.member_id]

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from kafka.protocol.data_container import DataContainer
 
     from ...log.unified_log import OffsetAndTimestamp
-    from ..broker import Broker
+    from ._context import BrokerContext
     from ..partition import Partition
     from ..protocol import Request
 
@@ -36,7 +36,7 @@ _SPECS = {-1: W.OffsetSpec.LATEST, -2: W.OffsetSpec.EARLIEST, -3: W.OffsetSpec.M
 _MIN_VERSION = {-1: 1, -2: 1, -3: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
 
 
-async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessage:
+async def handle(broker: BrokerContext, request: Request, client_host: str) -> ApiMessage:
     body, v = request.body, request.version
     cls = request.api.response
     P = cls.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
@@ -74,7 +74,7 @@ def _search(part: Partition, t: int) -> OffsetAndTimestamp | _MagicV0 | None:
     return part.offset_for(_SPECS.get(t, t))
 
 
-async def _lookup(broker: Broker, topic: str, p: DataContainer, version: int, read_committed: bool,
+async def _lookup(broker: BrokerContext, topic: str, p: DataContainer, version: int, read_committed: bool,
                   duplicate: bool) -> tuple[int, int, int, int]:
     if duplicate:
         return E.INVALID_REQUEST, -1, -1, -1

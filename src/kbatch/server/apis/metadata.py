@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from kafka.protocol.api_message import ApiMessage
     from kafka.protocol.data_container import DataContainer
 
-    from ..broker import Broker
+    from ._context import BrokerContext
     from ..protocol import Request
 
 
@@ -25,7 +25,7 @@ INVALID_TOPIC_EXCEPTION = 17
 NO_AUTHORIZED_OPERATIONS = None  # encodes as Integer.MIN_VALUE: "not requested"
 
 
-async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessage:
+async def handle(broker: BrokerContext, request: Request, client_host: str) -> ApiMessage:
     body, v = request.body, request.version
     cls = request.api.response
     known = broker.topics()

@@ -15,11 +15,11 @@ if TYPE_CHECKING:
     from kafka.protocol.api_message import ApiMessage
     from kafka.protocol.data_container import DataContainer
 
-    from ..broker import Broker
+    from ._context import BrokerContext
     from ..protocol import Request
 
 
-async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessage:
+async def handle(broker: BrokerContext, request: Request, client_host: str) -> ApiMessage:
     body = request.body
     cls = request.api.response
     T = cls.OffsetFetchResponseTopic

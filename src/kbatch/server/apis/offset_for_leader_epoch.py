@@ -24,14 +24,14 @@ if TYPE_CHECKING:
     from kafka.protocol.api_message import ApiMessage
     from kafka.protocol.data_container import DataContainer
 
-    from ..broker import Broker
+    from ._context import BrokerContext
     from ..partition import Partition
     from ..protocol import Request
 
 UNDEFINED = -1
 
 
-async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessage:
+async def handle(broker: BrokerContext, request: Request, client_host: str) -> ApiMessage:
     cls = request.api.response
     T = cls.OffsetForLeaderTopicResult
     topics: list[DataContainer] = []

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from kafka.protocol.api_message import ApiMessage
     from kafka.protocol.data_container import DataContainer
 
-    from ..broker import Broker
+    from ._context import BrokerContext
     from ..protocol import Request
 
 
@@ -38,7 +38,7 @@ class _Result(TypedDict, total=False):
     record_errors: list[tuple[int, str | None]]
 
 
-async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessage | None:
+async def handle(broker: BrokerContext, request: Request, client_host: str) -> ApiMessage | None:
     body, v = request.body, request.version
     cls = request.api.response
     P = cls.TopicProduceResponse.PartitionProduceResponse
@@ -77,7 +77,7 @@ async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessa
     return request.response(responses=topics, throttle_time_ms=0)
 
 
-async def _append(broker: Broker, topic: str, index: int, records: bytes | None, version: int) -> _Result:
+async def _append(broker: BrokerContext, topic: str, index: int, records: bytes | None, version: int) -> _Result:
     part = broker.partition(topic, index)
     if part is None:
         return _Result(error_code=E.UNKNOWN_TOPIC_OR_PARTITION)

@@ -12,11 +12,11 @@ API = register(Api(14, "SyncGroup", SyncGroupRequest, SyncGroupResponse, min_ver
 if TYPE_CHECKING:
     from kafka.protocol.api_message import ApiMessage
 
-    from ..broker import Broker
+    from ._context import BrokerContext
     from ..protocol import Request
 
 
-async def handle(broker: Broker, request: Request, client_host: str) -> ApiMessage:
+async def handle(broker: BrokerContext, request: Request, client_host: str) -> ApiMessage:
     body, v = request.body, request.version
     res = await broker.coordinator.sync_group(
         group_id=body.group_id, generation_id=body.generation_id, member_id=body.member_id,

@@ -120,7 +120,7 @@ final class KafkaSegmentsStream implements MicroBatchStream, SupportsTriggerAvai
     private List<LogDirectory.TopicPartition> list(FileSystem fs) throws IOException {
         String pattern = options.topicPattern();
         return LogDirectory.list(fs, options.path(), options.topics(), pattern == null ? null : Pattern.compile(pattern),
-                false);
+                false, options.bool("includeInternalTopics", false));
     }
 
     private static String key(LogDirectory.TopicPartition tp) {

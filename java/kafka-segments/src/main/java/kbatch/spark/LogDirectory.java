@@ -269,6 +269,25 @@ final class LogDirectory {
      */
     static List<TopicPartition> list(FileSystem fs, String root, Set<String> topics, Pattern pattern,
             boolean requirePartitions) throws IOException {
+        return list(fs, root, topics, pattern, requirePartitions, false);
+    }
+
+    /**
+     * kbatch.log.topics.is_internal_topic: Kafka's internal topics (every `__` name:
+     * __consumer_offsets, __transaction_state, __cluster_metadata, ...) and the Schema Registry's
+     * `_schemas`.
+     */
+    static boolean isInternalTopic(String topic) {
+        return topic.startsWith("__") || topic.equals("_schemas");
+    }
+
+    /**
+     * list, with kbatch.log.topics.left_out's rule: an internal topic is left out unless topics
+     * names it, includeInternal (the includeInternalTopics option) is set, or root is that
+     * partition itself.
+     */
+    static List<TopicPartition> list(FileSystem fs, String root, Set<String> topics, Pattern pattern,
+            boolean requirePartitions, boolean includeInternal) throws IOException {
         Path rootPath = new Path(root);
         FileStatus rootStatus;
         try {
@@ -300,6 +319,10 @@ final class LogDirectory {
                 continue;
             }
             if (pattern != null && !pattern.matcher(topic).matches()) {
+                continue;
+            }
+            boolean named = (topics != null && topics.contains(topic)) || dir.equals(root);
+            if (isInternalTopic(topic) && !named && !includeInternal) {
                 continue;
             }
             TopicPartition listed = listSegments(fs, dir, topic, partition);

@@ -74,7 +74,8 @@ final class Planner {
         boolean readCommitted = options.readCommitted();
         List<Range> out = new ArrayList<>();
         for (LogDirectory.TopicPartition tp : LogDirectory.list(fs, options.path(), topics,
-                pattern == null ? null : Pattern.compile(pattern), requirePartitions)) {
+                pattern == null ? null : Pattern.compile(pattern), requirePartitions,
+                options.bool("includeInternalTopics", false))) {
             if (partitionsIn != null && !partitionsIn.contains(tp.partition)) {
                 continue;
             }
