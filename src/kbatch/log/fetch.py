@@ -111,7 +111,7 @@ def _unreadable_error(r: UnreadableRange) -> UnreadableDataError:
     return e
 
 
-def _offset_disorder(s: Window, a: int, prev_last: int | None, next_base: int | None) -> tuple[int, str] | None:
+def offset_disorder(s: Window, a: int, prev_last: int | None, next_base: int | None) -> tuple[int, str] | None:
     """The first batch of scan window `s` from row `a` on whose offsets break the log's order (a
     base offset not above the previous batch's last offset, or, in a segment that is not the last,
     a last offset at or past the next segment's base), with what is wrong; None when all are in
@@ -605,7 +605,7 @@ class FetchResult:
             if u is not None:
                 raise _InHole(u)
             # from the index entry the lookup started at: the batches before the one found show
-            # whether its offsets follow theirs (_offset_disorder; the rows before are not read)
+            # whether its offsets follow theirs (offset_disorder; the rows before are not read)
             return min(found.position, seg._entry_position(offset))
         return None
 
@@ -627,7 +627,7 @@ class FetchResult:
         i = 0
         while i + 1 < len(segs) and segs[i + 1].base_offset <= offset:
             i += 1
-        prev_last: int | None = None   # the last offset of the batches before (for _offset_disorder)
+        prev_last: int | None = None   # the last offset of the batches before (for offset_disorder)
         for k in range(i, len(segs)):
             seg = segs[k]
             active = k == len(segs) - 1
@@ -674,7 +674,7 @@ class FetchResult:
                 a = int(reach[0]) if len(reach) else n
                 beyond = np.flatnonzero(s["base_offset"][a:] >= upper)
                 b = a + int(beyond[0]) if len(beyond) else n
-                disorder = _offset_disorder(s, a, prev_last, nxt_base)
+                disorder = offset_disorder(s, a, prev_last, nxt_base)
                 if disorder is not None and b < n and disorder[0] > b:
                     # past the read's end: only a batch claiming offsets beyond the log's end (followed
                     # by batches below them) is the reason it ended; else the read ends before it
@@ -834,5 +834,5 @@ def read_log(log: Log, start_offset: int, end_offset: int | None = None, *,
 
 __all__ = ["IsolationLevel", "read_log", "FetchResult", "FetchedBatch", "FetchedWindow", "UnreadableRange", "UnreadableDataError",
            "partial_tail_ignored", "Lookup", "damage_verdict", "hole_at", "unreadable_at",
-           "AbortedFilter", "TxnSource", "TxnState", "UnknownTxn", "undecided_at", "aborted_transactions", "merge_aborted", "transaction_state", "cached_transaction_state",
+           "AbortedFilter", "TxnSource", "TxnState", "UnknownTxn", "offset_disorder", "undecided_at", "aborted_transactions", "merge_aborted", "transaction_state", "cached_transaction_state",
            "collect_aborted_txns", "last_stable_offset"]

@@ -376,7 +376,7 @@ def _control_crc_failure(data: Buffer, lo: int, hi: int) -> KBatchError | None:
 
 
 def _offset_disorder(partition: SegmentSlice, data: Buffer, lo: int, hi: int) -> KBatchError | None:
-    """The read path's offset order over the slice's batches (kbatch.log.fetch._offset_disorder,
+    """The read path's offset order over the slice's batches (kbatch.log.fetch.offset_disorder,
     from the first batch reaching `lo` up to the first at or past `hi`): a CorruptRecordError at
     the first batch (position in `data`) whose base offset is not above the last offset of the
     batch before, or whose offsets run past the next segment's base; None when in order. Kafka's
@@ -388,7 +388,7 @@ def _offset_disorder(partition: SegmentSlice, data: Buffer, lo: int, hi: int) ->
 
     from .. import _wire as W
     from ..errors import CorruptRecordError
-    from ..log.fetch import _offset_disorder as disorder
+    from ..log.fetch import offset_disorder as disorder
     from ..record.file_records import scan_buffer
 
     prev: int | None = None

@@ -141,7 +141,7 @@ public final class KafkaSegmentsException extends RuntimeException {
     }
 
     /**
-     * A base offset that breaks the log's order (kbatch.log.fetch._offset_disorder): Kafka's CRC
+     * A base offset that breaks the log's order (kbatch.log.fetch.offset_disorder): Kafka's CRC
      * does not cover it, so only the order shows it forged or damaged; read on, it would end a
      * read silently or give offsets twice. `what` says how it breaks the order.
      */

@@ -81,7 +81,7 @@ final class SegmentReader implements Closeable {
     private boolean ofLog;
     private Long nextBase;
     private long fileLength = -1;
-    // the offset order (kbatch.log.fetch._offset_disorder): the last offset of the batch before,
+    // the offset order (kbatch.log.fetch.offset_disorder): the last offset of the batch before,
     // and whether a batch reaching the start offset was met (from there on every batch is checked)
     private long prevLast = Long.MIN_VALUE;
     private boolean hasPrev;
@@ -257,7 +257,7 @@ final class SegmentReader implements Closeable {
     }
 
     /**
-     * kbatch.log.fetch._offset_disorder: Kafka's CRC does not cover a batch's base offset, so only
+     * kbatch.log.fetch.offset_disorder: Kafka's CRC does not cover a batch's base offset, so only
      * the log's order shows one forged or damaged: a base offset not above the last offset of the
      * batch before, or offsets at or past the next segment's base. Read on, such a batch would end
      * the read silently or give offsets twice.
