@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Developer entry point: every command creates/updates a local virtualenv, installs what it needs
-and runs. Needs only Python >= 3.10, a C compiler and (for Spark) Java 17.
+and runs. Needs only Python >= 3.10, a C compiler and (for Spark's JVM reader) a JDK 17 and Maven.
 
   python3 dev.py demo        the main job: sample topic data -> local Spark -> reports
-  python3 dev.py test        the whole test suite, on both backends (Cython and pure Python)
+  python3 dev.py test        the JVM reader's JUnit tests (mvn test), then the whole test suite, on both
+                             backends (Cython and pure Python)
   python3 dev.py bench [-k expr]   every bench/bench_*.py (pytest-benchmark), peers side by side; tables in
                              bench/results/ (latest.md, latest.json)
   python3 dev.py wheel [--python 3.10,3.12] [--no-sdist-install]   the release check (tools/release.py):
@@ -72,27 +73,53 @@ def ensure_venv(extras: str, build_env: dict | None = None) -> None:
             "numpy>=1.26")
         run(PY, "-m", "pip", "install", "-q", "--no-build-isolation", "-e", f".[{extras}]")
         stamp.touch()
-    ensure_javac()
+    ensure_jdk_and_maven()
     build(build_env or {})
 
 
-def ensure_javac() -> None:
-    """kbatch.spark's JVM reader compiles with javac (java/build_jar.py, run by the build). Spark
-    already needs Java 17; where only a JRE is present, install the JDK if this is Debian/Ubuntu and
-    we may (root), else say that the Python reader will serve Spark."""
-    if os.environ.get("KBATCH_JAR", "auto").strip().lower() in ("0", "false", "skip") or shutil.which("javac"):
+def ensure_jdk_and_maven() -> None:
+    """kbatch.spark's JVM reader is a Maven project (java/kafka-segments: the build packages its jar,
+    `dev.py test` runs its JUnit tests). Spark already needs Java 17; where the JDK or Maven is
+    missing, install them if this is Debian/Ubuntu and we may (root), else say that the Python reader
+    will serve Spark and the Java tests will not run."""
+    if os.environ.get("KBATCH_JAR", "auto").strip().lower() in ("0", "false", "skip"):
         return
-    if os.environ.get("JAVA_HOME") and (Path(os.environ["JAVA_HOME"]) / "bin" / "javac").exists():
+    home = os.environ.get("JAVA_HOME")
+    have_javac = bool(shutil.which("javac") or (home and (Path(home) / "bin" / "javac").exists()))
+    want = [pkg for pkg, present in (("openjdk-17-jdk-headless", have_javac),
+                                     ("maven", shutil.which("mvn") or os.environ.get("KBATCH_MVN")))
+            if not present]
+    if not want:
         return
     if shutil.which("apt-get") and hasattr(os, "geteuid") and os.geteuid() == 0:
-        say("installing a JDK (openjdk-17-jdk-headless) to build kbatch.spark's JVM reader")
+        say(f"installing {' '.join(want)} to build and test kbatch.spark's JVM reader")
         quiet = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        if subprocess.call(["apt-get", "install", "-y", "-q", "openjdk-17-jdk-headless"], env=quiet) != 0:
+        if subprocess.call(["apt-get", "install", "-y", "-q", *want], env=quiet) != 0:
             subprocess.call(["apt-get", "update", "-q"], env=quiet)
-            subprocess.call(["apt-get", "install", "-y", "-q", "openjdk-17-jdk-headless"], env=quiet)
-    if not shutil.which("javac"):
-        say("no javac: the JVM reader's jar is not built; kbatch.spark uses the Python reader "
-            "(install a JDK 17 to build it, e.g. apt-get install openjdk-17-jdk-headless)")
+            subprocess.call(["apt-get", "install", "-y", "-q", *want], env=quiet)
+    if not (shutil.which("javac") or (home and (Path(home) / "bin" / "javac").exists())) or not (
+            shutil.which("mvn") or os.environ.get("KBATCH_MVN")):
+        say("no JDK or no Maven: the JVM reader's jar is not built and its tests do not run; kbatch.spark uses "
+            "the Python reader (install them: apt-get install -y openjdk-17-jdk-headless maven)")
+
+
+def mvn_test() -> int:
+    """The JVM reader's JUnit tests (`mvn test` in java/kafka-segments): Maven's progress stays quiet,
+    surefire's summary lines and every error are shown. 0 when Maven is not there (said above)."""
+    import re
+
+    mvn = os.environ.get("KBATCH_MVN", "").strip() or shutil.which("mvn")
+    if not mvn or os.environ.get("KBATCH_JAR", "auto").strip().lower() in ("0", "false", "skip"):
+        say("the Java tests (mvn test) do not run: no Maven, or KBATCH_JAR=0")
+        return 0
+    say("the JVM reader's JUnit tests: mvn test (java/kafka-segments)")
+    proc = subprocess.Popen([mvn, "-B", "-Dstyle.color=never", "-f", str(ROOT / "java" / "kafka-segments" / "pom.xml"),
+                             "test"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    shown = re.compile(r"Tests run:|\[ERROR\]|BUILD FAILURE")  # each class's line, the summary, the failures
+    for line in proc.stdout:
+        if shown.search(line):
+            print(line.rstrip(), flush=True)
+    return proc.wait()
 
 
 def build(flags: dict) -> None:
@@ -170,8 +197,12 @@ def main(argv: list[str]) -> int:
         ensure_debian_clients()
         if kafka_dist().main(["fetch"]) != 0:  # the real-Kafka tests then skip, saying why
             say("no Kafka broker jars: the real-Kafka tests will be skipped")
+        java = mvn_test()
+        if java != 0:
+            say(f"mvn test failed (exit {java}): the Java tests are red, the run fails (pytest runs anyway)")
         # --durations: the slowest tests in every run's log, to keep the default suite inside its budget
-        return run(PY, "-m", "pytest", "tests", "-q", "--durations=25", *args, env=env, check=False)
+        rc = run(PY, "-m", "pytest", "tests", "-q", "--durations=25", *args, env=env, check=False)
+        return rc or java
     if cmd == "bench":
         results = ROOT / "bench" / "results"
         results.mkdir(exist_ok=True)

@@ -102,10 +102,10 @@ values_ext = Extension(
     extra_link_args=link_args,
 )
 
-# kbatch.spark's JVM reader: java/kafka-segments compiled against the installed pyspark's jars
-# into kbatch/spark/jars/ (java/build_jar.py; KBATCH_JAR=1 requires it, KBATCH_JAR=0 skips it)
+# kbatch.spark's JVM reader: java/kafka-segments built by Maven (`mvn package`, java/maven.py) into
+# kbatch/spark/jars/; KBATCH_JAR=1 requires it, KBATCH_JAR=0 skips it
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "java"))
-from build_jar import build as build_jar, build_for_sdist  # noqa: E402
+from maven import build as build_jar, build_for_sdist  # noqa: E402
 
 from setuptools.command.build_ext import build_ext  # noqa: E402
 from setuptools.command.build_py import build_py  # noqa: E402
@@ -127,8 +127,8 @@ class BuildExtWithJar(build_ext):
 
 
 class SdistWithJar(sdist):
-    """The sdist carries the compiled jar (java/prebuilt/): pip builds from an sdist in an isolated
-    environment without pyspark, where it could not be compiled (java/build_jar.py)."""
+    """The sdist carries the compiled jar (java/prebuilt/): an install from the sdist then needs no
+    JDK or Maven (java/maven.py)."""
 
     def make_release_tree(self, base_dir, files):
         super().make_release_tree(base_dir, files)

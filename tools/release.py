@@ -12,8 +12,8 @@
      be imported) and run the test command, all three read from pyproject's [tool.cibuildwheel]
      (test-extras, test-sources, test-command, test-environment) so CI runs the same thing;
   4. the same from the sdist: `pip install <sdist>[extras]` into another fresh venv (compiling, as a
-     user without a wheel would; the isolated build has no pyspark, so the JVM reader is the jar the
-     sdist carries, and its presence is checked) and the same test command.
+     user without a wheel would; the JVM reader is the jar the sdist carries, built from the sources
+     beside it, so no JDK or Maven is needed, and its presence is checked) and the same test command.
 
 Wheels land in wheelhouse/, the sdist in dist/; work files in build/release/. Exit 0 only when
 every step passed. Options: --python 3.10,3.12 (interpreters found as pythonX.Y on PATH or under
@@ -148,21 +148,18 @@ def run_tests(python: Path, test_dir: Path, cfg: dict, env: dict[str, str], labe
 
 
 def jar_build_env() -> tuple[dict[str, str], str]:
-    """The wheel carries kbatch.spark's JVM reader when this machine can build it: javac and the jars
-    of the pyspark installed beside this interpreter (the isolated build has no pyspark, so
-    KBATCH_SPARK_JARS points at them and KBATCH_JAR=1 makes a failed jar build fail the wheel)."""
+    """The wheel carries kbatch.spark's JVM reader when this machine can build it: a JDK and Maven
+    (java/maven.py: `mvn package` fetches Spark's jars itself, so pip's isolated build needs no
+    pyspark); KBATCH_JAR=1 then makes a failed jar build fail the release."""
     env = dict(os.environ)
-    try:
-        import pyspark
-    except ImportError:
-        return env, "JVM reader jar: not built into the wheels (no pyspark beside the release tools)"
-    jars = Path(pyspark.__file__).resolve().parent / "jars"
     javac = shutil.which("javac") or (os.environ.get("JAVA_HOME") and shutil.which(
         "javac", path=os.path.join(os.environ["JAVA_HOME"], "bin")))
-    if not javac or not jars.is_dir():
-        return env, f"JVM reader jar: not built into the wheels (javac: {javac or 'none'}, Spark jars: {jars})"
-    env.update(KBATCH_JAR="1", KBATCH_SPARK_JARS=str(jars))
-    return env, f"JVM reader jar: built into every wheel (javac {javac}, against pyspark {pyspark.__version__}'s jars)"
+    mvn = os.environ.get("KBATCH_MVN") or shutil.which("mvn")
+    if not javac or not mvn:
+        return env, (f"JVM reader jar: not built into the wheels (javac: {javac or 'none'}, mvn: {mvn or 'none'}; "
+                     "apt-get install -y openjdk-17-jdk-headless maven)")
+    env.update(KBATCH_JAR="1")
+    return env, f"JVM reader jar: built into every wheel (Maven {mvn}, javac {javac})"
 
 
 def check_wheel(whl: Path, with_jar: bool = False) -> list[str]:
@@ -314,9 +311,9 @@ def main(argv: list[str]) -> int:
         vpy = fresh_venv(python, venv_dir)
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "KBATCH_VENV", "VIRTUAL_ENV")}
         env["PATH"] = os.pathsep.join([str(venv_dir / "bin"), env.get("PATH", "")])
-        sdist_env = {k: v for k, v in env.items() if k not in ("KBATCH_JAR", "KBATCH_SPARK_JARS")}
+        sdist_env = {k: v for k, v in env.items() if k not in ("KBATCH_JAR", "KBATCH_MVN")}
         run(vpy, "-m", "pip", "install", "-q", f"{sdist}[{extras}]", env=sdist_env)  # as a user: no jar hints
-        if carried.is_file():  # the isolated build could not compile it: the carried jar must be installed
+        if carried.is_file():  # the carried jar must be what got installed
             run(vpy, "-c", "import kbatch.spark, sys; p = kbatch.spark.jar_path(); print('jar:', p); "
                 "sys.exit(p is None)", env=sdist_env)
         test_dir = WORK / f"tests-sdist-{ver}"

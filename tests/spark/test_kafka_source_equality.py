@@ -98,24 +98,13 @@ def jars():
 
 
 @pytest.fixture(scope="module")
-def spark(jars):
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYTHONPATH"] = os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])
-    from pyspark.sql import SparkSession
-
-    s = (SparkSession.builder.master("local[2]").appName("kbatch-kafka-source-equality")
-         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")
-         .getOrCreate())
-    s.sparkContext.setLogLevel("ERROR")
-    # ADD JAR, not spark.jars: another module of the same run may have started the JVM already
+def spark(spark_session, register_on, jars):
+    # ADD JAR, not spark.jars: the run's one session is already up
     for jar in jars:
-        s.sql(f"ADD JAR '{jar}'")
-    import kbatch.spark as ks
-
-    reader = ks.register(s)
-    if not reader.is_jvm:
-        pytest.skip(f"the JVM reader is not live: {reader.reason}")
+        spark_session.sql(f"ADD JAR '{jar}'")
+    s = register_on(spark_session, pushdown=False)
+    if not s.kbatch_reader.is_jvm:
+        pytest.skip(f"the JVM reader is not live: {s.kbatch_reader.reason}")
     return s
 
 

@@ -35,27 +35,7 @@ NOW = 1_750_000_000_000
 READERS = {"python": "kafka-segments-python", "jvm": "kafka-segments-jvm"}
 
 
-@pytest.fixture(scope="session")
-def spark():
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "src")
-    os.environ["PYTHONPATH"] = os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])
-    from pyspark.sql import SparkSession
-
-    s = (SparkSession.builder.master("local[2]").appName("kbatch-tests")
-         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")
-         .getOrCreate())
-    s.sparkContext.setLogLevel("ERROR")
-    import kbatch.spark as ks
-
-    # sets the Python pushdown switch; option pushdown=false picks the plain readers
-    s.kbatch_reader = ks.register(s, pushdown=True)
-    yield s
-    s.stop()
-
-
-@pytest.fixture(scope="session", params=sorted(READERS))
+@pytest.fixture(scope="module", params=sorted(READERS))
 def fmt(request, spark):
     """The format name of one reader; every test taking it runs on both."""
     if request.param == "jvm" and not spark.kbatch_reader.is_jvm:
@@ -667,35 +647,35 @@ def test_reader_choice_without_a_jar(monkeypatch):
 
     monkeypatch.setattr(jvm, "jar_path", lambda: None)
     r = jvm.load(Classic(), "auto")
-    assert not r.is_jvm and "has no jar" in str(r) and "KBATCH_JAR=1" in str(r)
+    assert not r.is_jvm and "has no jar" in str(r) and "apt-get install -y openjdk-17-jdk-headless maven" in str(r)
     with pytest.raises(RuntimeError, match="has no jar"):
         jvm.load(Classic(), "jvm")
 
 
 def test_jar_is_built_from_the_sources_in_this_tree():
-    """kbatch.spark.jar_path() is the jar java/build_jar.py builds from java/kafka-segments: its
-    manifest names this kbatch version, and no source is newer than it."""
+    """kbatch.spark.jar_path() is the jar Maven builds from java/kafka-segments (java/maven.py): its
+    manifest names Java 17 and, in a checkout, the digest of the sources in this tree."""
+    import importlib.util
     import zipfile
 
     import kbatch.spark as ks
 
     jar = ks.jar_path()
     if jar is None:
-        pytest.skip("this kbatch build has no JVM reader jar (no javac or pyspark at build time)")
-    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    sys.path.insert(0, os.path.join(here, "java"))
-    try:
-        import build_jar
-    finally:
-        sys.path.pop(0)
+        pytest.skip("this kbatch build has no JVM reader jar (no JDK or Maven at build time)")
     with zipfile.ZipFile(jar) as z:
         manifest = z.read("META-INF/MANIFEST.MF").decode()
         names = set(z.namelist())
     assert "Built-With-Release: 17" in manifest
     assert "META-INF/services/org.apache.spark.sql.sources.DataSourceRegister" in names
     assert "kbatch/spark/KafkaSegmentsSource.class" in names
-    if os.path.isdir(build_jar.SOURCES):  # an installed wheel has no java/ tree
-        assert build_jar.source_digest() in manifest, "the jar is older than java/kafka-segments: rebuild"
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    script = os.path.join(here, "java", "maven.py")
+    if os.path.isfile(script):  # an installed wheel's suite has no java/ tree
+        spec = importlib.util.spec_from_file_location("kbatch_java_maven", script)
+        maven = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(maven)
+        assert maven.source_digest() in manifest, "the jar is older than java/kafka-segments: rebuild"
 
 
 # ------------------------------------------------------------------------------------ helpers

@@ -7,7 +7,6 @@ KBATCH_SPARK_STREAM_FULL=1 adds the rest of the JVM stream's tests (processing-t
 starting positions, the high watermark, data loss), about two more minutes on the 2-core box."""
 import json
 import os
-import sys
 
 import pytest
 
@@ -22,20 +21,8 @@ full_tier = pytest.mark.skipif(not FULL, reason="the longer Python-stream tier r
 
 
 @pytest.fixture(scope="module")
-def spark():
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYTHONPATH"] = os.pathsep.join([S.SRC, os.environ.get("PYTHONPATH", "")])
-    from pyspark.sql import SparkSession
-
-    s = (SparkSession.builder.master("local[2]").appName("kbatch-python-stream-tests")
-         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")
-         .config("spark.sql.streaming.numRecentProgressUpdates", "1000").getOrCreate())
-    s.sparkContext.setLogLevel("ERROR")
-    import kbatch.spark as ks
-
-    ks.register(s)
-    yield s
+def spark(spark_session, register_on):
+    return register_on(spark_session, pushdown=False)
 
 
 @pytest.fixture(autouse=True)

@@ -18,7 +18,6 @@ module (issue 28: one read path, the Java reader implementing the same rules).
 """
 import json
 import os
-import sys
 
 import pytest
 
@@ -37,22 +36,8 @@ _expected = C.expected
 
 
 @pytest.fixture(scope="module")
-def spark():
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "src")
-    os.environ["PYTHONPATH"] = os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])
-    from pyspark.sql import SparkSession
-
-    s = (SparkSession.builder.master("local[2]").appName("kbatch-read-path")
-         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")
-         .getOrCreate())
-    s.sparkContext.setLogLevel("ERROR")
-    import kbatch.spark as ks
-
-    s.kbatch_reader = ks.register(s)
-    yield s
-    s.stop()
+def spark(spark_session, register_on):
+    return register_on(spark_session, pushdown=False)
 
 
 @pytest.fixture(scope="module")

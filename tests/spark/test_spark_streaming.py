@@ -36,23 +36,11 @@ COLS = ["topic", "partition", "offset", "key", "value", "timestamp", "timestampT
 
 
 @pytest.fixture(scope="module")
-def spark():
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYTHONPATH"] = os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])
-    from pyspark.sql import SparkSession
-
-    s = (SparkSession.builder.master("local[2]").appName("kbatch-streaming-tests")
-         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")
-         .config("spark.sql.streaming.numRecentProgressUpdates", "1000")
-         .getOrCreate())
-    s.sparkContext.setLogLevel("ERROR")
-    import kbatch.spark as ks
-
-    reader = ks.register(s)
-    if not reader.is_jvm:
-        pytest.skip(f"streams are read by the JVM reader, which is not live: {reader.reason}")
-    yield s
+def spark(spark_session, register_on):
+    s = register_on(spark_session, pushdown=False)
+    if not s.kbatch_reader.is_jvm:
+        pytest.skip(f"streams are read by the JVM reader, which is not live: {s.kbatch_reader.reason}")
+    return s
 
 
 # ---------------------------------------------------------------------------- writing logs

@@ -1,7 +1,6 @@
 """df.write.format("kafka-segments"): Kafka's key partitioner, task logs joined at commit, nothing
 visible from failed jobs or failed/speculative attempts, append and overwrite."""
 import os
-import sys
 
 import numpy as np
 import pyarrow as pa
@@ -18,24 +17,6 @@ pytestmark = pytest.mark.spark
 
 NOW = 1_750_000_000_000
 FORMAT = "kafka-segments"  # the writer is reached by the short name, as users reach it
-
-
-@pytest.fixture(scope="session")
-def spark():
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "src")
-    os.environ["PYTHONPATH"] = os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])
-    from pyspark.sql import SparkSession
-
-    s = (SparkSession.builder.master("local[2]").appName("kbatch-tests")
-         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")
-         .getOrCreate())
-    s.sparkContext.setLogLevel("ERROR")
-    import kbatch.spark as ks
-
-    ks.register(s, pushdown=True)  # as tests/spark/test_spark.py registers it (one session for both)
-    yield s
 
 
 def rows(n, start=0):

@@ -229,22 +229,26 @@ def test_sdist_carries_what_the_suite_needs(tmp_path):
     assert not [n for n in names if n.endswith((".so", ".pyc"))]
 
 
-def _build_jar_module():
-    spec = importlib.util.spec_from_file_location("build_jar", ROOT / "java" / "build_jar.py")
+def _maven_module(root: Path = ROOT):
+    """java/maven.py of a tree (setup.py's way to the JVM reader's jar)."""
+    spec = importlib.util.spec_from_file_location(f"kbatch_java_maven_{abs(hash(str(root)))}", root / "java" / "maven.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
 
 
-def _sdist_with_jar(tmp_path) -> Path:
+def _checkout_only():
     if not (ROOT / "setup.py").exists() or not (ROOT / ".git").exists():
         pytest.skip("not a source checkout (this suite runs from an sdist or a copy)")
-    bj = _build_jar_module()
-    if not bj.built_from_these_sources(bj.IN_PLACE):
+
+
+def _sdist_with_jar(tmp_path) -> Path:
+    _checkout_only()
+    mv = _maven_module()
+    if not mv.built_from_these_sources(mv.IN_PLACE):
         try:
-            bj.find_javac()
-            bj.find_spark_jars()
-        except bj.JarUnavailable as e:
+            mv.find_mvn()
+        except mv.JarUnavailable as e:
             pytest.skip(f"the JVM reader's jar cannot be built here: {e}")
     proc = subprocess.run([sys.executable, "setup.py", "-q", "sdist", "-d", str(tmp_path)], cwd=ROOT,
                           capture_output=True, text=True, timeout=600, env={**os.environ, "KBATCH_JAR": "1"})
@@ -254,42 +258,64 @@ def _sdist_with_jar(tmp_path) -> Path:
 
 
 def test_sdist_carries_the_jvm_reader_jar(tmp_path):
-    """The sdist holds the compiled jar, built from the sources it holds: a build from the sdist
-    that cannot compile it (pip's isolated build has no pyspark) still ships the JVM reader."""
+    """The sdist holds the compiled jar, built from the sources it holds (the Maven project and its
+    tests included): a build from the sdist ships the JVM reader with no JDK or Maven."""
     sdist = _sdist_with_jar(tmp_path)
     with tarfile.open(sdist) as tar:
-        (member,) = [m for m in tar.getmembers() if m.name.endswith("/java/prebuilt/kbatch-kafka-segments.jar")]
+        names = tar.getnames()
+        (member,) = [n for n in names if n.endswith("/java/prebuilt/kbatch-kafka-segments.jar")]
         tar.extractall(tmp_path / "x", filter="data")
+    assert any(n.endswith("/java/kafka-segments/pom.xml") for n in names)
+    assert any("/java/kafka-segments/src/test/java/" in n for n in names)
+    assert not any("/java/kafka-segments/target/" in n for n in names)
     (root,) = (tmp_path / "x").iterdir()
-    spec = importlib.util.spec_from_file_location("sdist_build_jar", root / "java" / "build_jar.py")
-    sdist_bj = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sdist_bj)
-    assert sdist_bj.built_from_these_sources(sdist_bj.PREBUILT)  # the digest of the sdist's own sources
-    assert sdist_bj.source_digest() == _build_jar_module().source_digest()
-    # with no way to compile (no Spark jars), build() uses the carried jar
+    sdist_mv = _maven_module(root)
+    assert sdist_mv.built_from_these_sources(sdist_mv.PREBUILT)  # the digest of the sdist's own sources
+    assert sdist_mv.source_digest() == _maven_module().source_digest()
+    # with no way to compile (no Maven), build() uses the carried jar
     out = tmp_path / "out"
-    env = {**os.environ, "KBATCH_JAR": "1", "KBATCH_SPARK_JARS": str(tmp_path / "no-such-dir")}
-    proc = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, 'java'); import build_jar; "
-                           f"print(build_jar.build({str(out)!r}, '0'))"], cwd=root, env=env,
+    env = {**os.environ, "KBATCH_JAR": "1", "KBATCH_MVN": str(tmp_path / "no-mvn")}
+    proc = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, 'java'); import maven; "
+                           f"print(maven.build({str(out)!r}, '0'))"], cwd=root, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "the one the sdist carries" in proc.stdout
-    assert (out / "kbatch-kafka-segments.jar").read_bytes() == (root / member.name.split("/", 1)[1]).read_bytes()
+    assert (out / "kbatch-kafka-segments.jar").read_bytes() == (root / member.split("/", 1)[1]).read_bytes()
 
 
-@pytest.mark.skipif(os.environ.get("KBATCH_RELEASE") != "1",
-                    reason="the release tier (KBATCH_RELEASE=1): an isolated build of the sdist, minutes")
-def test_sdist_install_in_a_fresh_venv_gets_the_jvm_reader(tmp_path):
-    """`pip install <sdist>` (an isolated build: no pyspark in it) into a fresh venv; Spark there
-    gets the JVM reader (register() says so), not the Python fallback."""
-    pytest.importorskip("pyspark")
-    sdist = _sdist_with_jar(tmp_path)
+def test_a_build_without_maven_says_why_and_how_to_fix_it(tmp_path):
+    """No JDK or no Maven: the build goes on without the jar, prints why and the fix, and leaves the
+    reason in the package (jars/NO_JAR.txt) for kbatch.spark.register() to repeat."""
+    _checkout_only()
+    out = tmp_path / "jars"
+    out.mkdir()
+    (out / "kbatch-kafka-segments.jar").write_bytes(b"PK\x05\x06" + bytes(18))  # of other sources
+    env = {**os.environ, "KBATCH_JAR": "auto", "KBATCH_MVN": "", "PATH": str(tmp_path / "empty"),
+           "JAVA_HOME": str(tmp_path / "no-jdk")}
+    proc = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, 'java'); import maven; "
+                           f"print(maven.build({str(out)!r}, '0'))"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "WARNING: the JVM reader's jar is not built (no JDK" in proc.stdout
+    assert "apt-get install -y openjdk-17-jdk-headless maven" in proc.stdout
+    assert proc.stdout.rstrip().endswith("None")
+    assert (out / "NO_JAR.txt").read_text().startswith("no JDK (javac 17 or newer on PATH or in JAVA_HOME), when it was built")
+    assert not (out / "kbatch-kafka-segments.jar").exists()
+    # KBATCH_JAR=1: the same is an error
+    proc = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, 'java'); import maven; "
+                           f"maven.build({str(out)!r}, '0')"], cwd=ROOT, env={**env, "KBATCH_JAR": "1"},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "KBATCH_JAR=1 and the JVM reader's jar cannot be built: no JDK" in proc.stderr
+
+
+def _jvm_reader_after_pip_install(tmp_path, target: str) -> str:
+    """`pip install --no-deps <target>` (pip's isolated build: no pyspark in it) into a fresh venv;
+    returns what kbatch.spark.register() says there."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     vpy = venv / "bin" / "python"
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "KBATCH_JAR",
-                                                            "KBATCH_SPARK_JARS")}
-    proc = subprocess.run([str(vpy), "-m", "pip", "install", "-q", "--no-deps", str(sdist)], env=env,
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "KBATCH_JAR", "KBATCH_MVN")}
+    proc = subprocess.run([str(vpy), "-m", "pip", "install", "-q", "--no-deps", target], env=env,
                           capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
     # kbatch from the fresh venv; pyspark, pyarrow and numpy from this interpreter's site-packages
@@ -311,7 +337,32 @@ def test_sdist_install_in_a_fresh_venv_gets_the_jvm_reader(tmp_path):
     proc = subprocess.run([str(vpy), "-c", code], env=env, capture_output=True, text=True, timeout=600,
                           cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.startswith("True kafka-segments: JVM reader"), proc.stdout
+    return proc.stdout
+
+
+@pytest.mark.skipif(os.environ.get("KBATCH_RELEASE") != "1",
+                    reason="the release tier (KBATCH_RELEASE=1): an isolated build of the sdist, minutes")
+def test_sdist_install_in_a_fresh_venv_gets_the_jvm_reader(tmp_path):
+    """An sdist install gets the JVM reader (the jar it carries), not the Python fallback."""
+    pytest.importorskip("pyspark")
+    out = _jvm_reader_after_pip_install(tmp_path, str(_sdist_with_jar(tmp_path)))
+    assert out.startswith("True kafka-segments: JVM reader"), out
+
+
+@pytest.mark.skipif(os.environ.get("KBATCH_RELEASE") != "1",
+                    reason="the release tier (KBATCH_RELEASE=1): an isolated build of the checkout, minutes")
+def test_checkout_install_in_a_fresh_venv_gets_the_jvm_reader(tmp_path):
+    """`pip install .` from a checkout (isolated: no pyspark in the build) compiles the jar with Maven,
+    which fetches Spark's jars itself: the JVM reader, where a JDK and Maven are present."""
+    pytest.importorskip("pyspark")
+    _checkout_only()
+    mv = _maven_module()
+    try:
+        mv.find_mvn()
+    except mv.JarUnavailable as e:
+        pytest.skip(f"the JVM reader's jar cannot be built here: {e}")
+    out = _jvm_reader_after_pip_install(tmp_path, str(ROOT))
+    assert out.startswith("True kafka-segments: JVM reader"), out
 
 
 def test_license_is_apache_2():

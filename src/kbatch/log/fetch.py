@@ -138,6 +138,53 @@ def offset_disorder(s: Window, a: int, prev_last: int | None, next_base: int | N
                f"segment's base offset {next_base}")
 
 
+class OffsetOrder:
+    """Where a segment's batches stop following each other in offset order (offset_disorder), for
+    kbatch serve, which sends file slices without decoding them. It remembers the byte range it has
+    checked, so a consumer reading on pays one header scan per byte sent; a fetch elsewhere starts a
+    new range at the index entry before its offset (the batches from there show the order)."""
+
+    def __init__(self) -> None:
+        self.lo = self.hi = 0                 # the batches in bytes [lo, hi) are checked
+        self.prev_last: int | None = None     # the last offset of the batch that ends at hi
+        self.bad: tuple[int, str] | None = None   # (byte position, what) of the first batch out of order
+
+    def first_bad(self, seg: LogSegment, offset: int, upto: int, next_base: int | None) -> tuple[int, str] | None:
+        """The first batch out of order between the one a fetch at `offset` starts with and byte
+        `upto` of `seg`, as (its byte position, what is wrong), or None."""
+        start = seg._entry_position(offset)
+        if self.bad is None and not self.lo <= start <= self.hi:
+            self.lo = self.hi = start
+            self.prev_last = seg.base_offset - 1 if start == 0 else None  # none lies below the base offset
+        if self.bad is None and self.hi < upto:
+            self._scan(seg, upto, next_base)
+        if self.bad is not None and start <= self.bad[0] < upto:
+            return self.bad
+        return None
+
+    def _scan(self, seg: LogSegment, upto: int, next_base: int | None) -> None:
+        gen = seg.log.scan(self.hi)
+        try:
+            for s in gen:
+                n = len(s["position"])
+                if not n:
+                    continue
+                hit = offset_disorder(s, 0, self.prev_last, next_base)
+                if hit is not None:
+                    self.bad = (int(s["position"][hit[0]]), hit[1])
+                    return
+                self.prev_last = int(s["last_offset"][n - 1])
+                self.hi = int(s["position"][n - 1] + s["size"][n - 1])
+                if self.hi >= upto:
+                    return
+        except StorageError:
+            raise
+        except KBatchError:
+            pass  # bytes that do not read: the read path's other rules (hole_at, unreadable_at) name them
+        finally:
+            gen.close()
+
+
 def _unknown_range(u: UnknownTxn) -> UnreadableRange:
     d = u.damage
     return d._replace(reason=f"{d.reason}; the transaction of producer {u.producer_id} from offset {u.first_offset} "
@@ -834,5 +881,5 @@ def read_log(log: Log, start_offset: int, end_offset: int | None = None, *,
 
 __all__ = ["IsolationLevel", "read_log", "FetchResult", "FetchedBatch", "FetchedWindow", "UnreadableRange", "UnreadableDataError",
            "partial_tail_ignored", "Lookup", "damage_verdict", "hole_at", "unreadable_at",
-           "AbortedFilter", "TxnSource", "TxnState", "UnknownTxn", "offset_disorder", "undecided_at", "aborted_transactions", "merge_aborted", "transaction_state", "cached_transaction_state",
+           "AbortedFilter", "TxnSource", "TxnState", "UnknownTxn", "undecided_at", "OffsetOrder", "offset_disorder", "aborted_transactions", "merge_aborted", "transaction_state", "cached_transaction_state",
            "collect_aborted_txns", "last_stable_offset"]

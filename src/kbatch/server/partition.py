@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 from .. import _wire as W
 from ..record.file_records import iter_batches
 from ..errors import KBatchError
-from ..log.fetch import (cached_transaction_state, collect_aborted_txns, hole_at, transaction_state, undecided_at,
-                         unreadable_at)
+from ..log.fetch import (OffsetOrder, cached_transaction_state, collect_aborted_txns, hole_at, transaction_state,
+                         undecided_at, unreadable_at)
 from .producer_state import ProducerStateError, ProducerStateManager
 from .protocol import FileSlice
 
@@ -67,6 +67,7 @@ class Partition:
         self._append_lock = asyncio.Lock()
         self._waiters: set[asyncio.Future[None]] = set()
         self._fds: dict[int, int] = {}
+        self._orders: dict[int, OffsetOrder] = {}
         latest = log.offset_for(W.OffsetSpec.LATEST)
         assert latest is not None  # LATEST always has an answer
         self.leader_epoch = latest.leader_epoch if latest.leader_epoch is not None else 0
@@ -205,9 +206,24 @@ class Partition:
             size = min(max_position - start.position, limit)
             if size <= 0:
                 return ReadResult(0, None, [] if read_committed else None)
+            # the read path's rule: a base offset out of order (no CRC covers it) is damage, never sent
+            bad = self._order(seg).first_bad(seg, fetch_offset, start.position + size,
+                                            bases[i + 1] if i + 1 < len(bases) else None)
+            if bad is not None:
+                if bad[0] <= start.position:
+                    logger.error("%s: Fetch at offset %d: %s: %s (CORRUPT_MESSAGE)", self.name, fetch_offset,
+                                 seg.log.path, bad[1])
+                    return ReadResult(2)  # CORRUPT_MESSAGE
+                size = bad[0] - start.position
             aborted = self._aborted(i, fetch_offset, hw) if read_committed else None
             return ReadResult(0, FileSlice(self._fd(seg), start.position, size), aborted)
         return ReadResult(0, None, [] if read_committed else None)
+
+    def _order(self, seg: LogSegment) -> OffsetOrder:
+        order = self._orders.get(seg.base_offset)
+        if order is None or order.hi > seg.size:  # new, or truncated since: check again
+            order = self._orders[seg.base_offset] = OffsetOrder()
+        return order
 
     def _aborted(self, i: int, fetch_offset: int, upper: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [fetch_offset, upper), by the read path's rule

@@ -1,7 +1,7 @@
 """The JVM reader: kbatch's Java DataSource V2 for `kafka-segments`, shipped as a jar in the wheel.
 
-Two readers serve the one name. The Java one (java/kafka-segments in the repository, compiled at
-build time against pyspark's jars) reads segments on the JVM into columnar batches, with column
+Two readers serve the one name. The Java one (java/kafka-segments in the repository, built by
+Maven at install time) reads segments on the JVM into columnar batches, with column
 pruning and filter pushdown; the Python one (datasource.py) works wherever kbatch imports. A JVM
 DataSourceRegister of a short name takes precedence over a Python data source of the same name,
 so once the jar is on the session's class path `format("kafka-segments")` is the JVM reader.
@@ -50,9 +50,23 @@ class Reader:
         return f"kafka-segments: Python reader ({self.reason})"
 
 
+#: what gives a build from source the jar (java/maven.py says the same at build time)
+FIX = ("install a JDK 17+ and Maven (Debian/Ubuntu: apt-get install -y openjdk-17-jdk-headless maven) and "
+       "reinstall kbatch from source, e.g. pip install --force-reinstall --no-deps '.[spark]' in a checkout")
+
+
+def why_no_jar() -> str:
+    """Why this installation has no jar, as its build recorded it (jars/NO_JAR.txt, java/maven.py)."""
+    try:
+        why = (Path(__file__).resolve().parent / "jars" / "NO_JAR.txt").read_text().strip()
+    except OSError:
+        why = ""
+    return why or "it was built without a JDK or Maven"
+
+
 def jar_path() -> str | None:
     """The JVM reader's jar inside this installation, or None when this build has none (built
-    without javac or without pyspark's jars; see docs/spark.md). For spark-submit:
+    without a JDK or Maven; see docs/spark.md and why_no_jar()). For spark-submit:
     `--jars $(python -c 'import kbatch.spark; print(kbatch.spark.jar_path())')`."""
     p = Path(__file__).resolve().parent / "jars" / JAR_NAME
     return str(p) if p.is_file() else None
@@ -126,8 +140,8 @@ def _load_jvm(spark: SparkSession) -> Reader:
         return live
     jar = jar_path()
     if jar is None:
-        return Reader("python", None, "this kbatch build has no jar (it was built without javac or pyspark; "
-                                      "rebuild with KBATCH_JAR=1 to require it)")
+        return Reader("python", None, f"this kbatch build has no jar ({why_no_jar()}); to get the JVM reader, "
+                                      f"{FIX}")
     try:
         spark.sql("ADD JAR '{}'".format(jar.replace("\\", "\\\\").replace("'", "\\'")))
     except Exception as e:  # noqa: BLE001 - a locked-down cluster: the Python reader keeps the name

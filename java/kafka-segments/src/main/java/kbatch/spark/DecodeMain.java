@@ -12,6 +12,12 @@ import java.util.Map;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 
+import kbatch.kafka.storage.SegmentReader;
+import kbatch.kafka.wire.KafkaSegmentsException;
+import kbatch.kafka.wire.RecordBatchDecoder;
+import kbatch.kafka.wire.RecordColumns;
+import kbatch.kafka.wire.Wire;
+
 /**
  * The JVM decoder without Spark, for differential tests against kbatch.decode_columns:
  *

@@ -15,6 +15,8 @@ import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import org.apache.spark.sql.types.StructType;
 
+import kbatch.kafka.storage.LogDirectory;
+
 /** One planned read: the pruned schema, and input partitions planned once (one per segment byte range). */
 final class KafkaSegmentsScan implements Scan, Batch {
     private final ReadOptions options;

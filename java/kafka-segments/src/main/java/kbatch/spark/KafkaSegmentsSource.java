@@ -36,7 +36,7 @@ public class KafkaSegmentsSource implements TableProvider, DataSourceRegister {
 
     @Override
     public StructType inferSchema(CaseInsensitiveStringMap options) {
-        return KafkaSchema.schema(new ReadOptions(options));
+        return new ReadOptions(options).schema();
     }
 
     @Override

@@ -32,6 +32,11 @@ import org.apache.spark.sql.types.StructType;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
+import kbatch.kafka.storage.AbortedTransactions;
+import kbatch.kafka.storage.LogDirectory;
+import kbatch.kafka.storage.PartitionTail;
+import kbatch.kafka.wire.KafkaSegmentsException;
+
 /**
  * `spark.readStream.format("kafka-segments").load(dir)`: micro-batches over a directory of
  * `<topic>-<partition>/` logs that may be growing, or a tiered-storage layout that gains segment

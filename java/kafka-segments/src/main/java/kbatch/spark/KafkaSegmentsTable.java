@@ -17,6 +17,8 @@ import org.apache.spark.sql.connector.write.WriteBuilder;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
+import kbatch.spark.columns.KafkaSchema;
+
 /**
  * The table behind `format("kafka-segments")`. Reads (batch, and micro-batch streams) are this
  * package's scan; writes go to the
@@ -45,7 +47,7 @@ final class KafkaSegmentsTable implements SupportsRead, SupportsWrite {
     @Override
     @SuppressWarnings("deprecation") // columns() is the newer name; schema() works on every Spark 4.x
     public StructType schema() {
-        return given != null ? given : KafkaSchema.schema(new ReadOptions(properties));
+        return given != null ? given : new ReadOptions(properties).schema();
     }
 
     @Override
@@ -69,7 +71,7 @@ final class KafkaSegmentsTable implements SupportsRead, SupportsWrite {
         Map<String, String> all = new HashMap<>(properties);
         all.putAll(options);
         ReadOptions o = new ReadOptions(all);
-        StructType schema = given != null ? KafkaSchema.checkGiven(given) : KafkaSchema.schema(o);
+        StructType schema = given != null ? KafkaSchema.checkGiven(given) : o.schema();
         return new KafkaSegmentsScanBuilder(o, schema);
     }
 

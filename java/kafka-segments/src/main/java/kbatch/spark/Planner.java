@@ -11,6 +11,18 @@ import java.util.regex.Pattern;
 
 import org.apache.hadoop.fs.FileSystem;
 
+import kbatch.kafka.storage.AbortedTransactions;
+import kbatch.kafka.storage.HeaderScan;
+import kbatch.kafka.storage.LogDirectory;
+import kbatch.kafka.storage.OffsetIndex;
+import kbatch.kafka.storage.PartitionTail;
+import kbatch.kafka.storage.SegmentReader;
+import kbatch.kafka.wire.BatchHeader;
+import kbatch.kafka.wire.KafkaSegmentsException;
+import kbatch.kafka.wire.RecordBatchDecoder;
+import kbatch.kafka.wire.RecordColumns;
+import kbatch.kafka.wire.Wire;
+
 /**
  * Planning a read on the driver: partitions, their offset bounds (options and pushed filters;
  * timestamps resolved through `.timeindex`/`.index` as Kafka's offsetsForTimes), and the byte
@@ -383,7 +395,7 @@ final class Planner {
     AbortedTransactions abortedTransactions(LogDirectory.TopicPartition tp, AbortedTransactions scanned)
             throws IOException {
         boolean[] allIndexed = {false};
-        List<long[]> listed = txnIndexEntries(fs, tp, allIndexed);
+        List<long[]> listed = AbortedTransactions.txnIndexEntries(fs, tp, allIndexed);
         if (scanned != null && !allIndexed[0]) {
             return scanned; // a stream's own header pass (PartitionTail), which also gives its stable end
         }
@@ -403,12 +415,11 @@ final class Planner {
             firstUnstable.put(tp.path, unstable);
         }
         // every segment has a file: the files, as a broker reads them, and markers they miss
-        List<long[]> entries = allIndexed[0] ? AbortedTransactions.fromIndexAndMarkers(listed, pass.aborted)
-                : new ArrayList<>(pass.aborted);
+        List<long[]> entries = new ArrayList<>(pass.aborted);
         if (skip) { // failOnDataLoss=false: the undecided transactions' records are left out too
             entries.addAll(pass.undecided());
         }
-        return AbortedTransactions.of(entries);
+        return allIndexed[0] ? AbortedTransactions.fromIndexAndMarkers(listed, entries) : AbortedTransactions.of(entries);
     }
 
     /**
@@ -420,43 +431,6 @@ final class Planner {
         PartitionTail.Follower pass = followed.get(tp.path);
         PartitionTail.UnknownTxn u = pass == null || !options.failOnDataLoss() ? null : pass.undecidedAt(offset);
         return u == null ? null : u.error("kafka-segments: " + tp.topic + "-" + tp.partition + ": ");
-    }
-
-    /**
-     * The entries {producer id, first offset, last offset} of the partition's `.txnindex` files
-     * that are there, in segment order (a bad file is an error, as a broker reading it);
-     * `allIndexed[0]` (when not null): whether every segment has one.
-     */
-    static List<long[]> txnIndexEntries(FileSystem fs, LogDirectory.TopicPartition tp, boolean[] allIndexed)
-            throws IOException {
-        List<long[]> entries = new ArrayList<>();
-        boolean all = !tp.segments.isEmpty();
-        for (LogDirectory.Segment seg : tp.segments) {
-            byte[] raw = seg.readIndex(fs, ".txnindex");
-            if (raw == null) {
-                all = false;
-                continue;
-            }
-            String path = seg.indexPath(".txnindex");
-            if (raw.length % Wire.TXN_INDEX_ENTRY_SIZE != 0) {
-                throw KafkaSegmentsException.corruptIndex("Transaction index " + path
-                        + " is corrupt, its size is not a multiple of " + Wire.TXN_INDEX_ENTRY_SIZE,
-                        (long) (raw.length - raw.length % Wire.TXN_INDEX_ENTRY_SIZE),
-                        "a multiple of " + Wire.TXN_INDEX_ENTRY_SIZE + " bytes", raw.length + " bytes");
-            }
-            for (int p = 0; p < raw.length; p += Wire.TXN_INDEX_ENTRY_SIZE) {
-                int version = Wire.i16(raw, p);
-                if (version != 0) {
-                    throw KafkaSegmentsException.corruptIndex("Unexpected aborted transaction version in " + path,
-                            (long) p, 0, version);
-                }
-                entries.add(new long[] {Wire.i64(raw, p + 2), Wire.i64(raw, p + 10), Wire.i64(raw, p + 18)});
-            }
-        }
-        if (allIndexed != null) {
-            allIndexed[0] = all;
-        }
-        return entries;
     }
 
     // ------------------------------------------------------------------ bytes a query reads (InputPlan)

@@ -11,6 +11,10 @@ import java.util.Set;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.spark.sql.types.StructType;
+
+import kbatch.kafka.wire.KafkaSegmentsException;
+import kbatch.spark.columns.KafkaSchema;
 
 /**
  * The source's options, with the names and meanings of the Python source
@@ -77,6 +81,11 @@ final class ReadOptions implements Serializable {
 
     boolean includeHeaders() {
         return bool("includeHeaders", false);
+    }
+
+    /** The columns these options give (the batch fields and headers only when asked for). */
+    StructType schema() {
+        return KafkaSchema.schema(includeHeaders(), includeBatchFields());
     }
 
     boolean includeBatchFields() {

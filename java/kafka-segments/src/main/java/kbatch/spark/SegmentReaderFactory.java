@@ -23,6 +23,14 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
+import kbatch.kafka.storage.LogDirectory;
+import kbatch.kafka.storage.SegmentReader;
+import kbatch.kafka.wire.KafkaSegmentsException;
+import kbatch.kafka.wire.RecordBatchDecoder;
+import kbatch.kafka.wire.RecordColumns;
+import kbatch.kafka.wire.Wire;
+import kbatch.spark.columns.KafkaVectors;
+
 /**
  * Readers of {@link SegmentSlice}s on executors: columnar batches of the pruned columns, with the
  * Python reader's error policy: a bad batch fails the task with the file and byte position, or

@@ -2,6 +2,8 @@ package kbatch.spark;
 
 import org.apache.spark.sql.connector.read.InputPartition;
 
+import kbatch.kafka.storage.AbortedTransactions;
+
 /**
  * One input partition: bytes [start, end) of one segment, rows with offset in
  * [startOffset, endOffset) (null: unbounded), and for read_committed the partition's aborted

@@ -1,4 +1,4 @@
-package kbatch.spark;
+package kbatch.spark.columns;
 
 import java.util.Arrays;
 
@@ -12,11 +12,13 @@ import org.apache.spark.sql.vectorized.ColumnarArray;
 import org.apache.spark.sql.vectorized.ColumnarMap;
 import org.apache.spark.unsafe.types.UTF8String;
 
+import kbatch.kafka.wire.RecordColumns;
+
 /**
  * Spark column vectors over {@link RecordColumns}' arrays (no copy). kbatch's own subclasses of
  * the public ColumnVector, so the reader does not depend on Spark's internal vectorized package.
  */
-final class KafkaVectors {
+public final class KafkaVectors {
     private KafkaVectors() {}
 
     /** The methods a column of a given type does not have. */
@@ -123,13 +125,13 @@ final class KafkaVectors {
         return k;
     }
 
-    static final class Longs extends Base {
+    public static final class Longs extends Base {
         private final long[] v;
         private final boolean[] nulls;
         private final int nullCount;
 
         /** Long or timestamp (microseconds) values; nulls may be null (no nulls). */
-        Longs(DataType type, long[] v, boolean[] nulls, int n) {
+        public Longs(DataType type, long[] v, boolean[] nulls, int n) {
             super(type);
             this.v = v;
             this.nulls = nulls;
@@ -157,10 +159,10 @@ final class KafkaVectors {
         }
     }
 
-    static final class Ints extends Base {
+    public static final class Ints extends Base {
         private final int[] v;
 
-        Ints(int[] v) {
+        public Ints(int[] v) {
             super(DataTypes.IntegerType);
             this.v = v;
         }
@@ -171,10 +173,10 @@ final class KafkaVectors {
         }
     }
 
-    static final class Shorts extends Base {
+    public static final class Shorts extends Base {
         private final short[] v;
 
-        Shorts(short[] v) {
+        public Shorts(short[] v) {
             super(DataTypes.ShortType);
             this.v = v;
         }
@@ -185,10 +187,10 @@ final class KafkaVectors {
         }
     }
 
-    static final class Booleans extends Base {
+    public static final class Booleans extends Base {
         private final boolean[] v;
 
-        Booleans(boolean[] v) {
+        public Booleans(boolean[] v) {
             super(DataTypes.BooleanType);
             this.v = v;
         }
@@ -200,10 +202,10 @@ final class KafkaVectors {
     }
 
     /** Binary or string values (references into the input, or copies). */
-    static final class Binaries extends Base {
+    public static final class Binaries extends Base {
         private final RecordColumns.Binary b;
 
-        Binaries(DataType type, RecordColumns.Binary b) {
+        public Binaries(DataType type, RecordColumns.Binary b) {
             super(type);
             this.b = b;
         }
@@ -236,17 +238,17 @@ final class KafkaVectors {
     }
 
     /** The same value on every row (topic, partition: one partition per input partition). */
-    static final class Constant extends Base {
+    public static final class Constant extends Base {
         private final UTF8String string;
         private final int integer;
 
-        Constant(String s) {
+        public Constant(String s) {
             super(DataTypes.StringType);
             string = UTF8String.fromString(s);
             integer = 0;
         }
 
-        Constant(int i) {
+        public Constant(int i) {
             super(DataTypes.IntegerType);
             string = null;
             integer = i;
@@ -264,13 +266,13 @@ final class KafkaVectors {
     }
 
     /** headers array<struct<key: string, value: binary>>: null for a record without headers. */
-    static final class Headers extends Base {
+    public static final class Headers extends Base {
         private final int[] start;
         private final boolean[] nulls;
         private final int nullCount;
         private final Entries entries;
 
-        Headers(DataType type, RecordColumns c) {
+        public Headers(DataType type, RecordColumns c) {
             super(type);
             start = c.headerStart;
             nulls = new boolean[c.rows];

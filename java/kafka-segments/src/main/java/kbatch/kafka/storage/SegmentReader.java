@@ -1,10 +1,16 @@
-package kbatch.spark;
+package kbatch.kafka.storage;
 
 import java.io.Closeable;
 import java.io.EOFException;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
+
+import kbatch.kafka.wire.BatchHeader;
+import kbatch.kafka.wire.KafkaSegmentsException;
+import kbatch.kafka.wire.RecordBatchDecoder;
+import kbatch.kafka.wire.RecordColumns;
+import kbatch.kafka.wire.Wire;
 
 /**
  * Reads the batches of bytes [start, end) of one segment into {@link RecordColumns}, batch after
@@ -16,7 +22,7 @@ import java.nio.ByteBuffer;
  * first and the error is thrown by the following call. A partial last batch is an error unless the
  * range ends at the end of the file (where Kafka ignores it).
  */
-final class SegmentReader implements Closeable {
+public final class SegmentReader implements Closeable {
     /**
      * How many bytes are read at a time (the system property kbatch.spark.scanWindow changes it).
      * Any size gives the same rows and errors (batches are never split; a batch larger than the
@@ -35,14 +41,14 @@ final class SegmentReader implements Closeable {
      * task allocates it once. Never shared by readers that are open at the same time: the rows of
      * an output batch refer into it.
      */
-    static final class Window {
+    public static final class Window {
         byte[] bytes = new byte[0];
     }
     /** Output batches end after the Kafka batch that takes them past this many key+value bytes. */
     static final int MAX_OUTPUT_BYTES = 64 * 1024 * 1024;
 
     /** Positioned reads of one file (never a mapping: see LogDirectory.FsSource). */
-    interface Source extends Closeable {
+    public interface Source extends Closeable {
         /** Exactly len bytes at position; EOFException when the file ends before them. */
         void readFully(long position, byte[] b, int off, int len) throws IOException;
     }
@@ -94,13 +100,13 @@ final class SegmentReader implements Closeable {
      * @param lo first offset to keep (inclusive), hi: end offset (exclusive)
      * @param aborted the partition's aborted transactions for read_committed; null for read_uncommitted
      */
-    SegmentReader(Source src, long start, long end, long fileSize, boolean verifyCrc, long lo, long hi,
+    public SegmentReader(Source src, long start, long end, long fileSize, boolean verifyCrc, long lo, long hi,
                   AbortedTransactions aborted, RecordColumns out, int rowsPerBatch, RecordBatchDecoder decoder) {
         this(src, start, end, fileSize, verifyCrc, lo, hi, aborted, out, rowsPerBatch, decoder, new Window());
     }
 
     /** As above, reading through `window` (reused from a reader of the same task that is done). */
-    SegmentReader(Source src, long start, long end, long fileSize, boolean verifyCrc, long lo, long hi,
+    public SegmentReader(Source src, long start, long end, long fileSize, boolean verifyCrc, long lo, long hi,
                   AbortedTransactions aborted, RecordColumns out, int rowsPerBatch, RecordBatchDecoder decoder,
                   Window window) {
         this.window = window;
@@ -125,7 +131,7 @@ final class SegmentReader implements Closeable {
      * the next segment's base is damage, and so is a batch just after the range (a split segment)
      * whose base offset is not above the last one read.
      */
-    SegmentReader followedBy(Long nextBase, long fileLength) {
+    public SegmentReader followedBy(Long nextBase, long fileLength) {
         this.ofLog = true;
         this.nextBase = nextBase;
         this.fileLength = fileLength;
@@ -133,7 +139,7 @@ final class SegmentReader implements Closeable {
     }
 
     /** The last offset of the last batch read whole (Long.MIN_VALUE: none yet). */
-    long lastRead() {
+    public long lastRead() {
         return lastRead;
     }
 
@@ -146,7 +152,7 @@ final class SegmentReader implements Closeable {
      * The next rows into `out` (reset first): true when there are some. Throws the first error of
      * the range, after returning the rows of the batches before it.
      */
-    boolean next() {
+    public boolean next() {
         if (pending != null) {
             KafkaSegmentsException e = pending;
             pending = null;

@@ -1,4 +1,4 @@
-package kbatch.spark;
+package kbatch.kafka.storage;
 
 import java.io.FileNotFoundException;
 import java.io.IOException;
@@ -28,6 +28,8 @@ import org.apache.hadoop.fs.Path;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
+import kbatch.kafka.wire.KafkaSegmentsException;
+
 /**
  * A directory of partition folders of segments, through Hadoop's FileSystem (so hdfs://, s3a://,
  * abfs://, gs:// paths work wherever the cluster has the connector), listed as
@@ -45,7 +47,7 @@ import org.slf4j.LoggerFactory;
  * plugin writes the manifest last) is left out and logged as a problem, and two complete copies of
  * the same start offset are refused: kbatch reads the objects, not `__remote_log_metadata`.
  */
-final class LogDirectory {
+public final class LogDirectory {
     private static final Logger LOG = LoggerFactory.getLogger("kbatch.spark");
 
     static final String BROKER = "broker";
@@ -68,16 +70,16 @@ final class LogDirectory {
     private LogDirectory() {}
 
     /** One segment file: path (as built from the user's path), base offset, size, mtime. */
-    static final class Segment implements Serializable {
+    public static final class Segment implements Serializable {
         private static final long serialVersionUID = 2L;
-        final String path;
-        final long baseOffset;
-        final long size;
-        final long modificationTime;
+        public final String path;
+        public final long baseOffset;
+        public final long size;
+        public final long modificationTime;
         /** Aiven's layout: the `.indexes` object, and {position, size} per AIVEN_INDEXES (size -1: none). */
         final String indexes;
         final long[] ranges;
-        transient OffsetIndex planIndex;
+        public transient OffsetIndex planIndex;
 
         Segment(String path, long baseOffset, long size, long modificationTime) {
             this(path, baseOffset, size, modificationTime, null, null);
@@ -97,7 +99,7 @@ final class LogDirectory {
         }
 
         /** Where an index's bytes are, for messages: its file, or its range of Aiven's `.indexes`. */
-        String indexPath(String suffix) {
+        public String indexPath(String suffix) {
             if (indexes == null) {
                 return sibling(suffix);
             }
@@ -110,7 +112,7 @@ final class LogDirectory {
          * An index's bytes (`.index`, `.timeindex`, `.txnindex`), or null when the segment has none:
          * the file beside the `.log`, or in Aiven's layout the byte range the manifest names.
          */
-        byte[] readIndex(FileSystem fs, String suffix) throws IOException {
+        public byte[] readIndex(FileSystem fs, String suffix) throws IOException {
             if (indexes == null) {
                 return readAll(fs, sibling(suffix));
             }
@@ -131,11 +133,11 @@ final class LogDirectory {
         }
     }
 
-    static final class TopicPartition {
-        final String topic;
-        final int partition;
-        final String path;
-        final List<Segment> segments;
+    public static final class TopicPartition {
+        public final String topic;
+        public final int partition;
+        public final String path;
+        public final List<Segment> segments;
         final String layout;
         /** Filesets left out (incomplete tiered copies), as kbatch.log.layout.Listing.problems. */
         final List<String> problems;
@@ -156,7 +158,7 @@ final class LogDirectory {
     }
 
     /** The file system of a path, unwrapped to the raw local one for file: paths (no .crc files). */
-    static FileSystem fileSystem(String path, Configuration conf) throws IOException {
+    public static FileSystem fileSystem(String path, Configuration conf) throws IOException {
         FileSystem fs = new Path(path).getFileSystem(conf);
         if (fs instanceof LocalFileSystem) {
             return ((LocalFileSystem) fs).getRaw();
@@ -267,7 +269,7 @@ final class LogDirectory {
      * requirePartitions (a batch read): a root without any partition folder, before topics
      * narrow them, is an error rather than an empty read (_plan.list_partitions).
      */
-    static List<TopicPartition> list(FileSystem fs, String root, Set<String> topics, Pattern pattern,
+    public static List<TopicPartition> list(FileSystem fs, String root, Set<String> topics, Pattern pattern,
             boolean requirePartitions) throws IOException {
         return list(fs, root, topics, pattern, requirePartitions, false);
     }
@@ -286,7 +288,7 @@ final class LogDirectory {
      * names it, includeInternal (the includeInternalTopics option) is set, or root is that
      * partition itself.
      */
-    static List<TopicPartition> list(FileSystem fs, String root, Set<String> topics, Pattern pattern,
+    public static List<TopicPartition> list(FileSystem fs, String root, Set<String> topics, Pattern pattern,
             boolean requirePartitions, boolean includeInternal) throws IOException {
         Path rootPath = new Path(root);
         FileStatus rootStatus;
@@ -545,7 +547,7 @@ final class LogDirectory {
     }
 
     /** A whole small file (an index), or null when it does not exist. */
-    static byte[] readAll(FileSystem fs, String path) throws IOException {
+    public static byte[] readAll(FileSystem fs, String path) throws IOException {
         Path p = new Path(path);
         long len;
         try {
@@ -565,10 +567,10 @@ final class LogDirectory {
      * file truncated under a reader faults in the JDK's CRC-32C stub, which kills the JVM (SIGBUS);
      * a read past the new end is an error that names the file and the byte.
      */
-    static final class FsSource implements SegmentReader.Source {
+    public static final class FsSource implements SegmentReader.Source {
         private final FSDataInputStream in;
 
-        FsSource(FileSystem fs, String path) throws IOException {
+        public FsSource(FileSystem fs, String path) throws IOException {
             in = fs.open(new Path(path), 1 << 16);
         }
 

@@ -1,4 +1,4 @@
-package kbatch.spark;
+package kbatch.kafka.wire;
 
 import java.nio.ByteBuffer;
 
@@ -6,26 +6,26 @@ import java.nio.ByteBuffer;
  * The header fields of one log entry as a scan reads them (kbatch's scan_batches columns): a magic
  * 2 batch, or a legacy magic 0/1 entry (base = last = the entry's offset, no producer fields).
  */
-final class BatchHeader {
-    long position;      // in the file
-    int size;           // whole entry, LOG_OVERHEAD included
-    int magic;
-    long baseOffset;
-    long lastOffset;
-    long crc;           // unsigned
-    int attributes;
+public final class BatchHeader {
+    public long position;   // in the file
+    public int size;        // whole entry, LOG_OVERHEAD included
+    public int magic;
+    public long baseOffset;
+    public long lastOffset;
+    long crc;               // unsigned
+    public int attributes;
     long firstTimestamp;
-    long maxTimestamp;
-    long producerId;
+    public long maxTimestamp;
+    public long producerId;
     short producerEpoch;
     int baseSequence;
-    int recordCount;
+    public int recordCount;
 
     /**
      * Read the header at b[p] (file position `position`), the entry's `size` bytes being in b.
      * Framing was checked by the scan.
      */
-    void read(ByteBuffer b, int p, long position, int size) {
+    public void read(ByteBuffer b, int p, long position, int size) {
         this.position = position;
         this.size = size;
         magic = b.get(p + Wire.MAGIC_OFFSET);
@@ -53,11 +53,11 @@ final class BatchHeader {
         }
     }
 
-    boolean isControl() {
+    public boolean isControl() {
         return magic == 2 && (attributes & Wire.CONTROL_FLAG_MASK) != 0;
     }
 
-    boolean isTransactional() {
+    public boolean isTransactional() {
         return magic == 2 && (attributes & Wire.TRANSACTIONAL_FLAG_MASK) != 0;
     }
 }

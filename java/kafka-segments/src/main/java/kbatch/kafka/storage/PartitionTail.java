@@ -1,4 +1,4 @@
-package kbatch.spark;
+package kbatch.kafka.storage;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -12,6 +12,11 @@ import java.util.Map;
 import java.util.Set;
 
 import org.apache.hadoop.fs.FileSystem;
+
+import kbatch.kafka.wire.BatchHeader;
+import kbatch.kafka.wire.KafkaSegmentsException;
+import kbatch.kafka.wire.RecordBatchDecoder;
+import kbatch.kafka.wire.Wire;
 
 /**
  * Where a live partition can be read up to, kept on the driver by a streaming query and advanced
@@ -32,7 +37,7 @@ import org.apache.hadoop.fs.FileSystem;
  * a read_committed stream reads the partition's batch headers once); read_uncommitted needs only the
  * newest segment, scanned from its last `.index` entry.
  */
-final class PartitionTail {
+public final class PartitionTail {
     private final boolean transactions;
     /** failOnDataLoss: a transaction damage leaves undecided fails the read (else it is left out). */
     private final boolean failOnDataLoss;
@@ -44,7 +49,7 @@ final class PartitionTail {
     // the transactions followed (open, closed at or above the last stable end asked for, aborted, undecided)
     private Follower follower = new Follower(true);
 
-    PartitionTail(boolean transactions, boolean failOnDataLoss) {
+    public PartitionTail(boolean transactions, boolean failOnDataLoss) {
         this.transactions = transactions;
         this.failOnDataLoss = failOnDataLoss;
     }
@@ -56,7 +61,7 @@ final class PartitionTail {
      * offset: a read_committed read that reaches it fails (failOnDataLoss=false: its records are
      * left out, as an aborted transaction's are).
      */
-    static final class UnknownTxn {
+    public static final class UnknownTxn {
         final long producerId;
         final long firstOffset;
         final long lastOffset;  // the last offset read before the damage
@@ -80,7 +85,7 @@ final class PartitionTail {
         }
 
         /** The read path's error where a read_committed read stops at it (kbatch.log.fetch._unknown_range). */
-        KafkaSegmentsException error(String context) {
+        public KafkaSegmentsException error(String context) {
             return KafkaSegmentsException.unreadableRange(context, path, position, size, lastOffset, nextBase, why
                     + "; the transaction of producer " + producerId + " from offset " + firstOffset
                     + " has no COMMIT or ABORT marker before these bytes: whether it committed is in or behind"
@@ -96,12 +101,12 @@ final class PartitionTail {
      * one: the partial tail of the last segment is a live log's end), every transaction open there
      * becomes an {@link UnknownTxn} and is closed, so a later marker is never taken for its.
      */
-    static final class Follower {
+    public static final class Follower {
         private final RecordBatchDecoder decoder = new RecordBatchDecoder(Wire.DEFAULT_MAX_DECOMPRESSED_BYTES);
         // producer -> first offset of its transaction with no marker yet
         final Map<Long, Long> open = new HashMap<>();
         // {producer, first offset, ABORT marker offset} of every aborted transaction followed
-        final List<long[]> aborted = new ArrayList<>();
+        public final List<long[]> aborted = new ArrayList<>();
         // {first offset, marker offset} of closed transactions (a stream's tail; null: not kept)
         final List<long[]> closed;
         final List<UnknownTxn> unknown = new ArrayList<>();
@@ -112,7 +117,7 @@ final class PartitionTail {
         // undecided transactions added since the last resolve()
         boolean fresh;
 
-        Follower(boolean keepClosed) {
+        public Follower(boolean keepClosed) {
             closed = keepClosed ? new ArrayList<>() : null;
         }
 
@@ -143,7 +148,7 @@ final class PartitionTail {
          * (null: this is the last one). Returns where its whole batches end. `also` sees each batch
          * after it was followed (null: none).
          */
-        long segment(FileSystem fs, LogDirectory.Segment seg, long from, Long nextBase, HeaderScan.Visitor also)
+        public long segment(FileSystem fs, LogDirectory.Segment seg, long from, Long nextBase, HeaderScan.Visitor also)
                 throws IOException {
             scanError = null;
             if (seg.size <= from) {
@@ -189,7 +194,7 @@ final class PartitionTail {
          * an undecided transaction one lists is aborted, as the broker recorded it, whatever the
          * damage hid (even where not every segment has a file).
          */
-        void resolve(List<long[]> listed) {
+        public void resolve(List<long[]> listed) {
             fresh = false;
             if (unknown.isEmpty()) {
                 return;
@@ -216,7 +221,7 @@ final class PartitionTail {
         }
 
         /** The first offset of the earliest open transaction, with the undecided ones when `undecided`; null: none. */
-        Long firstUnstable(boolean undecided) {
+        public Long firstUnstable(boolean undecided) {
             Long first = open.isEmpty() ? null : java.util.Collections.min(open.values());
             if (undecided) {
                 for (UnknownTxn u : unknown) {
@@ -227,7 +232,7 @@ final class PartitionTail {
         }
 
         /** The undecided transaction whose first offset is `offset` (where a read stopping there fails), or null. */
-        UnknownTxn undecidedAt(long offset) {
+        public UnknownTxn undecidedAt(long offset) {
             for (UnknownTxn u : unknown) {
                 if (u.firstOffset == offset) {
                     return u;
@@ -241,7 +246,7 @@ final class PartitionTail {
          * failOnDataLoss=false their data batches are left out as an aborted transaction's are
          * (kbatch.log.fetch.AbortedFilter).
          */
-        List<long[]> undecided() {
+        public List<long[]> undecided() {
             List<long[]> out = new ArrayList<>();
             for (UnknownTxn u : unknown) {
                 out.add(new long[] {u.producerId, u.firstOffset, u.lastOffset});
@@ -251,7 +256,7 @@ final class PartitionTail {
     }
 
     /** Scan what was appended since the last call; the segments as listed now. */
-    void advance(FileSystem fs, LogDirectory.TopicPartition tp) throws IOException {
+    public void advance(FileSystem fs, LogDirectory.TopicPartition tp) throws IOException {
         List<LogDirectory.Segment> segs = tp.segments;
         int k = -1;
         if (path != null) {
@@ -299,7 +304,7 @@ final class PartitionTail {
     /** Transactions damage left undecided since the last call: what the `.txnindex` files say of them. */
     private void resolve(FileSystem fs, LogDirectory.TopicPartition tp) throws IOException {
         if (follower.fresh) {
-            follower.resolve(Planner.txnIndexEntries(fs, tp, null));
+            follower.resolve(AbortedTransactions.txnIndexEntries(fs, tp, null));
         }
     }
 
@@ -341,7 +346,7 @@ final class PartitionTail {
      * producer, from its first transactional batch after its previous marker to an ABORT marker);
      * null unless this tail follows transactions from the partition's first segment.
      */
-    AbortedTransactions aborted() {
+    public AbortedTransactions aborted() {
         if (!transactions || path == null) {
             return null;
         }
@@ -353,7 +358,7 @@ final class PartitionTail {
     }
 
     /** The offset after the last whole batch on disk. */
-    long completeEnd() {
+    public long completeEnd() {
         return completeEnd;
     }
 
@@ -363,7 +368,7 @@ final class PartitionTail {
      * that damage leaves undecided is no last stable offset: with failOnDataLoss a read that would
      * stop there fails, naming the damage (kbatch.log.fetch); without, its records are left out.
      */
-    long stableEnd(Long highWatermark, String context) {
+    public long stableEnd(Long highWatermark, String context) {
         long end = highWatermark == null ? completeEnd : Math.min(completeEnd, highWatermark);
         if (!transactions) {
             return end;

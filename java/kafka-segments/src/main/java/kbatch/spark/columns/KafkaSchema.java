@@ -1,4 +1,4 @@
-package kbatch.spark;
+package kbatch.spark.columns;
 
 import java.util.ArrayList;
 import java.util.HashSet;
@@ -12,6 +12,8 @@ import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 
+import kbatch.kafka.wire.KafkaSegmentsException;
+
 /**
  * Spark's Kafka-source columns (+ isTombstone, + batch fields on request), exactly as the Python
  * source's spark_schema (kbatch/spark/datasource.py): key, value binary; topic string; partition
@@ -19,14 +21,14 @@ import org.apache.spark.sql.types.StructType;
  * array<struct<key: string, value: binary>>; isTombstone boolean; producerId long, producerEpoch
  * short, baseSequence int, isTransactional boolean, isControl boolean.
  */
-final class KafkaSchema {
+public final class KafkaSchema {
     private KafkaSchema() {}
 
     static final DataType HEADERS = DataTypes.createArrayType(DataTypes.createStructType(new StructField[] {
         DataTypes.createStructField("key", DataTypes.StringType, true),
         DataTypes.createStructField("value", DataTypes.BinaryType, true)}), true);
 
-    static StructType schema(boolean includeHeaders, boolean batchFields) {
+    public static StructType schema(boolean includeHeaders, boolean batchFields) {
         List<StructField> f = new ArrayList<>();
         f.add(DataTypes.createStructField("key", DataTypes.BinaryType, true));
         f.add(DataTypes.createStructField("value", DataTypes.BinaryType, true));
@@ -49,15 +51,11 @@ final class KafkaSchema {
         return DataTypes.createStructType(f);
     }
 
-    static StructType schema(ReadOptions o) {
-        return schema(o.includeHeaders(), o.includeBatchFields());
-    }
-
     /**
      * A user-given schema (`.schema(...)` before `.load`) selects columns: any subset of the full
      * schema, in any order, with the same types (datasource._columns); anything else is refused.
      */
-    static StructType checkGiven(StructType given) {
+    public static StructType checkGiven(StructType given) {
         Map<String, DataType> full = new LinkedHashMap<>();
         for (StructField f : schema(true, true).fields()) {
             full.put(f.name(), f.dataType());

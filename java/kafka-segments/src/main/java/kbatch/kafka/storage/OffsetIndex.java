@@ -1,8 +1,10 @@
-package kbatch.spark;
+package kbatch.kafka.storage;
 
 import java.io.IOException;
 
 import org.apache.hadoop.fs.FileSystem;
+
+import kbatch.kafka.wire.Wire;
 
 /**
  * A segment's `.index` (offset -> position) or `.timeindex` (timestamp -> offset) entries as
@@ -12,12 +14,12 @@ import org.apache.hadoop.fs.FileSystem;
  * its checks, or is missing, is treated as empty: the lookup then scans from the segment start,
  * which gives the answer a rebuilt index would).
  */
-final class OffsetIndex {
+public final class OffsetIndex {
     /** keys: absolute offsets (.index) or timestamps (.timeindex); values: positions or absolute offsets. */
-    final long[] keys;
-    final long[] values;
+    public final long[] keys;
+    public final long[] values;
     /** False when the file was missing or failed the sanity checks. */
-    final boolean usable;
+    public final boolean usable;
 
     private OffsetIndex(long[] keys, long[] values, boolean usable) {
         this.keys = keys;
@@ -27,7 +29,7 @@ final class OffsetIndex {
 
     static final OffsetIndex EMPTY = new OffsetIndex(new long[0], new long[0], false);
 
-    int size() {
+    public int size() {
         return keys.length;
     }
 
@@ -53,7 +55,7 @@ final class OffsetIndex {
     }
 
     /** _plan._read_index: entries up to the first relative offset 0 after the first slot. */
-    static OffsetIndex forPlanning(FileSystem fs, LogDirectory.Segment seg, boolean time) throws IOException {
+    public static OffsetIndex forPlanning(FileSystem fs, LogDirectory.Segment seg, boolean time) throws IOException {
         byte[] raw = seg.readIndex(fs, time ? ".timeindex" : ".index");
         if (raw == null) {
             return EMPTY;
@@ -75,7 +77,7 @@ final class OffsetIndex {
      * checks (size a multiple of the entry size, last offset >= base, keys increasing, last
      * timestamp >= first).
      */
-    static OffsetIndex forLookup(FileSystem fs, LogDirectory.Segment seg, boolean time) throws IOException {
+    public static OffsetIndex forLookup(FileSystem fs, LogDirectory.Segment seg, boolean time) throws IOException {
         byte[] raw = seg.readIndex(fs, time ? ".timeindex" : ".index");
         if (raw == null) {
             return EMPTY;
@@ -111,7 +113,7 @@ final class OffsetIndex {
     }
 
     /** Slot of the largest key <= target, or -1. */
-    int floor(long target) {
+    public int floor(long target) {
         int lo = 0;
         int hi = keys.length - 1;
         int ans = -1;
@@ -128,7 +130,7 @@ final class OffsetIndex {
     }
 
     /** Slot of the first key >= target (keys.length if none): numpy searchsorted(side="left"). */
-    int ceiling(long target) {
+    public int ceiling(long target) {
         int lo = 0;
         int hi = keys.length;
         while (lo < hi) {

@@ -1,4 +1,4 @@
-package kbatch.spark;
+package kbatch.kafka.wire;
 
 import java.nio.ByteBuffer;
 import java.nio.CharBuffer;
@@ -11,12 +11,13 @@ import java.util.zip.CRC32C;
 
 /**
  * Records of one batch into {@link RecordColumns}: the Java twin of kbatch's record kernels
- * (decode_columns_v2 for magic 2, legacy.py for magic 0/1), with the same checks, in the same
+ * (decode_columns_v2 for magic 2; magic 0/1 in {@link LegacyRecordDecoder}), with the same checks, in the same
  * order, raising the same error classes at the same byte positions (kafka-format.md 1-2;
  * DESIGN.md decisions 1 and 2: the extended-timestamp bit 7 and the tombstone bit 5).
  */
-final class RecordBatchDecoder {
-    private final Compression codecs;
+public final class RecordBatchDecoder {
+    final Compression codecs;
+    private final LegacyRecordDecoder legacy = new LegacyRecordDecoder(this);
     private final CRC32C crc32c = new CRC32C();
     private final CRC32 crc32 = new CRC32();
     private final CharsetDecoder utf8 = StandardCharsets.UTF_8.newDecoder()
@@ -32,13 +33,13 @@ final class RecordBatchDecoder {
     private int offDelta;
     private int keyPos, keyLen, valuePos, valueLen;
 
-    RecordBatchDecoder(int maxDecompressedBytes) {
+    public RecordBatchDecoder(int maxDecompressedBytes) {
         codecs = new Compression(maxDecompressedBytes);
     }
 
     // ------------------------------------------------------------------ checksums
     /** The stored CRC of a framed entry at b[p] is wrong: CrcMismatchError (kbatch's _check_crc). */
-    void checkCrc(ByteBuffer b, int p, BatchHeader h) {
+    public void checkCrc(ByteBuffer b, int p, BatchHeader h) {
         long computed;
         if (h.magic == 2) {
             crc32c.reset();
@@ -59,7 +60,7 @@ final class RecordBatchDecoder {
     private ByteBuffer viewOf;
 
     /** b[from, to) as a buffer whose position/limit can be moved (one duplicate per input buffer). */
-    private ByteBuffer slice(ByteBuffer b, int from, int to) {
+    ByteBuffer slice(ByteBuffer b, int from, int to) {
         if (viewOf != b) {
             view = b.duplicate();
             viewOf = b;
@@ -173,7 +174,7 @@ final class RecordBatchDecoder {
      * but gives no rows). `delta` maps buffer indexes to file positions; `stable`: b outlives the
      * output batch, so uncompressed keys and values are referenced, not copied.
      */
-    void decodeV2(ByteBuffer b, int p, long delta, BatchHeader h, RecordColumns out, long lo, long hi, boolean emit,
+    public void decodeV2(ByteBuffer b, int p, long delta, BatchHeader h, RecordColumns out, long lo, long hi, boolean emit,
                   boolean stable) {
         int codec = h.attributes & Wire.COMPRESSION_CODEC_MASK;
         ByteBuffer data = b;
@@ -207,7 +208,7 @@ final class RecordBatchDecoder {
     private byte[] packed = new byte[1 << 16];
 
     /** The compressed bytes b[from, from + len) in a reusable array (the codecs read arrays). */
-    private byte[] packedCopy(ByteBuffer b, int from, int len) {
+    byte[] packedCopy(ByteBuffer b, int from, int len) {
         if (b.hasArray()) {
             if (b.arrayOffset() == 0) {
                 packedOffset = from;
@@ -222,11 +223,11 @@ final class RecordBatchDecoder {
         return packed;
     }
 
-    private int packedOffset;
+    int packedOffset;
     private ByteBuffer outView;
     private byte[] outViewOf;
 
-    private ByteBuffer decompressed() {
+    ByteBuffer decompressed() {
         if (outViewOf != codecs.out) {
             outView = ByteBuffer.wrap(codecs.out);
             outViewOf = codecs.out;
@@ -334,7 +335,7 @@ final class RecordBatchDecoder {
      * caller then runs decodeV2, which throws that error at its byte, so count() fails where
      * collect() fails and counts what collect() returns.
      */
-    int countV2(ByteBuffer b, int p, BatchHeader h, long lo, long hi) {
+    public int countV2(ByteBuffer b, int p, BatchHeader h, long lo, long hi) {
         int count = h.recordCount;
         if (!b.hasArray() || count < 0) {
             return -1;
@@ -554,7 +555,7 @@ final class RecordBatchDecoder {
      * of at least 4 bytes, version >= 0; a transaction marker's value of at least 6 bytes, version
      * >= 0), for read_committed's check of aborted transactions against the log.
      */
-    int controlType(ByteBuffer b, int p, long delta, BatchHeader h) {
+    public int controlType(ByteBuffer b, int p, long delta, BatchHeader h) {
         RecordColumns kv = new RecordColumns(true, true, false, false, false, false, false, false);
         decodeV2(b, p, delta, h, kv, Long.MIN_VALUE, Long.MAX_VALUE, true, false);
         int type = -1;
@@ -591,183 +592,19 @@ final class RecordBatchDecoder {
     }
 
     // ------------------------------------------------------------------ magic 0 and 1
-    /** A legacy message at b[m, mend): its fields (kbatch.record.legacy.parse_message). */
-    private int lmMagic, lmAttributes;
-    private long lmCrc, lmTimestamp;
-    private int lmKeyPos, lmKeyLen, lmValuePos, lmValueLen;
-
-    private void parseMessage(ByteBuffer b, int m, int mend, long delta, Long base) {
-        lmCrc = b.getInt(m) & 0xffffffffL;
-        lmMagic = b.get(m + Wire.LEGACY_MAGIC_OFFSET);
-        lmAttributes = b.get(m + Wire.LEGACY_ATTRIBUTES_OFFSET) & 0xff;
-        if (lmMagic != 0 && lmMagic != 1) {
-            throw KafkaSegmentsException.corrupt("Invalid magic found in record", m + Wire.LEGACY_MAGIC_OFFSET + delta,
-                    "magic 0 or 1", lmMagic, base);
-        }
-        int overhead = lmMagic == 1 ? Wire.RECORD_OVERHEAD_V1 : Wire.RECORD_OVERHEAD_V0;
-        if (mend - m < overhead) {
-            throw KafkaSegmentsException.corrupt("Legacy message is smaller than its overhead", m + delta,
-                    ">= " + overhead + " bytes", mend - m, base);
-        }
-        int p;
-        if (lmMagic == 1) {
-            lmTimestamp = b.getLong(m + Wire.LEGACY_TIMESTAMP_OFFSET);
-            p = m + Wire.LEGACY_KEY_SIZE_OFFSET_V1;
-        } else {
-            lmTimestamp = Wire.NO_TIMESTAMP;
-            p = m + Wire.LEGACY_KEY_SIZE_OFFSET_V0;
-        }
-        lmKeyLen = legacySized(b, p, mend, delta, base);
-        lmKeyPos = next - Math.max(lmKeyLen, 0);
-        lmValueLen = legacySized(b, next, mend, delta, base);
-        lmValuePos = next - Math.max(lmValueLen, 0);
-        if (next != mend) {
-            throw KafkaSegmentsException.corrupt("Legacy message size does not match its fields", next + delta,
-                    "message end at byte " + (mend + delta), "byte " + (next + delta), base);
-        }
+    /** Decode one legacy entry framed at b[p] (LegacyRecordDecoder). */
+    public void decodeLegacy(ByteBuffer b, int p, long delta, BatchHeader h, RecordColumns out, long lo, long hi,
+                             boolean verifyCrc, boolean stable) {
+        legacy.decode(b, p, delta, h, out, lo, hi, verifyCrc, stable);
     }
 
-    private int legacySized(ByteBuffer b, int p, int mend, long delta, Long base) {
-        if (mend - p < 4) {
-            throw KafkaSegmentsException.corrupt("Truncated legacy message", p + delta, "4-byte length",
-                    (mend - p) + " bytes", base);
-        }
-        int n = b.getInt(p);
-        p += 4;
-        if (n < 0) {
-            next = p;
-            return -1;
-        }
-        if (n > mend - p) {
-            throw KafkaSegmentsException.corrupt("Legacy message field runs past the message", p - 4 + delta,
-                    "<= " + (mend - p) + " bytes", n, base);
-        }
-        next = p + n;
-        return n;
-    }
-
-    /** Decode one legacy entry framed at b[p] (kbatch.record.legacy.LegacyRecordBatch._decode). */
-    void decodeLegacy(ByteBuffer b, int p, long delta, BatchHeader h, RecordColumns out, long lo, long hi,
-                      boolean verifyCrc, boolean stable) {
-        int m = p + Wire.LOG_OVERHEAD;
-        int mend = p + h.size;
-        parseMessage(b, m, mend, delta, h.baseOffset);
-        int magic = lmMagic;
-        int attrs = lmAttributes;
-        long ts = lmTimestamp;
-        int tsType = h.magic == 0 ? -1 : ((h.attributes & Wire.LEGACY_TIMESTAMP_TYPE_MASK) != 0 ? 1 : 0);
-        int codec = h.attributes & Wire.COMPRESSION_CODEC_MASK;
-        Compression.checkCodec(codec, h.magic, h.position + Wire.LOG_OVERHEAD + Wire.LEGACY_ATTRIBUTES_OFFSET);
-        if (codec == Wire.NONE) {
-            if (h.baseOffset >= lo && h.baseOffset < hi) {
-                out.reserve(1);
-                keyPos = lmKeyPos;
-                keyLen = lmKeyLen;
-                valuePos = lmValuePos;
-                valueLen = lmValueLen;
-                appendRow(out, b, stable, h.baseOffset, ts, ts != Wire.NO_TIMESTAMP, tsType, lmValueLen < 0, h);
-            }
-            return;
-        }
-        if (lmValueLen < 0) {
-            throw KafkaSegmentsException.invalidRecord("Found invalid compressed record set with null value",
-                    m + delta, "a compressed value", "null", h.baseOffset);
-        }
-        byte[] src = packedCopy(b, lmValuePos, lmValueLen);
-        try {
-            codecs.decompress(codec, src, packedOffset, lmValueLen, magic, m + delta);
-        } catch (KafkaSegmentsException e) {
-            throw e.at(null, h.baseOffset);
-        }
-        ByteBuffer inner = decompressed();
-        int n = codecs.length;
-        int count;
-        try {
-            count = innerEntries(inner, n, verifyCrc);
-        } catch (KafkaSegmentsException e) {
-            throw e.relocate(h.position, h.baseOffset, "the decompressed records");
-        }
-        long base = 0;
-        if (magic > 0) {
-            // magic 1: inner offsets are relative; the wrapper carries the absolute last offset
-            long lastInner = innerOffsets[count - 1];
-            if (h.baseOffset != 0) { // 0: produce data from some librdkafka versions (Kafka's comment)
-                if (h.baseOffset < lastInner) {
-                    throw KafkaSegmentsException.invalidRecord(
-                            "Found invalid wrapper offset in compressed v1 message set", h.position,
-                            ">= " + lastInner, h.baseOffset, h.baseOffset);
-                }
-                base = h.baseOffset - lastInner;
-            }
-        }
-        boolean lat = magic > 0 && (attrs & Wire.LEGACY_TIMESTAMP_TYPE_MASK) != 0;
-        out.reserve(count);
-        for (int i = 0; i < count; i++) {
-            long offset = base + innerOffsets[i];
-            if (offset < lo || offset >= hi) {
-                continue;
-            }
-            int q = innerPositions[i];
-            parseMessage(inner, q + Wire.LOG_OVERHEAD, q + Wire.LOG_OVERHEAD + inner.getInt(q + Wire.SIZE_OFFSET), 0,
-                    null);
-            long t = lat ? ts : lmTimestamp;
-            if (lmMagic == 0) {
-                t = Wire.NO_TIMESTAMP;
-            }
-            keyPos = lmKeyPos;
-            keyLen = lmKeyLen;
-            valuePos = lmValuePos;
-            valueLen = lmValueLen;
-            appendRow(out, inner, false, offset, t, t != Wire.NO_TIMESTAMP, tsType, lmValueLen < 0, h);
-        }
-    }
-
-    private long[] innerOffsets = new long[64];
-    private int[] innerPositions = new int[64];
-
-    /** The inner messages of a decompressed wrapper value; positions are inner positions. */
-    private int innerEntries(ByteBuffer inner, int n, boolean verifyCrc) {
-        int count = 0;
-        int q = 0;
-        while (n - q >= Wire.LOG_OVERHEAD) { // a partial trailing inner entry is ignored, as Kafka does
-            long ioff = inner.getLong(q);
-            int isize = inner.getInt(q + Wire.SIZE_OFFSET);
-            if (isize < Wire.RECORD_OVERHEAD_V0) {
-                throw KafkaSegmentsException.corrupt("Inner message size is smaller than the minimum overhead",
-                        (long) q, ">= " + Wire.RECORD_OVERHEAD_V0, isize, null);
-            }
-            if (isize > n - q - Wire.LOG_OVERHEAD) {
-                break;
-            }
-            int ms = q + Wire.LOG_OVERHEAD;
-            int me = ms + isize;
-            parseMessage(inner, ms, me, 0, null);
-            if ((lmAttributes & Wire.COMPRESSION_CODEC_MASK) != 0) {
-                throw KafkaSegmentsException.invalidRecord("Inner messages must not be compressed",
-                        ms + Wire.LEGACY_ATTRIBUTES_OFFSET, "codec none", lmAttributes & Wire.COMPRESSION_CODEC_MASK,
-                        null);
-            }
-            if (verifyCrc) {
-                crc32.reset();
-                crc32.update(slice(inner, ms + Wire.LEGACY_MAGIC_OFFSET, me));
-                if (crc32.getValue() != lmCrc) {
-                    throw KafkaSegmentsException.crc("Inner record is corrupt", lmCrc, crc32.getValue(), (long) q, null);
-                }
-            }
-            if (count == innerOffsets.length) {
-                innerOffsets = java.util.Arrays.copyOf(innerOffsets, count * 2);
-                innerPositions = java.util.Arrays.copyOf(innerPositions, count * 2);
-            }
-            innerOffsets[count] = ioff;
-            innerPositions[count] = q;
-            count++;
-            q = me;
-        }
-        if (count == 0) {
-            throw new KafkaSegmentsException("InvalidRecordError",
-                    "Found invalid compressed record set with no inner records", null, null,
-                    "at least one inner message", "none");
-        }
-        return count;
+    /** A legacy message's row: its key and value at the given bytes of b. */
+    void appendRow(RecordColumns out, ByteBuffer b, boolean stable, long offset, long ts, boolean hasTs, int tsType,
+                   boolean tombstone, BatchHeader h, int keyPos, int keyLen, int valuePos, int valueLen) {
+        this.keyPos = keyPos;
+        this.keyLen = keyLen;
+        this.valuePos = valuePos;
+        this.valueLen = valueLen;
+        appendRow(out, b, stable, offset, ts, hasTs, tsType, tombstone, h);
     }
 }

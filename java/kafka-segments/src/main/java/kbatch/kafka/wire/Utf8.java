@@ -1,4 +1,4 @@
-package kbatch.spark;
+package kbatch.kafka.wire;
 
 import java.io.ByteArrayOutputStream;
 

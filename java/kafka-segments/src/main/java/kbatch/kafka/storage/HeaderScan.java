@@ -1,8 +1,12 @@
-package kbatch.spark;
+package kbatch.kafka.storage;
 
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.util.Arrays;
+
+import kbatch.kafka.wire.BatchHeader;
+import kbatch.kafka.wire.KafkaSegmentsException;
+import kbatch.kafka.wire.Wire;
 
 /**
  * Batch headers of one file from a position to its end, for planning on the driver (end offsets,
@@ -10,8 +14,8 @@ import java.util.Arrays;
  * (errors for a size below the overhead or a bad magic; a partial last batch ends the scan
  * quietly), no CRC checks, whole batches in memory so a visitor may decode one.
  */
-final class HeaderScan {
-    interface Visitor {
+public final class HeaderScan {
+    public interface Visitor {
         /** b[p, p + h.size) holds the batch; `delta` maps buffer indexes to file positions. False stops. */
         boolean visit(BatchHeader h, ByteBuffer b, int p, long delta) throws IOException;
     }
@@ -28,7 +32,7 @@ final class HeaderScan {
      * answer {@link #scan} gives with a visitor that stops there, with the same framing errors,
      * reading only the windows that hold batch headers (a large batch's records are hopped over).
      */
-    static long wholeEnd(SegmentReader.Source src, long from, long size, long until) throws IOException {
+    public static long wholeEnd(SegmentReader.Source src, long from, long size, long until) throws IOException {
         byte[] buf = new byte[HOP_WINDOW];
         long bufPos = 0;
         int bufLen = 0;
@@ -62,7 +66,7 @@ final class HeaderScan {
         return pos;
     }
 
-    static void scan(SegmentReader.Source src, long from, long size, Visitor visitor) throws IOException {
+    public static void scan(SegmentReader.Source src, long from, long size, Visitor visitor) throws IOException {
         byte[] buf = new byte[(int) Math.min(WINDOW, Math.max(64, size - from))];
         ByteBuffer bb = ByteBuffer.wrap(buf);
         BatchHeader h = new BatchHeader();

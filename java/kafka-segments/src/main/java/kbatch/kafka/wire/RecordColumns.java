@@ -1,4 +1,4 @@
-package kbatch.spark;
+package kbatch.kafka.wire;
 
 import java.nio.ByteBuffer;
 import java.util.Arrays;
@@ -9,31 +9,31 @@ import java.util.Arrays;
  * Reused for the next batch once Spark has asked for it (a ColumnarBatch is valid until the next
  * call to next()).
  */
-final class RecordColumns {
-    final boolean key, value, offset, timestamp, timestampType, headers, tombstone, batchFields;
+public final class RecordColumns {
+    public final boolean key, value, offset, timestamp, timestampType, headers, tombstone, batchFields;
     /** Timestamps as int64 milliseconds (null only for "no timestamp"), for lookups, not for Spark. */
     boolean rawTimestamps;
 
-    int rows;
-    long[] offsets = new long[0];
-    long[] timestampsUs = new long[0];
-    boolean[] timestampNull = new boolean[0];
-    int[] timestampTypes = new int[0];
-    boolean[] tombstones = new boolean[0];
-    final Binary keys;
-    final Binary values;
+    public int rows;
+    public long[] offsets = new long[0];
+    public long[] timestampsUs = new long[0];
+    public boolean[] timestampNull = new boolean[0];
+    public int[] timestampTypes = new int[0];
+    public boolean[] tombstones = new boolean[0];
+    public final Binary keys;
+    public final Binary values;
     /** Row i's headers are entries [headerStart[i], headerStart[i + 1]) of headerKeys/headerValues. */
-    int[] headerStart = new int[1];
+    public int[] headerStart = new int[1];
     int headerCount;
-    final Binary headerKeys;
-    final Binary headerValues;
-    long[] producerIds = new long[0];
-    short[] producerEpochs = new short[0];
-    int[] baseSequences = new int[0];
-    boolean[] transactional = new boolean[0];
-    boolean[] control = new boolean[0];
+    public final Binary headerKeys;
+    public final Binary headerValues;
+    public long[] producerIds = new long[0];
+    public short[] producerEpochs = new short[0];
+    public int[] baseSequences = new int[0];
+    public boolean[] transactional = new boolean[0];
+    public boolean[] control = new boolean[0];
 
-    RecordColumns(boolean key, boolean value, boolean offset, boolean timestamp, boolean timestampType,
+    public RecordColumns(boolean key, boolean value, boolean offset, boolean timestamp, boolean timestampType,
                   boolean headers, boolean tombstone, boolean batchFields) {
         this.key = key;
         this.value = value;
@@ -50,18 +50,18 @@ final class RecordColumns {
     }
 
     /** Whether the scan asks for no column at all (count()): rows are only counted. */
-    boolean none() {
+    public boolean none() {
         return !key && !value && !offset && !timestamp && !timestampType && !headers && !tombstone && !batchFields;
     }
 
     /** Offsets and raw millisecond timestamps only (time lookups on the driver). */
-    static RecordColumns raw() {
+    public static RecordColumns raw() {
         RecordColumns c = new RecordColumns(false, false, true, true, false, false, false, false);
         c.rawTimestamps = true;
         return c;
     }
 
-    void reset() {
+    public void reset() {
         rows = 0;
         headerCount = 0;
         for (Binary b : new Binary[] {keys, values, headerKeys, headerValues}) {
@@ -75,7 +75,7 @@ final class RecordColumns {
     private int markHeaders;
 
     /** Remember the row count before a batch, to drop its rows if the batch turns out bad. */
-    void mark() {
+    public void mark() {
         markRows = rows;
         markHeaders = headerCount;
         for (Binary b : new Binary[] {keys, values, headerKeys, headerValues}) {
@@ -86,7 +86,7 @@ final class RecordColumns {
     }
 
     /** Drop the rows added since mark(): a bad batch gives no rows (its good records neither). */
-    void rollback() {
+    public void rollback() {
         rows = markRows;
         headerCount = markHeaders;
         for (Binary b : new Binary[] {keys, values, headerKeys, headerValues}) {
@@ -141,15 +141,15 @@ final class RecordColumns {
      * lives until the next output batch) or a
      * copy (values from decompressed records, whose buffer is reused by the next batch).
      */
-    static final class Binary {
+    public static final class Binary {
         int n;
-        int nullCount;
-        boolean[] nulls = new boolean[0];
-        int[] starts = new int[0];
-        int[] lengths = new int[0];
+        public int nullCount;
+        public boolean[] nulls = new boolean[0];
+        public int[] starts = new int[0];
+        public int[] lengths = new int[0];
         /** Which buffer each value is in: 0 = the copies in `data`, else an index into `sources`. */
-        byte[] source = new byte[0];
-        byte[] data = new byte[1 << 12];
+        public byte[] source = new byte[0];
+        public byte[] data = new byte[1 << 12];
         int dataLength;
         final ByteBuffer[] sources = new ByteBuffer[8];
         int sourceCount = 1;
@@ -244,7 +244,7 @@ final class RecordColumns {
         }
 
         /** A copy of value i (null for a null value). */
-        byte[] get(int i) {
+        public byte[] get(int i) {
             if (nulls[i]) {
                 return null;
             }
@@ -257,7 +257,7 @@ final class RecordColumns {
             return out;
         }
 
-        long bytes() {
+        public long bytes() {
             return totalBytes;
         }
     }

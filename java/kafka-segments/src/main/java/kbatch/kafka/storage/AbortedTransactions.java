@@ -1,8 +1,15 @@
-package kbatch.spark;
+package kbatch.kafka.storage;
 
+import java.io.IOException;
 import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.List;
+
+import org.apache.hadoop.fs.FileSystem;
+
+import kbatch.kafka.wire.BatchHeader;
+import kbatch.kafka.wire.KafkaSegmentsException;
+import kbatch.kafka.wire.Wire;
 
 /**
  * The aborted transactions of one partition, as `.txnindex` holds them (AbortedTxn: producer id,
@@ -10,7 +17,7 @@ import java.util.List;
  * read_committed consumer leaves out the transactional batches of a producer between the first
  * offset and the marker of one of its aborted transactions.
  */
-final class AbortedTransactions implements Serializable {
+public final class AbortedTransactions implements Serializable {
     private static final long serialVersionUID = 1L;
 
     final long[] producerIds;
@@ -23,7 +30,7 @@ final class AbortedTransactions implements Serializable {
         this.lastOffsets = lastOffsets;
     }
 
-    static AbortedTransactions of(List<long[]> entries) {
+    public static AbortedTransactions of(List<long[]> entries) {
         int n = entries.size();
         long[] p = new long[n];
         long[] f = new long[n];
@@ -41,7 +48,7 @@ final class AbortedTransactions implements Serializable {
      * they do not list (same producer and marker offset): a stale or cut index must not let the
      * records of an aborted transaction through (kbatch.log.fetch.transaction_state, the same rule).
      */
-    static List<long[]> fromIndexAndMarkers(List<long[]> indexed, List<long[]> derived) {
+    public static AbortedTransactions fromIndexAndMarkers(List<long[]> indexed, List<long[]> derived) {
         java.util.Set<String> listed = new java.util.HashSet<>();
         for (long[] e : indexed) {
             listed.add(e[0] + ":" + e[2]);
@@ -52,11 +59,48 @@ final class AbortedTransactions implements Serializable {
                 all.add(e);
             }
         }
-        return all;
+        return of(all);
+    }
+
+    /**
+     * The entries {producer id, first offset, last offset} of the partition's `.txnindex` files
+     * that are there, in segment order (a bad file is an error, as a broker reading it);
+     * `allIndexed[0]` (when not null): whether every segment has one.
+     */
+    public static List<long[]> txnIndexEntries(FileSystem fs, LogDirectory.TopicPartition tp, boolean[] allIndexed)
+            throws IOException {
+        List<long[]> entries = new ArrayList<>();
+        boolean all = !tp.segments.isEmpty();
+        for (LogDirectory.Segment seg : tp.segments) {
+            byte[] raw = seg.readIndex(fs, ".txnindex");
+            if (raw == null) {
+                all = false;
+                continue;
+            }
+            String path = seg.indexPath(".txnindex");
+            if (raw.length % Wire.TXN_INDEX_ENTRY_SIZE != 0) {
+                throw KafkaSegmentsException.corruptIndex("Transaction index " + path
+                        + " is corrupt, its size is not a multiple of " + Wire.TXN_INDEX_ENTRY_SIZE,
+                        (long) (raw.length - raw.length % Wire.TXN_INDEX_ENTRY_SIZE),
+                        "a multiple of " + Wire.TXN_INDEX_ENTRY_SIZE + " bytes", raw.length + " bytes");
+            }
+            for (int p = 0; p < raw.length; p += Wire.TXN_INDEX_ENTRY_SIZE) {
+                int version = Wire.i16(raw, p);
+                if (version != 0) {
+                    throw KafkaSegmentsException.corruptIndex("Unexpected aborted transaction version in " + path,
+                            (long) p, 0, version);
+                }
+                entries.add(new long[] {Wire.i64(raw, p + 2), Wire.i64(raw, p + 10), Wire.i64(raw, p + 18)});
+            }
+        }
+        if (allIndexed != null) {
+            allIndexed[0] = all;
+        }
+        return entries;
     }
 
     /** Those overlapping offsets [from, to) (TransactionIndex.collectAbortedTxns). */
-    AbortedTransactions overlapping(long from, long to) {
+    public AbortedTransactions overlapping(long from, long to) {
         List<long[]> keep = new ArrayList<>();
         for (int i = 0; i < producerIds.length; i++) {
             if (lastOffsets[i] >= from && firstOffsets[i] < to) {

@@ -1,4 +1,4 @@
-package kbatch.spark;
+package kbatch.kafka.wire;
 
 /**
  * Every error of the JVM reader: the name of the kbatch exception class the Python reader raises
@@ -16,7 +16,7 @@ public final class KafkaSegmentsException extends RuntimeException {
     private final String expected;
     private final String found;
 
-    KafkaSegmentsException(String errorClass, String reason, Long position, Long baseOffset, Object expected,
+    public KafkaSegmentsException(String errorClass, String reason, Long position, Long baseOffset, Object expected,
                            Object found) {
         super(reason);
         this.errorClass = errorClass;
@@ -79,7 +79,7 @@ public final class KafkaSegmentsException extends RuntimeException {
     }
 
     /** Fill in location details not known where the error was raised (kbatch's KBatchError.at). */
-    KafkaSegmentsException at(Long position, Long baseOffset) {
+    public KafkaSegmentsException at(Long position, Long baseOffset) {
         if (this.position == null && position != null) {
             this.position = position;
         }
@@ -100,7 +100,7 @@ public final class KafkaSegmentsException extends RuntimeException {
     }
 
     /** Name the file, as the Python reader does: "<reason> [kafka-segments: <path>]". */
-    KafkaSegmentsException inFile(String path) {
+    public KafkaSegmentsException inFile(String path) {
         reason = reason + " [kafka-segments: " + path + "]";
         return this;
     }
@@ -111,7 +111,7 @@ public final class KafkaSegmentsException extends RuntimeException {
      * lastRead: the last offset read before them (Long.MIN_VALUE: none); nextBase: the next
      * segment's base offset (null: the end of the log).
      */
-    KafkaSegmentsException unreadable(String path, long fileSize, long lastRead, Long nextBase) {
+    public KafkaSegmentsException unreadable(String path, long fileSize, long lastRead, Long nextBase) {
         if (position == null) {
             return this;
         }
@@ -121,7 +121,7 @@ public final class KafkaSegmentsException extends RuntimeException {
     }
 
     /** UnreadableRange.offsets: "offsets A..B" (lastRead Long.MIN_VALUE: "?"; nextBase null: the end of the log). */
-    static String offsets(long lastRead, Long nextBase) {
+    public static String offsets(long lastRead, Long nextBase) {
         String lo = lastRead == Long.MIN_VALUE ? "?" : Long.toString(lastRead + 1);
         String hi = nextBase == null ? "the end of the log" : Long.toString(nextBase - 1);
         return "offsets " + lo + ".." + hi;
@@ -133,7 +133,7 @@ public final class KafkaSegmentsException extends RuntimeException {
      * UnreadableRange's words: "&lt;context&gt;&lt;path&gt;: N bytes from byte P could not be read
      * (&lt;why&gt;); offsets A..B are in or behind them and were not read".
      */
-    static KafkaSegmentsException unreadableRange(String context, String path, long position, long size,
+    public static KafkaSegmentsException unreadableRange(String context, String path, long position, long size,
                                                   long lastRead, Long nextBase, String why) {
         return new KafkaSegmentsException("UnreadableDataError", context + path + ": " + size + " bytes from byte "
                 + position + " could not be read (" + why + "); " + offsets(lastRead, nextBase)
@@ -145,7 +145,7 @@ public final class KafkaSegmentsException extends RuntimeException {
      * does not cover it, so only the order shows it forged or damaged; read on, it would end a
      * read silently or give offsets twice. `what` says how it breaks the order.
      */
-    static KafkaSegmentsException offsetDisorder(long pos, String what) {
+    public static KafkaSegmentsException offsetDisorder(long pos, String what) {
         return new KafkaSegmentsException("CorruptRecordError", what, pos, null, null, null);
     }
 
@@ -182,12 +182,12 @@ public final class KafkaSegmentsException extends RuntimeException {
         return new KafkaSegmentsException("CorruptRecordError", reason, pos, base, expected, found);
     }
 
-    static KafkaSegmentsException batchTooSmall(long pos, Object expected, Object found, long base) {
+    public static KafkaSegmentsException batchTooSmall(long pos, Object expected, Object found, long base) {
         return corrupt("Record batch is corrupt (the size is smaller than the minimum allowed overhead)", pos,
                 expected, found, base);
     }
 
-    static KafkaSegmentsException badMagic(long pos, int magic, long base) {
+    public static KafkaSegmentsException badMagic(long pos, int magic, long base) {
         return corrupt("Invalid magic found in record", pos, "magic 0, 1 or 2", magic, base);
     }
 
@@ -208,21 +208,21 @@ public final class KafkaSegmentsException extends RuntimeException {
     }
 
     /** kbatch.record.batch.truncation_error: `reason` says what the bytes are (SegmentReader.incompleteBatch). */
-    static KafkaSegmentsException truncatedBatch(long pos, String reason, Object expected, Object found) {
+    public static KafkaSegmentsException truncatedBatch(long pos, String reason, Object expected, Object found) {
         return new KafkaSegmentsException("TruncatedDataError", reason, pos, null, expected, found);
     }
 
     /** kbatch.errors.FileChangedError: the file shrank while it was read. */
-    static KafkaSegmentsException fileChanged(long pos, Object expected, Object found) {
+    public static KafkaSegmentsException fileChanged(long pos, Object expected, Object found) {
         return new KafkaSegmentsException("FileChangedError", "The file changed while it was read", pos, null,
                 expected, found);
     }
 
-    static KafkaSegmentsException corruptIndex(String reason, Long pos, Object expected, Object found) {
+    public static KafkaSegmentsException corruptIndex(String reason, Long pos, Object expected, Object found) {
         return new KafkaSegmentsException("CorruptIndexError", reason, pos, null, expected, found);
     }
 
-    static KafkaSegmentsException invalidRequest(String reason, Object expected, Object found) {
+    public static KafkaSegmentsException invalidRequest(String reason, Object expected, Object found) {
         return new KafkaSegmentsException("InvalidRequestError", reason, null, null, expected, found);
     }
 }
