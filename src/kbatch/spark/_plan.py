@@ -387,6 +387,9 @@ class Slice:
     #: the base offset of the partition's next segment; None for the last (active) segment, the only
     #: one whose partial last batch is ignored (kbatch.log.fetch.partial_tail_ignored)
     next_base: int | None = None
+    #: a batch boundary before `start` (an `.index` entry's position; `start` when none): the batches
+    #: from there to `start` show whether the slice's first batch follows their offsets
+    lookback: int | None = None
 
 
 def _complete_end(seg: Segment, lo: int, hi: int) -> int:
@@ -440,13 +443,16 @@ def plan_partition(tp: TopicPartition, start_offset: int | None, end_offset: int
         if hi <= lo:
             continue
         cuts = [lo]
-        if hi - lo > max_bytes:
+        entries: list[int] = []
+        if hi - lo > max_bytes or lo > 0:
             _offs, pos = offset_index(seg)
-            for p in pos.tolist():
+            entries = pos.tolist()
+            for p in entries:
                 if cuts[-1] < p < hi and p - cuts[-1] >= max_bytes:
                     cuts.append(p)
         cuts.append(hi)
         for a, b in zip(cuts, cuts[1:]):
+            before = [p for p in entries if p < a]
             out.append(Slice(tp.topic, tp.partition, seg.path, a, b, seg.size, start_offset, end_offset, aborted,
-                             next_base))
+                             next_base, before[-1] if before else (0 if a > 0 else a)))
     return out

@@ -174,6 +174,7 @@ class SegmentSlice(InputPartition):
         self.start_offset, self.end_offset = s.start_offset, s.end_offset
         self.aborted = s.aborted
         self.next_base = s.next_base
+        self.lookback = s.lookback
 
     def __repr__(self) -> str:
         return (f"SegmentSlice({self.path}[{self.start}:{self.end}], offsets "
@@ -304,8 +305,8 @@ class KafkaSegmentsReader(DataSourceReader):
             # a consumer checks every batch's CRC, control batches too (kbatch.log.fetch does): the
             # rows before a marker whose CRC fails are read, then the marker is the bad batch
             bad = _control_crc_failure(data, lo, hi) if self.verify_crc else None
-            # a base offset out of the log's order is damage too (kbatch.log.fetch): the first one wins
-            disorder = _offset_disorder(partition, data, lo, hi)
+            # a base offset out of order (no CRC covers it) is damage from that batch on (the read path's rule)
+            disorder = _offset_order_failure(data, lo, hi, partition.next_base, _last_before(partition))
             if disorder is not None and (bad is None or (disorder.position or 0) < (bad.position or 0)):
                 bad = disorder
             body = data if bad is None else memoryview(data)[:bad.position]
@@ -352,6 +353,56 @@ class KafkaSegmentsReader(DataSourceReader):
             _report_skipped(self.bad_records_path, partition, e)
 
 
+def _last_before(partition: SegmentSlice) -> int | None:
+    """The last offset of the batch that ends where the slice starts (from the bytes since the
+    planned lookback, a batch boundary), or None when it is not known."""
+    from ..record.file_records import iter_batches
+
+    back = partition.lookback
+    if back is None or back >= partition.start:
+        return None
+    last: int | None = None
+    end = back
+    try:
+        with _slice(partition.path, back, partition.start, partition.file_size) as data:
+            for b in iter_batches(data, verify_crc=False, strict=False):
+                last, end = b.last_offset, back + b.position + b.size_in_bytes
+    except KBatchError:
+        return None
+    return last if end == partition.start else None
+
+
+def _offset_order_failure(data: Buffer, lo: int, hi: int, next_base: int | None,
+                          prev: int | None = None) -> KBatchError | None:
+    """A CorruptRecordError at the first batch of `data` reaching offsets [lo, hi) whose offsets
+    break the log's order (kbatch.log.fetch.offset_disorder, positions in `data`), or None. Only
+    headers are scanned; a framing error ends the look (the decode meets it)."""
+    import numpy as np
+
+    from ..errors import CorruptRecordError
+    from ..log.fetch import offset_disorder
+    from ..record.file_records import scan_buffer
+
+    try:
+        for s in scan_buffer(data):
+            n = len(s["position"])
+            if not n:
+                continue
+            reach = np.flatnonzero(s["last_offset"] >= lo)
+            a = int(reach[0]) if len(reach) else n
+            hit = offset_disorder(s, a, prev, next_base)
+            beyond = np.flatnonzero(s["base_offset"][a:] >= hi)
+            b = a + int(beyond[0]) if len(beyond) else n
+            if hit is not None and hit[0] <= b:
+                return CorruptRecordError(hit[1], position=int(s["position"][hit[0]]))
+            if len(beyond):
+                return None
+            prev = int(s["last_offset"][n - 1])
+    except KBatchError:
+        return None
+    return None
+
+
 def _control_crc_failure(data: Buffer, lo: int, hi: int) -> KBatchError | None:
     """The CrcMismatchError of the first control batch of `data` with offsets reaching [lo, hi)
     whose CRC fails (positions in `data`), or None. Only headers are scanned and only control
@@ -372,57 +423,6 @@ def _control_crc_failure(data: Buffer, lo: int, hi: int) -> KBatchError | None:
                     return crc_error_at(s, i)
     except KBatchError:
         return None
-    return None
-
-
-def _offset_disorder(partition: SegmentSlice, data: Buffer, lo: int, hi: int) -> KBatchError | None:
-    """The read path's offset order over the slice's batches (kbatch.log.fetch.offset_disorder,
-    from the first batch reaching `lo` up to the first at or past `hi`): a CorruptRecordError at
-    the first batch (position in `data`) whose base offset is not above the last offset of the
-    batch before, or whose offsets run past the next segment's base; None when in order. Kafka's
-    CRC does not cover the base offset: read on, such a batch would end a read silently or give
-    offsets twice. A slice that ends inside its segment checks the base offset of the batch after
-    it (the next slice's reader does not see the batch before its first). A framing error ends
-    the look: the decode meets it."""
-    import numpy as np
-
-    from .. import _wire as W
-    from ..errors import CorruptRecordError
-    from ..log.fetch import offset_disorder as disorder
-    from ..record.file_records import scan_buffer
-
-    prev: int | None = None
-    reached = False
-    try:
-        for s in scan_buffer(data):
-            n = len(s["position"])
-            if not n:
-                continue
-            reach = np.flatnonzero(s["last_offset"] >= lo) if not reached else np.zeros(1, np.int64)
-            a = int(reach[0]) if len(reach) else n
-            if a < n:
-                reached = True
-                beyond = np.flatnonzero(s["base_offset"][a:] >= hi)
-                b = a + int(beyond[0]) if len(beyond) else n
-                hit = disorder(s, a, prev, partition.next_base)
-                if hit is not None and hit[0] <= b:
-                    return CorruptRecordError(hit[1], position=int(s["position"][hit[0]]))
-                if len(beyond):
-                    return None
-            prev = int(s["last_offset"][n - 1])
-    except KBatchError:
-        return None
-    end = partition.end
-    if not reached or prev is None or end + W.HEADER_SIZE_UP_TO_MAGIC > partition.file_size:
-        return None
-    head = bytes(_plan.read_range(partition.path, end, end + W.HEADER_SIZE_UP_TO_MAGIC, partition.file_size))
-    base = int.from_bytes(head[:8], "big", signed=True)
-    size = int.from_bytes(head[W.SIZE_OFFSET:W.SIZE_OFFSET + 4], "big", signed=True)
-    if not 0 <= head[W.MAGIC_OFFSET] <= 2 or size < W.RECORD_OVERHEAD_V0:
-        return None  # not a batch's header: the next slice's reader names what it is
-    if base <= prev:
-        return CorruptRecordError(f"offsets go backwards: batch at byte {end} has base offset {base} but follows "
-                                  f"offset {prev}", position=len(memoryview(data)))
     return None
 
 
