@@ -425,7 +425,9 @@ def test_real_brokers_directories_up_to_their_high_watermarks(spark, tmp_path, e
         for line in lines[2:2 + int(lines[1])]:
             topic, partition, offset = line.split()
             hw[(topic, int(partition))] = int(offset)
-    got = run_available_now(spark, stream(spark, root), str(tmp_path / "ckpt"), str(tmp_path / "sink"))
-    expected = [r for r in batch_rows(spark, root) if r[2] < hw.get((r[0], r[1]), 1 << 62)]
+    # some eras hold records only in __consumer_offsets: internal topics are asked for (left out by default)
+    got = run_available_now(spark, stream(spark, root, includeInternalTopics="true"), str(tmp_path / "ckpt"),
+                            str(tmp_path / "sink"))
+    expected = [r for r in batch_rows(spark, root, includeInternalTopics="true") if r[2] < hw.get((r[0], r[1]), 1 << 62)]
     assert got == expected
     assert len(got) > 0

@@ -190,9 +190,11 @@ final class KafkaSegmentsStream implements MicroBatchStream, SupportsTriggerAvai
             Map<String, Long> hw = highWatermarks(fs, tps);
             Map<String, Map<Integer, Long>> out = new TreeMap<>();
             for (LogDirectory.TopicPartition tp : tps) {
-                PartitionTail tail = tails.computeIfAbsent(key(tp), k -> new PartitionTail(readCommitted));
+                PartitionTail tail = tails.computeIfAbsent(key(tp),
+                        k -> new PartitionTail(readCommitted, options.failOnDataLoss()));
                 tail.advance(fs, tp);
-                long end = tp.segments.isEmpty() ? 0 : tail.stableEnd(hw.get(key(tp)));
+                long end = tp.segments.isEmpty() ? 0
+                        : tail.stableEnd(hw.get(key(tp)), "kafka-segments stream: " + key(tp) + ": ");
                 firstOffsets.put(key(tp), earliest(tp));
                 out.computeIfAbsent(tp.topic, t -> new TreeMap<>()).put(tp.partition, end);
             }

@@ -1,7 +1,6 @@
 package kbatch.spark;
 
 import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -16,6 +15,7 @@ import kbatch.kafka.storage.AbortedTransactions;
 import kbatch.kafka.storage.HeaderScan;
 import kbatch.kafka.storage.LogDirectory;
 import kbatch.kafka.storage.OffsetIndex;
+import kbatch.kafka.storage.PartitionTail;
 import kbatch.kafka.storage.SegmentReader;
 import kbatch.kafka.wire.BatchHeader;
 import kbatch.kafka.wire.KafkaSegmentsException;
@@ -95,6 +95,10 @@ final class Planner {
             AbortedTransactions aborted = readCommitted ? abortedTransactions(tp) : null;
             Long unstable = readCommitted ? firstUnstable.get(tp.path) : null;
             if (unstable != null) { // read_committed stops at the last stable offset (kbatch.log.fetch)
+                KafkaSegmentsException undecided = b[1] == null || unstable < b[1] ? undecidedAt(tp, unstable) : null;
+                if (undecided != null) { // damage hiding a marker is no last stable offset: fail, as read_log raises
+                    throw undecided;
+                }
                 b[1] = b[1] == null ? unstable : Math.min(b[1], unstable);
             }
             if (b[0] != null && b[1] != null && b[1] <= b[0]) {
@@ -366,15 +370,19 @@ final class Planner {
     /**
      * The first offset of the earliest transaction with no marker yet, by partition path (absent:
      * none open), as abortedTransactions found it: read_committed stops there (the last stable
-     * offset, kbatch.log.fetch).
+     * offset, kbatch.log.fetch). With failOnDataLoss, the transactions damage leaves undecided
+     * count ({@link #undecidedAt} names the damage where a read stops at one).
      */
     final Map<String, Long> firstUnstable = new HashMap<>();
+    /** The header pass of each partition abortedTransactions followed, by path. */
+    private final Map<String, PartitionTail.Follower> followed = new HashMap<>();
 
     /**
      * The partition's aborted transactions: from the segments' `.txnindex` files when every segment
      * has one, otherwise from the log itself (a broker writes a `.txnindex` only for a segment that
      * holds an ABORT marker, so a missing one says nothing): per producer, its transactional batches
-     * from the first after its previous marker up to an ABORT marker (kafka-format.md 3).
+     * from the first after its previous marker up to an ABORT marker (kafka-format.md 3). With
+     * failOnDataLoss=false, the transactions damage leaves undecided too (their records left out).
      */
     AbortedTransactions abortedTransactions(LogDirectory.TopicPartition tp) throws IOException {
         return abortedTransactions(tp, null);
@@ -386,75 +394,43 @@ final class Planner {
      */
     AbortedTransactions abortedTransactions(LogDirectory.TopicPartition tp, AbortedTransactions scanned)
             throws IOException {
-        List<long[]> entries = new ArrayList<>();
-        boolean allIndexed = !tp.segments.isEmpty();
-        List<byte[]> files = new ArrayList<>();
-        for (LogDirectory.Segment seg : tp.segments) {
-            byte[] raw = seg.readIndex(fs, ".txnindex");
-            files.add(raw);
-            allIndexed &= raw != null;
-        }
-        if (scanned != null && !allIndexed) {
+        boolean[] allIndexed = {false};
+        List<long[]> listed = AbortedTransactions.txnIndexEntries(fs, tp, allIndexed);
+        if (scanned != null && !allIndexed[0]) {
             return scanned; // a stream's own header pass (PartitionTail), which also gives its stable end
         }
         // one header pass in any case: the open transactions at the end give the last stable offset
-        Map<Long, Long> open = new HashMap<>(); // producer -> first offset of its open transaction
-        List<long[]> derived = new ArrayList<>();
-        for (LogDirectory.Segment seg : tp.segments) {
-            try (SegmentReader.Source src = new LogDirectory.FsSource(fs, seg.path)) {
-                HeaderScan.scan(src, 0, seg.size, (h, b, p, delta) -> {
-                    if (h.magic < 2 || h.producerId < 0 || !h.isTransactional()) {
-                        return true;
-                    }
-                    if (!h.isControl()) {
-                        open.putIfAbsent(h.producerId, h.baseOffset);
-                        return true;
-                    }
-                    int type = decoder.controlType(b, p, delta, h);
-                    if (type != Wire.CONTROL_ABORT && type != Wire.CONTROL_COMMIT) {
-                        return true; // a control batch that is not a transaction marker
-                    }
-                    Long first = open.remove(h.producerId);
-                    if (type == Wire.CONTROL_ABORT) {
-                        derived.add(new long[] {h.producerId, first == null ? h.baseOffset : first, h.baseOffset});
-                    }
-                    return true;
-                });
-            } catch (UncheckedIOException e) {
-                throw e.getCause();
-            } catch (KafkaSegmentsException e) {
-                // bytes this pass cannot read: the reader reports them where it meets them (kbatch.log.fetch)
-                continue;
-            }
+        PartitionTail.Follower pass = new PartitionTail.Follower(false);
+        List<LogDirectory.Segment> segs = tp.segments;
+        for (int k = 0; k < segs.size(); k++) {
+            pass.segment(fs, segs.get(k), 0, k + 1 < segs.size() ? segs.get(k + 1).baseOffset : null, null);
         }
-        if (open.isEmpty()) {
+        pass.resolve(listed);
+        followed.put(tp.path, pass);
+        boolean skip = !options.failOnDataLoss();
+        Long unstable = pass.firstUnstable(!skip);
+        if (unstable == null) {
             firstUnstable.remove(tp.path);
         } else {
-            firstUnstable.put(tp.path, java.util.Collections.min(open.values()));
+            firstUnstable.put(tp.path, unstable);
         }
-        if (allIndexed) { // every segment has one: the files, as a broker reads them, and markers they miss
-            for (int k = 0; k < files.size(); k++) {
-                byte[] raw = files.get(k);
-                String path = tp.segments.get(k).indexPath(".txnindex");
-                if (raw.length % Wire.TXN_INDEX_ENTRY_SIZE != 0) {
-                    throw KafkaSegmentsException.corruptIndex("Transaction index " + path
-                            + " is corrupt, its size is not a multiple of " + Wire.TXN_INDEX_ENTRY_SIZE,
-                            (long) (raw.length - raw.length % Wire.TXN_INDEX_ENTRY_SIZE),
-                            "a multiple of " + Wire.TXN_INDEX_ENTRY_SIZE + " bytes", raw.length + " bytes");
-                }
-                for (int p = 0; p < raw.length; p += Wire.TXN_INDEX_ENTRY_SIZE) {
-                    int version = Wire.i16(raw, p);
-                    if (version != 0) {
-                        throw KafkaSegmentsException.corruptIndex("Unexpected aborted transaction version in " + path,
-                                (long) p, 0, version);
-                    }
-                    entries.add(new long[] {Wire.i64(raw, p + 2), Wire.i64(raw, p + 10), Wire.i64(raw, p + 18)});
-                }
-            }
-            return AbortedTransactions.fromIndexAndMarkers(entries, derived);
+        // every segment has a file: the files, as a broker reads them, and markers they miss
+        List<long[]> entries = new ArrayList<>(pass.aborted);
+        if (skip) { // failOnDataLoss=false: the undecided transactions' records are left out too
+            entries.addAll(pass.undecided());
         }
-        entries.addAll(derived);
-        return AbortedTransactions.of(entries);
+        return allIndexed[0] ? AbortedTransactions.fromIndexAndMarkers(listed, entries) : AbortedTransactions.of(entries);
+    }
+
+    /**
+     * Where a read_committed read of `tp` stopping at `offset` (its last stable offset) fails: the
+     * error naming the damage when that offset is the first of a transaction damage leaves
+     * undecided (failOnDataLoss; kbatch.log.fetch.undecided_at), else null.
+     */
+    KafkaSegmentsException undecidedAt(LogDirectory.TopicPartition tp, long offset) {
+        PartitionTail.Follower pass = followed.get(tp.path);
+        PartitionTail.UnknownTxn u = pass == null || !options.failOnDataLoss() ? null : pass.undecidedAt(offset);
+        return u == null ? null : u.error("kafka-segments: " + tp.topic + "-" + tp.partition + ": ");
     }
 
     // ------------------------------------------------------------------ bytes a query reads (InputPlan)

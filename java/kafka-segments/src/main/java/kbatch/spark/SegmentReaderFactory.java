@@ -172,7 +172,8 @@ final class SegmentReaderFactory implements PartitionReaderFactory {
                     slice.nextBase == null ? slice.fileSize : Long.MAX_VALUE, options.verifyCrc(),
                     slice.startOffset == null ? Long.MIN_VALUE : slice.startOffset,
                     slice.endOffset == null ? Long.MAX_VALUE : slice.endOffset, slice.aborted, columns,
-                    options.rowsPerBatch(), new RecordBatchDecoder(Wire.DEFAULT_MAX_DECOMPRESSED_BYTES), window);
+                    options.rowsPerBatch(), new RecordBatchDecoder(Wire.DEFAULT_MAX_DECOMPRESSED_BYTES), window)
+                    .followedBy(slice.nextBase, slice.fileSize);
         }
 
         @Override

@@ -1,8 +1,11 @@
 package kbatch.kafka.storage;
 
+import java.io.IOException;
 import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.List;
+
+import org.apache.hadoop.fs.FileSystem;
 
 import kbatch.kafka.wire.BatchHeader;
 import kbatch.kafka.wire.KafkaSegmentsException;
@@ -57,6 +60,43 @@ public final class AbortedTransactions implements Serializable {
             }
         }
         return of(all);
+    }
+
+    /**
+     * The entries {producer id, first offset, last offset} of the partition's `.txnindex` files
+     * that are there, in segment order (a bad file is an error, as a broker reading it);
+     * `allIndexed[0]` (when not null): whether every segment has one.
+     */
+    public static List<long[]> txnIndexEntries(FileSystem fs, LogDirectory.TopicPartition tp, boolean[] allIndexed)
+            throws IOException {
+        List<long[]> entries = new ArrayList<>();
+        boolean all = !tp.segments.isEmpty();
+        for (LogDirectory.Segment seg : tp.segments) {
+            byte[] raw = seg.readIndex(fs, ".txnindex");
+            if (raw == null) {
+                all = false;
+                continue;
+            }
+            String path = seg.indexPath(".txnindex");
+            if (raw.length % Wire.TXN_INDEX_ENTRY_SIZE != 0) {
+                throw KafkaSegmentsException.corruptIndex("Transaction index " + path
+                        + " is corrupt, its size is not a multiple of " + Wire.TXN_INDEX_ENTRY_SIZE,
+                        (long) (raw.length - raw.length % Wire.TXN_INDEX_ENTRY_SIZE),
+                        "a multiple of " + Wire.TXN_INDEX_ENTRY_SIZE + " bytes", raw.length + " bytes");
+            }
+            for (int p = 0; p < raw.length; p += Wire.TXN_INDEX_ENTRY_SIZE) {
+                int version = Wire.i16(raw, p);
+                if (version != 0) {
+                    throw KafkaSegmentsException.corruptIndex("Unexpected aborted transaction version in " + path,
+                            (long) p, 0, version);
+                }
+                entries.add(new long[] {Wire.i64(raw, p + 2), Wire.i64(raw, p + 10), Wire.i64(raw, p + 18)});
+            }
+        }
+        if (allIndexed != null) {
+            allIndexed[0] = all;
+        }
+        return entries;
     }
 
     /** Those overlapping offsets [from, to) (TransactionIndex.collectAbortedTxns). */

@@ -81,6 +81,17 @@ public final class SegmentReader implements Closeable {
     private boolean stopped;
     private long validEnd;
     private long lastRead = Long.MIN_VALUE;
+    // a range of a partition's log (followedBy): its batches' offsets must follow the log's order
+    // (a file decoded on its own, DecodeMain's, is batches as kbatch.decode_columns reads them);
+    // the next segment's base offset (null: the last segment), the file's size
+    private boolean ofLog;
+    private Long nextBase;
+    private long fileLength = -1;
+    // the offset order (kbatch.log.fetch.offset_disorder): the last offset of the batch before,
+    // and whether a batch reaching the start offset was met (from there on every batch is checked)
+    private long prevLast = Long.MIN_VALUE;
+    private boolean hasPrev;
+    private boolean reached;
     /** A framing error met after some whole batches of a window: thrown once those are read. */
     private KafkaSegmentsException framing;
     private KafkaSegmentsException pending;
@@ -112,6 +123,19 @@ public final class SegmentReader implements Closeable {
         this.decoder = decoder;
         this.countOnly = out.none();
         this.pos = start;
+    }
+
+    /**
+     * What follows the range: `nextBase`, the base offset of the partition's next segment (null:
+     * this is the last one), and `fileLength`, the segment's size. A batch whose offsets run past
+     * the next segment's base is damage, and so is a batch just after the range (a split segment)
+     * whose base offset is not above the last one read.
+     */
+    public SegmentReader followedBy(Long nextBase, long fileLength) {
+        this.ofLog = true;
+        this.nextBase = nextBase;
+        this.fileLength = fileLength;
+        return this;
     }
 
     /** The last offset of the last batch read whole (Long.MIN_VALUE: none yet). */
@@ -168,6 +192,9 @@ public final class SegmentReader implements Closeable {
             if (strict && !stopped && validEnd < end) {
                 throw truncation(validEnd);
             }
+            if (!stopped) {
+                checkFollowing();
+            }
         } catch (KafkaSegmentsException e) {
             finished = true;
             if (out.rows > 0) {
@@ -187,6 +214,12 @@ public final class SegmentReader implements Closeable {
 
     private void process(BatchHeader h) {
         int p = (int) (h.position - bufPos);
+        reached |= h.lastOffset >= lo;
+        if (reached && ofLog) { // the batch at the read's end too: a forged base offset must not end a read silently
+            checkOrder(h);
+        }
+        prevLast = h.lastOffset;
+        hasPrev = true;
         if (h.magic == 2) {
             if (h.baseOffset >= hi) {
                 stopped = true;
@@ -226,6 +259,49 @@ public final class SegmentReader implements Closeable {
             }
             decoder.decodeLegacy(buf, p, bufPos, h, out, lo, hi, verifyCrc, true);
             lastRead = h.lastOffset;
+        }
+    }
+
+    /**
+     * kbatch.log.fetch.offset_disorder: Kafka's CRC does not cover a batch's base offset, so only
+     * the log's order shows one forged or damaged: a base offset not above the last offset of the
+     * batch before, or offsets at or past the next segment's base. Read on, such a batch would end
+     * the read silently or give offsets twice.
+     */
+    private void checkOrder(BatchHeader h) {
+        if (hasPrev && h.baseOffset <= prevLast) {
+            throw KafkaSegmentsException.offsetDisorder(h.position, "offsets go backwards: batch at byte "
+                    + h.position + " has base offset " + h.baseOffset + " but follows offset " + prevLast);
+        }
+        if (nextBase != null && h.lastOffset >= nextBase) {
+            throw KafkaSegmentsException.offsetDisorder(h.position, "batch at byte " + h.position + " has offsets "
+                    + h.baseOffset + ".." + h.lastOffset + ", at or past the next segment's base offset " + nextBase);
+        }
+    }
+
+    /**
+     * A range that ends inside its segment (split at an `.index` entry): the order carries on into
+     * the next range, whose reader does not see the batch before its first, so the base offset of
+     * the batch that follows is checked here (a read of the whole segment checks it in order).
+     */
+    private void checkFollowing() throws IOException {
+        if (!ofLog || !reached || !hasPrev || end + Wire.HEADER_SIZE_UP_TO_MAGIC > fileLength) {
+            return;
+        }
+        byte[] head = new byte[Wire.HEADER_SIZE_UP_TO_MAGIC];
+        try {
+            src.readFully(end, head, 0, head.length);
+        } catch (EOFException e) {
+            return; // the file was cut: the next range's reader says so
+        }
+        long base = Wire.i64(head, 0);
+        int magic = head[Wire.MAGIC_OFFSET];
+        if (magic < 0 || magic > 2 || Wire.i32(head, Wire.SIZE_OFFSET) < Wire.RECORD_OVERHEAD_V0) {
+            return; // not a batch's header: the next range's reader names what it is
+        }
+        if (base <= prevLast) {
+            throw KafkaSegmentsException.offsetDisorder(end, "offsets go backwards: batch at byte " + end
+                    + " has base offset " + base + " but follows offset " + prevLast);
         }
     }
 
@@ -355,19 +431,18 @@ public final class SegmentReader implements Closeable {
         } else {
             expected = "at least " + Wire.HEADER_SIZE_UP_TO_MAGIC + " bytes of batch header";
         }
-        return KafkaSegmentsException.truncatedBatch(valid, incompleteBatch(valid), expected, left + " bytes");
+        return KafkaSegmentsException.truncatedBatch(valid, incompleteBatch(src, end, valid, "the data"), expected,
+                left + " bytes");
     }
 
     /**
-     * kbatch.record.batch.incomplete_batch: what the bytes from `position` (where the whole batches
-     * stop) to the end of the range are (the end of the file unless the segment was split), said from
-     * what is there. A length field that runs past the
-     * end with a valid batch behind it is a bad length field, not a partial batch at the end.
+     * kbatch.record.batch.incomplete_batch: what the bytes of `src` from `position` (where the whole
+     * batches stop) to `size` (the end of the range: of the file unless the segment was split) are,
+     * said from what is there (`where`: "the data", "the segment"). A length field that runs past
+     * the end with a valid batch behind it is a bad length field, not a partial batch at the end.
      */
-    private String incompleteBatch(long position) throws IOException {
-        long size = end;
+    static String incompleteBatch(Source src, long size, long position, String where) throws IOException {
         long left = size - position;
-        String where = "the data";
         if (left < Wire.LOG_OVERHEAD) {
             return "a partial batch at the end of " + where + ": " + left + " bytes at byte " + position
                     + ", fewer than a batch's offset and length fields (" + Wire.LOG_OVERHEAD + " bytes)";
@@ -389,7 +464,7 @@ public final class SegmentReader implements Closeable {
         if (n + Wire.LOG_OVERHEAD <= left) {
             return left + " bytes at byte " + position + " of " + where + " are not a complete batch";
         }
-        long behind = nextValidBatch(position + 1, size);
+        long behind = nextValidBatch(src, position + 1, size);
         if (behind >= 0) {
             return "batch length " + n + " at byte " + position + " of " + where + " runs past its end (" + size
                     + " bytes), but a valid batch starts at byte " + behind + ": a bad length field, not a partial batch";
@@ -400,7 +475,7 @@ public final class SegmentReader implements Closeable {
     }
 
     /** kbatch.record.batch.next_batch_start: the first byte >= from where a whole batch whose CRC holds begins; -1: none. */
-    private long nextValidBatch(long from, long size) throws IOException {
+    private static long nextValidBatch(Source src, long from, long size) throws IOException {
         final int chunk = 1 << 20;
         byte[] b = new byte[chunk + Wire.HEADER_SIZE_UP_TO_MAGIC];
         for (long p = from; size - p > Wire.HEADER_SIZE_UP_TO_MAGIC; p += chunk) {
@@ -413,7 +488,7 @@ public final class SegmentReader implements Closeable {
                 }
                 long length = Wire.i32(b, q + Wire.SIZE_OFFSET);
                 if (length >= Wire.RECORD_OVERHEAD_V0 && p + q + Wire.LOG_OVERHEAD + length <= size
-                        && validBatchAt(p + q, (int) length + Wire.LOG_OVERHEAD, magic)) {
+                        && validBatchAt(src, p + q, (int) length + Wire.LOG_OVERHEAD, magic)) {
                     return p + q;
                 }
             }
@@ -422,7 +497,7 @@ public final class SegmentReader implements Closeable {
     }
 
     /** Whether one whole batch of `total` bytes whose CRC holds starts at `position`. */
-    private boolean validBatchAt(long position, int total, int magic) throws IOException {
+    private static boolean validBatchAt(Source src, long position, int total, int magic) throws IOException {
         byte[] batch = new byte[total];
         src.readFully(position, batch, 0, total);
         if (magic == 2) {

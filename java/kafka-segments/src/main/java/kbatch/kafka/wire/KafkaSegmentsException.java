@@ -115,11 +115,38 @@ public final class KafkaSegmentsException extends RuntimeException {
         if (position == null) {
             return this;
         }
+        reason = reason + "; " + path + ": " + (fileSize - position) + " bytes from byte " + position
+                + " could not be read, " + offsets(lastRead, nextBase) + " are in or behind them and were not read";
+        return this;
+    }
+
+    /** UnreadableRange.offsets: "offsets A..B" (lastRead Long.MIN_VALUE: "?"; nextBase null: the end of the log). */
+    public static String offsets(long lastRead, Long nextBase) {
         String lo = lastRead == Long.MIN_VALUE ? "?" : Long.toString(lastRead + 1);
         String hi = nextBase == null ? "the end of the log" : Long.toString(nextBase - 1);
-        reason = reason + "; " + path + ": " + (fileSize - position) + " bytes from byte " + position
-                + " could not be read, offsets " + lo + ".." + hi + " are in or behind them and were not read";
-        return this;
+        return "offsets " + lo + ".." + hi;
+    }
+
+    /**
+     * kbatch.log.fetch.UnreadableDataError, raised where a read meets a range it cannot read that
+     * no batch error stands for (a transaction whose marker may be in damaged bytes), in
+     * UnreadableRange's words: "&lt;context&gt;&lt;path&gt;: N bytes from byte P could not be read
+     * (&lt;why&gt;); offsets A..B are in or behind them and were not read".
+     */
+    public static KafkaSegmentsException unreadableRange(String context, String path, long position, long size,
+                                                  long lastRead, Long nextBase, String why) {
+        return new KafkaSegmentsException("UnreadableDataError", context + path + ": " + size + " bytes from byte "
+                + position + " could not be read (" + why + "); " + offsets(lastRead, nextBase)
+                + " are in or behind them and were not read", position, null, null, null);
+    }
+
+    /**
+     * A base offset that breaks the log's order (kbatch.log.fetch.offset_disorder): Kafka's CRC
+     * does not cover it, so only the order shows it forged or damaged; read on, it would end a
+     * read silently or give offsets twice. `what` says how it breaks the order.
+     */
+    public static KafkaSegmentsException offsetDisorder(long pos, String what) {
+        return new KafkaSegmentsException("CorruptRecordError", what, pos, null, null, null);
     }
 
     KafkaSegmentsException shift(long delta) {
