@@ -224,17 +224,6 @@ def _plain(fmt: Any, column: "pa.Array", offsets: "pa.Array | None", what: str) 
     return fmt.to_arrow(column.to_pylist(), None if offsets is None else offsets.to_pylist(), what)
 
 
-def on_error_of(mode: "str | OnError | None") -> OnError | None:
-    """on_decode_error= as given to decode_columns: "fail" (None), "null", or a callable."""
-    if mode is None or mode == "fail":
-        return None
-    if mode == "null":
-        return lambda row, error: None
-    if callable(mode):
-        return mode
-    raise ValueError(f"on_decode_error must be 'fail', 'null' or a callable (row, error), not {mode!r}")
-
-
 def parse_kind(spec: str) -> tuple[str, tuple[str, int | None] | None]:
     """"avro" -> ("avro", None); "avro:orders-value@3" -> ("avro", ("orders-value", 3)); the
     version "latest" or none: the subject's newest version when the format is made."""
