@@ -143,11 +143,3 @@ def test_batch_at_and_crc_error_at(backend):
     assert s["crc_valid"].tolist() == [True, False, True]
     e = crc_error_at(s, 1)
     assert isinstance(e, CrcMismatchError) and e.position == second and e.base_offset == 1
-
-
-def test_the_old_private_names_are_the_public_ones_until_log_converts():
-    """Kept for the log layer only (tests/system/test_layers.py's allowlist names its imports)."""
-    assert file_records._batch_at is batch_at and file_records._crc_error is crc_error_at
-    assert file_records._move is file_records.shift_error and file_records._place is file_records.as_window
-    assert file_records._epoch is file_records.epoch_or_none
-    assert (file_records._WINDOW, file_records._FIRST_WINDOW) == (file_records.WINDOW, file_records.FIRST_WINDOW)

@@ -46,14 +46,7 @@ EDGES_MAY_IMPORT_FACADE = True
 #: imports of another package's private name still to convert, as "importer -> name" (importer: a
 #: module name or an fnmatch pattern). This list may only shrink (an entry no import needs any more
 #: fails test_the_private_import_allowlist_only_shrinks); the aim is an empty list.
-PRIVATE_IMPORTS_ALLOWED = {
-    # log-shape converted the rest (the record layer's public doors: batch_at, crc_error_at,
-    # shift_error, as_window, epoch_or_none, WINDOW, FIRST_WINDOW in kbatch.record.file_records);
-    # these two are FetchResult's own imports in kbatch.log.fetch (the read path's damage rules,
-    # changing under issue 38): the old names stay in file_records as aliases until then
-    "kbatch.log.fetch -> kbatch.record.file_records._batch_at",
-    "kbatch.log.fetch -> kbatch.record.file_records._crc_error",
-}
+PRIVATE_IMPORTS_ALLOWED: set[str] = set()  # empty: every package is used through its public names
 #: TYPE_CHECKING imports that still close a cycle, (importer, imported). Temporary: the log room's
 #: split (log-shape) breaks it; then this set is emptied (a stale entry fails the cycle test).
 TYPE_CHECKING_EDGES_TO_BREAK: set[tuple[str, str]] = set()  # log-shape broke the last one (kbatch.log.partition_log)

@@ -666,7 +666,7 @@ class FetchResult:
         self._check_unknown()
 
     def _windows(self) -> Iterator[FetchedWindow]:
-        from ..record.file_records import _crc_error
+        from ..record.file_records import crc_error_at
 
         segs = self.log.segments
         offset, upper = self.start_offset, self.upper_offset
@@ -740,7 +740,7 @@ class FetchResult:
                     prev_last = last
                     yield FetchedWindow(seg, s, a, c)
                 if len(bad):
-                    crc = _crc_error(s, c)
+                    crc = crc_error_at(s, c)
                     self._fail(self._hole(k, crc.position or 0, last, str(crc)))
                     break  # with skip_unreadable: on to the next segment
                 if disorder is not None and disorder[0] <= b:
@@ -758,12 +758,12 @@ class FetchResult:
         batches included; under read_committed, `aborted` marks the data batches of aborted
         transactions. Raises UnreadableDataError at bytes it cannot read (after the batches before
         them), unless skip_unreadable."""
-        from ..record.file_records import _batch_at
+        from ..record.file_records import batch_at
 
         filt = self._filter()
         for w in self.windows():
             for j in range(w.start, w.stop):
-                b = _batch_at(w.window, j)
+                b = batch_at(w.window, j)
                 yield FetchedBatch(b, filt.is_aborted(b) if filt is not None else False)
 
     def record_batches(self, topic: str | None, partition: int | None, *, check_first: bool = False,
@@ -776,7 +776,7 @@ class FetchResult:
         import pyarrow as pa
 
         from ..columns.decode import iter_record_batches
-        from ..record.file_records import _batch_at
+        from ..record.file_records import batch_at
 
         if check_first:
             for _ in self.windows():
@@ -790,7 +790,7 @@ class FetchResult:
             hi: list[int] = []
             if filt is not None and (self.aborted or self.unknown):
                 for j in range(w.start, w.stop):
-                    batch = _batch_at(w.window, j)
+                    batch = batch_at(w.window, j)
                     if filt.is_aborted(batch):
                         lo.append(batch.base_offset)
                         hi.append(batch.last_offset)

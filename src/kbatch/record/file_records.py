@@ -45,7 +45,6 @@ _SIZE = struct.Struct(">i")  # a batch's length field
 
 WINDOW = 16 * 1024 * 1024  # a scan's window: bounded memory at any file size, few reads per file
 FIRST_WINDOW = 16 * 1024  # lookups usually end within a few batches of the index entry (4 KiB apart)
-_WINDOW, _FIRST_WINDOW = WINDOW, FIRST_WINDOW  # the old private names, until the log layer imports these
 
 # Window buffers of scans that reuse one (FileRecords.scan(reuse=True)), kept between scans so
 # that a lookup or a header pass does not allocate and zero a new buffer each time. A scan takes
@@ -205,10 +204,6 @@ def crc_error_at(s: Window, i: int) -> CrcMismatchError:
     b = batch_at(s, i)
     return CrcMismatchError(stored=b.crc, computed=b.compute_crc(), position=b.position,
                             base_offset=int(s["base_offset"][i]))
-
-
-# the old private names, until the log layer imports the public ones (issue 37)
-_batch_at, _crc_error, _move, _place, _epoch = batch_at, crc_error_at, shift_error, as_window, epoch_or_none
 
 
 _PREFETCH_MIN = 1 << 20  # windows this large are read ahead, in a thread, while the last one is worked on
