@@ -11,6 +11,7 @@ import dataclasses
 import logging
 import os
 import re
+import shutil
 import time
 import uuid
 from typing import TYPE_CHECKING, TypedDict
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("kbatch.server")
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+#: how long a deleted partition's files stay open for answers in flight (Kafka: file.delete.delay.ms, 60 s)
+DELETE_DELAY_S = 5.0
 
 
 @dataclasses.dataclass
@@ -132,6 +135,8 @@ class Broker:
         self._closing_future: asyncio.Future[None] | None = None
         self._offsets_partitions: int | None = None
         self._dir_lock: _files.DirLock | None = None
+        #: deleted partitions waiting for readers to finish (file.delete.delay.ms): (deadline, partition, renamed dir)
+        self._deleted: list[tuple[float, Partition, str]] = []
         self.connections = ConnectionStats()
         self.fetch_sessions = FetchSessionCache()  # KIP-227 (server/fetch_session.py)
 
@@ -194,6 +199,7 @@ class Broker:
 
     def close(self) -> None:
         self.coordinator.shutdown()
+        self._purge_deleted(everything=True)
         for part in self.partitions.values():
             try:
                 part.close()
@@ -237,6 +243,57 @@ class Broker:
                 self._open_partition(topic, i, path)
             logger.info("Created topic %s with %d partition(s)", topic, self.config.num_partitions)
         return True
+
+    async def create_new_topic(self, topic: str, partitions: int, configs: dict[str, str]) -> uuid.UUID:
+        """CreateTopics: `partitions` empty partition directories with a new topic id in each
+        `partition.metadata` (as a broker writes it) and `configs` as the topic's own configs (kept
+        while the server runs). The caller has validated the request."""
+        if self._create_lock is None:
+            self._create_lock = asyncio.Lock()
+        async with self._create_lock:
+            if topic in self.topics():
+                raise FileExistsError(topic)
+            topic_id = uuid.uuid4()
+            if configs:
+                self.config.topic_configs[topic] = dict(configs)
+            import base64
+
+            text = "version: 0\ntopic_id: " + base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=") + "\n"
+            for i in range(partitions):
+                path = os.path.join(self.directory, f"{topic}-{i}")
+                os.makedirs(path, exist_ok=True)
+                with open(os.path.join(path, "partition.metadata"), "w", encoding="utf-8") as f:
+                    f.write(text)
+                self._open_partition(topic, i, path)
+            logger.info("Created topic %s with %d partition(s) (CreateTopics)", topic, partitions)
+        return topic_id
+
+    async def delete_topic(self, topic: str) -> None:
+        """DeleteTopics: the topic is gone from Metadata, Fetch and ListOffsets at once; each
+        partition's log is closed (after an append in progress), its directory renamed
+        `<topic>-<p>.<id>-delete` as Kafka renames it, and deleted once answers in flight that send
+        its bytes are done (Kafka's file.delete.delay.ms, shortened)."""
+        parts = [self.partitions.pop(k) for k in [k for k in self.partitions if k[0] == topic]]
+        self.topic_ids.pop(topic, None)
+        self.config.topic_configs.pop(topic, None)
+        for part in parts:
+            await part.retire()
+            renamed = os.path.join(self.directory, f"{part.name}.{uuid.uuid4().hex}-delete")
+            os.rename(part.log.directory, renamed)
+            self._deleted.append((time.monotonic() + DELETE_DELAY_S, part, renamed))
+        logger.info("Deleted topic %s (DeleteTopics)", topic)
+        asyncio.get_running_loop().call_later(DELETE_DELAY_S + 0.1, self._purge_deleted)
+
+    def _purge_deleted(self, everything: bool = False) -> None:
+        now = time.monotonic()
+        keep = []
+        for deadline, part, path in self._deleted:
+            if not everything and deadline > now:
+                keep.append((deadline, part, path))
+                continue
+            part.release_files()
+            shutil.rmtree(path, ignore_errors=True)
+        self._deleted = keep
 
     # ---- __consumer_offsets
     def offsets_partitions(self) -> list[Partition]:

@@ -153,6 +153,22 @@ class Partition:
         fut.add_done_callback(self._waiters.discard)
         return fut
 
+    async def retire(self) -> None:
+        """Its topic was deleted: once an append in progress has finished, close the log (its
+        checkpoints written, its lock released) and answer every long poll waiting on it. The file
+        descriptors of answers in flight stay open until release_files()."""
+        async with self._append_lock:
+            self.log.close()
+        self._wake()
+
+    def release_files(self) -> None:
+        for fd in self._fds.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._fds.clear()
+
     def _wake(self) -> None:
         for fut in list(self._waiters):
             if not fut.done():
@@ -191,12 +207,7 @@ class Partition:
         return self.log.magic()
 
     def close(self) -> None:
-        for fd in self._fds.values():
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self._fds.clear()
+        self.release_files()
         for fut in list(self._waiters):
             if not fut.done():
                 fut.cancel()

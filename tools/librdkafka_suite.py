@@ -1,0 +1,386 @@
+#!/usr/bin/env python3
+"""librdkafka's own test programs against `kbatch serve --writable` (issue 43; docs/serve.md's
+conformance matrix).
+
+  python3 tools/librdkafka_suite.py build              fetch librdkafka's source and build its test-runner
+  python3 tools/librdkafka_suite.py run [--tests N,..] [--json OUT] [--timeout-multiplier X]
+                                                       run each test program against its own serve
+  python3 tools/librdkafka_suite.py list               every test program with what the run does with it
+
+Source: the crates.io package rdkafka-sys vendors librdkafka with its `tests/` (the Debian source
+package would need deb-src lines this machine's apt does not have). `cargo fetch` brings the crate
+into cargo's registry cache; its `librdkafka/` is copied to `<cache>/librdkafka-<version>/src` and
+built there (`./configure` without SSL, SASL, curl and zstd: no test this matrix runs needs them;
+`make -C src`, `make -C src-cpp`, `make -C tests build`); a stamp file makes the next build free.
+The cache is `~/.cache/kbatch` or `$KBATCH_CONFORMANCE_CACHE`; nothing is written into the repo.
+
+Each test program (one `_TEST(...)` entry of tests/test.c) runs on its own: a fresh, empty log
+directory served by `python -m kbatch serve DIR --writable --auto-create-topics --num-partitions 4` on a
+free loopback port (librdkafka's "default" test scenario: auto-creation on, 4 partitions),
+a `test.conf` naming it, and `test-runner` with `TESTS=<number>` and `TEST_KAFKA_VERSION` (the
+broker version the runner gates tests on). Its outcome is read from the runner's summary table.
+Programs that need no broker (TEST_F_LOCAL: librdkafka's mock cluster or pure unit tests) and
+those listed in EXCLUDED (each with the API or broker feature it needs that serve does not have)
+are not run; the matrix lists them with the reason.
+
+Standard library only (the conformance test imports it).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+#: rdkafka-sys <crate version>+<librdkafka version>: the newest on crates.io when this was written
+CRATE = "rdkafka-sys"
+CRATE_VERSION = "4.10.0+2.12.1"
+LIBRDKAFKA_VERSION = CRATE_VERSION.split("+", 1)[1]
+#: the broker version the runner is told (it skips tests needing a newer one): a pinned Kafka
+#: version serve is checked against (tools/kafka_dist.py)
+KAFKA_VERSION = "3.9.2"
+CONFIGURE = ["--no-download", "--disable-ssl", "--disable-gssapi", "--disable-curl", "--disable-zstd",
+             "--disable-lz4-ext", "--disable-syslog"]
+#: librdkafka's "default" test scenario (tests/scenarios/default.json): auto-created topics get 4
+SCENARIO_PARTITIONS = 4
+#: bumped when what a build produces changes
+RECIPE = 1
+BUILD_TIMEOUT_S = 3600
+
+_NO_BROKER = "no broker: runs against librdkafka's mock cluster or tests the client alone (TEST_F_LOCAL)"
+_TXN = ("transactions: the transaction coordinator (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, "
+        "TxnOffsetCommit) is not implemented; serve reads and serves transactional data, it does not coordinate it")
+_ACL = "ACLs and SASL/SSL: serve listens on PLAINTEXT only, with no authorizer (broker-internal security)"
+_KAFKA_PATH = "needs a Kafka distribution's scripts (KAFKA_PATH: kafka-topics.sh, a Java producer) beside the broker"
+#: test program -> why it is not run against serve. Every reason names an API serve does not
+#: implement or a broker feature outside a read-and-replay server; each was confirmed by a run.
+EXCLUDED: dict[str, str] = {
+    "0019_list_groups": "ListGroups (16) and DescribeGroups (15) are not implemented",
+    "0044_partition_cnt": "CreatePartitions (37) is not implemented",
+    "0081_admin": "AlterConfigs, IncrementalAlterConfigs, DeleteRecords, DeleteGroups, ACLs and other admin APIs "
+                  "are not implemented",
+    "0097_ssl_verify": _ACL,
+    "0098_consumer_txn": _TXN,
+    "0103_transactions": _TXN,
+    "0115_producer_auth": _ACL,
+    "0119_consumer_auth": _ACL,
+    "0126_oauthbearer_oidc": _ACL,
+    "0129_fetch_aborted_msgs": _TXN,
+    "0135_sasl_credentials": _ACL,
+    "0142_reauthentication": _ACL,
+}
+
+
+class SuiteError(RuntimeError):
+    """The suite cannot be built or run here; the message says why."""
+
+
+def cache_root() -> Path:
+    env = os.environ.get("KBATCH_CONFORMANCE_CACHE", "").strip()
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "kbatch"
+
+
+def home() -> Path:
+    return cache_root() / f"librdkafka-{LIBRDKAFKA_VERSION}"
+
+
+def runner_path() -> Path:
+    return home() / "src" / "tests" / "test-runner"
+
+
+def _say(msg: str) -> None:
+    print(f"[librdkafka] {msg}", flush=True)
+
+
+def _crate_source() -> Path:
+    """The rdkafka-sys crate's unpacked source, fetched by cargo into its registry cache."""
+    cargo = shutil.which("cargo")
+    if cargo is None:
+        raise SuiteError("no cargo on PATH: the librdkafka source comes from crates.io's rdkafka-sys")
+    proj = home() / "crate"
+    (proj / "src").mkdir(parents=True, exist_ok=True)
+    (proj / "src" / "lib.rs").write_text("")
+    (proj / "Cargo.toml").write_text(
+        '[package]\nname = "kbatch-librdkafka-source"\nversion = "0.0.0"\nedition = "2021"\n\n'
+        f'[dependencies]\n{CRATE} = {{ version = "={CRATE_VERSION}", default-features = false }}\n')
+    run = subprocess.run([cargo, "fetch", "--manifest-path", str(proj / "Cargo.toml")], capture_output=True,
+                         text=True, timeout=600)
+    if run.returncode != 0:
+        raise SuiteError(f"cargo fetch {CRATE} {CRATE_VERSION} failed:\n{run.stderr[-2000:]}")
+    meta = subprocess.run([cargo, "metadata", "--format-version", "1", "--manifest-path", str(proj / "Cargo.toml")],
+                          capture_output=True, text=True, timeout=600)
+    if meta.returncode != 0:
+        raise SuiteError(f"cargo metadata failed:\n{meta.stderr[-2000:]}")
+    for pkg in json.loads(meta.stdout)["packages"]:
+        if pkg["name"] == CRATE:
+            src = Path(pkg["manifest_path"]).parent / "librdkafka"
+            if not (src / "tests" / "test.c").is_file():
+                raise SuiteError(f"{src} has no tests/test.c: this {CRATE} does not vendor librdkafka's tests")
+            return src
+    raise SuiteError(f"cargo metadata does not list {CRATE}")
+
+
+def build(say=_say) -> Path:
+    """The test-runner, built once into the cache (a stamp records the recipe)."""
+    stamp = home() / "built.json"
+    want = {"recipe": RECIPE, "crate": CRATE_VERSION, "configure": CONFIGURE}
+    if stamp.is_file() and runner_path().is_file():
+        try:
+            if json.loads(stamp.read_text()) == want:
+                return runner_path()
+        except ValueError:
+            pass
+    src = _crate_source()
+    dst = home() / "src"
+    if dst.exists():
+        shutil.rmtree(dst)
+    shutil.copytree(src, dst)
+    for f in dst.rglob("*"):  # cargo's registry copies are read-only; the build writes beside them
+        if f.is_file() or f.is_dir():
+            f.chmod(f.stat().st_mode | 0o200)
+    log = home() / "build.log"
+    steps = [["./configure", *CONFIGURE], ["make", "-j2", "-C", "src"], ["make", "-j2", "-C", "src-cpp"],
+             ["make", "-j2", "-C", "tests", "build"]]
+    t0 = time.monotonic()
+    with open(log, "w") as out:
+        for step in steps:
+            say(f"{' '.join(step)} (log: {log})")
+            rc = subprocess.run(step, cwd=dst, stdout=out, stderr=subprocess.STDOUT, timeout=BUILD_TIMEOUT_S).returncode
+            if rc != 0:
+                raise SuiteError(f"{' '.join(step)} failed (exit {rc}); see {log}")
+    say(f"built in {time.monotonic() - t0:.0f} s: {runner_path()}")
+    stamp.write_text(json.dumps(want))
+    return runner_path()
+
+
+# ------------------------------------------------------------------------------------------ the programs
+@dataclass(frozen=True)
+class Program:
+    name: str       # 0001_multiobj
+    flags: str      # the _TEST flags as written (0, TEST_F_LOCAL, ...)
+
+    @property
+    def number(self) -> str:
+        return self.name[:4]
+
+    @property
+    def local(self) -> bool:
+        return "TEST_F_LOCAL" in self.flags
+
+    @property
+    def manual(self) -> bool:
+        return "TEST_F_MANUAL" in self.flags
+
+    def disposition(self) -> str | None:
+        """Why it is not run against serve, or None when it is."""
+        if self.manual:
+            return "manual: run only when named (TEST_F_MANUAL)"
+        if self.name.startswith("0000"):
+            return "librdkafka's unit tests: no broker"
+        if self.local:
+            return _NO_BROKER
+        return EXCLUDED.get(self.name)
+
+
+_TEST_RE = re.compile(r"_TEST\(\s*(\d{4}_\w+)\s*,\s*([^,)]*)", re.S)
+
+
+def programs(src: Path | None = None) -> list[Program]:
+    """Every _TEST(...) entry of tests/test.c, in order."""
+    test_c = (src or home() / "src") / "tests" / "test.c"
+    text = test_c.read_text(errors="replace")
+    start = text.index("struct test tests[]")
+    return [Program(m.group(1), m.group(2).strip()) for m in _TEST_RE.finditer(text, start)]
+
+
+# ------------------------------------------------------------------------------------------ a run
+_ROW = re.compile(r"\|\S*\s+(\d{4}_\w+)\s+\|\S*\s+(PASSED|FAILED|SKIPPED|RUNNING|NOT STARTED)\s+\|\s*([\d.]+)s")
+_SKIP_REASON = re.compile(r"(?:SKIPPING|skipped|Skipping)[^\n]*", re.I)
+_ANSI = re.compile(r"\x1b\[[0-9;]*m|\x1b\(B")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Serve:
+    """`python -m kbatch serve DIR --writable --auto-create-topics` on a free loopback port."""
+
+    def __init__(self, work: Path, python: str, pythonpath: str | None) -> None:
+        self.dir = work / "logs"
+        self.dir.mkdir(parents=True)
+        self.log = work / "serve.log"
+        env = dict(os.environ)
+        if pythonpath:
+            env["PYTHONPATH"] = pythonpath
+        self.port = _free_port()
+        self.proc = subprocess.Popen(
+            [python, "-m", "kbatch", "serve", str(self.dir), "--writable", "--auto-create-topics",
+             "--num-partitions", str(SCENARIO_PARTITIONS), "--listen", f"127.0.0.1:{self.port}", "--json", "--group-initial-rebalance-delay-ms", "0"],
+            stdout=subprocess.PIPE, stderr=open(self.log, "w"), text=True, env=env)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SuiteError(f"kbatch serve did not start: {self.log.read_text()[-2000:]}")
+        self.bootstrap = json.loads(line)["bootstrap"]
+
+    def stop(self) -> int | None:
+        self.proc.terminate()
+        try:
+            return self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait(30)
+
+
+@dataclass
+class Outcome:
+    program: str
+    result: str          # passed / failed / skipped / excluded
+    seconds: float
+    reason: str = ""
+
+    def as_dict(self) -> dict[str, object]:
+        return {"program": self.program, "result": self.result, "seconds": round(self.seconds, 1),
+                "reason": self.reason}
+
+
+def run_program(prog: Program, runner: Path, work: Path, *, python: str, pythonpath: str | None,
+                multiplier: float, timeout: float) -> list[Outcome]:
+    """One test number (every program of that number that is not local) against a fresh serve."""
+    work.mkdir(parents=True, exist_ok=True)
+    serve = Serve(work, python, pythonpath)
+    conf = work / "test.conf"
+    conf.write_text(f"bootstrap.servers={serve.bootstrap}\ntest.timeout.multiplier={multiplier}\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("TESTS", "TESTS_SKIP", "KAFKA_PATH", "CI")}
+    src = runner.parent.parent
+    env.update({"RDKAFKA_TEST_CONF": str(conf), "TEST_KAFKA_VERSION": KAFKA_VERSION, "TESTS": prog.number,
+                "LD_LIBRARY_PATH": f"{src / 'src'}:{src / 'src-cpp'}", "TEST_LEVEL": "2"})
+    t0 = time.monotonic()
+    out_file = work / "runner.log"
+    try:
+        with open(out_file, "w") as out:
+            proc = subprocess.run([str(runner), "-L"], cwd=runner.parent, env=env,
+                                  stdout=out, stderr=subprocess.STDOUT, timeout=timeout)
+        rc: int | None = proc.returncode
+    except subprocess.TimeoutExpired:
+        rc = None
+    finally:
+        serve.stop()
+    took = time.monotonic() - t0
+    text = _ANSI.sub("", out_file.read_text(errors="replace"))
+    rows = {m.group(1): (m.group(2), float(m.group(3))) for m in _ROW.finditer(text)}
+    found = []
+    for name, (state, secs) in rows.items():
+        if not name.startswith(prog.number):
+            continue
+        result = {"PASSED": "passed", "FAILED": "failed", "SKIPPED": "skipped"}.get(state, "failed")
+        reason = ""
+        if result == "failed":
+            reason = _failure_reason(text, name) or f"runner exit {rc}"
+        elif result == "skipped":
+            reason = _skip_reason(text, name)
+        found.append(Outcome(name, result, secs, reason))
+    if not found:
+        why = "timed out" if rc is None else f"runner exit {rc} with no summary"
+        found.append(Outcome(prog.name, "failed", took, why))
+    return found
+
+
+def _failure_reason(text: str, name: str) -> str:
+    for line in text.splitlines():
+        if name in line and ("FAIL" in line or "Assert" in line or "TEST FAILURE" in line):
+            return line.strip()[:300]
+    m = re.search(r"### Test \"" + re.escape(name) + r"\" failed at ([^\n]*)\n(?:[^\n]*\n)?([^\n]*)", text)
+    return (m.group(1) + " " + m.group(2)).strip()[:300] if m else ""
+
+
+def _skip_reason(text: str, name: str) -> str:
+    for line in text.splitlines():
+        if name in line and re.search(r"skip", line, re.I) and "SUMMARY" not in line and "|" not in line:
+            return line.split("]", 1)[-1].strip()[:300]
+    return ""
+
+
+def run(selected: list[str] | None, out_json: Path | None, *, python: str, pythonpath: str | None,
+        multiplier: float, timeout: float, say=_say) -> list[Outcome]:
+    runner = build(say)
+    progs = programs()
+    outcomes: list[Outcome] = []
+    done_numbers: set[str] = set()
+    work_root = Path(tempfile.mkdtemp(prefix="kbatch-librdkafka-"))
+    for prog in progs:
+        if selected and prog.number not in selected and prog.name not in selected:
+            continue
+        why = prog.disposition()
+        if why is not None:
+            outcomes.append(Outcome(prog.name, "excluded", 0.0, why))
+            continue
+        if prog.number in done_numbers:
+            continue  # run with the first program of its number
+        done_numbers.add(prog.number)
+        say(f"{prog.number} ...")
+        got = run_program(prog, runner, work_root / prog.number, python=python, pythonpath=pythonpath,
+                          multiplier=multiplier, timeout=timeout)
+        for o in got:
+            say(f"  {o.program}: {o.result} ({o.seconds:.1f} s) {o.reason}")
+            if o.program in EXCLUDED or any(p.name == o.program and p.disposition() for p in progs):
+                continue  # reported with its exclusion below
+            outcomes.append(o)
+    by_name = {o.program: o for o in outcomes}
+    ordered = [by_name[p.name] for p in progs if p.name in by_name]
+    ordered += [o for o in outcomes if o.program not in {p.name for p in progs}]
+    if out_json is not None:
+        out_json.write_text(json.dumps({"suite": "librdkafka", "version": LIBRDKAFKA_VERSION,
+                                        "kafka_version_told": KAFKA_VERSION, "work": str(work_root),
+                                        "outcomes": [o.as_dict() for o in ordered]}, indent=1))
+    return ordered
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="librdkafka_suite.py", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("build", help="fetch and build the test-runner into the cache")
+    r = sub.add_parser("run", help="run the test programs against kbatch serve")
+    r.add_argument("--tests", help="comma-separated test numbers or names (default: all)")
+    r.add_argument("--json", type=Path, help="write the outcomes here")
+    r.add_argument("--timeout-multiplier", type=float, default=2.0)
+    r.add_argument("--timeout", type=float, default=600.0, help="seconds per test number")
+    r.add_argument("--python", default=sys.executable, help="the interpreter that runs kbatch serve")
+    sub.add_parser("list", help="every test program and whether it is run")
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "build":
+            print(build())
+            return 0
+        if args.cmd == "list":
+            build()
+            for p in programs():
+                print(f"{p.name}\t{p.disposition() or 'run'}")
+            return 0
+        selected = [t.strip() for t in args.tests.split(",")] if args.tests else None
+        outcomes = run(selected, args.json, python=args.python, pythonpath=os.environ.get("PYTHONPATH"),
+                       multiplier=args.timeout_multiplier, timeout=args.timeout)
+        counts = {k: sum(o.result == k for o in outcomes) for k in ("passed", "failed", "skipped", "excluded")}
+        print(f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped, "
+              f"{counts['excluded']} excluded")
+        return 1 if counts["failed"] else 0
+    except SuiteError as e:
+        print(f"[librdkafka] {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
