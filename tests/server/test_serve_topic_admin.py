@@ -80,6 +80,8 @@ def writable(tmp_path):
 def test_advertised():
     assert (APIS[19].min_version, APIS[19].max_version) == (2, 7)
     assert (APIS[20].min_version, APIS[20].max_version) == (1, 6)
+    assert (APIS[37].min_version, APIS[37].max_version) == (0, 3)
+    assert (APIS[44].min_version, APIS[44].max_version) == (0, 1)
 
 
 @pytest.mark.parametrize("version", range(2, 8))
@@ -265,3 +267,100 @@ def test_confluent_admin_creates_and_deletes(writable):
     assert e.value.args[0].code() == ck.KafkaError.TOPIC_ALREADY_EXISTS
     admin.delete_topics(["via-admin"])["via-admin"].result(10)
     assert "via-admin" not in admin.list_topics(timeout=10).topics
+
+
+# ------------------------------------------------------------------------------------ CreatePartitions
+def partitions_req(*topics, validate_only=False):
+    R = request_class(37)
+    T = R.CreatePartitionsTopic
+    return R(topics=[T(name=n, count=c, assignments=None if a is None else [
+        T.CreatePartitionsAssignment(broker_ids=b) for b in a]) for n, c, a in topics],
+        timeout_ms=10000, validate_only=validate_only)
+
+
+@pytest.mark.parametrize("version", range(0, 4))
+def test_create_partitions_every_version(writable, version):
+    srv, root = writable
+    with RawClient(srv.bootstrap) as c:
+        call(c, create_req(("grows", 2, 1)), 7)
+        tid = metadata(c, ["grows"])["grows"][1]
+        resp = call(c, partitions_req(("grows", 4, None), ("dry", 9, None)), version)
+        got = {r.name: (r.error_code, r.error_message) for r in resp.results}
+        assert got == {"grows": (NONE, None), "dry": (UNKNOWN_TOPIC_OR_PARTITION, "The topic 'dry' does not exist.")}
+        assert metadata(c, ["grows"])["grows"] == (NONE, tid, [0, 1, 2, 3])
+        resp = call(c, partitions_req(("grows", 6, [[0], [0]])), version)
+        assert resp.results[0].error_code == NONE
+        resp = call(c, partitions_req(("grows", 3, None), ("existing", 1, None), ("__consumer_offsets", 9, None),
+                                      ("grows", 9, None)), version)
+        got = {r.name: (r.error_code, r.error_message) for r in resp.results}
+        assert got["grows"] == (INVALID_REQUEST, "Duplicate topic name.")
+        assert got["existing"] == (INVALID_PARTITIONS, "Topic already has 1 partitions.")
+        resp = call(c, partitions_req(("grows", 3, None)), version)
+        assert (resp.results[0].error_code, resp.results[0].error_message) == (
+            INVALID_PARTITIONS, "Topic currently has 6 partitions, which is higher than the requested 3.")
+        resp = call(c, partitions_req(("grows", 8, [[0]]), ("existing", 2, [[7]])), version)
+        assert [r.error_code for r in resp.results] == [INVALID_REPLICA_ASSIGNMENT] * 2
+        resp = call(c, partitions_req(("grows", 8, None), validate_only=True), version)
+        assert resp.results[0].error_code == NONE and metadata(c, ["grows"])["grows"][2] == list(range(6))
+    # the new partitions carry the topic's id
+    assert (root / "grows-5" / "partition.metadata").read_text() == (root / "grows-0" / "partition.metadata").read_text()
+
+
+# ------------------------------------------------------------------------------------ IncrementalAlterConfigs
+def alter_req(*resources, validate_only=False):
+    R = request_class(44)
+    A = R.AlterConfigsResource
+    return R(resources=[A(resource_type=rt, resource_name=name, configs=[
+        A.AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in ops]) for rt, name, ops in resources],
+        validate_only=validate_only)
+
+
+def described(c, topic):
+    R = request_class(32)
+    resp, _ = c.call(R(resources=[R.DescribeConfigsResource(resource_type=2, resource_name=topic,
+                                                             configuration_keys=None)],
+                       include_synonyms=False, include_documentation=False), 4)
+    return {e.name: (e.value, e.config_source) for e in resp.results[0].configs}
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_incremental_alter_configs(writable, version):
+    srv, _ = writable
+    SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+    with RawClient(srv.bootstrap) as c:
+        call(c, create_req(("cfg", 1, 1, {"retention.ms": "1000"})), 7)
+        resp = call(c, alter_req((2, "cfg", [("cleanup.policy", APPEND, "compact"), ("retention.ms", DELETE, None),
+                                             ("segment.ms", SET, "60000")])), version)
+        assert [(r.error_code, r.resource_name) for r in resp.responses] == [(NONE, "cfg")]
+        d = described(c, "cfg")
+        assert d["cleanup.policy"] == ("delete,compact", 1) and d["segment.ms"] == ("60000", 1)
+        assert d["retention.ms"][1] == 5  # back to the default
+        call(c, alter_req((2, "cfg", [("cleanup.policy", SUBTRACT, "delete")])), version)
+        assert described(c, "cfg")["cleanup.policy"] == ("compact", 1)
+        resp = call(c, alter_req((2, "cfg", [("retention.ms", APPEND, "5")]), (2, "cfg", [("no.such", SET, "1")]),
+                                 (2, "cfg", [("retention.ms", SET, "soon")]), (2, "nope", [("retention.ms", SET, "1")]),
+                                 (2, "cfg", [("segment.ms", SET, "1"), ("segment.ms", DELETE, None)]),
+                                 (4, "", [("num.partitions", SET, "3")]), (8, "x", [])), version)
+        assert [r.error_code for r in resp.responses] == [INVALID_CONFIG, INVALID_CONFIG, INVALID_CONFIG,
+                                                          UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST,
+                                                          INVALID_CONFIG, INVALID_REQUEST]
+        resp = call(c, alter_req((2, "cfg", [("segment.ms", SET, "120000")]), validate_only=True), version)
+        assert resp.responses[0].error_code == NONE and described(c, "cfg")["segment.ms"] == ("60000", 1)
+
+
+def test_altered_cleanup_policy_applies_to_the_next_produce(writable):
+    """librdkafka's 0011_produce_batch: a topic made compacted refuses a record without a key, with
+    RecordErrors naming it, and accepts keyed ones."""
+    ck = pytest.importorskip("confluent_kafka")
+    srv, _ = writable
+    with RawClient(srv.bootstrap) as c:
+        call(c, create_req(("compacting", 1, 1)), 7)
+        call(c, alter_req((2, "compacting", [("cleanup.policy", 0, "compact")])), 1)
+    p = ck.Producer({"bootstrap.servers": srv.bootstrap, "linger.ms": 0})
+    errors = []
+    p.produce("compacting", b"no key", partition=0, on_delivery=lambda e, m: errors.append(e))
+    p.flush(10)
+    p.produce("compacting", b"v", key=b"k", partition=0, on_delivery=lambda e, m: errors.append(e))
+    p.flush(10)
+    assert errors[0] is not None and errors[0].code() == ck.KafkaError.INVALID_RECORD
+    assert errors[1] is None

@@ -248,25 +248,56 @@ class Broker:
         """CreateTopics: `partitions` empty partition directories with a new topic id in each
         `partition.metadata` (as a broker writes it) and `configs` as the topic's own configs (kept
         while the server runs). The caller has validated the request."""
-        if self._create_lock is None:
-            self._create_lock = asyncio.Lock()
-        async with self._create_lock:
+        async with self._topic_lock():
             if topic in self.topics():
                 raise FileExistsError(topic)
             topic_id = uuid.uuid4()
             if configs:
                 self.config.topic_configs[topic] = dict(configs)
-            import base64
-
-            text = "version: 0\ntopic_id: " + base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=") + "\n"
+            self.topic_ids[topic] = topic_id.bytes
             for i in range(partitions):
-                path = os.path.join(self.directory, f"{topic}-{i}")
-                os.makedirs(path, exist_ok=True)
-                with open(os.path.join(path, "partition.metadata"), "w", encoding="utf-8") as f:
-                    f.write(text)
-                self._open_partition(topic, i, path)
+                self._new_partition(topic, i)
             logger.info("Created topic %s with %d partition(s) (CreateTopics)", topic, partitions)
         return topic_id
+
+    async def add_partitions(self, topic: str, count: int) -> None:
+        """CreatePartitions: the topic grows to `count` partitions (validated by the caller)."""
+        async with self._topic_lock():
+            have = len(self.topics().get(topic, []))
+            for i in range(have, count):
+                self._new_partition(topic, i)
+            logger.info("Topic %s now has %d partition(s) (CreatePartitions)", topic, count)
+
+    async def alter_topic_config(self, topic: str, configs: dict[str, str]) -> None:
+        """IncrementalAlterConfigs: `configs` become the topic's own configs; its logs validate and
+        roll by them from the next append on (UnifiedLog.updateConfig)."""
+        if configs:
+            self.config.topic_configs[topic] = dict(configs)
+        else:
+            self.config.topic_configs.pop(topic, None)
+        new = self.log_config(topic)
+        for (t, _), part in list(self.partitions.items()):
+            if t == topic:
+                await part.update_config(new)
+        logger.info("Topic %s configs now %s (IncrementalAlterConfigs)", topic, configs)
+
+    def _topic_lock(self) -> asyncio.Lock:
+        if self._create_lock is None:
+            self._create_lock = asyncio.Lock()
+        return self._create_lock
+
+    def _new_partition(self, topic: str, index: int) -> None:
+        """An empty partition directory, its partition.metadata carrying the topic id, opened."""
+        import base64
+
+        path = os.path.join(self.directory, f"{topic}-{index}")
+        os.makedirs(path, exist_ok=True)
+        tid = self.topic_ids.get(topic)
+        if tid is not None:
+            text = "version: 0\ntopic_id: " + base64.urlsafe_b64encode(tid).decode().rstrip("=") + "\n"
+            with open(os.path.join(path, "partition.metadata"), "w", encoding="utf-8") as f:
+                f.write(text)
+        self._open_partition(topic, index, path)
 
     async def delete_topic(self, topic: str) -> None:
         """DeleteTopics: the topic is gone from Metadata, Fetch and ListOffsets at once; each

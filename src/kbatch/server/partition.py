@@ -30,7 +30,7 @@ from .protocol import FileSlice
 if TYPE_CHECKING:
     from .._typing import Buffer
     from ..log.index import AbortedTxn
-    from ..log.unified_log import Log, OffsetAndTimestamp
+    from ..log.unified_log import Log, LogConfig, OffsetAndTimestamp
     from ..log.segment import LogSegment
     from ..log.validator import AppendInfo
 
@@ -152,6 +152,11 @@ class Partition:
         self._waiters.add(fut)
         fut.add_done_callback(self._waiters.discard)
         return fut
+
+    async def update_config(self, config: LogConfig) -> None:
+        """A topic config changed: appends after the one in progress use it."""
+        async with self._append_lock:
+            self.log.update_config(config)
 
     async def retire(self) -> None:
         """Its topic was deleted: once an append in progress has finished, close the log (its
