@@ -199,7 +199,7 @@ class Broker:
 
     def close(self) -> None:
         self.coordinator.shutdown()
-        self._purge_deleted(everything=True)
+        self._purge_deleted()
         for part in self.partitions.values():
             try:
                 part.close()
@@ -228,44 +228,42 @@ class Broker:
         return uuid.UUID(bytes=self.topic_ids.get(topic, bytes(16)))
 
     async def create_topic(self, topic: str) -> bool:
-        """Auto-create a topic with num_partitions partitions (auto.create.topics.enable)."""
+        """Auto-create a topic with num_partitions partitions (auto.create.topics.enable), a new topic
+        id as a broker's auto-creation gives it."""
         if self.read_only or not self.config.auto_create_topics or not _LEGAL_TOPIC.match(topic) \
                 or topic in (".", ".."):
             return False
-        if self._create_lock is None:
-            self._create_lock = asyncio.Lock()
-        async with self._create_lock:
-            if topic in self.topics():
-                return True
-            for i in range(self.config.num_partitions):
-                path = os.path.join(self.directory, f"{topic}-{i}")
-                os.makedirs(path, exist_ok=True)
-                self._open_partition(topic, i, path)
-            logger.info("Created topic %s with %d partition(s)", topic, self.config.num_partitions)
+        try:
+            await self.create_new_topic(topic, self.config.num_partitions, {})
+        except FileExistsError:
+            pass
         return True
 
     async def create_new_topic(self, topic: str, partitions: int, configs: dict[str, str]) -> uuid.UUID:
         """CreateTopics: `partitions` empty partition directories with a new topic id in each
         `partition.metadata` (as a broker writes it) and `configs` as the topic's own configs (kept
-        while the server runs). The caller has validated the request."""
+        while the server runs). The caller has validated the request. The directories are made and
+        the logs opened off the event loop (fsyncs), so other connections are answered meanwhile."""
         async with self._topic_lock():
             if topic in self.topics():
                 raise FileExistsError(topic)
             topic_id = uuid.uuid4()
             if configs:
                 self.config.topic_configs[topic] = dict(configs)
+            parts = await asyncio.to_thread(self._new_partitions, topic, topic_id.bytes, range(partitions))
             self.topic_ids[topic] = topic_id.bytes
-            for i in range(partitions):
-                self._new_partition(topic, i)
-            logger.info("Created topic %s with %d partition(s) (CreateTopics)", topic, partitions)
+            for part in parts:
+                self.partitions[(topic, part.index)] = part
+            logger.info("Created topic %s with %d partition(s)", topic, partitions)
         return topic_id
 
     async def add_partitions(self, topic: str, count: int) -> None:
         """CreatePartitions: the topic grows to `count` partitions (validated by the caller)."""
         async with self._topic_lock():
             have = len(self.topics().get(topic, []))
-            for i in range(have, count):
-                self._new_partition(topic, i)
+            parts = await asyncio.to_thread(self._new_partitions, topic, self.topic_ids.get(topic), range(have, count))
+            for part in parts:
+                self.partitions[(topic, part.index)] = part
             logger.info("Topic %s now has %d partition(s) (CreatePartitions)", topic, count)
 
     async def alter_topic_config(self, topic: str, configs: dict[str, str]) -> None:
@@ -286,18 +284,23 @@ class Broker:
             self._create_lock = asyncio.Lock()
         return self._create_lock
 
-    def _new_partition(self, topic: str, index: int) -> None:
-        """An empty partition directory, its partition.metadata carrying the topic id, opened."""
+    def _new_partitions(self, topic: str, topic_id: bytes | None, indexes: range) -> list[Partition]:
+        """Empty partition directories, partition.metadata carrying the topic id, opened (in a
+        worker thread: nothing here touches the broker's tables)."""
         import base64
 
-        path = os.path.join(self.directory, f"{topic}-{index}")
-        os.makedirs(path, exist_ok=True)
-        tid = self.topic_ids.get(topic)
-        if tid is not None:
-            text = "version: 0\ntopic_id: " + base64.urlsafe_b64encode(tid).decode().rstrip("=") + "\n"
-            with open(os.path.join(path, "partition.metadata"), "w", encoding="utf-8") as f:
-                f.write(text)
-        self._open_partition(topic, index, path)
+        out = []
+        cfg = self.log_config(topic)
+        for index in indexes:
+            path = os.path.join(self.directory, f"{topic}-{index}")
+            os.makedirs(path, exist_ok=True)
+            if topic_id is not None:
+                text = "version: 0\ntopic_id: " + base64.urlsafe_b64encode(topic_id).decode().rstrip("=") + "\n"
+                with open(os.path.join(path, "partition.metadata"), "w", encoding="utf-8") as f:
+                    f.write(text)
+            log = Log.open(path, cfg, writable=True)
+            out.append(Partition(topic, index, log, flush_messages=self.config.flush_messages))
+        return out
 
     async def delete_topic(self, topic: str) -> None:
         """DeleteTopics: the topic is gone from Metadata, Fetch and ListOffsets at once; each
@@ -310,21 +313,22 @@ class Broker:
         for part in parts:
             await part.retire()
             renamed = os.path.join(self.directory, f"{part.name}.{uuid.uuid4().hex}-delete")
-            os.rename(part.log.directory, renamed)
+            await asyncio.to_thread(os.rename, part.log.directory, renamed)
             self._deleted.append((time.monotonic() + DELETE_DELAY_S, part, renamed))
         logger.info("Deleted topic %s (DeleteTopics)", topic)
-        asyncio.get_running_loop().call_later(DELETE_DELAY_S + 0.1, self._purge_deleted)
+        asyncio.get_running_loop().call_later(DELETE_DELAY_S + 0.1, self._purge_soon)
 
-    def _purge_deleted(self, everything: bool = False) -> None:
+    def _purge_soon(self) -> None:
+        """The deleted partitions that are due, removed in a worker thread (rmtree of many files)."""
         now = time.monotonic()
-        keep = []
-        for deadline, part, path in self._deleted:
-            if not everything and deadline > now:
-                keep.append((deadline, part, path))
-                continue
-            part.release_files()
-            shutil.rmtree(path, ignore_errors=True)
-        self._deleted = keep
+        due = [d for d in self._deleted if d[0] <= now]
+        self._deleted = [d for d in self._deleted if d[0] > now]
+        asyncio.get_running_loop().run_in_executor(None, _remove_deleted, due)
+
+    def _purge_deleted(self) -> None:
+        """Every deleted partition's files, now (the server is closing)."""
+        due, self._deleted = self._deleted, []
+        _remove_deleted(due)
 
     # ---- __consumer_offsets
     def offsets_partitions(self) -> list[Partition]:
@@ -368,6 +372,12 @@ class Broker:
     async def handle(self, request: Request, client_host: str) -> Answer:
         handler = self.handlers[request.api.key]
         return await handler(self, request, client_host)
+
+
+def _remove_deleted(due: list[tuple[float, Partition, str]]) -> None:
+    for _, part, path in due:
+        part.release_files()
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _topic_id(path: str) -> bytes | None:

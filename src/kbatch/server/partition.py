@@ -163,7 +163,7 @@ class Partition:
         checkpoints written, its lock released) and answer every long poll waiting on it. The file
         descriptors of answers in flight stay open until release_files()."""
         async with self._append_lock:
-            self.log.close()
+            await asyncio.to_thread(self.log.close)  # checkpoints and fsyncs: off the event loop
         self._wake()
 
     def release_files(self) -> None:
