@@ -8,7 +8,9 @@ and group checks with confluent-kafka):
   built once into ~/.cache/kbatch), each against its own `kbatch serve --writable` set up as the
   suite's "default" or "noautocreate" scenario;
 - Kafka's `org.apache.kafka.tools.ClientCompatibilityTest` (the kafka-tools jar of each pinned
-  Kafka version, cached by tools/kafka_dist.py) against a writable serve's bootstrap.
+  Kafka version, cached by tools/kafka_dist.py) against a writable serve's bootstrap;
+- franz-go's pkg/kgo tests (tools/franz_go_suite.py: the module from the Go module proxy, its test
+  binary compiled once into ~/.cache/kbatch) with KGO_SEEDS naming one writable serve.
 
 Each run records its outcomes in bench/results-conformance.json and rewrites docs/serve.md's matrix
 from them (tools/conformance_matrix.py). A program that fails is a test failure here: the matrix's
@@ -108,3 +110,17 @@ def test_kafka_client_compatibility_test(version, tmp_path):
                  "seconds": 0.0, "reason": "DescribeAcls (29) is not implemented: serve has no authorizer (ACLs)"}]
     _record("Kafka ClientCompatibilityTest", version, outcomes, note=checks)
     assert ok, "\n".join(tail)
+
+
+@needs_conformance
+def test_franz_go_kgo_tests():
+    suite = tool_module("franz_go_suite")
+    try:
+        suite.build()
+    except suite.SuiteError as e:
+        pytest.skip(f"franz-go's kgo tests cannot be built here: {e}")
+    outcomes = suite.run(None, python=sys.executable, pythonpath=str(SRC))
+    _record("franz-go pkg/kgo", suite.VERSION, [o.as_dict() for o in outcomes],
+            note="one server for the whole binary, KGO_TEST_RF=1; the tests that need no broker run too")
+    failed = [f"{o.program}: {o.reason}" for o in outcomes if o.result == "failed"]
+    assert not failed, "\n".join(failed)
