@@ -262,3 +262,48 @@ def test_0113_cooperative_rebalance(server, topic):
         assert {t.partition for t in a.assignment()} == set(range(PARTITIONS))
     finally:
         a.close()
+
+
+def test_0102_static_member_restart_keeps_the_assignment(server, topic):
+    """KIP-345: a static member (group.instance.id) that restarts takes its old place without a
+    rebalance: the other member keeps its partitions, the restarted one gets its old ones back at
+    once (well within session.timeout.ms)."""
+    name, _ = topic
+    group = f"static-{uuid.uuid4().hex[:8]}"
+    events: dict[str, list[str]] = {"a": [], "b": [], "b2": []}
+
+    def consumer(who: str, instance: str) -> Consumer:
+        c = _consumer(server.bootstrap, **{"group.id": group, "group.instance.id": instance,
+                                           "session.timeout.ms": 6000})
+        c.subscribe([name], on_assign=lambda _c, ps: events[who].append("assign"),
+                    on_revoke=lambda _c, ps: events[who].append("revoke"))
+        return c
+
+    def settle(cs: list[Consumer], want: int, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for c in cs:
+                c.poll(0.1)
+            if sum(len(c.assignment()) for c in cs) == want and all(c.assignment() for c in cs):
+                return
+        raise AssertionError([c.assignment() for c in cs])
+
+    a, b = consumer("a", "c1"), consumer("b", "c2")
+    b2 = None
+    try:
+        settle([a, b], PARTITIONS)
+        owned_a, owned_b = {t.partition for t in a.assignment()}, {t.partition for t in b.assignment()}
+        seen_a = list(events["a"])
+        b.close()  # a static member sends no LeaveGroup
+        t0 = time.monotonic()
+        b2 = consumer("b2", "c2")
+        settle([a, b2], PARTITIONS)
+        took = time.monotonic() - t0
+        assert {t.partition for t in b2.assignment()} == owned_b
+        assert {t.partition for t in a.assignment()} == owned_a
+        assert events["a"] == seen_a, events  # no revoke, no new assignment for the other member
+        assert took < 5.0, took
+    finally:
+        a.close()
+        if b2 is not None:
+            b2.close()
