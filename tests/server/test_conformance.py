@@ -66,7 +66,7 @@ def test_librdkafka_test_programs():
     except suite.SuiteError as e:
         pytest.skip(f"librdkafka's test-runner cannot be built here: {e}")
     outcomes = suite.run(None, None, python=sys.executable, pythonpath=str(SRC),
-                         multiplier=float(os.environ.get("KBATCH_CONFORMANCE_TIMEOUT_MULTIPLIER", "2")), timeout=900)
+                         multiplier=float(os.environ.get("KBATCH_CONFORMANCE_TIMEOUT_MULTIPLIER", "2")), timeout=1800)
     _record("librdkafka", suite.LIBRDKAFKA_VERSION, [o.as_dict() for o in outcomes],
             note=f"test-runner told TEST_KAFKA_VERSION={suite.KAFKA_VERSION}; source: crates.io {suite.CRATE} "
                  f"{suite.CRATE_VERSION}")
