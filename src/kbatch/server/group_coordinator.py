@@ -4,7 +4,11 @@ Group membership follows Kafka's classic protocol state machine: Empty -> Prepar
 (members join; with JoinGroup v4+ an unknown member first gets MEMBER_ID_REQUIRED and a member id)
 -> CompletingRebalance (the leader gets the members' subscriptions and sends the assignment in
 SyncGroup) -> Stable; a join, a leave, a changed subscription or a session timeout starts a new
-rebalance, and members learn of it from REBALANCE_IN_PROGRESS on Heartbeat.
+rebalance, and members learn of it from REBALANCE_IN_PROGRESS on Heartbeat. Static members
+(KIP-345, `group.instance.id`, JoinGroup v5+) join without the MEMBER_ID_REQUIRED round trip, and one
+that comes back (a restart) takes its old member id's place and assignment; in a Stable group whose
+protocol stays the same that is no rebalance (GroupCoordinator.updateStaticMemberAndRebalance), and
+the replaced member id is FENCED_INSTANCE_ID from then on.
 
 Committed offsets and group metadata are records of a real `__consumer_offsets` log in the served
 directory, written with kbatch (`kbatch.schema.coordinator_records`: Kafka's key and value schemas; key
