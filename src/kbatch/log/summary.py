@@ -637,6 +637,9 @@ class _Walk:
                     p.aborts += 1
 
     def finish(self) -> None:
+        for name in self.summary.omitted:  # a figure left out is never shown half made
+            if name in ("min_timestamp", "max_timestamp", "records_without_timestamp"):
+                setattr(self.rs, name, None)
         self.rs.producers = sorted(self.producers.values(), key=lambda p: (p.producer_id, p.producer_epoch))
 
 
