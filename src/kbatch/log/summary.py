@@ -427,12 +427,26 @@ def _cache_of(cache: SummaryCache | str | bool | None) -> SummaryCache | None:
     return None
 
 
-def _records_of(s: Window, j: int) -> list[tuple[int, int | None]]:
-    """(offset, timestamp or None) of the records of row j of a window, decoded (control records
-    are not asked for here)."""
-    from ..record.file_records import batch_at
+#: (offsets, timestamps, has a timestamp) of a batch's records
+Fields = tuple[np.ndarray, np.ndarray, np.ndarray]
 
-    return [(r.offset, r.timestamp) for r in batch_at(s, j)]
+
+def _fields_of(s: Window, j: int) -> Fields:
+    """The offsets and timestamps of the records of row j of a window, with which have a
+    timestamp: v2 through the record_fields_v2 kernel (every record checked as the decoder checks
+    it, keys and values not copied: kbatch.log.validator.v2_record_fields), magic 0/1 decoded."""
+    from ..record.batch import RecordBatch
+    from ..record.file_records import batch_at
+    from .validator import v2_record_fields
+
+    b = batch_at(s, j)
+    if isinstance(b, RecordBatch):
+        offs, ts, _keys = v2_record_fields(b)
+        return offs, ts, ts != b.no_timestamp
+    recs = list(b)
+    return (np.array([r.offset for r in recs], np.int64),
+            np.array([0 if r.timestamp is None else r.timestamp for r in recs], np.int64),
+            np.array([r.timestamp is not None for r in recs], bool))
 
 
 class _Walk:
@@ -456,20 +470,26 @@ class _Walk:
             d[why] = d.get(why, 0) + n
             self.summary.decoded_batches += n
 
-    def _times(self, ts: list[int | None]) -> None:
+    def _times(self, ts: np.ndarray, has: np.ndarray) -> None:
         rs = self.rs
-        have = [t for t in ts if t is not None]
+        have = ts[has]
         if rs.records_without_timestamp is not None:
             rs.records_without_timestamp += len(ts) - len(have)
-        if have:
-            lo, hi = min(have), max(have)
+        if len(have):
+            lo, hi = int(have.min()), int(have.max())
             rs.min_timestamp = lo if rs.min_timestamp is None else min(rs.min_timestamp, lo)
             rs.max_timestamp = hi if rs.max_timestamp is None else max(rs.max_timestamp, hi)
             if self.bucket_ms is not None:
-                b = self.bucket_ms
-                for t in have:
-                    k = t - t % b
-                    self.histogram[k] = self.histogram.get(k, 0) + 1
+                self._count(have, None)
+
+    def _count(self, ts: np.ndarray, weights: np.ndarray | None) -> None:
+        """Into the histogram: records at `ts` (`weights`: how many at each)."""
+        b = self.bucket_ms
+        assert b is not None
+        keys, inv = np.unique(ts - ts % b, return_inverse=True)
+        sums = np.bincount(inv, weights=weights, minlength=len(keys))
+        for k, c in zip(keys.tolist(), sums.tolist()):
+            self.histogram[k] = self.histogram.get(k, 0) + int(c)
 
     def window(self, w: FetchedWindow) -> None:
         s, a, b = w.window, w.start, w.stop
@@ -485,11 +505,12 @@ class _Walk:
         dec = data & (edge | ~v2)
         head = data & ~dec
         eff = np.where(head, cnt, 0)
-        decoded: dict[int, list[tuple[int, int | None]]] = {}
+        decoded: dict[int, Fields] = {}
         for r in np.flatnonzero(dec).tolist():
-            recs = [(o, t) for o, t in _records_of(s, a + r) if self.lo <= o < self.hi]
-            decoded[r] = recs
-            eff[r] = len(recs)
+            offs, ts, has = _fields_of(s, a + r)
+            keep = (offs >= self.lo) & (offs < self.hi)
+            decoded[r] = (offs[keep], ts[keep], has[keep])
+            eff[r] = int(np.count_nonzero(keep))
         self.fell_back("records", "batch at an edge of the range", int(np.count_nonzero(dec & edge)))
         self.fell_back("records", "magic 0/1 entry", int(np.count_nonzero(dec & ~edge)))
         rs = self.rs
@@ -504,10 +525,10 @@ class _Walk:
             self._partition(s, a, b, v2, ctl, attrs, cnt)
 
     def _timestamps(self, s: Window, a: int, head: np.ndarray, dec: np.ndarray, attrs: np.ndarray,
-                    cnt: np.ndarray, mx: np.ndarray, decoded: dict[int, list[tuple[int, int | None]]]) -> None:
+                    cnt: np.ndarray, mx: np.ndarray, decoded: dict[int, Fields]) -> None:
         rs = self.rs
-        for recs in decoded.values():
-            self._times([t for _o, t in recs])
+        for _offs, ts, has in decoded.values():
+            self._times(ts, has)
         some = head & (cnt > 0)   # an empty batch's maxTimestamp is stale (compaction): none of its own
         ext = (attrs & W.TIMESTAMP_EXTENDED_FLAG_MASK) != 0
         # a maxTimestamp that is a record's: any in an extended batch (KIP-228: its "none" is
@@ -525,12 +546,7 @@ class _Walk:
             m = int(mx[rows].min())
             rs.min_timestamp = m if rs.min_timestamp is None else min(rs.min_timestamp, m)
             if self.bucket_ms is not None:
-                b = self.bucket_ms
-                keys = mx[rows] - mx[rows] % b
-                ks, inv = np.unique(keys, return_inverse=True)
-                sums = np.bincount(inv, weights=cnt[rows])
-                for k, c in zip(ks.tolist(), sums.tolist()):
-                    self.histogram[k] = self.histogram.get(k, 0) + int(c)
+                self._count(mx[rows], cnt[rows])
         # the others (CreateTime batches of several records, in any order inside; a header with no
         # clear timestamp): a timestamps walk
         walk = some & ~rows
@@ -550,10 +566,11 @@ class _Walk:
         self.fell_back("min_timestamp", "CreateTime batch of several records, or no clear maxTimestamp "
                                         "(timestamps walk)", k)
         for r in np.flatnonzero(walk).tolist():
-            self._times([t for _o, t in _records_of(s, a + r)])
+            _offs, ts, has = _fields_of(s, a + r)
+            self._times(ts, has)
 
     def _offsets(self, s: Window, a: int, head: np.ndarray, dec: np.ndarray, base: np.ndarray, last: np.ndarray,
-                 cnt: np.ndarray, eff: np.ndarray, decoded: dict[int, list[tuple[int, int | None]]]) -> None:
+                 cnt: np.ndarray, eff: np.ndarray, decoded: dict[int, Fields]) -> None:
         rows = np.flatnonzero(eff > 0)
         if not len(rows):
             return
@@ -562,12 +579,11 @@ class _Walk:
 
         def end(r: int, first: bool) -> int:
             if r in decoded:
-                return decoded[r][0 if first else -1][0]
+                return int(decoded[r][0][0 if first else -1])
             if dense[r]:
                 return int(base[r] if first else last[r])
             self.fell_back("first_offset" if first else "last_offset", "batch with offset gaps (compacted)")
-            recs = _records_of(s, a + r)
-            return recs[0 if first else -1][0]
+            return int(_fields_of(s, a + r)[0][0 if first else -1])
 
         if rs.first_offset is None:
             rs.first_offset = end(int(rows[0]), True)
