@@ -374,7 +374,9 @@ class HeaderSource:
 
     def _scan(self, seg: LogSegment, position: int, verify_crc: bool) -> Generator[Window, None, int]:
         self.scanned.add(seg.base_offset)
-        gen = seg.log.scan(position, verify_crc)
+        # buffers reused from window to window (with read-ahead): the summary keeps no view of a
+        # window once it asks for the next one (header columns are copied)
+        gen = seg.log.scan(position, verify_crc, reuse=True)
         rows: list[dict[str, np.ndarray]] = []
         keep = True
         error: KBatchError | None = None
@@ -486,8 +488,15 @@ class _Walk:
         """Into the histogram: records at `ts` (`weights`: how many at each)."""
         b = self.bucket_ms
         assert b is not None
-        keys, inv = np.unique(ts - ts % b, return_inverse=True)
-        sums = np.bincount(inv, weights=weights, minlength=len(keys))
+        buckets = ts // b
+        lo = int(buckets.min())
+        if int(buckets.max()) - lo < 1 << 20:   # a dense range (the usual): one bincount
+            sums = np.bincount(buckets - lo, weights=weights)
+            nz = np.flatnonzero(sums)
+            keys, sums = (nz + lo) * b, sums[nz]
+        else:
+            keys, inv = np.unique(buckets * b, return_inverse=True)
+            sums = np.bincount(inv, weights=weights, minlength=len(keys))
         for k, c in zip(keys.tolist(), sums.tolist()):
             self.histogram[k] = self.histogram.get(k, 0) + int(c)
 
@@ -527,8 +536,9 @@ class _Walk:
     def _timestamps(self, s: Window, a: int, head: np.ndarray, dec: np.ndarray, attrs: np.ndarray,
                     cnt: np.ndarray, mx: np.ndarray, decoded: dict[int, Fields]) -> None:
         rs = self.rs
-        for _offs, ts, has in decoded.values():
-            self._times(ts, has)
+        if decoded:
+            self._times(np.concatenate([d[1] for d in decoded.values()]),
+                        np.concatenate([d[2] for d in decoded.values()]))
         some = head & (cnt > 0)   # an empty batch's maxTimestamp is stale (compaction): none of its own
         ext = (attrs & W.TIMESTAMP_EXTENDED_FLAG_MASK) != 0
         # a maxTimestamp that is a record's: any in an extended batch (KIP-228: its "none" is
@@ -565,9 +575,8 @@ class _Walk:
             return
         self.fell_back("min_timestamp", "CreateTime batch of several records, or no clear maxTimestamp "
                                         "(timestamps walk)", k)
-        for r in np.flatnonzero(walk).tolist():
-            _offs, ts, has = _fields_of(s, a + r)
-            self._times(ts, has)
+        got = [_fields_of(s, a + r) for r in np.flatnonzero(walk).tolist()]
+        self._times(np.concatenate([g[1] for g in got]), np.concatenate([g[2] for g in got]))
 
     def _offsets(self, s: Window, a: int, head: np.ndarray, dec: np.ndarray, base: np.ndarray, last: np.ndarray,
                  cnt: np.ndarray, eff: np.ndarray, decoded: dict[int, Fields]) -> None:
