@@ -36,6 +36,7 @@ flipped bit inside a record (its key, value, timestamp delta) goes unseen.
 """
 from __future__ import annotations
 
+import bisect
 import hashlib
 import io
 import json
@@ -337,7 +338,7 @@ class HeaderSource:
         hit = self._remembered(seg, position, verify_crc)
         if hit is not None:
             return self._replay(seg, hit, position, verify_crc)
-        return self._scan(seg, position, verify_crc)
+        return self._scan(seg, position, verify_crc, hop=not verify_crc and _can_hop(seg))
 
     def _remembered(self, seg: LogSegment, position: int, verify_crc: bool) -> _Remembered | None:
         for key in ((seg.base_offset, position), (seg.base_offset, 0)):
@@ -372,11 +373,12 @@ class HeaderSource:
             raise r.error
         return r.end
 
-    def _scan(self, seg: LogSegment, position: int, verify_crc: bool) -> Generator[Window, None, int]:
+    def _scan(self, seg: LogSegment, position: int, verify_crc: bool, hop: bool = False
+              ) -> Generator[Window, None, int]:
         self.scanned.add(seg.base_offset)
         # buffers reused from window to window (with read-ahead): the summary keeps no view of a
         # window once it asks for the next one (header columns are copied)
-        gen = seg.log.scan(position, verify_crc, reuse=True)
+        gen = _hop_scan(seg, position) if hop else seg.log.scan(position, verify_crc, reuse=True)
         rows: list[dict[str, np.ndarray]] = []
         keep = True
         error: KBatchError | None = None
@@ -415,6 +417,93 @@ class HeaderSource:
         if (self.cache is not None and error is None and verified and position == 0 and end == seg.size
                 and seg is not self.log.segments[-1] and bool(np.all(cols["crc_valid"]))):
             self.cache.store(seg, cols, end)
+
+
+#: a trusted scan reads only the batch headers while batches average at least this many bytes
+_HOP_MIN_BATCH = 16 * 1024
+
+
+def _can_hop(seg: LogSegment) -> bool:
+    from ..record.file_records import SourceFileRecords
+
+    # a local file (a remote object would cost a request per batch), within int32 positions
+    return not isinstance(seg.log, SourceFileRecords) and seg.size <= W.INT32_MAX
+
+
+def _hop_scan(seg: LogSegment, position: int) -> Generator[Window, None, int]:
+    """A scan without CRCs that reads only the batch headers (trust_headers): each batch's first 61
+    bytes (found from the length field of the one before), laid end to end with their length
+    fields cut to those 61 bytes, scanned by the kernel as it scans a read window (with no CRC
+    asked it reads nothing past a header), then given back their real positions and sizes: the
+    same columns, errors and end as a scan of every byte. Windows carry no bytes ("buf" None,
+    "read" reads a batch). Small batches are read whole instead (a read per header would cost
+    more than the bytes)."""
+    core = _backend.core
+    read, size = seg.log.read, seg.size
+    pos = position
+    hops = 0
+    hopped_bytes = 0
+    while size - pos > W.HEADER_SIZE_UP_TO_MAGIC:
+        if hops >= 16 and hopped_bytes // hops < _HOP_MIN_BATCH:
+            return (yield from seg.log.scan(pos, False, reuse=True))
+        compact = bytearray()
+        real: list[int] = []      # each header's file position
+        at: list[int] = []        # and where it is in `compact`
+        totals: list[int] = []
+        last = False
+        while size - pos > W.HEADER_SIZE_UP_TO_MAGIC and len(real) < _HOP_BATCHES:
+            head = bytes(read(pos, W.RECORD_BATCH_OVERHEAD))
+            total = int.from_bytes(head[W.SIZE_OFFSET:W.LOG_OVERHEAD], "big", signed=True) + W.LOG_OVERHEAD
+            if total < W.LOG_OVERHEAD + W.RECORD_OVERHEAD_V0:
+                cut = head           # too small: the kernel says so, from the length, at its position
+                last = True
+            elif pos + total > size:
+                break                # a partial batch at the end: the scan stops before it
+            else:
+                n = min(total, W.RECORD_BATCH_OVERHEAD)
+                cut = head[:W.SIZE_OFFSET] + (n - W.LOG_OVERHEAD).to_bytes(4, "big") + head[W.LOG_OVERHEAD:n]
+            real.append(pos)
+            at.append(len(compact))
+            totals.append(total)
+            compact += cut
+            if last:
+                break
+            pos += total
+            hops += 1
+            hopped_bytes += total
+        if not real:
+            return pos
+        try:
+            s = core.scan_batches(compact, 0, len(compact), False)
+        except KBatchError as e:
+            k = bisect.bisect_right(at, e.position or 0) - 1
+            if k > 0:
+                s = core.scan_batches(compact, 0, at[k], False)
+                yield _header_window(s, real[:k], totals[:k], real[k], seg)
+            if e.position is not None:
+                e.update(shift=real[k] - at[k])
+            raise
+        n = len(s["position"])
+        end = real[n] if n < len(real) else real[-1] + totals[-1]
+        if n:
+            yield _header_window(s, real[:n], totals[:n], end, seg)
+        if n < len(real):
+            return end
+        pos = end
+    return pos
+
+
+#: headers a trusted scan reads before it hands them out as one window
+_HOP_BATCHES = 8192
+
+
+def _header_window(s: dict[str, Any], positions: list[int], totals: list[int], end: int,
+                   seg: LogSegment) -> dict[str, Any]:
+    s["position"] = np.array(positions, np.int64)
+    s["size"] = np.array(totals, np.int64)
+    s["valid_bytes"] = end
+    s["buf"], s["origin"], s["read"] = None, 0, seg.log.read
+    return s
 
 
 # ------------------------------------------------------------------------------------ the walk
