@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from .segment import LogSegment
 
 SUMMARY_CACHE_ENV = "KBATCH_SUMMARY_CACHE"
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2
 _HEADER_FIELDS = ("position", "size", "magic", "base_offset", "last_offset", "partition_leader_epoch", "crc",
                   "crc_valid", "attributes", "first_timestamp", "max_timestamp", "producer_id", "producer_epoch",
                   "base_sequence", "record_count")
@@ -248,57 +248,51 @@ class SummaryCache:
             return None
         return os.path.realpath(path), st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino
 
-    def _file(self, ident: tuple[str, int, int, int, int]) -> str:
+    def _file(self, ident: tuple[str, int, int, int, int], kind: str = "") -> str:
         h = hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:40]
-        return os.path.join(self.directory, f"{h}.npz")
+        return os.path.join(self.directory, f"{h}{kind}.npz")
 
-    def load(self, seg: LogSegment) -> tuple[dict[str, np.ndarray], int] | None:
-        """(header columns of the whole segment, where its batches end), or None."""
+    def _load(self, seg: LogSegment, kind: str, names: tuple[str, ...]) -> tuple[dict[str, np.ndarray], Any] | None:
         path = seg.path(".log")
         ident = self._identity(path)
         if ident is None or ident[1] != seg.size:
             return None
         try:
-            with np.load(self._file(ident), allow_pickle=False) as z:
+            with np.load(self._file(ident, kind), allow_pickle=False) as z:
                 meta = json.loads(bytes(z["meta"]).decode())
                 if meta.get("version") != _CACHE_VERSION or tuple(meta["identity"]) != ident:
                     return None
-                cols = {k: np.asarray(z[k]) for k in _HEADER_FIELDS}
-            n = len(cols["position"])
-            if any(len(v) != n for v in cols.values()) or int(meta["end"]) != seg.size:
+                cols = {k: np.asarray(z[k]) for k in names}
+            # the content check: the last batch's header bytes (its CRC among them) are still those
+            at, size = int(meta["last_at"]), int(meta["last_size"])
+            if size and bytes(seg.log.read(at, size)).hex() != meta["last_header"]:
                 return None
-            if n:  # the content check: the last batch's header bytes are still those
-                at, size = int(cols["position"][-1]), int(min(cols["size"][-1], W.RECORD_BATCH_OVERHEAD))
-                if bytes(seg.log.read(at, size)).hex() != meta["last_header"]:
-                    return None
-            return cols, int(meta["end"])
+            return cols, meta
         except (OSError, ValueError, KeyError, TypeError, EOFError, KBatchError):
             return None  # a damaged or foreign entry is not trusted
         except Exception:  # numpy's zip reader raises others (BadZipFile...) on a damaged file
             return None
 
-    def store(self, seg: LogSegment, cols: dict[str, np.ndarray], end: int) -> None:
+    def _store(self, seg: LogSegment, kind: str, arrays: dict[str, np.ndarray], last_at: int, last_size: int,
+               **extra: Any) -> None:
         path = seg.path(".log")
         ident = self._identity(path)
-        if ident is None or ident[1] != seg.size or end != seg.size:
+        if ident is None or ident[1] != seg.size:
             return
-        n = len(cols["position"])
-        last = ""
-        if n:
-            at, size = int(cols["position"][-1]), int(min(cols["size"][-1], W.RECORD_BATCH_OVERHEAD))
-            last = bytes(seg.log.read(at, size)).hex()
-        meta = json.dumps(dict(version=_CACHE_VERSION, identity=list(ident), end=end, last_header=last)).encode()
+        last = bytes(seg.log.read(last_at, last_size)).hex() if last_size else ""
+        meta = json.dumps(dict(version=_CACHE_VERSION, identity=list(ident), last_at=last_at, last_size=last_size,
+                               last_header=last, **extra)).encode()
         try:
             os.makedirs(self.directory, exist_ok=True)
             buf = io.BytesIO()
-            arrays: dict[str, Any] = {"meta": np.frombuffer(meta, np.uint8), **cols}
+            everything: dict[str, Any] = {"meta": np.frombuffer(meta, np.uint8), **arrays}
             savez: Any = np.savez
-            savez(buf, **arrays)
+            savez(buf, **everything)
             fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=self.directory)
             try:
                 with os.fdopen(fd, "wb") as f:
                     f.write(buf.getvalue())
-                os.replace(tmp, self._file(ident))  # atomic: a reader sees the old entry or the new one
+                os.replace(tmp, self._file(ident, kind))  # atomic: a reader sees the old entry or the new one
             except BaseException:
                 try:
                     os.unlink(tmp)
@@ -307,6 +301,48 @@ class SummaryCache:
                 raise
         except OSError:
             pass  # a cache that cannot be written costs speed, never an answer
+
+    def load(self, seg: LogSegment) -> tuple[dict[str, np.ndarray], int] | None:
+        """(header columns of the whole segment, where its batches end), or None."""
+        got = self._load(seg, "", _HEADER_FIELDS)
+        if got is None:
+            return None
+        cols, meta = got
+        n = len(cols["position"])
+        if any(len(v) != n for v in cols.values()) or int(meta["end"]) != seg.size:
+            return None
+        return cols, int(meta["end"])
+
+    def store(self, seg: LogSegment, cols: dict[str, np.ndarray], end: int) -> None:
+        if end != seg.size:
+            return
+        n = len(cols["position"])
+        at, size = (int(cols["position"][-1]), int(min(cols["size"][-1], W.RECORD_BATCH_OVERHEAD))) if n else (0, 0)
+        self._store(seg, "", cols, at, size, end=end)
+
+    def load_times(self, seg: LogSegment) -> dict[int, tuple[np.ndarray, np.ndarray]] | None:
+        """{batch position: (its records' timestamps, which have one)} of a verified sealed segment's
+        batches whose timestamps a header does not give, or None."""
+        got = self._load(seg, ".ts", ("position", "start", "ts", "has"))
+        if got is None:
+            return None
+        c = got[0]
+        pos, start, ts, has = c["position"], c["start"], c["ts"], c["has"]
+        if len(start) != len(pos) + 1 or len(ts) != len(has) or (len(start) and int(start[-1]) != len(ts)):
+            return None
+        bounds = start.tolist()
+        return {p: (ts[bounds[k]:bounds[k + 1]], has[bounds[k]:bounds[k + 1]]) for k, p in enumerate(pos.tolist())}
+
+    def store_times(self, seg: LogSegment, times: dict[int, tuple[np.ndarray, np.ndarray]], last_at: int,
+                    last_size: int) -> None:
+        order = sorted(times)
+        lens = [len(times[p][0]) for p in order]
+        start = np.zeros(len(order) + 1, np.int64)
+        np.cumsum(lens, out=start[1:])
+        arrays = dict(position=np.array(order, np.int64), start=start,
+                      ts=np.concatenate([times[p][0] for p in order]) if order else np.zeros(0, np.int64),
+                      has=np.concatenate([times[p][1] for p in order]) if order else np.zeros(0, bool))
+        self._store(seg, ".ts", arrays, last_at, last_size)
 
 
 # ------------------------------------------------------------------------------------ header source
@@ -333,6 +369,10 @@ class HeaderSource:
         self.memo_rows = 0
         self.cached: set[int] = set()
         self.scanned: set[int] = set()
+        self.verified: set[int] = set()   # sealed segments whose every CRC is known good (cached or checked now)
+        #: segment base -> {batch position: (timestamps, which have one)} known (cache) and walked now
+        self.known_times: dict[int, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
+        self.new_times: dict[int, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
 
     def __call__(self, seg: LogSegment, position: int, verify_crc: bool) -> Generator[Window, None, int]:
         hit = self._remembered(seg, position, verify_crc)
@@ -350,6 +390,7 @@ class HeaderSource:
             got = self.cache.load(seg)
             if got is not None:
                 self.cached.add(seg.base_offset)
+                self.verified.add(seg.base_offset)
                 r = _Remembered(got[0], got[1], None, True)
                 self.memo[(seg.base_offset, 0)] = r
                 return r
@@ -417,6 +458,58 @@ class HeaderSource:
         if (self.cache is not None and error is None and verified and position == 0 and end == seg.size
                 and seg is not self.log.segments[-1] and bool(np.all(cols["crc_valid"]))):
             self.cache.store(seg, cols, end)
+            self.verified.add(seg.base_offset)
+
+    # ---- the records' timestamps (the timestamps walk), remembered for verified sealed segments
+    def times(self, seg: LogSegment, s: Window, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """(timestamps, which have one) of the records of row j of a window of `seg`."""
+        sealed = seg is not self.log.segments[-1]
+        base = seg.base_offset
+        pos = int(s["position"][j])
+        if sealed and self.cache is not None:
+            known = self.known_times.get(base)
+            if known is None:
+                known = self.known_times[base] = self.cache.load_times(seg) or {}
+            hit = known.get(pos)
+            if hit is not None:
+                return hit
+        _offs, ts, has = _fields_of(s, j)
+        if sealed:
+            self.new_times.setdefault(base, {})[pos] = (ts, has)
+        return ts, has
+
+    def store_times(self) -> None:
+        """Remember the timestamps walked of each verified sealed segment whose every batch that
+        needs the walk was walked (now or before)."""
+        if self.cache is None:
+            return
+        for seg in self.log.segments[:-1]:
+            new = self.new_times.get(seg.base_offset)
+            r = self.memo.get((seg.base_offset, 0))
+            if not new or seg.base_offset not in self.verified or r is None or r.error is not None:
+                continue
+            c = r.cols
+            if not len(c["position"]):
+                continue
+            need = c["position"][_needs_walk(c)]
+            times = {**self.known_times.get(seg.base_offset, {}), **new}
+            if all(int(p) in times for p in need.tolist()):
+                keep = {int(p): times[int(p)] for p in need.tolist()}
+                self.cache.store_times(seg, keep, int(c["position"][-1]),
+                                       int(min(c["size"][-1], W.RECORD_BATCH_OVERHEAD)))
+
+
+def _needs_walk(c: dict[str, np.ndarray]) -> np.ndarray:
+    """The rows whose records' timestamps no header gives (the rule of _Walk._timestamps): v2 data
+    batches with records, but LogAppendTime and single records with a clear maxTimestamp."""
+    attrs = c["attributes"].astype(np.int64)
+    cnt, mx = c["record_count"], c["max_timestamp"]
+    v2 = c["magic"] >= 2
+    data = v2 & ((attrs & W.CONTROL_FLAG_MASK) == 0) & (cnt > 0)
+    ext = (attrs & W.TIMESTAMP_EXTENDED_FLAG_MASK) != 0
+    clear = np.where(ext, mx != W.NO_TIMESTAMP_EXTENDED, mx >= 0)
+    lat = (attrs & W.TIMESTAMP_TYPE_MASK) != 0
+    return data & ~((lat | (cnt == 1)) & clear)
 
 
 #: a trusted scan reads only the batch headers while batches average at least this many bytes
@@ -544,7 +637,8 @@ class _Walk:
     """One read (one isolation level) of the range, header window by window."""
 
     def __init__(self, summary: PartitionSummary, rs: ReadSummary, lo: int, hi: int, filt: AbortedFilter | None,
-                 timestamps: bool, partition_facts: bool, bucket_ms: int | None) -> None:
+                 timestamps: bool, partition_facts: bool, bucket_ms: int | None, source: HeaderSource) -> None:
+        self.source = source
         self.summary = summary
         self.rs = rs
         self.lo, self.hi = lo, hi
@@ -616,13 +710,13 @@ class _Walk:
         rs.data_batches += int(np.count_nonzero(eff > 0))
         rs.aborted_batches += int(np.count_nonzero(ab))
         rs.aborted_records += int(cnt[ab].sum())
-        self._timestamps(s, a, head, dec, attrs, cnt, mx, decoded)
+        self._timestamps(w.segment, s, a, head, dec, attrs, cnt, mx, decoded)
         self._offsets(s, a, head, dec, base, last, cnt, eff, decoded)
         self._producers(s, a, b, data & v2, eff)
         if self.partition_facts:
             self._partition(s, a, b, v2, ctl, attrs, cnt)
 
-    def _timestamps(self, s: Window, a: int, head: np.ndarray, dec: np.ndarray, attrs: np.ndarray,
+    def _timestamps(self, seg: LogSegment, s: Window, a: int, head: np.ndarray, dec: np.ndarray, attrs: np.ndarray,
                     cnt: np.ndarray, mx: np.ndarray, decoded: dict[int, Fields]) -> None:
         rs = self.rs
         if decoded:
@@ -663,9 +757,9 @@ class _Walk:
                     self.summary.omitted.append(name)
             return
         self.fell_back("min_timestamp", "CreateTime batch of several records, or no clear maxTimestamp "
-                                        "(timestamps walk)", k)
-        got = [_fields_of(s, a + r) for r in np.flatnonzero(walk).tolist()]
-        self._times(np.concatenate([g[1] for g in got]), np.concatenate([g[2] for g in got]))
+                                        "(timestamps walk, or what it remembered)", k)
+        got = [self.source.times(seg, s, a + r) for r in np.flatnonzero(walk).tolist()]
+        self._times(np.concatenate([g[0] for g in got]), np.concatenate([g[1] for g in got]))
 
     def _offsets(self, s: Window, a: int, head: np.ndarray, dec: np.ndarray, base: np.ndarray, last: np.ndarray,
                  cnt: np.ndarray, eff: np.ndarray, decoded: dict[int, Fields]) -> None:
@@ -820,7 +914,8 @@ def _summarize(log: Log, start_offset: int | None, end_offset: int | None, start
             summary.last_stable_offset = res.last_stable_offset
         rs = ReadSummary(iso.name.lower(), res.upper_offset)
         filt = AbortedFilter(res.aborted, res.unknown) if committed else None
-        walk = _Walk(summary, rs, lo, res.upper_offset, filt, timestamps, k == 0, bucket_ms if k == 0 else None)
+        walk = _Walk(summary, rs, lo, res.upper_offset, filt, timestamps, k == 0, bucket_ms if k == 0 else None,
+                     source)
         for w in res.windows():
             walk.window(w)
         walk.finish()
@@ -829,6 +924,7 @@ def _summarize(log: Log, start_offset: int | None, end_offset: int | None, start
             summary.problems = res.problems()
             hist = walk.histogram
         setattr(summary, iso.name.lower(), rs)
+    source.store_times()
     summary.cached_segments = len(source.cached)
     summary.scanned_segments = len(source.scanned)
     return summary, hist
