@@ -509,7 +509,8 @@ def _needs_walk(c: dict[str, np.ndarray]) -> np.ndarray:
     ext = (attrs & W.TIMESTAMP_EXTENDED_FLAG_MASK) != 0
     clear = np.where(ext, mx != W.NO_TIMESTAMP_EXTENDED, mx >= 0)
     lat = (attrs & W.TIMESTAMP_TYPE_MASK) != 0
-    return data & ~((lat | (cnt == 1)) & clear)
+    need: np.ndarray = data & ~((lat | (cnt == 1)) & clear)
+    return need
 
 
 #: a trusted scan reads only the batch headers while batches average at least this many bytes
