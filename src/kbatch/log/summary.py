@@ -64,7 +64,7 @@ _HEADER_FIELDS = ("position", "size", "magic", "base_offset", "last_offset", "pa
                   "crc_valid", "attributes", "first_timestamp", "max_timestamp", "producer_id", "producer_epoch",
                   "base_sequence", "record_count")
 #: in-memory header rows kept for the second isolation level's walk (above this, it scans again)
-_MEMO_ROWS = 4_000_000
+_MEMO_ROWS = 1_000_000
 
 
 # ------------------------------------------------------------------------------------ results
