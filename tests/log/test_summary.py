@@ -146,7 +146,7 @@ def test_read_committed_stops_at_the_lso_and_leaves_aborted_out(parts):
 
 # ------------------------------------------------------------------------------------ compacted and random logs
 def _loggen(tmp_path, seed, n_segments, open_txn):
-    from test_compaction import LogGen, write_segments
+    from log.test_compaction import LogGen, write_segments
 
     gen = LogGen(seed, n_batches=40, open_txn=open_txn)
     d = tmp_path / f"t{seed}-0"
@@ -416,7 +416,7 @@ def _drain(gen):
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_header_only_scan_is_the_scan(parts, case, monkeypatch):
+def test_header_only_scan_is_the_scan(parts, case, monkeypatch, backend):
     """trust_headers reads only the batch headers of large batches (_hop_scan): the same columns,
     the same end and the same error at the same byte as the scan that reads every byte."""
     from kbatch.log import summary as S
