@@ -546,7 +546,7 @@ def _hop_scan(seg: LogSegment, position: int) -> Generator[Window, None, int]:
         totals: list[int] = []
         last = False
         while size - pos > W.HEADER_SIZE_UP_TO_MAGIC and len(real) < _HOP_BATCHES:
-            head = bytes(read(pos, W.RECORD_BATCH_OVERHEAD))
+            head = bytes(read(pos, W.RECORD_BATCH_OVERHEAD, read_ahead=False))
             total = int.from_bytes(head[W.SIZE_OFFSET:W.LOG_OVERHEAD], "big", signed=True) + W.LOG_OVERHEAD
             if total < W.LOG_OVERHEAD + W.RECORD_OVERHEAD_V0:
                 cut = head           # too small: the kernel says so, from the length, at its position
