@@ -482,3 +482,59 @@ def test_cache_remembers_the_timestamps_walk(tmp_path):
             first | {"cached_segments": 0, "scanned_segments": 0}
     finally:
         log.close()
+
+
+class _Seg:
+    """What _hop_scan uses of a LogSegment: its .log and size."""
+
+    def __init__(self, path):
+        from kbatch.record.file_records import FileRecords
+
+        self.log = FileRecords(path)
+        self.size = self.log.size_in_bytes
+
+
+def test_header_only_scan_is_the_scan_on_random_bytes(tmp_path_factory, monkeypatch):
+    """Random segments (v2 batches of any size and codec, legacy entries, then a byte of a header
+    changed or the file cut anywhere): the header-only scan gives the scan's columns, end and error."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from kbatch.log import summary as S
+
+    monkeypatch.setattr(S, "_HOP_MIN_BATCH", 0)
+    d = tmp_path_factory.mktemp("hop")
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(st.tuples(st.integers(1, 30), st.sampled_from([0, 1, 2]), st.booleans()), min_size=1, max_size=12),
+           st.integers(0, 10**6), st.integers(0, 255), st.integers(0, 3))
+    def run(batches, where, value, how):
+        data = b""
+        off = 0
+        for n, magic, codec in batches:
+            b = kbatch.BatchBuilder(magic=magic, base_offset=off,
+                                    compression=kbatch.Compression.GZIP if codec else kbatch.Compression.NONE)
+            for i in range(n):
+                b.append(1_700_000_000_000 + i, b"k%d" % i, b"v" * (i * 7))
+            data += b.build()
+            off += n
+        at = where % len(data)
+        if how == 1:
+            data = data[:at]
+        elif how == 2:
+            data = data[:at] + bytes([value]) + data[at + 1:]
+        p = d / f"{len(data)}-{at}-{value}-{how}.log"
+        p.write_bytes(data)
+        seg = _Seg(str(p))
+        try:
+            want_cols, want_end, want_err = _drain(seg.log.scan(0, False))
+            got_cols, got_end, got_err = _drain(S._hop_scan(seg, 0))
+        finally:
+            seg.log.close()
+        assert (got_end, got_err) == (want_end, want_err)
+        cat = lambda cs, k: np.concatenate([c[k] for c in cs]).tolist() if cs else []  # noqa: E731
+        for k in ("position", "size", "magic", "base_offset", "last_offset", "record_count", "attributes",
+                  "first_timestamp", "max_timestamp", "producer_id", "crc"):
+            assert cat(got_cols, k) == cat(want_cols, k), k
+
+    run()
