@@ -538,3 +538,22 @@ def test_header_only_scan_is_the_scan_on_random_bytes(tmp_path_factory, monkeypa
             assert cat(got_cols, k) == cat(want_cols, k), k
 
     run()
+
+
+@pytest.mark.parametrize("case", ["txn-closed", "dl-old-broker", "dl-missing-index"])
+def test_time_range_is_the_lookups_offsets(parts, case):
+    """start_time / end_time: from the first record at or after each (ListOffsets, as cat's s@T / e@T)."""
+    log = kbatch.Log.open(parts[case])
+    try:
+        ts = sorted({t for _o, t in truth(parts[case], IsolationLevel.READ_UNCOMMITTED, True)[0] if t is not None})
+        for t0, t1 in ((ts[len(ts) // 4], ts[3 * len(ts) // 4]), (ts[0] - 1, ts[-1] + 1), (ts[-1] + 1, None)):
+            lo = log.offset_for(t0)
+            hi = log.offset_for(t1) if t1 is not None else None
+            by_time = summarize(log, start_time=t0, end_time=t1, skip_unreadable=True, cache=False).to_dict()
+            by_offset = summarize(log, lo.offset if lo is not None else log.end_offset(),
+                                  hi.offset if hi is not None else None, skip_unreadable=True, cache=False).to_dict()
+            assert by_time == by_offset
+            check_equal(parts[case], lo.offset if lo is not None else log.end_offset(),
+                        hi.offset if hi is not None else None)
+    finally:
+        log.close()
