@@ -557,3 +557,24 @@ def test_time_range_is_the_lookups_offsets(parts, case):
                         hi.offset if hi is not None else None)
     finally:
         log.close()
+
+
+def test_segment_facts_lists_every_batch_and_goes_on(parts):
+    from kbatch.log.summary import segment_facts
+    from support import partitions as P
+
+    for case, bad_crc, damaged in (("crc-middle", 1, 0), ("bad-length-middle", 0, 1), ("torn-active", 0, 0),
+                                   ("txn-closed", 0, 0)):
+        log = kbatch.Log.open(parts[case])
+        try:
+            damage = []
+            facts = list(segment_facts(log, cache=False, damage=damage))
+            trusted = list(segment_facts(log, trust_headers=True, cache=False))
+        finally:
+            log.close()
+        assert sum(1 for f in facts if f.crc_ok is False) == bad_crc, case
+        assert len(damage) == damaged, case
+        assert [f[:14] for f in trusted] == [f[:14] for f in facts] and all(f.crc_ok is None for f in trusted)
+        on_disk = [(seg, pos) for seg in P.segment_logs(parts[case]) for pos, _b, _l in P.batch_positions(seg)]
+        if not damaged:
+            assert [(f.segment, f.position) for f in facts] == on_disk[:len(facts)], case

@@ -978,5 +978,44 @@ def batch_facts(log: Log, start_offset: int | None = None, end_offset: int | Non
             unreadable.extend(res.unreadable)
 
 
+def segment_facts(log: Log, *, trust_headers: bool = False, cache: SummaryCache | str | bool | None = True,
+                  damage: list[UnreadableRange] | None = None) -> Iterator[BatchFacts]:
+    """Every batch header of every segment, in file order, whatever the read path would make of
+    it (an audit's raw rows: a batch whose CRC fails is yielded with crc_ok False and the walk goes
+    on; offsets out of order are yielded as they are). Where a segment's bytes stop being batches
+    (a bad length or magic, bytes after its last whole batch in a segment that is not the last),
+    the range goes into `damage` and the walk goes on with the next segment; `aborted` is False."""
+    source = HeaderSource(log, _cache_of(cache))
+    segs = list(log.segments)
+    for k, seg in enumerate(segs):
+        path = seg.path(".log")
+        nxt = segs[k + 1].base_offset if k + 1 < len(segs) else None
+        gen = source(seg, 0, not trust_headers)
+        last: int | None = None
+        while True:
+            try:
+                s = next(gen)
+            except StopIteration as stop:
+                end = int(stop.value)
+                if end < seg.size and nxt is not None and damage is not None:
+                    damage.append(UnreadableRange(path, end, seg.size - end, last, nxt,
+                                                  seg.log.incomplete(end, "the segment")))
+                break
+            except KBatchError as e:
+                if damage is not None:
+                    at = e.position if e.position is not None else 0
+                    damage.append(UnreadableRange(path, at, seg.size - at, last, nxt, str(e)))
+                break
+            cols = [s[c].tolist() for c in ("position", "size", "magic", "attributes", "base_offset", "last_offset",
+                                            "partition_leader_epoch", "first_timestamp", "max_timestamp",
+                                            "producer_id", "producer_epoch", "base_sequence", "record_count",
+                                            "crc_valid")]
+            for (pos, size, magic, attrs, base, lst, ple, first_ts, max_ts, pid, epoch, seq, count,
+                 crc_ok) in zip(*cols):
+                yield BatchFacts(path, pos, size, magic, attrs, base, lst, ple, first_ts, max_ts, pid, epoch, seq,
+                                 count, None if trust_headers else bool(crc_ok), False)
+                last = lst
+
+
 __all__ = ["BatchFacts", "HeaderSource", "PartitionSummary", "ProducerSummary", "ReadSummary", "SummaryCache",
-           "SUMMARY_CACHE_ENV", "batch_facts", "default_cache_dir", "histogram", "summarize"]
+           "SUMMARY_CACHE_ENV", "batch_facts", "segment_facts", "default_cache_dir", "histogram", "summarize"]
