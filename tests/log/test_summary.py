@@ -52,6 +52,7 @@ def truth(part, isolation, skip, lo=None, hi=None):
                     prods[k] = prods.get(k, 0) + 1
         except UnreadableDataError as e:
             stop = e.range
+        truth.problems = res.problems()  # what else the read says (an index the log contradicts, ...)
         return rows, prods, stop, list(res.unreadable)
     finally:
         log.close()
@@ -73,6 +74,7 @@ def got_figures(rs):
 def check_equal(part, lo=None, hi=None, skip=True, **kw):
     """summarize(part) against read_log at both isolation levels; returns the summary."""
     want = {n: truth(part, iso, skip, lo, hi) for n, iso in C.ISOLATION.items()}
+    problems = truth(part, IsolationLevel.READ_UNCOMMITTED, skip, lo, hi) and truth.problems
     log = kbatch.Log.open(part)
     try:
         try:
@@ -88,6 +90,7 @@ def check_equal(part, lo=None, hi=None, skip=True, **kw):
             assert got_figures(rs) == figures(rows), n
             assert {(p.producer_id, p.producer_epoch): p.records for p in rs.producers if p.records} == prods, n
             assert [str(u) for u in rs.unreadable] == [str(u) for u in met], n
+        assert s.problems == problems
         return s
     finally:
         log.close()
