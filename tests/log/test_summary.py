@@ -581,3 +581,19 @@ def test_segment_facts_lists_every_batch_and_goes_on(parts):
         on_disk = [(seg, pos) for seg in P.segment_logs(parts[case]) for pos, _b, _l in P.batch_positions(seg)]
         if not damaged:
             assert [(f.segment, f.position) for f in facts] == on_disk[:len(facts)], case
+
+
+def test_without_memory_for_the_second_level(parts, tmp_path, monkeypatch):
+    """Past _MEMO_ROWS the second isolation level reads the headers again (the answers do not
+    change) and sealed segments are still cached."""
+    from kbatch.log import summary as S
+
+    monkeypatch.setattr(S, "_MEMO_ROWS", 0)
+    check_equal(parts["txn-closed"])
+    cache = SummaryCache(str(tmp_path / "c"))
+    log = kbatch.Log.open(parts["txn-closed"])
+    try:
+        summarize(log, cache=cache)
+        assert summarize(log, cache=cache).cached_segments == len(log.segments) - 1
+    finally:
+        log.close()
