@@ -1,5 +1,5 @@
 """The always-on subset of librdkafka's test programs (issue 43), as our own tests with confluent-kafka
-(which bundles librdkafka): building librdkafka's test-runner takes ~5 minutes on this machine (measured:
+(which bundles librdkafka): building librdkafka's test-runner took 4.8 and 9.2 minutes on this 2-core machine (measured:
 tools/librdkafka_suite.py build), too long for the default suite, so the full programs run in the
 KBATCH_CONFORMANCE=1 tier (tests/server/test_conformance.py) and these repeat the checks of the
 consumer, offset, ListOffsets, fetch-session and group programs against a writable server set up as
@@ -14,7 +14,9 @@ librdkafka's "default" test scenario (auto-created topics of 4 partitions):
 - 0069_consumer_add_parts / 0051_assign_adds: partitions added to and removed from a running
   assignment (the consumer's fetch session changes under it), every message read once;
 - 0113_cooperative_rebalance (its first check): two members of a cooperative-sticky group split the
-  partitions, then the survivor of a leave owns them all and reads on.
+  partitions, then the survivor of a leave owns them all and reads on;
+- 0102_static_group_rebalance (its restart check): a static member (group.instance.id) restarts and
+  gets its partitions back without the other member being revoked.
 """
 from __future__ import annotations
 
