@@ -581,12 +581,14 @@ class GroupCoordinator:
             # no members: only "simple" commits (generation -1) from consumers that assign themselves
             if generation_id >= 0:
                 return {tp: ILLEGAL_GENERATION if g is None else UNKNOWN_MEMBER_ID for tp in offsets}
-        elif g.state == GroupState.COMPLETING_REBALANCE:
-            return {tp: REBALANCE_IN_PROGRESS for tp in offsets}
         elif member_id not in g.members:
             return {tp: UNKNOWN_MEMBER_ID for tp in offsets}
         elif generation_id != g.generation:
             return {tp: ILLEGAL_GENERATION for tp in offsets}
+        elif g.state == GroupState.COMPLETING_REBALANCE:
+            # the member and generation are valid only once it has its JoinGroup answer: it will
+            # sync next (ClassicGroup.validateOffsetCommit checks member, generation, then this)
+            return {tp: REBALANCE_IN_PROGRESS for tp in offsets}
         g = self._group(group_id)
         now = int(time.time() * 1000)
         result: dict[tuple[str, int], int] = {}
