@@ -186,11 +186,19 @@ class Scan:
         self._schema = schema
         return self._batches(self.limit, self.stats)
 
-    def to_reader(self) -> pa.RecordBatchReader:
-        """A pyarrow.RecordBatchReader over a fresh read (DuckDB, Polars, pyarrow.dataset take one)."""
+    def to_reader(self, *, close: bool = False) -> pa.RecordBatchReader:
+        """A pyarrow.RecordBatchReader over a fresh read (DuckDB, Polars, pyarrow.dataset take one).
+        close: the scan's Logs are closed when the reader is done (a scan read once)."""
         import pyarrow as pa
 
-        return pa.RecordBatchReader.from_batches(self.schema, iter(self))
+        schema = self.schema
+        return pa.RecordBatchReader.from_batches(schema, self._closing(iter(self)) if close else iter(self))
+
+    def _closing(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        try:
+            yield from batches
+        finally:
+            self.close()
 
     def to_table(self) -> pa.Table:
         """Every row in one pyarrow.Table."""
