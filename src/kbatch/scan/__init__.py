@@ -51,7 +51,8 @@ def scan(logs: Paths, *, topics: Iterable[str] | None = None, partitions: Iterab
     (on_decode_error as decode_columns'). `max_bytes_in_flight` (default 64 MiB, at least 40 MiB)
     bounds the reader's buffers whatever the topic's size; `range_bytes` the segment bytes of a
     planned range (kbatch.log.segment_plan's cuts at `.index` entries). Bytes the read path cannot
-    read raise UnreadableDataError where a reader meets them, unless `skip_unreadable`."""
+    read raise UnreadableDataError where a reader meets them, unless `skip_unreadable` (then each
+    partition is one range, read as one read_log skipping them)."""
     if isolation not in LEVELS:
         raise ValueError(f"isolation must be read_uncommitted or read_committed, not {isolation!r}")
     level = LEVELS[isolation]
@@ -85,7 +86,7 @@ def scan(logs: Paths, *, topics: Iterable[str] | None = None, partitions: Iterab
                                 from_time=t_from, until_time=t_until, isolation=level,
                                 skip_unreadable=skip_unreadable)
             planned.append(sp)
-            ranges.extend(plan_ranges(sp, part, range_bytes))
+            ranges.extend(plan_ranges(sp, part, range_bytes, skip_unreadable))
     except BaseException:
         for lg in logs_open.values():
             lg.close()

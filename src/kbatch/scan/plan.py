@@ -139,13 +139,18 @@ def plan_partition(log: Log, part: PartitionFiles, *, from_offset: int | None, u
                          res.undecided is not None)
 
 
-def plan_ranges(sp: ScanPartition, part: PartitionFiles, range_bytes: int) -> list[ScanRange]:
+def plan_ranges(sp: ScanPartition, part: PartitionFiles, range_bytes: int, skip_unreadable: bool = False
+                ) -> list[ScanRange]:
     """The partition's offsets cut into ranges by kbatch.log.segment_plan (the Spark readers'
-    planner): one range a slice of about range_bytes segment bytes."""
+    planner): one range a slice of about range_bytes segment bytes. A read that skips unreadable
+    bytes is one range: where it goes on after damage (the next segment) depends on where it
+    started, and a range starting past the damage would give rows the partition's read skips."""
     from ..log.segment_plan import offset_ranges, topic_partition
 
     if sp.end_offset <= sp.start_offset:
         cuts: list[tuple[int, int | None]] = []
+    elif skip_unreadable:
+        cuts = [(sp.start_offset, sp.end_offset)]
     else:
         cuts = offset_ranges(topic_partition(part), sp.start_offset, sp.end_offset, range_bytes)
     if sp.undecided:  # read on to the undecided transaction, so that the read path raises there
