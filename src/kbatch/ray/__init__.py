@@ -34,7 +34,7 @@ def _ray() -> Any:
     try:
         import ray.data
     except ImportError:
-        raise MissingDependencyError("kbatch.ray.read_kafka_segments", "ray[data]", "ray") from None
+        raise MissingDependencyError("kbatch.ray.read_kafka_segments", "ray", "ray", requirement="[data]") from None
     return ray
 
 
