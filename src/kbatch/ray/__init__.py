@@ -82,7 +82,7 @@ def _datasource_class() -> Any:
     from ray.data import Datasource, ReadTask
     from ray.data.block import BlockMetadata
 
-    class KafkaSegmentsDatasource(Datasource):  # type: ignore[misc]
+    class KafkaSegmentsDatasource(Datasource):
         """A planned kbatch.scan as Ray read tasks, one per planned range."""
 
         def __init__(self, paths: Paths, **scan_args: Any) -> None:

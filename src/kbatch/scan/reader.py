@@ -9,7 +9,7 @@ read, the one before it and the chunks in flight stay within it, whatever the to
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -77,7 +77,8 @@ class ReadOptions:
         return tuple(c for c in COLUMNS if c in self.columns or c == "offset")
 
 
-def read_range(log: Log, r: ScanRange, opts: ReadOptions, stats: ScanStats | None = None) -> Iterator[pa.RecordBatch]:
+def read_range(log: Log, r: ScanRange, opts: ReadOptions, stats: ScanStats | None = None
+               ) -> Generator[pa.RecordBatch, None, None]:
     """The rows of one planned range as the read path gives them (FetchResult.record_batches):
     control batches never, aborted transactions' records not under read_committed, unreadable
     bytes raising UnreadableDataError where they are met (after the rows before them) unless
