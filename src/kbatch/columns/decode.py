@@ -368,25 +368,30 @@ class _Batches:
         return out
 
 
-def _plain_job(buf: memoryview, b: _Batches, include_headers: bool, verify_crc: bool) -> ColumnsJob:
+def _plain_job(buf: memoryview, b: _Batches, include_headers: bool, verify_crc: bool,
+               copy: tuple[bool, bool] = (True, True)) -> ColumnsJob:
     """Uncompressed v2 batches: the kernel reads their records in place and checks each batch's
-    CRC right before its records (so they are read from cache)."""
+    CRC right before its records (so they are read from cache). copy: (keys, values) to copy (a
+    projection without them steps over their bytes)."""
     c = b.c
     starts = c["position"] + W.RECORDS_OFFSET
     job: ColumnsJob = _backend.core.ColumnsJob(
         buf, starts, c["position"] + c["size"], c["record_count"], c["base_offset"], c["first_timestamp"],
-        c["max_timestamp"], c["attributes"], include_headers, c["crc"].astype(np.int64) if verify_crc else None)
+        c["max_timestamp"], c["attributes"], include_headers, c["crc"].astype(np.int64) if verify_crc else None,
+        *copy)
     return job
 
 
-def _decode_plain(buf: memoryview, b: _Batches, include_headers: bool, verify_crc: bool) -> Columns:
-    job = _plain_job(buf, b, include_headers, verify_crc)
+def _decode_plain(buf: memoryview, b: _Batches, include_headers: bool, verify_crc: bool,
+                  copy: tuple[bool, bool] = (True, True)) -> Columns:
+    job = _plain_job(buf, b, include_headers, verify_crc, copy)
     job.run()
     return job.result()
 
 
 def _decode_compressed(buf: memoryview, b: _Batches, include_headers: bool, verify_crc: bool,
-                       max_decompressed_bytes: int, chunk_bytes: int) -> Iterator[tuple[Columns, int, int]]:
+                       max_decompressed_bytes: int, chunk_bytes: int,
+                       copy: tuple[bool, bool] = (True, True)) -> Iterator[tuple[Columns, int, int]]:
     """Compressed v2 batches: CRC over the stored bytes, decompress, decode; yields (kernel result,
     index of the run's first batch, index after its last) per run of batches holding up to
     chunk_bytes decompressed bytes (one batch at least), so no more is decompressed at a time."""
@@ -419,7 +424,7 @@ def _decode_compressed(buf: memoryview, b: _Batches, include_headers: bool, veri
             cols = _backend.core.decode_columns_v2(
                 data, np.array(starts, np.int64), np.array(ends, np.int64), b.c["record_count"][sel],
                 b.c["base_offset"][sel], b.c["first_timestamp"][sel], b.c["max_timestamp"][sel],
-                b.c["attributes"][sel], include_headers)
+                b.c["attributes"][sel], include_headers, None, *copy)
         except KBatchError as e:
             if e.position is not None:
                 i = min(int(np.searchsorted(np.array(ends), e.position, side="right")), k - first - 1)
@@ -609,6 +614,8 @@ def _iter_binary(data: Buffer, topic: str | None, partition: int | None, *, incl
     hi = W.INT64_MAX if end_offset is None else end_offset
     chunk_bytes = max(1, min(int(chunk_bytes), _MAX_CHUNK_BYTES))
     assemble = _Assembler(topic, partition, include_headers, batch_fields, tombstone, columns)
+    # the kernel copies only the keys and values the columns hold (a key-only read steps over values)
+    copy = (columns is None or "key" in columns, columns is None or "value" in columns)
 
     def results(b: _Batches, ahead: _Walk | None) -> Iterator[tuple[Columns, int, int]]:
         """(kernel result, index in b of its first batch, index after its last batch); `ahead`:
@@ -618,9 +625,10 @@ def _iter_binary(data: Buffer, topic: str | None, partition: int | None, *, incl
             assert ahead[0].job is not None
             yield ahead[0].job.result(), 0, len(b)
         elif b.kind == _PLAIN:
-            yield _decode_plain(buf, b, include_headers, verify_crc), 0, len(b)
+            yield _decode_plain(buf, b, include_headers, verify_crc, copy), 0, len(b)
         elif b.kind == _COMPRESSED:
-            yield from _decode_compressed(buf, b, include_headers, verify_crc, max_decompressed_bytes, chunk_bytes)
+            yield from _decode_compressed(buf, b, include_headers, verify_crc, max_decompressed_bytes, chunk_bytes,
+                                          copy)
         else:
             yield _decode_legacy(buf, b, include_headers, max_decompressed_bytes, verify_crc), 0, len(b)
 
@@ -734,7 +742,7 @@ def _iter_binary(data: Buffer, topic: str | None, partition: int | None, *, incl
                     break
                 ahead: _Walk | None = None
                 if threads is not None and chunk.kind == _PLAIN:
-                    walk = _Ahead(_plain_job(buf, chunk, include_headers, verify_crc))
+                    walk = _Ahead(_plain_job(buf, chunk, include_headers, verify_crc, copy))
                     ahead = (walk, threads[0].submit(walk))
                 queue.append((chunk, ahead))
             if not queue:

@@ -261,8 +261,11 @@ def scan_kafka(logs: Paths, *, topics: Iterable[str] | None = None, partitions: 
         finally:
             s.close()
 
-    lf: pl.LazyFrame = register_io_source(source, schema=schema, explain_name="kbatch.scan",
-                                          explain_detail=str(logs))
+    import inspect
+
+    named = {"explain_name": "kbatch.scan", "explain_detail": str(logs)}  # the plan's label (newer Polars)
+    params = inspect.signature(register_io_source).parameters
+    lf: pl.LazyFrame = register_io_source(source, schema=schema, **{k: v for k, v in named.items() if k in params})
     return lf
 
 
