@@ -221,7 +221,8 @@ def test_block_runs(block: Block, tmp_path: Path):
 
 
 # ------------------------------------------------------------------------------------ API reference
-PUBLIC_MODULES = ["kbatch", "kbatch.columns.decode", "kbatch.compat", "kbatch.cli", "kbatch.spark", "kbatch.server"]
+PUBLIC_MODULES = ["kbatch", "kbatch.columns.decode", "kbatch.compat", "kbatch.cli", "kbatch.spark", "kbatch.server",
+                  "kbatch.scan", "kbatch.polars", "kbatch.duckdb", "kbatch.ray"]
 
 
 @pytest.mark.parametrize("modname", PUBLIC_MODULES)

@@ -15,6 +15,7 @@ kbatch.duckdb, kbatch.ray) read through it. docs/engines.md is the guide.
 """
 from __future__ import annotations
 
+import inspect
 import sys
 import types
 from collections.abc import Iterable, Sequence
@@ -102,6 +103,7 @@ class _ScanModule(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _ScanModule
+__signature__ = inspect.signature(scan)  # what help() and the API reference show for kbatch.scan(...)
 
 __all__ = ["scan", "Scan", "ScanStats", "ScanRange", "ScanPartition", "ReadOptions", "read_range", "COLUMNS",
            "DEFAULT_MAX_BYTES_IN_FLIGHT", "DEFAULT_RANGE_BYTES", "MIN_MAX_BYTES_IN_FLIGHT", "select_partitions"]
