@@ -34,12 +34,17 @@ COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timesta
 
 
 def chunk_bytes_for(max_bytes_in_flight: int) -> int:
-    """The decode chunk size a budget allows: the budget less two scan windows, shared by the
-    chunks in flight (the one yielded, those decoded ahead: one a decode thread, up to 8) with
-    their decoded columns (about twice the records' bytes for small records)."""
+    """The decode chunk size a budget allows: the budget less two scan windows (the one read and
+    the one before it), shared by the chunks in flight (the one yielded, the one assembled and
+    those decoded ahead: one a decode thread, at most 8), each with its decoded columns (about
+    twice its records' bytes for small records)."""
+    import os
+
     from ..record.file_records import WINDOW
 
-    return max(1 << 20, (max_bytes_in_flight - 2 * WINDOW) // 24)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    in_flight = min(cpus, 8) + 2
+    return max(1 << 20, (max_bytes_in_flight - 2 * WINDOW) // (2 * in_flight))
 
 
 @dataclass
