@@ -49,19 +49,16 @@ _UNIT_US = {"Nanoseconds": 1 / 1000, "Microseconds": 1, "Milliseconds": 1000}
 
 @dataclass
 class Pushdown:
-    """What a predicate lets a scan skip: offsets [lo, hi), the partitions it may hold (None: any),
+    """What a predicate lets a scan skip: offsets [lo, hi), the comparisons a partition must pass,
     and the least timestamp in ms (a row below it fails the predicate). `pushed`: the conjuncts used."""
 
     offset_lo: int | None = None
     offset_hi: int | None = None
-    partitions: set[int] | None = None
     partition_rules: list[tuple[str, int]] = field(default_factory=list)
     time_lo_ms: int | None = None
     pushed: list[str] = field(default_factory=list)
 
     def partition_ok(self, p: int) -> bool:
-        if self.partitions is not None and p not in self.partitions:
-            return False
         return all(_holds(p, op, v) for op, v in self.partition_rules)
 
 
