@@ -152,12 +152,13 @@ def ray_bench(root: str, files: list[str], rounds: int) -> tuple:
             counted = ds.map_batches(lambda t: pa.table({"n": [t.num_rows]}), batch_format="pyarrow")
             return int(counted.sum("n"))
 
-        # one file first: ray.data's threaded listing of several files races on importing fsspec's
-        # HTTP filesystem (it fails without aiohttp) unless one listing has imported it before
-        try:
-            ray.data.read_parquet(files[0], filesystem=pafs.LocalFileSystem()).count()
-        except ImportError:
-            pass
+        # ray.data's threaded file listing imports fsspec's HTTP filesystem on each thread; without
+        # aiohttp a concurrent import fails with an ImportError ray does not expect (only
+        # ModuleNotFoundError): mark it absent, as it is, before the listing
+        import importlib.util
+
+        if importlib.util.find_spec("aiohttp") is None:
+            sys.modules.setdefault("fsspec.implementations.http", None)  # type: ignore[arg-type]
         ours = lambda: rows(read_kafka_segments(root, include_headers=False))  # noqa: E731
         # a local filesystem named: ray.data otherwise probes fsspec's HTTP filesystem (aiohttp) for the paths
         peer = lambda: rows(ray.data.read_parquet(files, filesystem=pafs.LocalFileSystem()))  # noqa: E731
