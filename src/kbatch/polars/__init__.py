@@ -260,8 +260,8 @@ def scan_kafka(logs: Paths, *, topics: Iterable[str] | None = None, partitions: 
 
     import inspect
 
-    named = {"explain_name": "kbatch.scan", "explain_detail": str(logs)}  # the plan's label (newer Polars)
-    params = inspect.signature(register_io_source).parameters
+    named: dict[str, Any] = {"explain_name": "kbatch.scan", "explain_detail": str(logs)}  # the plan's label
+    params = inspect.signature(register_io_source).parameters  # (newer Polars only)
     lf: pl.LazyFrame = register_io_source(source, schema=schema, **{k: v for k, v in named.items() if k in params})
     return lf
 
