@@ -1,0 +1,675 @@
+"""The audit of a log (`kbatch audit`, `kbatch report`): one header walk per partition, then checks
+over the per-batch facts it collected, each result a Finding (kbatch.log.findings).
+
+The walk reads every batch header (the record layer's window scan) with its CRC checked, as every
+reader does; it decodes only what a check needs: the one control record of a transaction marker,
+and the batches an index entry points into. Everything it cannot read is an error finding.
+
+The checks judge the log by its own clock: `now` when given, else the newest timestamp of the
+last batch of each partition (the log's "last record", DESIGN.md), so a copy of a log audited
+years later says what the broker would have said then. Kafka's documented defaults apply where
+no configuration is given (AuditConfig). Header facts are exact for what a header holds (offsets,
+producer id/epoch/sequence, attributes, max timestamp, size); timestamp checks that need a record's
+own timestamp use the batch's first and max timestamps (a record between them is not seen).
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .. import _wire as W
+from ..errors import InvalidConfigurationError, KBatchError, StorageError
+from .findings import Finding, Severity
+
+if TYPE_CHECKING:
+    from .segment_files import SegmentFiles
+
+I64 = npt.NDArray[np.int64]
+
+#: Kafka's defaults (4.x): transaction.max.timeout.ms, message.timestamp.before/after.max.ms (KIP-937;
+#: 4.0 lowered after.max.ms from Long.MAX_VALUE to one hour, KIP-1030), max.message.bytes, retention.ms
+DEFAULT_TRANSACTION_MAX_TIMEOUT_MS = 900_000
+DEFAULT_BEFORE_MAX_MS = W.INT64_MAX
+DEFAULT_AFTER_MAX_MS = 3_600_000
+DEFAULT_RETENTION_MS = 604_800_000
+#: a CreateTime this far below the newest timestamp before it is "going backwards" (a day: clocks
+#: of several producers differ by far less; a replayed or mis-set source differs by far more)
+DEFAULT_BACKWARDS_MAX_MS = 86_400_000
+#: millisecond values from here on are years after 5000: microseconds (1e14 us = 1973) or, from
+#: NANOS_FROM on, nanoseconds (KAFKA-14991: producers that send the wrong unit)
+MICROS_FROM = 10**14
+NANOS_FROM = 10**17
+#: findings of one check in one partition beyond this many are counted in one last finding
+DEFAULT_MAX_FINDINGS = 100
+
+#: the header columns a walk keeps per batch (the record layer's scan fields)
+FACT_COLUMNS = ("position", "size", "magic", "base_offset", "last_offset", "partition_leader_epoch", "crc_valid",
+                "attributes", "first_timestamp", "max_timestamp", "producer_id", "producer_epoch",
+                "base_sequence", "record_count")
+
+#: broker-level names (server.properties) of the topic configs the audit reads
+_BROKER_NAMES = {"log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
+                 "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
+                 "message.max.bytes": "max.message.bytes", "log.retention.ms": "retention.ms"}
+
+
+@dataclass
+class AuditConfig:
+    """What the checks compare against (Kafka's names in the docstrings of from_properties)."""
+
+    before_max_ms: int = DEFAULT_BEFORE_MAX_MS
+    after_max_ms: int = DEFAULT_AFTER_MAX_MS
+    transaction_max_timeout_ms: int = DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
+    max_message_bytes: int = W.DEFAULT_MAX_MESSAGE_BYTES
+    retention_ms: int = DEFAULT_RETENTION_MS
+    backwards_max_ms: int | None = DEFAULT_BACKWARDS_MAX_MS   # None: the check is off
+    now: int | None = None                                     # None: the log's own clock
+    verify_crc: bool = True                                    # False: trust headers (says what it misses)
+    check_indexes: bool = True
+    max_findings: int = DEFAULT_MAX_FINDINGS
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str], **kw: Any) -> AuditConfig:
+        """From a broker's server.properties or a topic's configs: message.timestamp.before.max.ms /
+        log.message.timestamp.before.max.ms, ...after.max.ms, transaction.max.timeout.ms,
+        max.message.bytes / message.max.bytes, retention.ms / log.retention.ms (log.retention.hours
+        and .minutes as Kafka reads them). Other names are ignored (a broker's file has many);
+        a value that is not an integer is refused."""
+        names = {"message.timestamp.before.max.ms": "before_max_ms", "message.timestamp.after.max.ms": "after_max_ms",
+                 "transaction.max.timeout.ms": "transaction_max_timeout_ms", "max.message.bytes": "max_message_bytes",
+                 "retention.ms": "retention_ms"}
+        values: dict[str, int] = {}
+        # topic names win over broker names; log.retention.ms over .minutes over .hours, as in Kafka
+        order = sorted(props, key=lambda k: (k in names, k == "log.retention.ms"))
+        for key in order:
+            text = str(props[key]).strip()
+            if key in ("log.retention.hours", "log.retention.minutes"):
+                unit = 3_600_000 if key.endswith("hours") else 60_000
+                values["retention_ms"] = _int(key, text) * unit
+                continue
+            name = names.get(_BROKER_NAMES.get(key, key))
+            if name is not None:
+                values[name] = _int(key, text)
+        values.update(kw)
+        return cls(**values)
+
+
+def _int(key: str, text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise InvalidConfigurationError(f"Invalid value for {key}", expected="an integer", found=text) from None
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """A Java .properties file's key=value (or key: value) lines; # and ! start comments."""
+    out: dict[str, str] = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            s = line.strip()
+            if not s or s[0] in "#!":
+                continue
+            sep = min((i for i in (s.find("="), s.find(":")) if i >= 0), default=-1)
+            if sep < 0:
+                continue
+            out[s[:sep].strip()] = s[sep + 1:].strip()
+    return out
+
+
+@dataclass
+class PartitionFacts:
+    """One partition's header facts: a row per batch whose header could be read, in log order
+    (columns FACT_COLUMNS, plus `segment`: the row's index into `segments`), the type of each
+    transaction marker (row -> W.ControlRecordType) and the walk's own findings."""
+
+    topic: str | None
+    partition: int | None
+    path: str
+    segments: list[str] = field(default_factory=list)
+    cols: dict[str, Any] = field(default_factory=dict)
+    markers: dict[int, int] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    bytes: int = 0
+    unread_bytes: int = 0
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rows(self) -> int:
+        return len(self.cols["position"]) if self.cols else 0
+
+
+@dataclass
+class AuditResult:
+    partitions: list[PartitionFacts]
+    findings: list[Finding]
+    clock: int | None
+    clock_source: str
+    config: AuditConfig
+
+
+class _Sink:
+    """Findings of one partition, at most `cap` per check (then one finding counts the rest)."""
+
+    def __init__(self, pf: PartitionFacts, cap: int) -> None:
+        self.pf = pf
+        self.cap = cap
+        self.out: list[Finding] = []
+        self.seen: dict[str, int] = {}
+        self.first_dropped: dict[str, Finding] = {}
+
+    def add(self, check: str, severity: Severity, row: int | None, message: str, **details: Any) -> None:
+        n = self.seen.get(check, 0) + 1
+        self.seen[check] = n
+        f = self._at(check, severity, row, message, details)
+        if n <= self.cap:
+            self.out.append(f)
+        elif check not in self.first_dropped:
+            self.first_dropped[check] = f
+
+    def _at(self, check: str, severity: Severity, row: int | None, message: str, details: dict[str, Any]) -> Finding:
+        pf = self.pf
+        if row is None:
+            return Finding(check, severity, message, pf.topic, pf.partition, details=details)
+        c = pf.cols
+        return Finding(check, severity, message, pf.topic, pf.partition, int(c["base_offset"][row]),
+                       int(c["last_offset"][row]), pf.segments[int(c["segment"][row])], int(c["position"][row]),
+                       details)
+
+    def close(self) -> list[Finding]:
+        for check, first in self.first_dropped.items():
+            more = self.seen[check] - self.cap
+            self.out.append(Finding(check, first.severity, f"{more} more finding(s) of this check in this partition "
+                                    f"(the first of them: {first.where()}: {first.message})", self.pf.topic,
+                                    self.pf.partition, first.first_offset, first.last_offset, first.segment,
+                                    first.position, {"more": more}))
+        return self.out
+
+
+# ------------------------------------------------------------------------------------ the walk
+def walk_partition(directory: str, segments: Iterable[SegmentFiles], config: AuditConfig,
+                   advance: Callable[[int], object] = lambda n: None) -> PartitionFacts:
+    """Read every batch header of a partition's segments (CRCs checked unless config.verify_crc is
+    False) into PartitionFacts; what cannot be read becomes an error finding and the walk goes on
+    at the next segment."""
+    from .layout import describe
+
+    try:
+        part = describe(directory, [])
+        topic, partition = part.topic, part.partition
+    except (KBatchError, OSError):
+        topic, partition = None, None
+    pf = PartitionFacts(topic, partition, directory)
+    chunks: dict[str, list[Any]] = {k: [] for k in (*FACT_COLUMNS, "segment")}
+    walk = _Walk(pf, chunks, config, advance)
+    for files in segments:
+        walk.segment(files)
+    if chunks["position"]:
+        pf.cols = {k: np.concatenate(v) for k, v in chunks.items()}
+    else:
+        pf.cols = {k: np.zeros(0, dtype=np.int64) for k in chunks}
+        pf.cols["crc_valid"] = np.zeros(0, dtype=bool)
+    return pf
+
+
+class _Walk:
+    def __init__(self, pf: PartitionFacts, chunks: dict[str, list[Any]], config: AuditConfig,
+                 advance: Callable[[int], object]) -> None:
+        self.pf = pf
+        self.chunks = chunks
+        self.config = config
+        self.advance = advance
+        self.rows = 0
+        self.prev_last: int | None = None
+
+    def error(self, check: str, path: str, position: int | None, message: str, offset: int | None = None,
+              **details: Any) -> None:
+        pf = self.pf
+        pf.findings.append(Finding(check, Severity.ERROR, message, pf.topic, pf.partition, offset, offset, path,
+                                   position, details))
+
+    def segment(self, files: SegmentFiles) -> None:
+        from ..record.file_records import batch_at
+        from .producer_state import marker_type
+
+        path = files.path(".log")
+        seg_no = len(self.pf.segments)
+        self.pf.segments.append(path)
+        base = files.base_offset
+        if base is None:
+            self.error("storage.unreadable", path, None, "the file name does not start with a segment base offset")
+            return
+        if self.prev_last is not None and base <= self.prev_last:
+            self.error("storage.segment-overlap", path, 0, f"segment base offset {base} is not above the last offset "
+                       f"{self.prev_last} of the segment before it (segments overlap)", base)
+        try:
+            f = files.open_log()
+        except (StorageError, OSError) as e:
+            self.error("storage.unreadable", path, None, f"cannot read: {getattr(e, 'reason', None) or e}")
+            return
+        try:
+            size = f.size_in_bytes
+            scan = f.headers(0, verify_crc=self.config.verify_crc, stop_on_error=True)
+            last = self.prev_last
+            try:
+                for s in scan:
+                    n = len(s["position"])
+                    if not n:
+                        continue
+                    for k in FACT_COLUMNS:
+                        self.chunks[k].append(np.asarray(s[k]))
+                    self.chunks["segment"].append(np.full(n, seg_no, dtype=np.int32))
+                    attrs, magic = s["attributes"], s["magic"]
+                    ok = s["crc_valid"]
+                    ctl = np.flatnonzero((magic == 2) & ((attrs & W.CONTROL_FLAG_MASK) != 0)
+                                         & ((attrs & W.TRANSACTIONAL_FLAG_MASK) != 0) & ok)
+                    for i in ctl.tolist():  # the one record of a marker says COMMIT or ABORT
+                        try:
+                            kind = marker_type(batch_at(s, i))
+                        except KBatchError as e:
+                            self.error("storage.corrupt", path, int(s["position"][i]),
+                                       f"a transaction marker that does not decode: {e}", int(s["base_offset"][i]))
+                            kind = W.ControlRecordType.UNKNOWN
+                        self.pf.markers[self.rows + i] = int(kind if kind is not None else W.ControlRecordType.UNKNOWN)
+                    for i in np.flatnonzero(~ok).tolist():
+                        b = batch_at(s, i)
+                        self.error("storage.crc", path, b.position, f"CRC mismatch: stored {b.crc}, computed "
+                                   f"{b.compute_crc()}; the batch's {b.size_in_bytes} bytes are not trusted",
+                                   b.base_offset, stored=b.crc, computed=b.compute_crc())
+                    last = self._offsets(path, s, last, ok)
+                    self.rows += n
+                    done = int(s["size"].sum())
+                    self.pf.bytes += done
+                    self.advance(done)
+            except StorageError as e:  # the file changed or failed while it was read
+                self.error("storage.unreadable", path, None, f"cannot read: {e.reason}")
+                return
+            if scan.error is not None:
+                at = scan.end
+                self.error("storage.corrupt", path, at, f"corrupt batch: {scan.error}; the {size - at} bytes from "
+                           f"byte {at} could not be read", unread_bytes=size - at)
+                self.pf.unread_bytes += size - at
+                self.advance(size - at)
+            elif scan.end < size:
+                self.error("storage.truncated", path, scan.end, f"{size - scan.end} bytes at the end of the file are "
+                           f"not a complete batch ({f.incomplete(scan.end, 'the segment')})",
+                           unread_bytes=size - scan.end)
+                self.pf.unread_bytes += size - scan.end
+                self.advance(size - scan.end)
+            if self.config.check_indexes:
+                self._indexes(files, base, f)
+            self.prev_last = last
+        finally:
+            f.close()
+
+    def _offsets(self, path: str, s: dict[str, Any], last: int | None, ok: npt.NDArray[np.bool_]) -> int | None:
+        """Offsets in a segment only go up (headers whose CRC holds)."""
+        base, lo = s["base_offset"][ok], s["last_offset"][ok]
+        if not len(base):
+            return last
+        prev = np.concatenate(([W.INT64_MIN if last is None else last], np.maximum.accumulate(lo)[:-1]))
+        pos = s["position"][ok]
+        for i in np.flatnonzero((base <= prev) | (lo < base)).tolist():
+            b, l, p = int(base[i]), int(lo[i]), int(pos[i])
+            msg = (f"the batch's last offset {l} is below its base offset {b}" if l < b
+                   else f"offsets go backwards or overlap: base offset {b} follows offset {int(prev[i])}")
+            self.error("storage.offsets", path, p, msg, b)
+        return int(max(int(lo.max()), last if last is not None else W.INT64_MIN))
+
+    def _indexes(self, files: SegmentFiles, base: int, f: Any) -> None:
+        """Index entries against the log by kbatch.log.index_rules (every form a broker writes is
+        valid; only damage is a finding). A missing index is not one (a broker rebuilds it)."""
+        from .index import OffsetIndex, TimeIndex
+        from .index_rules import SegmentBatches, check_offset_index, check_time_index
+
+        rules: tuple[tuple[str, Any, Callable[..., list[Any]]], ...] = (
+            (".index", OffsetIndex, check_offset_index), (".timeindex", TimeIndex, check_time_index))
+        sb: SegmentBatches | None = None
+        for suffix, cls, check in rules:
+            ipath = files.path(suffix)
+            try:
+                index = cls(base, files.read_index(suffix), path=ipath)
+            except FileNotFoundError:
+                continue
+            except (StorageError, OSError) as e:
+                self.error("storage.index", ipath, None, f"cannot read: {getattr(e, 'reason', None) or e}")
+                continue
+            except KBatchError as e:
+                self.error("storage.index", ipath, e.position, f"cannot read: {e}")
+                continue
+            try:
+                try:
+                    index.sanity_check()
+                except KBatchError as e:
+                    self.error("storage.index", ipath, e.position, f"sanity check failed: {e}")
+                    continue
+                entries = list(index)
+                if not entries:
+                    continue
+                if sb is None:
+                    sb = SegmentBatches(f)
+                for x in check(ipath, entries, sb):
+                    if x.problem:
+                        self.error("storage.index", ipath, x.position, x.message, entry=list(x.entry))
+            finally:
+                index.close()
+
+
+# ------------------------------------------------------------------------------------ the checks
+def log_clock(partitions: list[PartitionFacts]) -> int | None:
+    """The log's own clock: the newest max timestamp of each partition's last data batch with a
+    millisecond-looking timestamp, the latest of them (None for a log without timestamps)."""
+    best: int | None = None
+    for pf in partitions:
+        if not pf.rows:
+            continue
+        c = pf.cols
+        ts = c["max_timestamp"]
+        usable = (c["crc_valid"] & (c["magic"] >= 1) & ((c["attributes"] & W.CONTROL_FLAG_MASK) == 0)
+                  & (ts >= 0) & (ts < MICROS_FROM))
+        rows = np.flatnonzero(usable)
+        if len(rows):
+            t = int(ts[rows[-1]])
+            best = t if best is None else max(best, t)
+    return best
+
+
+def audit_partitions(parts: Iterable[tuple[str, Iterable[SegmentFiles]]], config: AuditConfig | None = None,
+                     advance: Callable[[int], object] = lambda n: None) -> AuditResult:
+    """Walk every partition, then run every check with the log's clock (config.now when given)."""
+    config = config or AuditConfig()
+    facts = [walk_partition(d, segs, config, advance) for d, segs in parts]
+    clock = config.now if config.now is not None else log_clock(facts)
+    source = "--now" if config.now is not None else "log"
+    findings: list[Finding] = []
+    for pf in facts:
+        findings += check_partition(pf, config, clock)
+    return AuditResult(facts, findings, clock, source, config)
+
+
+def check_partition(pf: PartitionFacts, config: AuditConfig, clock: int | None) -> list[Finding]:
+    sink = _Sink(pf, config.max_findings)
+    out = list(pf.findings)
+    pf.summary = dict(topic=pf.topic, partition=pf.partition, path=pf.path, segments=len(pf.segments),
+                      batches=pf.rows, bytes=pf.bytes, unread_bytes=pf.unread_bytes, records=0,
+                      first_offset=None, end_offset=None, last_stable_offset=None, open_transactions=0)
+    if pf.rows:
+        c = pf.cols
+        good = c["crc_valid"]
+        data = good & ((c["attributes"] & W.CONTROL_FLAG_MASK) == 0) | (c["magic"] < 2) & good
+        pf.summary["records"] = int(np.maximum(c["record_count"][data], 0).sum())
+        if good.any():
+            pf.summary["first_offset"] = int(c["base_offset"][good].min())
+            pf.summary["end_offset"] = int(c["last_offset"][good].max()) + 1
+        _timestamps(pf, config, clock, sink)
+        _producers(pf, sink)
+        _transactions(pf, config, clock, sink)
+        _storage(pf, config, sink)
+    return out + sink.close()
+
+
+def _sentinel(c: dict[str, Any]) -> I64:
+    """Per row, the value that means "no timestamp" (KIP-228: Long.MIN_VALUE with bit 7, else -1)."""
+    ext = (c["magic"] == 2) & ((c["attributes"] & W.TIMESTAMP_EXTENDED_FLAG_MASK) != 0)
+    return np.where(ext, np.int64(W.NO_TIMESTAMP_EXTENDED), np.int64(W.NO_TIMESTAMP))
+
+
+def _sat(v: int) -> int:
+    return max(W.INT64_MIN, min(W.INT64_MAX, v))
+
+
+def _timestamps(pf: PartitionFacts, config: AuditConfig, clock: int | None, sink: _Sink) -> None:
+    """One timestamp finding per batch at most, the first that applies: a unit that is not ms, a
+    negative timestamp, one after clock + after_max_ms, one before clock - before_max_ms; then,
+    over the batches none of those caught, CreateTime going backwards."""
+    c = pf.cols
+    ts, first, attrs, magic = c["max_timestamp"], c["first_timestamp"], c["attributes"], c["magic"]
+    none = _sentinel(c)
+    ctl = (magic == 2) & ((attrs & W.CONTROL_FLAG_MASK) != 0)
+    has = c["crc_valid"] & (magic >= 1) & (ts != none) & ~ctl
+    # baseTimestamp is a record's timestamp unless the delete-horizon bit makes it the horizon
+    first_ok = has & (magic == 2) & ((attrs & W.DELETE_HORIZON_FLAG_MASK) == 0) & (first != none)
+    low = np.where(first_ok, np.minimum(first, ts), ts)
+    unit = has & (ts >= MICROS_FROM)
+    neg = has & ~unit & (low < 0)
+    caught = unit | neg
+    for i in np.flatnonzero(unit).tolist():
+        t = int(ts[i])
+        kind = "nanoseconds" if t >= NANOS_FROM else "microseconds"
+        sink.add("timestamp.unit", Severity.ERROR, i, f"max timestamp {t} is not a time in milliseconds: it looks "
+                 f"like {kind} (KAFKA-14991); time retention and lookups by time go wrong", timestamp=t, unit=kind)
+    for i in np.flatnonzero(neg).tolist():
+        t = int(low[i])
+        sink.add("timestamp.negative", Severity.WARNING, i, f"timestamp {t} is before 1970 (KIP-228: valid only "
+                 f"where the producer meant it)", timestamp=t)
+    if clock is not None:
+        hi = _sat(clock + config.after_max_ms)
+        lo = _sat(clock - config.before_max_ms)
+        future = has & ~caught & (ts > hi)
+        old = has & ~caught & ~future & (low < lo)
+        caught |= future | old
+        last_seg = len(pf.segments) - 1
+        for i in np.flatnonzero(future).tolist():
+            t = int(ts[i])
+            msg = (f"max timestamp {t} is {_span(t - clock)} after the log's clock {clock} (KIP-937: "
+                   f"message.timestamp.after.max.ms = {config.after_max_ms})")
+            details: dict[str, Any] = dict(timestamp=t, clock=clock, after_max_ms=config.after_max_ms)
+            if int(c["segment"][i]) != last_seg and config.retention_ms >= 0:
+                until = _sat(t + config.retention_ms)
+                msg += f"; time retention cannot delete this segment before {until}"
+                details["retention_blocked_until"] = until
+            sink.add("timestamp.future", Severity.WARNING, i, msg, **details)
+        for i in np.flatnonzero(old).tolist():
+            t = int(low[i])
+            sink.add("timestamp.too-old", Severity.WARNING, i, f"timestamp {t} is {_span(clock - t)} before the "
+                     f"log's clock {clock} (KIP-937: message.timestamp.before.max.ms = {config.before_max_ms})",
+                     timestamp=t, clock=clock, before_max_ms=config.before_max_ms)
+    if config.backwards_max_ms is not None:
+        create = has & ~caught & ((magic == 1) & ((attrs & W.LEGACY_TIMESTAMP_TYPE_MASK) == 0)
+                                  | (magic == 2) & ((attrs & W.TIMESTAMP_TYPE_MASK) == 0))
+        rows = np.flatnonzero(create)
+        if len(rows) > 1:
+            hi_ts = np.maximum.accumulate(ts[rows])
+            before = np.concatenate(([W.INT64_MIN], hi_ts[:-1]))
+            lows = low[rows]
+            # both are ms values (units, negatives and the unchecked first row left out): no overflow
+            back = np.zeros(len(rows), dtype=bool)
+            back[1:] = (before[1:] - lows[1:]) > config.backwards_max_ms
+            for j in np.flatnonzero(back).tolist():
+                i = int(rows[j])
+                sink.add("timestamp.backwards", Severity.WARNING, i, f"CreateTime {int(lows[j])} is "
+                         f"{_span(int(before[j]) - int(lows[j]))} before the newest timestamp before it "
+                         f"({int(before[j])}; bound {config.backwards_max_ms} ms)", timestamp=int(lows[j]),
+                         newest_before=int(before[j]), bound_ms=config.backwards_max_ms)
+
+
+def _span(ms: int) -> str:
+    for unit, size in (("days", 86_400_000), ("hours", 3_600_000), ("minutes", 60_000), ("seconds", 1000)):
+        if abs(ms) >= size:
+            return f"{ms / size:.1f} {unit}"
+    return f"{ms} ms"
+
+
+_SEQ = 1 << 31  # sequences wrap from Integer.MAX_VALUE to 0 (DefaultRecordBatch.incrementSequence)
+
+
+def _producers(pf: PartitionFacts, sink: _Sink) -> None:
+    """Per producer id, in log order (Kafka's ProducerStateManager rules): a data batch of an epoch
+    below the newest one seen is fenced (an epoch seen before) or an epoch going back (one never
+    seen); within an epoch each batch starts at the sequence after the last (a higher one is a gap
+    unless compaction removed offsets between them, a lower one a duplicate); a new epoch starts
+    at 0. Producers whose batches are all in order are passed over without a Python loop."""
+    c = pf.cols
+    magic, attrs = c["magic"], c["attributes"]
+    pid = c["producer_id"]
+    rows = np.flatnonzero(c["crc_valid"] & (magic == 2) & (pid >= 0))
+    if not len(rows):
+        return
+    base, last = c["base_offset"], c["last_offset"]
+    holes = np.zeros(len(base), dtype=np.int64)  # offsets missing before each batch (compaction, retention)
+    holes[1:] = np.cumsum(base[1:] > last[:-1] + 1)
+    order = rows[np.argsort(pid[rows], kind="stable")]
+    p, e = pid[order], c["producer_epoch"][order].astype(np.int64)
+    seq = c["base_sequence"][order].astype(np.int64)
+    ctl = (attrs[order] & W.CONTROL_FLAG_MASK) != 0
+    span = (last[order] - base[order] + 1)
+    nxt = (seq + span) % _SEQ
+    same = np.zeros(len(order), dtype=bool)
+    same[1:] = p[1:] == p[:-1]
+    regular = ~same.copy()
+    regular[1:] |= same[1:] & (e[1:] == e[:-1]) & ~ctl[1:] & ~ctl[:-1] & (seq[1:] == nxt[:-1]) & (seq[1:] >= 0)
+    starts = np.flatnonzero(~same)
+    ends = np.concatenate((starts[1:], [len(order)]))
+    bad_groups = np.flatnonzero(np.add.reduceat(~regular, starts) > 0) if len(starts) else []
+    for g in bad_groups:
+        _producer(pf, sink, order[starts[g]:ends[g]], holes)
+
+
+def _producer(pf: PartitionFacts, sink: _Sink, rows: npt.NDArray[np.intp], holes: I64) -> None:
+    c = pf.cols
+    newest: int | None = None
+    seen: set[int] = set()
+    last: tuple[int, int, int] | None = None  # (epoch, next sequence, row) of the last data batch
+    for r in rows.tolist():
+        pid, e, s = int(c["producer_id"][r]), int(c["producer_epoch"][r]), int(c["base_sequence"][r])
+        control = bool(c["attributes"][r] & W.CONTROL_FLAG_MASK)
+        if newest is not None and e < newest:
+            if e in seen:
+                sink.add("producer.fenced-epoch", Severity.ERROR, r, f"producer {pid} wrote with epoch {e} after epoch "
+                         f"{newest} fenced it (a zombie producer's batch)", producer_id=pid, epoch=e,
+                         newest_epoch=newest)
+            else:
+                sink.add("producer.epoch-back", Severity.ERROR, r, f"producer {pid}'s epoch goes back from {newest} "
+                         f"to {e}, an epoch not seen before", producer_id=pid, epoch=e, newest_epoch=newest)
+            continue
+        new_epoch = newest is not None and e > newest
+        newest = e if newest is None else max(newest, e)
+        seen.add(e)
+        if control or s < 0:
+            if new_epoch:
+                last = None
+            continue
+        span = int(c["last_offset"][r]) - int(c["base_offset"][r]) + 1
+        if new_epoch and s != 0 and (last is None or holes[r] == holes[last[2]]):
+            sink.add("producer.sequence-gap", Severity.ERROR, r, f"producer {pid}'s new epoch {e} starts at sequence "
+                     f"{s}, not 0", producer_id=pid, epoch=e, sequence=s, expected=0)
+        elif last is not None and last[0] == e and s != last[1]:
+            behind = (last[1] - s) % _SEQ
+            if behind < _SEQ // 2:
+                sink.add("producer.duplicate-sequence", Severity.ERROR, r, f"producer {pid} epoch {e}: sequence {s} "
+                         f"was written before (the next one due is {last[1]}): duplicated records",
+                         producer_id=pid, epoch=e, sequence=s, expected=last[1])
+                continue
+            if holes[r] == holes[last[2]]:
+                sink.add("producer.sequence-gap", Severity.ERROR, r, f"producer {pid} epoch {e}: sequence {s} "
+                         f"follows {(last[1] - 1) % _SEQ} ({(s - last[1]) % _SEQ} missing) with no offsets removed "
+                         f"between them", producer_id=pid, epoch=e, sequence=s, expected=last[1])
+        last = (e, (s + span) % _SEQ, r)
+
+
+def _transactions(pf: PartitionFacts, config: AuditConfig, clock: int | None, sink: _Sink) -> None:
+    """Transactions in log order: a producer's first transactional data batch opens one, its marker
+    closes it. A marker with no open transaction is "without data" (info: an empty transaction,
+    data compacted away, or data before the log start); what is still open at the end is open
+    (info), or hanging when its first batch is older than clock - transaction.max.timeout.ms (KIP-664's
+    rule, offline). The last stable offset is the first offset of the oldest open transaction."""
+    c = pf.cols
+    attrs = c["attributes"]
+    rows = np.flatnonzero(c["crc_valid"] & (c["magic"] == 2) & ((attrs & W.TRANSACTIONAL_FLAG_MASK) != 0))
+    open_: dict[int, int] = {}
+    closed = 0
+    for r in rows.tolist():
+        pid = int(c["producer_id"][r])
+        if attrs[r] & W.CONTROL_FLAG_MASK:
+            if open_.pop(pid, None) is None:
+                kind = pf.markers.get(r)
+                name = W.ControlRecordType(kind).name if kind is not None and kind in (0, 1) else "UNKNOWN"
+                sink.add("transaction.marker-without-data", Severity.INFO, r, f"{name} marker of producer {pid} "
+                         f"closes no transaction here (empty transaction, data compacted away, or written before "
+                         f"the log start)", producer_id=pid, marker=name)
+            else:
+                closed += 1
+        elif pid not in open_:
+            open_[pid] = r
+    end = pf.summary.get("end_offset")
+    lso = min((int(c["base_offset"][r]) for r in open_.values()), default=end)
+    pf.summary.update(last_stable_offset=lso, open_transactions=len(open_), transactions_closed=closed)
+    for pid, r in sorted(open_.items(), key=lambda kv: kv[1]):
+        started = int(c["max_timestamp"][r])
+        first = int(c["base_offset"][r])
+        details = dict(producer_id=pid, epoch=int(c["producer_epoch"][r]), first_offset=first, started=started,
+                       clock=clock, transaction_max_timeout_ms=config.transaction_max_timeout_ms,
+                       last_stable_offset=lso)
+        if clock is not None and started < clock - config.transaction_max_timeout_ms:
+            sink.add("transaction.hanging", Severity.ERROR, r, f"transaction of producer {pid} open since offset "
+                     f"{first} ({_span(clock - started)} before the log's clock, over transaction.max.timeout.ms = "
+                     f"{config.transaction_max_timeout_ms}): hanging; read_committed consumers stop at offset "
+                     f"{lso}", **details)
+        else:
+            sink.add("transaction.open", Severity.INFO, r, f"transaction of producer {pid} open since offset {first} "
+                     f"(no marker yet); the last stable offset is {lso}", **details)
+
+
+def _storage(pf: PartitionFacts, config: AuditConfig, sink: _Sink) -> None:
+    """Empty batches (kept by compaction to hold a producer's last sequence), partition leader
+    epochs going back from one batch to the next, batches over max.message.bytes."""
+    c = pf.cols
+    good = c["crc_valid"]
+    v2 = good & (c["magic"] == 2)
+    for i in np.flatnonzero(v2 & (c["record_count"] == 0)).tolist():
+        sink.add("storage.empty-batch", Severity.INFO, i, f"an empty batch (no records; offsets "
+                 f"{int(c['base_offset'][i])}..{int(c['last_offset'][i])}), as compaction keeps one to hold producer "
+                 f"{int(c['producer_id'][i])}'s last sequence", producer_id=int(c["producer_id"][i]))
+    rows = np.flatnonzero(v2 & (c["partition_leader_epoch"] >= 0))
+    if len(rows) > 1:
+        ple = c["partition_leader_epoch"][rows].astype(np.int64)
+        for j in (np.flatnonzero(ple[1:] < ple[:-1]) + 1).tolist():
+            i = int(rows[j])
+            sink.add("storage.leader-epoch-back", Severity.ERROR, i, f"partition leader epoch goes back from "
+                     f"{int(ple[j - 1])} to {int(ple[j])} (a batch of an older leader after a newer one's)",
+                     epoch=int(ple[j]), previous_epoch=int(ple[j - 1]))
+    for i in np.flatnonzero(good & (c["size"] > config.max_message_bytes)).tolist():
+        sz = int(c["size"][i])
+        sink.add("storage.oversized", Severity.WARNING, i, f"batch of {sz} bytes is over max.message.bytes = "
+                 f"{config.max_message_bytes}: a broker with this config refuses it, and consumers need "
+                 f"fetch sizes above it", size=sz, max_message_bytes=config.max_message_bytes)
+
+
+#: every check id, its severity and what it means (docs/cli.md lists the same)
+CHECKS: dict[str, tuple[Severity, str]] = {
+    "producer.sequence-gap": (Severity.ERROR, "sequences of one producer epoch skip numbers (records lost), or a new epoch does not start at 0"),
+    "producer.duplicate-sequence": (Severity.ERROR, "a sequence of one producer epoch written twice (duplicated records)"),
+    "producer.fenced-epoch": (Severity.ERROR, "a batch of an epoch a newer epoch had fenced (a zombie's write)"),
+    "producer.epoch-back": (Severity.ERROR, "a producer's epoch goes back to one never seen"),
+    "transaction.open": (Severity.INFO, "a transaction without its marker yet, with the last stable offset"),
+    "transaction.hanging": (Severity.ERROR, "an open transaction older than transaction.max.timeout.ms by the log's clock (KIP-664)"),
+    "transaction.marker-without-data": (Severity.INFO, "a COMMIT/ABORT marker that closes no transaction in this partition"),
+    "timestamp.unit": (Severity.ERROR, "a timestamp in microseconds or nanoseconds (KAFKA-14991)"),
+    "timestamp.negative": (Severity.WARNING, "a timestamp before 1970 (KIP-228)"),
+    "timestamp.future": (Severity.WARNING, "a timestamp after clock + message.timestamp.after.max.ms (KIP-937); holds back time retention"),
+    "timestamp.too-old": (Severity.WARNING, "a timestamp before clock - message.timestamp.before.max.ms (KIP-937)"),
+    "timestamp.backwards": (Severity.WARNING, "CreateTime going backwards by more than --backwards-max-ms"),
+    "storage.crc": (Severity.ERROR, "a batch whose CRC does not match"),
+    "storage.corrupt": (Severity.ERROR, "bytes that do not frame as a batch (the rest of the segment is unread)"),
+    "storage.truncated": (Severity.ERROR, "a partial batch at the end of a segment"),
+    "storage.unreadable": (Severity.ERROR, "a segment file that cannot be read"),
+    "storage.offsets": (Severity.ERROR, "offsets going backwards or overlapping"),
+    "storage.segment-overlap": (Severity.ERROR, "a segment whose base offset is not above the previous segment's last"),
+    "storage.index": (Severity.ERROR, "an .index/.timeindex entry the log contradicts, or an unreadable index"),
+    "storage.empty-batch": (Severity.INFO, "an empty batch kept by compaction"),
+    "storage.leader-epoch-back": (Severity.ERROR, "a partition leader epoch lower than the batch before"),
+    "storage.oversized": (Severity.WARNING, "a batch larger than max.message.bytes"),
+}
+
+
+def path_label(path: str) -> str:
+    return os.path.basename(path)
+
+
+__all__ = ["AuditConfig", "AuditResult", "PartitionFacts", "audit_partitions", "walk_partition", "check_partition",
+           "log_clock", "read_properties", "CHECKS", "FACT_COLUMNS", "DEFAULT_TRANSACTION_MAX_TIMEOUT_MS",
+           "DEFAULT_AFTER_MAX_MS", "DEFAULT_BEFORE_MAX_MS", "DEFAULT_BACKWARDS_MAX_MS", "DEFAULT_RETENTION_MS"]
