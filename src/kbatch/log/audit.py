@@ -291,7 +291,8 @@ class _Walk:
             if scan.error is not None:
                 at = scan.end
                 self.error("storage.corrupt", path, at, f"corrupt batch: {scan.error}; the {size - at} bytes from "
-                           f"byte {at} could not be read", unread_bytes=size - at)
+                           f"byte {at} could not be read", getattr(scan.error, "base_offset", None),
+                           unread_bytes=size - at)
                 self.pf.unread_bytes += size - at
                 self.advance(size - at)
             elif scan.end < size:
@@ -430,10 +431,13 @@ def _timestamps(pf: PartitionFacts, config: AuditConfig, clock: int | None, sink
     ts, first, attrs, magic = c["max_timestamp"], c["first_timestamp"], c["attributes"], c["magic"]
     none = _sentinel(c)
     ctl = (magic == 2) & ((attrs & W.CONTROL_FLAG_MASK) != 0)
-    has = c["crc_valid"] & (magic >= 1) & (ts != none) & ~ctl
-    # baseTimestamp is a record's timestamp unless the delete-horizon bit makes it the horizon
-    first_ok = has & (magic == 2) & ((attrs & W.DELETE_HORIZON_FLAG_MASK) == 0) & (first != none)
-    low = np.where(first_ok, np.minimum(first, ts), ts)
+    # baseTimestamp is a record's timestamp unless the delete-horizon bit makes it the horizon; a
+    # batch of negative timestamps without bit 7 has maxTimestamp -1 (Kafka starts it there), so
+    # its first timestamp is what shows them
+    valid = c["crc_valid"] & (magic >= 1) & ~ctl
+    first_ok = valid & (magic == 2) & ((attrs & W.DELETE_HORIZON_FLAG_MASK) == 0) & (first != none)
+    has = valid & ((ts != none) | first_ok)
+    low = np.where(first_ok, np.where(ts != none, np.minimum(first, ts), first), ts)
     unit = has & (ts >= MICROS_FROM)
     neg = has & ~unit & (low < 0)
     caught = unit | neg
