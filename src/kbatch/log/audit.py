@@ -134,6 +134,8 @@ class PartitionFacts:
     cols: dict[str, Any] = field(default_factory=dict)
     markers: dict[int, int] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+    #: (producer id, row of the first data batch, row of the marker or None while open), in log order
+    transactions: list[tuple[int, int, int | None]] = field(default_factory=list)
     bytes: int = 0
     unread_bytes: int = 0
     summary: dict[str, Any] = field(default_factory=dict)
@@ -589,7 +591,8 @@ def _transactions(pf: PartitionFacts, config: AuditConfig, clock: int | None, si
     for r in rows.tolist():
         pid = int(c["producer_id"][r])
         if attrs[r] & W.CONTROL_FLAG_MASK:
-            if open_.pop(pid, None) is None:
+            first = open_.pop(pid, None)
+            if first is None:
                 kind = pf.markers.get(r)
                 name = W.ControlRecordType(kind).name if kind is not None and kind in (0, 1) else "UNKNOWN"
                 sink.add("transaction.marker-without-data", Severity.INFO, r, f"{name} marker of producer {pid} "
@@ -597,12 +600,14 @@ def _transactions(pf: PartitionFacts, config: AuditConfig, clock: int | None, si
                          f"the log start)", producer_id=pid, marker=name)
             else:
                 closed += 1
+                pf.transactions.append((pid, first, r))
         elif pid not in open_:
             open_[pid] = r
     end = pf.summary.get("end_offset")
     lso = min((int(c["base_offset"][r]) for r in open_.values()), default=end)
     pf.summary.update(last_stable_offset=lso, open_transactions=len(open_), transactions_closed=closed)
     for pid, r in sorted(open_.items(), key=lambda kv: kv[1]):
+        pf.transactions.append((pid, r, None))
         started = int(c["max_timestamp"][r])
         first = int(c["base_offset"][r])
         details = dict(producer_id=pid, epoch=int(c["producer_epoch"][r]), first_offset=first, started=started,
