@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from .batch import Batch
 
 #: one window of a scan: the kernel's batch-header columns (numpy arrays named as SCAN_FIELDS, file
-#: positions) with "valid_bytes", plus the window's bytes ("buf") and their file position ("origin")
+#: positions) with "valid_bytes", plus the window's bytes ("buf") and their file position ("origin");
+#: "buf" None: header columns remembered without their bytes, "read"(position, size) reads a batch
 Window = dict[str, Any]
 #: a scan: windows, then (StopIteration.value) where complete batches end
 Scan = Generator[Window, None, int]
@@ -187,6 +188,8 @@ def batch_at(s: Window, i: int, max_decompressed_bytes: int = W.DEFAULT_MAX_DECO
     """The batch at row i of a window: a RecordBatch / LegacyRecordBatch (positions are file positions)."""
     buf, origin = s["buf"], s["origin"]
     pos, size, magic = int(s["position"][i]), int(s["size"][i]), int(s["magic"][i])
+    if buf is None:  # a window of remembered header columns (kbatch.log.summary): read this batch's bytes
+        buf, origin = s["read"](pos, size), pos
     if magic == 2:
         return RecordBatch(buf, pos, size, int(s["base_offset"][i]), int(s["last_offset"][i]),
                            int(s["partition_leader_epoch"][i]), int(s["crc"][i]), int(s["attributes"][i]),
