@@ -27,6 +27,12 @@ PARTITION_KEYS = {"topic", "partition", "path", "segments", "batches", "bytes", 
 ARTIFACTS = os.environ.get("KBATCH_TEST_ARTIFACTS")
 
 
+
+@pytest.fixture(autouse=True)
+def _summary_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The header cache (kbatch.log.summary) of these tests is theirs, never the user's."""
+    monkeypatch.setenv("KBATCH_SUMMARY_CACHE", str(tmp_path_factory.mktemp("summary-cache")))
+
 def run(argv: list[object], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     code = main([str(a) for a in argv])
     c = capsys.readouterr()

@@ -20,6 +20,12 @@ from support.audit_logs import IDEM, NOW, PLANTS, PlantedLog, clean, planted
 BROKERS = Path(__file__).resolve().parents[1] / "data" / "brokers"
 
 
+
+@pytest.fixture(autouse=True)
+def _summary_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The header cache (kbatch.log.summary) of these tests is theirs, never the user's."""
+    monkeypatch.setenv("KBATCH_SUMMARY_CACHE", str(tmp_path_factory.mktemp("summary-cache")))
+
 def audit(path: str | os.PathLike[str], **options: object) -> AuditResult:
     return audit_partitions(resolve_segments(os.fspath(path)), AuditConfig(**options))  # type: ignore[arg-type]
 
@@ -201,3 +207,16 @@ def test_unreadable_segment_is_an_error_finding(tmp_path: Path) -> None:
     res = audit(d)
     assert [f.check for f in res.findings] == ["storage.unreadable"]
     assert res.findings[0].severity == Severity.ERROR
+
+
+def test_cached_headers_give_the_same_findings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The header walk is kbatch.log.summary's: a second audit replays the sealed segments'
+    CRC-verified headers from its cache (reading none of their bytes) and finds the same."""
+    monkeypatch.setenv("KBATCH_SUMMARY_CACHE", str(tmp_path / "cache"))
+    planted(str(tmp_path / "logs" / "t-0"), "fenced-epoch")
+    first = [f.as_json() for f in audit(tmp_path / "logs").findings]
+    assert list((tmp_path / "cache").iterdir())  # the sealed segment's headers were remembered
+    again = [f.as_json() for f in audit(tmp_path / "logs").findings]
+    assert first == again and [f["check"] for f in first] == ["producer.fenced-epoch"]
+    assert [f["check"] for f in (f.as_json() for f in audit(tmp_path / "logs", cache=False).findings)] == [
+        "producer.fenced-epoch"]

@@ -61,8 +61,12 @@ def run_audit(paths: "Sequence[PathLike]", config: "AuditConfig", quiet: bool = 
     from ..log.audit import audit_partitions
     from ..log.findings import Finding, Severity
 
+    import logging
+
     if not paths:
         raise UsageProblem("give at least one log directory, partition directory or segment")
+    # the segment loader logs what it reads around; the audit says it once, as findings
+    logging.getLogger("kbatch.log.segment").addHandler(logging.NullHandler())
     left_out: list[str] = []
     parts = []
     for p in paths:

@@ -71,6 +71,7 @@ class AuditConfig:
     now: int | None = None                                     # None: the log's own clock
     verify_crc: bool = True                                    # False: trust headers (says what it misses)
     check_indexes: bool = True
+    cache: bool = True                                         # kbatch.log.summary's CRC-verified header cache
     max_findings: int = DEFAULT_MAX_FINDINGS
 
     @classmethod
@@ -193,11 +194,14 @@ class _Sink:
 
 
 # ------------------------------------------------------------------------------------ the walk
-def walk_partition(directory: str, segments: Iterable[SegmentFiles], config: AuditConfig,
+def walk_partition(directory: str, segments: Iterable[SegmentFiles] | None, config: AuditConfig,
                    advance: Callable[[int], object] = lambda n: None) -> PartitionFacts:
-    """Read every batch header of a partition's segments (CRCs checked unless config.verify_crc is
-    False) into PartitionFacts; what cannot be read becomes an error finding and the walk goes on
-    at the next segment."""
+    """The partition's batch headers through the log layer's one header walk (kbatch.log.summary's
+    HeaderSource over the read path, kbatch.log.fetch.read_log: the same batches, the same damage
+    rules and the same CRC cache as `stats` and the summary), collected as PartitionFacts. Every
+    range the read path could not read is an error finding, and so is the partial batch at the end
+    of the active segment that readers ignore. `segments`: when given (a single .log named on the
+    command line), only the facts of those segments are kept."""
     from .layout import describe
 
     try:
@@ -207,9 +211,8 @@ def walk_partition(directory: str, segments: Iterable[SegmentFiles], config: Aud
         topic, partition = None, None
     pf = PartitionFacts(topic, partition, directory)
     chunks: dict[str, list[Any]] = {k: [] for k in (*FACT_COLUMNS, "segment")}
-    walk = _Walk(pf, chunks, config, advance)
-    for files in segments:
-        walk.segment(files)
+    only = None if segments is None else {_norm(s.path(".log")) for s in segments}
+    _Walk(pf, chunks, config, advance, only).run()
     if chunks["position"]:
         pf.cols = {k: np.concatenate(v) for k, v in chunks.items()}
     else:
@@ -218,117 +221,134 @@ def walk_partition(directory: str, segments: Iterable[SegmentFiles], config: Aud
     return pf
 
 
+def _norm(path: str) -> str:
+    from .. import _fs
+
+    return path if _fs.is_remote(path) else os.path.realpath(path)
+
+
+def _damage_check(reason: str) -> str:
+    """The check id of a range the read path could not read, by what it says."""
+    low = reason.lower()
+    if "crc" in low:
+        return "storage.crc"
+    if "offset" in low and any(w in low for w in ("backwards", "overlap", "order", "past the log end", "below")):
+        return "storage.offsets"
+    if "incomplete" in low or "not a complete batch" in low or "partial" in low or "ends at" in low:
+        return "storage.truncated"
+    return "storage.corrupt"
+
+
 class _Walk:
     def __init__(self, pf: PartitionFacts, chunks: dict[str, list[Any]], config: AuditConfig,
-                 advance: Callable[[int], object]) -> None:
+                 advance: Callable[[int], object], only: set[str] | None) -> None:
         self.pf = pf
         self.chunks = chunks
         self.config = config
         self.advance = advance
+        self.only = only
         self.rows = 0
-        self.prev_last: int | None = None
 
-    def error(self, check: str, path: str, position: int | None, message: str, offset: int | None = None,
-              **details: Any) -> None:
+    def error(self, check: str, path: str | None, position: int | None, message: str, first: int | None = None,
+              last: int | None = None, **details: Any) -> None:
         pf = self.pf
-        pf.findings.append(Finding(check, Severity.ERROR, message, pf.topic, pf.partition, offset, offset, path,
-                                   position, details))
+        pf.findings.append(Finding(check, Severity.ERROR, message, pf.topic, pf.partition, first,
+                                   first if last is None else last, path, position, details))
 
-    def segment(self, files: SegmentFiles) -> None:
+    def run(self) -> None:
         from ..record.file_records import batch_at
+        from .fetch import IsolationLevel, read_log
         from .producer_state import marker_type
+        from .summary import HeaderSource, SummaryCache, default_cache_dir
+        from .unified_log import Log
 
-        path = files.path(".log")
-        seg_no = len(self.pf.segments)
-        self.pf.segments.append(path)
-        base = files.base_offset
-        if base is None:
-            self.error("storage.unreadable", path, None, "the file name does not start with a segment base offset")
-            return
-        if self.prev_last is not None and base <= self.prev_last:
-            self.error("storage.segment-overlap", path, 0, f"segment base offset {base} is not above the last offset "
-                       f"{self.prev_last} of the segment before it (segments overlap)", base)
+        pf = self.pf
         try:
-            f = files.open_log()
-        except (StorageError, OSError) as e:
-            self.error("storage.unreadable", path, None, f"cannot read: {getattr(e, 'reason', None) or e}")
+            log = Log.open(pf.path)
+        except (KBatchError, OSError) as e:
+            self.error("storage.unreadable", pf.path, None, f"cannot open the partition: {e}")
             return
         try:
-            size = f.size_in_bytes
-            scan = f.headers(0, verify_crc=self.config.verify_crc, stop_on_error=True)
-            last = self.prev_last
-            try:
-                for s in scan:
-                    n = len(s["position"])
-                    if not n:
-                        continue
-                    for k in FACT_COLUMNS:
-                        self.chunks[k].append(np.asarray(s[k]))
-                    self.chunks["segment"].append(np.full(n, seg_no, dtype=np.int32))
-                    attrs, magic = s["attributes"], s["magic"]
-                    ok = s["crc_valid"]
-                    ctl = np.flatnonzero((magic == 2) & ((attrs & W.CONTROL_FLAG_MASK) != 0)
-                                         & ((attrs & W.TRANSACTIONAL_FLAG_MASK) != 0) & ok)
-                    for i in ctl.tolist():  # the one record of a marker says COMMIT or ABORT
-                        try:
-                            kind = marker_type(batch_at(s, i))
-                        except KBatchError as e:
-                            self.error("storage.corrupt", path, int(s["position"][i]),
-                                       f"a transaction marker that does not decode: {e}", int(s["base_offset"][i]))
-                            kind = W.ControlRecordType.UNKNOWN
-                        self.pf.markers[self.rows + i] = int(kind if kind is not None else W.ControlRecordType.UNKNOWN)
-                    for i in np.flatnonzero(~ok).tolist():
-                        b = batch_at(s, i)
-                        self.error("storage.crc", path, b.position, f"CRC mismatch: stored {b.crc}, computed "
-                                   f"{b.compute_crc()}; the batch's {b.size_in_bytes} bytes are not trusted",
-                                   b.base_offset, stored=b.crc, computed=b.compute_crc())
-                    last = self._offsets(path, s, last, ok)
-                    self.rows += n
-                    done = int(s["size"].sum())
-                    self.pf.bytes += done
-                    self.advance(done)
-            except StorageError as e:  # the file changed or failed while it was read
-                self.error("storage.unreadable", path, None, f"cannot read: {e.reason}")
+            segs = log.segments
+            pf.segments = [s.path(".log") for s in segs]
+            if self.only is not None and self.only >= {_norm(p) for p in pf.segments}:
+                self.only = None  # every segment asked for
+            elif self.only is not None:
+                self.only = {p for p in pf.segments if _norm(p) in self.only}
+            number = {p: i for i, p in enumerate(pf.segments)}
+            if not segs:
                 return
-            if scan.error is not None:
-                at = scan.end
-                self.error("storage.corrupt", path, at, f"corrupt batch: {scan.error}; the {size - at} bytes from "
-                           f"byte {at} could not be read", getattr(scan.error, "base_offset", None),
-                           unread_bytes=size - at)
-                self.pf.unread_bytes += size - at
-                self.advance(size - at)
-            elif scan.end < size:
-                self.error("storage.truncated", path, scan.end, f"{size - scan.end} bytes at the end of the file are "
-                           f"not a complete batch ({f.incomplete(scan.end, 'the segment')})",
-                           unread_bytes=size - scan.end)
-                self.pf.unread_bytes += size - scan.end
-                self.advance(size - scan.end)
+            cache_dir = default_cache_dir() if self.config.cache else None
+            source = HeaderSource(log, SummaryCache(cache_dir) if cache_dir else None)
+            res = read_log(log, segs[0].base_offset, isolation=IsolationLevel.READ_UNCOMMITTED,
+                           verify_crc=self.config.verify_crc, skip_unreadable=True, scan=source)
+            ends: dict[int, int] = {}  # segment -> where the batches read end
+            for w in res.windows():
+                path = w.segment.path(".log")
+                seg_no = number[path]
+                s, a, b = w.window, w.start, w.stop
+                n = b - a
+                ends[seg_no] = int(s["position"][b - 1] + s["size"][b - 1])
+                done = int(s["size"][a:b].sum())
+                pf.bytes += done
+                self.advance(done)
+                if self.only is not None and path not in self.only:
+                    continue
+                for k in FACT_COLUMNS:
+                    self.chunks[k].append(np.asarray(s[k][a:b]))
+                self.chunks["segment"].append(np.full(n, seg_no, dtype=np.int32))
+                attrs, magic = s["attributes"][a:b], s["magic"][a:b]
+                ctl = np.flatnonzero((magic == 2) & ((attrs & W.CONTROL_FLAG_MASK) != 0)
+                                     & ((attrs & W.TRANSACTIONAL_FLAG_MASK) != 0))
+                for i in ctl.tolist():  # the one record of a marker says COMMIT or ABORT
+                    try:
+                        kind = marker_type(batch_at(s, a + i))
+                    except KBatchError as e:
+                        self.error("storage.corrupt", path, int(s["position"][a + i]),
+                                   f"a transaction marker that does not decode: {e}", int(s["base_offset"][a + i]))
+                        kind = W.ControlRecordType.UNKNOWN
+                    pf.markers[self.rows + i] = int(kind if kind is not None else W.ControlRecordType.UNKNOWN)
+                self.rows += n
+            damaged: set[str] = set()
+            for r in res.unreadable:
+                damaged.add(r.path)
+                if self.only is not None and r.path not in self.only:
+                    continue
+                first = None if r.after_offset is None else r.after_offset + 1
+                last = None if r.next_offset is None else r.next_offset - 1
+                if first is not None and last is not None and last < first:
+                    last = first
+                self.error(_damage_check(r.reason), r.path, r.position, f"{r.size} bytes from byte {r.position} could "
+                           f"not be read ({r.reason}); {r.offsets()} are in or behind them and were not audited",
+                           first, last, unread_bytes=r.size)
+                pf.unread_bytes += r.size
+                self.advance(r.size)
+            # the partial batch at the end of the active segment: readers ignore it (as Kafka does),
+            # the audit names it
+            tail = segs[-1]
+            path = tail.path(".log")
+            end = ends.get(len(segs) - 1, 0)
+            if path not in damaged and end < tail.size and (self.only is None or path in self.only):
+                self.error("storage.truncated", path, end, f"{tail.size - end} bytes at the end of the active segment "
+                           f"are not a complete batch ({tail.log.incomplete(end, 'the segment')}); readers ignore "
+                           f"them, as Kafka does", unread_bytes=tail.size - end)
+                pf.unread_bytes += tail.size - end
             if self.config.check_indexes:
-                self._indexes(files, base, f)
-            self.prev_last = last
+                for seg in segs:
+                    if self.only is None or seg.path(".log") in self.only:
+                        self._indexes(seg)
+        except StorageError as e:  # a file changed or failed while it was read
+            self.error("storage.unreadable", getattr(e, "path", None) or pf.path, None, f"cannot read: {e}")
         finally:
-            f.close()
+            log.close()
 
-    def _offsets(self, path: str, s: dict[str, Any], last: int | None, ok: npt.NDArray[np.bool_]) -> int | None:
-        """Offsets in a segment only go up (headers whose CRC holds)."""
-        base, lo = s["base_offset"][ok], s["last_offset"][ok]
-        if not len(base):
-            return last
-        prev = np.concatenate(([W.INT64_MIN if last is None else last], np.maximum.accumulate(lo)[:-1]))
-        pos = s["position"][ok]
-        for i in np.flatnonzero((base <= prev) | (lo < base)).tolist():
-            b, l, p = int(base[i]), int(lo[i]), int(pos[i])
-            msg = (f"the batch's last offset {l} is below its base offset {b}" if l < b
-                   else f"offsets go backwards or overlap: base offset {b} follows offset {int(prev[i])}")
-            self.error("storage.offsets", path, p, msg, b)
-        return int(max(int(lo.max()), last if last is not None else W.INT64_MIN))
-
-    def _indexes(self, files: SegmentFiles, base: int, f: Any) -> None:
+    def _indexes(self, seg: Any) -> None:
         """Index entries against the log by kbatch.log.index_rules (every form a broker writes is
         valid; only damage is a finding). A missing index is not one (a broker rebuilds it)."""
         from .index import OffsetIndex, TimeIndex
         from .index_rules import SegmentBatches, check_offset_index, check_time_index
 
+        files, base = seg.files, seg.base_offset
         rules: tuple[tuple[str, Any, Callable[..., list[Any]]], ...] = (
             (".index", OffsetIndex, check_offset_index), (".timeindex", TimeIndex, check_time_index))
         sb: SegmentBatches | None = None
@@ -354,7 +374,7 @@ class _Walk:
                 if not entries:
                     continue
                 if sb is None:
-                    sb = SegmentBatches(f)
+                    sb = SegmentBatches(seg.log)
                 for x in check(ipath, entries, sb):
                     if x.problem:
                         self.error("storage.index", ipath, x.position, x.message, entry=list(x.entry))
