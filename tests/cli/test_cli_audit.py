@@ -198,3 +198,27 @@ def test_report_renders_in_headless_chromium(logdir: Path, tmp_path: Path, capsy
         assert shot.stat().st_size > 20_000
     finally:
         d.quit()
+
+
+def test_verify_and_validate_find_through_the_same_model(tmp_path: Path) -> None:
+    """verify's problems/notes and validate's exit code come from Findings (kbatch.log.findings);
+    their printed shapes are their own, as before."""
+    from kbatch.cli.validate import timestamp_report, validate_findings
+    from kbatch.cli.verify import _Verifier
+    from kbatch.cli._common import resolve_segments
+    from kbatch.log.findings import Finding, Severity
+
+    planted(str(tmp_path / "t-0"), "crc")
+    v = _Verifier(lambda n: None)
+    for d, segs in resolve_segments(str(tmp_path)):
+        v.partition(d, segs)
+    assert [(f.check, f.severity) for f in v.findings] == [("verify.crc", Severity.ERROR)]
+    assert v.problems == [dict(file=v.findings[0].segment, position=v.findings[0].position,
+                               message=v.findings[0].message, kind="crc")]
+    (d, segs), = resolve_segments(str(tmp_path))
+    rep = timestamp_report(segs, 0, 2**63 - 1, 1000)
+    found = validate_findings(d, rep)
+    assert all(isinstance(f, Finding) for f in found)
+    assert sorted(f.check for f in found) == ["storage.unreadable", "timestamp.future"]
+    (future,) = [f for f in found if f.check == "timestamp.future"]
+    assert (future.topic, future.partition, future.first_offset) == ("t", 0, rep["first_too_new_offset"])
