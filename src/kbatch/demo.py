@@ -10,7 +10,9 @@
 2. starts a local Spark session and reads them with the `kafka-segments` data source (the JVM
    reader where its jar loads, the Python one otherwise; the demo says which);
 3. prints counts per partition, the KIP-937 timestamp report, offsets for a chosen time, and
-   what compaction saves (kbatch.compact on a copy, when kbatch has it).
+   what compaction saves (kbatch.compact on a copy, when kbatch has it);
+4. ends by auditing the sample data and writing its report page (`kbatch report`, the report
+   extra) to ./sample-data/report.html, and prints its path.
 """
 from __future__ import annotations
 
@@ -137,6 +139,7 @@ def _writer(path: str, segment_bytes: int, now_ms: int, legacy: bool = False) ->
 
 # ------------------------------------------------------------------------------------ sample data
 MARKER = ".kbatch-demo"   # marks a directory the demo made; only such a directory's topics are replaced
+REPORT = "report.html"    # the sample data's page (kbatch report), written last
 TOPICS = ("orders-0", "orders-1", "orders-2", "payments-0", "legacy-0")
 
 
@@ -226,8 +229,9 @@ def generate(root: str, records: int = 20000, now_ms: int | None = None, seed: i
     w = _writer(os.path.join(root, "payments-0"), seg_bytes, now_ms)
     off = 0
     for txn, commit in ((1, True), (2, False), (3, True)):
+        # sequences count data records only: a marker takes an offset, not a sequence number
         b = BatchBuilder(compression=W.Compression.LZ4, base_offset=off, producer_id=4242, producer_epoch=0,
-                         base_sequence=off, is_transactional=True)
+                         base_sequence=(txn - 1) * 30, is_transactional=True)
         for i in range(30):
             b.append(now_ms - HOUR + off + i, f"pay-{txn}-{i}".encode(), f"amount={i * 10}".encode())
         off += 30
@@ -299,7 +303,7 @@ def run(root: str = "./sample-data", records: int = 20000, spark_enabled: bool =
         segs = sorted(f for f in os.listdir(os.path.join(root, name)) if f.endswith(".log"))
         say(f"  {name}: {n} offsets in {len(segs)} segment(s)")
     if not spark_enabled:
-        return 0
+        return _report(root, now_ms)
     say("starting a local Spark session (local[*]) ...")
     spark = _spark_session()
     import kbatch.spark as ks
@@ -333,7 +337,29 @@ def run(root: str = "./sample-data", records: int = 20000, spark_enabled: bool =
 
     _compaction(root, now_ms)
     spark.stop()
+    code = _report(root, now_ms)
     say(f"done in {time.time() - t0:.1f} s")
+    return code
+
+
+def _report(root: str, now_ms: int) -> int:
+    """The audit of the sample data and its page (kbatch report), judged by the sample's clock;
+    the page's path is the demo's last line."""
+    from .cli.report import write_report
+    from .log.audit import AuditConfig
+    from .log.findings import counts
+
+    path = os.path.join(root, REPORT)
+    say("kbatch audit + report over the sample data (one header walk, CRCs checked) ...")
+    try:
+        result = write_report([root], path, config=AuditConfig(now=now_ms, cache=False), title="kbatch demo: sample data")
+    except ModuleNotFoundError as e:
+        say(f"report: skipped: it needs plotly ({e}): pip install 'kafka-kbatch[report]'")
+        return 0
+    n = counts(result.findings)
+    say(f"  findings: {n['error']} error(s), {n['warning']} warning(s), {n['info']} info (the sample's future and "
+        f"1920 timestamps, its transactions); `kbatch audit {root}` lists them")
+    say(f"report: {path}")
     return 0
 
 

@@ -224,3 +224,13 @@ def test_verify_and_validate_find_through_the_same_model(tmp_path: Path) -> None
     assert sorted(f.check for f in found) == ["storage.unreadable", "timestamp.future"]
     (future,) = [f for f in found if f.check == "timestamp.future"]
     assert (future.topic, future.partition, future.first_offset) == ("t", 0, rep["first_too_new_offset"])
+
+
+def test_demo_ends_with_the_report_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("plotly")
+    from kbatch import demo
+
+    assert demo.run(str(tmp_path / "sample"), records=600, spark_enabled=False) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == f"[kbatch.demo] report: {tmp_path / 'sample' / 'report.html'}"
+    assert (tmp_path / "sample" / "report.html").stat().st_size > 1_000_000  # plotly.js inlined
