@@ -183,7 +183,7 @@ def figures(result: "AuditResult") -> list[tuple[str, str, Any]]:
                                  line=dict(width=6), showlegend=False, text=f"producer {pid}: {n} batches",
                                  hoverinfo="text+x"), row=1, col=1)
     txns = _transaction_spans(parts, result.clock)
-    for kind, color in (("COMMIT", "#54a24b"), ("ABORT", "#e45756"), ("open", "#f58518")):
+    for kind, shade in (("COMMIT", "#54a24b"), ("ABORT", "#e45756"), ("open", "#f58518")):
         xs: list[Any] = []
         ys: list[Any] = []
         for pid, a, b, k in txns:
@@ -192,7 +192,7 @@ def figures(result: "AuditResult") -> list[tuple[str, str, Any]]:
                 ys += [str(pid), str(pid), None]
         if xs:
             xd = [None if v is None else _dates([v])[0] for v in xs]
-            fig.add_trace(go.Scatter(x=xd, y=ys, mode="lines", line=dict(width=5, color=color), name=kind),
+            fig.add_trace(go.Scatter(x=xd, y=ys, mode="lines", line=dict(width=5, color=shade), name=kind),
                           row=1, col=2)
     fig.update_yaxes(type="category", title_text="producer id", row=1, col=1)
     fig.update_yaxes(type="category", row=1, col=2)
@@ -233,10 +233,10 @@ def figures(result: "AuditResult") -> list[tuple[str, str, Any]]:
     by: dict[tuple[str, str], int] = {}
     for f in result.findings:
         by[(f.check, f.severity.label)] = by.get((f.check, f.severity.label), 0) + 1 + int(f.details.get("more", 0))
-    for sev, color in SEVERITY_COLORS.items():
+    for sev, shade in SEVERITY_COLORS.items():
         checks = [k[0] for k in by if k[1] == sev]
         fig.add_trace(go.Bar(y=checks, x=[by[(c, sev)] for c in checks], orientation="h", name=sev,
-                             marker_color=color))
+                             marker_color=shade))
     fig.update_layout(barmode="stack", height=max(260, 26 * len({k[0] for k in by}) + 120), margin=dict(t=30, l=220),
                       xaxis_title="findings")
     out.append(("findings-chart", f"Findings by check ({len(result.findings)} in all)", fig))
@@ -262,11 +262,11 @@ def figures(result: "AuditResult") -> list[tuple[str, str, Any]]:
                              marker=dict(symbol="line-ns", size=18, line=dict(width=2, color="#555")),
                              name="segments", hoverinfo="skip"))
     labels = {_label(p) for p in shown}
-    for sev, color in SEVERITY_COLORS.items():
+    for sev, shade in SEVERITY_COLORS.items():
         fs = [f for f in result.findings if f.severity.label == sev and f"{f.topic}-{f.partition}" in labels]
         if fs:
             fig.add_trace(go.Scatter(x=[_offset_of(f, result) for f in fs], y=[f"{f.topic}-{f.partition}" for f in fs],
-                                     mode="markers", marker=dict(size=11, color=color, symbol="diamond"), name=sev,
+                                     mode="markers", marker=dict(size=11, color=shade, symbol="diamond"), name=sev,
                                      text=[f"{f.check}: {f.message}" for f in fs], hoverinfo="text"))
     fig.update_yaxes(type="category")
     fig.update_layout(height=max(260, 40 * len(shown) + 120), xaxis_title="offset", margin=dict(t=30, l=160))

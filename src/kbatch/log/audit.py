@@ -84,7 +84,7 @@ class AuditConfig:
         names = {"message.timestamp.before.max.ms": "before_max_ms", "message.timestamp.after.max.ms": "after_max_ms",
                  "transaction.max.timeout.ms": "transaction_max_timeout_ms", "max.message.bytes": "max_message_bytes",
                  "retention.ms": "retention_ms"}
-        values: dict[str, int] = {}
+        values: dict[str, Any] = {}
         # topic names win over broker names; log.retention.ms over .minutes over .hours, as in Kafka
         order = sorted(props, key=lambda k: (k in names, k == "log.retention.ms"))
         for key in order:
@@ -550,8 +550,8 @@ def _producers(pf: PartitionFacts, sink: _Sink) -> None:
     regular[1:] |= same[1:] & (e[1:] == e[:-1]) & ~ctl[1:] & ~ctl[:-1] & (seq[1:] == nxt[:-1]) & (seq[1:] >= 0)
     starts = np.flatnonzero(~same)
     ends = np.concatenate((starts[1:], [len(order)]))
-    bad_groups = np.flatnonzero(np.add.reduceat(~regular, starts) > 0) if len(starts) else []
-    for g in bad_groups:
+    bad_groups = np.flatnonzero(np.add.reduceat(~regular, starts) > 0) if len(starts) else np.zeros(0, np.intp)
+    for g in bad_groups.tolist():
         _producer(pf, sink, order[starts[g]:ends[g]], holes)
 
 
