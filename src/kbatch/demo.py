@@ -1,6 +1,6 @@
 """The main job: generate sample Kafka topic directories, then read and analyse them with Spark.
 
-    python -m kbatch.demo [--dir ./sample-data] [--records 20000] [--no-spark]
+    python -m kbatch.demo [--dir ./sample-data] [--records 20000] [--no-spark] [--report | --no-report]
 
 1. writes ./sample-data/<topic>-<partition>/ folders of segments with indexes (only into a new or
    empty directory, or one an earlier run made and marked with a `.kbatch-demo` file): several
@@ -12,7 +12,7 @@
 3. prints counts per partition, the KIP-937 timestamp report, offsets for a chosen time, and
    what compaction saves (kbatch.compact on a copy, when kbatch has it);
 4. ends by auditing the sample data and writing its report page (`kbatch report`, the report
-   extra) to ./sample-data/report.html, and prints its path.
+   extra) to ./sample-data/report.html, and prints its path (with --no-spark only when --report).
 """
 from __future__ import annotations
 
@@ -291,7 +291,10 @@ def _show(df: DataFrame, n: int = 30) -> None:
         print("  " + "  ".join(str(r[c]).ljust(w) for c, w in zip(cols, widths)))
 
 
-def run(root: str = "./sample-data", records: int = 20000, spark_enabled: bool = True) -> int:
+def run(root: str = "./sample-data", records: int = 20000, spark_enabled: bool = True,
+        report: bool | None = None) -> int:
+    """The demo; `report` (default: with Spark, the whole demo) ends it with the audit's page."""
+    report = spark_enabled if report is None else report
     t0 = time.time()
     root = os.path.abspath(root)
     say(f"writing sample topics under {root} ({records} order records in 3 partitions, plus payments-0 and legacy-0) ...")
@@ -303,7 +306,7 @@ def run(root: str = "./sample-data", records: int = 20000, spark_enabled: bool =
         segs = sorted(f for f in os.listdir(os.path.join(root, name)) if f.endswith(".log"))
         say(f"  {name}: {n} offsets in {len(segs)} segment(s)")
     if not spark_enabled:
-        return _report(root, now_ms)
+        return _report(root, now_ms) if report else 0
     say("starting a local Spark session (local[*]) ...")
     spark = _spark_session()
     import kbatch.spark as ks
@@ -337,7 +340,7 @@ def run(root: str = "./sample-data", records: int = 20000, spark_enabled: bool =
 
     _compaction(root, now_ms)
     spark.stop()
-    code = _report(root, now_ms)
+    code = _report(root, now_ms) if report else 0
     say(f"done in {time.time() - t0:.1f} s")
     return code
 
@@ -352,7 +355,7 @@ def _report(root: str, now_ms: int) -> int:
     path = os.path.join(root, REPORT)
     say("kbatch audit + report over the sample data (one header walk, CRCs checked) ...")
     try:
-        result = write_report([root], path, config=AuditConfig(now=now_ms, cache=False), title="kbatch demo: sample data")
+        result = write_report([root], path, config=AuditConfig(now=now_ms, cache=False, record_timestamps=True), title="kbatch demo: sample data")
     except ModuleNotFoundError as e:
         say(f"report: skipped: it needs plotly ({e}): pip install 'kafka-kbatch[report]'")
         return 0
@@ -396,10 +399,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kbatch.demo", description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", default="./sample-data", help="where to write the sample topics")
     ap.add_argument("--records", type=int, default=20000, help="records across the orders partitions")
-    ap.add_argument("--no-spark", action="store_true", help="only generate the sample data")
+    ap.add_argument("--no-spark", action="store_true", help="only generate the sample data (and the report with --report)")
+    ap.add_argument("--report", action=argparse.BooleanOptionalAction, default=None,
+                    help="end with the audit's report page (default: with Spark)")
     args = ap.parse_args(argv)
     try:
-        return run(args.dir, args.records, not args.no_spark)
+        return run(args.dir, args.records, not args.no_spark, args.report)
     except DemoDirectoryError as e:
         print(f"[kbatch.demo] {e}", file=sys.stderr, flush=True)
         return 2

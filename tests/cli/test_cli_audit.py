@@ -230,7 +230,7 @@ def test_demo_ends_with_the_report_path(tmp_path: Path, capsys: pytest.CaptureFi
     pytest.importorskip("plotly")
     from kbatch import demo
 
-    assert demo.run(str(tmp_path / "sample"), records=600, spark_enabled=False) == 0
+    assert demo.main(["--dir", str(tmp_path / "sample"), "--records", "600", "--no-spark", "--report"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last == f"[kbatch.demo] report: {tmp_path / 'sample' / 'report.html'}"
     assert (tmp_path / "sample" / "report.html").stat().st_size > 1_000_000  # plotly.js inlined

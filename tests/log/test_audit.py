@@ -220,3 +220,14 @@ def test_cached_headers_give_the_same_findings(tmp_path: Path, monkeypatch: pyte
     assert first == again and [f["check"] for f in first] == ["producer.fenced-epoch"]
     assert [f["check"] for f in (f.as_json() for f in audit(tmp_path / "logs", cache=False).findings)] == [
         "producer.fenced-epoch"]
+
+
+def test_record_timestamps_find_what_headers_cannot(tmp_path: Path) -> None:
+    """A negative timestamp between a batch's first and max: headers cannot see it, decoding does."""
+    log = clean(str(tmp_path / "t-0"))
+    base, _ = log.data(3, stamps=[log.clock, -7000, log.clock + 1])
+    log.data(2)
+    log.write()
+    assert audit(tmp_path).findings == []
+    (f,) = audit(tmp_path, record_timestamps=True).findings
+    assert (f.check, f.first_offset, f.details["timestamp"]) == ("timestamp.negative", base, -7000)

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 def audit_config(config_file: str | None = None, *, now: int | None = None, before_max_ms: int | None = None,
                  after_max_ms: int | None = None, transaction_max_timeout_ms: int | None = None,
                  max_message_bytes: int | None = None, backwards_max_ms: int | None = None,
-                 no_backwards: bool = False, trust_headers: bool = False) -> "AuditConfig":
+                 no_backwards: bool = False, trust_headers: bool = False,
+                 record_timestamps: bool = False) -> "AuditConfig":
     """The AuditConfig of the command line: a --config properties file, then the options over it."""
     from ..log.audit import AuditConfig, read_properties
 
@@ -49,7 +50,8 @@ def audit_config(config_file: str | None = None, *, now: int | None = None, befo
     if no_backwards:
         kw["backwards_max_ms"] = None
     try:
-        return AuditConfig.from_properties(props, now=now, verify_crc=not trust_headers, **kw)
+        return AuditConfig.from_properties(props, now=now, verify_crc=not trust_headers,
+                                           record_timestamps=record_timestamps, **kw)
     except InvalidConfigurationError as e:
         raise UsageProblem(f"{config_file}: {e}") from None
 
@@ -112,7 +114,7 @@ def cmd_audit(paths: "Sequence[PathLike]", *, config_file: str | None = None, fa
               now: int | None = None, before_max_ms: int | None = None, after_max_ms: int | None = None,
               transaction_max_timeout_ms: int | None = None, max_message_bytes: int | None = None,
               backwards_max_ms: int | None = None, no_backwards: bool = False, trust_headers: bool = False,
-              as_json: bool = False, quiet: bool = False, out: IO[str] | None = None,
+              record_timestamps: bool = False, as_json: bool = False, quiet: bool = False, out: IO[str] | None = None,
               err: IO[str] | None = None) -> int:
     from ..log.findings import Severity, at_or_above, counts
 
@@ -123,7 +125,8 @@ def cmd_audit(paths: "Sequence[PathLike]", *, config_file: str | None = None, fa
         raise UsageProblem(f"--fail-on: {e}") from None
     config = audit_config(config_file, now=now, before_max_ms=before_max_ms, after_max_ms=after_max_ms,
                           transaction_max_timeout_ms=transaction_max_timeout_ms, max_message_bytes=max_message_bytes,
-                          backwards_max_ms=backwards_max_ms, no_backwards=no_backwards, trust_headers=trust_headers)
+                          backwards_max_ms=backwards_max_ms, no_backwards=no_backwards, trust_headers=trust_headers,
+                          record_timestamps=record_timestamps)
     result = run_audit(list(paths), config, quiet)
     failing = at_or_above(result.findings, level)
     if as_json:
@@ -170,10 +173,11 @@ def register(app: "typer.Typer") -> None:
               backwards_max_ms: Annotated[Optional[int], typer.Option("--backwards-max-ms", help="CreateTime going back by more than this is a finding (default 86400000).")] = None,
               no_backwards: Annotated[bool, typer.Option("--no-backwards", help="Do not check CreateTime going backwards.")] = False,
               trust_headers: Annotated[bool, typer.Option("--trust-headers", help="Do not check CRCs (faster; a bit flip inside a batch goes unseen).")] = False,
+              record_timestamps: Annotated[bool, typer.Option("--record-timestamps", help="Decode CreateTime batches for every record's timestamp (finds negative, too-old and backwards timestamps between a batch's first and max; slower).")] = False,
               as_json: Annotated[bool, typer.Option("--json", help="One JSON document (schema: docs/cli.md).")] = False,
               quiet: Annotated[bool, quiet_flag] = False) -> None:
         run(cmd_audit, paths, config_file=config_file, fail_on=fail_on, now=time_value(now),
             before_max_ms=before_max_ms, after_max_ms=after_max_ms,
             transaction_max_timeout_ms=transaction_max_timeout_ms, max_message_bytes=max_message_bytes,
             backwards_max_ms=backwards_max_ms, no_backwards=no_backwards, trust_headers=trust_headers,
-            as_json=as_json, quiet=quiet)
+            record_timestamps=record_timestamps, as_json=as_json, quiet=quiet)

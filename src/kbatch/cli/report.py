@@ -391,6 +391,7 @@ def write_report(paths: "Sequence[PathLike]", output: "PathLike", *, config: Any
 
 def cmd_report(paths: "Sequence[PathLike]", *, output: "PathLike", config_file: str | None = None,
                now: int | None = None, title: str | None = None, fail_on: str | None = None, quiet: bool = False,
+               record_timestamps: bool = False,
                as_json: bool = False, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
     from ..log.findings import Severity, at_or_above
     from .audit import audit_config
@@ -406,7 +407,7 @@ def cmd_report(paths: "Sequence[PathLike]", *, output: "PathLike", config_file: 
     parent = os.path.dirname(os.path.abspath(target))
     if not os.path.isdir(parent):
         raise UsageProblem(f"{target}: the directory {parent} does not exist")
-    config = audit_config(config_file, now=now)
+    config = audit_config(config_file, now=now, record_timestamps=record_timestamps)
     result = write_report(paths, target, config=config, quiet=quiet, title=title)
     failing = at_or_above(result.findings, level) if level is not None else []
     if as_json:
@@ -432,7 +433,8 @@ def register(app: "typer.Typer") -> None:
                now: Annotated[Optional[str], typer.Option("--now", help="The clock to judge by (epoch ms or ISO-8601); default: the log's own.")] = None,
                title: Annotated[Optional[str], typer.Option("--title", help="The page's title.")] = None,
                fail_on: Annotated[Optional[str], typer.Option("--fail-on", help="Also exit 1 when a finding is at or above this level (default: the page is the answer, exit 0).")] = None,
+               record_timestamps: Annotated[bool, typer.Option("--record-timestamps", help="As kbatch audit --record-timestamps.")] = False,
                as_json: Annotated[bool, typer.Option("--json", help="Print {report, findings, failing} as JSON.")] = False,
                quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar and no report line.")] = False) -> None:
         run(cmd_report, paths, output=output, config_file=config_file, now=time_value(now), title=title,
-            fail_on=fail_on, as_json=as_json, quiet=quiet)
+            fail_on=fail_on, record_timestamps=record_timestamps, as_json=as_json, quiet=quiet)

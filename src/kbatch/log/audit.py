@@ -72,6 +72,7 @@ class AuditConfig:
     verify_crc: bool = True                                    # False: trust headers (says what it misses)
     check_indexes: bool = True
     cache: bool = True                                         # kbatch.log.summary's CRC-verified header cache
+    record_timestamps: bool = False                            # decode CreateTime batches for their min timestamp
     max_findings: int = DEFAULT_MAX_FINDINGS
 
     @classmethod
@@ -210,15 +211,16 @@ def walk_partition(directory: str, segments: Iterable[SegmentFiles] | None, conf
     except (KBatchError, OSError):
         topic, partition = None, None
     pf = PartitionFacts(topic, partition, directory)
-    chunks: dict[str, list[Any]] = {k: [] for k in (*FACT_COLUMNS, "segment")}
+    chunks: dict[str, list[Any]] = {k: [] for k in (*FACT_COLUMNS, "segment", "min_timestamp")}
     only = None if segments is None else {_norm(s.path(".log")) for s in segments}
-    _Walk(pf, chunks, config, advance, only).run()
-    if chunks["position"]:
-        pf.cols = {k: np.concatenate(v) for k, v in chunks.items()}
-    else:
-        pf.cols = {k: np.zeros(0, dtype=np.int64) for k in chunks}
-        pf.cols["crc_valid"] = np.zeros(0, dtype=bool)
+    walk = _Walk(pf, chunks, config, advance, only)
+    walk.run()
+    if not pf.cols:
+        walk.columns()
     return pf
+
+
+_INDEX_COLUMNS = ("position", "size", "base_offset", "last_offset", "max_timestamp", "magic", "attributes")
 
 
 def _norm(path: str) -> str:
@@ -248,6 +250,36 @@ class _Walk:
         self.advance = advance
         self.only = only
         self.rows = 0
+
+    def columns(self) -> None:
+        """The collected header rows as pf.cols (one array per column)."""
+        if self.chunks["position"]:
+            self.pf.cols = {k: np.concatenate(v) for k, v in self.chunks.items()}
+        else:
+            self.pf.cols = {k: np.zeros(0, dtype=np.int64) for k in self.chunks}
+            self.pf.cols["crc_valid"] = np.zeros(0, dtype=bool)
+
+    def _min_timestamps(self, s: Any, a: int, b: int, path: str) -> I64:
+        """Per row, the smallest record timestamp of a CreateTime v2 batch of several records, decoded
+        (config.record_timestamps); INT64_MAX where not decoded (the header's first and max stand)."""
+        from ..record.file_records import batch_at
+
+        out = np.full(b - a, W.INT64_MAX, dtype=np.int64)
+        if not self.config.record_timestamps:
+            return out
+        attrs = s["attributes"][a:b]
+        rows = np.flatnonzero((s["magic"][a:b] == 2) & ((attrs & (W.CONTROL_FLAG_MASK | W.TIMESTAMP_TYPE_MASK)) == 0)
+                              & (s["record_count"][a:b] > 1) & s["crc_valid"][a:b].astype(bool))
+        for i in rows.tolist():
+            try:
+                stamps = [r.timestamp for r in batch_at(s, a + i).records() if r.timestamp is not None]
+            except KBatchError as e:
+                self.error("storage.corrupt", path, int(s["position"][a + i]), f"records that do not decode: {e}",
+                           int(s["base_offset"][a + i]))
+                continue
+            if stamps:
+                out[i] = min(stamps)
+        return out
 
     def error(self, check: str, path: str | None, position: int | None, message: str, first: int | None = None,
               last: int | None = None, **details: Any) -> None:
@@ -297,6 +329,7 @@ class _Walk:
                 for k in FACT_COLUMNS:
                     self.chunks[k].append(np.asarray(s[k][a:b]))
                 self.chunks["segment"].append(np.full(n, seg_no, dtype=np.int32))
+                self.chunks["min_timestamp"].append(self._min_timestamps(s, a, b, path))
                 attrs, magic = s["attributes"][a:b], s["magic"][a:b]
                 ctl = np.flatnonzero((magic == 2) & ((attrs & W.CONTROL_FLAG_MASK) != 0)
                                      & ((attrs & W.TRANSACTIONAL_FLAG_MASK) != 0))
@@ -333,16 +366,24 @@ class _Walk:
                            f"are not a complete batch ({tail.log.incomplete(end, 'the segment')}); readers ignore "
                            f"them, as Kafka does", unread_bytes=tail.size - end)
                 pf.unread_bytes += tail.size - end
+            self.columns()
             if self.config.check_indexes:
-                for seg in segs:
-                    if self.only is None or seg.path(".log") in self.only:
-                        self._indexes(seg)
+                seg_rows = pf.cols["segment"]
+                for k, seg in enumerate(segs):
+                    p = seg.path(".log")
+                    if self.only is not None and p not in self.only:
+                        continue
+                    # a segment read whole from byte 0: its rows are what a scan would give (no rescan)
+                    rows = np.flatnonzero(seg_rows == k)
+                    clean = (p not in damaged and len(rows) and int(pf.cols["position"][rows[0]]) == 0
+                             and ends.get(k) == seg.size)
+                    self._indexes(seg, {c: pf.cols[c][rows] for c in _INDEX_COLUMNS} if clean else None)
         except StorageError as e:  # a file changed or failed while it was read
             self.error("storage.unreadable", getattr(e, "path", None) or pf.path, None, f"cannot read: {e}")
         finally:
             log.close()
 
-    def _indexes(self, seg: Any) -> None:
+    def _indexes(self, seg: Any, columns: dict[str, Any] | None) -> None:
         """Index entries against the log by kbatch.log.index_rules (every form a broker writes is
         valid; only damage is a finding). A missing index is not one (a broker rebuilds it)."""
         from .index import OffsetIndex, TimeIndex
@@ -374,7 +415,7 @@ class _Walk:
                 if not entries:
                     continue
                 if sb is None:
-                    sb = SegmentBatches(seg.log)
+                    sb = SegmentBatches(seg.log, columns)
                 for x in check(ipath, entries, sb):
                     if x.problem:
                         self.error("storage.index", ipath, x.position, x.message, entry=list(x.entry))
@@ -446,9 +487,9 @@ def _sat(v: int) -> int:
 
 
 def _timestamps(pf: PartitionFacts, config: AuditConfig, clock: int | None, sink: _Sink) -> None:
-    """One timestamp finding per batch at most, the first that applies: a unit that is not ms, a
-    negative timestamp, one after clock + after_max_ms, one before clock - before_max_ms; then,
-    over the batches none of those caught, CreateTime going backwards."""
+    """Per batch: its max timestamp in a unit that is not ms, else after clock + after_max_ms; its
+    lowest known timestamp before 1970, else before clock - before_max_ms; then, over the batches
+    none of those caught, CreateTime going backwards."""
     c = pf.cols
     ts, first, attrs, magic = c["max_timestamp"], c["first_timestamp"], c["attributes"], c["magic"]
     none = _sentinel(c)
@@ -460,6 +501,8 @@ def _timestamps(pf: PartitionFacts, config: AuditConfig, clock: int | None, sink
     first_ok = valid & (magic == 2) & ((attrs & W.DELETE_HORIZON_FLAG_MASK) == 0) & (first != none)
     has = valid & ((ts != none) | first_ok)
     low = np.where(first_ok, np.where(ts != none, np.minimum(first, ts), first), ts)
+    low = np.minimum(low, c["min_timestamp"])  # decoded minimums (record_timestamps), INT64_MAX elsewhere
+    has |= valid & (c["min_timestamp"] != W.INT64_MAX)
     unit = has & (ts >= MICROS_FROM)
     neg = has & ~unit & (low < 0)
     caught = unit | neg
@@ -475,8 +518,10 @@ def _timestamps(pf: PartitionFacts, config: AuditConfig, clock: int | None, sink
     if clock is not None:
         hi = _sat(clock + config.after_max_ms)
         lo = _sat(clock - config.before_max_ms)
-        future = has & ~caught & (ts > hi)
-        old = has & ~caught & ~future & (low < lo)
+        # the max and the lowest timestamp are different records: a batch may hold one too new
+        # and one too old; a value already caught as a unit mistake or before 1970 is not again
+        future = has & ~unit & (ts > hi)
+        old = has & ~neg & (low < lo)
         caught |= future | old
         last_seg = len(pf.segments) - 1
         for i in np.flatnonzero(future).tolist():
