@@ -292,9 +292,9 @@ def _show(df: DataFrame, n: int = 30) -> None:
 
 
 def run(root: str = "./sample-data", records: int = 20000, spark_enabled: bool = True,
-        report: bool | None = None) -> int:
-    """The demo; `report` (default: with Spark, the whole demo) ends it with the audit's page."""
-    report = spark_enabled if report is None else report
+        with_report: bool | None = None) -> int:
+    """The demo; `with_report` (default: with Spark, the whole demo) ends it with the audit's page."""
+    page = spark_enabled if with_report is None else with_report
     t0 = time.time()
     root = os.path.abspath(root)
     say(f"writing sample topics under {root} ({records} order records in 3 partitions, plus payments-0 and legacy-0) ...")
@@ -306,7 +306,7 @@ def run(root: str = "./sample-data", records: int = 20000, spark_enabled: bool =
         segs = sorted(f for f in os.listdir(os.path.join(root, name)) if f.endswith(".log"))
         say(f"  {name}: {n} offsets in {len(segs)} segment(s)")
     if not spark_enabled:
-        return _report(root, now_ms) if report else 0
+        return _report(root, now_ms) if page else 0
     say("starting a local Spark session (local[*]) ...")
     spark = _spark_session()
     import kbatch.spark as ks
@@ -340,7 +340,7 @@ def run(root: str = "./sample-data", records: int = 20000, spark_enabled: bool =
 
     _compaction(root, now_ms)
     spark.stop()
-    code = _report(root, now_ms) if report else 0
+    code = _report(root, now_ms) if page else 0
     say(f"done in {time.time() - t0:.1f} s")
     return code
 

@@ -369,14 +369,14 @@ class _Walk:
             self.columns()
             if self.config.check_indexes:
                 seg_rows = pf.cols["segment"]
-                for k, seg in enumerate(segs):
+                for number_k, seg in enumerate(segs):
                     p = seg.path(".log")
                     if self.only is not None and p not in self.only:
                         continue
                     # a segment read whole from byte 0: its rows are what a scan would give (no rescan)
-                    rows = np.flatnonzero(seg_rows == k)
-                    clean = (p not in damaged and len(rows) and int(pf.cols["position"][rows[0]]) == 0
-                             and ends.get(k) == seg.size)
+                    rows = np.flatnonzero(seg_rows == number_k)
+                    clean = (p not in damaged and len(rows) > 0 and int(pf.cols["position"][rows[0]]) == 0
+                             and ends.get(number_k) == seg.size)
                     self._indexes(seg, {c: pf.cols[c][rows] for c in _INDEX_COLUMNS} if clean else None)
         except StorageError as e:  # a file changed or failed while it was read
             self.error("storage.unreadable", getattr(e, "path", None) or pf.path, None, f"cannot read: {e}")
