@@ -1,9 +1,12 @@
 """The audit of a log (`kbatch audit`, `kbatch report`): one header walk per partition, then checks
 over the per-batch facts it collected, each result a Finding (kbatch.log.findings).
 
-The walk reads every batch header (the record layer's window scan) with its CRC checked, as every
-reader does; it decodes only what a check needs: the one control record of a transaction marker,
-and the batches an index entry points into. Everything it cannot read is an error finding.
+The walk is the log layer's one header walk: kbatch.log.summary's HeaderSource under the read path
+(kbatch.log.fetch.read_log), so the audit reads the batches `stats`, `cat` and the summary read,
+by the same damage rules, every CRC checked, with the summary's cache of verified sealed segments.
+It decodes only what a check needs: the one control record of a transaction marker, the batches an
+index entry points into, and (record_timestamps) CreateTime batches for their lowest timestamp.
+Everything it cannot read is an error finding, the partial tail readers ignore included.
 
 The checks judge the log by its own clock: `now` when given, else the newest timestamp of the
 last batch of each partition (the log's "last record", DESIGN.md), so a copy of a log audited
@@ -738,10 +741,6 @@ CHECKS: dict[str, tuple[Severity, str]] = {
     "storage.leader-epoch-back": (Severity.ERROR, "a partition leader epoch lower than the batch before"),
     "storage.oversized": (Severity.WARNING, "a batch larger than max.message.bytes"),
 }
-
-
-def path_label(path: str) -> str:
-    return os.path.basename(path)
 
 
 __all__ = ["AuditConfig", "AuditResult", "PartitionFacts", "audit_partitions", "walk_partition", "check_partition",
