@@ -146,7 +146,7 @@ def test_read_committed_stops_at_the_lso_and_leaves_aborted_out(parts):
 
 # ------------------------------------------------------------------------------------ compacted and random logs
 def _loggen(tmp_path, seed, n_segments, open_txn):
-    from test_compaction import LogGen, write_segments
+    from log.test_compaction import LogGen, write_segments
 
     gen = LogGen(seed, n_batches=40, open_txn=open_txn)
     d = tmp_path / f"t{seed}-0"
@@ -314,7 +314,8 @@ def test_cache_remembers_sealed_segments_and_is_never_trusted_blindly(tmp_path):
     try:
         first = summarize(log, cache=cache)
         assert first.cached_segments == 0 and first.scanned_segments == n_segs
-        assert len(os.listdir(cache.directory)) == n_segs - 1   # never the active segment
+        headers = [f for f in os.listdir(cache.directory) if not f.endswith(".ts.npz")]
+        assert len(headers) == n_segs - 1   # never the active segment
         again = summarize(log, cache=cache)
         assert again.cached_segments == n_segs - 1 and again.scanned_segments == 1
         assert again.to_dict() | {"cached_segments": 0, "scanned_segments": n_segs} == first.to_dict()
@@ -400,3 +401,180 @@ def test_facts_fields(parts):
     data = [f for f in facts if f.producer_id >= 0 and not f.is_control]
     assert all(f.last_sequence == f.base_sequence + f.last_offset - f.base_offset for f in data)
     assert np.all(np.diff([f.base_offset for f in facts]) > 0)
+
+
+# ------------------------------------------------------------------------------------ the header-only scan
+def _drain(gen):
+    cols, err = [], None
+    while True:
+        try:
+            cols.append({k: np.array(v) for k, v in next(gen).items() if isinstance(v, np.ndarray)})
+        except StopIteration as stop:
+            return cols, stop.value, None
+        except kbatch.KBatchError as e:
+            return cols, None, (type(e), str(e), e.position)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_header_only_scan_is_the_scan(parts, case, monkeypatch, backend):
+    """trust_headers reads only the batch headers of large batches (_hop_scan): the same columns,
+    the same end and the same error at the same byte as the scan that reads every byte."""
+    from kbatch.log import summary as S
+
+    monkeypatch.setattr(S, "_HOP_MIN_BATCH", 0)
+    log = kbatch.Log.open(parts[case])
+    try:
+        for seg in log.segments:
+            for start in (0, *[int(p) for p in list(_first_positions(seg))[1:3]]):
+                want_cols, want_end, want_err = _drain(seg.log.scan(start, False))
+                got_cols, got_end, got_err = _drain(S._hop_scan(seg, start))
+                assert (got_end, got_err) == (want_end, want_err)
+                cat = lambda cs, k: np.concatenate([c[k] for c in cs]) if cs else np.zeros(0)  # noqa: E731
+                for k in ("position", "size", "magic", "base_offset", "last_offset", "record_count", "attributes",
+                          "max_timestamp", "producer_id", "base_sequence", "crc"):
+                    assert cat(got_cols, k).tolist() == cat(want_cols, k).tolist(), k
+        check_equal(parts[case], trust_headers=True) if case not in C.FAILING else None
+    finally:
+        log.close()
+
+
+def _first_positions(seg):
+    gen = seg.log.scan(0, False)
+    try:
+        return next(gen)["position"]
+    except (StopIteration, kbatch.KBatchError):
+        return []
+    finally:
+        gen.close()
+
+
+def test_cache_remembers_the_timestamps_walk(tmp_path):
+    """The timestamps of a verified sealed segment's CreateTime batches are remembered: a second
+    summary and histogram give the same answers without walking them; a damaged entry is ignored."""
+    d = _loggen(tmp_path, 31, 4, open_txn=False)
+    cache = SummaryCache(str(tmp_path / "cache"))
+    log = kbatch.Log.open(d)
+    try:
+        first = summarize(log, cache=cache).to_dict()
+        h1 = histogram(log, 60_000, cache=cache)[0]
+        assert [f for f in os.listdir(cache.directory) if f.endswith(".ts.npz")]
+        calls = []
+        import kbatch.log.summary as S
+
+        real = S._fields_of
+        S._fields_of = lambda s, j: calls.append(int(s["base_offset"][j])) or real(s, j)
+        try:
+            again = summarize(log, cache=cache).to_dict()
+            h2 = histogram(log, 60_000, cache=cache)[0]
+        finally:
+            S._fields_of = real
+        for k in ("cached_segments", "scanned_segments"):
+            first.pop(k), again.pop(k)
+        assert again == first and h2 == h1
+        # only the active segment's batches were walked (a sealed one's come from the cache)
+        assert calls and min(calls) >= log.segments[-1].base_offset
+        for name in os.listdir(cache.directory):
+            if name.endswith(".ts.npz"):
+                with open(os.path.join(cache.directory, name), "r+b") as f:
+                    f.seek(60)
+                    f.write(b"\xff" * 16)
+        assert summarize(log, cache=cache).to_dict() | {"cached_segments": 0, "scanned_segments": 0} == \
+            first | {"cached_segments": 0, "scanned_segments": 0}
+    finally:
+        log.close()
+
+
+class _Seg:
+    """What _hop_scan uses of a LogSegment: its .log and size."""
+
+    def __init__(self, path):
+        from kbatch.record.file_records import FileRecords
+
+        self.log = FileRecords(path)
+        self.size = self.log.size_in_bytes
+
+
+def test_header_only_scan_is_the_scan_on_random_bytes(tmp_path_factory, monkeypatch):
+    """Random segments (v2 batches of any size and codec, legacy entries, then a byte of a header
+    changed or the file cut anywhere): the header-only scan gives the scan's columns, end and error."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from kbatch.log import summary as S
+
+    monkeypatch.setattr(S, "_HOP_MIN_BATCH", 0)
+    d = tmp_path_factory.mktemp("hop")
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(st.tuples(st.integers(1, 30), st.sampled_from([0, 1, 2]), st.booleans()), min_size=1, max_size=12),
+           st.integers(0, 10**6), st.integers(0, 255), st.integers(0, 3))
+    def run(batches, where, value, how):
+        data = b""
+        off = 0
+        for n, magic, codec in batches:
+            b = kbatch.BatchBuilder(magic=magic, base_offset=off,
+                                    compression=kbatch.Compression.GZIP if codec else kbatch.Compression.NONE)
+            for i in range(n):
+                b.append(1_700_000_000_000 + i, b"k%d" % i, b"v" * (i * 7))
+            data += b.build()
+            off += n
+        at = where % len(data)
+        if how == 1:
+            data = data[:at]
+        elif how == 2:
+            data = data[:at] + bytes([value]) + data[at + 1:]
+        p = d / f"{len(data)}-{at}-{value}-{how}.log"
+        p.write_bytes(data)
+        seg = _Seg(str(p))
+        try:
+            want_cols, want_end, want_err = _drain(seg.log.scan(0, False))
+            got_cols, got_end, got_err = _drain(S._hop_scan(seg, 0))
+        finally:
+            seg.log.close()
+        assert (got_end, got_err) == (want_end, want_err)
+        cat = lambda cs, k: np.concatenate([c[k] for c in cs]).tolist() if cs else []  # noqa: E731
+        for k in ("position", "size", "magic", "base_offset", "last_offset", "record_count", "attributes",
+                  "first_timestamp", "max_timestamp", "producer_id", "crc"):
+            assert cat(got_cols, k) == cat(want_cols, k), k
+
+    run()
+
+
+@pytest.mark.parametrize("case", ["txn-closed", "dl-old-broker", "dl-missing-index"])
+def test_time_range_is_the_lookups_offsets(parts, case):
+    """start_time / end_time: from the first record at or after each (ListOffsets, as cat's s@T / e@T)."""
+    log = kbatch.Log.open(parts[case])
+    try:
+        ts = sorted({t for _o, t in truth(parts[case], IsolationLevel.READ_UNCOMMITTED, True)[0] if t is not None})
+        for t0, t1 in ((ts[len(ts) // 4], ts[3 * len(ts) // 4]), (ts[0] - 1, ts[-1] + 1), (ts[-1] + 1, None)):
+            lo = log.offset_for(t0)
+            hi = log.offset_for(t1) if t1 is not None else None
+            by_time = summarize(log, start_time=t0, end_time=t1, skip_unreadable=True, cache=False).to_dict()
+            by_offset = summarize(log, lo.offset if lo is not None else log.end_offset(),
+                                  hi.offset if hi is not None else None, skip_unreadable=True, cache=False).to_dict()
+            assert by_time == by_offset
+            check_equal(parts[case], lo.offset if lo is not None else log.end_offset(),
+                        hi.offset if hi is not None else None)
+    finally:
+        log.close()
+
+
+def test_segment_facts_lists_every_batch_and_goes_on(parts):
+    from kbatch.log.summary import segment_facts
+    from support import partitions as P
+
+    for case, bad_crc, damaged in (("crc-middle", 1, 0), ("bad-length-middle", 0, 1), ("torn-active", 0, 0),
+                                   ("txn-closed", 0, 0)):
+        log = kbatch.Log.open(parts[case])
+        try:
+            damage = []
+            facts = list(segment_facts(log, cache=False, damage=damage))
+            trusted = list(segment_facts(log, trust_headers=True, cache=False))
+        finally:
+            log.close()
+        assert sum(1 for f in facts if f.crc_ok is False) == bad_crc, case
+        assert len(damage) == damaged, case
+        assert [f[:14] for f in trusted] == [f[:14] for f in facts] and all(f.crc_ok is None for f in trusted)
+        on_disk = [(seg, pos) for seg in P.segment_logs(parts[case]) for pos, _b, _l in P.batch_positions(seg)]
+        if not damaged:
+            assert [(f.segment, f.position) for f in facts] == on_disk[:len(facts)], case

@@ -36,6 +36,7 @@ flipped bit inside a record (its key, value, timestamp delta) goes unseen.
 """
 from __future__ import annotations
 
+import bisect
 import hashlib
 import io
 import json
@@ -58,12 +59,12 @@ if TYPE_CHECKING:
     from .segment import LogSegment
 
 SUMMARY_CACHE_ENV = "KBATCH_SUMMARY_CACHE"
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2
 _HEADER_FIELDS = ("position", "size", "magic", "base_offset", "last_offset", "partition_leader_epoch", "crc",
                   "crc_valid", "attributes", "first_timestamp", "max_timestamp", "producer_id", "producer_epoch",
                   "base_sequence", "record_count")
 #: in-memory header rows kept for the second isolation level's walk (above this, it scans again)
-_MEMO_ROWS = 4_000_000
+_MEMO_ROWS = 1_000_000
 
 
 # ------------------------------------------------------------------------------------ results
@@ -247,57 +248,51 @@ class SummaryCache:
             return None
         return os.path.realpath(path), st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino
 
-    def _file(self, ident: tuple[str, int, int, int, int]) -> str:
+    def _file(self, ident: tuple[str, int, int, int, int], kind: str = "") -> str:
         h = hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:40]
-        return os.path.join(self.directory, f"{h}.npz")
+        return os.path.join(self.directory, f"{h}{kind}.npz")
 
-    def load(self, seg: LogSegment) -> tuple[dict[str, np.ndarray], int] | None:
-        """(header columns of the whole segment, where its batches end), or None."""
+    def _load(self, seg: LogSegment, kind: str, names: tuple[str, ...]) -> tuple[dict[str, np.ndarray], Any] | None:
         path = seg.path(".log")
         ident = self._identity(path)
         if ident is None or ident[1] != seg.size:
             return None
         try:
-            with np.load(self._file(ident), allow_pickle=False) as z:
+            with np.load(self._file(ident, kind), allow_pickle=False) as z:
                 meta = json.loads(bytes(z["meta"]).decode())
                 if meta.get("version") != _CACHE_VERSION or tuple(meta["identity"]) != ident:
                     return None
-                cols = {k: np.asarray(z[k]) for k in _HEADER_FIELDS}
-            n = len(cols["position"])
-            if any(len(v) != n for v in cols.values()) or int(meta["end"]) != seg.size:
+                cols = {k: np.asarray(z[k]) for k in names}
+            # the content check: the last batch's header bytes (its CRC among them) are still those
+            at, size = int(meta["last_at"]), int(meta["last_size"])
+            if size and bytes(seg.log.read(at, size)).hex() != meta["last_header"]:
                 return None
-            if n:  # the content check: the last batch's header bytes are still those
-                at, size = int(cols["position"][-1]), int(min(cols["size"][-1], W.RECORD_BATCH_OVERHEAD))
-                if bytes(seg.log.read(at, size)).hex() != meta["last_header"]:
-                    return None
-            return cols, int(meta["end"])
+            return cols, meta
         except (OSError, ValueError, KeyError, TypeError, EOFError, KBatchError):
             return None  # a damaged or foreign entry is not trusted
         except Exception:  # numpy's zip reader raises others (BadZipFile...) on a damaged file
             return None
 
-    def store(self, seg: LogSegment, cols: dict[str, np.ndarray], end: int) -> None:
+    def _store(self, seg: LogSegment, kind: str, arrays: dict[str, np.ndarray], last_at: int, last_size: int,
+               **extra: Any) -> None:
         path = seg.path(".log")
         ident = self._identity(path)
-        if ident is None or ident[1] != seg.size or end != seg.size:
+        if ident is None or ident[1] != seg.size:
             return
-        n = len(cols["position"])
-        last = ""
-        if n:
-            at, size = int(cols["position"][-1]), int(min(cols["size"][-1], W.RECORD_BATCH_OVERHEAD))
-            last = bytes(seg.log.read(at, size)).hex()
-        meta = json.dumps(dict(version=_CACHE_VERSION, identity=list(ident), end=end, last_header=last)).encode()
+        last = bytes(seg.log.read(last_at, last_size)).hex() if last_size else ""
+        meta = json.dumps(dict(version=_CACHE_VERSION, identity=list(ident), last_at=last_at, last_size=last_size,
+                               last_header=last, **extra)).encode()
         try:
             os.makedirs(self.directory, exist_ok=True)
             buf = io.BytesIO()
-            arrays: dict[str, Any] = {"meta": np.frombuffer(meta, np.uint8), **cols}
+            everything: dict[str, Any] = {"meta": np.frombuffer(meta, np.uint8), **arrays}
             savez: Any = np.savez
-            savez(buf, **arrays)
+            savez(buf, **everything)
             fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=self.directory)
             try:
                 with os.fdopen(fd, "wb") as f:
                     f.write(buf.getvalue())
-                os.replace(tmp, self._file(ident))  # atomic: a reader sees the old entry or the new one
+                os.replace(tmp, self._file(ident, kind))  # atomic: a reader sees the old entry or the new one
             except BaseException:
                 try:
                     os.unlink(tmp)
@@ -306,6 +301,48 @@ class SummaryCache:
                 raise
         except OSError:
             pass  # a cache that cannot be written costs speed, never an answer
+
+    def load(self, seg: LogSegment) -> tuple[dict[str, np.ndarray], int] | None:
+        """(header columns of the whole segment, where its batches end), or None."""
+        got = self._load(seg, "", _HEADER_FIELDS)
+        if got is None:
+            return None
+        cols, meta = got
+        n = len(cols["position"])
+        if any(len(v) != n for v in cols.values()) or int(meta["end"]) != seg.size:
+            return None
+        return cols, int(meta["end"])
+
+    def store(self, seg: LogSegment, cols: dict[str, np.ndarray], end: int) -> None:
+        if end != seg.size:
+            return
+        n = len(cols["position"])
+        at, size = (int(cols["position"][-1]), int(min(cols["size"][-1], W.RECORD_BATCH_OVERHEAD))) if n else (0, 0)
+        self._store(seg, "", cols, at, size, end=end)
+
+    def load_times(self, seg: LogSegment) -> dict[int, tuple[np.ndarray, np.ndarray]] | None:
+        """{batch position: (its records' timestamps, which have one)} of a verified sealed segment's
+        batches whose timestamps a header does not give, or None."""
+        got = self._load(seg, ".ts", ("position", "start", "ts", "has"))
+        if got is None:
+            return None
+        c = got[0]
+        pos, start, ts, has = c["position"], c["start"], c["ts"], c["has"]
+        if len(start) != len(pos) + 1 or len(ts) != len(has) or (len(start) and int(start[-1]) != len(ts)):
+            return None
+        bounds = start.tolist()
+        return {p: (ts[bounds[k]:bounds[k + 1]], has[bounds[k]:bounds[k + 1]]) for k, p in enumerate(pos.tolist())}
+
+    def store_times(self, seg: LogSegment, times: dict[int, tuple[np.ndarray, np.ndarray]], last_at: int,
+                    last_size: int) -> None:
+        order = sorted(times)
+        lens = [len(times[p][0]) for p in order]
+        start = np.zeros(len(order) + 1, np.int64)
+        np.cumsum(lens, out=start[1:])
+        arrays = dict(position=np.array(order, np.int64), start=start,
+                      ts=np.concatenate([times[p][0] for p in order]) if order else np.zeros(0, np.int64),
+                      has=np.concatenate([times[p][1] for p in order]) if order else np.zeros(0, bool))
+        self._store(seg, ".ts", arrays, last_at, last_size)
 
 
 # ------------------------------------------------------------------------------------ header source
@@ -332,12 +369,16 @@ class HeaderSource:
         self.memo_rows = 0
         self.cached: set[int] = set()
         self.scanned: set[int] = set()
+        self.verified: set[int] = set()   # sealed segments whose every CRC is known good (cached or checked now)
+        #: segment base -> {batch position: (timestamps, which have one)} known (cache) and walked now
+        self.known_times: dict[int, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
+        self.new_times: dict[int, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
 
     def __call__(self, seg: LogSegment, position: int, verify_crc: bool) -> Generator[Window, None, int]:
         hit = self._remembered(seg, position, verify_crc)
         if hit is not None:
             return self._replay(seg, hit, position, verify_crc)
-        return self._scan(seg, position, verify_crc)
+        return self._scan(seg, position, verify_crc, hop=not verify_crc and _can_hop(seg))
 
     def _remembered(self, seg: LogSegment, position: int, verify_crc: bool) -> _Remembered | None:
         for key in ((seg.base_offset, position), (seg.base_offset, 0)):
@@ -349,6 +390,7 @@ class HeaderSource:
             got = self.cache.load(seg)
             if got is not None:
                 self.cached.add(seg.base_offset)
+                self.verified.add(seg.base_offset)
                 r = _Remembered(got[0], got[1], None, True)
                 self.memo[(seg.base_offset, 0)] = r
                 return r
@@ -372,9 +414,12 @@ class HeaderSource:
             raise r.error
         return r.end
 
-    def _scan(self, seg: LogSegment, position: int, verify_crc: bool) -> Generator[Window, None, int]:
+    def _scan(self, seg: LogSegment, position: int, verify_crc: bool, hop: bool = False
+              ) -> Generator[Window, None, int]:
         self.scanned.add(seg.base_offset)
-        gen = seg.log.scan(position, verify_crc)
+        # buffers reused from window to window (with read-ahead): the summary keeps no view of a
+        # window once it asks for the next one (header columns are copied)
+        gen = _hop_scan(seg, position) if hop else seg.log.scan(position, verify_crc, reuse=True)
         rows: list[dict[str, np.ndarray]] = []
         keep = True
         error: KBatchError | None = None
@@ -413,6 +458,146 @@ class HeaderSource:
         if (self.cache is not None and error is None and verified and position == 0 and end == seg.size
                 and seg is not self.log.segments[-1] and bool(np.all(cols["crc_valid"]))):
             self.cache.store(seg, cols, end)
+            self.verified.add(seg.base_offset)
+
+    # ---- the records' timestamps (the timestamps walk), remembered for verified sealed segments
+    def times(self, seg: LogSegment, s: Window, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """(timestamps, which have one) of the records of row j of a window of `seg`."""
+        sealed = seg is not self.log.segments[-1]
+        base = seg.base_offset
+        pos = int(s["position"][j])
+        if sealed and self.cache is not None:
+            known = self.known_times.get(base)
+            if known is None:
+                known = self.known_times[base] = self.cache.load_times(seg) or {}
+            hit = known.get(pos)
+            if hit is not None:
+                return hit
+        _offs, ts, has = _fields_of(s, j)
+        if sealed:
+            self.new_times.setdefault(base, {})[pos] = (ts, has)
+        return ts, has
+
+    def store_times(self) -> None:
+        """Remember the timestamps walked of each verified sealed segment whose every batch that
+        needs the walk was walked (now or before)."""
+        if self.cache is None:
+            return
+        for seg in self.log.segments[:-1]:
+            new = self.new_times.get(seg.base_offset)
+            r = self.memo.get((seg.base_offset, 0))
+            if not new or seg.base_offset not in self.verified or r is None or r.error is not None:
+                continue
+            c = r.cols
+            if not len(c["position"]):
+                continue
+            need = c["position"][_needs_walk(c)]
+            times = {**self.known_times.get(seg.base_offset, {}), **new}
+            if all(int(p) in times for p in need.tolist()):
+                keep = {int(p): times[int(p)] for p in need.tolist()}
+                self.cache.store_times(seg, keep, int(c["position"][-1]),
+                                       int(min(c["size"][-1], W.RECORD_BATCH_OVERHEAD)))
+
+
+def _needs_walk(c: dict[str, np.ndarray]) -> np.ndarray:
+    """The rows whose records' timestamps no header gives (the rule of _Walk._timestamps): v2 data
+    batches with records, but LogAppendTime and single records with a clear maxTimestamp."""
+    attrs = c["attributes"].astype(np.int64)
+    cnt, mx = c["record_count"], c["max_timestamp"]
+    v2 = c["magic"] >= 2
+    data = v2 & ((attrs & W.CONTROL_FLAG_MASK) == 0) & (cnt > 0)
+    ext = (attrs & W.TIMESTAMP_EXTENDED_FLAG_MASK) != 0
+    clear = np.where(ext, mx != W.NO_TIMESTAMP_EXTENDED, mx >= 0)
+    lat = (attrs & W.TIMESTAMP_TYPE_MASK) != 0
+    need: np.ndarray = data & ~((lat | (cnt == 1)) & clear)
+    return need
+
+
+#: a trusted scan reads only the batch headers while batches average at least this many bytes
+_HOP_MIN_BATCH = 16 * 1024
+
+
+def _can_hop(seg: LogSegment) -> bool:
+    from ..record.file_records import SourceFileRecords
+
+    # a local file (a remote object would cost a request per batch), within int32 positions
+    return not isinstance(seg.log, SourceFileRecords) and seg.size <= W.INT32_MAX
+
+
+def _hop_scan(seg: LogSegment, position: int) -> Generator[Window, None, int]:
+    """A scan without CRCs that reads only the batch headers (trust_headers): each batch's first 61
+    bytes (found from the length field of the one before), laid end to end with their length
+    fields cut to those 61 bytes, scanned by the kernel as it scans a read window (with no CRC
+    asked it reads nothing past a header), then given back their real positions and sizes: the
+    same columns, errors and end as a scan of every byte. Windows carry no bytes ("buf" None,
+    "read" reads a batch). Small batches are read whole instead (a read per header would cost
+    more than the bytes)."""
+    core = _backend.core
+    read, size = seg.log.read, seg.size
+    pos = position
+    hops = 0
+    hopped_bytes = 0
+    while size - pos > W.HEADER_SIZE_UP_TO_MAGIC:
+        if hops >= 16 and hopped_bytes // hops < _HOP_MIN_BATCH:
+            return (yield from seg.log.scan(pos, False, reuse=True))
+        compact = bytearray()
+        real: list[int] = []      # each header's file position
+        at: list[int] = []        # and where it is in `compact`
+        totals: list[int] = []
+        last = False
+        while size - pos > W.HEADER_SIZE_UP_TO_MAGIC and len(real) < _HOP_BATCHES:
+            head = bytes(read(pos, W.RECORD_BATCH_OVERHEAD, read_ahead=False))
+            total = int.from_bytes(head[W.SIZE_OFFSET:W.LOG_OVERHEAD], "big", signed=True) + W.LOG_OVERHEAD
+            if total < W.LOG_OVERHEAD + W.RECORD_OVERHEAD_V0:
+                cut = head           # too small: the kernel says so, from the length, at its position
+                last = True
+            elif pos + total > size:
+                break                # a partial batch at the end: the scan stops before it
+            else:
+                n = min(total, W.RECORD_BATCH_OVERHEAD)
+                cut = head[:W.SIZE_OFFSET] + (n - W.LOG_OVERHEAD).to_bytes(4, "big") + head[W.LOG_OVERHEAD:n]
+            real.append(pos)
+            at.append(len(compact))
+            totals.append(total)
+            compact += cut
+            if last:
+                break
+            pos += total
+            hops += 1
+            hopped_bytes += total
+        if not real:
+            return pos
+        try:
+            s = core.scan_batches(compact, 0, len(compact), False)
+        except KBatchError as e:
+            k = bisect.bisect_right(at, e.position or 0) - 1
+            if k > 0:
+                s = core.scan_batches(compact, 0, at[k], False)
+                yield _header_window(s, real[:k], totals[:k], real[k], seg)
+            if e.position is not None:
+                e.update(shift=real[k] - at[k])
+            raise
+        n = len(s["position"])
+        end = real[n] if n < len(real) else real[-1] + totals[-1]
+        if n:
+            yield _header_window(s, real[:n], totals[:n], end, seg)
+        if n < len(real):
+            return end
+        pos = end
+    return pos
+
+
+#: headers a trusted scan reads before it hands them out as one window
+_HOP_BATCHES = 8192
+
+
+def _header_window(s: dict[str, Any], positions: list[int], totals: list[int], end: int,
+                   seg: LogSegment) -> dict[str, Any]:
+    s["position"] = np.array(positions, np.int64)
+    s["size"] = np.array(totals, np.int64)
+    s["valid_bytes"] = end
+    s["buf"], s["origin"], s["read"] = None, 0, seg.log.read
+    return s
 
 
 # ------------------------------------------------------------------------------------ the walk
@@ -427,19 +612,34 @@ def _cache_of(cache: SummaryCache | str | bool | None) -> SummaryCache | None:
     return None
 
 
-def _records_of(s: Window, j: int) -> list[tuple[int, int | None]]:
-    """(offset, timestamp or None) of the records of row j of a window, decoded (control records
-    are not asked for here)."""
-    from ..record.file_records import batch_at
+#: (offsets, timestamps, has a timestamp) of a batch's records
+Fields = tuple[np.ndarray, np.ndarray, np.ndarray]
 
-    return [(r.offset, r.timestamp) for r in batch_at(s, j)]
+
+def _fields_of(s: Window, j: int) -> Fields:
+    """The offsets and timestamps of the records of row j of a window, with which have a
+    timestamp: v2 through the record_fields_v2 kernel (every record checked as the decoder checks
+    it, keys and values not copied: kbatch.log.validator.v2_record_fields), magic 0/1 decoded."""
+    from ..record.batch import RecordBatch
+    from ..record.file_records import batch_at
+    from .validator import v2_record_fields
+
+    b = batch_at(s, j)
+    if isinstance(b, RecordBatch):
+        offs, ts, _keys = v2_record_fields(b)
+        return offs, ts, ts != b.no_timestamp
+    recs = list(b)
+    return (np.array([r.offset for r in recs], np.int64),
+            np.array([0 if r.timestamp is None else r.timestamp for r in recs], np.int64),
+            np.array([r.timestamp is not None for r in recs], bool))
 
 
 class _Walk:
     """One read (one isolation level) of the range, header window by window."""
 
     def __init__(self, summary: PartitionSummary, rs: ReadSummary, lo: int, hi: int, filt: AbortedFilter | None,
-                 timestamps: bool, partition_facts: bool, bucket_ms: int | None) -> None:
+                 timestamps: bool, partition_facts: bool, bucket_ms: int | None, source: HeaderSource) -> None:
+        self.source = source
         self.summary = summary
         self.rs = rs
         self.lo, self.hi = lo, hi
@@ -456,20 +656,33 @@ class _Walk:
             d[why] = d.get(why, 0) + n
             self.summary.decoded_batches += n
 
-    def _times(self, ts: list[int | None]) -> None:
+    def _times(self, ts: np.ndarray, has: np.ndarray) -> None:
         rs = self.rs
-        have = [t for t in ts if t is not None]
+        have = ts[has]
         if rs.records_without_timestamp is not None:
             rs.records_without_timestamp += len(ts) - len(have)
-        if have:
-            lo, hi = min(have), max(have)
+        if len(have):
+            lo, hi = int(have.min()), int(have.max())
             rs.min_timestamp = lo if rs.min_timestamp is None else min(rs.min_timestamp, lo)
             rs.max_timestamp = hi if rs.max_timestamp is None else max(rs.max_timestamp, hi)
             if self.bucket_ms is not None:
-                b = self.bucket_ms
-                for t in have:
-                    k = t - t % b
-                    self.histogram[k] = self.histogram.get(k, 0) + 1
+                self._count(have, None)
+
+    def _count(self, ts: np.ndarray, weights: np.ndarray | None) -> None:
+        """Into the histogram: records at `ts` (`weights`: how many at each)."""
+        b = self.bucket_ms
+        assert b is not None
+        buckets = ts // b
+        lo = int(buckets.min())
+        if int(buckets.max()) - lo < 1 << 20:   # a dense range (the usual): one bincount
+            sums = np.bincount(buckets - lo, weights=weights)
+            nz = np.flatnonzero(sums)
+            keys, sums = (nz + lo) * b, sums[nz]
+        else:
+            keys, inv = np.unique(buckets * b, return_inverse=True)
+            sums = np.bincount(inv, weights=weights, minlength=len(keys))
+        for k, c in zip(keys.tolist(), sums.tolist()):
+            self.histogram[k] = self.histogram.get(k, 0) + int(c)
 
     def window(self, w: FetchedWindow) -> None:
         s, a, b = w.window, w.start, w.stop
@@ -485,11 +698,12 @@ class _Walk:
         dec = data & (edge | ~v2)
         head = data & ~dec
         eff = np.where(head, cnt, 0)
-        decoded: dict[int, list[tuple[int, int | None]]] = {}
+        decoded: dict[int, Fields] = {}
         for r in np.flatnonzero(dec).tolist():
-            recs = [(o, t) for o, t in _records_of(s, a + r) if self.lo <= o < self.hi]
-            decoded[r] = recs
-            eff[r] = len(recs)
+            offs, ts, has = _fields_of(s, a + r)
+            keep = (offs >= self.lo) & (offs < self.hi)
+            decoded[r] = (offs[keep], ts[keep], has[keep])
+            eff[r] = int(np.count_nonzero(keep))
         self.fell_back("records", "batch at an edge of the range", int(np.count_nonzero(dec & edge)))
         self.fell_back("records", "magic 0/1 entry", int(np.count_nonzero(dec & ~edge)))
         rs = self.rs
@@ -497,17 +711,18 @@ class _Walk:
         rs.data_batches += int(np.count_nonzero(eff > 0))
         rs.aborted_batches += int(np.count_nonzero(ab))
         rs.aborted_records += int(cnt[ab].sum())
-        self._timestamps(s, a, head, dec, attrs, cnt, mx, decoded)
+        self._timestamps(w.segment, s, a, head, dec, attrs, cnt, mx, decoded)
         self._offsets(s, a, head, dec, base, last, cnt, eff, decoded)
         self._producers(s, a, b, data & v2, eff)
         if self.partition_facts:
             self._partition(s, a, b, v2, ctl, attrs, cnt)
 
-    def _timestamps(self, s: Window, a: int, head: np.ndarray, dec: np.ndarray, attrs: np.ndarray,
-                    cnt: np.ndarray, mx: np.ndarray, decoded: dict[int, list[tuple[int, int | None]]]) -> None:
+    def _timestamps(self, seg: LogSegment, s: Window, a: int, head: np.ndarray, dec: np.ndarray, attrs: np.ndarray,
+                    cnt: np.ndarray, mx: np.ndarray, decoded: dict[int, Fields]) -> None:
         rs = self.rs
-        for recs in decoded.values():
-            self._times([t for _o, t in recs])
+        if decoded:
+            self._times(np.concatenate([d[1] for d in decoded.values()]),
+                        np.concatenate([d[2] for d in decoded.values()]))
         some = head & (cnt > 0)   # an empty batch's maxTimestamp is stale (compaction): none of its own
         ext = (attrs & W.TIMESTAMP_EXTENDED_FLAG_MASK) != 0
         # a maxTimestamp that is a record's: any in an extended batch (KIP-228: its "none" is
@@ -525,12 +740,7 @@ class _Walk:
             m = int(mx[rows].min())
             rs.min_timestamp = m if rs.min_timestamp is None else min(rs.min_timestamp, m)
             if self.bucket_ms is not None:
-                b = self.bucket_ms
-                keys = mx[rows] - mx[rows] % b
-                ks, inv = np.unique(keys, return_inverse=True)
-                sums = np.bincount(inv, weights=cnt[rows])
-                for k, c in zip(ks.tolist(), sums.tolist()):
-                    self.histogram[k] = self.histogram.get(k, 0) + int(c)
+                self._count(mx[rows], cnt[rows])
         # the others (CreateTime batches of several records, in any order inside; a header with no
         # clear timestamp): a timestamps walk
         walk = some & ~rows
@@ -548,12 +758,12 @@ class _Walk:
                     self.summary.omitted.append(name)
             return
         self.fell_back("min_timestamp", "CreateTime batch of several records, or no clear maxTimestamp "
-                                        "(timestamps walk)", k)
-        for r in np.flatnonzero(walk).tolist():
-            self._times([t for _o, t in _records_of(s, a + r)])
+                                        "(timestamps walk, or what it remembered)", k)
+        got = [self.source.times(seg, s, a + r) for r in np.flatnonzero(walk).tolist()]
+        self._times(np.concatenate([g[0] for g in got]), np.concatenate([g[1] for g in got]))
 
     def _offsets(self, s: Window, a: int, head: np.ndarray, dec: np.ndarray, base: np.ndarray, last: np.ndarray,
-                 cnt: np.ndarray, eff: np.ndarray, decoded: dict[int, list[tuple[int, int | None]]]) -> None:
+                 cnt: np.ndarray, eff: np.ndarray, decoded: dict[int, Fields]) -> None:
         rows = np.flatnonzero(eff > 0)
         if not len(rows):
             return
@@ -562,12 +772,11 @@ class _Walk:
 
         def end(r: int, first: bool) -> int:
             if r in decoded:
-                return decoded[r][0 if first else -1][0]
+                return int(decoded[r][0][0 if first else -1])
             if dense[r]:
                 return int(base[r] if first else last[r])
             self.fell_back("first_offset" if first else "last_offset", "batch with offset gaps (compacted)")
-            recs = _records_of(s, a + r)
-            return recs[0 if first else -1][0]
+            return int(_fields_of(s, a + r)[0][0 if first else -1])
 
         if rs.first_offset is None:
             rs.first_offset = end(int(rows[0]), True)
@@ -637,6 +846,9 @@ class _Walk:
                     p.aborts += 1
 
     def finish(self) -> None:
+        for name in self.summary.omitted:  # a figure left out is never shown half made
+            if name in ("min_timestamp", "max_timestamp", "records_without_timestamp"):
+                setattr(self.rs, name, None)
         self.rs.producers = sorted(self.producers.values(), key=lambda p: (p.producer_id, p.producer_epoch))
 
 
@@ -703,7 +915,8 @@ def _summarize(log: Log, start_offset: int | None, end_offset: int | None, start
             summary.last_stable_offset = res.last_stable_offset
         rs = ReadSummary(iso.name.lower(), res.upper_offset)
         filt = AbortedFilter(res.aborted, res.unknown) if committed else None
-        walk = _Walk(summary, rs, lo, res.upper_offset, filt, timestamps, k == 0, bucket_ms if k == 0 else None)
+        walk = _Walk(summary, rs, lo, res.upper_offset, filt, timestamps, k == 0, bucket_ms if k == 0 else None,
+                     source)
         for w in res.windows():
             walk.window(w)
         walk.finish()
@@ -712,6 +925,7 @@ def _summarize(log: Log, start_offset: int | None, end_offset: int | None, start
             summary.problems = res.problems()
             hist = walk.histogram
         setattr(summary, iso.name.lower(), rs)
+    source.store_times()
     summary.cached_segments = len(source.cached)
     summary.scanned_segments = len(source.scanned)
     return summary, hist
@@ -764,5 +978,44 @@ def batch_facts(log: Log, start_offset: int | None = None, end_offset: int | Non
             unreadable.extend(res.unreadable)
 
 
+def segment_facts(log: Log, *, trust_headers: bool = False, cache: SummaryCache | str | bool | None = True,
+                  damage: list[UnreadableRange] | None = None) -> Iterator[BatchFacts]:
+    """Every batch header of every segment, in file order, whatever the read path would make of
+    it (an audit's raw rows: a batch whose CRC fails is yielded with crc_ok False and the walk goes
+    on; offsets out of order are yielded as they are). Where a segment's bytes stop being batches
+    (a bad length or magic, bytes after its last whole batch in a segment that is not the last),
+    the range goes into `damage` and the walk goes on with the next segment; `aborted` is False."""
+    source = HeaderSource(log, _cache_of(cache))
+    segs = list(log.segments)
+    for k, seg in enumerate(segs):
+        path = seg.path(".log")
+        nxt = segs[k + 1].base_offset if k + 1 < len(segs) else None
+        gen = source(seg, 0, not trust_headers)
+        last: int | None = None
+        while True:
+            try:
+                s = next(gen)
+            except StopIteration as stop:
+                end = int(stop.value)
+                if end < seg.size and nxt is not None and damage is not None:
+                    damage.append(UnreadableRange(path, end, seg.size - end, last, nxt,
+                                                  seg.log.incomplete(end, "the segment")))
+                break
+            except KBatchError as e:
+                if damage is not None:
+                    at = e.position if e.position is not None else 0
+                    damage.append(UnreadableRange(path, at, seg.size - at, last, nxt, str(e)))
+                break
+            cols = [s[c].tolist() for c in ("position", "size", "magic", "attributes", "base_offset", "last_offset",
+                                            "partition_leader_epoch", "first_timestamp", "max_timestamp",
+                                            "producer_id", "producer_epoch", "base_sequence", "record_count",
+                                            "crc_valid")]
+            for (pos, size, magic, attrs, base, lst, ple, first_ts, max_ts, pid, epoch, seq, count,
+                 crc_ok) in zip(*cols):
+                yield BatchFacts(path, pos, size, magic, attrs, base, lst, ple, first_ts, max_ts, pid, epoch, seq,
+                                 count, None if trust_headers else bool(crc_ok), False)
+                last = lst
+
+
 __all__ = ["BatchFacts", "HeaderSource", "PartitionSummary", "ProducerSummary", "ReadSummary", "SummaryCache",
-           "SUMMARY_CACHE_ENV", "batch_facts", "default_cache_dir", "histogram", "summarize"]
+           "SUMMARY_CACHE_ENV", "batch_facts", "segment_facts", "default_cache_dir", "histogram", "summarize"]

@@ -358,8 +358,10 @@ class FileRecords:
         (incomplete_batch; `where` defaults to this file's path)."""
         return incomplete_batch(self.read, self.size_in_bytes, position, self.path if where is None else where)
 
-    def read(self, position: int, size: int) -> bytes:
-        """`size` bytes at `position` (within the size this FileRecords knows)."""
+    def read(self, position: int, size: int, *, read_ahead: bool = True) -> bytes:
+        """`size` bytes at `position` (within the size this FileRecords knows). A small read reads
+        a first window's worth and keeps it (a lookup goes on from there), unless not `read_ahead`
+        (a header walk that jumps from batch to batch)."""
         size = max(0, min(size, self._size - position))
         if not size:
             return b""
@@ -368,7 +370,7 @@ class FileRecords:
             at = position - head[0]
             return head[1][at:at + size]
         fd = self._fd_or_raise()
-        if size < FIRST_WINDOW:
+        if size < FIRST_WINDOW and read_ahead:
             data = _files.pread_exact(fd, min(FIRST_WINDOW, self._size - position), position, self.path)
             self._head = (position, data)
             return data[:size]
@@ -539,7 +541,7 @@ class SourceFileRecords(FileRecords):
     def closed(self) -> bool:
         return not self._open
 
-    def read(self, position: int, size: int) -> bytes:
+    def read(self, position: int, size: int, *, read_ahead: bool = True) -> bytes:
         if not self._open:
             raise StorageError("the segment file is closed", path=self.path)
         size = max(0, min(size, self._size - position))
