@@ -52,6 +52,7 @@ def truth(part, isolation, skip, lo=None, hi=None):
                     prods[k] = prods.get(k, 0) + 1
         except UnreadableDataError as e:
             stop = e.range
+        truth.problems = res.problems()  # what else the read says (an index the log contradicts, ...)
         return rows, prods, stop, list(res.unreadable)
     finally:
         log.close()
@@ -73,6 +74,7 @@ def got_figures(rs):
 def check_equal(part, lo=None, hi=None, skip=True, **kw):
     """summarize(part) against read_log at both isolation levels; returns the summary."""
     want = {n: truth(part, iso, skip, lo, hi) for n, iso in C.ISOLATION.items()}
+    problems = truth(part, IsolationLevel.READ_UNCOMMITTED, skip, lo, hi) and truth.problems
     log = kbatch.Log.open(part)
     try:
         try:
@@ -88,6 +90,7 @@ def check_equal(part, lo=None, hi=None, skip=True, **kw):
             assert got_figures(rs) == figures(rows), n
             assert {(p.producer_id, p.producer_epoch): p.records for p in rs.producers if p.records} == prods, n
             assert [str(u) for u in rs.unreadable] == [str(u) for u in met], n
+        assert s.problems == problems
         return s
     finally:
         log.close()
@@ -578,3 +581,19 @@ def test_segment_facts_lists_every_batch_and_goes_on(parts):
         on_disk = [(seg, pos) for seg in P.segment_logs(parts[case]) for pos, _b, _l in P.batch_positions(seg)]
         if not damaged:
             assert [(f.segment, f.position) for f in facts] == on_disk[:len(facts)], case
+
+
+def test_without_memory_for_the_second_level(parts, tmp_path, monkeypatch):
+    """Past _MEMO_ROWS the second isolation level reads the headers again (the answers do not
+    change) and sealed segments are still cached."""
+    from kbatch.log import summary as S
+
+    monkeypatch.setattr(S, "_MEMO_ROWS", 0)
+    check_equal(parts["txn-closed"])
+    cache = SummaryCache(str(tmp_path / "c"))
+    log = kbatch.Log.open(parts["txn-closed"])
+    try:
+        summarize(log, cache=cache)
+        assert summarize(log, cache=cache).cached_segments == len(log.segments) - 1
+    finally:
+        log.close()

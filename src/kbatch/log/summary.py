@@ -421,6 +421,10 @@ class HeaderSource:
         # window once it asks for the next one (header columns are copied)
         gen = _hop_scan(seg, position) if hop else seg.log.scan(position, verify_crc, reuse=True)
         rows: list[dict[str, np.ndarray]] = []
+        # the rows are kept for the cache (a sealed segment read whole, CRCs checked) and for the
+        # other level's read (while this summary holds fewer than _MEMO_ROWS)
+        for_cache = (self.cache is not None and verify_crc and position == 0 and not hop
+                     and seg is not self.log.segments[-1])
         keep = True
         error: KBatchError | None = None
         end = position
@@ -436,24 +440,27 @@ class HeaderSource:
                 except KBatchError as e:
                     error, finished = e, True
                     raise
-                if keep:
+                if keep or for_cache:
                     rows.append(_columns(s))
                     self.memo_rows += len(s["position"])
-                    keep = self.memo_rows <= _MEMO_ROWS
+                    keep = keep and self.memo_rows <= _MEMO_ROWS
                 yield s
         finally:
             gen.close()
-            if finished and keep:
-                self._remember(seg, position, rows, end, error, verify_crc)
+            if finished and (keep or for_cache):
+                self._remember(seg, position, rows, end, error, verify_crc, keep)
         return end
 
     def _remember(self, seg: LogSegment, position: int, rows: list[dict[str, np.ndarray]], end: int,
-                  error: KBatchError | None, verified: bool) -> None:
+                  error: KBatchError | None, verified: bool, memo: bool) -> None:
         if rows:
             cols = {k: np.concatenate([c[k] for c in rows]) for k in _HEADER_FIELDS}
         else:
             cols = {k: np.zeros(0, dt) for k, dt in _backend.core.SCAN_FIELDS if k in _HEADER_FIELDS}
-        self.memo[(seg.base_offset, position)] = _Remembered(cols, end, error, verified)
+        if memo:
+            self.memo[(seg.base_offset, position)] = _Remembered(cols, end, error, verified)
+        else:
+            self.memo_rows -= len(cols["position"])
         # a sealed segment read whole, every CRC checked and good: remembered for later summaries
         if (self.cache is not None and error is None and verified and position == 0 and end == seg.size
                 and seg is not self.log.segments[-1] and bool(np.all(cols["crc_valid"]))):
