@@ -140,7 +140,11 @@ class Scan:
             if self.options.key_schema is None and self.options.value_schema is None:
                 self._schema = binary
             else:
-                first = next(self._batches(None, ScanStats()), None)
+                gen = self._batches(None, ScanStats())
+                try:
+                    first = next(gen, None)
+                finally:
+                    gen.close()  # its files' reads end here, not at garbage collection
                 self._schema = binary if first is None else first.schema
         return self._schema
 
