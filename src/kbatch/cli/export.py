@@ -212,10 +212,10 @@ def cmd_export(path: "PathLike", *, to: str, fmt: str | None = None, batch_field
     fmt_name = _format(to, fmt)
     if fmt_name in ("delta", "iceberg"):
         from ._export_table import cmd_export_table
-        from ._schemas import source_for, split_serdes
+        from ._schemas import needs_source, source_for, split_serdes
 
         _rest, kinds = split_serdes(serdes or [])  # export_typing refused the rest
-        source = source_for(schemas, registry) if kinds else None
+        source = source_for(schemas, registry) if kinds and (needs_source(kinds) or schemas or registry) else None
         return cmd_export_table(str(path), to=to, fmt=fmt_name, quiet=quiet, as_json=as_json, out=out, err=err,
                                 key_schema=kinds.get("key"), value_schema=kinds.get("value"), schemas=source,
                                 topics=topics, partitions=partitions, exclude_topics=exclude_topics,
