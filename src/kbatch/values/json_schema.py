@@ -122,6 +122,11 @@ def _shape(v: Any, node: _JNode, path: str = "") -> Any:
         if found == "integer" and want == "integer":
             found = f"integer {v}, outside int64"
         raise _Mismatch(f"expected {want} at {path or '/'}, found {found}")
+    if want == "number":  # an integer past 2**53 too (pyarrow refuses to round one into a double)
+        try:
+            return float(v)
+        except OverflowError:  # past the doubles: infinity, as json.loads reads 1e400
+            return float("inf") if v > 0 else float("-inf")
     return v
 
 
