@@ -274,8 +274,9 @@ def _check_isolation(target: Any, level: IsolationLevel, compacted: bool, includ
         if had is not None and had != rule[READER_PROPERTY]:
             raise KBatchError(f"{target.uri}: the table's typed columns read values with {had}; this run reads with "
                               f"{rule[READER_PROPERTY]} (\"writer\": each value's writer schema; \"reader:<hash>\": a "
-                              f"pinned reader schema; \"json-plain:...\": plain JSON's given or inferred schema): the same bytes would read differently in one table. Export "
-                              f"with the table's rule, or into a new table")
+                              f"pinned reader schema; \"json-plain:...\": plain JSON's given or inferred schema): "
+                              f"the same bytes would read differently in one table. Export with the table's rule, or "
+                              f"into a new table")
         props_out.update(rule)
     return props_out
 

@@ -358,7 +358,7 @@ class PlainJson(Format):
         return self.decode(data, offset, what)
 
 
-def plain_spec(spec: "str | None") -> bool:
+def plain_spec(spec: object) -> bool:
     """Does an -s kind / value_schema= string name plain JSON (`json-plain`, `json-plain:...`)?"""
     return isinstance(spec, str) and spec.partition(":")[0].lower() == KIND
 
