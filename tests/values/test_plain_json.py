@@ -74,7 +74,7 @@ def test_the_fast_path_takes_plain_object_columns():
     assert fast is not None and fast.equals(reference(values, SCHEMA))
 
 
-@pytest.mark.parametrize("value", [b"null", b" {}", b"5", b"[1]", b'"s"', b"", b'{"id":1}{"id":2}', b'{"id":1}\n{"id":2}',
+@pytest.mark.parametrize("value", [b'{"tags":' + b"[" * 101 + b"]" * 101 + b"}", b"null", b" {}", b"5", b"[1]", b'"s"', b"", b'{"id":1}{"id":2}', b'{"id":1}\n{"id":2}', b'{"user":"}',
                                    b'{"id":1,"id":2}', b'{"id":1.0}', b'{"user":1}', b'{"id":9223372036854775808}'])
 def test_what_the_fast_path_passes_on_the_reference_decides(value):
     """pyarrow reads a top-level null as an object of nulls (and crashes on it alone), two objects
@@ -90,6 +90,15 @@ def test_what_the_fast_path_passes_on_the_reference_decides(value):
         return
     got = kbatch.decode_columns(batch(values), value_schema=PlainJson(SCHEMA)).column("value").to_pylist()
     assert got == want
+
+
+def test_values_back_to_back_stay_apart():
+    """The fast path reads the values as they lie in the column, with nothing between them."""
+    values = [b'{"user":"}{"}', b'{"user":"a\\"}{"}', b'{"tags":["]","{"]}', None, b'{"addr":{"city":"}"}}']
+    fast = _fast(pa.array(values, pa.binary()), _node(SCHEMA, SCHEMA))
+    assert fast is not None and fast.equals(reference(values, SCHEMA))
+    for broken in ([b'{"user":"}', b'{"id":1}'], [b'{"tags":[}', b'{"id":1}]}'], [b'{"addr":{}', b'{"id":1}}']):
+        assert _fast(pa.array(broken, pa.binary()), _node(SCHEMA, SCHEMA)) is None
 
 
 def test_nulls_tombstones_and_an_all_null_column():

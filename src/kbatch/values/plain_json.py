@@ -164,52 +164,45 @@ def _fast(column: "pa.Array", node: _JNode) -> "pa.Array | None":
 
     if node.kind != "object" or not _text_free(node):
         return None
-    bufs = _buffers(column)
-    if bufs is None:
+    vals = column if column.null_count == 0 else column.drop_null()
+    bufs = _buffers(vals)
+    if bufs is None or len(vals) == 0:
         return None
     offs, data = bufs
-    n = len(column)
-    valid = column.is_valid().to_numpy(zero_copy_only=False) if column.null_count else np.ones(n, bool)
-    starts, lens = offs[:-1][valid], np.diff(offs)[valid]
-    m = len(starts)
-    if m == 0:
-        return None
-    if (lens < 2).any():
-        return None
-    if not ((data[starts] == 0x7B).all() and (data[starts + lens - 1] == 0x7D).all()):  # { ... }
-        return None
-    # the values, newline after each; contiguous values (no nulls) are one slice of the data
+    m = len(vals)
     lo, hi = int(offs[0]), int(offs[-1])
-    if m == n:
-        body = data[lo:hi]
-        ends = (offs[1:] - lo).astype(np.int64)
-    else:
-        body = np.concatenate([data[s:s + k] for s, k in zip(starts.tolist(), lens.tolist())]) if m else data[:0]
-        ends = np.cumsum(lens)
-    # nesting: a value with at most MAX_DEPTH `{` / `[` bytes (in strings or not) nests no deeper
-    opens = (body == 0x7B) | (body == 0x5B)
-    per_value = np.add.reduceat(opens, np.concatenate([[0], ends[:-1]])) if m else opens[:0]
-    if (per_value > MAX_DEPTH).any():
+    starts, ends = offs[:-1], offs[1:]
+    if (ends - starts < 2).any():
         return None
-    joined = np.insert(body, ends, 0x0A)
+    if not ((data[starts] == 0x7B).all() and (data[ends - 1] == 0x7D).all()):  # { ... }
+        return None
+    body = data[lo:hi]
+    # nesting: a value with at most MAX_DEPTH `{` / `[` bytes (in strings or not) nests no deeper
+    opens = np.flatnonzero((body == 0x7B) | (body == 0x5B))
+    if len(opens) > MAX_DEPTH and (np.diff(np.searchsorted(opens, offs - lo)) > MAX_DEPTH).any():
+        return None
+    # The values back to back, as they lie in the column (no copy): each is `{...}`, so where one
+    # ends inside an open object, array or string the next one's `{` is a parse error, and a
+    # value that holds two objects makes one row too many: m rows are the m values, one each.
     multiline = bool(((body == 0x0A) | (body == 0x0D)).any())
     typ = node.type
     try:
-        t = pj.read_json(pa.py_buffer(joined), read_options=pj.ReadOptions(use_threads=False, block_size=max(
-            1 << 20, min(len(joined) + 1, 1 << 30))), parse_options=pj.ParseOptions(
-            explicit_schema=pa.schema(list(typ)), unexpected_field_behavior="ignore", newlines_in_values=multiline))
+        t = pj.read_json(vals.buffers()[2].slice(lo, hi - lo), read_options=pj.ReadOptions(
+            use_threads=False, block_size=max(1 << 20, min(hi - lo + 1, (1 << 31) - 1))),
+            parse_options=pj.ParseOptions(explicit_schema=pa.schema(list(typ)), unexpected_field_behavior="ignore",
+                                          newlines_in_values=multiline))
     except (pa.ArrowInvalid, UnicodeDecodeError, ValueError):
         return None
-    if t.num_rows != m:  # a value holding two objects, or an empty line pyarrow passed over
+    if t.num_rows != m:
         return None
-    kids = [t.column(i).combine_chunks() if t.column(i).num_chunks != 1 else t.column(i).chunk(0)
-            for i in range(t.num_columns)]
+    kids = [c.combine_chunks() if c.num_chunks != 1 else c.chunk(0) for c in t.columns]
     arr = pa.StructArray.from_arrays(kids, fields=list(typ))
     if arr.type != typ:
         arr = arr.cast(typ)
-    if m == n:
+    if m == len(column):
         return arr
-    where = np.full(n, -1, np.int64)
+    valid = column.is_valid().to_numpy(zero_copy_only=False)
+    where = np.full(len(column), -1, np.int64)
     where[valid] = np.arange(m)
     return arr.take(pa.array(where, mask=where < 0))
 
