@@ -75,7 +75,8 @@ def test_the_fast_path_takes_plain_object_columns():
 
 
 @pytest.mark.parametrize("value", [b'{"tags":' + b"[" * 101 + b"]" * 101 + b"}", b"null", b" {}", b"5", b"[1]", b'"s"', b"", b'{"id":1}{"id":2}', b'{"id":1}\n{"id":2}', b'{"user":"}',
-                                   b'{"id":1,"id":2}', b'{"id":1.0}', b'{"user":1}', b'{"id":9223372036854775808}'])
+                                   b'{"id":1,"id":2}', b'{"id":1.0}', b'{"id":1,"zz":"\xff"}', b'{"user":"\xff"}',
+                                   b'{"zz":"\xed\xa0\x80"}', b'{"user":"\\ud800"}', b'{"zz":1e999}', b'{"user":1}', b'{"id":9223372036854775808}'])
 def test_what_the_fast_path_passes_on_the_reference_decides(value):
     """pyarrow reads a top-level null as an object of nulls (and crashes on it alone), two objects
     in a value as two rows, a duplicate key as an error: those values go value by value."""

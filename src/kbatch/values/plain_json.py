@@ -177,6 +177,12 @@ def _fast(column: "pa.Array", node: _JNode) -> "pa.Array | None":
     if not ((data[starts] == 0x7B).all() and (data[ends - 1] == 0x7D).all()):  # { ... }
         return None
     body = data[lo:hi]
+    # pyarrow's reader does not check UTF-8 (it keeps 0xFF in a string column); json.loads refuses it
+    if (body >= 0x80).any():
+        try:
+            vals.cast(pa.string())  # Arrow's UTF-8 validation
+        except pa.ArrowInvalid:
+            return None
     # nesting: a value with at most MAX_DEPTH `{` / `[` bytes (in strings or not) nests no deeper
     opens = np.flatnonzero((body == 0x7B) | (body == 0x5B))
     if len(opens) > MAX_DEPTH and (np.diff(np.searchsorted(opens, offs - lo)) > MAX_DEPTH).any():
@@ -327,7 +333,16 @@ class PlainJson(Format):
         for i, v in enumerate(vals):
             off = None if offsets is None else offsets[i]
             out.append(None if v is None else self._shaped(self._one(v, off, what), node, off, what))
-        return pa.array(out, type=node.type)
+        try:
+            return pa.array(out, type=node.type)
+        except (pa.ArrowException, UnicodeEncodeError):  # a lone surrogate (\ud800) in a string
+            for i, obj in enumerate(out):
+                try:
+                    pa.array([obj], type=node.type)
+                except (pa.ArrowException, UnicodeEncodeError) as e:
+                    raise PayloadError(f"the JSON value has no Arrow form: {e}", what=what,
+                                       offset=None if offsets is None else offsets[i]) from None
+            raise
 
     def decode_arrow(self, column: "pa.Array", offsets: "pa.Array | None", what: str) -> "pa.Array | None":
         import pyarrow as pa
