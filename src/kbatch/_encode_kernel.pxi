@@ -11,6 +11,9 @@
 from cpython.bytes cimport PyBytes_AS_STRING
 from libc.string cimport memcpy as _ce_memcpy
 
+cdef extern from "_hugepages.h" nogil:
+    void kb_hugepages(void *p, size_t n)
+
 
 cdef struct _CeBin:        # a binary/string column (or a header key/value column)
     const uint8_t *data
@@ -526,6 +529,8 @@ cdef class ColumnsEncoderV2:
         ends_a = np.empty(closed, np.int64)
         cdef int64_t[::1] ends_m = ends_a
         cdef uint8_t *out = <uint8_t *>PyBytes_AS_STRING(data)
+        if total >= (<int64_t>8 << 20):  # a large new output: faulted in 2 MiB at a time, not 4 KiB
+            kb_hugepages(out, total)
         cdef int64_t dummy64 = 0
         cdef _CeState st = self.s
         with nogil:
