@@ -219,6 +219,8 @@ TARGETS = [
      "dict cleaner (before issue 22)", 3.0),
     ("18, 42 columns", "`encode_columns` vs aiokafka's builder, uncompressed", ">= 5x", "bench_columns.py",
      "encode none", "kbatch encode_columns", "aiokafka", 5.0),
+    ("42 columns", "`encode_columns` vs aiokafka's builder, uncompressed, a 74 MB output", ">= 5x",
+     "bench_columns.py", "encode none large", "kbatch encode_columns", "aiokafka", 5.0),
     ("18 columns", "`decode_columns` on one thread (CRC, headers) vs aiokafka objects", ">= 5x", "bench_columns.py", "decode",
      "kbatch decode_columns", "aiokafka objects", 5.0),
     ("7 drop-in", "kafka-python decode with `kbatch.compat`", ">= 10x", "bench_compat.py", "decode kafka-python",
