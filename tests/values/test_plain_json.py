@@ -215,3 +215,18 @@ def test_numbers_past_double_and_integers_past_2_53():
     big = [b'{"f":' + b"9" * 400 + b"}", b'{"f":-' + b"9" * 400 + b"}"]
     assert fmt.decode_column(pa.array(big, pa.binary())).to_pylist() == [{"f": float("inf")}, {"f": float("-inf")}]
     assert fmt.to_arrow(big).to_pylist() == [{"f": float("inf")}, {"f": float("-inf")}]  # the reference, too
+
+
+def test_bad_values_spread_over_many_blocks_are_each_found_in_row_order():
+    """With on_error the column goes by blocks, a refused block in eighths, then value by value."""
+    from kbatch.values import plain_json
+
+    n = plain_json.BLOCK * 2 + 100
+    bad = {3, 64, 65, plain_json.BLOCK - 1, plain_json.BLOCK + 700, n - 1}
+    values = [b"{oops" if i in bad else None if i % 97 == 0 else b'{"id":%d}' % i for i in range(n)]
+    seen = []
+    got = PlainJson(SCHEMA).decode_column(pa.array(values, pa.binary()), pa.array(range(10, 10 + n)),
+                                          on_error=lambda row, e: seen.append((row, e.offset)))
+    assert seen == [(r, r + 10) for r in sorted(bad)]
+    assert [None if v is None else v["id"] for v in got.to_pylist()] == \
+        [None if i in bad or i % 97 == 0 else i for i in range(n)]

@@ -44,10 +44,15 @@ if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
+    from .rules import OnError
+
 KIND = "json-plain"
 #: values inference reads by default (Spark's schema inference reads every row; a sample keeps
 #: the cost of a first pass bounded)
 DEFAULT_SAMPLE = 1000
+#: with on_error, the rows the fast path tries at a time; a block it refuses is tried in eighths
+#: down to SUB_BLOCK rows, which go value by value
+BLOCK, SUB_BLOCK = 4096, 64
 
 
 # ------------------------------------------------------------------------------------ inference
@@ -356,6 +361,80 @@ class PlainJson(Format):
         if fast is not None:
             return fast
         return None  # rules._plain: to_arrow over the values, which names the record that fails
+
+    def decode_column(self, column: "pa.Array | pa.ChunkedArray", offsets: "pa.Array | pa.ChunkedArray | None" = None,
+                      what: str = "value", on_error: "OnError | None" = None) -> "pa.Array":
+        """As every format's (kbatch.values.rules), but with on_error the column goes by blocks of
+        BLOCK rows: a block the fast path takes is done, one it refuses is read value by value, each
+        bad value reported (in row order) and null; not the rules' halving, which repeats the fast
+        path's attempt at every level (20x the clean column's time at 1 % bad values)."""
+        import pyarrow as pa
+
+        if on_error is None:
+            return super().decode_column(column, offsets, what)
+        if isinstance(column, pa.ChunkedArray):
+            column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+        if isinstance(offsets, pa.ChunkedArray):
+            offsets = offsets.combine_chunks() if offsets.num_chunks != 1 else offsets.chunk(0)
+        n = len(column)
+        if n == 0 or column.null_count == n:
+            return pa.nulls(n, pa.null() if self._tree is None else self._tree.type)
+        node = self._tree_for(column)
+        assert node is not None  # some value is not null
+        whole = _fast(column, node)
+        if whole is not None:
+            return whole
+        parts: list[pa.Array] = []
+        self._blocks(column, offsets, what, node, 0, n, BLOCK, on_error, parts)
+        return pa.concat_arrays(parts)
+
+    def _blocks(self, column: "pa.Array", offsets: "pa.Array | None", what: str, node: _JNode, lo: int, hi: int,
+                size: int, on_error: "OnError", parts: "list[pa.Array]") -> None:
+        """Rows [lo, hi) by blocks of `size` through the fast path; a block it refuses is tried again
+        in eighths down to SUB_BLOCK rows, then value by value (a few bad values cost a few small
+        blocks, not their whole BLOCK)."""
+        for at in range(lo, hi, size):
+            k = min(size, hi - at)
+            part = column.slice(at, k)
+            fast = _fast(part, node)
+            if fast is not None:
+                parts.append(fast)
+            elif size > SUB_BLOCK:
+                self._blocks(column, offsets, what, node, at, at + k, max(SUB_BLOCK, size // 8), on_error, parts)
+            else:
+                offs = None if offsets is None else offsets.slice(at, k).to_pylist()
+                parts.append(self._each(part.to_pylist(), offs, what, node, at, on_error))
+
+    def _each(self, values: list[Any], offsets: list[int] | None, what: str, node: _JNode, row0: int,
+              on_error: "OnError") -> "pa.Array":
+        """Values one by one (the reference); a bad one goes to on_error(row, error) and is null."""
+        import pyarrow as pa
+
+        from .errors import SchemaError
+
+        out: list[Any] = []
+        errors: dict[int, SchemaError] = {}
+        for i, v in enumerate(values):
+            off = None if offsets is None else offsets[i]
+            try:
+                out.append(None if v is None else self._shaped(self._one(v, off, what), node, off, what))
+            except SchemaError as e:
+                errors[i] = e
+                out.append(None)
+        try:
+            arr = pa.array(out, type=node.type)
+        except (pa.ArrowException, UnicodeEncodeError):  # a lone surrogate (\ud800) has no Arrow form
+            for i, obj in enumerate(out):
+                try:
+                    pa.array([obj], type=node.type)
+                except (pa.ArrowException, UnicodeEncodeError) as e:
+                    errors[i] = PayloadError(f"the JSON value has no Arrow form: {e}", what=what,
+                                             offset=None if offsets is None else offsets[i])
+                    out[i] = None
+            arr = pa.array(out, type=node.type)
+        for i in sorted(errors):
+            on_error(row0 + i, errors[i])
+        return arr
 
     def decode(self, data: "bytes | memoryview", offset: int | None = None, what: str = "value") -> Any:
         """One value as Python objects (made to fit the schema when one is given or inferred)."""
