@@ -166,7 +166,7 @@ class Scan:
             lg = self._logs[r.path] = Log.open(r.path)
         return lg
 
-    def _batches(self, limit: int | None, stats: ScanStats) -> Iterator[pa.RecordBatch]:
+    def _batches(self, limit: int | None, stats: ScanStats) -> Generator[pa.RecordBatch, None, None]:
         left = limit
         want = list(self.options.columns)
         schema = self._schema
