@@ -1459,3 +1459,8 @@ class OffsetMap:
                 max_ts = ts
             _put_record(out, body, flag, _s64(ts - base_ts), off_delta, key, value, headers)
         return (bytes(out), *result, base_ts, max_ts, horizon)
+
+
+# kbatch grep's kernel (twin of _grep_kernel.pxi), in its own module
+from ._grep_py import (GREP_HEADERS, GREP_KEY, GREP_NAMED_HEADERS, GREP_VALUE,  # noqa: E402,F401
+                       grep_records_v2)
