@@ -26,6 +26,7 @@ from .cat import cmd_cat
 from .compact import cmd_compact
 from .dump import cmd_dump
 from .export import cmd_export
+from .grep import cmd_grep
 from .import_ import cmd_import
 from .offsets import cmd_offsets
 from .reindex import cmd_reindex
@@ -36,7 +37,7 @@ from .verify import cmd_verify
 
 # the command modules, in the order `kbatch --help` lists them
 COMMANDS = ("dump", "verify", "reindex", "offsets", "validate", "compact", "export", "import_", "serve", "cat",
-            "stats")
+            "grep", "stats")
 
 
 def version_line() -> str:
@@ -121,5 +122,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 __all__ = ["main", "make_app", "COMMANDS", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_USAGE", "PROGRESS_MIN_BYTES",
            "UsageProblem", "version_line", "parse_time", "format_time", "progress_bar", "partition_dirs", "resolve_segments",
            "cmd_dump", "cmd_verify", "cmd_reindex", "cmd_offsets", "cmd_validate", "cmd_compact", "cmd_export",
-           "cmd_import", "cmd_serve", "cmd_cat", "cmd_stats",
+           "cmd_import", "cmd_serve", "cmd_cat", "cmd_grep", "cmd_stats",
            "timestamp_report"]

@@ -824,16 +824,17 @@ class FetchResult:
         problems, notes = damage_verdict(self.log, lookups)
         return [p for p in problems if not p.startswith(named)], [p for p in notes if not p.startswith(named)]
 
-    def records(self) -> Iterator[tuple[Batch, Record]]:
+    def records(self, select: Callable[[Batch], Iterable[Record]] | None = None) -> Iterator[tuple[Batch, Record]]:
         """(batch, record) as a consumer application gets them: offsets in [start_offset,
         upper_offset), control records never, records of aborted transactions not under
-        read_committed."""
+        read_committed. `select`: which of a batch's records, in offset order, are wanted
+        (kbatch grep's search, kbatch.record.search); every record when None."""
         lo, hi = self.start_offset, self.upper_offset
         for fb in self.batches():
             b = fb.batch
             if b.is_control or fb.aborted:
                 continue
-            for r in b:
+            for r in (b if select is None else select(b)):
                 if r.offset < lo:
                     continue
                 if r.offset >= hi:

@@ -1,0 +1,97 @@
+"""Which records of a batch hold a pattern in their key, value or header values (`kbatch grep`).
+
+    search = RecordSearch(b"order-42", key=True, value=True, headers=True)
+    for rec in search.matching(batch):   # the batch's records that match, in offset order
+        ...
+
+A fixed string in a magic 2 batch is found by the backend's grep_records_v2 kernel: memmem over
+the batch's whole records section (decompressed), then, only in the records whose bytes hold an
+occurrence, a look inside the selected fields; an occurrence across two fields or inside a length
+varint is in no field and does not count. A regular expression (Python's `re` over bytes), a
+case-insensitive search and legacy magic 0/1 batches are matched field by field over the decoded
+records (`matches`, also the reference the kernel is tested against).
+
+Every batch is checked as reading its records checks it: a records section that does not decode
+raises the error `Batch.records()` raises (the one `kbatch cat` prints), whether or not the
+pattern occurs in it.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from .. import _backend
+from ..errors import KBatchError
+from .batch import RecordBatch
+
+if TYPE_CHECKING:
+    from .._core import Record
+    from .batch import Batch
+
+
+class RecordSearch:
+    """A pattern and the fields to look in. `pattern`: bytes (or str, as UTF-8), a fixed string
+    unless `regex`; `ignore_case`: ASCII letters match either case (bytes regexes' IGNORECASE).
+    Fields: `key`, `value`, `headers` (every header's value) and `header_names` (the values of
+    the headers with these keys); with none of them given, keys, values and every header's value.
+    A null key, value or header value holds nothing."""
+
+    def __init__(self, pattern: bytes | str, *, regex: bool = False, ignore_case: bool = False, key: bool = False,
+                 value: bool = False, headers: bool = False, header_names: Sequence[str] = ()) -> None:
+        raw = pattern.encode("utf-8") if isinstance(pattern, str) else bytes(pattern)
+        if not raw:
+            raise ValueError("an empty pattern matches every record (kbatch cat prints them all)")
+        self.needle = raw
+        self.regex: re.Pattern[bytes] | None = None
+        if regex or ignore_case:
+            try:
+                self.regex = re.compile(raw if regex else re.escape(raw), re.IGNORECASE if ignore_case else 0)
+            except re.error as e:
+                raise ValueError(f"regular expression {raw.decode('utf-8', 'replace')!r}: {e}") from None
+        if not (key or value or headers or header_names):
+            key = value = headers = True
+        self.names = frozenset(n.encode("utf-8") for n in header_names)
+        self.key, self.value, self.headers = key, value, headers
+        core = _backend.core  # the kernel's field mask
+        self.fields = ((core.GREP_KEY if key else 0) | (core.GREP_VALUE if value else 0)
+                       | (core.GREP_HEADERS if headers else 0)
+                       | (core.GREP_NAMED_HEADERS if self.names and not headers else 0))
+
+    def _found(self, data: object) -> bool:
+        if data is None:
+            return False
+        b = bytes(data)  # type: ignore[call-overload]
+        return self.regex.search(b) is not None if self.regex is not None else self.needle in b
+
+    def matches(self, rec: Record) -> bool:
+        """Whether a decoded record holds the pattern in a selected field."""
+        if self.key and self._found(rec.key):
+            return True
+        if self.value and self._found(rec.value):
+            return True
+        if self.headers or self.names:
+            for k, v in rec.headers:
+                if (self.headers or k.encode("utf-8") in self.names) and self._found(v):
+                    return True
+        return False
+
+    def matching(self, batch: Batch) -> list[Record]:
+        """The records of `batch` that match, in offset order (control batches: their control
+        records, which a reader leaves out before asking). Raises the batch's decoding error."""
+        if not isinstance(batch, RecordBatch) or self.regex is not None:
+            return [r for r in batch if self.matches(r)]
+        try:
+            section = batch.records_bytes()
+            rows = _backend.core.grep_records_v2(section, 0, len(section), batch.record_count, batch.base_offset,
+                                                 self.needle, self.fields, self.names)
+        except KBatchError:
+            batch.records()  # the error a reader of this batch meets, with its file position
+            raise
+        if not rows:
+            return []
+        records = batch.records()
+        return [records[i] for i in rows]
+
+
+__all__ = ["RecordSearch"]
