@@ -23,8 +23,6 @@ batch's records; -E / -i: Python's `re` over the decoded fields).
   opened, 3 bytes that could not be read (named on stderr, as cat names them; a `FAILED` count line
   / an `error` JSON line), whatever matched before or after them.
 """
-from __future__ import annotations
-
 import logging
 import re
 import sys
@@ -98,8 +96,8 @@ class PartitionResult(NamedTuple):
 class _Run:
     """One grep over the selected partitions: what goes out, what was met."""
 
-    def __init__(self, search: RecordSearch, start: Start, until: Until | None, read_committed: bool,
-                 formatter: Formatter, dest: _BytesOut, err: IO[str], mode: str, max_count: int | None) -> None:
+    def __init__(self, search: "RecordSearch", start: Start, until: Until | None, read_committed: bool,
+                 formatter: Formatter, dest: "_BytesOut", err: IO[str], mode: str, max_count: int | None) -> None:
         self.search, self.start, self.until, self.read_committed = search, start, until, read_committed
         self.formatter, self.dest, self.err, self.mode, self.max_count = formatter, dest, err, mode, max_count
         self.total = 0
@@ -107,7 +105,7 @@ class _Run:
     def full(self) -> bool:
         return self.max_count is not None and self.total >= self.max_count
 
-    def partition(self, part: Partition, advance: Any) -> PartitionResult:
+    def partition(self, part: "Partition", advance: Any) -> PartitionResult:
         from ..log.fetch import IsolationLevel, damage_verdict, read_log
         from ..log.unified_log import Log
 
@@ -123,8 +121,8 @@ class _Run:
         found = 0
         failed: str | None = None
         unopened = False
-        fetch: FetchResult | None = None
-        lookups: list[Lookup] = []
+        fetch: "FetchResult | None" = None
+        lookups: "list[Lookup]" = []
         try:
             first = start_offset(log, self.start, self.err, name, lookups)
             stop: int | None = None
@@ -218,7 +216,7 @@ def _grep(pattern: str, paths: Sequence[str], regex: bool, ignore_case: bool, ke
     formatter = Formatter(DEFAULT_FORMAT if fmt is None and not as_json else fmt, as_json=as_json)
     logging.getLogger("kbatch.log.segment").addHandler(logging.NullHandler())
     topics = topic_list(topic)
-    parts: list[Partition] = []
+    parts: "list[Partition]" = []
     for path in paths:
         parts += selected_partitions(path, topics, exclude=list(exclude_topic) or None,
                                      include_internal=include_internal)
@@ -259,7 +257,7 @@ def _json(obj: dict[str, Any]) -> bytes:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
 
 
-def _report(res: PartitionResult, mode: str, as_json: bool, dest: _BytesOut) -> None:
+def _report(res: PartitionResult, mode: str, as_json: bool, dest: "_BytesOut") -> None:
     """A partition's --count line (or -l's), after it is read."""
     if mode == "count":
         bad = res.failed is not None or res.unopened
@@ -275,7 +273,7 @@ def _report(res: PartitionResult, mode: str, as_json: bool, dest: _BytesOut) -> 
                    else f"{res.path}\n".encode())
 
 
-def register(app: typer.Typer) -> None:
+def register(app: "typer.Typer") -> None:
     from typing import Annotated, List, Optional
 
     import typer
