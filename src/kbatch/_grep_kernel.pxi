@@ -1,6 +1,6 @@
 # ------------------------------------------------------------------------------------ grep
-# Included from _core.pyx (kbatch grep's search). The pure twin is kbatch._grep_py.grep_records_v2
-# (re-exported by _core_py), the spec: same arguments, results and exceptions.
+# Included from _core.pyx (kbatch grep's search). The pure twin is kbatch._core_py.grep_records_v2
+# (in _core_py), the spec: same arguments, results and exceptions.
 #
 # One records section (a v2 batch's records, decompressed) is searched in two steps: memmem over
 # the whole section finds whether, and where, the needle occurs at all; the walk over the
@@ -28,7 +28,7 @@ GREP_NAMED_HEADERS = _GREP_NAMED_HEADERS
 
 for _name in ("GREP_KEY", "GREP_VALUE", "GREP_HEADERS", "GREP_NAMED_HEADERS"):
     if getattr(_py, _name) != globals()[_name]:
-        raise ImportError(f"kbatch._core was built with {_name} = {globals()[_name]}, _grep_py.py says "
+        raise ImportError(f"kbatch._core was built with {_name} = {globals()[_name]}, _core_py.py says "
                           f"{getattr(_py, _name)}; rebuild the extension")
 
 
