@@ -1502,3 +1502,25 @@ def grep_records_v2(data: Buffer, start: int, end: int, count: int, base_offset:
         if found:
             rows.append(i)
     return rows
+
+
+def grep_sections_v2(data: Buffer, starts: npt.ArrayLike, ends: npt.ArrayLike, counts: npt.ArrayLike,
+                     base_offsets: npt.ArrayLike, needle: Buffer, fields: int,
+                     header_names: Iterable[Buffer] = ()) -> list[tuple[int, list[int]]]:
+    """grep_records_v2 over many records sections of one buffer (a scan window's uncompressed v2
+    batches: data[starts[k]:ends[k]], counts[k] records, base_offsets[k]), in one call: [(k, rows)]
+    for the sections that hold a match, in order. The first section that is not sound raises its
+    error (decode_records_v2's)."""
+    pat = bytes(needle)
+    names = [bytes(x) for x in header_names]
+    if not pat:
+        raise ValueError("grep_sections_v2: the needle is empty (it would match every field)")
+    cols = [np.asarray(c, dtype=np.int64).reshape(-1).tolist() for c in (starts, ends, counts, base_offsets)]
+    if len({len(c) for c in cols}) > 1:
+        raise ValueError("grep_sections_v2: starts, ends, counts and base_offsets differ in length")
+    found: list[tuple[int, list[int]]] = []
+    for k, (s, e, n, base) in enumerate(zip(*cols)):
+        rows = grep_records_v2(data, s, e, n, base, pat, fields, names)
+        if rows:
+            found.append((k, rows))
+    return found

@@ -213,3 +213,72 @@ def grep_records_v2(data, start, end, count, base_offset, needle, fields, header
         free(out.rows)
         PyMem_Free(names)
         PyMem_Free(lens)
+
+
+def grep_sections_v2(data, starts, ends, counts, base_offsets, needle, fields, header_names=()):
+    """grep_records_v2 over many records sections of one buffer (a scan window's uncompressed v2
+    batches: data[starts[k]:ends[k]], counts[k] records, base_offsets[k]), in one call: [(k, rows)]
+    for the sections that hold a match, in order. The first section that is not sound raises its
+    error (decode_records_v2's), after nothing: callers read the sections before it again."""
+    cdef Py_ssize_t n_names, k, i, n, m, nk
+    cdef Py_buffer pb
+    cdef const uint8_t *np_ = NULL
+    cdef const uint8_t **names = NULL
+    cdef Py_ssize_t *lens = NULL
+    cdef _GrepOut out
+    cdef int st = ST_OK, f
+    cdef const int64_t[::1] s_, e_, c_
+    mv = _view(data)
+    pat = bytes(needle)
+    keep = [bytes(x) for x in header_names]
+    if not pat:
+        raise ValueError("grep_sections_v2: the needle is empty (it would match every field)")
+    s_ = np.ascontiguousarray(starts, dtype=np.int64)
+    e_ = np.ascontiguousarray(ends, dtype=np.int64)
+    c_ = np.ascontiguousarray(counts, dtype=np.int64)
+    bases = np.ascontiguousarray(base_offsets, dtype=np.int64)
+    nk = s_.shape[0]
+    if e_.shape[0] != nk or c_.shape[0] != nk or bases.shape[0] != nk:
+        raise ValueError("grep_sections_v2: starts, ends, counts and base_offsets differ in length")
+    for k in range(nk):
+        if s_[k] < 0 or s_[k] > e_[k] or e_[k] > len(mv) or c_[k] < 0:
+            # outside the C path's domain: the pure twin says what is wrong
+            return _py.grep_sections_v2(data, starts, ends, counts, base_offsets, needle, fields, header_names)
+    f = PyNumber_Index(fields) & 0xF
+    m = len(pat)
+    n_names = len(keep)
+    if n_names:
+        names = <const uint8_t **>PyMem_Malloc(n_names * sizeof(uint8_t *))
+        lens = <Py_ssize_t *>PyMem_Malloc(n_names * sizeof(Py_ssize_t))
+        if names == NULL or lens == NULL:
+            PyMem_Free(names)
+            PyMem_Free(lens)
+            raise MemoryError()
+        for i in range(n_names):
+            names[i] = <const uint8_t *><const char *>keep[i]
+            lens[i] = len(keep[i])
+    out.rows = NULL
+    out.n = out.cap = 0
+    np_ = <const uint8_t *><const char *>pat
+    found = []
+    view = mv.toreadonly()
+    PyObject_GetBuffer(view, &pb, PyBUF_SIMPLE)
+    try:
+        for k in range(nk):
+            n = c_[k] if c_[k] <= e_[k] + 1 else e_[k] + 1
+            out.n = 0
+            with nogil:
+                st = _grep_v2(<const uint8_t *>pb.buf, s_[k], e_[k], n, np_, m, f, names, lens, n_names, &out)
+            if st == -1:
+                raise MemoryError()
+            if st != ST_OK:
+                decode_records_v2(view, s_[k], e_[k], int(c_[k]), int(bases[k]), 0, None, 0, False)
+                raise RuntimeError(f"grep_sections_v2 found status {st} where decode_records_v2 found none")
+            if out.n:
+                found.append((k, [out.rows[i] for i in range(out.n)]))
+        return found
+    finally:
+        PyBuffer_Release(&pb)
+        free(out.rows)
+        PyMem_Free(names)
+        PyMem_Free(lens)

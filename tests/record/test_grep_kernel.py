@@ -205,3 +205,49 @@ def test_record_search_rejects_an_empty_pattern_and_a_bad_regex():
         RecordSearch(b"")
     with pytest.raises(ValueError, match="regular expression"):
         RecordSearch("(", regex=True)
+
+
+# ------------------------------------------------------------------------------------ many sections
+def sections_outcome(mod, *args):
+    return outcome(lambda *a: tuple((k, tuple(r)) for k, r in mod.grep_sections_v2(*a)), *args)
+
+
+@DIFF
+@given(secs=st.lists(st.tuples(st.lists(FIELDS, max_size=4), MUTATIONS, st.sampled_from([0, 0, 0, 1, -1])),
+                     max_size=4),
+       needle=st.sampled_from([b"a", b"ab", b"\x02", b"b\x00"]), fields=st.integers(0, 15))
+def test_diff_grep_sections_is_grep_records_section_by_section(secs, needle, fields):
+    """Several sections (some damaged) in one buffer: both backends the same [(k, rows)], the rows
+    grep_records_v2 gives section by section, or the first damaged section's error."""
+    data, starts, ends, counts = b"pad", [], [], []
+    for recs, ops, delta in secs:
+        sec = mutate(section(recs), ops)
+        starts.append(len(data))
+        data += sec
+        ends.append(len(data))
+        counts.append(len(recs) + delta)
+        data += b"\x00\x7f"
+    bases = [100 * k for k in range(len(secs))]
+    args = (data, starts, ends, counts, bases, needle, fields, [b"h"])
+    want = sections_outcome(_core_py, *args)
+    assert sections_outcome(load_backend("cython"), *args) == want
+    expect = []
+    for k in range(len(secs)):
+        one = outcome(lambda *a: tuple(_core_py.grep_records_v2(*a)), data, starts[k], ends[k], counts[k], bases[k],
+                      needle, fields, [b"h"])
+        if one[0] == "raise":
+            assert want == one
+            return
+        if one[1]:
+            expect.append((k, one[1]))
+    assert want == ("ok", tuple(expect))
+
+
+def test_grep_sections_arguments(backend):
+    sec = section([(b"k", b"needle", [])])
+    assert backend.grep_sections_v2(sec, [0, 0], [len(sec)] * 2, [1, 1], [0, 5], b"needle", VALUE) == [(0, [0]), (1, [0])]
+    assert backend.grep_sections_v2(sec, [], [], [], [], b"needle", VALUE) == []
+    with pytest.raises(ValueError, match="length"):
+        backend.grep_sections_v2(sec, [0], [len(sec)], [1, 1], [0], b"needle", VALUE)
+    with pytest.raises(KBatchError):
+        backend.grep_sections_v2(sec, [0], [len(sec) + 1], [1], [0], b"needle", VALUE)

@@ -160,9 +160,9 @@ class _Run:
     def _select(self, advance: Any) -> Any:
         search = self.search
 
-        def select(batch: Any) -> Any:
-            advance(batch.size_in_bytes)  # the bar moves by the bytes of the batches read
-            return search.matching(batch)
+        def select(window: Any, rows: Any) -> Any:
+            advance(int(window["size"][rows].sum()))  # the bar moves by the bytes of the batches read
+            return search.select(window, rows)
         return select
 
 

@@ -18,16 +18,21 @@ pattern occurs in it.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from .. import _backend
+from .. import _wire as W
 from ..errors import KBatchError
 from .batch import RecordBatch
+from .file_records import batch_at
 
 if TYPE_CHECKING:
     from .._core import Record
     from .batch import Batch
+    from .file_records import Window
 
 
 class RecordSearch:
@@ -92,6 +97,48 @@ class RecordSearch:
             return []
         records = batch.records()
         return [records[i] for i in rows]
+
+    def select(self, window: Window, rows: Sequence[int] | np.ndarray) -> Iterator[tuple[Batch, list[Record]]]:
+        """(batch, its matching records) for the batches at `rows` of a scan window that hold a
+        match, in order (kbatch.log.fetch's records(select)). The window's uncompressed v2 batches
+        are searched where they lie in its buffer, all in one kernel call (grep_sections_v2), and
+        become batch objects only when they hold a match: the per-batch cost of a search through
+        mostly non-matching batches. A batch that does not decode raises after the matches of the
+        batches before it, as a reader of every record meets it."""
+        idx = np.asarray(rows, dtype=np.intp)
+        magic, attrs = window["magic"][idx], window["attributes"][idx]
+        fast = (magic == 2) & (attrs & W.COMPRESSION_CODEC_MASK == 0) if self.regex is None else np.zeros(len(idx), bool)
+        hits: dict[int, list[int]] = {}
+        if fast.any():
+            f = idx[fast]
+            at = window["position"][f] - window["origin"]
+            try:
+                found = _backend.core.grep_sections_v2(window["buf"], at + W.RECORDS_OFFSET, at + window["size"][f],
+                                                       window["record_count"][f], window["base_offset"][f],
+                                                       self.needle, self.fields, self.names)
+            except KBatchError:  # batch by batch: the matches before the bad batch, then its error
+                yield from self._one_by_one(window, idx)
+                return
+            rows_of = f.tolist()
+            hits = {rows_of[k]: found_rows for k, found_rows in found}
+        for j, quick in zip(idx.tolist(), fast.tolist()):
+            if quick and j not in hits:
+                continue
+            batch = batch_at(window, j)
+            if quick:
+                records = batch.records()
+                yield batch, [records[i] for i in hits[j]]
+            else:
+                matched = self.matching(batch)
+                if matched:
+                    yield batch, matched
+
+    def _one_by_one(self, window: Window, idx: np.ndarray) -> Iterator[tuple[Batch, list[Record]]]:
+        for j in idx.tolist():
+            batch = batch_at(window, j)
+            matched = self.matching(batch)
+            if matched:
+                yield batch, matched
 
 
 __all__ = ["RecordSearch"]
