@@ -44,6 +44,7 @@ PER_BATCH = 100
 POOL = 400            # distinct batches per codec: 40,000 distinct records
 T0 = 1_700_000_000_000
 ABSENT = b"NEEDLE-NOT-THERE"
+ABSENT_RE = rb"NEEDLE-NOT-[0-9]+"   # a regex: the kernel looks for its literal "NEEDLE-NOT-" first
 #: needle -> (partition, batch number, record in the batch)
 PLANTED = {b"NEEDLE-KEY-0001": (0, RECORDS // PER_BATCH // 4, 17),
            b"NEEDLE-VAL-0002": (min(1, PARTITIONS - 1), RECORDS // PER_BATCH * 6 // 7, 99),
@@ -130,9 +131,9 @@ def plain(topics):
 
 
 # ------------------------------------------------------------------------------------ the implementations
-def grep_count(root, needle, topic="orders", level=None):
+def grep_count(root, needle, topic="orders", level=None, regex=False):
     out = io.BytesIO()
-    code = cmd_grep(needle.decode(), [root], topic=[topic], count=True, isolation_level=level, out=out,
+    code = cmd_grep(needle.decode(), [root], topic=[topic], count=True, isolation_level=level, regex=regex, out=out,
                     err=io.StringIO())
     return code, out.getvalue().decode()
 
@@ -175,7 +176,8 @@ def decompress_only(root, topic):
 
 
 # ------------------------------------------------------------------------------------ benches
-NO_MATCH = ["kbatch grep", "kbatch grep read_uncommitted", "kbatch grep kernel", "kbatch grep kernel --value",
+NO_MATCH = ["kbatch grep", "kbatch grep read_uncommitted", "kbatch grep -E (literal prefilter)",
+            "kbatch grep kernel", "kbatch grep kernel --value",
             "bytes.find over values (Python loop)", "memmem over one buffer (bound)"]
 
 
@@ -185,12 +187,14 @@ def test_grep_no_match(benchmark, topics, plain, impl):
     _backend.core = cython_core
     total = PARTITIONS * RECORDS
     assert plain["records"] == total
-    assert grep_count(topics, ABSENT) == (1, "".join(f"orders [{p}]: 0\n" for p in range(PARTITIONS)) + "total: 0\n")
+    none = (1, "".join(f"orders [{p}]: 0\n" for p in range(PARTITIONS)) + "total: 0\n")
+    assert grep_count(topics, ABSENT) == none == grep_count(topics, ABSENT_RE, regex=True)
     assert kernel(plain, ABSENT) == [] and python_find(plain["values"], ABSENT) == 0
     assert memmem(plain["buf"], ABSENT) is None
     fn, args = {
         "kbatch grep": (grep_count, (topics, ABSENT)),
         "kbatch grep read_uncommitted": (grep_count, (topics, ABSENT, "orders", "read_uncommitted")),
+        "kbatch grep -E (literal prefilter)": (grep_count, (topics, ABSENT_RE, "orders", None, True)),
         "kbatch grep kernel": (kernel, (plain, ABSENT)),
         "kbatch grep kernel --value": (kernel, (plain, ABSENT, 2)),
         "bytes.find over values (Python loop)": (python_find, (plain["values"], ABSENT)),

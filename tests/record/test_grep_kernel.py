@@ -251,3 +251,52 @@ def test_grep_sections_arguments(backend):
         backend.grep_sections_v2(sec, [0], [len(sec)], [1, 1], [0], b"needle", VALUE)
     with pytest.raises(KBatchError):
         backend.grep_sections_v2(sec, [0], [len(sec) + 1], [1], [0], b"needle", VALUE)
+
+
+# ------------------------------------------------------------------------------------ regex prefilter
+from kbatch.record.search import required_literal  # noqa: E402
+
+ATOMS = st.sampled_from([b"a", b"b", b"ab", b"\\x00", b".", b"[ab]", b"(a|b)", b"a*", b"b?", b"(?:ab)+", b"\\b",
+                         b"^", b"$", b"a{2}", b"[^a]"])
+
+
+@pytest.mark.parametrize("pattern, literal", [(rb"order-\d+", b"order-"), (rb"(a|b)cd.ef", b"cd"),
+                                              (rb"x*yz", b"yz"), (rb"(order)", None), (rb"a|bc", None),
+                                              (rb"(?i)abc", None), (rb"ab\.cd", b"ab.cd")])
+def test_required_literal(pattern, literal):
+    assert required_literal(pattern) == literal
+    assert required_literal(b"abc", __import__("re").IGNORECASE) is None
+
+
+@DIFF
+@given(atoms=st.lists(ATOMS, min_size=1, max_size=5), recs=st.lists(FIELDS, max_size=6), fields=st.integers(1, 15))
+def test_diff_regex_with_the_kernel_prefilter_is_the_regex(atoms, recs, fields):
+    """A regular expression over random fields: RecordSearch (the kernel finds the required literal
+    first) gives the records a plain re.search over each selected field gives, on both backends."""
+    import re
+
+    import kbatch._backend
+
+    pattern = b"".join(atoms)
+    rx = re.compile(pattern)
+    lit = required_literal(pattern)
+    want = [i for i, (k, v, hs) in enumerate(recs)
+            if any(f is not None and rx.search(f) for f in ([k] if fields & KEY else []) + ([v] if fields & VALUE else [])
+                   + [hv for hk, hv in hs if fields & HEADERS or (fields & NAMED and hk == b"h")])]
+    if lit is not None:  # sound: every field the regex matches holds the literal
+        assert all(lit in f for k, v, hs in recs for f in [k, v, *(hv for _hk, hv in hs)]
+                   if f is not None and rx.search(f))
+    b = kbatch.BatchBuilder(base_offset=0)
+    for k, v, hs in recs:
+        b.append(1, k, v, headers=[(hk.decode(), hv) for hk, hv in hs])
+    data = b.build() if recs else b""
+    search = RecordSearch(pattern, regex=True, key=bool(fields & KEY), value=bool(fields & VALUE),
+                          headers=bool(fields & HEADERS), header_names=["h"] if fields & NAMED else ())
+    saved = kbatch._backend.core
+    try:
+        for mod in (_core_py, load_backend("cython")):
+            kbatch._backend.core = mod
+            got = [r.offset for batch in kbatch.iter_batches(data) for r in search.matching(batch)]
+            assert got == want, (pattern, lit)
+    finally:
+        kbatch._backend.core = saved

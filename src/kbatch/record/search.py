@@ -7,9 +7,11 @@
 A fixed string in a magic 2 batch is found by the backend's grep_records_v2 kernel: memmem over
 the batch's whole records section (decompressed), then, only in the records whose bytes hold an
 occurrence, a look inside the selected fields; an occurrence across two fields or inside a length
-varint is in no field and does not count. A regular expression (Python's `re` over bytes), a
-case-insensitive search and legacy magic 0/1 batches are matched field by field over the decoded
-records (`matches`, also the reference the kernel is tested against).
+varint is in no field and does not count. A regular expression (Python's `re` over bytes) runs
+field by field over the decoded records (`matches`, also the reference the kernel is tested
+against), of every record, or, when every match must hold a run of plain bytes
+(`required_literal`: `order-[0-9]+` holds `order-`), only of the records the kernel finds holding it.
+A case-insensitive search and legacy magic 0/1 batches are matched field by field too.
 
 Every batch is checked as reading its records checks it: a records section that does not decode
 raises the error `Batch.records()` raises (the one `kbatch cat` prints), whether or not the
@@ -18,8 +20,9 @@ pattern occurs in it.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,6 +38,34 @@ if TYPE_CHECKING:
     from .file_records import Window
 
 
+def required_literal(pattern: bytes, flags: int = 0) -> bytes | None:
+    """The longest run of plain bytes every match of the regular expression holds (its top-level
+    literals in a row, outside groups, repeats and alternatives), or None: the kernel searches for
+    it first, and the expression runs only on the records whose fields hold it. None too for a
+    case-insensitive expression, or one this Python cannot parse here (then every record is run)."""
+    if flags & re.IGNORECASE:
+        return None
+    try:
+        import importlib
+
+        parser: Any = importlib.import_module("re._parser" if sys.version_info >= (3, 11) else "sre_parse")
+        parsed = parser.parse(pattern, flags)
+        if parsed.state.flags & re.IGNORECASE:
+            return None
+        literal = parser.LITERAL
+        best, run = b"", bytearray()
+        for op, arg in list(parsed) + [(None, None)]:
+            if op == literal:
+                run.append(arg)
+                continue
+            if len(run) > len(best):
+                best = bytes(run)
+            run.clear()
+    except Exception:  # noqa: BLE001 - a prefilter only: without it every record is run
+        return None
+    return best or None
+
+
 class RecordSearch:
     """A pattern and the fields to look in. `pattern`: bytes (or str, as UTF-8), a fixed string
     unless `regex`; `ignore_case`: ASCII letters match either case (bytes regexes' IGNORECASE).
@@ -47,13 +78,15 @@ class RecordSearch:
         raw = pattern.encode("utf-8") if isinstance(pattern, str) else bytes(pattern)
         if not raw:
             raise ValueError("an empty pattern matches every record (kbatch cat prints them all)")
-        self.needle = raw
+        self.needle = raw   # what the kernel looks for: the pattern, or a regex's required literal
         self.regex: re.Pattern[bytes] | None = None
         if regex or ignore_case:
+            flags = re.IGNORECASE if ignore_case else 0
             try:
-                self.regex = re.compile(raw if regex else re.escape(raw), re.IGNORECASE if ignore_case else 0)
+                self.regex = re.compile(raw if regex else re.escape(raw), flags)
             except re.error as e:
                 raise ValueError(f"regular expression {raw.decode('utf-8', 'replace')!r}: {e}") from None
+            self.needle = (required_literal(raw, flags) or b"") if regex else b""
         if not (key or value or headers or header_names):
             key = value = headers = True
         self.names = frozenset(n.encode("utf-8") for n in header_names)
@@ -84,7 +117,7 @@ class RecordSearch:
     def matching(self, batch: Batch) -> list[Record]:
         """The records of `batch` that match, in offset order (control batches: their control
         records, which a reader leaves out before asking). Raises the batch's decoding error."""
-        if not isinstance(batch, RecordBatch) or self.regex is not None:
+        if not isinstance(batch, RecordBatch) or not self.needle:
             return [r for r in batch if self.matches(r)]
         try:
             section = batch.records_bytes()
@@ -96,7 +129,11 @@ class RecordSearch:
         if not rows:
             return []
         records = batch.records()
-        return [records[i] for i in rows]
+        return self._confirm([records[i] for i in rows])
+
+    def _confirm(self, candidates: list[Record]) -> list[Record]:
+        """The kernel's records, a regex run over them when the kernel looked for its literal only."""
+        return candidates if self.regex is None else [r for r in candidates if self.matches(r)]
 
     def select(self, window: Window, rows: Sequence[int] | np.ndarray) -> Iterator[tuple[Batch, list[Record]]]:
         """(batch, its matching records) for the batches at `rows` of a scan window that hold a
@@ -107,7 +144,8 @@ class RecordSearch:
         batches before it, as a reader of every record meets it."""
         idx = np.asarray(rows, dtype=np.intp)
         magic, attrs = window["magic"][idx], window["attributes"][idx]
-        fast = (magic == 2) & (attrs & W.COMPRESSION_CODEC_MASK == 0) if self.regex is None else np.zeros(len(idx), bool)
+        fast = ((magic == 2) & (attrs & W.COMPRESSION_CODEC_MASK == 0) if self.needle
+                else np.zeros(len(idx), bool))
         hits: dict[int, list[int]] = {}
         if fast.any():
             f = idx[fast]
@@ -127,7 +165,9 @@ class RecordSearch:
             batch = batch_at(window, j)
             if quick:
                 records = batch.records()
-                yield batch, [records[i] for i in hits[j]]
+                confirmed = self._confirm([records[i] for i in hits[j]])
+                if confirmed:
+                    yield batch, confirmed
             else:
                 matched = self.matching(batch)
                 if matched:
