@@ -26,8 +26,8 @@ batch's records; -E / -i: Python's `re` over the decoded fields).
 import logging
 import re
 import sys
-from collections.abc import Sequence
-from typing import IO, TYPE_CHECKING, Any, BinaryIO, Literal, NamedTuple, Union
+from collections.abc import Callable, Sequence
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, Literal, NamedTuple
 
 from ..errors import KBatchError, StorageError
 from ._common import UsageProblem, log_bytes, parse_time, progress_bar, selected_partitions, topic_list
@@ -36,7 +36,7 @@ from .cat import Formatter, Start, _binary, _tstype, start_offset
 if TYPE_CHECKING:
     import typer
 
-    from ..log.fetch import FetchResult, Lookup
+    from ..log.fetch import FetchResult, Lookup, Select
     from ..log.layout import Partition
     from ..record.search import RecordSearch
     from .cat import _BytesOut
@@ -50,7 +50,7 @@ EXIT_UNREADABLE = 3
 DEFAULT_FORMAT = "%t [%p] at offset %o: key %k: %s\\n"
 
 #: --until: ("offset", N) or ("time", T)
-Until = Union[tuple[Literal["offset", "time"], int]]
+Until = tuple[Literal["offset", "time"], int]
 
 
 def _time(text: str, option: str) -> int:
@@ -105,7 +105,7 @@ class _Run:
     def full(self) -> bool:
         return self.max_count is not None and self.total >= self.max_count
 
-    def partition(self, part: "Partition", advance: Any) -> PartitionResult:
+    def partition(self, part: "Partition", advance: Callable[[int], object]) -> PartitionResult:
         from ..log.fetch import IsolationLevel, damage_verdict, read_log
         from ..log.unified_log import Log
 
@@ -157,7 +157,7 @@ class _Run:
             log.close()
         return PartitionResult(t, p, part.path, found, failed, unopened)
 
-    def _select(self, advance: Any) -> Any:
+    def _select(self, advance: Callable[[int], object]) -> "Select":
         search = self.search
 
         def select(window: Any, rows: Any) -> Any:
