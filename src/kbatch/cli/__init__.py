@@ -9,6 +9,8 @@ draws progress bars. Exit codes (docs/cli.md):
     1  the command ran and found problems (corrupt batches, bad indexes, invalid timestamps)
     2  usage error, or a file/directory that cannot be read or written
 
+except `kbatch grep`, which exits as grep does: 0 a match, 1 none, 2 usage, 3 bytes it could not read.
+
 typer and rich come with the `cli` extra; without them `main()` says so and exits 2, except for
 `kbatch --version` (`-V`), which needs neither.
 """
