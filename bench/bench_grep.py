@@ -15,6 +15,8 @@ from a pool of distinct batches appended in turn; three records carry planted ne
    memory), against `bytes.find` over the same values in a Python loop and the physical bound of a
    memory scan: glibc's memmem over one contiguous buffer of the records' bytes (no match).
 2. the planted needles: found exactly once each, with topic/partition/offset (checked), timed.
+   Also the loop a user of the Python API writes without grep: the read path's records (what `kbatch
+   cat` prints), each value searched with bytes.find.
 3. lz4 and zstd (one partition each, the same records): `kbatch grep` against the decompression
    bound: reading the same batches through the read path and decompressing each, nothing else.
 
@@ -151,6 +153,23 @@ def python_find(values, needle):
     return n
 
 
+def records_find(root, needle, topic="orders"):
+    """What a user of the Python API writes without grep: the read path's records (cat's), each
+    value searched with bytes.find."""
+    n = 0
+    for d in sorted(os.listdir(root)):
+        if d.rsplit("-", 1)[0] != topic:
+            continue
+        log = Log.open(os.path.join(root, d))
+        try:
+            for _b, r in read_log(log, 0, isolation=IsolationLevel.READ_COMMITTED).records():
+                if r.value is not None and bytes(r.value).find(needle) >= 0:
+                    n += 1
+        finally:
+            log.close()
+    return n
+
+
 _libc = ctypes.CDLL(ctypes.util.find_library("c"))
 _libc.memmem.restype = ctypes.c_void_p
 _libc.memmem.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
@@ -178,7 +197,8 @@ def decompress_only(root, topic):
 # ------------------------------------------------------------------------------------ benches
 NO_MATCH = ["kbatch grep", "kbatch grep read_uncommitted", "kbatch grep -E (literal prefilter)",
             "kbatch grep kernel", "kbatch grep kernel --value",
-            "bytes.find over values (Python loop)", "memmem over one buffer (bound)"]
+            "bytes.find over values (Python loop)", "read path records + bytes.find (Python loop)",
+            "memmem over one buffer (bound)"]
 
 
 @pytest.mark.benchmark(group="grep uncompressed, no match")
@@ -189,7 +209,8 @@ def test_grep_no_match(benchmark, topics, plain, impl):
     assert plain["records"] == total
     none = (1, "".join(f"orders [{p}]: 0\n" for p in range(PARTITIONS)) + "total: 0\n")
     assert grep_count(topics, ABSENT) == none == grep_count(topics, ABSENT_RE, regex=True)
-    assert kernel(plain, ABSENT) == [] and python_find(plain["values"], ABSENT) == 0
+    assert kernel(plain, ABSENT) == [] and python_find(plain["values"], ABSENT) == 0 == records_find(topics, ABSENT)
+    assert records_find(topics, b"NEEDLE-VAL-0002") == 1
     assert memmem(plain["buf"], ABSENT) is None
     fn, args = {
         "kbatch grep": (grep_count, (topics, ABSENT)),
@@ -198,6 +219,7 @@ def test_grep_no_match(benchmark, topics, plain, impl):
         "kbatch grep kernel": (kernel, (plain, ABSENT)),
         "kbatch grep kernel --value": (kernel, (plain, ABSENT, 2)),
         "bytes.find over values (Python loop)": (python_find, (plain["values"], ABSENT)),
+        "read path records + bytes.find (Python loop)": (records_find, (topics, ABSENT)),
         "memmem over one buffer (bound)": (memmem, (plain["buf"], ABSENT)),
     }[impl]
     benchmark.pedantic(fn, args=args, rounds=5, iterations=1, warmup_rounds=1)
