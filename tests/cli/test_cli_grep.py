@@ -352,3 +352,31 @@ def test_grep_on_a_copy_of_a_log_dir_with_several_roots(root, tmp_path):
     shutil.copytree(os.path.join(root, "old-0"), other / "old-0")
     code, out, _ = grep("NEEDLE-OLD-6", root, str(other), as_json=True)
     assert code == 0 and where(jlines(out)) == [("old", 0, 5), ("old", 0, 5)]
+
+
+# ------------------------------------------------------------------------------------ the read-path matrix
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory):
+    from support import read_path_cases as R
+
+    return R.build_all(str(tmp_path_factory.mktemp("matrix")))
+
+
+@pytest.mark.parametrize("level", ["read_committed", "read_uncommitted"])
+def test_every_read_path_case_greps_as_cat_reads(matrix, level):
+    """Every partition of the read path's matrix (transactions, torn, bad lengths, CRC failures,
+    forged base offsets, stale .txnindex, damaged indexes; tests/support/read_path_cases.py): grep
+    -J prints cat -J's lines that hold the needle, says on stderr what cat says, and exits 3
+    exactly where cat exits 1."""
+    for name, part in sorted(matrix.items()):
+        out, err = io.BytesIO(), io.StringIO()
+        cat_code = cmd_cat(part, out=out, err=err, quiet=True, as_json=True, isolation_level=level)
+        lines = [json.loads(x) for x in out.getvalue().splitlines()]
+        for needle in ("-v1", "k1", "p-v", "CCC"):
+            code, gout, gerr = grep(needle, part, as_json=True, isolation_level=level)
+            want = _python_filter(lines, needle)
+            got = jlines(gout)
+            assert [x for x in got if "error" not in x] == want, (name, needle)
+            assert code == (3 if cat_code == 1 else 0 if want else 1), (name, needle, cat_code, gerr)
+            assert gerr == err.getvalue(), (name, needle)
+            assert any("error" in x for x in got) == (code == 3), (name, needle)
