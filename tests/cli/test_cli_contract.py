@@ -67,6 +67,8 @@ USAGE_ERRORS = [
     (["stats", "{root}/t-0", "--partition", "-1"], "--partition"),
     (["stats", "{root}/t-0", "--partition", "zero"], "--partition"),
     (["cat", "{root}/t-0", "--count", "many"], "--count"),
+    (["grep", "v", "{root}/nowhere"], "nowhere"),
+    (["grep", "v", "{root}/t-0", "--from", "yesterday"], "yesterday"),
     (["import", "{root}/rows.parquet", "--to", "{root}/out1", "--partitions", "0"], "--partitions"),
     # files of the wrong format
     (["import", "{root}/a.csv", "--to", "{root}/out2"], "not Parquet"),
