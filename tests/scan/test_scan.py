@@ -24,6 +24,13 @@ CASES = sorted(C.CASES)
 LEVELS = sorted(C.ISOLATION)
 
 
+@pytest.fixture(scope="module")
+def parts(tmp_path_factory):
+    """The read-path matrix's partitions (a conftest here would shadow tests/conftest.py's helpers,
+    which other folders import as `conftest`)."""
+    return C.build_all(str(tmp_path_factory.mktemp("scan-read-path")))
+
+
 def _named(r) -> str:
     return f"{r.path}: {r.size} bytes from byte {r.position} could not be read"
 
