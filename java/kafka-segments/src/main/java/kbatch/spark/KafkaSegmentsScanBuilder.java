@@ -20,6 +20,7 @@ import org.apache.spark.sql.sources.Filter;
 import org.apache.spark.sql.sources.GreaterThan;
 import org.apache.spark.sql.sources.GreaterThanOrEqual;
 import org.apache.spark.sql.sources.In;
+import org.apache.spark.sql.sources.IsNotNull;
 import org.apache.spark.sql.sources.LessThan;
 import org.apache.spark.sql.sources.LessThanOrEqual;
 import org.apache.spark.sql.types.StructType;
@@ -135,6 +136,9 @@ final class KafkaSegmentsScanBuilder implements ScanBuilder, SupportsPushDownReq
             return false;
         }
         String col = refs[0];
+        if (f instanceof IsNotNull && (col.equals("partition") || col.equals("topic") || col.equals("offset"))) {
+            return true; // never null in a read (Spark infers these from a comparison)
+        }
         if (col.equals("partition")) {
             Set<Integer> values = null;
             if (f instanceof EqualTo) {
