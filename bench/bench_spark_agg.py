@@ -134,6 +134,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="bench_spark_agg.py")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--data-only", action="store_true", help="produce the cached topics and stop")
+    ap.add_argument("--key-scan", action="store_true",
+                    help="what bounds a key-only scan: the key column alone into Spark's noop sink, and groupBy(key), "
+                         "JVM reader (CRC on and off, offset only) vs Parquet, wall and JVM CPU seconds")
     args = ap.parse_args(argv)
     n = bs.scale_records()
     load0 = os.getloadavg()[0]
@@ -150,6 +153,9 @@ def main(argv=None) -> int:
         time.sleep(6)  # the broker checkpoints its high watermark every 5 s: the live directory is read up to it
         log_dir = str(broker.log_dir)
         pq = {t: parquet_copy(spark, log_dir, t, n) for t in (bs.SCALE_TOPIC, USERS_TOPIC)}
+        if args.key_scan:
+            print(key_scan(spark, log_dir, pq, args.rounds))
+            return 0
         qs = queries()
         pid = bs.jvm_pid(spark)
 
@@ -186,6 +192,41 @@ def main(argv=None) -> int:
     finally:
         broker.stop()
     return 0
+
+
+def key_scan(spark, log_dir: str, pq: dict, rounds: int) -> str:
+    """The key-only scan taken apart: how many input partitions, and what the key column costs
+    beyond the offsets, with and without CRC checks, against Parquet's key column."""
+    from pyspark.sql import functions as F
+
+    pid = bs.jvm_pid(spark)
+    lines = ["| topic | scan | input partitions | wall min s | JVM CPU s (min) |", "|---|---|---:|---:|---:|"]
+    for topic in (bs.SCALE_TOPIC, USERS_TOPIC):
+        def jvm(**o):
+            return spark.read.format("kafka-segments-jvm").option("topics", topic).options(**o).load(log_dir)
+
+        cases = {
+            "JVM reader: key -> noop": lambda: jvm().select("key"),
+            "JVM reader: key -> noop, verifyCrc=false": lambda: jvm(verifyCrc="false").select("key"),
+            "JVM reader: offset -> noop": lambda: jvm().select("offset"),
+            "Parquet: key -> noop": lambda: spark.read.parquet(pq[topic]).select("key"),
+            "JVM reader: groupBy(key)": lambda: jvm().groupBy("key").count(),
+            "Parquet: groupBy(key)": lambda: spark.read.parquet(pq[topic]).groupBy("key").count(),
+        }
+        runs = {k: [] for k in cases}
+        for _ in range(rounds):
+            for name, make in cases.items():
+                df = make()
+                c0, t0 = bs._tree_cpu(pid), time.perf_counter()
+                if "groupBy" in name:
+                    df.orderBy(F.desc("count")).limit(3).collect()
+                else:
+                    df.write.format("noop").mode("overwrite").save()
+                runs[name].append((time.perf_counter() - t0, bs._tree_cpu(pid) - c0))
+        for name, v in runs.items():
+            parts = "" if "groupBy" in name else cases[name]().rdd.getNumPartitions()
+            lines.append(f"| {topic} | {name} | {parts} | {min(x[0] for x in v):.2f} | {min(x[1] for x in v):.2f} |")
+    return "\n".join(lines)
 
 
 TARGETS = {  # (query, path) -> Parquet's time / the path's time at least

@@ -64,9 +64,10 @@ final class InputPlan {
         for (SegmentSlice s : whole) {
             total += weight(s, fraction) + openCost;
         }
-        long split = Math.min(maxPartitionBytes, Math.max(openCost, total / minPartitions));
+        // Spark's per-core share, rounded up so that it gives as many partitions as it asks for
+        long split = Math.min(maxPartitionBytes, Math.max(openCost, (total + minPartitions - 1) / minPartitions));
         if (split < maxPartitionBytes) {
-            return split; // Spark's per-core share: as many partitions as it asks for
+            return split;
         }
         long n = waves(total, split);
         return Math.max(openCost, (total + n - 1) / n);
@@ -78,6 +79,9 @@ final class InputPlan {
      */
     long waves(long total, long split) {
         long n = Math.max(1, (total + split - 1) / split);
+        if (n > 1 && (n - 1) * split + split / 4 >= total) {
+            n--; // a spill of under a quarter of a split (open costs of cut pieces): spread over the others
+        }
         boolean capped = split >= maxPartitionBytes || n > Math.max(minPartitions, cores) + 1;
         return capped && n > cores && n % cores != 0 ? (n / cores + 1) * cores : n;
     }
