@@ -71,6 +71,9 @@ public final class RangeSummary {
         } catch (KafkaSegmentsException e) {
             s.error = e; // the read's error, or records a header misstates: no answer from headers
         }
+        s.positions = null; // a remembered summary keeps its figures only
+        s.sizes = null;
+        s.maxTimestamps = null;
         return s;
     }
 
