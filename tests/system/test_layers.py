@@ -436,7 +436,9 @@ def _relative_to_either(tmp_path: Path):
 
 REPO = Path(__file__).resolve().parents[2]
 #: `kbatch.<word>` in the docs that is not a Python path: the tables' commit metadata keys, the JVM reader's class
-NOT_PYTHON_PATHS = {"kbatch.offsets", "kbatch.ends", "kbatch.valueReader", "kbatch.spark.KafkaSegmentsSource"}
+NOT_PYTHON_PATHS = {"kbatch.offsets", "kbatch.ends", "kbatch.valueReader", "kbatch.spark.KafkaSegmentsSource",
+                    # the JVM reader's session conf (spark.kbatch.pushDownAggregates) and a JVM class's method
+                    "kbatch.pushDownAggregates", "kbatch.spark.SegmentSummaries.forget"}
 
 
 def documented_paths() -> dict[str, str]:
