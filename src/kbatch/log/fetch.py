@@ -36,7 +36,7 @@ Rules:
   write in progress or a torn last write, and is ignored.
 
 `aborted_transactions(sources)` is the aborted-transaction rule over any segments (local,
-remote, a Spark plan's files): kbatch.spark._plan calls it.
+remote, a Spark plan's files): kbatch.log.segment_plan calls it.
 """
 from __future__ import annotations
 
@@ -648,6 +648,10 @@ class FetchResult:
                                           collect_aborted_txns(state.aborted, start_offset, self.upper_offset))
         #: every range of bytes met that could not be read
         self.unreadable: list[UnreadableRange] = []
+        #: what windows() handed out so far: batches, and the bytes they span in the segments (a
+        #: reader's pushdown shows here: bytes an index lookup skipped are never counted)
+        self.batches_read = 0
+        self.bytes_read = 0
         #: a strict read_committed read whose upper bound is the first offset of a transaction that
         #: unreadable bytes leave undecided: the range it raises at once it gets there (else None)
         stops = [u for u in self.unknown if u.first_offset == self.upper_offset] if not skip_unreadable else []
@@ -703,7 +707,11 @@ class FetchResult:
         order, control batches included), as slices of the segments' scan windows: for readers that
         work on header columns and byte ranges (stats, export) rather than batch by batch. The same
         rules and errors as batches(), which is built on it; no aborted marks here (AbortedFilter)."""
-        yield from self._windows()
+        for w in self._windows():
+            a, b = w.span()
+            self.batches_read += w.stop - w.start
+            self.bytes_read += b - a
+            yield w
         self._check_unknown()
 
     def _windows(self) -> Iterator[FetchedWindow]:
@@ -865,21 +873,45 @@ class FetchResult:
         problems, notes = damage_verdict(self.log, lookups)
         return [p for p in problems if not p.startswith(named)], [p for p in notes if not p.startswith(named)]
 
-    def records(self) -> Iterator[tuple[Batch, Record]]:
+    def data_rows(self) -> Iterator[tuple[FetchedWindow, np.ndarray]]:
+        """Per window read (windows()), the rows of the batches whose records a consumer application
+        gets, in offset order: data batches, and under read_committed not those of aborted
+        transactions (AbortedFilter.aborted_rows: from the header columns). records() reads
+        these rows; a reader working on a window's columns (kbatch grep) takes them as they are."""
+        filt = self._filter()
+        for w in self.windows():
+            s, a, b = w.window, w.start, w.stop
+            keep = ~((s["magic"][a:b] >= 2) & ((s["attributes"][a:b] & W.CONTROL_FLAG_MASK) != 0))
+            if filt is not None:
+                keep &= ~filt.aborted_rows(s, a, b)
+            yield w, a + np.flatnonzero(keep)
+
+    def records(self, select: Select | None = None) -> Iterator[tuple[Batch, Record]]:
         """(batch, record) as a consumer application gets them: offsets in [start_offset,
         upper_offset), control records never, records of aborted transactions not under
-        read_committed."""
+        read_committed. `select(window, rows)`: which records of those rows' batches are wanted,
+        as (batch, records) in offset order (kbatch grep's search, kbatch.record.search); every
+        record of every row when None."""
+        from ..record.file_records import batch_at
+
         lo, hi = self.start_offset, self.upper_offset
-        for fb in self.batches():
-            b = fb.batch
-            if b.is_control or fb.aborted:
-                continue
-            for r in b:
-                if r.offset < lo:
-                    continue
-                if r.offset >= hi:
-                    return
-                yield b, r
+        for w, rows in self.data_rows():
+            picked: Iterable[tuple[Batch, Iterable[Record]]]
+            if select is None:
+                picked = ((b, b) for b in (batch_at(w.window, j) for j in rows.tolist()))
+            else:
+                picked = select(w.window, rows)
+            for b, recs in picked:
+                for r in recs:
+                    if r.offset < lo:
+                        continue
+                    if r.offset >= hi:
+                        return
+                    yield b, r
+
+
+#: records()'s `select`: (a scan window, rows of it) -> (batch, the records wanted) in offset order
+Select = Callable[["Window", np.ndarray], Iterable[tuple["Batch", Iterable["Record"]]]]
 
 
 #: a lookup a reader made: (what it is called on stderr, its target, the answer)
@@ -925,5 +957,5 @@ def read_log(log: Log, start_offset: int, end_offset: int | None = None, *,
 
 __all__ = ["IsolationLevel", "read_log", "FetchResult", "FetchedBatch", "FetchedWindow", "UnreadableRange", "UnreadableDataError",
            "partial_tail_ignored", "Lookup", "damage_verdict", "hole_at", "unreadable_at",
-           "AbortedFilter", "TxnSource", "TxnState", "UnknownTxn", "undecided_at", "OffsetOrder", "offset_disorder", "aborted_transactions", "merge_aborted", "transaction_state", "cached_transaction_state",
+           "AbortedFilter", "Select", "TxnSource", "TxnState", "UnknownTxn", "undecided_at", "OffsetOrder", "offset_disorder", "aborted_transactions", "merge_aborted", "transaction_state", "cached_transaction_state",
            "collect_aborted_txns", "last_stable_offset"]

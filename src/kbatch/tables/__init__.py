@@ -102,19 +102,14 @@ def _partitions(logs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     """(topic, partition, directory) of every partition under `logs` the topic selection takes
     (kbatch.log.topics: exact names, globs, excluded globs; internal topics only when named or
     asked for; a path that is itself a partition is always read)."""
-    from ..log.partition_files import find_partition_files
-    from ..log.topics import TopicSelection, select_partitions
+    from ..scan import select_partitions
 
-    paths = [logs] if isinstance(logs, (str, os.PathLike)) else list(logs)
-    selection = TopicSelection.of(topics, exclude=exclude_topics, include_internal=include_internal)
-    found: dict[tuple[str, int], str] = {}
-    for p in paths:
-        for part in select_partitions(find_partition_files(os.fspath(p)), os.fspath(p), selection):
-            if part.topic is None or part.partition is None:
-                raise KBatchError(f"{part.path}: not named <topic>-<partition>: a table needs both")
-            found.setdefault((part.topic, part.partition), part.path)
-    want_p = None if partitions is None else set(partitions)
-    return [(t, p, d) for (t, p), d in sorted(found.items()) if want_p is None or p in want_p]
+    out: list[tuple[str, int, str]] = []
+    for part in select_partitions(logs, topics, partitions, exclude_topics=exclude_topics,
+                                  include_internal=include_internal):
+        assert part.topic is not None and part.partition is not None  # select_partitions refuses others
+        out.append((part.topic, part.partition, part.path))
+    return out
 
 
 def error_offset(e: KBatchError, start: int | None) -> int | None:
@@ -172,7 +167,9 @@ def export_table(logs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
     the union of their fields (kbatch.values.rules), unless a reader schema is pinned
     ("avro:SUBJECT@VERSION", or a format with reader_schema=); the table records which, and refuses
     a later run that reads with another. The table's column type widens by field name as schemas
-    evolve (docs/tables.md, "Typed columns").
+    evolve (docs/tables.md, "Typed columns"). Plain (unframed) JSON values: "json-plain" (the
+    schema inferred from each topic's first values) or "json-plain:SCHEMA_FILE", no `schemas`
+    (docs/schemas.md, "Plain JSON values").
     on_decode_error: "fail" (a key/value that does not decode stops its partition, not advanced),
     "null" (the row is written with a null key/value), "dead-letter" (the raw record and the error
     go to the table `<to>_dead_letter`, exactly once across reruns, and not into `to`).
@@ -274,8 +271,9 @@ def _check_isolation(target: Any, level: IsolationLevel, compacted: bool, includ
         if had is not None and had != rule[READER_PROPERTY]:
             raise KBatchError(f"{target.uri}: the table's typed columns read values with {had}; this run reads with "
                               f"{rule[READER_PROPERTY]} (\"writer\": each value's writer schema; \"reader:<hash>\": a "
-                              f"pinned reader schema): the same bytes would read differently in one table. Export "
-                              f"with the table's rule, or into a new table")
+                              f"pinned reader schema; \"json-plain:...\": plain JSON's given or inferred schema): "
+                              f"the same bytes would read differently in one table. Export with the table's rule, or "
+                              f"into a new table")
         props_out.update(rule)
     return props_out
 
