@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MissingDependencyError
-from ..scan import COLUMNS, Scan, scan
+from ..scan import COLUMNS, Scan, binary_schema, scan
 
 if TYPE_CHECKING:
     import polars as pl
@@ -223,6 +223,8 @@ def scan_kafka(logs: Paths, *, topics: Iterable[str] | None = None, partitions: 
                                  from_time=t_lo, until_time=until_time, columns=columns, limit=limit))
 
     def schema() -> Any:
+        if key_schema is None and value_schema is None:  # binary: no plan needed (Polars asks every collect)
+            return pl_mod.DataFrame(binary_schema(names, include_headers).empty_table()).schema
         s = plan(names, Pushdown(), 0)
         try:
             return pl_mod.DataFrame(s.schema.empty_table()).schema

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from .plan import (LEVELS, OffsetBound, Paths, ScanPartition, ScanRange, TimeBound, offset_for, plan_partition,
                    plan_ranges, select_partitions, time_ms)
 from .reader import (COLUMNS, DEFAULT_MAX_BYTES_IN_FLIGHT, DEFAULT_RANGE_BYTES, MIN_MAX_BYTES_IN_FLIGHT, ReadOptions,
-                     Scan, ScanStats, read_range)
+                     Scan, ScanStats, binary_schema, read_range)
 
 if TYPE_CHECKING:
     from ..log.unified_log import Log
@@ -105,5 +105,5 @@ class _ScanModule(types.ModuleType):
 sys.modules[__name__].__class__ = _ScanModule
 __signature__ = inspect.signature(scan)  # what help() and the API reference show for kbatch.scan(...)
 
-__all__ = ["scan", "Scan", "ScanStats", "ScanRange", "ScanPartition", "ReadOptions", "read_range", "COLUMNS",
+__all__ = ["scan", "Scan", "ScanStats", "ScanRange", "ScanPartition", "ReadOptions", "read_range", "binary_schema", "COLUMNS",
            "DEFAULT_MAX_BYTES_IN_FLIGHT", "DEFAULT_RANGE_BYTES", "MIN_MAX_BYTES_IN_FLIGHT", "select_partitions"]

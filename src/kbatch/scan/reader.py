@@ -82,6 +82,17 @@ class ReadOptions:
         return tuple(c for c in COLUMNS if c in self.columns or c == "offset")
 
 
+def binary_schema(columns: tuple[str, ...] | list[str], include_headers: bool = True) -> pa.Schema:
+    """The schema of a scan of these columns without key_schema / value_schema (binary keys and
+    values): known without reading or planning anything."""
+    import pyarrow as pa
+
+    from ..columns.decode import schema
+
+    full = schema(include_headers, False, False)
+    return pa.schema([full.field(c) for c in columns])
+
+
 def read_range(log: Log, r: ScanRange, opts: ReadOptions, stats: ScanStats | None = None
                ) -> Generator[pa.RecordBatch, None, None]:
     """The rows of one planned range as the read path gives them (FetchResult.record_batches):
@@ -149,12 +160,7 @@ class Scan:
         return self._schema
 
     def _binary_schema(self) -> pa.Schema:
-        import pyarrow as pa
-
-        from ..columns.decode import schema
-
-        full = schema(self.options.include_headers, False, False)
-        return pa.schema([full.field(c) for c in self.options.columns])
+        return binary_schema(self.options.columns, self.options.include_headers)
 
     # ---- reading
     def log(self, r: ScanRange | ScanPartition) -> Log:
