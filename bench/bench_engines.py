@@ -2,7 +2,7 @@
 same rows, and the scan's peak memory against its budget.
 
     KBATCH_BACKEND=cython .venv/bin/python bench/bench_engines.py [--records 10000000] [--partitions 8]
-        [--rounds 5] [--no-ray] [--cache ~/.cache/kbatch/bench-engines]
+        [--rounds 5] [--no-ray] [--only polars|ray|memory ...] [--cache ~/.cache/kbatch/bench-engines]
 
 Workload: N records over P partitions (`events-0..P-1`), 500-record uncompressed batches, 12-byte
 keys, 100-byte values, timestamps rising 1 ms a record in each partition, 1 GiB segments with a
@@ -210,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--cache", default=os.path.expanduser("~/.cache/kbatch/bench-engines"))
     ap.add_argument("--no-ray", action="store_true")
+    ap.add_argument("--only", choices=("polars", "ray", "memory"), action="append",
+                    help="run only these groups (repeatable; default: all); a partial run is best written elsewhere")
     ap.add_argument("--write", default=os.path.join(HERE, "results-engines.md"))
     args = ap.parse_args(argv)
     assert kbatch.BACKEND == "cython", "the figures are the compiled core's"
@@ -220,10 +222,11 @@ def main(argv: list[str] | None = None) -> int:
     log_bytes = sum(os.path.getsize(p) for p in glob.glob(os.path.join(root, "*", "*.log")))
     pq_bytes = sum(os.path.getsize(p) for p in files)
     load0 = os.getloadavg()[0]
-    pol = polars_benches(root, files, args.records, args.partitions, args.rounds)
-    ray_res = None if args.no_ray else ray_bench(root, files, max(2, args.rounds // 2))
+    only = set(args.only or ("polars", "ray", "memory"))
+    pol = polars_benches(root, files, args.records, args.partitions, args.rounds) if "polars" in only else []
+    ray_res = None if args.no_ray or "ray" not in only else ray_bench(root, files, max(2, args.rounds // 2))
     budget = kbatch.scan.DEFAULT_MAX_BYTES_IN_FLIGHT
-    mem = memory_bench(root, budget)
+    mem = memory_bench(root, budget) if "memory" in only else None
     load1 = os.getloadavg()[0]
     import platform
 
@@ -239,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs (shared: other sessions ran "
         f"beside it; load average {load0:.1f} at the start, {load1:.1f} at the end), CPython "
         f"{platform.python_version()}, pyarrow {pa.__version__}, polars {pl.__version__}"
-        + ("" if args.no_ray else f", ray {__import__('ray').__version__}") + ".", "",
+        + ("" if ray_res is None else f", ray {__import__('ray').__version__}") + ".", "",
         f"Workload: {args.records:,} records over {args.partitions} partitions, 500-record uncompressed batches, "
         f"12-byte keys, 100-byte values, timestamps rising 1 ms a record: {log_bytes / 2**20:.0f} MiB of segments; "
         f"the same rows as {args.partitions} Parquet files (pyarrow defaults: snappy, statistics), "
@@ -263,13 +266,14 @@ def main(argv: list[str] | None = None) -> int:
                   "| kbatch s (min) | Parquet s (min) | ratio |", "|---:|---:|---|",
                   f"| {min(times['kbatch']):.3f} | {min(times['parquet']):.3f} | "
                   f"{fmt_ratio(times['parquet'], times['kbatch'])} |"]
-    rows, seen, grew, secs = mem
-    lines += ["", "## Memory: a full scan against its budget", "",
-              f"Every column of every record ({rows:,} rows, {seen / 2**20:.0f} MiB of batches) through "
-              f"`kbatch.scan(root).to_reader()` in a subprocess, batches dropped as they come, in {secs:.2f} s: "
-              f"peak RSS {grew / 2**20:.0f} MiB over the baseline with `max_bytes_in_flight` "
-              f"{budget >> 20} MiB: {grew / budget:.2f}x the budget (target < 2x: "
-              f"{'met' if grew < 2 * budget else '**not met**'}).", ""]
+    if mem is not None:
+        rows, seen, grew, secs = mem
+        lines += ["", "## Memory: a full scan against its budget", "",
+                  f"Every column of every record ({rows:,} rows, {seen / 2**20:.0f} MiB of batches) through "
+                  f"`kbatch.scan(root).to_reader()` in a subprocess, batches dropped as they come, in {secs:.2f} s: "
+                  f"peak RSS {grew / 2**20:.0f} MiB over the baseline with `max_bytes_in_flight` "
+                  f"{budget >> 20} MiB: {grew / budget:.2f}x the budget (target < 2x: "
+                  f"{'met' if grew < 2 * budget else '**not met**'}).", ""]
     notes = os.path.join(HERE, "notes", "engines.md")
     if os.path.exists(notes):
         lines += [open(notes).read().rstrip(), ""]
