@@ -230,6 +230,50 @@ def default_cache_dir() -> str | None:
     return os.path.join(base, "kbatch", "summaries")
 
 
+class _Loaded:
+    """Cache entries already read by this process, keyed by the entry file's path and identity
+    (a rewritten or damaged file is another key), least recently used dropped past `limit` bytes:
+    a second query over the same sealed segments reads no entry again (its content check, the
+    segment's last header bytes, is made every time all the same)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.entries: dict[tuple[str, int, int, int], tuple[dict[str, np.ndarray], Any, int]] = {}
+        self.bytes = 0
+
+    @staticmethod
+    def _key(entry: str) -> tuple[str, int, int, int] | None:
+        try:
+            st = os.stat(entry)
+        except OSError:
+            return None
+        return entry, st.st_size, st.st_mtime_ns, st.st_ino
+
+    def get(self, entry: str) -> tuple[dict[str, np.ndarray], Any] | None:
+        key = self._key(entry)
+        hit = None if key is None else self.entries.pop(key, None)
+        if hit is None:
+            return None
+        self.entries[key] = hit  # most recently used last
+        return hit[0], hit[1]
+
+    def put(self, entry: str, value: tuple[dict[str, np.ndarray], Any]) -> None:
+        key = self._key(entry)
+        size = sum(int(v.nbytes) for v in value[0].values())
+        if key is None or size > self.limit:
+            return
+        for v in value[0].values():
+            v.setflags(write=False)  # shared by every reader of the entry
+        self.entries[key] = (value[0], value[1], size)
+        self.bytes += size
+        while self.bytes > self.limit:
+            self.bytes -= self.entries.pop(next(iter(self.entries)))[2]
+
+
+#: the entries this process read (bounded: 256 MiB)
+_LOADED = _Loaded(256 << 20)
+
+
 class SummaryCache:
     """Verified batch headers of sealed segments, one file per segment in `directory` (never the
     log directory): what a CRC-checked scan of the whole .log found, so that a later summary of the
@@ -258,11 +302,17 @@ class SummaryCache:
         if ident is None or ident[1] != seg.size:
             return None
         try:
-            with np.load(self._file(ident, kind), allow_pickle=False) as z:
-                meta = json.loads(bytes(z["meta"]).decode())
-                if meta.get("version") != _CACHE_VERSION or tuple(meta["identity"]) != ident:
-                    return None
-                cols = {k: np.asarray(z[k]) for k in names}
+            entry = self._file(ident, kind)
+            got = _LOADED.get(entry)
+            if got is None:
+                with np.load(entry, allow_pickle=False) as z:
+                    meta = json.loads(bytes(z["meta"]).decode())
+                    if meta.get("version") != _CACHE_VERSION or tuple(meta["identity"]) != ident:
+                        return None
+                    cols = {k: np.asarray(z[k]) for k in names}
+                _LOADED.put(entry, (cols, meta))
+            else:
+                cols, meta = got
             # the content check: the last batch's header bytes (its CRC among them) are still those
             at, size = int(meta["last_at"]), int(meta["last_size"])
             if size and bytes(seg.log.read(at, size)).hex() != meta["last_header"]:
@@ -323,6 +373,16 @@ class SummaryCache:
     def load_times(self, seg: LogSegment) -> dict[int, tuple[np.ndarray, np.ndarray]] | None:
         """{batch position: (its records' timestamps, which have one)} of a verified sealed segment's
         batches whose timestamps a header does not give, or None."""
+        got = self.load_time_arrays(seg)
+        if got is None:
+            return None
+        pos, start, ts, has = got
+        bounds = start.tolist()
+        return {p: (ts[bounds[k]:bounds[k + 1]], has[bounds[k]:bounds[k + 1]]) for k, p in enumerate(pos.tolist())}
+
+    def load_time_arrays(self, seg: LogSegment) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """load_times' entry as arrays: (batch positions, ascending; where each one's records start
+        in the next two, and where the last ends; timestamps; which have one), or None."""
         got = self._load(seg, ".ts", ("position", "start", "ts", "has"))
         if got is None:
             return None
@@ -330,8 +390,7 @@ class SummaryCache:
         pos, start, ts, has = c["position"], c["start"], c["ts"], c["has"]
         if len(start) != len(pos) + 1 or len(ts) != len(has) or (len(start) and int(start[-1]) != len(ts)):
             return None
-        bounds = start.tolist()
-        return {p: (ts[bounds[k]:bounds[k + 1]], has[bounds[k]:bounds[k + 1]]) for k, p in enumerate(pos.tolist())}
+        return pos, start, ts, has
 
     def store_times(self, seg: LogSegment, times: dict[int, tuple[np.ndarray, np.ndarray]], last_at: int,
                     last_size: int) -> None:

@@ -40,7 +40,7 @@ def answerable(columns: Sequence[str]) -> bool:
 
 
 def _covered(log: Log, r: ScanRange, cache: SummaryCache) -> bool:
-    """Every segment the range touches is sealed and its headers and timestamps are cached."""
+    """Every segment the range touches is sealed and its timestamps are cached."""
     segs = log.segments
     if r.end_offset is None or r.end_offset <= r.start_offset:
         return False
@@ -50,7 +50,9 @@ def _covered(log: Log, r: ScanRange, cache: SummaryCache) -> bool:
             continue
         if seg.base_offset >= r.end_offset:
             break
-        if nxt is None or cache.load(seg) is None or cache.load_times(seg) is None:
+        # the timestamps entry is written only for verified headers; the headers' own entry is
+        # checked where the read path asks for them (a miss: the range is decoded)
+        if nxt is None or cache.load_time_arrays(seg) is None:
             return False
     return True
 
@@ -60,7 +62,7 @@ def cached_range(log: Log, r: ScanRange, columns: Sequence[str], isolation: Isol
     """(the range's rows, batches read, their bytes) from the cache, or None: decode the range."""
     if not _covered(log, r, cache):
         return None
-    source = HeaderSource(log, cache)
+    source = HeaderSource(log, cache)  # the headers from the cache, through the read path's rules
     res = read_log(log, r.start_offset, r.end_offset, isolation=isolation, verify_crc=True, scan=source)
     if res.undecided is not None:
         return None
@@ -94,12 +96,22 @@ def cached_range(log: Log, r: ScanRange, columns: Sequence[str], isolation: Isol
         clear = np.where(ext, mxr != W.NO_TIMESTAMP_EXTENDED, mxr >= 0)
         ts = np.repeat(mxr, n_each).astype(np.int64)
         valid = np.repeat(mxr != no_ts, n_each)
-        for k in np.flatnonzero(~((lat | (n_each == 1)) & clear)).tolist():  # the cached walk's
-            t, has = source.times(w.segment, s, a + int(rows[k]))
-            if len(t) != n_each[k]:
+        walked = ~((lat | (n_each == 1)) & clear)  # the summary's rule: these are the cached walk's
+        if walked.any():
+            arrays = cache.load_time_arrays(w.segment)
+            if arrays is None:
                 return None
-            ts[starts[k]:starts[k + 1]] = t
-            valid[starts[k]:starts[k + 1]] = has
+            tpos, tstart, tts, thas = arrays
+            bpos = s["position"][a:b][rows[walked]]
+            idx = np.searchsorted(tpos, bpos)
+            if (idx >= len(tpos)).any():
+                return None
+            if (tpos[idx] != bpos).any() or ((tstart[idx + 1] - tstart[idx]) != n_each[walked]).any():
+                return None  # a batch the walk did not remember (or another count): decode
+            mine = np.repeat(walked, n_each)
+            src = np.repeat(tstart[idx], n_each[walked]) + within[mine]
+            ts[mine] = tts[src]
+            valid[mine] = thas[src]
         ttype = np.repeat(lat.astype(np.int32), n_each)
         keep = (offs >= lo) & (offs < hi)
         if not keep.all():
@@ -115,9 +127,10 @@ def _batch(offs: np.ndarray, ts: np.ndarray, valid: np.ndarray, ttype: np.ndarra
     n = len(offs)
 
     def timestamp() -> pa.Array:
-        ok = valid & (ts >= -_US_LIMIT) & (ts <= _US_LIMIT)
-        us = np.where(ok, ts, 0) * 1000
+        ok = valid if not n or (ts.min() >= -_US_LIMIT and ts.max() <= _US_LIMIT) else \
+            valid & (ts >= -_US_LIMIT) & (ts <= _US_LIMIT)
         nulls = n - int(np.count_nonzero(ok))
+        us = np.multiply(np.where(ok, ts, 0) if nulls else ts, 1000)
         vbuf = pa.py_buffer(np.packbits(ok, bitorder="little")) if nulls else None
         return pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), n, [vbuf, pa.py_buffer(us)], null_count=nulls)
 
