@@ -87,16 +87,23 @@ def cached_range(log: Log, r: ScanRange, columns: Sequence[str], isolation: Isol
         n_each = cnt[rows]
         starts = np.zeros(len(rows) + 1, np.int64)
         np.cumsum(n_each, out=starts[1:])
-        within = np.arange(starts[-1], dtype=np.int64) - np.repeat(starts[:-1], n_each)
-        offs = np.repeat(base[rows], n_each) + within
+        total = int(starts[-1])
+        # rows outside [lo, hi): only in the first batch (base < lo) and the last (last >= hi),
+        # whose offsets are dense: a slice of the records
+        front = min(max(0, lo - int(base[rows[0]])), int(n_each[0]))
+        back = min(max(0, int(last[rows[-1]]) - hi + 1), int(n_each[-1]))
+        cut = slice(front, total - back)
+        ar = np.arange(total, dtype=np.int64)
         lat = (attrs[rows] & W.TIMESTAMP_TYPE_MASK) != 0
         ext = (attrs[rows] & W.TIMESTAMP_EXTENDED_FLAG_MASK) != 0
         mxr = mx[rows]
-        no_ts = np.where(ext, W.NO_TIMESTAMP_EXTENDED, W.NO_TIMESTAMP)
         clear = np.where(ext, mxr != W.NO_TIMESTAMP_EXTENDED, mxr >= 0)
-        ts = np.repeat(mxr, n_each).astype(np.int64)
-        valid = np.repeat(mxr != no_ts, n_each)
         walked = ~((lat | (n_each == 1)) & clear)  # the summary's rule: these are the cached walk's
+        if walked.all():
+            ts, valid = np.empty(total, np.int64), np.empty(total, bool)
+        else:
+            no_ts = np.where(ext, W.NO_TIMESTAMP_EXTENDED, W.NO_TIMESTAMP)
+            ts, valid = np.repeat(mxr.astype(np.int64), n_each), np.repeat(mxr != no_ts, n_each)
         if walked.any():
             arrays = cache.load_time_arrays(w.segment)
             if arrays is None:
@@ -108,23 +115,26 @@ def cached_range(log: Log, r: ScanRange, columns: Sequence[str], isolation: Isol
                 return None
             if (tpos[idx] != bpos).any() or ((tstart[idx + 1] - tstart[idx]) != n_each[walked]).any():
                 return None  # a batch the walk did not remember (or another count): decode
-            mine = np.repeat(walked, n_each)
-            src = np.repeat(tstart[idx], n_each[walked]) + within[mine]
-            ts[mine] = tts[src]
-            valid[mine] = thas[src]
-        ttype = np.repeat(lat.astype(np.int32), n_each)
-        keep = (offs >= lo) & (offs < hi)
-        if not keep.all():
-            offs, ts, valid, ttype = offs[keep], ts[keep], valid[keep], ttype[keep]
-        out.append(_batch(offs, ts, valid, ttype, r.topic, r.partition, columns, schema))
+            if walked.all():
+                src = np.repeat(tstart[idx] - starts[:-1], n_each) + ar
+                ts, valid = tts[src], thas[src]
+            else:
+                mine = np.repeat(walked, n_each)
+                src = np.repeat(tstart[idx] - starts[:-1][walked], n_each[walked]) + ar[mine]
+                ts[mine] = tts[src]
+                valid[mine] = thas[src]
+        offs = (np.repeat(base[rows] - starts[:-1], n_each) + ar)[cut] if "offset" in columns else None
+        ttype = np.repeat(lat.astype(np.int32), n_each)[cut] if "timestampType" in columns else None
+        out.append(_batch(offs, ts[cut], valid[cut], ttype, r.topic, r.partition, columns, schema))
     return out, res.batches_read, res.bytes_read
 
 
-def _batch(offs: np.ndarray, ts: np.ndarray, valid: np.ndarray, ttype: np.ndarray, topic: str, partition: int,
+def _batch(offs: np.ndarray | None, ts: np.ndarray, valid: np.ndarray, ttype: np.ndarray | None, topic: str,
+           partition: int,
            columns: Sequence[str], schema: pa.Schema) -> pa.RecordBatch:
     import pyarrow as pa
 
-    n = len(offs)
+    n = len(ts)
 
     def timestamp() -> pa.Array:
         ok = valid if not n or (ts.min() >= -_US_LIMIT and ts.max() <= _US_LIMIT) else \

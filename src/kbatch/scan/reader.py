@@ -111,7 +111,7 @@ def read_range(log: Log, r: ScanRange, opts: ReadOptions, stats: ScanStats | Non
         from ..columns.decode import schema
         from .headers import cached_range
 
-        got = cached_range(log, r, opts.decoded(), opts.isolation, cache, schema(True, False, False))
+        got = cached_range(log, r, opts.columns, opts.isolation, cache, schema(True, False, False))
         if got is not None:
             rbs, batches, nbytes = got
             if stats is not None:
@@ -152,7 +152,7 @@ def _summary_cache(opts: ReadOptions) -> Any:
     from .headers import answerable
 
     c = opts.summary_cache
-    if not c or opts.skip_unreadable or not opts.verify_crc or not answerable(opts.decoded()):
+    if not c or opts.skip_unreadable or not opts.verify_crc or not answerable(opts.columns):
         return None
     if isinstance(c, SummaryCache):
         return c
