@@ -252,7 +252,7 @@ class _Loaded:
     def get(self, entry: str) -> tuple[dict[str, np.ndarray], Any] | None:
         key = self._key(entry)
         hit = None if key is None else self.entries.pop(key, None)
-        if hit is None:
+        if key is None or hit is None:
             return None
         self.entries[key] = hit  # most recently used last
         return hit[0], hit[1]
