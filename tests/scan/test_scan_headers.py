@@ -71,6 +71,8 @@ def test_matrix_rows_are_the_decode_paths(parts, tmp_path):
         warm(parts[case], cache)
         answered += compare(parts[case], cache)
         answered += compare(parts[case], cache, range_bytes=300, columns=["offset", "timestamp"])
+        for lo, hi in ((1, None), (3, 7), (5, 40)):  # inside batches: their records cut
+            answered += compare(parts[case], cache, from_offset=lo, until_offset=hi)
         compare(parts[case], cache, columns=["partition", "key"])  # not narrow: decoded, the same
     assert answered > 0, "no range of the matrix was answered from the cache"
 
@@ -86,6 +88,7 @@ def test_compacted_logs(tmp_path, seed):
     cache = SummaryCache(str(tmp_path / "cache"))
     warm(str(d), cache)
     assert compare(str(d), cache) + compare(str(d), cache, range_bytes=300) > 0
+    assert compare(str(d), cache, from_offset=7, until_offset=95, columns=["timestampType", "offset"]) > 0
     compact(d, 1_700_000_000_000, delete_retention_ms=86_400_000)
     warm(str(d), cache)
     compare(str(d), cache)  # gaps: those ranges decode
