@@ -197,7 +197,7 @@ def agree(kb: pa.StructArray, rust: dict[str, Any], rows: int) -> None:
     for name, nulls, s in rust["checks"]:
         t, n2, s2 = mine[name]
         assert nulls == n2, (name, nulls, n2)
-        if t.startswith(("int", "string", "timestamp", "list")):
+        if t.startswith(("int", "string", "timestamp", "list")) and not name.endswith("_enum"):  # arrow-avro: a dictionary
             assert (s - s2) % 2**64 == 0, (name, t, s, s2)  # both wrap at 64 bits
             compared += 1
     assert compared, "no column compared"

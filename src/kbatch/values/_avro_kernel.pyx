@@ -3,8 +3,8 @@
 
 Two flat arrays, both built by kbatch.values.avro_program from the schemas:
 - `Columns`: one growable column per node of the reader's Arrow type, in preorder (0 is the root):
-  values, offsets and one validity byte a row; `Columns.finish` hands the buffers to Arrow without
-  a copy.
+  values, offsets and the rows that are null (a valid row costs nothing but its count; the
+  bitmap is made once when finished); `Columns.finish` hands the buffers to Arrow without a copy.
 - `Program`: per writer schema, a flat array of operations compiled once (schema resolution
   included): each reads one Avro value into one column (or skips it: a field the reader does not
   have, so a projection costs only the skips, by the lengths the encoding carries). A record is
@@ -115,10 +115,10 @@ cdef struct ColBuf:
     int nkids
     int kid0          # children: Columns.kids[kid0 : kid0 + nkids]
     int64_t length
-    int64_t nulls     # validity bytes are written from the first null on (none: all valid)
+    int64_t nulls
     Buf data
     Buf offs
-    Buf valid
+    Buf valid         # the null rows (int32 each)
 
 
 cdef struct POp:
@@ -241,15 +241,7 @@ cdef inline int put_end(Buf* offs, int64_t n) noexcept nogil:
 
 cdef inline int mark(ColBuf* col) noexcept nogil:
     """One more valid row."""
-    cdef int e
     col.length += 1
-    if col.nulls:
-        if col.valid.n + 1 > col.valid.cap:
-            e = buf_grow(&col.valid, 1)
-            if e:
-                return e
-        col.valid.p[col.valid.n] = 1
-        col.valid.n += 1
     return 0
 
 
@@ -261,18 +253,11 @@ cdef int col_null(ColBuf* cols, const int* kids, int k) noexcept nogil:
     if col.kind == C_NULL:
         col.length += 1
         return 0
-    if col.nulls == 0:  # the rows so far were all valid
-        e = buf_grow(&col.valid, col.length + 1)
-        if e:
-            return e
-        memset(col.valid.p, 1, col.length)
-        col.valid.n = col.length
-    if col.valid.n + 1 > col.valid.cap:
-        e = buf_grow(&col.valid, 1)
-        if e:
-            return e
-    col.valid.p[col.valid.n] = 0
-    col.valid.n += 1
+    if col.length > 0x7FFFFFFF:
+        return E_LARGE
+    e = put_i32(&col.valid, <int32_t>col.length)
+    if e:
+        return e
     col.nulls += 1
     col.length += 1
     if col.kind == C_BOOL:
@@ -293,6 +278,13 @@ cdef int col_null(ColBuf* cols, const int* kids, int k) noexcept nogil:
             if e:
                 return e
     return 0
+
+
+cdef int grow_like(Buf* b, double f) noexcept nogil:
+    cdef int64_t want = <int64_t>(b.n * f)
+    if b.n == 0 or want >= 0x7FFFFFFF or want <= b.cap:
+        return 0
+    return buf_grow(b, want - b.n)
 
 
 # ------------------------------------------------------------------------------------ UTF-8
@@ -459,6 +451,19 @@ cdef class Columns:
             raise MemoryError()
         return 0
 
+    def reserve_like(self, int64_t done, int64_t total):
+        """After `done` of `total` rows: room in every column for the rest at the rate so far
+        (a quarter more), so the buffers are not copied as they grow."""
+        cdef int i
+        cdef double f
+        if done <= 0 or total <= done:
+            return
+        f = 1.25 * total / done
+        for i in range(self.n):
+            if grow_like(&self.cols[i].data, f) or grow_like(&self.cols[i].offs, f) or \
+                    grow_like(&self.cols[i].valid, f):
+                raise MemoryError()
+
     def finish(self, typ):
         """The columns as an Arrow array of type `typ` (the reader schema's), their memory handed
         over to it. ValueError for a string that is not UTF-8 or a decimal past its precision."""
@@ -477,7 +482,8 @@ cdef class Columns:
             return pa.nulls(n, typ)
         bitmap = None
         if nulls:
-            valid = np.frombuffer(take(&c.valid), np.uint8)
+            valid = np.ones(n, np.uint8)
+            valid[np.frombuffer(take(&c.valid), np.int32)] = 0
             bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
         if c.kind == C_BOOL:
             bits = np.packbits(np.frombuffer(take(&c.data), np.uint8), bitorder="little")
@@ -578,9 +584,20 @@ class AvroDecodeError(ValueError):
 
 # ------------------------------------------------------------------------------------ the loop
 cdef inline int64_t read_long(Cur* c) noexcept nogil:
-    cdef uint64_t v
+    cdef uint64_t v = 0
     cdef int shift = 7
     cdef uint8_t b
+    cdef int k
+    cdef const uint8_t* p = c.p
+    if c.end - p >= 10:  # room for the longest: no end check a byte
+        for k in range(10):
+            b = p[k]
+            v |= (<uint64_t>(b & 0x7F)) << (7 * k)
+            if b < 0x80:
+                c.p = p + k + 1
+                return <int64_t>(v >> 1) ^ -(<int64_t>(v & 1))
+        c.err = E_VARINT
+        return 0
     if c.p >= c.end:
         c.err = E_END
         return 0
@@ -599,6 +616,47 @@ cdef inline int64_t read_long(Cur* c) noexcept nogil:
         v |= (<uint64_t>(b & 0x7F)) << shift
         shift += 7
     return <int64_t>(v >> 1) ^ -(<int64_t>(v & 1))
+
+
+cdef inline int skip_long(Cur* c) noexcept nogil:
+    """Step over a varint: 0, or -1 with c.err set."""
+    cdef int k
+    cdef const uint8_t* p = c.p
+    cdef int64_t room = c.end - p
+    if room > 10:
+        room = 10
+    for k in range(room):
+        if p[k] < 0x80:
+            c.p = p + k + 1
+            return 0
+    c.err = E_VARINT if room == 10 else E_END
+    return -1
+
+
+cdef int leaf_longs(Cur* c, const POp* op, int64_t count) noexcept nogil:
+    """`count` array items that are one varint each (skipped, or into an int64 column)."""
+    cdef int64_t j, n
+    cdef ColBuf* col
+    cdef int e
+    if op.code == S_VARINT:
+        for j in range(count):
+            if skip_long(c):
+                return -1
+        return 0
+    col = &c.cols[op.col]
+    if col.data.n + 8 * count > col.data.cap:
+        e = buf_grow(&col.data, 8 * count)
+        if e:
+            c.err = e
+            return -1
+    for j in range(count):
+        n = read_long(c)
+        if c.err:
+            return -1
+        (<int64_t*>(col.data.p + col.data.n))[0] = n
+        col.data.n += 8
+    col.length += count
+    return 0
 
 
 cdef int put_decimal(ColBuf* col, const uint8_t* src, int64_t size) noexcept nogil:
@@ -721,8 +779,7 @@ cdef int run(Cur* c, int64_t lo, int64_t hi) noexcept nogil:
             if e == 0:
                 e = mark(col)
         elif code == S_VARINT:
-            read_long(c)
-            if c.err:
+            if skip_long(c):
                 return -1
         elif code == S_BYTES:
             n = read_long(c)
@@ -844,6 +901,11 @@ cdef int run(Cur* c, int64_t lo, int64_t hi) noexcept nogil:
                 elif count < 0 or count > c.end - c.p:  # every item takes a byte at least (a map entry: its key)
                     c.err = E_ITEMS
                     return -1
+                if code == P_ARRAY and op.a == i + 2 and (c.ops[i + 1].code == S_VARINT or
+                                                          c.ops[i + 1].code == P_V_I64):
+                    if leaf_longs(c, &c.ops[i + 1], count):  # items of one varint each: no call an item
+                        return -1
+                    continue
                 for j in range(count):
                     if code == P_MAP:  # the key: a string
                         n = read_long(c)
@@ -960,3 +1022,30 @@ def decode_rows(Columns root, dict programs, const uint8_t[::1] data, const int3
         if status:
             raise OverflowError("an Avro column larger than 2 GiB: decode fewer rows at a time")
     return c.empty
+
+
+def schema_ids(const uint8_t[::1] data, const int32_t[::1] offsets, valid, Py_ssize_t n):
+    """The schema ids of rows [0, n) of a binary Arrow array: {id: its first row}; None when a
+    valid row is not framed (magic byte 0 and a 4-byte id)."""
+    cdef Py_ssize_t r
+    cdef int32_t lo, sid, last = 0
+    cdef bint any_ = False
+    cdef const uint8_t* base = &data[0] if data.shape[0] else NULL
+    cdef const uint8_t[::1] v = valid if valid is not None else None
+    cdef const uint8_t* vp = &v[0] if v is not None and v.shape[0] else NULL
+    cdef const int32_t* op = &offsets[0]
+    out = {}
+    for r in range(n):
+        if vp != NULL and not vp[r]:
+            continue
+        lo = op[r]
+        if op[r + 1] - lo < 5 or base[lo] != 0:
+            return None
+        sid = <int32_t>((<uint32_t>base[lo + 1] << 24) | (<uint32_t>base[lo + 2] << 16) |
+                        (<uint32_t>base[lo + 3] << 8) | <uint32_t>base[lo + 4])
+        if not any_ or sid != last:
+            if sid not in out:
+                out[sid] = r
+            last = sid
+            any_ = True
+    return out

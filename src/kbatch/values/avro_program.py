@@ -183,9 +183,12 @@ class Compiler:
                 self.branches[first + i] = (lo, len(self.ops))
             self.ops[at] = ("union", col, len(self.ops), first, len(w))
             return
-        if not skip and r is not None and r.kind == "null":
-            raise Unsupported("a null reader type")
         t = w if isinstance(w, str) else w["type"]
+        if not skip and r is not None and r.kind == "null":
+            if t != "null":
+                raise Unsupported("a null reader type")
+            self._emit("null", col)  # a column of nulls
+            return
         logical = None if isinstance(w, str) else w.get("logicalType")
         kind = "" if skip else self.specs[col][0]
         if t in ("record", "error", "array", "map") and depth + 1 > MAX_DEPTH:

@@ -125,13 +125,14 @@ fn main() {
     let run = |keep: bool| -> (u64, Vec<RecordBatch>) {
         let mut dec = build();
         let mut buf: Vec<u8> = Vec::new();
+        let mut zd = zstd::bulk::Decompressor::new().expect("a zstd context"); // one context, reused
         let mut rows = 0u64;
         let mut out = Vec::new();
         for b in &blocks {
             let bytes: &[u8] = if b.codec == 1 {
                 buf.clear();
                 buf.reserve(b.raw_len);
-                zstd::stream::copy_decode(&b.bytes[..], &mut buf).expect("zstd");
+                zd.decompress_to_buffer(&b.bytes[..], &mut buf).expect("zstd");
                 &buf
             } else {
                 &b.bytes
