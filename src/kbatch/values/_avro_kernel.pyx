@@ -712,6 +712,7 @@ cdef int run(Cur* c, int64_t lo, int64_t hi) noexcept nogil:
     cdef float f
     cdef const int64_t* br
     cdef int code
+    cdef int64_t jump_at = -1, jump_to = 0  # after a union's one-leaf branch: where to go on
     while i < hi:
         op = &c.ops[i]
         code = op.code
@@ -731,7 +732,11 @@ cdef int run(Cur* c, int64_t lo, int64_t hi) noexcept nogil:
                 c.err = E_END
                 return -1
             col = &c.cols[op.col]
-            e = buf_put(&col.data, c.p, n)
+            if n <= 16 and c.end - c.p >= 16 and col.data.cap - col.data.n >= 16:
+                memcpy(col.data.p + col.data.n, c.p, 16)  # a short string: one fixed-size copy, no call
+                col.data.n += n
+            else:
+                e = buf_put(&col.data, c.p, n)
             c.p += n
             if e == 0:
                 e = put_end(&col.offs, col.data.n)
@@ -745,6 +750,11 @@ cdef int run(Cur* c, int64_t lo, int64_t hi) noexcept nogil:
                 c.err = E_INDEX
                 return -1
             br = c.branches + 2 * (op.b + n)
+            if br[0] >= 0 and br[1] == br[0] + 1:  # a branch of one leaf: run it here, then go on after the union
+                jump_at = br[1]
+                jump_to = op.a
+                i = br[0]
+                continue
             if br[0] < 0:
                 if op.col >= 0:
                     e = col_null(c.cols, c.kids, op.col)
@@ -945,6 +955,9 @@ cdef int run(Cur* c, int64_t lo, int64_t hi) noexcept nogil:
             c.err = e
             return -1
         i += 1
+        if i == jump_at:
+            i = jump_to
+            jump_at = -1
     return 0
 
 
