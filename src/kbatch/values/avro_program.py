@@ -212,12 +212,12 @@ class Compiler:
             seen = set()
             kids = self.specs[col][2]
             for f in w["fields"]:
-                at = names.get(f["name"])
-                if at is None:
+                found = names.get(f["name"])
+                if found is None:
                     self.op(f["type"], None, -1, wns, depth + 1)
                 else:
-                    seen.add(at)
-                    self.op(f["type"], r.fields[at][1], kids[at], wns, depth + 1)
+                    seen.add(found)
+                    self.op(f["type"], r.fields[found][1], kids[found], wns, depth + 1)
             for i, f in enumerate(r.raw["fields"]):
                 if i not in seen:
                     if "default" not in f:
@@ -283,10 +283,10 @@ class Compiler:
                 return
             if (t, r.kind) not in _PROMOTE:
                 raise Unsupported(f"{t} to {r.kind}")
-            name = _READ.get((t, kind))
-            if name is None:
+            read = _READ.get((t, kind))
+            if read is None:
                 raise Unsupported(f"{t} to a column of {kind}")
-            self._emit(name, col)
+            self._emit(read, col)
             return
         raise Unsupported(f"writer type {t}")
 

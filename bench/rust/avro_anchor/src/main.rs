@@ -1,4 +1,4 @@
-//! arrow-avro's Decoder over the values file bench/bench_avro_anchor.py writes (its format is
+//! arrow-avro's Decoder over the values file bench/avro_anchor.py writes (its format is
 //! documented there): every block decompressed (zstd blocks) and decoded into Arrow record batches
 //! through a schema store keyed by Confluent ids. Prints one JSON line: rows, the seconds of each
 //! timed repeat (after one warm-up) and checks of the output the Python side compares with its own.
