@@ -281,7 +281,11 @@ cdef int col_null(ColBuf* cols, const int* kids, int k) noexcept nogil:
 
 
 cdef int grow_like(Buf* b, double f) noexcept nogil:
+    """Room for b.n * f bytes, at most 16 MiB more (first rows unlike the rest must not reserve
+    much: past it the buffer grows as it fills)."""
     cdef int64_t want = <int64_t>(b.n * f)
+    if want > b.n + (16 << 20):
+        want = b.n + (16 << 20)
     if b.n == 0 or want >= 0x7FFFFFFF or want <= b.cap:
         return 0
     return buf_grow(b, want - b.n)
