@@ -587,39 +587,54 @@ class AvroDecodeError(ValueError):
 
 
 # ------------------------------------------------------------------------------------ the loop
+cdef extern from *:
+    """
+    /* Avro's zigzag varint at *p (kbatch.values._avro_kernel): always inlined, it is the hot
+       path of every int, long, length, count and index. err: 1 the payload ends early, 2 longer
+       than 10 bytes. */
+    static inline __attribute__((always_inline)) int64_t kb_read_long(const uint8_t **pp, const uint8_t *end,
+                                                                     int *err) {
+        const uint8_t *p = *pp;
+        uint64_t v = 0;
+        int k;
+        if (end - p >= 10) {  /* room for the longest: no end check a byte */
+            if (p[0] < 0x80) {  /* one byte: small numbers, lengths, union and enum indexes */
+                *pp = p + 1;
+                return (int64_t)(p[0] >> 1) ^ -(int64_t)(p[0] & 1);
+            }
+            for (k = 0; k < 10; k++) {
+                uint8_t b = p[k];
+                v |= (uint64_t)(b & 0x7F) << (7 * k);
+                if (b < 0x80) {
+                    *pp = p + k + 1;
+                    return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+                }
+            }
+            *err = 2;
+            return 0;
+        }
+        for (k = 0; k < 10; k++) {
+            uint8_t b;
+            if (p + k >= end) {
+                *err = 1;
+                return 0;
+            }
+            b = p[k];
+            v |= (uint64_t)(b & 0x7F) << (7 * k);
+            if (b < 0x80) {
+                *pp = p + k + 1;
+                return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+            }
+        }
+        *err = 2;
+        return 0;
+    }
+    """
+    int64_t kb_read_long(const uint8_t** pp, const uint8_t* end, int* err) nogil
+
+
 cdef inline int64_t read_long(Cur* c) noexcept nogil:
-    cdef uint64_t v = 0
-    cdef int shift = 7
-    cdef uint8_t b
-    cdef int k
-    cdef const uint8_t* p = c.p
-    if c.end - p >= 10:  # room for the longest: no end check a byte
-        for k in range(10):
-            b = p[k]
-            v |= (<uint64_t>(b & 0x7F)) << (7 * k)
-            if b < 0x80:
-                c.p = p + k + 1
-                return <int64_t>(v >> 1) ^ -(<int64_t>(v & 1))
-        c.err = E_VARINT
-        return 0
-    if c.p >= c.end:
-        c.err = E_END
-        return 0
-    b = c.p[0]
-    c.p += 1
-    v = b & 0x7F
-    while b & 0x80:
-        if c.p >= c.end:
-            c.err = E_END
-            return 0
-        if shift > 63:
-            c.err = E_VARINT
-            return 0
-        b = c.p[0]
-        c.p += 1
-        v |= (<uint64_t>(b & 0x7F)) << shift
-        shift += 7
-    return <int64_t>(v >> 1) ^ -(<int64_t>(v & 1))
+    return kb_read_long(&c.p, c.end, &c.err)
 
 
 cdef inline int skip_long(Cur* c) noexcept nogil:
