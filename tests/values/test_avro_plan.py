@@ -14,7 +14,7 @@ pa = pytest.importorskip("pyarrow")
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kbatch.values import Avro, TopicSchemas
+from kbatch.values import Avro, PayloadError, TopicSchemas
 from kbatch.values.avro_program import K
 from support.schemas import avro_value, schema_key, schema_value
 
@@ -136,7 +136,11 @@ def test_plan_and_pure_twin_agree(data):
     reader = reader_of(data.draw, writer) if data.draw(st.booleans()) else None
     fmt = Avro(source(writer), reader_schema=reader)
     got = fmt.decode_arrow(pa.array(values, pa.binary()), None, "value")
-    want = fmt.to_arrow(values)
+    try:
+        want = fmt.to_arrow(values)
+    except PayloadError:  # (bytes promoted to a string that are not UTF-8): the kernel must not take them either
+        assert got is None
+        return
     assert got is not None, "the kernel declined a schema pair it takes"
     assert got.type == want.type
     assert got.equals(want), (got.to_pylist(), want.to_pylist())
