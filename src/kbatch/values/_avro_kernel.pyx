@@ -292,13 +292,24 @@ cdef int grow_like(Buf* b, double f) noexcept nogil:
 
 
 # ------------------------------------------------------------------------------------ UTF-8
-cdef bint utf8_valid(const uint8_t* s, int64_t n) noexcept nogil:
-    """Is s[:n] UTF-8 (no overlongs, surrogates or code points past U+10FFFF)?"""
+cdef int utf8_valid(const uint8_t* s, int64_t n) noexcept nogil:
+    """Is s[:n] UTF-8 (no overlongs, surrogates or code points past U+10FFFF)? 0: no, 1: yes and
+    ASCII only, 2: yes with other characters."""
     cdef int64_t i = 0
     cdef uint64_t w
     cdef uint8_t b, b1
     cdef int k, j
+    cdef uint64_t w1, w2, w3
+    cdef int wide = 0
     while i < n:
+        if i + 32 <= n:  # ASCII runs 32 bytes a step
+            memcpy(&w, s + i, 8)
+            memcpy(&w1, s + i + 8, 8)
+            memcpy(&w2, s + i + 16, 8)
+            memcpy(&w3, s + i + 24, 8)
+            if not ((w | w1 | w2 | w3) & 0x8080808080808080ULL):
+                i += 32
+                continue
         if i + 8 <= n:
             memcpy(&w, s + i, 8)
             if not (w & 0x8080808080808080ULL):
@@ -308,6 +319,7 @@ cdef bint utf8_valid(const uint8_t* s, int64_t n) noexcept nogil:
         if b < 0x80:
             i += 1
             continue
+        wide = 1
         if b < 0xC2:
             return False
         if b < 0xE0:
@@ -335,7 +347,7 @@ cdef bint utf8_valid(const uint8_t* s, int64_t n) noexcept nogil:
             if (s[i + j] & 0xC0) != 0x80:
                 return False
         i += k + 1
-    return True
+    return 2 if wide else 1
 
 
 # ------------------------------------------------------------------------------------ the columns
@@ -481,6 +493,8 @@ cdef class Columns:
         cdef int64_t n = c.length
         cdef int64_t i
         cdef const int32_t* offs
+        cdef int valid_as
+        cdef bint ok
         nulls = c.nulls
         if c.kind == C_NULL:
             return pa.nulls(n, typ)
@@ -505,8 +519,9 @@ cdef class Columns:
             if c.kind == C_STR and c.data.n:
                 offs = <const int32_t*>c.offs.p
                 with nogil:
-                    ok = utf8_valid(<const uint8_t*>c.data.p, c.data.n)
-                    if ok:  # the whole is UTF-8: each value is if none starts inside a character
+                    valid_as = utf8_valid(<const uint8_t*>c.data.p, c.data.n)
+                    ok = valid_as != 0
+                    if valid_as == 2:  # the whole is UTF-8: each value is if none starts inside a character
                         for i in range(n):
                             if offs[i] < c.data.n and (<uint8_t>c.data.p[offs[i]] & 0xC0) == 0x80:
                                 ok = False

@@ -83,6 +83,8 @@ def _column(node: _Node, specs: list[tuple[str, int, list[int]]]) -> int:
         kind, width = "fixed", node.size
     elif k == "null":
         kind = "null"
+    elif k == "enum":  # symbols are Avro names (ASCII): no UTF-8 check
+        kind = "bin"
     elif k == "union":
         raise Unsupported("a union of several types")
     elif pa.types.is_boolean(t):
