@@ -20,6 +20,13 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 BACKEND_MODULES = {"python": "kbatch._core_py", "cython": "kbatch._core"}
 
+# the summary cache (kbatch.log.summary) of the tests' logs goes to a temporary directory, never the
+# user's ~/.cache (subprocesses inherit it); a test that needs its own passes a SummaryCache
+if "KBATCH_SUMMARY_CACHE" not in os.environ:
+    import tempfile
+
+    os.environ["KBATCH_SUMMARY_CACHE"] = tempfile.mkdtemp(prefix="kbatch-summary-cache-")
+
 # real Apache Kafka brokers: kafka_version, kafka_dist, kafka_broker, kafka_driver (docs/real-kafka.md)
 pytest_plugins = ["support.kafka_plugin"]
 

@@ -26,6 +26,7 @@ OUT = ROOT / "docs" / "api.md"
 # module -> what it is for; each is documented through its __all__
 MODULES = {
     "kbatch": "The codec, validation, storage and compaction: everything a user imports from `kbatch`.",
+    "kbatch.log.summary": "Counts, bounds and producers of a partition from batch headers, exact (docs/summary.md).",
     "kbatch.columns.decode": "Arrow columns with Spark's Kafka-source schema (needs pyarrow: the `arrow` extra).",
     "kbatch.spark": "The `kafka-segments` PySpark data source and helpers (needs the `spark` extra).",
     "kbatch.compat": "Drop-in acceleration for kafka-python's and aiokafka's record classes.",

@@ -4,7 +4,7 @@ index_rules, index_build, index_tools), checkpoints, leader epochs, producer sta
 (segment, log_segments), the loader and recovery, the validator, the configuration (log_config),
 the log itself (unified_log: `Log` and AppendGroup, with recovery, log_truncation, log_retention;
 partition_log: what they use of it), offset lookups (list_offsets), the read path (fetch,
-fetch_data), topic selection (topics) and the cleaner (cleaner, cleaned_batches,
+fetch_data, and summary: its answers from batch headers), topic selection (topics) and the cleaner (cleaner, cleaned_batches,
 cleaner_transactions).
 
 `kbatch.log` keeps the names it always had: everything public of `kbatch.log.unified_log`.

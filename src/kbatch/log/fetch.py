@@ -80,6 +80,14 @@ class IsolationLevel(IntEnum):
             raise ValueError(f"isolation level {text!r}: expected read_uncommitted or read_committed") from None
 
 
+#: scan(segment, byte position, verify_crc) -> the segment's scan windows from there (Scan)
+SegmentScan = Callable[["LogSegment", int, bool], "Generator[Window, None, int]"]
+
+
+def _scan_segment(seg: LogSegment, position: int, verify_crc: bool) -> Generator[Window, None, int]:
+    return seg.log.scan(position, verify_crc)
+
+
 class UnreadableRange(NamedTuple):
     """Bytes of a segment that could not be read as batches, and the offsets they hide."""
 
@@ -448,7 +456,8 @@ class _Follower:
         return TxnState(aborted, min(firsts) if firsts else None, use_files, unknown, open_first)
 
 
-def _follow_from(segs: list[LogSegment], start: tuple[int, int] | None, follower: _Follower) -> tuple[int, int]:
+def _follow_from(segs: list[LogSegment], start: tuple[int, int] | None, follower: _Follower,
+                 scan: SegmentScan) -> tuple[int, int]:
     """Follow the segments' batches from (segment base, byte position) on; returns where the last
     segment's complete batches end, as (its base offset, byte position)."""
     for k, seg in enumerate(segs):
@@ -459,7 +468,7 @@ def _follow_from(segs: list[LogSegment], start: tuple[int, int] | None, follower
             if seg.base_offset == start[0]:
                 pos = start[1]
         nxt = segs[k + 1].base_offset if k + 1 < len(segs) else None
-        follower.segment(seg.path(".log"), seg.log.scan(pos), seg.size, nxt, pos,
+        follower.segment(seg.path(".log"), scan(seg, pos, False), seg.size, nxt, pos,
                          lambda end, seg=seg: seg.log.incomplete(end, "the segment"))  # type: ignore[misc]
     return (segs[-1].base_offset, follower.end) if segs else (0, 0)
 
@@ -482,9 +491,11 @@ def cached_transaction_state(log: Log) -> TxnState | None:
     return None
 
 
-def transaction_state(log: Log) -> TxnState:
+def transaction_state(log: Log, scan: SegmentScan | None = None) -> TxnState:
     """The log's aborted transactions and first unstable offset. Cached per Log; when the log
-    only grew since (appends), the header pass goes on from where it ended."""
+    only grew since (appends), the header pass goes on from where it ended. `scan`: where the
+    batch headers come from (read_log's)."""
+    scan = scan if scan is not None else _scan_segment
     segs = list(log.segments)
     key = tuple((seg.base_offset, seg.size) for seg in segs)
     hit = _STATES.get(log)
@@ -497,10 +508,10 @@ def transaction_state(log: Log) -> TxnState:
     if grew:
         assert hit is not None
         follower = _Follower(hit.ongoing.copy(), list(hit.derived), hit.last_read)
-        resume = _follow_from(segs, hit.resume, follower)
+        resume = _follow_from(segs, hit.resume, follower, scan)
     else:
         follower = _Follower(_ongoing_at_start(log), [])
-        resume = _follow_from(segs, None, follower)
+        resume = _follow_from(segs, None, follower, scan)
     # the files, as a broker reads them, and any ABORT marker they miss (from the header pass made anyway)
     parsed = [TransactionIndex.parse(f or b"", seg.path(".txnindex")) for seg, f in zip(segs, files)]
     aborted = merge_aborted(parsed if use_files else None, follower.derived)
@@ -553,22 +564,50 @@ class AbortedFilter:
     def is_aborted(self, batch: Batch) -> bool:
         """Whether a read_committed consumer leaves this batch's records out: a data batch of an
         aborted transaction, or of one whose fate unreadable bytes hide (UnknownTxn)."""
-        if batch.magic < 2:
+        from .producer_state import marker_type
+
+        return self._judge(batch.magic, batch.attributes, batch.producer_id, batch.base_offset, batch.last_offset,
+                           lambda: marker_type(batch))
+
+    def aborted_rows(self, s: Window, start: int, stop: int) -> np.ndarray:
+        """is_aborted for rows [start, stop) of a scan window, from its header columns (only
+        transactional control batches are decoded): a bool array. The rows must come in offset
+        order after every batch judged before, as for is_aborted."""
+        from ..record.file_records import batch_at
+        from .producer_state import marker_type
+
+        out = np.zeros(stop - start, bool)
+        magic, attrs = s["magic"][start:stop], s["attributes"][start:stop]
+        # only transactional v2 batches can be aborted or end a transaction: the others are not
+        # judged (judging them would only move the pending list on, which the next one does too)
+        rows = np.flatnonzero((magic >= 2) & ((attrs & W.TRANSACTIONAL_FLAG_MASK) != 0))
+        if not len(rows):
+            return out
+        pid, base, last = s["producer_id"], s["base_offset"], s["last_offset"]
+        for r in rows.tolist():
+            j = start + r
+            out[r] = self._judge(2, int(attrs[r]), int(pid[j]), int(base[j]), int(last[j]),
+                                 lambda j=j: marker_type(batch_at(s, j)))  # type: ignore[misc]
+        return out
+
+    def _judge(self, magic: int, attributes: int, producer_id: int, base_offset: int, last_offset: int,
+               marker: Callable[[], int | None]) -> bool:
+        if magic < 2:
             return False
-        if self._unknown and batch.is_transactional and not batch.is_control:
-            for lo, hi in self._unknown.get(batch.producer_id, ()):
-                if lo <= batch.base_offset <= hi:
+        transactional = bool(attributes & W.TRANSACTIONAL_FLAG_MASK)
+        control = bool(attributes & W.CONTROL_FLAG_MASK)
+        if self._unknown and transactional and not control:
+            for lo, hi in self._unknown.get(producer_id, ()):
+                if lo <= base_offset <= hi:
                     return True
-        while self._next < len(self._pending) and batch.last_offset >= self._pending[self._next].first_offset:
+        while self._next < len(self._pending) and last_offset >= self._pending[self._next].first_offset:
             self._active.add(self._pending[self._next].producer_id)
             self._next += 1
-        if not batch.is_transactional or batch.producer_id not in self._active:
+        if not transactional or producer_id not in self._active:
             return False
-        if batch.is_control:
-            from .producer_state import marker_type
-
-            if marker_type(batch) == W.ControlRecordType.ABORT:
-                self._active.discard(batch.producer_id)
+        if control:
+            if marker() == W.ControlRecordType.ABORT:
+                self._active.discard(producer_id)
             return False
         return True
 
@@ -578,15 +617,17 @@ class FetchResult:
     """One read of a Log from `start_offset` (see read_log)."""
 
     def __init__(self, log: Log, start_offset: int, end_offset: int | None, isolation: IsolationLevel,
-                 verify_crc: bool, skip_unreadable: bool) -> None:
+                 verify_crc: bool, skip_unreadable: bool, scan: SegmentScan | None = None) -> None:
         self.log = log
+        #: how a segment's batch headers are read from a byte position (default: its .log scanned)
+        self.scan: SegmentScan = scan if scan is not None else _scan_segment
         self.start_offset = start_offset
         self.isolation = isolation
         self.verify_crc = verify_crc
         self.skip_unreadable = skip_unreadable
         self.high_watermark = log.end_offset()
         committed = isolation == IsolationLevel.READ_COMMITTED
-        state = transaction_state(log) if committed else None
+        state = transaction_state(log, scan) if committed else None
         # a transaction whose marker may be in unreadable bytes (UnknownTxn) is damage, not an LSO: a
         # strict read stops at its first offset and raises there (_check_unknown); a skipping one
         # leaves its records out and goes on to the LSO of the transactions really open
@@ -703,7 +744,7 @@ class FetchResult:
                     self._fail(self._hole(k, hit[0], hit[1], hit[2]))
                 continue
             last: int | None = None
-            gen = seg.log.scan(pos, self.verify_crc)
+            gen = self.scan(seg, pos, self.verify_crc)
             while True:
                 try:
                     s = next(gen)
@@ -824,21 +865,45 @@ class FetchResult:
         problems, notes = damage_verdict(self.log, lookups)
         return [p for p in problems if not p.startswith(named)], [p for p in notes if not p.startswith(named)]
 
-    def records(self) -> Iterator[tuple[Batch, Record]]:
+    def data_rows(self) -> Iterator[tuple[FetchedWindow, np.ndarray]]:
+        """Per window read (windows()), the rows of the batches whose records a consumer application
+        gets, in offset order: data batches, and under read_committed not those of aborted
+        transactions (AbortedFilter.aborted_rows: from the header columns). records() reads
+        these rows; a reader working on a window's columns (kbatch grep) takes them as they are."""
+        filt = self._filter()
+        for w in self.windows():
+            s, a, b = w.window, w.start, w.stop
+            keep = ~((s["magic"][a:b] >= 2) & ((s["attributes"][a:b] & W.CONTROL_FLAG_MASK) != 0))
+            if filt is not None:
+                keep &= ~filt.aborted_rows(s, a, b)
+            yield w, a + np.flatnonzero(keep)
+
+    def records(self, select: Select | None = None) -> Iterator[tuple[Batch, Record]]:
         """(batch, record) as a consumer application gets them: offsets in [start_offset,
         upper_offset), control records never, records of aborted transactions not under
-        read_committed."""
+        read_committed. `select(window, rows)`: which records of those rows' batches are wanted,
+        as (batch, records) in offset order (kbatch grep's search, kbatch.record.search); every
+        record of every row when None."""
+        from ..record.file_records import batch_at
+
         lo, hi = self.start_offset, self.upper_offset
-        for fb in self.batches():
-            b = fb.batch
-            if b.is_control or fb.aborted:
-                continue
-            for r in b:
-                if r.offset < lo:
-                    continue
-                if r.offset >= hi:
-                    return
-                yield b, r
+        for w, rows in self.data_rows():
+            picked: Iterable[tuple[Batch, Iterable[Record]]]
+            if select is None:
+                picked = ((b, b) for b in (batch_at(w.window, j) for j in rows.tolist()))
+            else:
+                picked = select(w.window, rows)
+            for b, recs in picked:
+                for r in recs:
+                    if r.offset < lo:
+                        continue
+                    if r.offset >= hi:
+                        return
+                    yield b, r
+
+
+#: records()'s `select`: (a scan window, rows of it) -> (batch, the records wanted) in offset order
+Select = Callable[["Window", np.ndarray], Iterable[tuple["Batch", Iterable["Record"]]]]
 
 
 #: a lookup a reader made: (what it is called on stderr, its target, the answer)
@@ -873,14 +938,16 @@ def damage_verdict(log: Log, lookups: Iterable[Lookup] = ()) -> tuple[list[str],
 
 def read_log(log: Log, start_offset: int, end_offset: int | None = None, *,
              isolation: IsolationLevel | int = IsolationLevel.READ_UNCOMMITTED, verify_crc: bool = True,
-             skip_unreadable: bool = False) -> FetchResult:
+             skip_unreadable: bool = False, scan: SegmentScan | None = None) -> FetchResult:
     """Read `log` from `start_offset` (up to `end_offset`, exclusive, when given) as a Kafka consumer
-    with `isolation` would (see the module docstring)."""
+    with `isolation` would (see the module docstring). `scan(segment, position, verify_crc)`: where
+    the batch headers come from (default: the segment's .log scanned; kbatch.log.summary replays
+    remembered ones), the rules applied to them are the same."""
     return FetchResult(log, int(start_offset), None if end_offset is None else int(end_offset),
-                       IsolationLevel(isolation), verify_crc, skip_unreadable)
+                       IsolationLevel(isolation), verify_crc, skip_unreadable, scan)
 
 
 __all__ = ["IsolationLevel", "read_log", "FetchResult", "FetchedBatch", "FetchedWindow", "UnreadableRange", "UnreadableDataError",
            "partial_tail_ignored", "Lookup", "damage_verdict", "hole_at", "unreadable_at",
-           "AbortedFilter", "TxnSource", "TxnState", "UnknownTxn", "undecided_at", "OffsetOrder", "offset_disorder", "aborted_transactions", "merge_aborted", "transaction_state", "cached_transaction_state",
+           "AbortedFilter", "Select", "TxnSource", "TxnState", "UnknownTxn", "undecided_at", "OffsetOrder", "offset_disorder", "aborted_transactions", "merge_aborted", "transaction_state", "cached_transaction_state",
            "collect_aborted_txns", "last_stable_offset"]

@@ -502,7 +502,7 @@ class LogValidator:
     def _check_records(self, index: int, batch: Batch, now: int, before: int, after: int, lo: int,
                        hi: int) -> _Checked:
         no_ts = batch.no_timestamp
-        cols = _v2_fields(batch) if isinstance(batch, RecordBatch) else None
+        cols = v2_record_fields(batch) if isinstance(batch, RecordBatch) else None
         records: Sequence[Record] | _LazyRecords
         if cols is not None:  # the record-fields kernel: no Record object, no key or value copied
             records = _LazyRecords(batch)
@@ -786,7 +786,7 @@ class _LazyRecords:
         return self.batch.record_count
 
 
-def _v2_fields(batch: RecordBatch) -> tuple[Any, Any, Any]:
+def v2_record_fields(batch: RecordBatch) -> tuple[Any, Any, Any]:
     """(offsets, timestamps, key_valid) of one v2 batch's records from the record_fields_v2 kernel
     ("no timestamp" as the batch's sentinel; keys and values are checked, not copied), or raise:
     batch.records() then raises the canonical error (positions inside compressed data mapped to

@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from .batch import Batch
 
 #: one window of a scan: the kernel's batch-header columns (numpy arrays named as SCAN_FIELDS, file
-#: positions) with "valid_bytes", plus the window's bytes ("buf") and their file position ("origin")
+#: positions) with "valid_bytes", plus the window's bytes ("buf") and their file position ("origin");
+#: "buf" None: header columns remembered without their bytes, "read"(position, size) reads a batch
 Window = dict[str, Any]
 #: a scan: windows, then (StopIteration.value) where complete batches end
 Scan = Generator[Window, None, int]
@@ -187,6 +188,8 @@ def batch_at(s: Window, i: int, max_decompressed_bytes: int = W.DEFAULT_MAX_DECO
     """The batch at row i of a window: a RecordBatch / LegacyRecordBatch (positions are file positions)."""
     buf, origin = s["buf"], s["origin"]
     pos, size, magic = int(s["position"][i]), int(s["size"][i]), int(s["magic"][i])
+    if buf is None:  # a window of remembered header columns (kbatch.log.summary): read this batch's bytes
+        buf, origin = s["read"](pos, size), pos
     if magic == 2:
         return RecordBatch(buf, pos, size, int(s["base_offset"][i]), int(s["last_offset"][i]),
                            int(s["partition_leader_epoch"][i]), int(s["crc"][i]), int(s["attributes"][i]),
@@ -355,8 +358,10 @@ class FileRecords:
         (incomplete_batch; `where` defaults to this file's path)."""
         return incomplete_batch(self.read, self.size_in_bytes, position, self.path if where is None else where)
 
-    def read(self, position: int, size: int) -> bytes:
-        """`size` bytes at `position` (within the size this FileRecords knows)."""
+    def read(self, position: int, size: int, *, read_ahead: bool = True) -> bytes:
+        """`size` bytes at `position` (within the size this FileRecords knows). A small read reads
+        a first window's worth and keeps it (a lookup goes on from there), unless not `read_ahead`
+        (a header walk that jumps from batch to batch)."""
         size = max(0, min(size, self._size - position))
         if not size:
             return b""
@@ -365,7 +370,7 @@ class FileRecords:
             at = position - head[0]
             return head[1][at:at + size]
         fd = self._fd_or_raise()
-        if size < FIRST_WINDOW:
+        if size < FIRST_WINDOW and read_ahead:
             data = _files.pread_exact(fd, min(FIRST_WINDOW, self._size - position), position, self.path)
             self._head = (position, data)
             return data[:size]
@@ -536,7 +541,7 @@ class SourceFileRecords(FileRecords):
     def closed(self) -> bool:
         return not self._open
 
-    def read(self, position: int, size: int) -> bytes:
+    def read(self, position: int, size: int, *, read_ahead: bool = True) -> bytes:
         if not self._open:
             raise StorageError("the segment file is closed", path=self.path)
         size = max(0, min(size, self._size - position))
