@@ -28,6 +28,9 @@ from libc.string cimport memcpy, memset
 
 from .limits import MAX_DEPTH as _MAX_DEPTH, MAX_EMPTY_ITEMS as _MAX_EMPTY_ITEMS
 
+import sys as _sys
+
+cdef bint little_endian = _sys.byteorder == "little"  # Arrow's decimals are little-endian
 cdef int max_depth = _MAX_DEPTH
 cdef int64_t max_empty_items = _MAX_EMPTY_ITEMS
 
@@ -700,6 +703,8 @@ cdef int put_decimal(ColBuf* col, const uint8_t* src, int64_t size) noexcept nog
     cdef uint8_t fill
     cdef int e
     cdef char* out
+    cdef uint64_t x
+    cdef int64_t v, hi
     if size > w:
         return E_DECIMAL
     if col.data.n + w > col.data.cap:
@@ -707,6 +712,19 @@ cdef int put_decimal(ColBuf* col, const uint8_t* src, int64_t size) noexcept nog
         if e:
             return e
     out = col.data.p + col.data.n
+    if little_endian and 0 < size <= 8 and (w == 16 or w == 32):  # the usual: an int64, sign-extended
+        x = 0
+        for k in range(size):
+            x = (x << 8) | src[k]
+        v = (<int64_t>(x << (64 - 8 * size))) >> (64 - 8 * size)
+        hi = -1 if v < 0 else 0
+        (<int64_t*>out)[0] = v
+        (<int64_t*>out)[1] = hi
+        if w == 32:
+            (<int64_t*>out)[2] = hi
+            (<int64_t*>out)[3] = hi
+        col.data.n += w
+        return mark(col)
     fill = 0xFF if (size and (src[0] & 0x80)) else 0
     memset(out, fill, w)
     for k in range(size):
