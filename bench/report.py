@@ -337,7 +337,8 @@ def _special(benchmarks, refused):
 
 #: results of runs outside pytest-benchmark (too long for `dev.py bench`), kept beside the area's
 #: file by the run itself and carried into results-<area>.md and README.md by every report
-SEPARATE_RUNS = {"spark": ("results-spark-scale.md", "bench/bench_spark.py scale")}
+SEPARATE_RUNS = {"spark": ("results-spark-scale.md", "bench/bench_spark.py scale"),
+                 "values": ("results-avro-anchor.md", "bench/avro_anchor.py --write")}
 
 
 def separate_run(area: str) -> list[str]:
