@@ -176,8 +176,10 @@ class PartitionSummary:
     read_uncommitted: ReadSummary | None = None
     read_committed: ReadSummary | None = None
     crc: str = "verified"              # "verified" (checked now or remembered verified) or "trusted"
-    cached_segments: int = 0           # sealed segments answered from the cache (verified before)
-    scanned_segments: int = 0          # segments whose headers were read from the .log
+    cached_segments: int = 0           # segments answered (whole, or a prefix of the active one) from the cache
+    scanned_segments: int = 0          # segments whose headers were read (some bytes of) from the .log
+    cached_bytes: int = 0              # .log bytes whose headers came from the cache (verified before)
+    scanned_bytes: int = 0             # .log bytes walked (CRC-checked unless trusted), a re-read counted again
     decoded_batches: int = 0           # batches decoded for a figure headers cannot give
     #: figure -> {why: batches decoded for it}
     fallbacks: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -241,21 +243,26 @@ class SummaryCache:
         self.directory = directory
 
     @staticmethod
-    def _identity(path: str) -> tuple[str, int, int, int, int] | None:
+    def _identity(path: str, prefix: bool = False) -> tuple[Any, ...] | None:
+        """A sealed file's identity: path, size, mtime_ns, device, inode; an active segment's
+        prefix entry's: path, device, inode (it grows, so its size and mtime move)."""
         try:
             st = os.stat(path)
         except OSError:
             return None
+        if prefix:
+            return "prefix", os.path.realpath(path), st.st_dev, st.st_ino
         return os.path.realpath(path), st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino
 
-    def _file(self, ident: tuple[str, int, int, int, int], kind: str = "") -> str:
+    def _file(self, ident: tuple[Any, ...], kind: str = "") -> str:
         h = hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:40]
         return os.path.join(self.directory, f"{h}{kind}.npz")
 
-    def _load(self, seg: LogSegment, kind: str, names: tuple[str, ...]) -> tuple[dict[str, np.ndarray], Any] | None:
+    def _load(self, seg: LogSegment, kind: str, names: tuple[str, ...], prefix: bool = False
+              ) -> tuple[dict[str, np.ndarray], Any] | None:
         path = seg.path(".log")
-        ident = self._identity(path)
-        if ident is None or ident[1] != seg.size:
+        ident = self._identity(path, prefix)
+        if ident is None or (not prefix and ident[1] != seg.size):
             return None
         try:
             with np.load(self._file(ident, kind), allow_pickle=False) as z:
@@ -263,10 +270,16 @@ class SummaryCache:
                 if meta.get("version") != _CACHE_VERSION or tuple(meta["identity"]) != ident:
                     return None
                 cols = {k: np.asarray(z[k]) for k in names}
-            # the content check: the last batch's header bytes (its CRC among them) are still those
-            at, size = int(meta["last_at"]), int(meta["last_size"])
-            if size and bytes(seg.log.read(at, size)).hex() != meta["last_header"]:
-                return None
+            # the content check: the last batch's header bytes (its CRC among them) are still those;
+            # a prefix entry also needs the file to still hold the prefix, and its first header
+            checks = [(int(meta["last_at"]), int(meta["last_size"]), meta["last_header"])]
+            if prefix:
+                if seg.size < int(meta["end"]):
+                    return None   # truncated
+                checks.append((0, int(meta["first_size"]), meta["first_header"]))
+            for at, size, want in checks:
+                if size and bytes(seg.log.read(at, size, read_ahead=False)).hex() != want:
+                    return None
             return cols, meta
         except (OSError, ValueError, KeyError, TypeError, EOFError, KBatchError):
             return None  # a damaged or foreign entry is not trusted
@@ -274,12 +287,14 @@ class SummaryCache:
             return None
 
     def _store(self, seg: LogSegment, kind: str, arrays: dict[str, np.ndarray], last_at: int, last_size: int,
-               **extra: Any) -> None:
+               prefix: bool = False, **extra: Any) -> None:
         path = seg.path(".log")
-        ident = self._identity(path)
-        if ident is None or ident[1] != seg.size:
+        ident = self._identity(path, prefix)
+        if ident is None or (not prefix and ident[1] != seg.size):
             return
-        last = bytes(seg.log.read(last_at, last_size)).hex() if last_size else ""
+        last = bytes(seg.log.read(last_at, last_size, read_ahead=False)).hex() if last_size else ""
+        if prefix:
+            extra["first_header"] = bytes(seg.log.read(0, extra["first_size"], read_ahead=False)).hex()
         meta = json.dumps(dict(version=_CACHE_VERSION, identity=list(ident), last_at=last_at, last_size=last_size,
                                last_header=last, **extra)).encode()
         try:
@@ -320,10 +335,36 @@ class SummaryCache:
         at, size = (int(cols["position"][-1]), int(min(cols["size"][-1], W.RECORD_BATCH_OVERHEAD))) if n else (0, 0)
         self._store(seg, "", cols, at, size, end=end)
 
-    def load_times(self, seg: LogSegment) -> dict[int, tuple[np.ndarray, np.ndarray]] | None:
+    def load_prefix(self, seg: LogSegment) -> tuple[dict[str, np.ndarray], int] | None:
+        """(header columns of a verified prefix [0, end) of a segment that grows, end), or None:
+        the same file (path, device, inode) still at least `end` bytes long, with its first and
+        last batch headers of the prefix unchanged."""
+        got = self._load(seg, ".prefix", _HEADER_FIELDS, prefix=True)
+        if got is None:
+            return None
+        cols, meta = got
+        n, end = len(cols["position"]), int(meta["end"])
+        if not n or any(len(v) != n for v in cols.values()) or int(cols["position"][-1] + cols["size"][-1]) != end:
+            return None
+        return cols, end
+
+    def store_prefix(self, seg: LogSegment, cols: dict[str, np.ndarray]) -> int:
+        """Remember the rows up to the first whose CRC is not good (each a whole batch, checked
+        now or before) as the verified prefix of a segment that grows; returns where it ends."""
+        bad = np.flatnonzero(~cols["crc_valid"].astype(bool))
+        n = int(bad[0]) if len(bad) else len(cols["position"])
+        if not n:
+            return 0
+        cols = {k: v[:n] for k, v in cols.items()}
+        end = int(cols["position"][-1] + cols["size"][-1])
+        self._store(seg, ".prefix", cols, int(cols["position"][-1]), _header_size(cols, -1), prefix=True, end=end,
+                    first_size=min(W.RECORD_BATCH_OVERHEAD, end))
+        return end
+
+    def load_times(self, seg: LogSegment, prefix: bool = False) -> dict[int, tuple[np.ndarray, np.ndarray]] | None:
         """{batch position: (its records' timestamps, which have one)} of a verified sealed segment's
         batches whose timestamps a header does not give, or None."""
-        got = self._load(seg, ".ts", ("position", "start", "ts", "has"))
+        got = self._load(seg, ".prefix.ts" if prefix else ".ts", ("position", "start", "ts", "has"), prefix)
         if got is None:
             return None
         c = got[0]
@@ -334,7 +375,9 @@ class SummaryCache:
         return {p: (ts[bounds[k]:bounds[k + 1]], has[bounds[k]:bounds[k + 1]]) for k, p in enumerate(pos.tolist())}
 
     def store_times(self, seg: LogSegment, times: dict[int, tuple[np.ndarray, np.ndarray]], last_at: int,
-                    last_size: int) -> None:
+                    last_size: int, prefix_end: int | None = None) -> None:
+        """Remember the timestamps walked of a sealed segment's batches (or, with `prefix_end`, of
+        batches inside the verified prefix [0, prefix_end) of a segment that grows)."""
         order = sorted(times)
         lens = [len(times[p][0]) for p in order]
         start = np.zeros(len(order) + 1, np.int64)
@@ -342,7 +385,16 @@ class SummaryCache:
         arrays = dict(position=np.array(order, np.int64), start=start,
                       ts=np.concatenate([times[p][0] for p in order]) if order else np.zeros(0, np.int64),
                       has=np.concatenate([times[p][1] for p in order]) if order else np.zeros(0, bool))
-        self._store(seg, ".ts", arrays, last_at, last_size)
+        if prefix_end is None:
+            self._store(seg, ".ts", arrays, last_at, last_size)
+        else:
+            self._store(seg, ".prefix.ts", arrays, last_at, last_size, prefix=True, end=prefix_end,
+                        first_size=min(W.RECORD_BATCH_OVERHEAD, prefix_end))
+
+
+def _header_size(cols: dict[str, np.ndarray], r: int) -> int:
+    """The bytes of row r's batch header checked against a cache entry (61, or a smaller entry)."""
+    return int(min(cols["size"][r], W.RECORD_BATCH_OVERHEAD))
 
 
 # ------------------------------------------------------------------------------------ header source
@@ -359,7 +411,8 @@ class _Remembered(NamedTuple):
 
 class HeaderSource:
     """The read path's `scan` for a summary: a segment's headers from the cache (sealed segments
-    verified before), from what this summary already read (its other isolation level), or from
+    verified before, or the verified prefix of the active segment, then only the bytes appended
+    since are read), from what this summary already read (its other isolation level), or from
     the .log (then remembered); the read path's rules apply to them all the same."""
 
     def __init__(self, log: Log, cache: SummaryCache | None) -> None:
@@ -369,7 +422,11 @@ class HeaderSource:
         self.memo_rows = 0
         self.cached: set[int] = set()
         self.scanned: set[int] = set()
+        self.cached_sizes: dict[int, int] = {}   # segment base -> bytes whose headers came from the cache
+        self.scanned_bytes = 0            # bytes of .log walked by scans
         self.verified: set[int] = set()   # sealed segments whose every CRC is known good (cached or checked now)
+        #: segment base -> verified prefix entry of a segment that grows (None: none that holds)
+        self.prefixes: dict[int, tuple[dict[str, np.ndarray], int] | None] = {}
         #: segment base -> {batch position: (timestamps, which have one)} known (cache) and walked now
         self.known_times: dict[int, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
         self.new_times: dict[int, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
@@ -378,7 +435,18 @@ class HeaderSource:
         hit = self._remembered(seg, position, verify_crc)
         if hit is not None:
             return self._replay(seg, hit, position, verify_crc)
+        if self.cache is not None:   # the active segment, or one rolled since its prefix was remembered
+            pre = self._prefix(seg)
+            if pre is not None and (position == 0 or position in set(pre[0]["position"].tolist())
+                                    or position == pre[1]):
+                return self._extend(seg, pre, position, verify_crc)
         return self._scan(seg, position, verify_crc, hop=not verify_crc and _can_hop(seg))
+
+    def _prefix(self, seg: LogSegment) -> tuple[dict[str, np.ndarray], int] | None:
+        if seg.base_offset not in self.prefixes:
+            assert self.cache is not None
+            self.prefixes[seg.base_offset] = self.cache.load_prefix(seg)
+        return self.prefixes[seg.base_offset]
 
     def _remembered(self, seg: LogSegment, position: int, verify_crc: bool) -> _Remembered | None:
         for key in ((seg.base_offset, position), (seg.base_offset, 0)):
@@ -390,6 +458,7 @@ class HeaderSource:
             got = self.cache.load(seg)
             if got is not None:
                 self.cached.add(seg.base_offset)
+                self.cached_sizes[seg.base_offset] = got[1]
                 self.verified.add(seg.base_offset)
                 r = _Remembered(got[0], got[1], None, True)
                 self.memo[(seg.base_offset, 0)] = r
@@ -404,50 +473,73 @@ class HeaderSource:
             if position != r.end:
                 return (yield from self._scan(seg, position, verify_crc))  # not a batch start it knows
         if a < len(pos):
-            w: dict[str, Any] = {k: v[a:] for k, v in r.cols.items()}
-            if not verify_crc:
-                w["crc_valid"] = np.ones(len(pos) - a, bool)
-            w["valid_bytes"] = r.end
-            w["buf"], w["origin"], w["read"] = None, 0, seg.log.read
-            yield w
+            yield _replayed(seg, r.cols, a, r.end, verify_crc)
         if r.error is not None:
             raise r.error
         return r.end
 
+    def _extend(self, seg: LogSegment, pre: tuple[dict[str, np.ndarray], int], position: int, verify_crc: bool
+                ) -> Generator[Window, None, int]:
+        """The active segment's verified prefix [0, N) from the cache (its rows from `position`
+        on), then a scan of the bytes appended since, [N, size): its CRCs checked as any scan."""
+        cols, n_end = pre
+        self.cached.add(seg.base_offset)
+        self.cached_sizes[seg.base_offset] = n_end
+        a = int(np.searchsorted(cols["position"], position))
+        if a < len(cols["position"]):
+            yield _replayed(seg, cols, a, n_end, verify_crc)
+        return (yield from self._walk(seg, n_end, verify_crc, not verify_crc and _can_hop(seg), True))
+
     def _scan(self, seg: LogSegment, position: int, verify_crc: bool, hop: bool = False
               ) -> Generator[Window, None, int]:
-        self.scanned.add(seg.base_offset)
+        return (yield from self._walk(seg, position, verify_crc, hop, False))
+
+    def _walk(self, seg: LogSegment, position: int, verify_crc: bool, hop: bool, after_prefix: bool
+              ) -> Generator[Window, None, int]:
+        """A scan of the .log from `position` (after_prefix: the rows of the segment's cached
+        verified prefix come before it)."""
+        if position < seg.size:
+            self.scanned.add(seg.base_offset)
         # buffers reused from window to window (with read-ahead): the summary keeps no view of a
         # window once it asks for the next one (header columns are copied)
         gen = _hop_scan(seg, position) if hop else seg.log.scan(position, verify_crc, reuse=True)
         rows: list[dict[str, np.ndarray]] = []
-        # the rows are kept for the cache (a sealed segment read whole, CRCs checked) and for the
-        # other level's read (while this summary holds fewer than _MEMO_ROWS)
-        for_cache = (self.cache is not None and verify_crc and position == 0 and not hop
-                     and seg is not self.log.segments[-1])
+        active = seg is self.log.segments[-1]
+        # the rows are kept for the cache (a segment read whole or after its cached prefix, CRCs
+        # checked) and for the other level's read (while this summary holds fewer than _MEMO_ROWS)
+        for_cache = self.cache is not None and verify_crc and not hop and (position == 0 or after_prefix)
         keep = True
         error: KBatchError | None = None
         end = position
+        walked = position
         finished = False   # the scan reached its end (or its error), not left by its reader
         try:
             while True:
                 try:
                     s = next(gen)
                 except StopIteration as stop:
-                    end = int(stop.value)
+                    end = walked = int(stop.value)
                     finished = True
                     break
                 except KBatchError as e:
                     error, finished = e, True
                     raise
+                if len(s["position"]):
+                    walked = int(s["position"][-1] + s["size"][-1])
                 if keep or for_cache:
                     rows.append(_columns(s))
                     self.memo_rows += len(s["position"])
-                    keep = keep and self.memo_rows <= _MEMO_ROWS
+                    keep = keep and (self.memo_rows <= _MEMO_ROWS or active)
                 yield s
         finally:
             gen.close()
+            self.scanned_bytes += max(0, walked - position)
             if finished and (keep or for_cache):
+                if after_prefix:   # the cached prefix comes first: the segment's rows from byte 0
+                    pre = self.prefixes[seg.base_offset]
+                    assert pre is not None
+                    rows.insert(0, pre[0])
+                    position = 0
                 self._remember(seg, position, rows, end, error, verify_crc, keep)
         return end
 
@@ -461,49 +553,81 @@ class HeaderSource:
             self.memo[(seg.base_offset, position)] = _Remembered(cols, end, error, verified)
         else:
             self.memo_rows -= len(cols["position"])
+        if self.cache is None or not verified or position != 0:
+            return
+        if seg is self.log.segments[-1]:
+            # the active segment grows: its batches read whole with good CRCs are its verified
+            # prefix (a torn tail batch is never a row; a damaged one ends the prefix before it)
+            if len(cols["position"]):
+                pre = self.prefixes.get(seg.base_offset)
+                if pre is None or int(pre[1]) < int(cols["position"][-1] + cols["size"][-1]):
+                    self.cache.store_prefix(seg, cols)
+            return
         # a sealed segment read whole, every CRC checked and good: remembered for later summaries
-        if (self.cache is not None and error is None and verified and position == 0 and end == seg.size
-                and seg is not self.log.segments[-1] and bool(np.all(cols["crc_valid"]))):
+        if error is None and end == seg.size and bool(np.all(cols["crc_valid"])):
             self.cache.store(seg, cols, end)
             self.verified.add(seg.base_offset)
 
-    # ---- the records' timestamps (the timestamps walk), remembered for verified sealed segments
+    # ---- the records' timestamps (the timestamps walk), remembered for verified segments and prefixes
     def times(self, seg: LogSegment, s: Window, j: int) -> tuple[np.ndarray, np.ndarray]:
         """(timestamps, which have one) of the records of row j of a window of `seg`."""
-        sealed = seg is not self.log.segments[-1]
+        active = seg is self.log.segments[-1]
         base = seg.base_offset
         pos = int(s["position"][j])
-        if sealed and self.cache is not None:
+        if self.cache is not None:
             known = self.known_times.get(base)
             if known is None:
-                known = self.known_times[base] = self.cache.load_times(seg) or {}
+                known = self.known_times[base] = self.cache.load_times(seg, prefix=active) or {}
             hit = known.get(pos)
             if hit is not None:
                 return hit
         _offs, ts, has = _fields_of(s, j)
-        if sealed:
-            self.new_times.setdefault(base, {})[pos] = (ts, has)
+        self.new_times.setdefault(base, {})[pos] = (ts, has)
         return ts, has
 
     def store_times(self) -> None:
         """Remember the timestamps walked of each verified sealed segment whose every batch that
-        needs the walk was walked (now or before)."""
+        needs the walk was walked (now or before), and those walked inside the active segment's
+        verified prefix."""
         if self.cache is None:
             return
-        for seg in self.log.segments[:-1]:
+        segs = self.log.segments
+        for seg in segs:
             new = self.new_times.get(seg.base_offset)
             r = self.memo.get((seg.base_offset, 0))
-            if not new or seg.base_offset not in self.verified or r is None or r.error is not None:
+            if not new or r is None or not len(r.cols["position"]):
                 continue
             c = r.cols
-            if not len(c["position"]):
+            times = {**self.known_times.get(seg.base_offset, {}), **new}
+            if seg is segs[-1]:
+                if not r.verified:
+                    continue
+                bad = np.flatnonzero(~c["crc_valid"].astype(bool))
+                n = int(bad[0]) if len(bad) else len(c["position"])
+                if not n:
+                    continue
+                end = int(c["position"][n - 1] + c["size"][n - 1])
+                if not any(p < end for p in new):
+                    continue   # nothing walked now that the entry lacks
+                keep = {p: t for p, t in times.items() if p < end}
+                self.cache.store_times(seg, keep, int(c["position"][n - 1]), _header_size(c, n - 1), prefix_end=end)
+                continue
+            if seg.base_offset not in self.verified or r.error is not None:
                 continue
             need = c["position"][_needs_walk(c)]
-            times = {**self.known_times.get(seg.base_offset, {}), **new}
             if all(int(p) in times for p in need.tolist()):
                 keep = {int(p): times[int(p)] for p in need.tolist()}
-                self.cache.store_times(seg, keep, int(c["position"][-1]),
-                                       int(min(c["size"][-1], W.RECORD_BATCH_OVERHEAD)))
+                self.cache.store_times(seg, keep, int(c["position"][-1]), _header_size(c, -1))
+
+
+def _replayed(seg: LogSegment, cols: dict[str, np.ndarray], a: int, end: int, verify_crc: bool) -> dict[str, Any]:
+    """A scan window of remembered header rows from row a (their bytes are not at hand: "read" reads a batch)."""
+    w: dict[str, Any] = {k: v[a:] for k, v in cols.items()}
+    if not verify_crc:
+        w["crc_valid"] = np.ones(len(cols["position"]) - a, bool)
+    w["valid_bytes"] = end
+    w["buf"], w["origin"], w["read"] = None, 0, seg.log.read
+    return w
 
 
 def _needs_walk(c: dict[str, np.ndarray]) -> np.ndarray:
@@ -935,6 +1059,8 @@ def _summarize(log: Log, start_offset: int | None, end_offset: int | None, start
     source.store_times()
     summary.cached_segments = len(source.cached)
     summary.scanned_segments = len(source.scanned)
+    summary.cached_bytes = sum(source.cached_sizes.values())
+    summary.scanned_bytes = source.scanned_bytes
     return summary, hist
 
 
