@@ -2,6 +2,12 @@
 
     PYTHONPATH=src .venv/bin/python bench/bench_summary.py            # 4,000,000 rows, then the day
     KBATCH_BENCH_SUMMARY_RECORDS=10000000 PYTHONPATH=src .venv/bin/python bench/bench_summary.py
+    PYTHONPATH=src .venv/bin/python -m pytest bench/bench_summary.py --benchmark-only   # dev.py bench
+
+The script is the separate run at scale (bench/results-summary-scale.md, carried into
+results-summary.md and README.md by bench/report.py); the pytest-benchmark tests time the same
+peers on a smaller topic (KBATCH_BENCH_SUMMARY_PYTEST_RECORDS, default 1,000,000, and a
+400,000-record day) for `dev.py bench`.
 
 Data (generated once into $KBATCH_BENCH_CACHE or ~/.cache/kbatch/bench-summary): a topic of
 KBATCH_BENCH_SUMMARY_RECORDS records in 4 partitions shaped as bench_spark.py's scale topic (16-byte
@@ -47,6 +53,8 @@ from kbatch.log.fetch import IsolationLevel, read_log  # noqa: E402
 from kbatch.log.summary import SummaryCache, histogram, summarize  # noqa: E402
 
 RECORDS = int(os.environ.get("KBATCH_BENCH_SUMMARY_RECORDS", "4000000"))
+PYTEST_RECORDS = int(os.environ.get("KBATCH_BENCH_SUMMARY_PYTEST_RECORDS", "1000000"))
+PYTEST_DAY_RECORDS = 400_000
 DAY_RECORDS = int(os.environ.get("KBATCH_BENCH_SUMMARY_DAY_RECORDS", "2000000"))
 ROUNDS = int(os.environ.get("KBATCH_BENCH_SUMMARY_ROUNDS", "5"))
 PARTITIONS = 4
@@ -330,9 +338,65 @@ def main() -> int:
     text = "\n".join(lines) + "\n"
     print(text)
     if os.environ.get("KBATCH_BENCH_WRITE", "1") != "0":
-        with open(os.path.join(HERE, "results-summary.md"), "w", encoding="utf-8") as f:
+        with open(os.path.join(HERE, "results-summary-scale.md"), "w", encoding="utf-8") as f:
             f.write(text)
     return 0
+
+
+# ------------------------------------------------------------------------------------ pytest-benchmark
+try:
+    import pytest
+except ImportError:  # the script alone needs no pytest
+    pytest = None  # type: ignore[assignment]
+
+if pytest is not None:
+    @pytest.fixture(autouse=True)
+    def _cython_backend(monkeypatch):
+        from kbatch import _backend
+
+        monkeypatch.setattr(_backend, "core", pytest.importorskip("kbatch._core"))
+
+    @pytest.fixture(scope="module")
+    def small(tmp_path_factory):
+        """(partitions, the day's partition, a warm header cache, a warm histogram cache), answers checked."""
+        root, droot = data(PYTEST_RECORDS, PYTEST_DAY_RECORDS)
+        parts, day = partitions(root), os.path.join(droot, "day-0")
+        d = tmp_path_factory.mktemp("summary-cache")
+        warm, hwarm = SummaryCache(str(d / "warm")), SummaryCache(str(d / "hist-warm"))
+        want = decoded_figures(parts)
+        for kw in (dict(cache=warm), dict(cache=warm), dict(cache=False)):
+            assert header_figures(parts, **kw) == want
+        assert day_histogram(day, hwarm) == decoded_histogram(day) == day_histogram(day, hwarm)
+        return parts, day, warm, hwarm, d
+
+    @pytest.mark.benchmark(group="summary header figures")
+    @pytest.mark.parametrize("impl", ["summary, warm", "summary, cold (CRC)", "full decode"])
+    def test_header_figures(benchmark, small, impl):
+        parts, _day, warm, _h, d = small
+
+        def cold() -> None:
+            shutil.rmtree(d / "cold", ignore_errors=True)
+            header_figures(parts, cache=SummaryCache(str(d / "cold")))
+
+        fn = {"summary, warm": lambda: header_figures(parts, cache=warm), "summary, cold (CRC)": cold,
+              "full decode": lambda: decoded_figures(parts)}[impl]
+        benchmark.pedantic(fn, rounds=3, iterations=1)
+        benchmark.extra_info["records"] = PYTEST_RECORDS
+
+    @pytest.mark.benchmark(group="summary histogram")
+    @pytest.mark.parametrize("impl", ["histogram, warm", "histogram, cold (CRC, timestamps walk)",
+                                      "decode_columns + numpy"])
+    def test_histogram(benchmark, small, impl):
+        _parts, day, _w, hwarm, d = small
+
+        def cold() -> None:
+            shutil.rmtree(d / "hist-cold", ignore_errors=True)
+            day_histogram(day, SummaryCache(str(d / "hist-cold")))
+
+        fn = {"histogram, warm": lambda: day_histogram(day, hwarm), "histogram, cold (CRC, timestamps walk)": cold,
+              "decode_columns + numpy": lambda: decoded_histogram(day)}[impl]
+        benchmark.pedantic(fn, rounds=3, iterations=1)
+        benchmark.extra_info["records"] = PYTEST_DAY_RECORDS
 
 
 if __name__ == "__main__":

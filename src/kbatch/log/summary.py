@@ -30,7 +30,11 @@ full read says). The verified headers of a sealed (not the last) segment are rem
 cache outside the log directory (SummaryCache: $KBATCH_SUMMARY_CACHE, else
 $XDG_CACHE_HOME/kbatch/summaries, else ~/.cache/kbatch/summaries), keyed by the file's identity
 (path, size, mtime_ns, inode) and checked against its last batch header's bytes, so the next
-summary of an unchanged segment reads no byte of it. `trust_headers=True` skips the CRCs as
+summary of an unchanged segment reads no byte of it. The active segment only grows: its verified
+prefix [0, N) is remembered (path, device, inode, N, its first and last batch headers' bytes) and a
+later summary reads and checks only the bytes appended since (docs/summary.md says what that
+trusts). Raw header rows are cached, never answers: the read path derives the LSO, the aborted
+transactions and the damage from them again each time. `trust_headers=True` skips the CRCs as
 Parquet trusts footers: lengths, magic, offsets order and torn tails are still checked, but a
 flipped bit inside a record (its key, value, timestamp delta) goes unseen.
 """
@@ -577,7 +581,9 @@ class HeaderSource:
         if self.cache is not None:
             known = self.known_times.get(base)
             if known is None:
-                known = self.known_times[base] = self.cache.load_times(seg, prefix=active) or {}
+                # a segment rolled since: its sealed entry once made, else what its prefix walked
+                known = self.known_times[base] = ((None if active else self.cache.load_times(seg))
+                                                  or self.cache.load_times(seg, prefix=True) or {})
             hit = known.get(pos)
             if hit is not None:
                 return hit
