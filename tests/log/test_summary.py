@@ -317,8 +317,8 @@ def test_cache_remembers_sealed_segments_and_is_never_trusted_blindly(tmp_path):
     try:
         first = summarize(log, cache=cache)
         assert first.cached_segments == 0 and first.scanned_segments == n_segs
-        headers = [f for f in os.listdir(cache.directory) if not f.endswith(".ts.npz")]
-        sealed = [f for f in headers if not f.endswith(".prefix.npz")]
+        headers = [f for f in os.listdir(cache.directory) if not f.endswith(".ts.bin")]
+        sealed = [f for f in headers if not f.endswith(".prefix.bin")]
         assert len(sealed) == n_segs - 1 and len(headers) == n_segs   # the active segment: its prefix
         assert first.scanned_bytes == log.size and first.cached_bytes == 0
         again = summarize(log, cache=cache)
@@ -464,7 +464,7 @@ def test_cache_remembers_the_timestamps_walk(tmp_path):
     try:
         first = summarize(log, cache=cache).to_dict()
         h1 = histogram(log, 60_000, cache=cache)[0]
-        assert [f for f in os.listdir(cache.directory) if f.endswith(".ts.npz")]
+        assert [f for f in os.listdir(cache.directory) if f.endswith(".ts.bin")]
         calls = []
         import kbatch.log.summary as S
 
@@ -482,7 +482,7 @@ def test_cache_remembers_the_timestamps_walk(tmp_path):
         # timestamps come from the cache
         assert not calls
         for name in os.listdir(cache.directory):
-            if name.endswith(".ts.npz"):
+            if name.endswith(".ts.bin"):
                 with open(os.path.join(cache.directory, name), "r+b") as f:
                     f.seek(60)
                     f.write(b"\xff" * 16)

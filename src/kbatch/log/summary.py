@@ -42,10 +42,10 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-import io
 import json
 import os
 import tempfile
+import zlib
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -63,7 +63,10 @@ if TYPE_CHECKING:
     from .segment import LogSegment
 
 SUMMARY_CACHE_ENV = "KBATCH_SUMMARY_CACHE"
-_CACHE_VERSION = 2
+_CACHE_VERSION = 3
+#: a cache entry: this, the meta's length (4 bytes, big-endian), the meta (JSON: identity, checks,
+#: the columns' names, dtypes and lengths, the CRC-32 of the columns' bytes), then those bytes
+_ENTRY_MAGIC = b"KBSUMC\x00\x01"
 _HEADER_FIELDS = ("position", "size", "magic", "base_offset", "last_offset", "partition_leader_epoch", "crc",
                   "crc_valid", "attributes", "first_timestamp", "max_timestamp", "producer_id", "producer_epoch",
                   "base_sequence", "record_count")
@@ -260,7 +263,7 @@ class SummaryCache:
 
     def _file(self, ident: tuple[Any, ...], kind: str = "") -> str:
         h = hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:40]
-        return os.path.join(self.directory, f"{h}{kind}.npz")
+        return os.path.join(self.directory, f"{h}{kind}.bin")
 
     def _load(self, seg: LogSegment, kind: str, names: tuple[str, ...], prefix: bool = False
               ) -> tuple[dict[str, np.ndarray], Any] | None:
@@ -269,11 +272,10 @@ class SummaryCache:
         if ident is None or (not prefix and ident[1] != seg.size):
             return None
         try:
-            with np.load(self._file(ident, kind), allow_pickle=False) as z:
-                meta = json.loads(bytes(z["meta"]).decode())
-                if meta.get("version") != _CACHE_VERSION or tuple(meta["identity"]) != ident:
-                    return None
-                cols = {k: np.asarray(z[k]) for k in names}
+            meta, got = _read_entry(self._file(ident, kind))
+            if meta.get("version") != _CACHE_VERSION or tuple(meta["identity"]) != ident:
+                return None
+            cols = {k: got[k] for k in names}
             # the content check: the last batch's header bytes (its CRC among them) are still those;
             # a prefix entry also needs the file to still hold the prefix, and its first header
             checks = [(int(meta["last_at"]), int(meta["last_size"]), meta["last_header"])]
@@ -285,10 +287,8 @@ class SummaryCache:
                 if size and bytes(seg.log.read(at, size, read_ahead=False)).hex() != want:
                     return None
             return cols, meta
-        except (OSError, ValueError, KeyError, TypeError, EOFError, KBatchError):
+        except (OSError, ValueError, KeyError, TypeError, IndexError, KBatchError):
             return None  # a damaged or foreign entry is not trusted
-        except Exception:  # numpy's zip reader raises others (BadZipFile...) on a damaged file
-            return None
 
     def _store(self, seg: LogSegment, kind: str, arrays: dict[str, np.ndarray], last_at: int, last_size: int,
                prefix: bool = False, **extra: Any) -> None:
@@ -299,18 +299,14 @@ class SummaryCache:
         last = bytes(seg.log.read(last_at, last_size, read_ahead=False)).hex() if last_size else ""
         if prefix:
             extra["first_header"] = bytes(seg.log.read(0, extra["first_size"], read_ahead=False)).hex()
-        meta = json.dumps(dict(version=_CACHE_VERSION, identity=list(ident), last_at=last_at, last_size=last_size,
-                               last_header=last, **extra)).encode()
+        meta = dict(version=_CACHE_VERSION, identity=list(ident), last_at=last_at, last_size=last_size,
+                    last_header=last, **extra)
         try:
             os.makedirs(self.directory, exist_ok=True)
-            buf = io.BytesIO()
-            everything: dict[str, Any] = {"meta": np.frombuffer(meta, np.uint8), **arrays}
-            savez: Any = np.savez
-            savez(buf, **everything)
             fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=self.directory)
             try:
                 with os.fdopen(fd, "wb") as f:
-                    f.write(buf.getvalue())
+                    _write_entry(f, meta, arrays)
                 os.replace(tmp, self._file(ident, kind))  # atomic: a reader sees the old entry or the new one
             except BaseException:
                 try:
@@ -394,6 +390,45 @@ class SummaryCache:
         else:
             self._store(seg, ".prefix.ts", arrays, last_at, last_size, prefix=True, end=prefix_end,
                         first_size=min(W.RECORD_BATCH_OVERHEAD, prefix_end))
+
+
+def _write_entry(f: Any, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+    cols = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
+    crc = 0
+    for v in cols.values():
+        crc = zlib.crc32(v.view(np.uint8) if v.size else b"", crc)
+    meta = dict(meta, columns=[[k, v.dtype.str, int(v.shape[0])] for k, v in cols.items()], crc=crc)
+    head = json.dumps(meta).encode()
+    f.write(_ENTRY_MAGIC + len(head).to_bytes(4, "big") + head)
+    for v in cols.values():
+        f.write(v.view(np.uint8).tobytes() if v.size else b"")
+
+
+def _read_entry(path: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """(meta, columns) of a cache entry, or ValueError when it is not one whole and intact."""
+    with open(path, "rb") as f:
+        data = bytearray(f.read())   # writable: the columns are views of it
+    m = len(_ENTRY_MAGIC)
+    if data[:m] != _ENTRY_MAGIC or len(data) < m + 4:
+        raise ValueError("not a summary cache entry")
+    n = int.from_bytes(data[m:m + 4], "big")
+    meta = json.loads(bytes(data[m + 4:m + 4 + n]).decode())
+    if not isinstance(meta, dict):
+        raise ValueError("meta")
+    body = memoryview(data)[m + 4 + n:]
+    if zlib.crc32(body) != meta["crc"]:
+        raise ValueError("the entry's bytes are not those written")
+    cols: dict[str, np.ndarray] = {}
+    at = 0
+    for name, dt, length in meta["columns"]:
+        dtype = np.dtype(str(dt))
+        if dtype.kind not in "biuf" or int(length) < 0:
+            raise ValueError(f"column {name}: {dt}")
+        cols[str(name)] = np.frombuffer(body, dtype, int(length), at) if length else np.zeros(0, dtype)
+        at += dtype.itemsize * int(length)
+    if at != len(body):
+        raise ValueError("the entry's length")
+    return meta, cols
 
 
 def _header_size(cols: dict[str, np.ndarray], r: int) -> int:
