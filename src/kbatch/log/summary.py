@@ -830,7 +830,7 @@ class _Walk:
 
     def _times(self, ts: np.ndarray, has: np.ndarray) -> None:
         rs = self.rs
-        have = ts[has]
+        have = ts if bool(has.all()) else ts[has]   # (the usual: every record has one, no copy)
         if rs.records_without_timestamp is not None:
             rs.records_without_timestamp += len(ts) - len(have)
         if len(have):
