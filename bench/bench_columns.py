@@ -9,6 +9,8 @@ on every 10th record in the decode and append groups (headers on costs what they
                builders and BatchBuilder (build_batch, one kernel call a batch), per codec, every
                codec at Kafka's default level (the peers' gzip and aiokafka's lz4 set to it) and
                the output bytes recorded (KBATCH_BENCH_BATCHES batches, default 85, ~10 MB)
+  encode large the same, uncompressed, over a table of KBATCH_BENCH_LARGE_BATCHES batches (default
+               600, ~74 MB out: new memory each call, faulted in), vs aiokafka's builder
   decode       decode_columns on one thread (CRC checked, headers on) vs aiokafka record objects
                (CRC checked, key/value/timestamp/headers read) vs a single-thread memory copy of
                the same bytes into a buffer that exists (numpy.copyto) and into a new one
@@ -139,6 +141,41 @@ def test_encode(benchmark, impl, codec, kafka_levels):
     slow = impl == "kafka-python" or codec == Compression.GZIP
     benchmark.pedantic(fn, args=(codec,), rounds=3 if slow else 15, iterations=1, warmup_rounds=1)
     benchmark.extra_info.update({"records": N_RECORDS * N_BATCHES, "bytes": len(data), "output bytes": len(data)})
+
+
+LARGE_BATCHES = int(os.environ.get("KBATCH_BENCH_LARGE_BATCHES", "600"))
+
+
+@pytest.fixture(scope="module")
+def large():
+    recs = records(LARGE_BATCHES)
+    return recs, as_table(recs)
+
+
+@pytest.mark.benchmark(group="encode none large")
+@pytest.mark.parametrize("impl", ["kbatch encode_columns", "aiokafka"])
+def test_encode_large(benchmark, large, impl):
+    """encode_columns of a table whose output (~74 MB) is larger than the caches and than malloc's
+    reuse threshold: each call's output is new memory, faulted in (issue 42)."""
+    recs, table = large
+
+    def kb():
+        return kbatch.encode_columns(table, records_per_batch=N_RECORDS, timestamp_extended=False)
+
+    def aio():
+        out = []
+        for batch in recs:
+            bb = aiokafka_dr.DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 1 << 22)
+            for i, (ts, k, v, _h) in enumerate(batch):
+                bb.append(i, ts, k, v, [])
+            out.append(bytes(bb.build()))
+        return out
+    fn = kb if impl.startswith("kbatch") else aio
+    data = fn()
+    if impl == "aiokafka":
+        assert _rebased(data) == kb()
+    benchmark.pedantic(fn, rounds=7, iterations=1, warmup_rounds=1)
+    benchmark.extra_info.update(records=LARGE_BATCHES * N_RECORDS, bytes=len(kb()))
 
 
 # ------------------------------------------------------------------------------------ decode

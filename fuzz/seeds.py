@@ -65,3 +65,9 @@ def write_seeds(corpus: Path) -> None:
     (corpus / "index_file").mkdir(parents=True, exist_ok=True)
     (corpus / "index_file" / "offset").write_bytes(b"\x00" + struct.pack(">q", 1035) + off + bytes(16))
     (corpus / "index_file" / "time").write_bytes(b"\x01" + struct.pack(">q", 1_020) + tim)
+    (corpus / "grep").mkdir(parents=True, exist_ok=True)
+    for name, needle, fields in (("m2-none", b"v", 0xF), ("v2-extended", b"neg", 0x2)):
+        data = batches[name]
+        count = struct.unpack_from(">i", data, 57)[0]
+        (corpus / "grep" / name).write_bytes(bytes([len(needle) - 1, fields]) + struct.pack(">h", count) + needle
+                                             + data[61:])

@@ -177,6 +177,29 @@ def index_file(data: bytes):
     differential(_index_file, data)
 
 
+def _grep(data):
+    # byte 0: the needle's length - 1 (low 3 bits), byte 1: the field mask, bytes 2-3: the record count;
+    # then the needle, then a records section. Both grep kernels, and the same rows section by section.
+    if len(data) < 5:
+        return None
+    n, fields = (data[0] & 7) + 1, data[1] & 0xF
+    count = struct.unpack_from(">h", data, 2)[0] & 0x3FF
+    needle, sec = data[4:4 + n], data[4 + n:]
+    if len(needle) < n:
+        return None
+    core = _backend.core
+    rows = core.grep_records_v2(sec, 0, len(sec), count, 0, needle, fields, [b"h"])
+    both = core.grep_sections_v2(sec + sec, [0, len(sec)], [len(sec), 2 * len(sec)], [count, count], [0, 9],
+                                 needle, fields, [b"h"])
+    assert both == ([(0, rows), (1, rows)] if rows else []), (rows, both)
+    return rows
+
+
+def grep(data: bytes):
+    """grep_records_v2 / grep_sections_v2 (kbatch grep's kernels) on a records section."""
+    differential(_grep, data)
+
+
 TARGETS = {
     "batches": batches,
     "records": records,
@@ -185,4 +208,5 @@ TARGETS = {
     "columns": columns,
     "validate": validate,
     "index_file": index_file,
+    "grep": grep,
 }

@@ -93,6 +93,17 @@ def decode_records_v2(data: Buffer, start: int, end: int, count: int, base_offse
                       base_timestamp: int, log_append_time: int | None, timestamp_type: int,
                       extended: bool) -> list[Record]: ...
 
+GREP_KEY: Final[int]
+GREP_VALUE: Final[int]
+GREP_HEADERS: Final[int]
+GREP_NAMED_HEADERS: Final[int]
+
+def grep_records_v2(data: Buffer, start: int, end: int, count: int, base_offset: int, needle: Buffer,
+                    fields: int, header_names: Iterable[Buffer] = ()) -> list[int]: ...
+def grep_sections_v2(data: Buffer, starts: npt.ArrayLike, ends: npt.ArrayLike, counts: npt.ArrayLike,
+                     base_offsets: npt.ArrayLike, needle: Buffer, fields: int,
+                     header_names: Iterable[Buffer] = ()) -> list[tuple[int, list[int]]]: ...
+
 def check_timestamps(timestamps: npt.ArrayLike, now_ms: int, before_max_ms: int, after_max_ms: int,
                      no_timestamp: int | None) -> tuple[int, int, int]: ...
 def timestamp_bounds(now_ms: int, before_max_ms: int, after_max_ms: int) -> tuple[int, int]: ...

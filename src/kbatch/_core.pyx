@@ -1623,3 +1623,6 @@ include "_encode_kernel.pxi"
 
 # ------------------------------------------------------------------------------------ compaction key map
 include "_offset_map_kernel.pxi"
+
+# kbatch grep: memmem over a records section, then the fields of the records that hold a hit
+include "_grep_kernel.pxi"

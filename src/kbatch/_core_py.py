@@ -1459,3 +1459,68 @@ class OffsetMap:
                 max_ts = ts
             _put_record(out, body, flag, _s64(ts - base_ts), off_delta, key, value, headers)
         return (bytes(out), *result, base_ts, max_ts, horizon)
+
+
+
+# ------------------------------------------------------------------------------------ grep
+# kbatch grep's kernel (the Cython one is _grep_kernel.pxi)
+#: where grep_records_v2 looks (a mask): keys, values, every header's value, the values of the
+#: headers `header_names` names
+GREP_KEY = 1
+GREP_VALUE = 2
+GREP_HEADERS = 4
+GREP_NAMED_HEADERS = 8
+
+
+def grep_records_v2(data: Buffer, start: int, end: int, count: int, base_offset: int, needle: Buffer,
+                    fields: int, header_names: Iterable[Buffer] = ()) -> list[int]:
+    """The rows (0-based record indexes) of the `count` v2 records in data[start:end] that hold
+    `needle` inside a selected field: fields is a mask of GREP_KEY, GREP_VALUE, GREP_HEADERS
+    (every header's value) and GREP_NAMED_HEADERS (the values of headers whose key is one of
+    `header_names`, bytes). Null fields hold nothing; an occurrence across two fields, or in a
+    length varint, is in none. The section is checked as decode_records_v2 checks it, with its
+    errors."""
+    buf = _view(data)
+    pat = bytes(needle)
+    names = {bytes(x) for x in header_names}
+    if not pat:
+        raise ValueError("grep_records_v2: the needle is empty (it would match every field)")
+    start, end, count = operator.index(start), operator.index(end), operator.index(count)
+    mask = operator.index(fields) & 0xF
+    if start < 0 or end > len(buf) or end < start:
+        raise_status(ST_TRUNCATED, start, 1, 0, base_offset)
+    rows: list[int] = []
+    for i, (_a, _t, _o, key, value, headers) in enumerate(
+            _walk_records_v2(buf, start, end, count, base_offset)):
+        found = ((mask & GREP_KEY and key is not None and pat in bytes(key))
+                 or (mask & GREP_VALUE and value is not None and pat in bytes(value)))
+        for hk, hv in headers:
+            if found:
+                break
+            if hv is not None and (mask & GREP_HEADERS or (mask & GREP_NAMED_HEADERS and bytes(hk) in names)):
+                found = pat in bytes(hv)
+        if found:
+            rows.append(i)
+    return rows
+
+
+def grep_sections_v2(data: Buffer, starts: npt.ArrayLike, ends: npt.ArrayLike, counts: npt.ArrayLike,
+                     base_offsets: npt.ArrayLike, needle: Buffer, fields: int,
+                     header_names: Iterable[Buffer] = ()) -> list[tuple[int, list[int]]]:
+    """grep_records_v2 over many records sections of one buffer (a scan window's uncompressed v2
+    batches: data[starts[k]:ends[k]], counts[k] records, base_offsets[k]), in one call: [(k, rows)]
+    for the sections that hold a match, in order. The first section that is not sound raises its
+    error (decode_records_v2's)."""
+    pat = bytes(needle)
+    names = [bytes(x) for x in header_names]
+    if not pat:
+        raise ValueError("grep_sections_v2: the needle is empty (it would match every field)")
+    cols = [np.asarray(c, dtype=np.int64).reshape(-1).tolist() for c in (starts, ends, counts, base_offsets)]
+    if len({len(c) for c in cols}) > 1:
+        raise ValueError("grep_sections_v2: starts, ends, counts and base_offsets differ in length")
+    found: list[tuple[int, list[int]]] = []
+    for k, (s, e, n, base) in enumerate(zip(*cols)):
+        rows = grep_records_v2(data, s, e, n, base, pat, fields, names)
+        if rows:
+            found.append((k, rows))
+    return found

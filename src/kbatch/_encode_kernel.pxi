@@ -11,6 +11,9 @@
 from cpython.bytes cimport PyBytes_AS_STRING
 from libc.string cimport memcpy as _ce_memcpy
 
+cdef extern from "_hugepages.h" nogil:
+    void kb_hugepages(void *p, size_t n)
+
 
 cdef struct _CeBin:        # a binary/string column (or a header key/value column)
     const uint8_t *data
@@ -114,7 +117,7 @@ cdef inline int64_t _ce_blob_size(int64_t n) noexcept nogil:
     return 1 if n < 0 else _uvarint_size(_zigzag64(n)) + n
 
 
-cdef int _ce_read_row(const _CeCols *c, const _CeConf *f, int64_t i, int64_t row, _CeRow *r,
+cdef inline int _ce_read_row(const _CeCols *c, const _CeConf *f, int64_t i, int64_t row, _CeRow *r,
                       _CeErr *err) noexcept nogil:
     """Row i's fields, checked in the twin's order; its headers are sized, not copied."""
     cdef int64_t v, q, a, b, j, kl, vl
@@ -186,7 +189,7 @@ cdef inline uint8_t *_ce_blob(uint8_t *o, const uint8_t *p, int64_t n) noexcept 
     return o + n
 
 
-cdef uint8_t *_ce_write(uint8_t *o, const _CeCols *c, const _CeRow *r, int64_t body, uint64_t tsd,
+cdef inline uint8_t *_ce_write(uint8_t *o, const _CeCols *c, const _CeRow *r, int64_t body, uint64_t tsd,
                         uint64_t offd) noexcept nogil:
     """One record (DefaultRecord.writeTo's layout) at o; returns the end."""
     cdef int64_t j, kl, vl
@@ -261,7 +264,9 @@ cdef int _ce_run(const _CeCols *c, const _CeConf *f, _CeState *s, int64_t n, bin
     # the state and limits in locals: the byte writes below may alias any memory, so fields read
     # through pointers would be reloaded after each of them
     cdef _CeState st = s[0]
+    cdef _CeCols cl = c[0]  # the columns too (and read_row, write inlined): a measured 4 % of the kernel
     cdef int64_t rpb = f.rpb, max_bytes = f.max_bytes, no_ts = f.no_ts
+    c = &cl
     if write and st.count > 0:
         if n_closed > 0:      # the carried batch closes in this call: it moves to out first
             if RECORD_BATCH_OVERHEAD + st.sec_len > out_cap:
@@ -524,6 +529,8 @@ cdef class ColumnsEncoderV2:
         ends_a = np.empty(closed, np.int64)
         cdef int64_t[::1] ends_m = ends_a
         cdef uint8_t *out = <uint8_t *>PyBytes_AS_STRING(data)
+        if total >= (<int64_t>8 << 20):  # a large new output: faulted in 2 MiB at a time, not 4 KiB
+            kb_hugepages(out, total)
         cdef int64_t dummy64 = 0
         cdef _CeState st = self.s
         with nogil:

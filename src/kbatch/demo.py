@@ -1,6 +1,6 @@
 """The main job: generate sample Kafka topic directories, then read and analyse them with Spark.
 
-    python -m kbatch.demo [--dir ./sample-data] [--records 20000] [--no-spark]
+    python -m kbatch.demo [--dir ./sample-data] [--records 20000] [--no-spark] [--report | --no-report]
 
 1. writes ./sample-data/<topic>-<partition>/ folders of segments with indexes (only into a new or
    empty directory, or one an earlier run made and marked with a `.kbatch-demo` file): several
@@ -10,7 +10,9 @@
 2. starts a local Spark session and reads them with the `kafka-segments` data source (the JVM
    reader where its jar loads, the Python one otherwise; the demo says which);
 3. prints counts per partition, the KIP-937 timestamp report, offsets for a chosen time, and
-   what compaction saves (kbatch.compact on a copy, when kbatch has it).
+   what compaction saves (kbatch.compact on a copy, when kbatch has it);
+4. ends by auditing the sample data and writing its report page (`kbatch report`, the report
+   extra) to ./sample-data/report.html, and prints its path (with --no-spark only when --report).
 """
 from __future__ import annotations
 
@@ -137,6 +139,7 @@ def _writer(path: str, segment_bytes: int, now_ms: int, legacy: bool = False) ->
 
 # ------------------------------------------------------------------------------------ sample data
 MARKER = ".kbatch-demo"   # marks a directory the demo made; only such a directory's topics are replaced
+REPORT = "report.html"    # the sample data's page (kbatch report), written last
 TOPICS = ("orders-0", "orders-1", "orders-2", "payments-0", "legacy-0")
 
 
@@ -226,8 +229,9 @@ def generate(root: str, records: int = 20000, now_ms: int | None = None, seed: i
     w = _writer(os.path.join(root, "payments-0"), seg_bytes, now_ms)
     off = 0
     for txn, commit in ((1, True), (2, False), (3, True)):
+        # sequences count data records only: a marker takes an offset, not a sequence number
         b = BatchBuilder(compression=W.Compression.LZ4, base_offset=off, producer_id=4242, producer_epoch=0,
-                         base_sequence=off, is_transactional=True)
+                         base_sequence=(txn - 1) * 30, is_transactional=True)
         for i in range(30):
             b.append(now_ms - HOUR + off + i, f"pay-{txn}-{i}".encode(), f"amount={i * 10}".encode())
         off += 30
@@ -287,7 +291,10 @@ def _show(df: DataFrame, n: int = 30) -> None:
         print("  " + "  ".join(str(r[c]).ljust(w) for c, w in zip(cols, widths)))
 
 
-def run(root: str = "./sample-data", records: int = 20000, spark_enabled: bool = True) -> int:
+def run(root: str = "./sample-data", records: int = 20000, spark_enabled: bool = True,
+        with_report: bool | None = None) -> int:
+    """The demo; `with_report` (default: with Spark, the whole demo) ends it with the audit's page."""
+    page = spark_enabled if with_report is None else with_report
     t0 = time.time()
     root = os.path.abspath(root)
     say(f"writing sample topics under {root} ({records} order records in 3 partitions, plus payments-0 and legacy-0) ...")
@@ -299,7 +306,7 @@ def run(root: str = "./sample-data", records: int = 20000, spark_enabled: bool =
         segs = sorted(f for f in os.listdir(os.path.join(root, name)) if f.endswith(".log"))
         say(f"  {name}: {n} offsets in {len(segs)} segment(s)")
     if not spark_enabled:
-        return 0
+        return _report(root, now_ms) if page else 0
     say("starting a local Spark session (local[*]) ...")
     spark = _spark_session()
     import kbatch.spark as ks
@@ -333,7 +340,28 @@ def run(root: str = "./sample-data", records: int = 20000, spark_enabled: bool =
 
     _compaction(root, now_ms)
     spark.stop()
-    say(f"done in {time.time() - t0:.1f} s")
+    say(f"Spark part done in {time.time() - t0:.1f} s")
+    return _report(root, now_ms) if page else 0  # the page's path is the demo's last line
+
+
+def _report(root: str, now_ms: int) -> int:
+    """The audit of the sample data and its page (kbatch report), judged by the sample's clock;
+    the page's path is the demo's last line."""
+    from .cli.report import write_report
+    from .log.audit import AuditConfig
+    from .log.findings import counts
+
+    path = os.path.join(root, REPORT)
+    say("kbatch audit + report over the sample data (one header walk, CRCs checked) ...")
+    try:
+        result = write_report([root], path, config=AuditConfig(now=now_ms, cache=False, record_timestamps=True), title="kbatch demo: sample data")
+    except ModuleNotFoundError as e:
+        say(f"report: skipped: it needs plotly ({e}): pip install 'kafka-kbatch[report]'")
+        return 0
+    n = counts(result.findings)
+    say(f"  findings: {n['error']} error(s), {n['warning']} warning(s), {n['info']} info (the sample's future and "
+        f"1920 timestamps, its transactions); `kbatch audit {root}` lists them")
+    say(f"report: {path}")
     return 0
 
 
@@ -370,10 +398,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kbatch.demo", description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", default="./sample-data", help="where to write the sample topics")
     ap.add_argument("--records", type=int, default=20000, help="records across the orders partitions")
-    ap.add_argument("--no-spark", action="store_true", help="only generate the sample data")
+    ap.add_argument("--no-spark", action="store_true", help="only generate the sample data (and the report with --report)")
+    ap.add_argument("--report", action=argparse.BooleanOptionalAction, default=None,
+                    help="end with the audit's report page (default: with Spark)")
     args = ap.parse_args(argv)
     try:
-        return run(args.dir, args.records, not args.no_spark)
+        return run(args.dir, args.records, not args.no_spark, args.report)
     except DemoDirectoryError as e:
         print(f"[kbatch.demo] {e}", file=sys.stderr, flush=True)
         return 2

@@ -67,6 +67,8 @@ USAGE_ERRORS = [
     (["stats", "{root}/t-0", "--partition", "-1"], "--partition"),
     (["stats", "{root}/t-0", "--partition", "zero"], "--partition"),
     (["cat", "{root}/t-0", "--count", "many"], "--count"),
+    (["grep", "v", "{root}/nowhere"], "nowhere"),
+    (["grep", "v", "{root}/t-0", "--from", "yesterday"], "yesterday"),
     (["import", "{root}/rows.parquet", "--to", "{root}/out1", "--partitions", "0"], "--partitions"),
     # files of the wrong format
     (["import", "{root}/a.csv", "--to", "{root}/out2"], "not Parquet"),
@@ -83,6 +85,13 @@ USAGE_ERRORS = [
     # a log directory given where a partition is needed is fine (every partition of it); a file of
     # no segment is not
     (["verify", "{root}/a.csv"], "a.csv"),
+    # audit and report: paths, levels, config files, output directories
+    (["audit", "{root}/nowhere"], "nowhere"),
+    (["audit", "{root}/t-0", "--fail-on", "fatal"], "--fail-on"),
+    (["audit", "{root}/t-0", "--config", "{root}/no.properties"], "no.properties"),
+    (["audit", "{root}/t-0", "--after-max-ms", "-1"], "--after-max-ms"),
+    (["report", "{root}/nowhere", "-o", "{root}/r.html"], "nowhere"),
+    (["report", "{root}/t-0", "-o", "{root}/no/such/dir/r.html"], "does not exist"),
 ]
 
 
@@ -121,7 +130,8 @@ def test_every_command_takes_json_and_h(name, capsys):
 @pytest.mark.parametrize("argv", [["stats", "{root}/t-0"], ["verify", "{root}/t-0"], ["validate", "{root}/t-0"],
                                   ["offsets", "{root}/t-0", "--earliest"], ["cat", "{root}/t-0", "-c", "2"],
                                   ["compact", "{root}/t-0", "--dry-run", "--now", str(NOW)],
-                                  ["reindex", "{root}/t-0"], ["dump", "{root}/t-0/00000000000000000000.log"]])
+                                  ["reindex", "{root}/t-0"], ["dump", "{root}/t-0/00000000000000000000.log"],
+                                  ["audit", "{root}/t-0"]])
 def test_json_output_is_one_object_a_line(tree, capsys, argv):
     code, out, err = run([a.format(root=tree) for a in argv] + ["--json"], capsys)
     assert code == 0, err

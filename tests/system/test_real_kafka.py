@@ -550,6 +550,26 @@ def test_verify_exits_0(snapshot: Snapshot) -> None:
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
 
 
+#: what compaction leaves, said as info by the audit: the empty batch the cleaner keeps to hold a
+#: producer's last sequence, and an ABORT marker whose transaction's data the cleaner removed
+COMPACTION_TRACES = {"storage.empty-batch", "transaction.marker-without-data"}
+
+
+def test_audit_finds_nothing(snapshot: Snapshot) -> None:
+    """`kbatch audit` finds nothing wrong in what a real broker wrote: idempotent and transactional
+    producers (sequences, epochs, markers), compaction, LogAppendTime, several segments, internal
+    topics. The only findings are compaction's traces (info) in the compacted topic; the killed
+    copy's torn active tails (if any) are the one other thing it may name."""
+    r = _run("audit", str(snapshot.log_dir), "--json", "--fail-on", "warning")
+    doc = json.loads(r.stdout)
+    found = [f for f in doc["findings"] if not (snapshot.name == "killed" and f["check"] == "storage.truncated")]
+    wrong = [f for f in found if not (f["severity"] == "info" and f["check"] in COMPACTION_TRACES
+                                      and f["topic"] == "compacted")]
+    assert wrong == [], json.dumps(wrong[:10], indent=1)
+    assert r.returncode == (1 if len(found) < len(doc["findings"]) else 0), r.stderr
+    assert doc["totals"]["partitions"] >= len(TOPICS) and doc["totals"]["records"] > 0
+
+
 def test_offsets_equal_list_offsets(snapshot: Snapshot) -> None:
     """Log.offsets_for_times and offset_for(EARLIEST / LATEST / MAX_TIMESTAMP) answer what the
     broker's ListOffsets answered while it ran: offset, timestamp and leader epoch, for every target."""

@@ -114,7 +114,7 @@ def _all_modules() -> list[str]:
 
 STRICT_MODULES = _all_modules()
 # third-party packages without type information (Any to mypy)
-UNTYPED = "lz4.*,cramjam.*,zstandard.*,pyarrow.*,typer.*,rich.*,kafka.*,aiokafka.*,py4j.*,pandas.*,fsspec.*"
+UNTYPED = "lz4.*,cramjam.*,zstandard.*,pyarrow.*,typer.*,rich.*,kafka.*,aiokafka.*,py4j.*,pandas.*,fsspec.*,plotly.*"
 
 
 def _checkable(modules: list[str]) -> list[str]:

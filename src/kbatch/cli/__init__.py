@@ -9,6 +9,8 @@ draws progress bars. Exit codes (docs/cli.md):
     1  the command ran and found problems (corrupt batches, bad indexes, invalid timestamps)
     2  usage error, or a file/directory that cannot be read or written
 
+except `kbatch grep`, which exits as grep does: 0 a match, 1 none, 2 usage, 3 bytes it could not read.
+
 typer and rich come with the `cli` extra; without them `main()` says so and exits 2, except for
 `kbatch --version` (`-V`), which needs neither.
 """
@@ -22,13 +24,16 @@ from typing import Any
 
 from ._common import (EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, INSTALL_HINT, PROGRESS_MIN_BYTES, UsageProblem,
                       format_time, parse_time, partition_dirs, progress_bar, resolve_segments)
+from .audit import cmd_audit
 from .cat import cmd_cat
 from .compact import cmd_compact
 from .dump import cmd_dump
 from .export import cmd_export
+from .grep import cmd_grep
 from .import_ import cmd_import
 from .offsets import cmd_offsets
 from .reindex import cmd_reindex
+from .report import cmd_report
 from .serve import cmd_serve
 from .stats import cmd_stats
 from .validate import cmd_validate, timestamp_report
@@ -36,7 +41,7 @@ from .verify import cmd_verify
 
 # the command modules, in the order `kbatch --help` lists them
 COMMANDS = ("dump", "verify", "reindex", "offsets", "validate", "compact", "export", "import_", "serve", "cat",
-            "stats")
+            "grep", "stats", "audit", "report")
 
 
 def version_line() -> str:
@@ -121,5 +126,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 __all__ = ["main", "make_app", "COMMANDS", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_USAGE", "PROGRESS_MIN_BYTES",
            "UsageProblem", "version_line", "parse_time", "format_time", "progress_bar", "partition_dirs", "resolve_segments",
            "cmd_dump", "cmd_verify", "cmd_reindex", "cmd_offsets", "cmd_validate", "cmd_compact", "cmd_export",
-           "cmd_import", "cmd_serve", "cmd_cat", "cmd_stats",
+           "cmd_import", "cmd_serve", "cmd_cat", "cmd_grep", "cmd_stats", "cmd_audit", "cmd_report",
            "timestamp_report"]

@@ -29,7 +29,7 @@ PROGRESS_MIN_BYTES = 4 * 1024 * 1024
 PROGRESS_AFTER_S = 1.0
 
 # optional packages a command may need -> the kafka-kbatch extra that installs them
-OPTIONAL_DEPENDENCIES = {"pyarrow": "arrow", "pyspark": "spark"}
+OPTIONAL_DEPENDENCIES = {"pyarrow": "arrow", "pyspark": "spark", "plotly": "report"}
 INSTALL_HINT = "pip install typer rich (kafka-kbatch's 'cli' extra)"
 
 

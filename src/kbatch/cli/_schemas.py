@@ -17,10 +17,19 @@ from ._common import UsageProblem
 if TYPE_CHECKING:
     from ..values import SchemaSource, ValueFormat
 
-KINDS = ("avro", "json", "protobuf")
-#: kcat's and the registry's spellings
+KINDS = ("avro", "json", "protobuf", "json-plain")
+#: kcat's and the registry's spellings; json-plain: unframed JSON (kbatch.values.plain_json), no registry
 ALIASES = {"avro": "avro", "json": "json", "jsonschema": "json", "json_sr": "json", "protobuf": "protobuf",
-           "proto": "protobuf"}
+           "proto": "protobuf", "json-plain": "json-plain"}
+
+
+def _plain(kind: str) -> bool:
+    return kind.partition(":")[0] == "json-plain"
+
+
+def needs_source(kinds: dict[str, str]) -> bool:
+    """Does any -s kind read the registry's framing (json-plain needs no --schemas)?"""
+    return any(not _plain(k) for k in kinds.values())
 
 
 def source_for(schemas: str | None, registry: str | None = None) -> "SchemaSource":
@@ -29,7 +38,8 @@ def source_for(schemas: str | None, registry: str | None = None) -> "SchemaSourc
     spec = schemas if schemas is not None else registry
     if spec is None:
         raise UsageProblem("-s ...=avro|json|protobuf needs --schemas SOURCE (a _schemas partition directory, a "
-                           "registry URL or a folder of schema files) or -r URL")
+                           "registry URL or a folder of schema files) or -r URL (unframed JSON values: -s "
+                           "value=json-plain, no --schemas)")
     if schemas is not None and registry is not None:
         raise UsageProblem("give --schemas or -r, not both")
     try:
@@ -56,7 +66,10 @@ def split_serdes(specs: Sequence[str]) -> tuple[list[str], dict[str, str]]:
         if kind is None:
             rest.append(spec)
             continue
-        if colon:
+        if colon and kind == "json-plain":  # json-plain:SCHEMA_FILE: read it now, a usage error if it cannot be
+            _plain_format(f"{kind}:{pin}", spec)
+            kind = f"{kind}:{pin}"
+        elif colon:
             try:
                 parse_kind(f"{kind}:{pin}")
             except ValueError as e:
@@ -71,11 +84,26 @@ def split_serdes(specs: Sequence[str]) -> tuple[list[str], dict[str, str]]:
     return rest, kinds
 
 
-def format_for(kind: str, source: "SchemaSource") -> "ValueFormat":
-    """A format from an -s kind ("avro", or "avro:SUBJECT@VERSION": that reader schema pinned)."""
+def _plain_format(kind: str, spec: str | None = None) -> "ValueFormat":
+    from ..values import PlainJson, SchemaError
+
+    try:
+        return PlainJson.from_spec(kind)
+    except SchemaError as e:
+        raise UsageProblem(f"-s {spec or kind!r}: {e.detail}") from None
+    except ValueError as e:
+        raise UsageProblem(f"-s {spec or kind!r}: {e}") from None
+
+
+def format_for(kind: str, source: "SchemaSource | None") -> "ValueFormat":
+    """A format from an -s kind ("avro", or "avro:SUBJECT@VERSION": that reader schema pinned;
+    "json-plain[:SCHEMA_FILE]": unframed JSON, no source)."""
     from ..values import SchemaError, value_format
     from ..values.rules import parse_kind
 
+    if _plain(kind):
+        return _plain_format(kind)
+    assert source is not None
     name, pin = parse_kind(kind)
     try:
         if pin is None:
@@ -87,7 +115,7 @@ def format_for(kind: str, source: "SchemaSource") -> "ValueFormat":
         raise UsageProblem(f"-s ...={kind}: {e}") from None
 
 
-def formats(kinds: dict[str, str], source: "SchemaSource") -> dict[str, "ValueFormat"]:
+def formats(kinds: dict[str, str], source: "SchemaSource | None") -> dict[str, "ValueFormat"]:
     return {field: format_for(kind, source) for field, kind in kinds.items()}
 
 
@@ -126,7 +154,7 @@ def cat_serdes(specs: Sequence[str], schemas: str | None, registry: str | None =
         if schemas is not None or registry is not None:
             source_for(schemas, registry)  # a bad --schemas is a usage error even when unused
         return rest, lambda formatter: formatter
-    fmts = formats(kinds, source_for(schemas, registry))
+    fmts = formats(kinds, source_for(schemas, registry) if needs_source(kinds) or schemas or registry else None)
 
     def install(formatter: Any) -> Any:
         serdes = {field: _SchemaSerdes(f, field) for field, f in fmts.items()}
@@ -140,7 +168,9 @@ def cat_serdes(specs: Sequence[str], schemas: str | None, registry: str | None =
             obj = json.loads(plain_json(topic, partition, rec, tstype))
             for field, name in (("key", "key"), ("value", "payload")):
                 data = rec.key if field == "key" else rec.value
-                if field in serdes and obj.get(name) is not None and data is not None and len(data) >= 5:
+                if field in serdes and obj.get(name) is not None and data is not None and not serdes[field].fmt.framed:
+                    obj[name] = json.loads(obj[name])  # plain JSON: no schema id
+                elif field in serdes and obj.get(name) is not None and data is not None and len(data) >= 5:
                     obj[name] = json.loads(obj[name])
                     obj[f"{field}_schema_id"] = int.from_bytes(bytes(data[1:5]), "big", signed=True)
             return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
@@ -159,17 +189,19 @@ def export_typing(specs: Sequence[str], schemas: str | None, registry: str | Non
     every batch of a topic with the topic's column type so far (widened by field name)."""
     rest, kinds = split_serdes(list(specs))
     if rest:
-        raise UsageProblem(f"-s {rest[0]!r}: export decodes keys and values with avro, json or protobuf "
-                           f"(key=KIND / value=KIND, KIND:SUBJECT@VERSION to pin the reader schema)")
+        raise UsageProblem(f"-s {rest[0]!r}: export decodes keys and values with avro, json, protobuf or "
+                           f"json-plain (key=KIND / value=KIND, KIND:SUBJECT@VERSION to pin the reader schema, "
+                           f"json-plain:SCHEMA_FILE)")
     if on_decode_error not in ON_DECODE_ERROR:
         raise UsageProblem(f"--on-decode-error must be one of {', '.join(ON_DECODE_ERROR)}, not {on_decode_error!r}")
     if not kinds:
         if schemas is not None or registry is not None:
-            raise UsageProblem("--schemas: say which column it decodes, with -s value=avro|json|protobuf")
+            raise UsageProblem("--schemas: say which column it decodes, with -s value=avro|json|protobuf|json-plain")
         if on_decode_error != "fail":
-            raise UsageProblem("--on-decode-error is for typed columns: give -s value=avro|json|protobuf too")
+            raise UsageProblem("--on-decode-error is for typed columns: give -s value=avro|json|protobuf|json-plain too")
         return FileTyping({}, None, on_decode_error)
-    return FileTyping(kinds, source_for(schemas, registry), on_decode_error)
+    return FileTyping(kinds, source_for(schemas, registry) if needs_source(kinds) or schemas or registry else None,
+                      on_decode_error)
 
 
 class FileTyping:
@@ -213,7 +245,6 @@ class FileTyping:
             return rb
         fmts = self.per_topic.get(topic)
         if fmts is None:
-            assert self.source is not None
             fmts = self.per_topic[topic] = formats(self.kinds, self.source)
         failed: dict[int, list[SchemaError]] = {}
 

@@ -164,7 +164,8 @@ class Serdes:
             bad = [c for c in spec if c not in " <>bBhHiIqQcs$"]
             if not spec or bad:
                 raise UsageProblem(f"-s {spec!r}: a deserializer is text, hex, base64, a kcat pack-format "
-                                   f"(<>bBhHiIqQcs$), or avro, json, protobuf (with --schemas or -r)")
+                                   f"(<>bBhHiIqQcs$), avro, json, protobuf (with --schemas or -r), or "
+                                   f"json-plain[:SCHEMA.json]")
 
     def __call__(self, data: bytes) -> bytes:
         if self.spec == "text":
@@ -577,7 +578,7 @@ def register(app: "typer.Typer") -> None:
             delim: Annotated[str, typer.Option("-D", help="Delimiter after each record (default \\n).")] = "\\n",
             key_delim: Annotated[Optional[str], typer.Option("-K", help="Print keys, then this delimiter, then values.")] = None,
             null: Annotated[bool, typer.Option("-Z", help="Print NULL for empty and null keys and values.")] = False,
-            serdes: Annotated[Optional[List[str]], typer.Option("-s", help="key=S / value=S / S: text, hex, base64, a kcat pack-format (e.g. '>i'), or avro, json, protobuf (Schema Registry framing, with --schemas or -r).")] = None,
+            serdes: Annotated[Optional[List[str]], typer.Option("-s", help="key=S / value=S / S: text, hex, base64, a kcat pack-format (e.g. '>i'), avro, json, protobuf (Schema Registry framing, with --schemas or -r), or json-plain[:SCHEMA.json] (unframed JSON).")] = None,
             schemas: Annotated[Optional[str], typer.Option("--schemas", help="Where -s avro/json/protobuf find schemas: a _schemas partition directory, a registry URL or a folder of <id>.avsc/.json/.proto files.")] = None,
             registry: Annotated[Optional[str], typer.Option("-r", help="A Schema Registry URL (kcat's option; the same as --schemas URL).")] = None,
             exit_at_end: Annotated[bool, typer.Option("-e", help="Exit at the end (always: files end).")] = False,

@@ -212,10 +212,10 @@ def cmd_export(path: "PathLike", *, to: str, fmt: str | None = None, batch_field
     fmt_name = _format(to, fmt)
     if fmt_name in ("delta", "iceberg"):
         from ._export_table import cmd_export_table
-        from ._schemas import source_for, split_serdes
+        from ._schemas import needs_source, source_for, split_serdes
 
         _rest, kinds = split_serdes(serdes or [])  # export_typing refused the rest
-        source = source_for(schemas, registry) if kinds else None
+        source = source_for(schemas, registry) if kinds and (needs_source(kinds) or schemas or registry) else None
         return cmd_export_table(str(path), to=to, fmt=fmt_name, quiet=quiet, as_json=as_json, out=out, err=err,
                                 key_schema=kinds.get("key"), value_schema=kinds.get("value"), schemas=source,
                                 topics=topics, partitions=partitions, exclude_topics=exclude_topics,
@@ -390,7 +390,7 @@ def register(app: "typer.Typer") -> None:
                batch_fields: Annotated[bool, typer.Option("--batch-fields", help="Add producerId, producerEpoch, baseSequence, isTransactional, isControl.")] = False,
                binary: Annotated[str, typer.Option("--binary", help="JSON lines and CSV: keys and values as base64 (lossless) or text (UTF-8).")] = "base64",
                overwrite: Annotated[bool, typer.Option("--overwrite", help="Export every segment again, even those done before.")] = False,
-               serdes: Annotated[Optional[List[str]], typer.Option("-s", help="key=KIND / value=KIND: avro, json or protobuf (Schema Registry framing): a typed column instead of bytes.")] = None,
+               serdes: Annotated[Optional[List[str]], typer.Option("-s", help="key=KIND / value=KIND: avro, json or protobuf (Schema Registry framing), or json-plain[:SCHEMA.json] (unframed JSON): a typed column instead of bytes.")] = None,
                schemas: Annotated[Optional[str], typer.Option("--schemas", help="Schemas for -s: a _schemas partition directory, a registry URL or a folder of <id>.avsc/.json/.proto files.")] = None,
                registry: Annotated[Optional[str], typer.Option("-r", help="A Schema Registry URL (kcat's option; the same as --schemas URL).")] = None,
                catalog: Annotated[Optional[str], typer.Option("--catalog", help="Iceberg: catalog URI (sqlite:///file.db, default <warehouse>/catalog.db; http(s):// a REST catalog).")] = None,

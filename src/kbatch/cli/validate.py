@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     import typer
     from typing_extensions import NotRequired
 
+    from ..log.findings import Finding
+
     from .._typing import PathLike
     from ..log.segment import SegmentFiles
 
@@ -165,17 +167,20 @@ def cmd_validate(path: "PathLike", *, before_max_ms: int = W.INT64_MAX, after_ma
     now_value = now_ms() if now is None else now
     if before_max_ms < 0 or after_max_ms < 0:
         raise UsageProblem("--before-max-ms and --after-max-ms must be >= 0")
+    from ..log.findings import Finding, Severity
+
     left_out: list[str] = []
     parts = resolve_segments(path, left_out)
     total = total_size(parts)
-    bad = len(left_out)
+    findings: list[Finding] = []
     for p in left_out:
         sys.stderr.write(f"kbatch: {p}\n")
+        findings.append(Finding("storage.unreadable", Severity.ERROR, p))
     with progress_bar(total, "validate", quiet) as advance:
         for d, segs in parts:
             name = partition_name(d)
             rep = timestamp_report(segs, now_value, before_max_ms, after_max_ms, advance)
-            bad += rep["too_old"] + rep["too_new"] + len(rep["unreadable"])
+            findings += validate_findings(d, rep)
             if as_json:
                 emit(out, dict(partition=name, path=d, now=now_value, before_max_ms=before_max_ms,
                                 after_max_ms=after_max_ms, **rep))
@@ -201,7 +206,26 @@ def cmd_validate(path: "PathLike", *, before_max_ms: int = W.INT64_MAX, after_ma
         lo, hi = _sat(now_value - before_max_ms), _sat(now_value + after_max_ms)
         out.write(f"allowed: [{lo}, {hi}] = [{format_time(lo)}, {format_time(hi)}], now {now_value} "
                   f"({format_time(now_value)})\n")
-    return EXIT_PROBLEMS if bad else EXIT_OK
+    return EXIT_PROBLEMS if findings else EXIT_OK
+
+
+def validate_findings(directory: str, rep: TimestampReport) -> "list[Finding]":
+    """A partition's timestamp report as findings (the one model of verify, validate and audit):
+    one error per unreadable place, one for the records too old and one for those too new (at the
+    first offending offset, with the count)."""
+    from ..log.findings import Finding, Severity
+    from ..log.layout import describe
+
+    part = describe(directory, [])
+    out = [Finding("storage.unreadable", Severity.ERROR, u["message"], part.topic, part.partition, segment=u["file"],
+                   position=u["position"], details={"bytes": u.get("bytes")}) for u in rep["unreadable"]]
+    for side, check, bound in (("old", "timestamp.too-old", "lower_bound"), ("new", "timestamp.future", "upper_bound")):
+        n = rep["too_old"] if side == "old" else rep["too_new"]
+        if n:
+            first = rep["first_too_old_offset"] if side == "old" else rep["first_too_new_offset"]
+            out.append(Finding(check, Severity.ERROR, f"{n} record(s) too {side} (KIP-937)", part.topic,
+                               part.partition, first, first, details={"records": n, bound: rep[bound]}))  # type: ignore[literal-required]
+    return out
 
 
 def _sat(v: int) -> int:

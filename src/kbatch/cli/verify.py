@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import KBatchError
+from ..log.findings import Finding, Severity
 from ._common import (EXIT_OK, EXIT_PROBLEMS, UsageProblem, emit, flags, progress_bar, resolve_segments, run,
                       total_size)
 
@@ -30,16 +31,33 @@ class _Verifier:
     def __init__(self, advance: Callable[[int], object], deep: bool = True) -> None:
         self.advance = advance
         self.deep = deep
-        # JSON objects (--json lines): file, position, message, and for problems their kind
-        self.problems: list[dict[str, Any]] = []
-        self.notes: list[dict[str, Any]] = []     # index entries in forms older brokers write (valid)
+        # what was found, in the one finding model of verify, validate and audit (kbatch.log.findings):
+        # problems are errors ("verify.<kind>"), index entries in forms older brokers write (valid)
+        # are info notes ("verify.index-form")
+        self.findings: list[Finding] = []
         self.segments = 0
         self.batches = 0
         self.records = 0
         self.bytes = 0
 
     def problem(self, file: "PathLike", position: int | None, message: str, **extra: str) -> None:
-        self.problems.append(dict(file=os.fspath(file), position=position, message=message, **extra))
+        kind = extra.get("kind")
+        self.findings.append(Finding(f"verify.{kind}" if kind else "verify", Severity.ERROR, message,
+                                     segment=os.fspath(file), position=position, details=dict(extra)))
+
+    def note(self, file: "PathLike", position: int | None, message: str) -> None:
+        self.findings.append(Finding("verify.index-form", Severity.INFO, message, segment=os.fspath(file),
+                                     position=position))
+
+    @property
+    def problems(self) -> list[dict[str, Any]]:
+        """The error findings as verify's --json lines have always said them: file, position,
+        message and kind."""
+        return [_verify_json(f) for f in self.findings if f.severity == Severity.ERROR]
+
+    @property
+    def notes(self) -> list[dict[str, Any]]:
+        return [_verify_json(f) for f in self.findings if f.severity == Severity.INFO]
 
     def partition(self, directory: str, segments: "Iterable[SegmentFiles]") -> None:
         """segments: kbatch SegmentFiles (any layout, local or remote), by base offset."""
@@ -271,7 +289,7 @@ class _Verifier:
                         if f.problem:
                             self.problem(ipath, f.position, f.message, kind="index")
                         else:
-                            self.notes.append(dict(file=ipath, position=f.position, message=f.message))
+                            self.note(ipath, f.position, f.message)
             finally:
                 index.close()
 
@@ -299,6 +317,10 @@ class _Verifier:
         return True
 
 
+def _verify_json(f: Finding) -> dict[str, Any]:
+    return dict(file=f.segment, position=f.position, message=f.message, **f.details)
+
+
 def _txn_text(t: "AbortedTxn | None") -> str:
     if t is None:
         return "nothing (no such entry)"
@@ -318,27 +340,28 @@ def cmd_verify(path: "PathLike", *, quiet: bool = False, as_json: bool = False, 
             v.problem(text.split(": ", 1)[0], None, text.split(": ", 1)[-1], kind="file")
         for d, segs in parts:
             v.partition(d, segs)
+    problems, notes = v.problems, v.notes
     summary = dict(partitions=len(parts), segments=v.segments, batches=v.batches, records=v.records,
-                   bytes=v.bytes, problems=len(v.problems), notes=len(v.notes))
+                   bytes=v.bytes, problems=len(problems), notes=len(notes))
     if as_json:
-        for p in v.problems:
+        for p in problems:
             emit(out, dict(type="problem", **p))
-        for n in v.notes:
+        for n in notes:
             emit(out, dict(type="note", **n))
-        emit(out, dict(type="summary", ok=not v.problems, **summary))
+        emit(out, dict(type="summary", ok=not problems, **summary))
     else:
-        for p in v.problems:
+        for p in problems:
             where = f" at byte {p['position']}" if p["position"] is not None else ""
             out.write(f"{p['file']}{where}: {p['message']}\n")
-        if v.notes and not quiet:
-            files = sorted({n["file"] for n in v.notes})
-            out.write(f"note: {len(v.notes)} index entr{'ies' if len(v.notes) != 1 else 'y'} in {len(files)} file(s) "
-                      f"are in a form older brokers write, valid ({v.notes[0]['file']}: {v.notes[0]['message']})\n")
-        if not quiet or v.problems:
-            verdict = "OK" if not v.problems else f"{len(v.problems)} problem{'s' * (len(v.problems) != 1)} found"
+        if notes and not quiet:
+            files = sorted({n["file"] for n in notes})
+            out.write(f"note: {len(notes)} index entr{'ies' if len(notes) != 1 else 'y'} in {len(files)} file(s) "
+                      f"are in a form older brokers write, valid ({notes[0]['file']}: {notes[0]['message']})\n")
+        if not quiet or problems:
+            verdict = "OK" if not problems else f"{len(problems)} problem{'s' * (len(problems) != 1)} found"
             out.write(f"{verdict}: {summary['partitions']} partition(s), {v.segments} segment(s), {v.batches} "
                       f"batches, {v.records} records, {v.bytes} bytes checked\n")
-    return EXIT_PROBLEMS if v.problems else EXIT_OK
+    return EXIT_PROBLEMS if problems else EXIT_OK
 
 
 def register(app: "typer.Typer") -> None:

@@ -865,21 +865,45 @@ class FetchResult:
         problems, notes = damage_verdict(self.log, lookups)
         return [p for p in problems if not p.startswith(named)], [p for p in notes if not p.startswith(named)]
 
-    def records(self) -> Iterator[tuple[Batch, Record]]:
+    def data_rows(self) -> Iterator[tuple[FetchedWindow, np.ndarray]]:
+        """Per window read (windows()), the rows of the batches whose records a consumer application
+        gets, in offset order: data batches, and under read_committed not those of aborted
+        transactions (AbortedFilter.aborted_rows: from the header columns). records() reads
+        these rows; a reader working on a window's columns (kbatch grep) takes them as they are."""
+        filt = self._filter()
+        for w in self.windows():
+            s, a, b = w.window, w.start, w.stop
+            keep = ~((s["magic"][a:b] >= 2) & ((s["attributes"][a:b] & W.CONTROL_FLAG_MASK) != 0))
+            if filt is not None:
+                keep &= ~filt.aborted_rows(s, a, b)
+            yield w, a + np.flatnonzero(keep)
+
+    def records(self, select: Select | None = None) -> Iterator[tuple[Batch, Record]]:
         """(batch, record) as a consumer application gets them: offsets in [start_offset,
         upper_offset), control records never, records of aborted transactions not under
-        read_committed."""
+        read_committed. `select(window, rows)`: which records of those rows' batches are wanted,
+        as (batch, records) in offset order (kbatch grep's search, kbatch.record.search); every
+        record of every row when None."""
+        from ..record.file_records import batch_at
+
         lo, hi = self.start_offset, self.upper_offset
-        for fb in self.batches():
-            b = fb.batch
-            if b.is_control or fb.aborted:
-                continue
-            for r in b:
-                if r.offset < lo:
-                    continue
-                if r.offset >= hi:
-                    return
-                yield b, r
+        for w, rows in self.data_rows():
+            picked: Iterable[tuple[Batch, Iterable[Record]]]
+            if select is None:
+                picked = ((b, b) for b in (batch_at(w.window, j) for j in rows.tolist()))
+            else:
+                picked = select(w.window, rows)
+            for b, recs in picked:
+                for r in recs:
+                    if r.offset < lo:
+                        continue
+                    if r.offset >= hi:
+                        return
+                    yield b, r
+
+
+#: records()'s `select`: (a scan window, rows of it) -> (batch, the records wanted) in offset order
+Select = Callable[["Window", np.ndarray], Iterable[tuple["Batch", Iterable["Record"]]]]
 
 
 #: a lookup a reader made: (what it is called on stderr, its target, the answer)
@@ -925,5 +949,5 @@ def read_log(log: Log, start_offset: int, end_offset: int | None = None, *,
 
 __all__ = ["IsolationLevel", "read_log", "FetchResult", "FetchedBatch", "FetchedWindow", "UnreadableRange", "UnreadableDataError",
            "partial_tail_ignored", "Lookup", "damage_verdict", "hole_at", "unreadable_at",
-           "AbortedFilter", "TxnSource", "TxnState", "UnknownTxn", "undecided_at", "OffsetOrder", "offset_disorder", "aborted_transactions", "merge_aborted", "transaction_state", "cached_transaction_state",
+           "AbortedFilter", "Select", "TxnSource", "TxnState", "UnknownTxn", "undecided_at", "OffsetOrder", "offset_disorder", "aborted_transactions", "merge_aborted", "transaction_state", "cached_transaction_state",
            "collect_aborted_txns", "last_stable_offset"]

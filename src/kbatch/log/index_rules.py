@@ -105,34 +105,38 @@ class SegmentBatches:
     magic: npt.NDArray[np.int64]
     attributes: npt.NDArray[np.int64]
 
-    def __init__(self, buf: FileRecords | bytes | bytearray | memoryview) -> None:
+    def __init__(self, buf: FileRecords | bytes | bytearray | memoryview,
+                 columns: dict[str, Any] | None = None) -> None:
+        """`columns`: the segment's header columns when a walk already has them (from the start of
+        the file up to where it could be read), so the file is not scanned again."""
         self.buf = buf
-        cols: dict[str, list[npt.NDArray[np.int64]]] = {k: [] for k in ("position", "size", "base_offset", "last_offset", "max_timestamp", "magic",
-                                "attributes")}
-        try:
-            scans: Iterable[dict[str, Any]] = (buf.scan(reuse=True) if not isinstance(buf, (bytes, bytearray, memoryview))
-                                               else scan_headers(memoryview(buf)))
-            for s in scans:
-                for k in cols:
-                    cols[k].append(np.asarray(s[k], dtype=np.int64))
-        except FileChangedError:
-            raise  # the file changed under us: nothing here can be judged against it
-        except KBatchError:
-            pass  # the rules judge entries against the batches that can be read
-        for k, parts in cols.items():
-            setattr(self, k, np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64))
+        names = ("position", "size", "base_offset", "last_offset", "max_timestamp", "magic", "attributes")
+        if columns is not None:
+            for k in names:
+                setattr(self, k, np.asarray(columns[k], dtype=np.int64))
+        else:
+            cols: dict[str, list[npt.NDArray[np.int64]]] = {k: [] for k in names}
+            try:
+                scans: Iterable[dict[str, Any]] = (buf.scan(reuse=True) if not isinstance(buf, (bytes, bytearray, memoryview))
+                                                   else scan_headers(memoryview(buf)))
+                for s in scans:
+                    for k in cols:
+                        cols[k].append(np.asarray(s[k], dtype=np.int64))
+            except FileChangedError:
+                raise  # the file changed under us: nothing here can be judged against it
+            except KBatchError:
+                pass  # the rules judge entries against the batches that can be read
+            for k, parts in cols.items():
+                setattr(self, k, np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64))
         n = len(self.position)
         self.count = n
-        # effective max timestamp per batch (INT64_MIN when it does not count: decision 5 floors)
-        eff = np.full(n, W.INT64_MIN, dtype=np.int64)
-        has = np.zeros(n, dtype=bool)
-        for i, (ts, magic, attrs) in enumerate(zip(self.max_timestamp.tolist(), self.magic.tolist(),
-                                                    self.attributes.tolist())):
-            if ts > time_floor(magic, attrs):
-                eff[i], has[i] = ts, True
+        # effective max timestamp per batch (INT64_MIN when it does not count: time_floor, decision 5)
+        floor = np.where((self.magic == 2) & ((self.attributes & W.TIMESTAMP_EXTENDED_FLAG_MASK) != 0),
+                         np.int64(W.INT64_MIN), np.int64(W.NO_TIMESTAMP))
+        has = self.max_timestamp > floor
+        eff = np.where(has, self.max_timestamp, np.int64(W.INT64_MIN))
         self.running = np.maximum.accumulate(eff) if n else eff
         self.running_known = np.logical_or.accumulate(has) if n else has
-        self._pos_index = {p: i for i, p in enumerate(self.position.tolist())}
         self._first_inner: dict[int, int] = {}
 
     @property
@@ -141,7 +145,8 @@ class SegmentBatches:
 
     def batch_at(self, position: int) -> int | None:
         """Row of the batch starting at `position`, or None."""
-        return self._pos_index.get(position)
+        i = int(np.searchsorted(self.position, position))
+        return i if i < self.count and int(self.position[i]) == position else None
 
     def batch_holding(self, offset: int) -> int | None:
         """Row of the batch whose offsets [base, last] hold `offset`, or None."""

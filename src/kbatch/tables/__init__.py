@@ -172,7 +172,9 @@ def export_table(logs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
     the union of their fields (kbatch.values.rules), unless a reader schema is pinned
     ("avro:SUBJECT@VERSION", or a format with reader_schema=); the table records which, and refuses
     a later run that reads with another. The table's column type widens by field name as schemas
-    evolve (docs/tables.md, "Typed columns").
+    evolve (docs/tables.md, "Typed columns"). Plain (unframed) JSON values: "json-plain" (the
+    schema inferred from each topic's first values) or "json-plain:SCHEMA_FILE", no `schemas`
+    (docs/schemas.md, "Plain JSON values").
     on_decode_error: "fail" (a key/value that does not decode stops its partition, not advanced),
     "null" (the row is written with a null key/value), "dead-letter" (the raw record and the error
     go to the table `<to>_dead_letter`, exactly once across reruns, and not into `to`).
@@ -274,8 +276,9 @@ def _check_isolation(target: Any, level: IsolationLevel, compacted: bool, includ
         if had is not None and had != rule[READER_PROPERTY]:
             raise KBatchError(f"{target.uri}: the table's typed columns read values with {had}; this run reads with "
                               f"{rule[READER_PROPERTY]} (\"writer\": each value's writer schema; \"reader:<hash>\": a "
-                              f"pinned reader schema): the same bytes would read differently in one table. Export "
-                              f"with the table's rule, or into a new table")
+                              f"pinned reader schema; \"json-plain:...\": plain JSON's given or inferred schema): "
+                              f"the same bytes would read differently in one table. Export with the table's rule, or "
+                              f"into a new table")
         props_out.update(rule)
     return props_out
 

@@ -121,12 +121,19 @@ class Typing:
         if on_decode_error != "fail" and not self.wanted:
             raise ValueError("on_decode_error is for typed columns: give value_schema= / key_schema= too")
         self.on_decode_error = on_decode_error
-        kinds = [s for s in self.wanted.values() if isinstance(s, str)]
+        from ..values.plain_json import plain_spec
+
+        kinds = [s for s in self.wanted.values() if isinstance(s, str) and not plain_spec(s)]
         if kinds and schemas is None:
             raise ValueError(f"key_schema/value_schema {kinds[0]!r} names a format: it needs schemas= (a _schemas "
                              f"partition directory, a registry URL, a folder of schema files or a SchemaSource)")
         self.pins: dict[str, tuple[str, int | None] | None] = {}
         for field, want in self.wanted.items():
+            if plain_spec(want):  # unframed JSON: a format per topic (each infers its own schema)
+                from ..values import PlainJson
+
+                PlainJson.from_spec(str(want))  # a schema file that cannot be read fails now
+                continue
             if isinstance(want, str):
                 kind, pin = parse_kind(want)
                 if kind not in KINDS:
@@ -176,12 +183,17 @@ class Typing:
 
     def formats(self, topic: str | None) -> dict[str, ValueFormat]:
         from ..values import topic_format
+        from ..values.plain_json import plain_spec
 
         fmts = self._formats.get(topic)
         if fmts is None:
             fmts = self._formats[topic] = {}
             for field, want in self.wanted.items():
-                if isinstance(want, str):
+                if plain_spec(want):
+                    from ..values import PlainJson
+
+                    fmts[field] = PlainJson.from_spec(str(want))
+                elif isinstance(want, str):
                     assert self.source is not None
                     fmts[field] = topic_format(want, self.source, topic, field, self.pins.get(field))
                 else:

@@ -18,6 +18,7 @@ from .errors import (PayloadError, PayloadLimitError, SchemaError, SchemaSourceE
                      WrongMagicError)
 from .framing import frame, header, message_indexes
 from .json_schema import JsonSchema
+from .plain_json import PlainJson, infer_schema
 from .protobuf import Protobuf
 from .sources import (DirectorySchemas, Reference, RegisteredSchema, RegistrySchemas, SchemaSource,
                       SchemaSourceUnavailable, TopicSchemas, open_schemas)
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from .._typing import PathLike
 
 #: a value format: what decode_columns' key_schema= / value_schema= take
-ValueFormat = Union[Avro, JsonSchema, Protobuf]
+ValueFormat = Union[Avro, JsonSchema, Protobuf, PlainJson]
 FORMATS = {"avro": Avro, "json": JsonSchema, "protobuf": Protobuf}
 
 
@@ -68,6 +69,8 @@ def reader_rule(fmt: "ValueFormat") -> str:
 
     from .rules import pinned
 
+    if isinstance(fmt, PlainJson):
+        return fmt.rule()
     if not pinned(fmt):
         return "writer"
     raw = getattr(fmt, "_reader_raw", None)
@@ -109,7 +112,7 @@ def typed_columns(table: "pa.Table", *, key_schema: ValueFormat | None = None,
     return table
 
 
-__all__ = ["Avro", "JsonSchema", "Protobuf", "ValueFormat", "value_format", "topic_format", "reader_rule", "decode_column", "typed_columns",
+__all__ = ["Avro", "JsonSchema", "Protobuf", "PlainJson", "infer_schema", "ValueFormat", "value_format", "topic_format", "reader_rule", "decode_column", "typed_columns",
            "SchemaSource", "TopicSchemas", "RegistrySchemas", "DirectorySchemas", "open_schemas", "RegisteredSchema",
            "Reference", "SchemaError", "WrongMagicError", "UnknownSchemaError", "PayloadError", "PayloadLimitError",
            "SchemaSourceError", "SchemaSourceUnavailable",

@@ -15,6 +15,8 @@ class Format:
     `decode_arrow(column, offsets, what)` (an Arrow binary array in; None: not this column)."""
 
     kind = ""
+    #: values carry the registry's header (magic byte, schema id); False: plain values, one schema
+    framed = True
     #: inside decode_column: the items that take no bytes (kbatch.values.limits.MAX_EMPTY_ITEMS) the
     #: parts of the column decoded so far hold, each part adding its own once it decodes (a part that
     #: fails adds nothing: on_error's halving then finds the value that broke the bound); None

@@ -99,9 +99,19 @@ def _fits(v: Any, want: str) -> bool:
     return isinstance(v, str)
 
 
-def _shape(v: Any, node: _JNode, path: str = "") -> Any:
+def _where(path: Any) -> str:
+    """A JSON pointer from _shape's lazy path ((parent, key) pairs; () is the root)."""
+    parts = []
+    while path:
+        path, key = path
+        parts.append(str(key))
+    return "/" + "/".join(reversed(parts)) if parts else "/"
+
+
+def _shape(v: Any, node: _JNode, path: Any = ()) -> Any:
     """A parsed JSON value made to fit node's Arrow type (text columns get the JSON text); a value
-    of another type than its column's raises _Mismatch (null stays null)."""
+    of another type than its column's raises _Mismatch (null stays null). The path is built only
+    for an error message (it is most of the work when built for every field)."""
     if v is None:
         return None
     k = node.kind
@@ -109,19 +119,25 @@ def _shape(v: Any, node: _JNode, path: str = "") -> Any:
         return v if isinstance(v, str) else json.dumps(v, separators=(",", ":"), ensure_ascii=False)
     if k == "object":
         if not isinstance(v, dict):
-            raise _Mismatch(f"expected an object at {path or '/'}, found {_json_type(v)}")
-        return {name: _shape(v.get(name), child, f"{path}/{name}") for name, child in node.fields}
+            raise _Mismatch(f"expected an object at {_where(path)}, found {_json_type(v)}")
+        return {name: _shape(v.get(name), child, (path, name)) for name, child in node.fields}
     if k == "array":
         if not isinstance(v, list):
-            raise _Mismatch(f"expected an array at {path or '/'}, found {_json_type(v)}")
-        assert node.item is not None
-        return [_shape(x, node.item, f"{path}/{i}") for i, x in enumerate(v)]
+            raise _Mismatch(f"expected an array at {_where(path)}, found {_json_type(v)}")
+        item = node.item
+        assert item is not None
+        return [_shape(x, item, (path, i)) for i, x in enumerate(v)]
     want = _JSON_TYPES.get(str(node.type), "string")
     if not _fits(v, want):
         found = _json_type(v)
         if found == "integer" and want == "integer":
             found = f"integer {v}, outside int64"
-        raise _Mismatch(f"expected {want} at {path or '/'}, found {found}")
+        raise _Mismatch(f"expected {want} at {_where(path)}, found {found}")
+    if want == "number":  # an integer past 2**53 too (pyarrow refuses to round one into a double)
+        try:
+            return float(v)
+        except OverflowError:  # past the doubles: infinity, as json.loads reads 1e400
+            return float("inf") if v > 0 else float("-inf")
     return v
 
 

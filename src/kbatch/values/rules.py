@@ -122,7 +122,8 @@ def decode_column(fmt: Any, column: "pa.Array", offsets: "pa.Array | None", what
     import pyarrow as pa
 
     n = len(column)
-    if n == 0 or column.null_count == n or pinned(fmt) or not (pa.types.is_binary(column.type) or
+    if n == 0 or column.null_count == n or pinned(fmt) or not getattr(fmt, "framed", True) or not (
+            pa.types.is_binary(column.type) or
                                                                 pa.types.is_large_binary(column.type)):
         return _decode(fmt, column, offsets, what, on_error, np.arange(n))
     valid, framed, sids = _framing(column)
