@@ -244,7 +244,8 @@ class SummaryCache:
     log directory): what a CRC-checked scan of the whole .log found, so that a later summary of the
     same unchanged file reads none of it. An entry is used only when the file's path, size,
     mtime_ns, device and inode are those it was made from and the bytes of its last batch header
-    are still the same; an entry that does not read (damaged, another version) is ignored."""
+    are still the same; an entry that does not read (damaged, another version) is ignored. The
+    active segment, which grows, has a prefix entry instead (load_prefix: docs/summary.md)."""
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
@@ -363,7 +364,8 @@ class SummaryCache:
 
     def load_times(self, seg: LogSegment, prefix: bool = False) -> dict[int, tuple[np.ndarray, np.ndarray]] | None:
         """{batch position: (its records' timestamps, which have one)} of a verified sealed segment's
-        batches whose timestamps a header does not give, or None."""
+        batches whose timestamps a header does not give (prefix: those walked inside the verified
+        prefix of a segment that grows), or None."""
         got = self._load(seg, ".prefix.ts" if prefix else ".ts", ("position", "start", "ts", "has"), prefix)
         if got is None:
             return None
@@ -394,14 +396,15 @@ class SummaryCache:
 
 def _write_entry(f: Any, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
     cols = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
+    raw = [v.tobytes() for v in cols.values()]
     crc = 0
-    for v in cols.values():
-        crc = zlib.crc32(v.view(np.uint8) if v.size else b"", crc)
+    for b in raw:
+        crc = zlib.crc32(b, crc)
     meta = dict(meta, columns=[[k, v.dtype.str, int(v.shape[0])] for k, v in cols.items()], crc=crc)
     head = json.dumps(meta).encode()
     f.write(_ENTRY_MAGIC + len(head).to_bytes(4, "big") + head)
-    for v in cols.values():
-        f.write(v.view(np.uint8).tobytes() if v.size else b"")
+    for b in raw:
+        f.write(b)
 
 
 def _read_entry(path: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
