@@ -17,6 +17,7 @@ from kbatch.log.fetch import UnreadableDataError
 from kbatch.log.summary import SummaryCache, histogram, summarize
 
 from log.test_compaction import LogGen, write_segments
+from support import read_path_cases as C
 
 COUNTERS = ("cached_segments", "scanned_segments", "cached_bytes", "scanned_bytes")
 
@@ -170,3 +171,28 @@ def test_prefix_of_a_rolled_segment_and_what_it_misses(tmp_path, backend):
         assert ei.value.range.position == at
     finally:
         log.close()
+
+
+
+@pytest.fixture(scope="module")
+def parts(tmp_path_factory):
+    return C.build_all(str(tmp_path_factory.mktemp("prefix-matrix")))
+
+
+@pytest.mark.parametrize("case", sorted(C.CASES))
+def test_matrix_cached_twice_is_the_full_read(parts, tmp_path, case):
+    """Every read-path case (damage, transactions, indexes): the summary made with the cache (the
+    first time, then from what it remembered) equals the one made without, or raises the same."""
+    cache = SummaryCache(str(tmp_path / "c"))
+    for skip in (True, False):
+        outcomes = []
+        for c in (False, cache, cache):
+            log = kbatch.Log.open(parts[case])
+            try:
+                s = summarize(log, cache=c, skip_unreadable=skip).to_dict()
+                outcomes.append({k: v for k, v in s.items() if k not in COUNTERS})
+            except UnreadableDataError as e:
+                outcomes.append(("raised", str(e.range)))
+            finally:
+                log.close()
+        assert outcomes[1] == outcomes[0] and outcomes[2] == outcomes[0], (case, skip)
