@@ -14,6 +14,7 @@ import pytest
 
 import kbatch
 from kbatch.log.fetch import UnreadableDataError
+from kbatch.log import summary as S
 from kbatch.log.summary import SummaryCache, histogram, summarize
 
 from log.test_compaction import LogGen, write_segments
@@ -64,7 +65,8 @@ def _split(gen):
 
 
 @pytest.mark.parametrize("open_txn", [False, True], ids=["closed", "open-txn"])
-def test_active_prefix_append_torn_truncate_replace(tmp_path, backend, open_txn):
+def test_active_prefix_append_torn_truncate_replace(tmp_path, backend, open_txn, monkeypatch):
+    monkeypatch.setattr(S, "_PREFIX_STEP", 0)   # the prefix moves on at every append
     segs = _split(LogGen(11, n_batches=40, open_txn=open_txn))
     active = segs[-1]
     d = tmp_path / "t-0"
@@ -130,10 +132,11 @@ def test_active_prefix_append_torn_truncate_replace(tmp_path, backend, open_txn)
     assert got["read_uncommitted"]["unreadable"]
 
 
-def test_prefix_of_a_rolled_segment_and_what_it_misses(tmp_path, backend):
+def test_prefix_of_a_rolled_segment_and_what_it_misses(tmp_path, backend, monkeypatch):
     """A segment rolled since its prefix was remembered reads only what was appended to it; an
     in-place rewrite of a record in the middle of the prefix (size, inode and the boundary headers
     kept) is not seen through the cache, as documented, and is seen without it."""
+    monkeypatch.setattr(S, "_PREFIX_STEP", 0)
     segs = _split(LogGen(12, n_batches=40, open_txn=False))
     d = tmp_path / "t-0"
     k = len(segs[1]) // 2
@@ -172,6 +175,29 @@ def test_prefix_of_a_rolled_segment_and_what_it_misses(tmp_path, backend):
     finally:
         log.close()
 
+
+
+def test_small_appends_are_read_again_until_the_step(tmp_path, monkeypatch):
+    """The prefix entry is rewritten only once _PREFIX_STEP bytes follow it: smaller appends are
+    read and checked again by each summary (cheaper than the rewrite), the answers unchanged."""
+    segs = _split(LogGen(13, n_batches=40, open_txn=False))
+    active = segs[-1]
+    d = tmp_path / "t-0"
+    write_segments(d, segs[:-1] + [active[:2]])
+    kbatch.rebuild_indexes(d)
+    cache = SummaryCache(str(tmp_path / "cache"))
+    _same_as_full(d, cache)
+    _sizes0, path = _sizes(d)
+    a, b = active[2], active[3]
+    monkeypatch.setattr(S, "_PREFIX_STEP", len(a) + len(b))
+    with open(path, "ab") as f:
+        f.write(a)
+    assert _same_as_full(d, cache)["scanned_bytes"] == len(a)
+    assert _same_as_full(d, cache)["scanned_bytes"] == len(a)   # not remembered yet
+    with open(path, "ab") as f:
+        f.write(b)
+    assert _same_as_full(d, cache)["scanned_bytes"] == len(a) + len(b)   # the step reached: moved on
+    assert _same_as_full(d, cache)["scanned_bytes"] == 0
 
 
 @pytest.fixture(scope="module")

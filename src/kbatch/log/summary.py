@@ -61,6 +61,8 @@ if TYPE_CHECKING:
 
 #: in-memory header rows kept for the second isolation level's walk (above this, it scans again)
 _MEMO_ROWS = 1_000_000
+#: the active segment's cached prefix is moved on when at least this many verified bytes follow it
+_PREFIX_STEP = 4 << 20
 
 
 # ------------------------------------------------------------------------------------ results
@@ -247,6 +249,7 @@ class HeaderSource:
         self.verified: set[int] = set()   # sealed segments whose every CRC is known good (cached or checked now)
         #: segment base -> verified prefix entry of a segment that grows (None: none that holds)
         self.prefixes: dict[int, tuple[dict[str, np.ndarray], int] | None] = {}
+        self.prefix_moved: set[int] = set()   # segments whose prefix entry this summary wrote
         #: segment base -> {batch position: (timestamps, which have one)} known (cache) and walked now
         self.known_times: dict[int, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
         self.new_times: dict[int, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
@@ -380,8 +383,12 @@ class HeaderSource:
             # prefix (a torn tail batch is never a row; a damaged one ends the prefix before it)
             if len(cols["position"]):
                 pre = self.prefixes.get(seg.base_offset)
-                if pre is None or int(pre[1]) < int(cols["position"][-1] + cols["size"][-1]):
+                grown = int(cols["position"][-1] + cols["size"][-1]) - (0 if pre is None else int(pre[1]))
+                # moved on once the tail read again each time passes _PREFIX_STEP (rewriting the
+                # entry costs more than reading a few MiB and checking their CRCs)
+                if pre is None or grown >= max(1, _PREFIX_STEP):
                     self.cache.store_prefix(seg, cols)
+                    self.prefix_moved.add(seg.base_offset)
             return
         # a sealed segment read whole, every CRC checked and good: remembered for later summaries
         if error is None and end == seg.size and bool(np.all(cols["crc_valid"])):
@@ -431,6 +438,8 @@ class HeaderSource:
                 end = int(c["position"][n - 1] + c["size"][n - 1])
                 if not any(p < end for p in new):
                     continue   # nothing walked now that the entry lacks
+                if self.known_times.get(seg.base_offset) and seg.base_offset not in self.prefix_moved:
+                    continue   # moved on with the prefix entry (_PREFIX_STEP)
                 keep = {p: t for p, t in times.items() if p < end}
                 self.cache.store_times(seg, keep, int(c["position"][n - 1]), _header_size(c, n - 1), prefix_end=end)
                 continue
