@@ -15,20 +15,23 @@ import org.apache.spark.sql.internal.SQLConf;
  * query works on rather than the file's bytes: a key-only or count-only scan walks the framing of
  * every record but not the values, so its slices weigh a tenth of a value scan's (at 200-byte
  * values). The largest split is the smaller of maxPartitionBytes and the weighed bytes per core
- * (at least the open cost); a slice larger than it is cut at `.index` entries, smaller ones are
- * packed together, largest first, each counted with the open cost, into input partitions of at
- * most that size. So a count or a groupBy(key) over eight 290 MB segments runs as a few tasks, as
+ * (at least the open cost), lowered to fill whole waves of the cores; a slice larger than it is
+ * cut at `.index` entries, and the slices are spread, largest first, each counted with the open
+ * cost, over as many input partitions as that size needs, each into the lightest. So a count or a groupBy(key) over eight 290 MB segments runs as a few tasks, as
  * Parquet's over the same rows does, and many small segments are not one task each.
  */
 final class InputPlan {
     final long maxPartitionBytes;
     final long openCost;
     final int minPartitions;
+    /** The session's cores (default parallelism): tasks run in waves of this many. */
+    final int cores;
 
-    InputPlan(long maxPartitionBytes, long openCost, int minPartitions) {
+    InputPlan(long maxPartitionBytes, long openCost, int minPartitions, int cores) {
         this.maxPartitionBytes = Math.max(1, maxPartitionBytes);
         this.openCost = Math.max(0, openCost);
         this.minPartitions = Math.max(1, minPartitions);
+        this.cores = Math.max(1, cores);
     }
 
     /** The session's settings (the leaf-node parallelism when spark.sql.files.minPartitionNum is unset). */
@@ -42,7 +45,8 @@ final class InputPlan {
             min = conf.contains(leaf) ? Integer.parseInt(conf.getConfString(leaf).trim())
                     : SparkContext.getOrCreate().defaultParallelism();
         }
-        return new InputPlan(conf.filesMaxPartitionBytes(), conf.filesOpenCostInBytes(), min);
+        return new InputPlan(conf.filesMaxPartitionBytes(), conf.filesOpenCostInBytes(), min,
+                SparkContext.getOrCreate().defaultParallelism());
     }
 
     /** Weighed bytes of a slice: its file bytes times the share the query reads. */
@@ -50,13 +54,36 @@ final class InputPlan {
         return (long) Math.ceil((s.end - s.start) * fraction);
     }
 
-    /** The largest input partition, in weighed bytes, for slices of these weights. */
+    /**
+     * The largest input partition, in weighed bytes, for slices of these weights: Spark's rule,
+     * then lowered so the partitions fill whole waves of the cores (three equal tasks on two cores
+     * take two task times, four half-size ones take two half times).
+     */
     long maxSplit(List<SegmentSlice> whole, double fraction) {
         long total = 0;
         for (SegmentSlice s : whole) {
             total += weight(s, fraction) + openCost;
         }
-        return Math.min(maxPartitionBytes, Math.max(openCost, total / minPartitions));
+        // Spark's per-core share, rounded up so that it gives as many partitions as it asks for
+        long split = Math.min(maxPartitionBytes, Math.max(openCost, (total + minPartitions - 1) / minPartitions));
+        if (split < maxPartitionBytes) {
+            return split;
+        }
+        long n = waves(total, split);
+        return Math.max(openCost, (total + n - 1) / n);
+    }
+
+    /**
+     * How many input partitions `total` weighed bytes take at `split` each; where maxPartitionBytes
+     * caps the split (more partitions than cores), rounded up to whole waves of the cores.
+     */
+    long waves(long total, long split) {
+        long n = Math.max(1, (total + split - 1) / split);
+        if (n > 1 && (n - 1) * split + split / 4 >= total) {
+            n--; // a spill of under a quarter of a split (open costs of cut pieces): spread over the others
+        }
+        boolean capped = split >= maxPartitionBytes || n > Math.max(minPartitions, cores) + 1;
+        return capped && n > cores && n % cores != 0 ? (n / cores + 1) * cores : n;
     }
 
     /** File bytes at which a slice is cut (at `.index` entries) so its pieces weigh at most maxSplit. */
@@ -65,25 +92,40 @@ final class InputPlan {
         return b >= Long.MAX_VALUE ? Long.MAX_VALUE : Math.max(1, (long) b);
     }
 
-    /** Slices packed, largest first, into input partitions of at most maxSplit weighed bytes each. */
+    /**
+     * Slices packed, largest first, each into the lightest of as many input partitions as their
+     * weight needs at maxSplit each (whole waves of the cores, {@link #waves}), so the partitions
+     * come out even: Spark's next-fit packing leaves the small slices (the active segments) in one
+     * more, smaller partition that runs alone after the others.
+     */
     InputPartition[] pack(List<SegmentSlice> slices, double fraction, long maxSplit) {
         List<SegmentSlice> sorted = new ArrayList<>(slices);
         sorted.sort(Comparator.comparingLong((SegmentSlice s) -> s.end - s.start).reversed());
-        List<InputPartition> out = new ArrayList<>();
-        List<SegmentSlice> current = new ArrayList<>();
-        long size = 0;
+        long total = 0;
         for (SegmentSlice s : sorted) {
-            long w = weight(s, fraction);
-            if (!current.isEmpty() && size + w > maxSplit) {
-                out.add(close(current, slices));
-                current = new ArrayList<>();
-                size = 0;
-            }
-            current.add(s);
-            size += w + openCost;
+            total += weight(s, fraction) + openCost;
         }
-        if (!current.isEmpty()) {
-            out.add(close(current, slices));
+        int bins = (int) Math.min(sorted.size(), waves(total, Math.max(1, maxSplit)));
+        List<List<SegmentSlice>> packs = new ArrayList<>();
+        long[] sizes = new long[Math.max(bins, 1)];
+        for (int i = 0; i < bins; i++) {
+            packs.add(new ArrayList<>());
+        }
+        for (SegmentSlice s : sorted) {
+            int lightest = 0;
+            for (int i = 1; i < bins; i++) {
+                if (sizes[i] < sizes[lightest]) {
+                    lightest = i;
+                }
+            }
+            packs.get(lightest).add(s);
+            sizes[lightest] += weight(s, fraction) + openCost;
+        }
+        List<InputPartition> out = new ArrayList<>();
+        for (List<SegmentSlice> p : packs) {
+            if (!p.isEmpty()) {
+                out.add(close(p, slices));
+            }
         }
         return out.toArray(new InputPartition[0]);
     }

@@ -88,13 +88,7 @@ final class KafkaSegmentsScan implements Scan, Batch {
             Configuration c = hadoopConf(options);
             conf = new SerializableConfiguration(c);
             try {
-                Planner planner = new Planner(LogDirectory.fileSystem(options.path(), c), options);
-                planner.requirePartitions = true;
-                planner.partitionsIn = filters.partitionsIn;
-                planner.topicsIn = filters.topicsIn;
-                planner.offsetLo = filters.offsetLo;
-                planner.offsetHi = filters.offsetHi;
-                planner.timestampLo = filters.timestampLo;
+                Planner planner = planner(options, filters, c);
                 if (options.get("maxPartitionBytes") != null) { // the read's own rule: one input partition per slice
                     partitions = planner.plan().toArray(new InputPartition[0]);
                 } else {
@@ -105,6 +99,18 @@ final class KafkaSegmentsScan implements Scan, Batch {
             }
         }
         return partitions;
+    }
+
+    /** A batch read's planner, narrowed by the filters pushed into `filters`. */
+    static Planner planner(ReadOptions options, KafkaSegmentsScanBuilder filters, Configuration c) throws IOException {
+        Planner planner = new Planner(LogDirectory.fileSystem(options.path(), c), options);
+        planner.requirePartitions = true;
+        planner.partitionsIn = filters.partitionsIn;
+        planner.topicsIn = filters.topicsIn;
+        planner.offsetLo = filters.offsetLo;
+        planner.offsetHi = filters.offsetHi;
+        planner.timestampLo = filters.timestampLo;
+        return planner;
     }
 
     /** Input partitions by Spark's file-split rule over the bytes this scan reads (see {@link InputPlan}). */

@@ -9,8 +9,10 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
 
+import org.apache.spark.sql.connector.expressions.aggregate.Aggregation;
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.read.SupportsPushDownAggregates;
 import org.apache.spark.sql.connector.read.SupportsPushDownFilters;
 import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
 import org.apache.spark.sql.sources.EqualTo;
@@ -18,6 +20,7 @@ import org.apache.spark.sql.sources.Filter;
 import org.apache.spark.sql.sources.GreaterThan;
 import org.apache.spark.sql.sources.GreaterThanOrEqual;
 import org.apache.spark.sql.sources.In;
+import org.apache.spark.sql.sources.IsNotNull;
 import org.apache.spark.sql.sources.LessThan;
 import org.apache.spark.sql.sources.LessThanOrEqual;
 import org.apache.spark.sql.types.StructType;
@@ -27,10 +30,12 @@ import org.apache.spark.sql.types.StructType;
  * Python pushdown reader's rules (KafkaSegmentsPushdownReader): `partition` and `topic` equality
  * and IN prune partitions; `offset` comparisons are exact offset ranges (skipped bytes are never
  * read); a lower bound on `timestamp` resolves through the time index to a start offset, and
- * Spark still applies the timestamp filter. Option pushdown=false pushes nothing.
+ * Spark still applies the timestamp filter. Aggregates over what is left are answered on the
+ * driver from batch headers where exact ({@link AggregatePushdown}). Option pushdown=false pushes
+ * nothing.
  */
 final class KafkaSegmentsScanBuilder implements ScanBuilder, SupportsPushDownRequiredColumns,
-        SupportsPushDownFilters {
+        SupportsPushDownFilters, SupportsPushDownAggregates {
     private final ReadOptions options;
     private final StructType schema;
     private StructType required;
@@ -53,9 +58,50 @@ final class KafkaSegmentsScanBuilder implements ScanBuilder, SupportsPushDownReq
         required = requiredSchema;
     }
 
+    /** The pushed aggregate's answer (null: none pushed). */
+    private AggregatePushdown.Scan aggregated;
+
     @Override
     public Scan build() {
+        if (aggregated != null) {
+            return aggregated;
+        }
         return new KafkaSegmentsScan(options, required, this);
+    }
+
+    /** The answer is one row per group: Spark needs no aggregation above it. */
+    @Override
+    public boolean supportCompletePushDown(Aggregation aggregation) {
+        return true;
+    }
+
+    /**
+     * Answer the aggregate now, on the driver, from segment summaries; false (logged) when the
+     * read must answer it (see {@link AggregatePushdown}), and Spark then reads rows.
+     */
+    @Override
+    public boolean pushAggregation(Aggregation aggregation) {
+        AggregatePushdown plan = AggregatePushdown.of(aggregation, options, schema);
+        if (plan == null) {
+            return false;
+        }
+        AggregatePushdown.Answer answer;
+        try {
+            org.apache.hadoop.conf.Configuration c = KafkaSegmentsScan.hadoopConf(options);
+            answer = plan.answer(KafkaSegmentsScan.planner(options, this, c), c);
+        } catch (java.io.IOException | RuntimeException e) {
+            // the read meets it again and reports it as a read does
+            AggregatePushdown.LOG.info("kafka-segments: aggregate {} not pushed down: {}", plan.described(),
+                    String.valueOf(e.getMessage()).split("\n")[0]);
+            return false;
+        }
+        if (answer == null) {
+            return false;
+        }
+        aggregated = new AggregatePushdown.Scan(plan.schema(), answer.rows(), "kafka-segments (JVM reader "
+                + KafkaSegmentsSource.VERSION + ") " + options.get("path") + " pushedAggregates="
+                + plan.described() + " from segment summaries");
+        return true;
     }
 
     @Override
@@ -70,6 +116,10 @@ final class KafkaSegmentsScanBuilder implements ScanBuilder, SupportsPushDownReq
             } else {
                 left.add(f);
             }
+        }
+        if (!left.isEmpty()) { // Spark pushes no aggregate over a filter it applies itself
+            AggregatePushdown.LOG.info("kafka-segments: filters {} are applied by Spark: an aggregate over this "
+                    + "read is not pushed down", left);
         }
         return left.toArray(new Filter[0]);
     }
@@ -86,6 +136,9 @@ final class KafkaSegmentsScanBuilder implements ScanBuilder, SupportsPushDownReq
             return false;
         }
         String col = refs[0];
+        if (f instanceof IsNotNull && (col.equals("partition") || col.equals("topic") || col.equals("offset"))) {
+            return true; // never null in a read (Spark infers these from a comparison)
+        }
         if (col.equals("partition")) {
             Set<Integer> values = null;
             if (f instanceof EqualTo) {

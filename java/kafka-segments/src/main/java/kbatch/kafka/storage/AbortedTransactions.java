@@ -114,6 +114,15 @@ public final class AbortedTransactions implements Serializable {
         return producerIds.length;
     }
 
+    /** The entries as text: equal for equal lists (a key of remembered summaries). */
+    public String key() {
+        StringBuilder b = new StringBuilder();
+        for (int i = 0; i < producerIds.length; i++) {
+            b.append(producerIds[i]).append(':').append(firstOffsets[i]).append('-').append(lastOffsets[i]).append(',');
+        }
+        return b.toString();
+    }
+
     /** Whether a transactional batch of `producerId` starting at `offset` belongs to an aborted transaction. */
     boolean isAborted(long producerId, long offset) {
         for (int i = 0; i < producerIds.length; i++) {

@@ -95,6 +95,13 @@ public final class SegmentReader implements Closeable {
     /** A framing error met after some whole batches of a window: thrown once those are read. */
     private KafkaSegmentsException framing;
     private KafkaSegmentsException pending;
+    /** A summary walk ({@link RangeSummary}): batches whose rows the header says, not decoded (null: a read). */
+    private HeaderSink sink;
+
+    /** Takes the batches a summary walk answers from their header (after every check the read makes but the record walk). */
+    interface HeaderSink {
+        void batch(BatchHeader h);
+    }
 
     /**
      * @param lo first offset to keep (inclusive), hi: end offset (exclusive)
@@ -136,6 +143,27 @@ public final class SegmentReader implements Closeable {
         this.nextBase = nextBase;
         this.fileLength = fileLength;
         return this;
+    }
+
+    /**
+     * A summary walk: a magic 2 data batch whose CRC holds, within the offset range, of a known
+     * codec and without the delete-horizon bit goes to `sink` with its header's figures instead of
+     * being decoded (an aborted one is passed over); every other batch is decoded as a read
+     * decodes it, framing, order, marker and truncation checks included. Needs verifyCrc.
+     */
+    SegmentReader summarizing(HeaderSink sink) {
+        if (!verifyCrc) {
+            throw new IllegalStateException("a summary walk rests on the CRC");
+        }
+        this.sink = sink;
+        return this;
+    }
+
+    /** Whether a summary walk may take batch `h`, checked, from its header. */
+    private boolean fromHeader(BatchHeader h) {
+        return h.baseOffset >= lo && h.lastOffset < hi && h.recordCount >= 0
+                && (h.attributes & Wire.COMPRESSION_CODEC_MASK) <= Wire.ZSTD
+                && (h.attributes & Wire.DELETE_HORIZON_FLAG_MASK) == 0;
     }
 
     /** The last offset of the last batch read whole (Long.MIN_VALUE: none yet). */
@@ -242,6 +270,13 @@ public final class SegmentReader implements Closeable {
                 decoder.checkCrc(buf, p, h);
             }
             boolean emit = aborted == null || !h.isTransactional() || !aborted.isAborted(h.producerId, h.baseOffset);
+            if (sink != null && fromHeader(h)) {
+                if (emit) {
+                    sink.batch(h);
+                }
+                lastRead = h.lastOffset;
+                return;
+            }
             int counted = countOnly && (h.attributes & Wire.COMPRESSION_CODEC_MASK) == Wire.NONE
                     ? decoder.countV2(buf, p, h, lo, hi) : -1;
             if (counted >= 0) { // well-formed records, nothing to store: count them

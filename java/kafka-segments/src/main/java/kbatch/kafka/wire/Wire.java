@@ -33,6 +33,8 @@ public final class Wire {
     static final int CONTROL_FLAG_MASK = 0x20;
     /** kbatch (DESIGN.md decision 1): KIP-228's isTimestampExtended, bit 7. */
     public static final int TIMESTAMP_EXTENDED_FLAG_MASK = 0x80;
+    /** Kafka's hasDeleteHorizonMs: the cleaner put a delete horizon in baseTimestamp. */
+    public static final int DELETE_HORIZON_FLAG_MASK = 0x40;
     /** kbatch (DESIGN.md decision 2): KIP-87's tombstone flag, record attributes bit 5. */
     static final int RECORD_TOMBSTONE_FLAG_MASK = 0x20;
 
