@@ -165,7 +165,8 @@ def main(argv=None) -> int:
                     .option("trustHeaders", str(trust).lower()).load(log_dir))
 
         runs = {}  # (topic, query, path) -> [(wall, cpu)]
-        paths = ("JVM reader, cold", "JVM reader, cold, trustHeaders", "JVM reader, warm", "Parquet")
+        # trusted first: each cold path forgets every summary, and warm needs the verified ones just made
+        paths = ("JVM reader, cold, trustHeaders", "JVM reader, cold", "JVM reader, warm", "Parquet")
         for topic in (bs.SCALE_TOPIC, USERS_TOPIC):
             for qname, (q, agg) in qs.items():
                 ref = q(jvm(topic, push=False))

@@ -54,6 +54,9 @@ public final class RangeSummary {
     private long[] maxTimestamps = new long[16];
     private int batches;
 
+    /** A thread's read window, reused walk after walk (a summary keeps no row that refers into it). */
+    private static final ThreadLocal<SegmentReader.Window> WINDOW = ThreadLocal.withInitial(SegmentReader.Window::new);
+
     private RangeSummary() {}
 
     /**
@@ -75,7 +78,7 @@ public final class RangeSummary {
         RecordBatchDecoder decoder = new RecordBatchDecoder(Wire.DEFAULT_MAX_DECOMPRESSED_BYTES);
         // a range that ends at the end of the last segment's file may end in a partial batch (SegmentReaderFactory)
         SegmentReader reader = new SegmentReader(src, start, end, nextBase == null ? fileSize : Long.MAX_VALUE,
-                !trustHeaders, lo, hi, aborted, rows, 1 << 16, decoder).followedBy(nextBase, fileSize).summarizing(s::header);
+                !trustHeaders, lo, hi, aborted, rows, 1 << 16, decoder, WINDOW.get()).followedBy(nextBase, fileSize).summarizing(s::header);
         try {
             while (reader.next()) {
                 s.rows(rows);
