@@ -28,6 +28,11 @@ MODULES = {
     "kbatch": "The codec, validation, storage and compaction: everything a user imports from `kbatch`.",
     "kbatch.log.summary": "Counts, bounds and producers of a partition from batch headers, exact (docs/summary.md).",
     "kbatch.columns.decode": "Arrow columns with Spark's Kafka-source schema (needs pyarrow: the `arrow` extra).",
+    "kbatch.scan": "The streaming Arrow reader of a directory of partitions through the read path: `kbatch.scan(path, "
+                   "...)` (docs/engines.md).",
+    "kbatch.polars": "Kafka's files as a Polars LazyFrame, over kbatch.scan (the `polars` extra; docs/engines.md).",
+    "kbatch.duckdb": "Kafka's files in DuckDB, over kbatch.scan (the `duckdb` extra; docs/engines.md).",
+    "kbatch.ray": "Kafka's files as a Ray Dataset, over kbatch.scan (the `ray` extra; docs/engines.md).",
     "kbatch.spark": "The `kafka-segments` PySpark data source and helpers (needs the `spark` extra).",
     "kbatch.compat": "Drop-in acceleration for kafka-python's and aiokafka's record classes.",
     "kbatch.cli": "The `kbatch` command line as functions (the commands themselves: docs/cli.md).",

@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # what type checkers see: the contract both backends share (_
     from .log.validator import AppendInfo, LogValidator, ValidationResult, check_timestamps
     from .tables import export_table
     from .tables.read import read_topic
+    from .scan import scan
 else:
     Record = _backend.core.Record
     ByteView = _backend.core.ByteView   # type of keys, values, header values (memoryview on the pure backend)
@@ -66,18 +67,22 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
+    import importlib
+
+    if name == "scan":  # the package kbatch.scan is callable: kbatch.scan(path) plans a scan
+        value: Any = importlib.import_module("kbatch.scan")
+        globals()[name] = value
+        return value
     mod = _LAZY.get(name)
     if mod is None:
         raise AttributeError(f"module 'kbatch' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(f"kbatch.{mod}"), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(list(globals()) + list(_LAZY))
+    return sorted(list(globals()) + list(_LAZY) + ["scan"])
 
 
 __all__ = [
@@ -94,5 +99,5 @@ __all__ = [
     # the lazily imported names (_LAZY), spelled out so type checkers see them exported
     "decode_columns", "KAFKA_SCHEMA", "export_table", "read_topic", "encode_columns", "iter_encode_columns", "LogValidator", "ValidationResult", "AppendInfo", "check_timestamps",
     "OffsetIndex", "TimeIndex", "TransactionIndex", "FileRecords", "LogSegment", "Log", "LogConfig",
-    "OffsetAndTimestamp", "offsets_for_times", "rebuild_indexes", "verify_indexes", "compact",
+    "OffsetAndTimestamp", "offsets_for_times", "rebuild_indexes", "verify_indexes", "compact", "scan",
 ]

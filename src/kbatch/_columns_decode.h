@@ -75,6 +75,10 @@ typedef struct {
     int64_t crc_lead;
     int64_t header_size;
     int headers;
+    /* 0: the keys (values) are walked over, not copied: their data stays empty, their offsets 0
+     * (a projection without them; their validity and null counts are still the records') */
+    int keys;
+    int values;
 } kb_dc_in;
 
 /* Per-record columns (the offsets hold one more entry) and the key and value data. */
@@ -251,16 +255,20 @@ __attribute__((target("avx2"))) static inline void kb_dc_copy_avx2(uint8_t *rest
 #endif
 
 /* A key or value at buf[*q]: its bytes appended to dat at *d (write_ahead: the lines 2 KiB ahead
- * asked for first); 0, 1 when it is null, -1 with err set. */
+ * asked for first; copy 0: stepped over, nothing written); 0, 1 when it is null, -1 with err set. */
 static KB_DC_ALWAYS_INLINE int kb_dc_blob(const uint8_t *restrict buf, int64_t *q, int64_t rec_end,
                                           uint8_t *restrict dat, int64_t *d, const int write_ahead,
-                                          const int avx2, kb_dc_err *err) {
+                                          const int copy, const int avx2, kb_dc_err *err) {
     int32_t n;
     if (kb_dc_varint(buf, q, rec_end, &n, err) < 0) return -1;
     if (n < 0) return 1;
     if (KB_DC_UNLIKELY(n > rec_end - *q)) {
         err->status = 14; err->pos = *q; err->a = n; err->b = rec_end - *q;
         return -1;
+    }
+    if (!copy) {
+        *q += n;
+        return 0;
     }
     /* a decode larger than the caches writes to memory no cache holds, and the hardware's
      * prefetcher does not get the value data's lines ready early enough (7 % of a decode) */
@@ -300,6 +308,7 @@ static KB_DC_ALWAYS_INLINE int kb_dc_walk(const kb_dc_in *in, const kb_dc_out *o
     uint8_t *restrict k_dat = o->k_dat;
     uint8_t *restrict v_dat = o->v_dat;
     const int headers = in->headers;
+    const int want_keys = in->keys, want_values = in->values;
     int64_t r = 0, h = 0, kd = 0, vd = 0, hkd = 0, hvd = 0;
     int64_t ts_nulls = 0, ts_min = INT64_MAX, ts_max = INT64_MIN, k_nulls = 0, v_nulls = 0, hv_nulls = 0;
     k_off[0] = 0; v_off[0] = 0; h_off[0] = 0;
@@ -385,12 +394,12 @@ static KB_DC_ALWAYS_INLINE int kb_dc_walk(const kb_dc_in *in, const kb_dc_out *o
             if (kb_dc_varlong(buf, &q, rec_end, &ts_delta, err) < 0) return -1;
             if (kb_dc_varint(buf, &q, rec_end, &off_delta, err) < 0) return -1;
             /* key, value */
-            null = kb_dc_blob(buf, &q, rec_end, k_dat, &kd, 0, avx2, err);
+            null = kb_dc_blob(buf, &q, rec_end, k_dat, &kd, 0, want_keys, avx2, err);
             if (null < 0) return -1;
             k_val[r] = (uint8_t)!null;
             k_nulls += null;
             k_off[r + 1] = (int32_t)kd;
-            v_null = kb_dc_blob(buf, &q, rec_end, v_dat, &vd, 1, avx2, err);
+            v_null = kb_dc_blob(buf, &q, rec_end, v_dat, &vd, 1, want_values, avx2, err);
             if (v_null < 0) return -1;
             v_val[r] = (uint8_t)!v_null;
             v_nulls += v_null;

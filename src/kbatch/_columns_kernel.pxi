@@ -37,6 +37,8 @@ cdef extern from "_columns_decode.h" nogil:
         int64_t crc_lead
         int64_t header_size
         int headers
+        int keys
+        int values
     ctypedef struct _DcOut "kb_dc_out":
         int64_t *off
         int64_t *ts
@@ -175,7 +177,7 @@ cdef object _arrow_copy(const void *p, int64_t n, object dtype):
 
 
 def decode_columns_v2(data, starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes,
-                      include_headers=True, crcs=None):
+                      include_headers=True, crcs=None, keys=True, values=True):
     """Decode the v2 records of many batches into Arrow-layout column arrays (see arrow.py).
 
     data holds each batch's (decompressed) records section at [starts[i], ends[i]); counts,
@@ -184,10 +186,11 @@ def decode_columns_v2(data, starts, ends, counts, base_offsets, base_timestamps,
     Returns a dict of numpy arrays: offset, timestamp (ms; 0 where null), timestamp_valid,
     timestamp_type, is_tombstone, batch_index, key_/value_ offsets+data+valid, header_offsets,
     header_key_offsets/data, header_value_offsets/data/valid, stats. Errors as decode_records_v2.
-    The arrays live in buffers of Arrow's memory pool.
+    The arrays live in buffers of Arrow's memory pool. keys / values False: those bytes are not
+    copied (their data empty, their offsets 0; validity and null counts as ever).
     """
     job = ColumnsJob(data, starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes,
-                     include_headers, crcs)
+                     include_headers, crcs, keys, values)
     job.run()
     return job.result()
 
@@ -224,7 +227,7 @@ cdef class ColumnsJob:
         memset(&self.hb, 0, sizeof(self.hb))
 
     def __init__(self, data, starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes,
-                 include_headers=True, crcs=None):
+                 include_headers=True, crcs=None, keys=True, values=True):
         self.buf = _view(data)
         # 1-D, one entry per batch in each (checked there): the loop indexes all of them by batch
         a_st, a_en, a_ct, a_bo, a_bt, a_mt, a_at = _py._column_arrays(
@@ -254,8 +257,9 @@ cdef class ColumnsJob:
         _, k_off = _arrow_empty(n + 1, np.int32); _, k_val = _arrow_empty(n, np.bool_)
         _, v_off = _arrow_empty(n + 1, np.int32); _, v_val = _arrow_empty(n, np.bool_)
         _, h_off = _arrow_empty(n + 1, np.int32)
-        self.kb, k_dat = _arrow_empty(total, np.uint8, True)
-        self.vb, v_dat = _arrow_empty(total, np.uint8, True)
+        # a projection's skipped keys or values write nothing: no buffer for them
+        self.kb, k_dat = _arrow_empty(total if keys else 0, np.uint8, True)
+        self.vb, v_dat = _arrow_empty(total if values else 0, np.uint8, True)
         self.cols = {"offset": o_off, "timestamp": o_ts, "timestamp_valid": o_tsv, "timestamp_type": o_tt,
                      "is_tombstone": o_tomb, "batch_index": o_bi, "header_offsets": h_off,
                      "key_offsets": k_off, "key_valid": k_val, "value_offsets": v_off, "value_valid": v_val}
@@ -273,6 +277,7 @@ cdef class ColumnsJob:
         self.inp.counts = &self.ct[0] if nb else NULL; self.inp.bases = &self.bo[0] if nb else NULL
         self.inp.bts = &self.bt[0] if nb else NULL; self.inp.mts = &self.mt[0] if nb else NULL
         self.inp.attrs = &self.at[0] if nb else NULL; self.inp.crcs = crp; self.inp.headers = self.hdrs
+        self.inp.keys = bool(keys); self.inp.values = bool(values)
         # the CRC covers a batch from its attributes to its end; its header precedes its records
         self.inp.crc_lead = RECORD_BATCH_OVERHEAD - ATTRIBUTES_OFFSET; self.inp.header_size = RECORD_BATCH_OVERHEAD
         self.o.off = &m_off[0] if n else NULL; self.o.ts = &m_ts[0] if n else NULL

@@ -118,7 +118,8 @@ def decode_columns_v2(data: Buffer, starts: npt.ArrayLike, ends: npt.ArrayLike, 
                       base_offsets: npt.ArrayLike, base_timestamps: npt.ArrayLike,
                       max_timestamps: npt.ArrayLike, attributes: npt.ArrayLike,
                       include_headers: bool = True,
-                      crcs: npt.ArrayLike | None = None) -> dict[str, npt.NDArray[Any]]:
+                      crcs: npt.ArrayLike | None = None, keys: bool = True,
+                      values: bool = True) -> dict[str, npt.NDArray[Any]]:
     """Arrow-layout columns of the v2 records of many batches (see kbatch._core_py)."""
 
 @final
@@ -128,7 +129,8 @@ class ColumnsJob:
     def __init__(self, data: Buffer, starts: npt.ArrayLike, ends: npt.ArrayLike, counts: npt.ArrayLike,
                  base_offsets: npt.ArrayLike, base_timestamps: npt.ArrayLike,
                  max_timestamps: npt.ArrayLike, attributes: npt.ArrayLike,
-                 include_headers: bool = True, crcs: npt.ArrayLike | None = None) -> None: ...
+                 include_headers: bool = True, crcs: npt.ArrayLike | None = None, keys: bool = True,
+                 values: bool = True) -> None: ...
     def run(self) -> None: ...
     def result(self) -> dict[str, npt.NDArray[Any]]: ...
 

@@ -436,9 +436,10 @@ class ColumnsJob:
 
     def __init__(self, data: Buffer, starts: npt.ArrayLike, ends: npt.ArrayLike, counts: npt.ArrayLike,
                  base_offsets: npt.ArrayLike, base_timestamps: npt.ArrayLike, max_timestamps: npt.ArrayLike,
-                 attributes: npt.ArrayLike, include_headers: bool = True, crcs: npt.ArrayLike | None = None) -> None:
+                 attributes: npt.ArrayLike, include_headers: bool = True, crcs: npt.ArrayLike | None = None,
+                 keys: bool = True, values: bool = True) -> None:
         self._args: tuple[Any, ...] | None = (data, starts, ends, counts, base_offsets, base_timestamps,
-                                              max_timestamps, attributes, include_headers, crcs)
+                                              max_timestamps, attributes, include_headers, crcs, keys, values)
         self._out: dict[str, npt.NDArray[Any]] | None = None
         self._error: BaseException | None = None
         self._ran = False
@@ -466,7 +467,8 @@ class ColumnsJob:
 def decode_columns_v2(data: Buffer, starts: npt.ArrayLike, ends: npt.ArrayLike, counts: npt.ArrayLike,
                       base_offsets: npt.ArrayLike, base_timestamps: npt.ArrayLike, max_timestamps: npt.ArrayLike,
                       attributes: npt.ArrayLike, include_headers: bool = True,
-                      crcs: npt.ArrayLike | None = None) -> dict[str, npt.NDArray[Any]]:
+                      crcs: npt.ArrayLike | None = None, keys: bool = True,
+                      values: bool = True) -> dict[str, npt.NDArray[Any]]:
     """Decode the v2 records of many batches into Arrow-layout column arrays (kbatch.columns.decode).
 
     data holds each batch's (decompressed) records section at [starts[i], ends[i]); counts,
@@ -483,10 +485,13 @@ def decode_columns_v2(data: Buffer, starts: npt.ArrayLike, ends: npt.ArrayLike, 
     the buffer raises TruncatedDataError at its start. crcs (optional, one per batch, -1 = skip):
     the stored CRC of a batch whose section lies in `data` right after its 61-byte header; it is
     checked over data[starts[i] - 40:ends[i]] (attributes to the end, kafka-format.md §1.1) before
-    the batch's records, CrcMismatchError at the batch's first byte (starts[i] - 61).
+    the batch's records, CrcMismatchError at the batch's first byte (starts[i] - 61). keys / values
+    False (a projection without them): their bytes are not copied: key_data / value_data empty,
+    their offsets all 0; their validity and null counts are the records' as ever.
     """
     buf = _view(data)
     include_headers = bool(include_headers)
+    copied = {"key": bool(keys), "value": bool(values), "header_key": True, "header_value": True}
     arrays = _column_arrays(starts, ends, counts, base_offsets, base_timestamps, max_timestamps, attributes)
     crc_a = _crc_array(crcs, len(arrays[0]))
     crc_l = None if crc_a is None else crc_a.tolist()
@@ -497,8 +502,8 @@ def decode_columns_v2(data: Buffer, starts: npt.ArrayLike, ends: npt.ArrayLike, 
     ttypes: list[int] = []
     tombs: list[bool] = []
     bidx: list[int] = []
-    keys: list[memoryview | None] = []
-    values: list[memoryview | None] = []
+    key_list: list[memoryview | None] = []
+    value_list: list[memoryview | None] = []
     hcounts: list[int] = []
     hkeys: list[memoryview | None] = []
     hvals: list[memoryview | None] = []
@@ -522,8 +527,8 @@ def decode_columns_v2(data: Buffer, starts: npt.ArrayLike, ends: npt.ArrayLike, 
             ttypes.append(1 if lat else 0)
             tombs.append(value is None or bool(attrs & W.RECORD_TOMBSTONE_FLAG_MASK))
             bidx.append(i)
-            keys.append(key)
-            values.append(value)
+            key_list.append(key)
+            value_list.append(value)
             hcounts.append(len(headers) if include_headers else 0)
             if include_headers:
                 for hk, hv in headers:
@@ -538,14 +543,15 @@ def decode_columns_v2(data: Buffer, starts: npt.ArrayLike, ends: npt.ArrayLike, 
         "batch_index": np.array(bidx, dtype=np.int32),
         "header_offsets": _offsets_of(hcounts),
     }
-    for name, blobs in (("key", keys), ("value", values), ("header_key", hkeys), ("header_value", hvals)):
-        out[name + "_offsets"] = _offsets_of([0 if b is None else len(b) for b in blobs])
-        out[name + "_data"] = np.frombuffer(b"".join(bytes(b) for b in blobs if b is not None), dtype=np.uint8)
+    for name, blobs in (("key", key_list), ("value", value_list), ("header_key", hkeys), ("header_value", hvals)):
+        kept = blobs if copied[name] else [None] * len(blobs)
+        out[name + "_offsets"] = _offsets_of([0 if b is None else len(b) for b in kept])
+        out[name + "_data"] = np.frombuffer(b"".join(bytes(b) for b in kept if b is not None), dtype=np.uint8)
         if name != "header_key":
             out[name + "_valid"] = np.array([b is not None for b in blobs], dtype=np.bool_)
     stamps = [t for t, ok in zip(tss, tsv) if ok]
     out["stats"] = np.array([len(tss) - len(stamps), min(stamps, default=W.INT64_MAX), max(stamps, default=W.INT64_MIN),
-                             keys.count(None), values.count(None), hvals.count(None)], dtype=np.int64)
+                             key_list.count(None), value_list.count(None), hvals.count(None)], dtype=np.int64)
     return out
 
 

@@ -153,13 +153,17 @@ def test_kernel_matches_reference(kbackend):
     args = (data, np.array([61, n + 61], np.int64), np.array([n, 2 * n], np.int64), np.array([50, 50], np.int32),
             np.array([10, 10], np.int64), np.array([NOW + 1, NOW + 1], np.int64), np.array([NOW, NOW], np.int64),
             np.array([0x80, 0x80], np.int16))
-    for include_headers in (True, False):
-        ref = _core_py.decode_columns_v2(*args, include_headers)
-        got = _backend.core.decode_columns_v2(*args, include_headers)
+    for include_headers, keys, values in ((True, True, True), (False, True, True), (True, True, False),
+                                          (False, False, True)):
+        ref = _core_py.decode_columns_v2(*args, include_headers, None, keys, values)
+        got = _backend.core.decode_columns_v2(*args, include_headers, None, keys, values)
         assert set(got) == set(ref)
         for k in ref:
             assert np.asarray(got[k]).dtype == ref[k].dtype, k
             np.testing.assert_array_equal(np.asarray(got[k]), ref[k], err_msg=k)
+        # a projection steps over what it leaves out: nothing copied, the nulls still counted
+        assert (len(ref["value_data"]) > 0) == values and (len(ref["key_data"]) > 0) == keys
+        assert ref["value_valid"].sum() == 100 - 2 * 5 and int(ref["stats"][4]) == 2 * 5
     assert ref["offset"].tolist() == list(range(10, 60)) * 2
 
 

@@ -167,7 +167,7 @@ def test_a_time_lookup_on_a_large_remote_segment_reads_near_the_index_sizes(s3, 
 
 def test_the_spark_source_plans_slices_that_read_ranges_not_objects(s3, big_segment):
     pytest.importorskip("pyspark.sql.datasource", reason="kbatch.spark needs the spark extra (pyspark >= 4.1)")
-    from kbatch.spark import _plan
+    from kbatch.log import segment_plan as _plan
 
     _local_dir, uri, t0, t1 = big_segment
     tps = _plan.list_partitions(uri.rsplit("/", 1)[0])

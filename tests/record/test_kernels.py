@@ -850,10 +850,12 @@ def test_diff_index_search(data, entry_size, kind, targets, n):
                                   st.sampled_from([-1, INT64_MIN, 5]), st.sampled_from([0, 0, 0, -1, 1, -100])),
                         max_size=4),
        ops=MUTATIONS, pre=st.binary(max_size=3), end_delta=st.sampled_from([0, 0, 0, -1, 1, 50]),
-       headers=st.booleans(), kind=st.sampled_from([bytes, bytearray, memoryview]))
-def test_diff_decode_columns(batches, ops, pre, end_delta, headers, kind):
+       headers=st.booleans(), kind=st.sampled_from([bytes, bytearray, memoryview]),
+       copy=st.sampled_from([(True, True), (True, False), (False, True), (False, False)]))
+def test_diff_decode_columns(batches, ops, pre, end_delta, headers, kind, copy):
     """decode_columns_v2 over several record sections (random, truncated, bit-flipped; LAT and
-    extended batches): the same arrays, or the same error at the same position, on both backends."""
+    extended batches), copying keys and values or stepping over them (a projection): the same
+    arrays, or the same error at the same position, on both backends."""
     data, starts, ends, counts, bases, bts, mts, attrs = pre, [], [], [], [], [], [], []
     for recs, a, base, bt, mt, count_delta in batches:
         starts.append(len(data))
@@ -869,7 +871,7 @@ def test_diff_decode_columns(batches, ops, pre, end_delta, headers, kind):
         ends[-1] += end_delta
     cols = [np.array(starts, np.int64), np.array(ends, np.int64), np.array(counts, np.int32),
             np.array(bases, np.int64), np.array(bts, np.int64), np.array(mts, np.int64), np.array(attrs, np.int16)]
-    same("decode_columns_v2", kind(data), *cols, headers)
+    same("decode_columns_v2", kind(data), *cols, headers, None, *copy)
 
 
 @DIFF

@@ -23,7 +23,7 @@ import kbatch  # noqa: E402
 from kbatch import _wire as W  # noqa: E402
 from kbatch.columns import decode as A  # noqa: E402
 from kbatch import demo  # noqa: E402
-from kbatch.spark import _plan  # noqa: E402
+from kbatch.log import segment_plan as _plan  # noqa: E402
 
 from pyspark.sql.datasource import DataSourceWriter, WriterCommitMessage  # noqa: E402
 

@@ -10,7 +10,7 @@ pytest.importorskip("pyspark.sql.datasource")
 
 import kbatch  # noqa: E402
 from kbatch.columns import decode as A  # noqa: E402
-from kbatch.spark import _plan  # noqa: E402
+from kbatch.log import segment_plan as _plan  # noqa: E402
 from kbatch.spark import writer as Wr  # noqa: E402
 
 pytestmark = pytest.mark.spark

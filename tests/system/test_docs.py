@@ -58,6 +58,8 @@ NOT_RUN = {
     ("compat.md", "PYTHONPATH=src .venv/bin/python tools/peer_suites.py --kafka-python ../kafka-python "
                   "--aiokafka ../aiokafka"):
         "needs checkouts of the clients' repositories at their release tags",
+    ("engines.md", "from datetime import datetime"):
+        "starts a Ray cluster (~20 s); tests/scan/test_ray.py makes the same calls on a local cluster",
     ("real-kafka.md", "python3 dev.py kafka fetch"):
         "fetches Kafka's jars with Maven and starts brokers for minutes; tests/system/test_real_kafka.py runs them",
 }
@@ -200,6 +202,9 @@ def _needs(block: Block) -> None:
     for fmt, module in (("delta", "deltalake"), ("iceberg", "pyiceberg")):
         if (module in block.code or f"--format {fmt}" in block.code) and importlib.util.find_spec(module) is None:
             pytest.skip(f"needs {module} (the tables extra)")
+    for engine in ("polars", "duckdb", "ray"):  # docs/engines.md: each engine's extra
+        if re.search(rf"^(import|from) {engine}\b", block.code, re.M) and importlib.util.find_spec(engine) is None:
+            pytest.skip(f"needs {engine} (the {engine} extra)")
     if block.lang == "bash" and re.search(r"(^|\s)kbatch ", block.code) and importlib.util.find_spec("typer") is None:
         pytest.skip("needs the cli extra")
 
@@ -216,7 +221,8 @@ def test_block_runs(block: Block, tmp_path: Path):
 
 
 # ------------------------------------------------------------------------------------ API reference
-PUBLIC_MODULES = ["kbatch", "kbatch.columns.decode", "kbatch.compat", "kbatch.cli", "kbatch.spark", "kbatch.server"]
+PUBLIC_MODULES = ["kbatch", "kbatch.columns.decode", "kbatch.compat", "kbatch.cli", "kbatch.spark", "kbatch.server",
+                  "kbatch.scan", "kbatch.polars", "kbatch.duckdb", "kbatch.ray"]
 
 
 @pytest.mark.parametrize("modname", PUBLIC_MODULES)

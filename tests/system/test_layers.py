@@ -1,7 +1,7 @@
 """The layers of src/kbatch, from the imports themselves (STYLE.md, "Layout" and "Rooms"):
 
     base (errors, _wire, _typing, _backend, the kernels, _fs) -> schema -> record -> columns -> log
-    -> the edges (cli, server, spark, compat, demo)
+    (with values) -> scan -> tables -> the edges (cli, server, spark, compat, demo, polars, duckdb, ray)
 
 A module may import its own layer and those below it, never one above, and no import cycle may
 exist. Every import counts: at the top of a module, inside a function (a lazy import is still a
@@ -34,9 +34,11 @@ BASE = {"kbatch.errors", "kbatch._wire", "kbatch._typing", "kbatch._backend", "k
 #: values (schema-aware keys and values) and tables (topics as Delta/Iceberg tables) sit with log: the
 #: `_schemas` source and the table export read Logs; columns.decode calls a values format it is handed
 #: (duck-typed), without importing it
-LAYERS = {"schema": 1, "record": 2, "columns": 3, "log": 4, "values": 4, "tables": 4, "cli": 5, "server": 5, "spark": 5,
-          "compat": 5,
-          "demo": 5, "__main__": 5}
+#: scan (the streaming reader of the read path's public API) sits above them and below the tables
+#: and the edges; the engine adapters (polars, duckdb, ray) are edges over scan
+LAYERS = {"schema": 1, "record": 2, "columns": 3, "log": 4, "values": 4, "scan": 5, "tables": 6, "cli": 7,
+          "server": 7, "spark": 7, "compat": 7, "demo": 7, "__main__": 7, "polars": 7, "duckdb": 7, "ray": 7}
+EDGE = 7
 #: the edges are one layer, but not every edge may lean on every other: only the CLI (which starts
 #: a server) may import another edge
 EDGE_IMPORTS = {("cli", "server"), ("__main__", "cli"), ("demo", "spark"), ("demo", "cli")}  # the demo ends with `kbatch report`
@@ -172,10 +174,10 @@ def upward_imports(graph: dict[str, list[tuple[int, str]]]) -> list[str]:
             continue
         mine, my_room = layer_of(mod)
         for line, target in edges:
-            if target in FACADE and mine == 5 and EDGES_MAY_IMPORT_FACADE:
+            if target in FACADE and mine == EDGE and EDGES_MAY_IMPORT_FACADE:
                 continue
             theirs, room = (5, "kbatch") if target in FACADE else layer_of(target)
-            if theirs > mine or (theirs == mine == 5 and room != my_room and (my_room, room) not in EDGE_IMPORTS):
+            if theirs > mine or (theirs == mine == EDGE and room != my_room and (my_room, room) not in EDGE_IMPORTS):
                 bad.append(f"{mod} (line {line}) imports {target}: {my_room} may not import {room}")
     return bad
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import deque
-from collections.abc import Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -240,10 +240,13 @@ class _Assembler:
     sliced for each chunk (they hold the same value on every row)."""
 
     def __init__(self, topic: str | None, partition: int | None, include_headers: bool, batch_fields: bool,
-                 tombstone: bool) -> None:
+                 tombstone: bool, columns: frozenset[str] | None = None) -> None:
         self.topic, self.partition = topic, partition
         self.include_headers, self.batch_fields, self.tombstone = include_headers, batch_fields, tombstone
-        self.schema = schema(include_headers, batch_fields, tombstone)
+        full = schema(include_headers, batch_fields, tombstone)
+        #: the columns built (None: all): a projection's others are never made into arrays
+        self.columns = columns
+        self.schema = full if columns is None else pa.schema([f for f in full if f.name in columns])
         self._consts: tuple[pa.Array, pa.Array] | None = None
 
     def _constant(self, n: int) -> tuple[pa.Array, pa.Array]:
@@ -256,29 +259,25 @@ class _Assembler:
 
     def __call__(self, cols: Columns, batch_fields: BatchFields | None) -> pa.RecordBatch:
         """batch_fields: None or per-batch numpy arrays (producer_id, producer_epoch, base_sequence,
-        attributes) indexed by batch_index."""
+        attributes) indexed by batch_index. Only the columns of self.schema are built."""
         n = len(cols["offset"])
         ts_nulls, ts_min, ts_max, k_nulls, v_nulls, hv_nulls = cols["stats"].tolist()
-        ts = cols["timestamp"]  # ms, 0 where null
-        if ts_min < -_US_LIMIT or ts_max > _US_LIMIT:  # beyond microseconds: null too
-            vbuf, nulls = _validity(cols["timestamp_valid"] & (ts >= -_US_LIMIT) & (ts <= _US_LIMIT))
-        elif ts_nulls:
-            vbuf, nulls = _validity(cols["timestamp_valid"])
-        else:
-            vbuf, nulls = None, 0
-        topic, part = self._constant(n)
-        arrays = [
-            _binary(cols["key_offsets"], cols["key_data"], cols["key_valid"], nulls=k_nulls),
-            _binary(cols["value_offsets"], cols["value_data"], cols["value_valid"], nulls=v_nulls),
-            topic, part,
-            _fixed(pa.int64(), np.int64, cols["offset"]),
+        want = self.columns
+
+        def timestamp() -> pa.Array:
+            ts = cols["timestamp"]  # ms, 0 where null
+            if ts_min < -_US_LIMIT or ts_max > _US_LIMIT:  # beyond microseconds: null too
+                vbuf, nulls = _validity(cols["timestamp_valid"] & (ts >= -_US_LIMIT) & (ts <= _US_LIMIT))
+            elif ts_nulls:
+                vbuf, nulls = _validity(cols["timestamp_valid"])
+            else:
+                vbuf, nulls = None, 0
             # microseconds in place (the kernel's column is this call's own, its memory already paged
             # in); out-of-range values wrap in the multiply: they are null
-            pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), n, [vbuf, pa.py_buffer(np.multiply(ts, 1000, out=ts))],
-                                  null_count=nulls),
-            _fixed(pa.int32(), np.int32, cols["timestamp_type"]),
-        ]
-        if self.include_headers:
+            return pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), n,
+                                         [vbuf, pa.py_buffer(np.multiply(ts, 1000, out=ts))], null_count=nulls)
+
+        def headers() -> pa.Array:
             hoff = cols["header_offsets"]
             hk = _header_keys(cols["header_key_offsets"], cols["header_key_data"])
             hv = _binary(cols["header_value_offsets"], cols["header_value_data"], cols["header_value_valid"],
@@ -288,20 +287,37 @@ class _Assembler:
                 lvbuf, lnulls = pa.py_buffer(np.zeros((n + 7) // 8, np.uint8)), n
             else:
                 lvbuf, lnulls = _validity(hoff[1:] != hoff[:-1])
-            arrays.append(pa.Array.from_buffers(HEADER_TYPE, n, [lvbuf, pa.py_buffer(hoff)], null_count=lnulls,
-                                                children=[struct_arr]))
-        if self.tombstone:
+            return pa.Array.from_buffers(HEADER_TYPE, n, [lvbuf, pa.py_buffer(hoff)], null_count=lnulls,
+                                         children=[struct_arr])
+
+        def tombstone() -> pa.Array:
             # packed by numpy: pyarrow's conversion of a bool array is several times slower
             tomb = pa.py_buffer(np.packbits(cols["is_tombstone"], bitorder="little"))
-            arrays.append(pa.Array.from_buffers(pa.bool_(), n, [None, tomb], null_count=0))
+            return pa.Array.from_buffers(pa.bool_(), n, [None, tomb], null_count=0)
+
+        build: dict[str, Callable[[], pa.Array]] = {
+            "key": lambda: _binary(cols["key_offsets"], cols["key_data"], cols["key_valid"], nulls=k_nulls),
+            "value": lambda: _binary(cols["value_offsets"], cols["value_data"], cols["value_valid"], nulls=v_nulls),
+            "topic": lambda: self._constant(n)[0],
+            "partition": lambda: self._constant(n)[1],
+            "offset": lambda: _fixed(pa.int64(), np.int64, cols["offset"]),
+            "timestamp": timestamp,
+            "timestampType": lambda: _fixed(pa.int32(), np.int32, cols["timestamp_type"]),
+            "headers": headers,
+            "isTombstone": tombstone,
+        }
         if batch_fields is not None:
             pid, epoch, seq, attrs = batch_fields
             bi = cols["batch_index"]
-            arrays += [pa.array(pid[bi].astype(np.int64)), pa.array(epoch[bi].astype(np.int16)),
-                       pa.array(seq[bi].astype(np.int32)),
-                       pa.array((attrs[bi] & W.TRANSACTIONAL_FLAG_MASK) != 0),
-                       pa.array((attrs[bi] & W.CONTROL_FLAG_MASK) != 0)]
-        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+            build.update({
+                "producerId": lambda: pa.array(pid[bi].astype(np.int64)),
+                "producerEpoch": lambda: pa.array(epoch[bi].astype(np.int16)),
+                "baseSequence": lambda: pa.array(seq[bi].astype(np.int32)),
+                "isTransactional": lambda: pa.array((attrs[bi] & W.TRANSACTIONAL_FLAG_MASK) != 0),
+                "isControl": lambda: pa.array((attrs[bi] & W.CONTROL_FLAG_MASK) != 0)})
+        if want is None and batch_fields is None and self.batch_fields:
+            raise ValueError("batch_fields were asked for: give the chunk's batch fields")
+        return pa.RecordBatch.from_arrays([build[f.name]() for f in self.schema], schema=self.schema)
 
 
 def _assemble(cols: Columns, topic: str | None, partition: int | None, include_headers: bool,
@@ -352,25 +368,30 @@ class _Batches:
         return out
 
 
-def _plain_job(buf: memoryview, b: _Batches, include_headers: bool, verify_crc: bool) -> ColumnsJob:
+def _plain_job(buf: memoryview, b: _Batches, include_headers: bool, verify_crc: bool,
+               copy: tuple[bool, bool] = (True, True)) -> ColumnsJob:
     """Uncompressed v2 batches: the kernel reads their records in place and checks each batch's
-    CRC right before its records (so they are read from cache)."""
+    CRC right before its records (so they are read from cache). copy: (keys, values) to copy (a
+    projection without them steps over their bytes)."""
     c = b.c
     starts = c["position"] + W.RECORDS_OFFSET
     job: ColumnsJob = _backend.core.ColumnsJob(
         buf, starts, c["position"] + c["size"], c["record_count"], c["base_offset"], c["first_timestamp"],
-        c["max_timestamp"], c["attributes"], include_headers, c["crc"].astype(np.int64) if verify_crc else None)
+        c["max_timestamp"], c["attributes"], include_headers, c["crc"].astype(np.int64) if verify_crc else None,
+        *copy)
     return job
 
 
-def _decode_plain(buf: memoryview, b: _Batches, include_headers: bool, verify_crc: bool) -> Columns:
-    job = _plain_job(buf, b, include_headers, verify_crc)
+def _decode_plain(buf: memoryview, b: _Batches, include_headers: bool, verify_crc: bool,
+                  copy: tuple[bool, bool] = (True, True)) -> Columns:
+    job = _plain_job(buf, b, include_headers, verify_crc, copy)
     job.run()
     return job.result()
 
 
 def _decode_compressed(buf: memoryview, b: _Batches, include_headers: bool, verify_crc: bool,
-                       max_decompressed_bytes: int, chunk_bytes: int) -> Iterator[tuple[Columns, int, int]]:
+                       max_decompressed_bytes: int, chunk_bytes: int,
+                       copy: tuple[bool, bool] = (True, True)) -> Iterator[tuple[Columns, int, int]]:
     """Compressed v2 batches: CRC over the stored bytes, decompress, decode; yields (kernel result,
     index of the run's first batch, index after its last) per run of batches holding up to
     chunk_bytes decompressed bytes (one batch at least), so no more is decompressed at a time."""
@@ -403,7 +424,7 @@ def _decode_compressed(buf: memoryview, b: _Batches, include_headers: bool, veri
             cols = _backend.core.decode_columns_v2(
                 data, np.array(starts, np.int64), np.array(ends, np.int64), b.c["record_count"][sel],
                 b.c["base_offset"][sel], b.c["first_timestamp"][sel], b.c["max_timestamp"][sel],
-                b.c["attributes"][sel], include_headers)
+                b.c["attributes"][sel], include_headers, None, *copy)
         except KBatchError as e:
             if e.position is not None:
                 i = min(int(np.searchsorted(np.array(ends), e.position, side="right")), k - first - 1)
@@ -483,7 +504,8 @@ def iter_record_batches(data: Buffer, topic: str | None = None, partition: int |
                         chunk_rows: int = DEFAULT_CHUNK_ROWS, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
                         max_decompressed_bytes: int = W.DEFAULT_MAX_DECOMPRESSED_BYTES,
                         use_threads: bool = True, key_schema: Any = None,
-                        value_schema: Any = None, on_decode_error: Any = "fail") -> Generator[pa.RecordBatch, None, int]:
+                        value_schema: Any = None, on_decode_error: Any = "fail",
+                        columns: Iterable[str] | None = None) -> Generator[pa.RecordBatch, None, int]:
     """Yield pyarrow.RecordBatch objects of about `chunk_rows` rows and at most about
     `chunk_bytes` bytes of (decompressed) records each; a batch is never split, so a chunk holds
     one batch at least.
@@ -499,13 +521,19 @@ def iter_record_batches(data: Buffer, topic: str | None = None, partition: int |
     lacks null; one that cannot be cast raises). With a fixed reader schema (`subject=` or
     `reader_schema=`) the rows equal decode_columns' (docs/schemas.md). on_decode_error: as
     decode_columns' (a callable gets the row's index in the whole stream).
+    columns: the columns to build (None: every one), in the schema's order: the others are never
+    made into arrays, and a key or value left out is never given to its format (projection).
     """
+    fmts = {name: fmt for name, fmt in (("key", key_schema), ("value", value_schema))
+            if fmt is not None and (columns is None or name in columns)}
+    wanted = None if columns is None else frozenset(columns)
+    # a format names the offset of a value it cannot decode: the offsets are built for it
+    built = wanted if wanted is None or not fmts else wanted | {"offset"}
     binary = _iter_binary(data, topic, partition, include_headers=include_headers, batch_fields=batch_fields,
                           include_control=include_control, tombstone=tombstone, verify_crc=verify_crc, strict=strict,
                           start_offset=start_offset, end_offset=end_offset, chunk_rows=chunk_rows,
                           chunk_bytes=chunk_bytes, max_decompressed_bytes=max_decompressed_bytes,
-                          use_threads=use_threads)
-    fmts = {name: fmt for name, fmt in (("key", key_schema), ("value", value_schema)) if fmt is not None}
+                          use_threads=use_threads, columns=built)
     handler = _on_error(on_decode_error)
     if not fmts:
         return (yield from binary)
@@ -519,7 +547,8 @@ def iter_record_batches(data: Buffer, topic: str | None = None, partition: int |
                 return int(stop.value)
             at = seen
             shifted = None if handler is None else (lambda row, error: handler(at + row, error))
-            yield _typed_chunk(rb, fmts, types, shifted, topic, partition)
+            typed = _typed_chunk(rb, fmts, types, shifted, topic, partition)
+            yield typed if built == wanted else typed.drop_columns(["offset"])
             seen += rb.num_rows
     finally:
         binary.close()  # an abandoned caller: the decode threads let go of the buffer now
@@ -577,13 +606,16 @@ def _typed_chunk(rb: pa.RecordBatch, fmts: dict[str, Any], types: dict[str, pa.D
 def _iter_binary(data: Buffer, topic: str | None, partition: int | None, *, include_headers: bool,
                  batch_fields: bool, include_control: bool, tombstone: bool, verify_crc: bool, strict: bool,
                  start_offset: int | None, end_offset: int | None, chunk_rows: int, chunk_bytes: int,
-                 max_decompressed_bytes: int, use_threads: bool) -> Generator[pa.RecordBatch, None, int]:
+                 max_decompressed_bytes: int, use_threads: bool,
+                 columns: frozenset[str] | None = None) -> Generator[pa.RecordBatch, None, int]:
     """iter_record_batches' binary columns."""
     buf = as_view(data)
     lo = W.INT64_MIN if start_offset is None else start_offset
     hi = W.INT64_MAX if end_offset is None else end_offset
     chunk_bytes = max(1, min(int(chunk_bytes), _MAX_CHUNK_BYTES))
-    assemble = _Assembler(topic, partition, include_headers, batch_fields, tombstone)
+    assemble = _Assembler(topic, partition, include_headers, batch_fields, tombstone, columns)
+    # the kernel copies only the keys and values the columns hold (a key-only read steps over values)
+    copy = (columns is None or "key" in columns, columns is None or "value" in columns)
 
     def results(b: _Batches, ahead: _Walk | None) -> Iterator[tuple[Columns, int, int]]:
         """(kernel result, index in b of its first batch, index after its last batch); `ahead`:
@@ -593,9 +625,10 @@ def _iter_binary(data: Buffer, topic: str | None, partition: int | None, *, incl
             assert ahead[0].job is not None
             yield ahead[0].job.result(), 0, len(b)
         elif b.kind == _PLAIN:
-            yield _decode_plain(buf, b, include_headers, verify_crc), 0, len(b)
+            yield _decode_plain(buf, b, include_headers, verify_crc, copy), 0, len(b)
         elif b.kind == _COMPRESSED:
-            yield from _decode_compressed(buf, b, include_headers, verify_crc, max_decompressed_bytes, chunk_bytes)
+            yield from _decode_compressed(buf, b, include_headers, verify_crc, max_decompressed_bytes, chunk_bytes,
+                                          copy)
         else:
             yield _decode_legacy(buf, b, include_headers, max_decompressed_bytes, verify_crc), 0, len(b)
 
@@ -709,7 +742,7 @@ def _iter_binary(data: Buffer, topic: str | None, partition: int | None, *, incl
                     break
                 ahead: _Walk | None = None
                 if threads is not None and chunk.kind == _PLAIN:
-                    walk = _Ahead(_plain_job(buf, chunk, include_headers, verify_crc))
+                    walk = _Ahead(_plain_job(buf, chunk, include_headers, verify_crc, copy))
                     ahead = (walk, threads[0].submit(walk))
                 queue.append((chunk, ahead))
             if not queue:

@@ -36,7 +36,7 @@ Rules:
   write in progress or a torn last write, and is ignored.
 
 `aborted_transactions(sources)` is the aborted-transaction rule over any segments (local,
-remote, a Spark plan's files): kbatch.spark._plan calls it.
+remote, a Spark plan's files): kbatch.log.segment_plan calls it.
 """
 from __future__ import annotations
 
@@ -648,6 +648,10 @@ class FetchResult:
                                           collect_aborted_txns(state.aborted, start_offset, self.upper_offset))
         #: every range of bytes met that could not be read
         self.unreadable: list[UnreadableRange] = []
+        #: what windows() handed out so far: batches, and the bytes they span in the segments (a
+        #: reader's pushdown shows here: bytes an index lookup skipped are never counted)
+        self.batches_read = 0
+        self.bytes_read = 0
         #: a strict read_committed read whose upper bound is the first offset of a transaction that
         #: unreadable bytes leave undecided: the range it raises at once it gets there (else None)
         stops = [u for u in self.unknown if u.first_offset == self.upper_offset] if not skip_unreadable else []
@@ -703,7 +707,11 @@ class FetchResult:
         order, control batches included), as slices of the segments' scan windows: for readers that
         work on header columns and byte ranges (stats, export) rather than batch by batch. The same
         rules and errors as batches(), which is built on it; no aborted marks here (AbortedFilter)."""
-        yield from self._windows()
+        for w in self._windows():
+            a, b = w.span()
+            self.batches_read += w.stop - w.start
+            self.bytes_read += b - a
+            yield w
         self._check_unknown()
 
     def _windows(self) -> Iterator[FetchedWindow]:

@@ -265,7 +265,7 @@ def offsets_for_times(path: PathLike, timestamp: int | datetime, spark: SparkSes
     (null offset/timestamp when no such record). One Spark task per partition; the lookups use
     `.timeindex` and `.index` and read only the bytes they need.
     Returns a DataFrame: topic, partition, offset, timestamp (ms)."""
-    from . import _plan
+    from ..log import segment_plan as _plan
 
     spark = _session(spark)
     target = _to_ms(timestamp) if isinstance(timestamp, datetime) else int(timestamp)
@@ -277,7 +277,7 @@ def offsets_for_times(path: PathLike, timestamp: int | datetime, spark: SparkSes
 
 
 def _lookup(t: tuple[str, int, str], target: int) -> tuple[str, int, int | None, int | None]:
-    from . import _plan
+    from ..log import segment_plan as _plan
 
     topic, partition, path = t
     tp = _plan.list_partitions(path)[0]

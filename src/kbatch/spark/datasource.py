@@ -70,7 +70,7 @@ from ..columns import decode as A
 from ..log.files import atomic_write
 from ..errors import FileChangedError, InvalidOffsetError, InvalidRequestError, KBatchError
 from ..log.fetch import UnreadableDataError, UnreadableRange, partial_tail_ignored
-from . import _plan
+from ..log import segment_plan as _plan
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -102,19 +102,14 @@ def _partitions(logs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     """(topic, partition, directory) of every partition under `logs` the topic selection takes
     (kbatch.log.topics: exact names, globs, excluded globs; internal topics only when named or
     asked for; a path that is itself a partition is always read)."""
-    from ..log.partition_files import find_partition_files
-    from ..log.topics import TopicSelection, select_partitions
+    from ..scan import select_partitions
 
-    paths = [logs] if isinstance(logs, (str, os.PathLike)) else list(logs)
-    selection = TopicSelection.of(topics, exclude=exclude_topics, include_internal=include_internal)
-    found: dict[tuple[str, int], str] = {}
-    for p in paths:
-        for part in select_partitions(find_partition_files(os.fspath(p)), os.fspath(p), selection):
-            if part.topic is None or part.partition is None:
-                raise KBatchError(f"{part.path}: not named <topic>-<partition>: a table needs both")
-            found.setdefault((part.topic, part.partition), part.path)
-    want_p = None if partitions is None else set(partitions)
-    return [(t, p, d) for (t, p), d in sorted(found.items()) if want_p is None or p in want_p]
+    out: list[tuple[str, int, str]] = []
+    for part in select_partitions(logs, topics, partitions, exclude_topics=exclude_topics,
+                                  include_internal=include_internal):
+        assert part.topic is not None and part.partition is not None  # select_partitions refuses others
+        out.append((part.topic, part.partition, part.path))
+    return out
 
 
 def error_offset(e: KBatchError, start: int | None) -> int | None:

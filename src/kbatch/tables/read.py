@@ -1,20 +1,15 @@
 """A topic (or a log directory, or any set of partitions) as one Arrow table, as a Kafka consumer
-would read it: `kbatch.read_topic`. The same rows a table export writes (the read path decides
-which batches count, aborted transactions and the last stable offset; decode_columns' kernel
-decodes them), without a table format: for a notebook, DuckDB or pandas."""
+would read it: `kbatch.read_topic`, kbatch.scan's read gathered into one table (the read path
+decides which batches count, aborted transactions and the last stable offset; decode_columns'
+kernel decodes them). For data larger than memory, kbatch.scan streams the same rows."""
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..log.fetch import IsolationLevel
-from ._source import iter_rows, plan_partition, table_schema
-
 if TYPE_CHECKING:
     import pyarrow as pa
-
-_LEVELS = {"read_uncommitted": IsolationLevel.READ_UNCOMMITTED, "read_committed": IsolationLevel.READ_COMMITTED}
 
 
 def read_topic(logs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
@@ -45,27 +40,13 @@ def read_topic(logs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
     format, or "json-plain" / "json-plain:SCHEMA_FILE" for unframed JSON values), one type for
     the whole table; on_decode_error: as decode_columns' ("fail": the first undecodable value, in
     row order, raises naming its topic, partition and offset; "null"; or a callable (row, error))."""
-    import pyarrow as pa
+    from ..scan import scan
 
-    from ..log.unified_log import Log
-    from . import _partitions
-
-    if isolation not in _LEVELS:
-        raise ValueError(f"isolation must be read_uncommitted or read_committed, not {isolation!r}")
-    level = _LEVELS[isolation]
-    pieces: list[pa.RecordBatch] = []
-    for topic, partition, path in _partitions(logs, topics, partitions, exclude_topics=exclude_topics,
-                                               include_internal=include_internal):
-        log = Log.open(path)
-        try:
-            plan = plan_partition(log, topic, partition, path, None, from_offset=from_offset,
-                                  until_offset=until_offset, from_time=from_time, until_time=until_time,
-                                  isolation=level)
-            pieces.extend(iter_rows(plan, level, include_headers=include_headers))
-        finally:
-            log.close()
-    schema = table_schema(include_headers)
-    table = pa.Table.from_batches([rb.cast(schema) if rb.schema != schema else rb for rb in pieces], schema=schema)
+    with scan(logs, topics=topics, partitions=partitions, exclude_topics=exclude_topics,
+              include_internal=include_internal, from_offset=from_offset, until_offset=until_offset,
+              from_time=from_time, until_time=until_time, isolation=isolation, include_headers=include_headers) as s:
+        table = s.to_table()
+    # typed over the whole table at once (one type for the whole table), not range by range as scan's
     return _typed(table, key_schema, value_schema, on_decode_error)
 
 

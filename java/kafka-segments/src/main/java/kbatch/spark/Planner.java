@@ -27,7 +27,7 @@ import kbatch.kafka.wire.Wire;
  * Planning a read on the driver: partitions, their offset bounds (options and pushed filters;
  * timestamps resolved through `.timeindex`/`.index` as Kafka's offsetsForTimes), and the byte
  * ranges of segments that hold them (split at `.index` batch boundaries), so skipped bytes are
- * never read. The same answers as kbatch.spark._plan and KafkaSegmentsReader._bounds; time lookups
+ * never read. The same answers as kbatch.log.segment_plan and KafkaSegmentsReader._bounds; time lookups
  * follow kbatch.Log (Kafka's UnifiedLog/LogSegment rules).
  */
 final class Planner {

@@ -37,7 +37,7 @@ import kbatch.kafka.wire.KafkaSegmentsException;
 /**
  * A directory of partition folders of segments, through Hadoop's FileSystem (so hdfs://, s3a://,
  * abfs://, gs:// paths work wherever the cluster has the connector), listed as
- * kbatch.spark._plan.list_partitions lists one with kbatch.log.layout, in the three layouts it reads:
+ * kbatch.log.segment_plan.list_partitions lists one with kbatch.log.layout, in the three layouts it reads:
  *
  * - broker: `<topic>-<partition>/<20-digit base offset>.log` with `.index`, `.timeindex`, `.txnindex`
  *   beside it;

@@ -9,7 +9,7 @@ import kbatch.kafka.wire.Wire;
 /**
  * A segment's `.index` (offset -> position) or `.timeindex` (timestamp -> offset) entries as
  * absolute values (kafka-format.md 5.1-5.3). Two readings of a preallocated file's zero tail:
- * {@link #forPlanning} cuts as kbatch.spark._plan does (splitting and offset ranges), and
+ * {@link #forPlanning} cuts as kbatch.log.segment_plan does (splitting and offset ranges), and
  * {@link #forLookup} as kbatch.log.index does for time lookups (sanity-checked; an index that fails
  * its checks, or is missing, is treated as empty: the lookup then scans from the segment start,
  * which gives the answer a rebuilt index would).

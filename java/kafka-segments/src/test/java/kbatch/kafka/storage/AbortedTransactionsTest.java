@@ -97,7 +97,7 @@ class AbortedTransactionsTest {
                 new long[] {COMMITTED, 4, 6}));
         KafkaSegmentsException e = assertThrows(KafkaSegmentsException.class, () -> offsets(wrong));
         assertEquals("CorruptIndexError", e.errorClass());
-        // kbatch/spark/_plan.py's words: expected what the index says, found what the log has
+        // kbatch/log/segment_plan.py's words: expected what the index says, found what the log has
         assertEquals("The transaction index contradicts the log: expected an ABORT marker of producer 8 at offset 6, "
                 + "found COMMIT (at byte " + e.position() + ", in batch with base offset 6)", e.render());
     }

@@ -1,4 +1,5 @@
-"""Planning reads over a directory of Kafka partition folders, without Spark.
+"""Planning reads over a directory of Kafka partition folders: the planner every parallel reader
+shares (the Spark readers, kbatch.scan's planned ranges, the Ray datasource).
 
 A root directory holds `<topic>-<partition>/` folders of segments (`<20-digit base offset>.log`
 with `.index` and `.timeindex` beside it), or a tiered-storage layout (kbatch.log.layout), on local
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from ..record.batch import Batch
     from .._typing import Buffer
     from ..log.unified_log import Log
+    from ..log.partition_files import PartitionFiles
     from ..log.segment_files import SegmentFiles
 
 #: an aborted transaction: (producer id, first offset, last offset: its ABORT marker's)
@@ -90,13 +92,20 @@ def list_partitions(root: str, topics: Iterable[str] | None = None,
             continue
         for problem in part.problems:
             log.warning("kafka-segments: %s", problem)
-        segs = [Segment(f.path(".log"), f.base_offset, _log_size(f), f) for f in part.segments
-                if f.base_offset is not None]  # a listing names every segment by its base offset
-        out.append(TopicPartition(part.topic, part.partition, part.path, segs))
+        out.append(topic_partition(part))
     if require_partitions and not found:
         raise FileNotFoundError(no_partitions_message(root, _fs.listdir(root)))
     out.sort(key=lambda tp: (tp.topic, tp.partition))
     return out
+
+
+def topic_partition(part: PartitionFiles) -> TopicPartition:
+    """A listed partition (kbatch.log.partition_files) as the planner's TopicPartition: its
+    segments with their sizes, in base-offset order."""
+    assert part.topic is not None and part.partition is not None
+    segs = [Segment(f.path(".log"), f.base_offset, _log_size(f), f) for f in part.segments
+            if f.base_offset is not None]  # a listing names every segment by its base offset
+    return TopicPartition(part.topic, part.partition, part.path, segs)
 
 
 def no_partitions_message(root: str, names: Iterable[str]) -> str:
@@ -455,3 +464,29 @@ def plan_partition(tp: TopicPartition, start_offset: int | None, end_offset: int
             out.append(Slice(tp.topic, tp.partition, seg.path, a, b, seg.size, start_offset, end_offset, aborted,
                              next_base, before[-1] if before else (0 if a > 0 else a)))
     return out
+
+
+def offset_ranges(tp: TopicPartition, start_offset: int, end_offset: int | None,
+                  max_bytes: int) -> list[tuple[int, int | None]]:
+    """plan_partition's slices of offsets [start_offset, end_offset) as offset ranges [lo, hi)
+    that cover them exactly, one a slice (a reader that reads offsets, not bytes: the read path's
+    read_log takes a range each). A cut at an `.index` entry becomes that entry's offset (the
+    batch there holds it: at most that one batch is decoded by both neighbours, each keeping its
+    own rows); a cut at a segment's start, the segment's base offset."""
+    cuts: list[int] = []
+    for s in plan_partition(tp, start_offset, end_offset, max_bytes):
+        seg = next((g for g in tp.segments if g.path == s.path), None)
+        if seg is None:
+            continue
+        if s.start == 0:
+            at = seg.base_offset
+        else:
+            offs, pos = offset_index(seg)
+            i = int(np.searchsorted(pos, s.start, side="left"))
+            if i >= len(pos) or int(pos[i]) != s.start:
+                continue  # not an index entry (the first slice's own start): no cut
+            at = int(offs[i])
+        if start_offset < at and (end_offset is None or at < end_offset) and (not cuts or at > cuts[-1]):
+            cuts.append(at)
+    bounds: list[int | None] = [start_offset, *cuts, end_offset]
+    return [(int(lo), hi) for lo, hi in zip(bounds, bounds[1:]) if lo is not None]
