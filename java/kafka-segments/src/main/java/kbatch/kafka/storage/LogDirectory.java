@@ -583,7 +583,7 @@ public final class LogDirectory {
 
         /**
          * `channel`: a local file through its FileChannel (the summary walk); false: Hadoop's stream
-         * for every file system (the executors' reads, which Spark's input metrics count).
+         * for every file system (the executors' reads: unchanged, they copy into heap windows anyway).
          */
         public FsSource(FileSystem fs, String path, boolean channel) throws IOException {
             if (channel && fs instanceof RawLocalFileSystem) {
