@@ -159,16 +159,22 @@ def main(argv=None) -> int:
         qs = queries()
         pid = bs.jvm_pid(spark)
 
-        def jvm(topic, push=True):
+        def jvm(topic, push=True, trust=False):
             return (spark.read.format("kafka-segments-jvm").option("topics", topic)
-                    .option("pushDownAggregates", str(push).lower()).load(log_dir))
+                    .option("pushDownAggregates", str(push).lower())
+                    .option("trustHeaders", str(trust).lower()).load(log_dir))
 
         runs = {}  # (topic, query, path) -> [(wall, cpu)]
-        paths = ("JVM reader, cold", "JVM reader, warm", "Parquet")
+        # trusted first: each cold path forgets every summary, and warm needs the verified ones just made
+        paths = ("JVM reader, cold, trustHeaders", "JVM reader, cold", "JVM reader, warm", "Parquet")
         for topic in (bs.SCALE_TOPIC, USERS_TOPIC):
             for qname, (q, agg) in qs.items():
                 ref = q(jvm(topic, push=False))
+                forget(spark)
                 got = {"jvm": q(jvm(topic)), "parquet": q(spark.read.parquet(pq[topic]))}
+                if agg:
+                    got["trusted"] = q(jvm(topic, trust=True))
+                    assert got["trusted"] == ref, (topic, qname, got, ref)
                 assert got["jvm"] == ref == got["parquet"], (topic, qname, got, ref)
         print("answers equal (pushed, not pushed, Parquet)", flush=True)
         for _ in range(args.rounds):
@@ -178,9 +184,9 @@ def main(argv=None) -> int:
                         if path == "Parquet":
                             frame = spark.read.parquet(pq[topic])
                         else:
-                            if path.endswith("cold"):
+                            if "cold" in path:
                                 forget(spark)
-                            frame = jvm(topic)
+                            frame = jvm(topic, trust=path.endswith("trustHeaders"))
                         c0, t0 = bs._tree_cpu(pid), time.perf_counter()
                         q(frame)
                         t1, c1 = time.perf_counter(), bs._tree_cpu(pid)
@@ -231,6 +237,8 @@ def key_scan(spark, log_dir: str, pq: dict, rounds: int) -> str:
 
 TARGETS = {  # (query, path) -> Parquet's time / the path's time at least
     ("count", "JVM reader, warm"): 1.0, ("count", "JVM reader, cold"): 0.4,
+    ("count", "JVM reader, cold, trustHeaders"): 0.4, ("count by partition", "JVM reader, cold, trustHeaders"): 0.4,
+    ("max(timestamp)", "JVM reader, cold, trustHeaders"): 0.4,
     ("count by partition", "JVM reader, warm"): 1.0, ("count by partition", "JVM reader, cold"): 0.4,
     ("max(timestamp)", "JVM reader, warm"): 1.0, ("max(timestamp)", "JVM reader, cold"): 0.4,
 }

@@ -2,6 +2,12 @@
 
     PYTHONPATH=src .venv/bin/python bench/bench_summary.py            # 4,000,000 rows, then the day
     KBATCH_BENCH_SUMMARY_RECORDS=10000000 PYTHONPATH=src .venv/bin/python bench/bench_summary.py
+    PYTHONPATH=src .venv/bin/python -m pytest bench/bench_summary.py --benchmark-only   # dev.py bench
+
+The script is the separate run at scale (bench/results-summary-scale.md, carried into
+results-summary.md and README.md by bench/report.py); the pytest-benchmark tests time the same
+peers on a smaller topic (KBATCH_BENCH_SUMMARY_PYTEST_RECORDS, default 1,000,000, and a
+400,000-record day) for `dev.py bench`.
 
 Data (generated once into $KBATCH_BENCH_CACHE or ~/.cache/kbatch/bench-summary): a topic of
 KBATCH_BENCH_SUMMARY_RECORDS records in 4 partitions shaped as bench_spark.py's scale topic (16-byte
@@ -17,13 +23,14 @@ Timed, each peer in the same process, rounds interleaved (min and median of the 
    per producer, codecs, control batches; `summarize(timestamps=False)`, what `kbatch stats --fast`
    reads) against the same figures from a full decode (`FetchResult.record_batches`: every record
    decoded into Arrow columns, both levels), three ways: warm (the verified headers of the sealed
-   segments cached: the active segment's are read and CRC-checked), cold (every CRC checked, cache
-   empty) and `trust_headers` (no CRC, no cache);
+   segments and of the active segment's verified prefix cached, nothing appended between rounds),
+   cold (every CRC checked, cache empty) and `trust_headers` (no CRC, no cache);
 2. `kbatch stats --fast` (the CLI, all partitions) against `kbatch stats` (every record decoded);
 3. a per-minute histogram of the partition-day (`summary.histogram`: a timestamps walk through the
    record_fields_v2 kernel) against `decode_columns` of the same bytes bucketed with numpy.
 
-Each pair's answers are compared before anything is timed. Results: bench/results-summary.md.
+Each pair's answers are compared before anything is timed. Results: bench/results-summary-scale.md
+(the script), bench/results-summary.md (pytest-benchmark, with the script's results carried in).
 """
 from __future__ import annotations
 
@@ -47,6 +54,8 @@ from kbatch.log.fetch import IsolationLevel, read_log  # noqa: E402
 from kbatch.log.summary import SummaryCache, histogram, summarize  # noqa: E402
 
 RECORDS = int(os.environ.get("KBATCH_BENCH_SUMMARY_RECORDS", "4000000"))
+PYTEST_RECORDS = int(os.environ.get("KBATCH_BENCH_SUMMARY_PYTEST_RECORDS", "1000000"))
+PYTEST_DAY_RECORDS = 400_000
 DAY_RECORDS = int(os.environ.get("KBATCH_BENCH_SUMMARY_DAY_RECORDS", "2000000"))
 ROUNDS = int(os.environ.get("KBATCH_BENCH_SUMMARY_ROUNDS", "5"))
 PARTITIONS = 4
@@ -227,6 +236,47 @@ def decoded_histogram(part: str) -> dict:
     return dict(sorted(h.items()))
 
 
+def growing_copies(parts: list[str], into: str) -> list[str]:
+    """Each partition again under `into`: its sealed segments' .log files hard-linked (only read),
+    everything else copied (the active segment, to append to it; the index files)."""
+    out = []
+    for p in parts:
+        d = os.path.join(into, os.path.basename(p))
+        os.makedirs(d)
+        logs = sorted(f for f in os.listdir(p) if f.endswith(".log"))
+        for f in os.listdir(p):
+            if f in logs[:-1]:
+                os.link(os.path.join(p, f), os.path.join(d, f))
+            elif not f.endswith(".json"):
+                shutil.copyfile(os.path.join(p, f), os.path.join(d, f))
+        out.append(d)
+    return out
+
+
+def batches_to_append(part: str, rounds: int, n: int = PER_BATCH) -> list[bytes]:
+    """`rounds` batches of `n` records (the topic's shape, a producer of its own) to append one
+    after the other at the partition's log end."""
+    log = kbatch.Log.open(part)
+    try:
+        end = log.end_offset()
+    finally:
+        log.close()
+    out = []
+    for r in range(rounds):
+        base = end + r * n
+        b = kbatch.BatchBuilder(base_offset=base, timestamp_extended=False)
+        for i in range(base, base + n):
+            b.append(T0 + i, b"user-%06d......" % (i % KEYS), value(i))
+        out.append(b.build())
+    return out
+
+
+def append(part: str, data: bytes) -> None:
+    active = sorted(f for f in os.listdir(part) if f.endswith(".log"))[-1]
+    with open(os.path.join(part, active), "ab") as f:
+        f.write(data)
+
+
 # ------------------------------------------------------------------------------------ timing
 def side_by_side(fns: dict, rounds: int) -> dict:
     times: dict[str, list[float]] = {k: [] for k in fns}
@@ -293,6 +343,33 @@ def main() -> int:
         t3 = side_by_side({"decode_columns + numpy": lambda: decoded_histogram(day),
                            "histogram, warm": lambda: day_histogram(day, hwarm),
                            "histogram, cold (CRC, timestamps walk)": hist_cold}, ROUNDS)
+        # an append between summaries: only the appended batch is read and CRC-checked (the
+        # verified prefix of the active segment cached); on copies, the generated data untouched
+        grow = growing_copies(parts, os.path.join(tmp, "grow"))
+        gcache = SummaryCache(os.path.join(tmp, "grow-cache"))
+        header_figures(grow, cache=gcache)
+        rounds4 = max(2, ROUNDS // 2)
+        todo = {g: batches_to_append(g, rounds4) for g in grow}
+        appended = [len(b) for bs in todo.values() for b in bs]
+        t4: dict[str, list[float]] = {"full decode": [], "summary, warm after an append": []}
+        for r in range(rounds4):   # peers interleaved; the appends (a producer's work) are not timed
+            t = time.perf_counter()
+            decoded_figures(grow)
+            t4["full decode"].append(time.perf_counter() - t)
+            for g in grow:
+                append(g, todo[g][r])
+            t = time.perf_counter()
+            header_figures(grow, cache=gcache)
+            t4["summary, warm after an append"].append(time.perf_counter() - t)
+        assert header_figures(grow, cache=gcache) == decoded_figures(grow) == header_figures(grow, cache=False)
+        log = kbatch.Log.open(grow[0])
+        try:
+            last = summarize(log, cache=gcache)
+            # the headers come from the cache but for what was appended (up to _PREFIX_STEP, read again)
+            assert last.cached_bytes + last.scanned_bytes == last.log_bytes
+            assert last.scanned_bytes <= sum(len(b) for b in todo[grow[0]])
+        finally:
+            log.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     load1 = os.getloadavg()[0]
@@ -302,14 +379,19 @@ def main() -> int:
         return f"{min(a) / min(b):.1f}x (median {statistics.median(a) / statistics.median(b):.1f}x)"
 
     rows = [
-        ("header figures, both isolation levels, warm (sealed segments' verified headers cached)",
+        ("header figures, both isolation levels, warm (the verified headers of sealed segments and of the active "
+         "segment's prefix cached; nothing appended between rounds)",
          t1, "full decode", "summary, warm", ">= 100x"),
+        (f"header figures, warm, after appending a {PER_BATCH}-record batch (~{statistics.mean(appended) / 1024:.0f} KiB) "
+         "to each partition (only it is read and CRC-checked)", t4, "full decode", "summary, warm after an append",
+         ">= 100x"),
         ("header figures, cold (every CRC checked, cache empty)", t1, "full decode", "summary, cold (CRC)", "report"),
         ("header figures, trust_headers (no CRC, no cache: only the batch headers are read)", t1, "full decode",
          "summary, trust_headers", "report"),
         ("`kbatch stats --fast` vs `kbatch stats` (CLI, 4 partitions, cache warm after the first round)", t2,
          "kbatch stats", "kbatch stats --fast", "report"),
-        ("per-minute histogram of one partition-day vs decode_columns, warm (sealed segments' walk remembered)",
+        ("per-minute histogram of one partition-day vs decode_columns, warm (the walk remembered, the active "
+         "segment's prefix too)",
          t3, "decode_columns + numpy", "histogram, warm", ">= 10x"),
         ("per-minute histogram, cold (every CRC checked, every CreateTime record's timestamp walked)", t3,
          "decode_columns + numpy", "histogram, cold (CRC, timestamps walk)", "report"),
@@ -326,13 +408,69 @@ def main() -> int:
                      f"{ratio(times, peer, ours)} | {target} |")
     notes = os.path.join(HERE, "notes", "summary.md")
     if os.path.exists(notes):
-        lines += ["", open(notes, encoding="utf-8").read().rstrip()]
+        lines += ["", "## Notes", "", open(notes, encoding="utf-8").read().rstrip()]
     text = "\n".join(lines) + "\n"
     print(text)
     if os.environ.get("KBATCH_BENCH_WRITE", "1") != "0":
-        with open(os.path.join(HERE, "results-summary.md"), "w", encoding="utf-8") as f:
+        with open(os.path.join(HERE, "results-summary-scale.md"), "w", encoding="utf-8") as f:
             f.write(text)
     return 0
+
+
+# ------------------------------------------------------------------------------------ pytest-benchmark
+try:
+    import pytest
+except ImportError:  # the script alone needs no pytest
+    pytest = None  # type: ignore[assignment]
+
+if pytest is not None:
+    @pytest.fixture(autouse=True)
+    def _cython_backend(monkeypatch):
+        from kbatch import _backend
+
+        monkeypatch.setattr(_backend, "core", pytest.importorskip("kbatch._core"))
+
+    @pytest.fixture(scope="module")
+    def small(tmp_path_factory):
+        """(partitions, the day's partition, a warm header cache, a warm histogram cache), answers checked."""
+        root, droot = data(PYTEST_RECORDS, PYTEST_DAY_RECORDS)
+        parts, day = partitions(root), os.path.join(droot, "day-0")
+        d = tmp_path_factory.mktemp("summary-cache")
+        warm, hwarm = SummaryCache(str(d / "warm")), SummaryCache(str(d / "hist-warm"))
+        want = decoded_figures(parts)
+        for kw in (dict(cache=warm), dict(cache=warm), dict(cache=False)):
+            assert header_figures(parts, **kw) == want
+        assert day_histogram(day, hwarm) == decoded_histogram(day) == day_histogram(day, hwarm)
+        return parts, day, warm, hwarm, d
+
+    @pytest.mark.benchmark(group="summary header figures")
+    @pytest.mark.parametrize("impl", ["summary, warm", "summary, cold (CRC)", "full decode"])
+    def test_header_figures(benchmark, small, impl):
+        parts, _day, warm, _h, d = small
+
+        def cold() -> None:
+            shutil.rmtree(d / "cold", ignore_errors=True)
+            header_figures(parts, cache=SummaryCache(str(d / "cold")))
+
+        fn = {"summary, warm": lambda: header_figures(parts, cache=warm), "summary, cold (CRC)": cold,
+              "full decode": lambda: decoded_figures(parts)}[impl]
+        benchmark.pedantic(fn, rounds=3, iterations=1)
+        benchmark.extra_info["records"] = PYTEST_RECORDS
+
+    @pytest.mark.benchmark(group="summary histogram")
+    @pytest.mark.parametrize("impl", ["histogram, warm", "histogram, cold (CRC, timestamps walk)",
+                                      "decode_columns + numpy"])
+    def test_histogram(benchmark, small, impl):
+        _parts, day, _w, hwarm, d = small
+
+        def cold() -> None:
+            shutil.rmtree(d / "hist-cold", ignore_errors=True)
+            day_histogram(day, SummaryCache(str(d / "hist-cold")))
+
+        fn = {"histogram, warm": lambda: day_histogram(day, hwarm), "histogram, cold (CRC, timestamps walk)": cold,
+              "decode_columns + numpy": lambda: decoded_histogram(day)}[impl]
+        benchmark.pedantic(fn, rounds=3, iterations=1)
+        benchmark.extra_info["records"] = PYTEST_DAY_RECORDS
 
 
 if __name__ == "__main__":

@@ -194,6 +194,15 @@ def _ratio(benchmarks, refused, module, group, ours, peer, threshold, fmt="{:.2f
 
 TARGETS = [
     # issue, question, target text, module, group, ours, peer, threshold (peer / ours >= it)
+    ("40 summary", "`kbatch stats` header figures from the summary, warm, vs a full decode (same numbers)",
+     ">= 100x", "bench_summary.py", "summary header figures", "summary, warm", "full decode", 100.0),
+    ("40 summary", "header figures, cold (every CRC checked), vs a full decode", "report", "bench_summary.py",
+     "summary header figures", "summary, cold (CRC)", "full decode", None),
+    ("40 summary", "per-minute histogram of a partition-day, warm, vs `decode_columns`", ">= 10x", "bench_summary.py",
+     "summary histogram", "histogram, warm", "decode_columns + numpy", 10.0),
+    ("40 summary", "per-minute histogram, cold (CRC, timestamps walk), vs `decode_columns`", "report",
+     "bench_summary.py", "summary histogram", "histogram, cold (CRC, timestamps walk)", "decode_columns + numpy",
+     None),
     ("2 codec", "decode to objects, touching key/value/timestamp, vs aiokafka", ">= 1.5x", "bench_codec.py",
      "codec decode (records/s)", "kbatch", "aiokafka", 1.5),
     ("2 codec", "encode, `BatchBuilder.append` vs aiokafka", ">= 1.5x", "bench_codec.py",
@@ -337,7 +346,9 @@ def _special(benchmarks, refused):
 
 #: results of runs outside pytest-benchmark (too long for `dev.py bench`), kept beside the area's
 #: file by the run itself and carried into results-<area>.md and README.md by every report
-SEPARATE_RUNS = {"spark": ("results-spark-scale.md", "bench/bench_spark.py scale")}
+SEPARATE_RUNS = {"spark": ("results-spark-scale.md", "bench/bench_spark.py scale"),
+                 "values": ("results-avro-anchor.md", "bench/avro_anchor.py --write"),
+                 "summary": ("results-summary-scale.md", "KBATCH_BENCH_SUMMARY_RECORDS=10000000 bench/bench_summary.py")}
 
 
 def separate_run(area: str) -> list[str]:

@@ -109,7 +109,8 @@ def partition_stats(log: "Log", advance: Callable[[int], object] = lambda n: Non
         per_producer=[dict(producer_id=p.producer_id, producer_epoch=p.producer_epoch, batches=p.batches,
                            records=p.records, first_offset=p.first_offset, last_offset=p.last_offset,
                            last_sequence=p.last_sequence) for p in ru.producers],
-        crc=sm.crc, cached_segments=sm.cached_segments, fallbacks=sm.fallbacks, omitted=list(sm.omitted),
+        crc=sm.crc, cached_segments=sm.cached_segments, cached_bytes=sm.cached_bytes,
+        scanned_bytes=sm.scanned_bytes, fallbacks=sm.fallbacks, omitted=list(sm.omitted),
         problems=[str(r) for r in sm.unreadable] + sm.problems)
     if sm.batches:
         st["batch_bytes_mean"] = round(sm.bytes / sm.batches, 1)

@@ -30,18 +30,18 @@ full read says). The verified headers of a sealed (not the last) segment are rem
 cache outside the log directory (SummaryCache: $KBATCH_SUMMARY_CACHE, else
 $XDG_CACHE_HOME/kbatch/summaries, else ~/.cache/kbatch/summaries), keyed by the file's identity
 (path, size, mtime_ns, inode) and checked against its last batch header's bytes, so the next
-summary of an unchanged segment reads no byte of it. `trust_headers=True` skips the CRCs as
+summary of an unchanged segment reads no byte of it. The active segment only grows: its verified
+prefix [0, N) is remembered (path, device, inode, N, its first and last batch headers' bytes) and a
+later summary reads and checks only the bytes appended since (docs/summary.md says what that
+trusts). Raw header rows are cached, never answers: the read path derives the LSO, the aborted
+transactions and the damage from them again each time. `trust_headers=True` skips the CRCs as
 Parquet trusts footers: lengths, magic, offsets order and torn tails are still checked, but a
 flipped bit inside a record (its key, value, timestamp delta) goes unseen.
 """
 from __future__ import annotations
 
 import bisect
-import hashlib
-import io
-import json
 import os
-import tempfile
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -52,19 +52,17 @@ from .. import _backend
 from .. import _wire as W
 from ..errors import KBatchError
 from .fetch import AbortedFilter, FetchedWindow, IsolationLevel, UnreadableRange, read_log
+from .summary_cache import _HEADER_FIELDS, SUMMARY_CACHE_ENV, SummaryCache, _header_size, default_cache_dir
 
 if TYPE_CHECKING:
     from ..record.file_records import Window
     from .partition_log import PartitionLog as Log
     from .segment import LogSegment
 
-SUMMARY_CACHE_ENV = "KBATCH_SUMMARY_CACHE"
-_CACHE_VERSION = 2
-_HEADER_FIELDS = ("position", "size", "magic", "base_offset", "last_offset", "partition_leader_epoch", "crc",
-                  "crc_valid", "attributes", "first_timestamp", "max_timestamp", "producer_id", "producer_epoch",
-                  "base_sequence", "record_count")
 #: in-memory header rows kept for the second isolation level's walk (above this, it scans again)
 _MEMO_ROWS = 1_000_000
+#: the active segment's cached prefix is moved on when at least this many verified bytes follow it
+_PREFIX_STEP = 4 << 20
 
 
 # ------------------------------------------------------------------------------------ results
@@ -176,8 +174,10 @@ class PartitionSummary:
     read_uncommitted: ReadSummary | None = None
     read_committed: ReadSummary | None = None
     crc: str = "verified"              # "verified" (checked now or remembered verified) or "trusted"
-    cached_segments: int = 0           # sealed segments answered from the cache (verified before)
-    scanned_segments: int = 0          # segments whose headers were read from the .log
+    cached_segments: int = 0           # segments answered (whole, or a prefix of the active one) from the cache
+    scanned_segments: int = 0          # segments whose headers were read (some bytes of) from the .log
+    cached_bytes: int = 0              # .log bytes whose headers came from the cache (verified before)
+    scanned_bytes: int = 0             # .log bytes walked (CRC-checked unless trusted), a re-read counted again
     decoded_batches: int = 0           # batches decoded for a figure headers cannot give
     #: figure -> {why: batches decoded for it}
     fallbacks: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -219,132 +219,6 @@ def _codec_name(code: int) -> str:
         return f"codec-{int(code)}"
 
 
-# ------------------------------------------------------------------------------------ the cache
-def default_cache_dir() -> str | None:
-    """$KBATCH_SUMMARY_CACHE ("" or "off": no cache), else $XDG_CACHE_HOME/kbatch/summaries, else
-    ~/.cache/kbatch/summaries."""
-    env = os.environ.get(SUMMARY_CACHE_ENV)
-    if env is not None:
-        return None if env.strip() in ("", "off", "0") else env
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "kbatch", "summaries")
-
-
-class SummaryCache:
-    """Verified batch headers of sealed segments, one file per segment in `directory` (never the
-    log directory): what a CRC-checked scan of the whole .log found, so that a later summary of the
-    same unchanged file reads none of it. An entry is used only when the file's path, size,
-    mtime_ns, device and inode are those it was made from and the bytes of its last batch header
-    are still the same; an entry that does not read (damaged, another version) is ignored."""
-
-    def __init__(self, directory: str) -> None:
-        self.directory = directory
-
-    @staticmethod
-    def _identity(path: str) -> tuple[str, int, int, int, int] | None:
-        try:
-            st = os.stat(path)
-        except OSError:
-            return None
-        return os.path.realpath(path), st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino
-
-    def _file(self, ident: tuple[str, int, int, int, int], kind: str = "") -> str:
-        h = hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:40]
-        return os.path.join(self.directory, f"{h}{kind}.npz")
-
-    def _load(self, seg: LogSegment, kind: str, names: tuple[str, ...]) -> tuple[dict[str, np.ndarray], Any] | None:
-        path = seg.path(".log")
-        ident = self._identity(path)
-        if ident is None or ident[1] != seg.size:
-            return None
-        try:
-            with np.load(self._file(ident, kind), allow_pickle=False) as z:
-                meta = json.loads(bytes(z["meta"]).decode())
-                if meta.get("version") != _CACHE_VERSION or tuple(meta["identity"]) != ident:
-                    return None
-                cols = {k: np.asarray(z[k]) for k in names}
-            # the content check: the last batch's header bytes (its CRC among them) are still those
-            at, size = int(meta["last_at"]), int(meta["last_size"])
-            if size and bytes(seg.log.read(at, size)).hex() != meta["last_header"]:
-                return None
-            return cols, meta
-        except (OSError, ValueError, KeyError, TypeError, EOFError, KBatchError):
-            return None  # a damaged or foreign entry is not trusted
-        except Exception:  # numpy's zip reader raises others (BadZipFile...) on a damaged file
-            return None
-
-    def _store(self, seg: LogSegment, kind: str, arrays: dict[str, np.ndarray], last_at: int, last_size: int,
-               **extra: Any) -> None:
-        path = seg.path(".log")
-        ident = self._identity(path)
-        if ident is None or ident[1] != seg.size:
-            return
-        last = bytes(seg.log.read(last_at, last_size)).hex() if last_size else ""
-        meta = json.dumps(dict(version=_CACHE_VERSION, identity=list(ident), last_at=last_at, last_size=last_size,
-                               last_header=last, **extra)).encode()
-        try:
-            os.makedirs(self.directory, exist_ok=True)
-            buf = io.BytesIO()
-            everything: dict[str, Any] = {"meta": np.frombuffer(meta, np.uint8), **arrays}
-            savez: Any = np.savez
-            savez(buf, **everything)
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=self.directory)
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(buf.getvalue())
-                os.replace(tmp, self._file(ident, kind))  # atomic: a reader sees the old entry or the new one
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
-        except OSError:
-            pass  # a cache that cannot be written costs speed, never an answer
-
-    def load(self, seg: LogSegment) -> tuple[dict[str, np.ndarray], int] | None:
-        """(header columns of the whole segment, where its batches end), or None."""
-        got = self._load(seg, "", _HEADER_FIELDS)
-        if got is None:
-            return None
-        cols, meta = got
-        n = len(cols["position"])
-        if any(len(v) != n for v in cols.values()) or int(meta["end"]) != seg.size:
-            return None
-        return cols, int(meta["end"])
-
-    def store(self, seg: LogSegment, cols: dict[str, np.ndarray], end: int) -> None:
-        if end != seg.size:
-            return
-        n = len(cols["position"])
-        at, size = (int(cols["position"][-1]), int(min(cols["size"][-1], W.RECORD_BATCH_OVERHEAD))) if n else (0, 0)
-        self._store(seg, "", cols, at, size, end=end)
-
-    def load_times(self, seg: LogSegment) -> dict[int, tuple[np.ndarray, np.ndarray]] | None:
-        """{batch position: (its records' timestamps, which have one)} of a verified sealed segment's
-        batches whose timestamps a header does not give, or None."""
-        got = self._load(seg, ".ts", ("position", "start", "ts", "has"))
-        if got is None:
-            return None
-        c = got[0]
-        pos, start, ts, has = c["position"], c["start"], c["ts"], c["has"]
-        if len(start) != len(pos) + 1 or len(ts) != len(has) or (len(start) and int(start[-1]) != len(ts)):
-            return None
-        bounds = start.tolist()
-        return {p: (ts[bounds[k]:bounds[k + 1]], has[bounds[k]:bounds[k + 1]]) for k, p in enumerate(pos.tolist())}
-
-    def store_times(self, seg: LogSegment, times: dict[int, tuple[np.ndarray, np.ndarray]], last_at: int,
-                    last_size: int) -> None:
-        order = sorted(times)
-        lens = [len(times[p][0]) for p in order]
-        start = np.zeros(len(order) + 1, np.int64)
-        np.cumsum(lens, out=start[1:])
-        arrays = dict(position=np.array(order, np.int64), start=start,
-                      ts=np.concatenate([times[p][0] for p in order]) if order else np.zeros(0, np.int64),
-                      has=np.concatenate([times[p][1] for p in order]) if order else np.zeros(0, bool))
-        self._store(seg, ".ts", arrays, last_at, last_size)
-
-
 # ------------------------------------------------------------------------------------ header source
 def _columns(s: Window, a: int = 0, b: int | None = None) -> dict[str, np.ndarray]:
     return {k: np.array(s[k][a:b]) for k in _HEADER_FIELDS}
@@ -359,7 +233,8 @@ class _Remembered(NamedTuple):
 
 class HeaderSource:
     """The read path's `scan` for a summary: a segment's headers from the cache (sealed segments
-    verified before), from what this summary already read (its other isolation level), or from
+    verified before, or the verified prefix of the active segment, then only the bytes appended
+    since are read), from what this summary already read (its other isolation level), or from
     the .log (then remembered); the read path's rules apply to them all the same."""
 
     def __init__(self, log: Log, cache: SummaryCache | None) -> None:
@@ -369,7 +244,12 @@ class HeaderSource:
         self.memo_rows = 0
         self.cached: set[int] = set()
         self.scanned: set[int] = set()
+        self.cached_sizes: dict[int, int] = {}   # segment base -> bytes whose headers came from the cache
+        self.scanned_bytes = 0            # bytes of .log walked by scans
         self.verified: set[int] = set()   # sealed segments whose every CRC is known good (cached or checked now)
+        #: segment base -> verified prefix entry of a segment that grows (None: none that holds)
+        self.prefixes: dict[int, tuple[dict[str, np.ndarray], int] | None] = {}
+        self.prefix_moved: set[int] = set()   # segments whose prefix entry this summary wrote
         #: segment base -> {batch position: (timestamps, which have one)} known (cache) and walked now
         self.known_times: dict[int, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
         self.new_times: dict[int, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
@@ -378,7 +258,18 @@ class HeaderSource:
         hit = self._remembered(seg, position, verify_crc)
         if hit is not None:
             return self._replay(seg, hit, position, verify_crc)
+        if self.cache is not None:   # the active segment, or one rolled since its prefix was remembered
+            pre = self._prefix(seg)
+            if pre is not None and (position == 0 or position in set(pre[0]["position"].tolist())
+                                    or position == pre[1]):
+                return self._extend(seg, pre, position, verify_crc)
         return self._scan(seg, position, verify_crc, hop=not verify_crc and _can_hop(seg))
+
+    def _prefix(self, seg: LogSegment) -> tuple[dict[str, np.ndarray], int] | None:
+        if seg.base_offset not in self.prefixes:
+            assert self.cache is not None
+            self.prefixes[seg.base_offset] = self.cache.load_prefix(seg)
+        return self.prefixes[seg.base_offset]
 
     def _remembered(self, seg: LogSegment, position: int, verify_crc: bool) -> _Remembered | None:
         for key in ((seg.base_offset, position), (seg.base_offset, 0)):
@@ -390,6 +281,7 @@ class HeaderSource:
             got = self.cache.load(seg)
             if got is not None:
                 self.cached.add(seg.base_offset)
+                self.cached_sizes[seg.base_offset] = got[1]
                 self.verified.add(seg.base_offset)
                 r = _Remembered(got[0], got[1], None, True)
                 self.memo[(seg.base_offset, 0)] = r
@@ -404,50 +296,73 @@ class HeaderSource:
             if position != r.end:
                 return (yield from self._scan(seg, position, verify_crc))  # not a batch start it knows
         if a < len(pos):
-            w: dict[str, Any] = {k: v[a:] for k, v in r.cols.items()}
-            if not verify_crc:
-                w["crc_valid"] = np.ones(len(pos) - a, bool)
-            w["valid_bytes"] = r.end
-            w["buf"], w["origin"], w["read"] = None, 0, seg.log.read
-            yield w
+            yield _replayed(seg, r.cols, a, r.end, verify_crc)
         if r.error is not None:
             raise r.error
         return r.end
 
+    def _extend(self, seg: LogSegment, pre: tuple[dict[str, np.ndarray], int], position: int, verify_crc: bool
+                ) -> Generator[Window, None, int]:
+        """The active segment's verified prefix [0, N) from the cache (its rows from `position`
+        on), then a scan of the bytes appended since, [N, size): its CRCs checked as any scan."""
+        cols, n_end = pre
+        self.cached.add(seg.base_offset)
+        self.cached_sizes[seg.base_offset] = n_end
+        a = int(np.searchsorted(cols["position"], position))
+        if a < len(cols["position"]):
+            yield _replayed(seg, cols, a, n_end, verify_crc)
+        return (yield from self._walk(seg, n_end, verify_crc, not verify_crc and _can_hop(seg), True))
+
     def _scan(self, seg: LogSegment, position: int, verify_crc: bool, hop: bool = False
               ) -> Generator[Window, None, int]:
-        self.scanned.add(seg.base_offset)
+        return (yield from self._walk(seg, position, verify_crc, hop, False))
+
+    def _walk(self, seg: LogSegment, position: int, verify_crc: bool, hop: bool, after_prefix: bool
+              ) -> Generator[Window, None, int]:
+        """A scan of the .log from `position` (after_prefix: the rows of the segment's cached
+        verified prefix come before it)."""
+        if position < seg.size:
+            self.scanned.add(seg.base_offset)
         # buffers reused from window to window (with read-ahead): the summary keeps no view of a
         # window once it asks for the next one (header columns are copied)
         gen = _hop_scan(seg, position) if hop else seg.log.scan(position, verify_crc, reuse=True)
         rows: list[dict[str, np.ndarray]] = []
-        # the rows are kept for the cache (a sealed segment read whole, CRCs checked) and for the
-        # other level's read (while this summary holds fewer than _MEMO_ROWS)
-        for_cache = (self.cache is not None and verify_crc and position == 0 and not hop
-                     and seg is not self.log.segments[-1])
+        active = seg is self.log.segments[-1]
+        # the rows are kept for the cache (a segment read whole or after its cached prefix, CRCs
+        # checked) and for the other level's read (while this summary holds fewer than _MEMO_ROWS)
+        for_cache = self.cache is not None and verify_crc and not hop and (position == 0 or after_prefix)
         keep = True
         error: KBatchError | None = None
         end = position
+        walked = position
         finished = False   # the scan reached its end (or its error), not left by its reader
         try:
             while True:
                 try:
                     s = next(gen)
                 except StopIteration as stop:
-                    end = int(stop.value)
+                    end = walked = int(stop.value)
                     finished = True
                     break
                 except KBatchError as e:
                     error, finished = e, True
                     raise
+                if len(s["position"]):
+                    walked = int(s["position"][-1] + s["size"][-1])
                 if keep or for_cache:
                     rows.append(_columns(s))
                     self.memo_rows += len(s["position"])
-                    keep = keep and self.memo_rows <= _MEMO_ROWS
+                    keep = keep and (self.memo_rows <= _MEMO_ROWS or active)
                 yield s
         finally:
             gen.close()
+            self.scanned_bytes += max(0, walked - position)
             if finished and (keep or for_cache):
+                if after_prefix:   # the cached prefix comes first: the segment's rows from byte 0
+                    pre = self.prefixes[seg.base_offset]
+                    assert pre is not None
+                    rows.insert(0, pre[0])
+                    position = 0
                 self._remember(seg, position, rows, end, error, verify_crc, keep)
         return end
 
@@ -461,49 +376,89 @@ class HeaderSource:
             self.memo[(seg.base_offset, position)] = _Remembered(cols, end, error, verified)
         else:
             self.memo_rows -= len(cols["position"])
+        if self.cache is None or not verified or position != 0:
+            return
+        if seg is self.log.segments[-1]:
+            # the active segment grows: its batches read whole with good CRCs are its verified
+            # prefix (a torn tail batch is never a row; a damaged one ends the prefix before it)
+            if len(cols["position"]):
+                pre = self.prefixes.get(seg.base_offset)
+                grown = int(cols["position"][-1] + cols["size"][-1]) - (0 if pre is None else int(pre[1]))
+                # moved on once the tail read again each time passes _PREFIX_STEP (rewriting the
+                # entry costs more than reading a few MiB and checking their CRCs)
+                if pre is None or grown >= max(1, _PREFIX_STEP):
+                    self.cache.store_prefix(seg, cols)
+                    self.prefix_moved.add(seg.base_offset)
+            return
         # a sealed segment read whole, every CRC checked and good: remembered for later summaries
-        if (self.cache is not None and error is None and verified and position == 0 and end == seg.size
-                and seg is not self.log.segments[-1] and bool(np.all(cols["crc_valid"]))):
+        if error is None and end == seg.size and bool(np.all(cols["crc_valid"])):
             self.cache.store(seg, cols, end)
             self.verified.add(seg.base_offset)
 
-    # ---- the records' timestamps (the timestamps walk), remembered for verified sealed segments
+    # ---- the records' timestamps (the timestamps walk), remembered for verified segments and prefixes
     def times(self, seg: LogSegment, s: Window, j: int) -> tuple[np.ndarray, np.ndarray]:
         """(timestamps, which have one) of the records of row j of a window of `seg`."""
-        sealed = seg is not self.log.segments[-1]
+        active = seg is self.log.segments[-1]
         base = seg.base_offset
         pos = int(s["position"][j])
-        if sealed and self.cache is not None:
+        if self.cache is not None:
             known = self.known_times.get(base)
             if known is None:
-                known = self.known_times[base] = self.cache.load_times(seg) or {}
+                # a segment rolled since: its sealed entry once made, else what its prefix walked
+                known = self.known_times[base] = ((None if active else self.cache.load_times(seg))
+                                                  or self.cache.load_times(seg, prefix=True) or {})
             hit = known.get(pos)
             if hit is not None:
                 return hit
         _offs, ts, has = _fields_of(s, j)
-        if sealed:
-            self.new_times.setdefault(base, {})[pos] = (ts, has)
+        self.new_times.setdefault(base, {})[pos] = (ts, has)
         return ts, has
 
     def store_times(self) -> None:
         """Remember the timestamps walked of each verified sealed segment whose every batch that
-        needs the walk was walked (now or before)."""
+        needs the walk was walked (now or before), and those walked inside the active segment's
+        verified prefix."""
         if self.cache is None:
             return
-        for seg in self.log.segments[:-1]:
+        segs = self.log.segments
+        for seg in segs:
             new = self.new_times.get(seg.base_offset)
             r = self.memo.get((seg.base_offset, 0))
-            if not new or seg.base_offset not in self.verified or r is None or r.error is not None:
+            if not new or r is None or not len(r.cols["position"]):
                 continue
             c = r.cols
-            if not len(c["position"]):
+            times = {**self.known_times.get(seg.base_offset, {}), **new}
+            if seg is segs[-1]:
+                if not r.verified:
+                    continue
+                bad = np.flatnonzero(~c["crc_valid"].astype(bool))
+                n = int(bad[0]) if len(bad) else len(c["position"])
+                if not n:
+                    continue
+                end = int(c["position"][n - 1] + c["size"][n - 1])
+                if not any(p < end for p in new):
+                    continue   # nothing walked now that the entry lacks
+                if self.known_times.get(seg.base_offset) and seg.base_offset not in self.prefix_moved:
+                    continue   # moved on with the prefix entry (_PREFIX_STEP)
+                keep = {p: t for p, t in times.items() if p < end}
+                self.cache.store_times(seg, keep, int(c["position"][n - 1]), _header_size(c, n - 1), prefix_end=end)
+                continue
+            if seg.base_offset not in self.verified or r.error is not None:
                 continue
             need = c["position"][_needs_walk(c)]
-            times = {**self.known_times.get(seg.base_offset, {}), **new}
             if all(int(p) in times for p in need.tolist()):
                 keep = {int(p): times[int(p)] for p in need.tolist()}
-                self.cache.store_times(seg, keep, int(c["position"][-1]),
-                                       int(min(c["size"][-1], W.RECORD_BATCH_OVERHEAD)))
+                self.cache.store_times(seg, keep, int(c["position"][-1]), _header_size(c, -1))
+
+
+def _replayed(seg: LogSegment, cols: dict[str, np.ndarray], a: int, end: int, verify_crc: bool) -> dict[str, Any]:
+    """A scan window of remembered header rows from row a (their bytes are not at hand: "read" reads a batch)."""
+    w: dict[str, Any] = {k: v[a:] for k, v in cols.items()}
+    if not verify_crc:
+        w["crc_valid"] = np.ones(len(cols["position"]) - a, bool)
+    w["valid_bytes"] = end
+    w["buf"], w["origin"], w["read"] = None, 0, seg.log.read
+    return w
 
 
 def _needs_walk(c: dict[str, np.ndarray]) -> np.ndarray:
@@ -665,7 +620,7 @@ class _Walk:
 
     def _times(self, ts: np.ndarray, has: np.ndarray) -> None:
         rs = self.rs
-        have = ts[has]
+        have = ts if bool(has.all()) else ts[has]   # (the usual: every record has one, no copy)
         if rs.records_without_timestamp is not None:
             rs.records_without_timestamp += len(ts) - len(have)
         if len(have):
@@ -935,6 +890,8 @@ def _summarize(log: Log, start_offset: int | None, end_offset: int | None, start
     source.store_times()
     summary.cached_segments = len(source.cached)
     summary.scanned_segments = len(source.scanned)
+    summary.cached_bytes = sum(source.cached_sizes.values())
+    summary.scanned_bytes = source.scanned_bytes
     return summary, hist
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MissingDependencyError
-from ..scan import COLUMNS, Scan, scan
+from ..scan import COLUMNS, Scan, binary_schema, scan
 
 if TYPE_CHECKING:
     import polars as pl
@@ -181,18 +181,20 @@ def scan_kafka(logs: Paths, *, topics: Iterable[str] | None = None, partitions: 
                until_time: TimeBound = None, isolation: str = "read_uncommitted", include_headers: bool = True,
                key_schema: Any = None, value_schema: Any = None, on_decode_error: Any = "fail",
                max_bytes_in_flight: int | None = None, skip_unreadable: bool = False,
-               on_scan: Any = None) -> pl.LazyFrame:
+               summary_cache: Any = True, on_scan: Any = None) -> pl.LazyFrame:
     """A LazyFrame of the partitions under `logs` (kbatch.scan's arguments: topics, bounds,
     isolation, typed keys and values, the byte budget). Polars' projection, predicate and n_rows
     narrow each collect's scan (the module docstring says how). on_scan: called with each
-    collect's planned Scan (its `stats` show what was read)."""
+    collect's planned Scan (its `stats` show what was read). summary_cache: as kbatch.scan's (a
+    query of only partition/offset/timestamp columns over sealed segments the header summary
+    cached reads no record)."""
     pl_mod = _polars()
     from polars.io.plugins import register_io_source
 
     base: dict[str, Any] = dict(topics=topics, exclude_topics=exclude_topics, include_internal=include_internal,
                                 isolation=isolation, include_headers=include_headers, key_schema=key_schema,
                                 value_schema=value_schema, on_decode_error=on_decode_error,
-                                skip_unreadable=skip_unreadable)
+                                skip_unreadable=skip_unreadable, summary_cache=summary_cache)
     if max_bytes_in_flight is not None:
         base["max_bytes_in_flight"] = max_bytes_in_flight
     topics = None if topics is None else list(topics)
@@ -223,6 +225,8 @@ def scan_kafka(logs: Paths, *, topics: Iterable[str] | None = None, partitions: 
                                  from_time=t_lo, until_time=until_time, columns=columns, limit=limit))
 
     def schema() -> Any:
+        if key_schema is None and value_schema is None:  # binary: no plan needed (Polars asks every collect)
+            return pl_mod.DataFrame(binary_schema(names, include_headers).empty_table()).schema
         s = plan(names, Pushdown(), 0)
         try:
             return pl_mod.DataFrame(s.schema.empty_table()).schema

@@ -433,8 +433,10 @@ class FileRecords:
 
     def search_for_offset_with_size(self, target_offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
         """The first batch from `starting_position` whose last offset >= target, as
-        (last offset, position, size), or None (FileRecords.searchForOffsetWithSize)."""
-        for s in self.scan(starting_position, first_window=FIRST_WINDOW, reuse=True):
+        (last offset, position, size), or None (FileRecords.searchForOffsetWithSize). No read-ahead:
+        a lookup usually ends in its first small window, and a read-ahead of the next (16 MiB) would
+        be read (and waited for) for nothing."""
+        for s in self.scan(starting_position, first_window=FIRST_WINDOW):
             hit = np.flatnonzero(s["last_offset"] >= target_offset)
             if len(hit):
                 i = int(hit[0])
@@ -445,8 +447,9 @@ class FileRecords:
                              starting_offset: int = 0) -> TimestampAndOffset | None:
         """The first record with timestamp >= target and offset >= starting_offset, scanning from
         `starting_position` and skipping batches whose max timestamp < target
-        (FileRecords.searchForTimestamp). Records without a timestamp never match."""
-        for s in self.scan(starting_position, first_window=FIRST_WINDOW, reuse=True):
+        (FileRecords.searchForTimestamp). Records without a timestamp never match. No read-ahead
+        (as search_for_offset_with_size)."""
+        for s in self.scan(starting_position, first_window=FIRST_WINDOW):
             cand = np.flatnonzero((s["max_timestamp"] >= target) & (s["last_offset"] >= starting_offset))
             for i in cand.tolist():
                 hit = first_record_at_or_after(batch_at(s, i), target, starting_offset)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from .plan import (LEVELS, OffsetBound, Paths, ScanPartition, ScanRange, TimeBound, offset_for, plan_partition,
                    plan_ranges, select_partitions, time_ms)
 from .reader import (COLUMNS, DEFAULT_MAX_BYTES_IN_FLIGHT, DEFAULT_RANGE_BYTES, MIN_MAX_BYTES_IN_FLIGHT, ReadOptions,
-                     Scan, ScanStats, read_range)
+                     Scan, ScanStats, binary_schema, read_range)
 
 if TYPE_CHECKING:
     from ..log.unified_log import Log
@@ -36,7 +36,8 @@ def scan(logs: Paths, *, topics: Iterable[str] | None = None, partitions: Iterab
          until_time: TimeBound = None, isolation: str = "read_uncommitted", columns: Sequence[str] | None = None,
          limit: int | None = None, include_headers: bool = True, key_schema: Any = None, value_schema: Any = None,
          on_decode_error: Any = "fail", max_bytes_in_flight: int = DEFAULT_MAX_BYTES_IN_FLIGHT,
-         range_bytes: int = DEFAULT_RANGE_BYTES, skip_unreadable: bool = False, verify_crc: bool = True) -> Scan:
+         range_bytes: int = DEFAULT_RANGE_BYTES, skip_unreadable: bool = False, verify_crc: bool = True,
+         summary_cache: Any = True) -> Scan:
     """Plan a read of every partition under `logs` (a partition directory, a topic's or a broker's
     log directory, a tiered-storage layout, local or s3://, gs://, ...; or several).
 
@@ -53,7 +54,11 @@ def scan(logs: Paths, *, topics: Iterable[str] | None = None, partitions: Iterab
     bounds the reader's buffers whatever the topic's size; `range_bytes` the segment bytes of a
     planned range (kbatch.log.segment_plan's cuts at `.index` entries). Bytes the read path cannot
     read raise UnreadableDataError where a reader meets them, unless `skip_unreadable` (then each
-    partition is one range, read as one read_log skipping them)."""
+    partition is one range, read as one read_log skipping them). `summary_cache`: the header
+    summary's cache (kbatch.log.summary.SummaryCache, a directory, True: its default, False):
+    a scan of only topic/partition/offset/timestamp/timestampType answers a range whose sealed
+    segments it covers from their cached verified headers and timestamps, reading no record
+    (kbatch.scan.headers; the same rows)."""
     if isolation not in LEVELS:
         raise ValueError(f"isolation must be read_uncommitted or read_committed, not {isolation!r}")
     level = LEVELS[isolation]
@@ -71,7 +76,7 @@ def scan(logs: Paths, *, topics: Iterable[str] | None = None, partitions: Iterab
         raise ValueError(f"range_bytes must be positive, not {range_bytes}")
     t_from, t_until = time_ms(from_time), time_ms(until_time)
     opts = ReadOptions(level, cols, include_headers, key_schema, value_schema, on_decode_error, skip_unreadable,
-                       verify_crc, max_bytes_in_flight)
+                       verify_crc, max_bytes_in_flight, summary_cache)
     from ..log.unified_log import Log
 
     logs_open: dict[str, Log] = {}
@@ -105,5 +110,5 @@ class _ScanModule(types.ModuleType):
 sys.modules[__name__].__class__ = _ScanModule
 __signature__ = inspect.signature(scan)  # what help() and the API reference show for kbatch.scan(...)
 
-__all__ = ["scan", "Scan", "ScanStats", "ScanRange", "ScanPartition", "ReadOptions", "read_range", "COLUMNS",
+__all__ = ["scan", "Scan", "ScanStats", "ScanRange", "ScanPartition", "ReadOptions", "read_range", "binary_schema", "COLUMNS",
            "DEFAULT_MAX_BYTES_IN_FLIGHT", "DEFAULT_RANGE_BYTES", "MIN_MAX_BYTES_IN_FLIGHT", "select_partitions"]

@@ -60,6 +60,8 @@ class ScanStats:
     record_batches: int = 0
     rows: int = 0
     columns_built: Counter[str] = field(default_factory=Counter)
+    #: ranges answered from the header summary's cache (kbatch.scan.headers), not decoded
+    ranges_from_headers: int = 0
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,10 @@ class ReadOptions:
     skip_unreadable: bool = False
     verify_crc: bool = True
     max_bytes_in_flight: int = DEFAULT_MAX_BYTES_IN_FLIGHT
+    #: the header summary's cache (kbatch.log.summary.SummaryCache, a directory, True: its default
+    #: directory, False/None: never): a narrow projection (kbatch.scan.headers.NARROW) of a range
+    #: whose sealed segments it covers is built from it, no record read
+    summary_cache: Any = True
 
     def decoded(self) -> tuple[str, ...]:
         """The columns the decoder builds: those asked for, and the offsets (the read path drops
@@ -82,12 +88,44 @@ class ReadOptions:
         return tuple(c for c in COLUMNS if c in self.columns or c == "offset")
 
 
+def binary_schema(columns: tuple[str, ...] | list[str], include_headers: bool = True) -> pa.Schema:
+    """The schema of a scan of these columns without key_schema / value_schema (binary keys and
+    values): known without reading or planning anything."""
+    import pyarrow as pa
+
+    from ..columns.decode import schema
+
+    full = schema(include_headers, False, False)
+    return pa.schema([full.field(c) for c in columns])
+
+
 def read_range(log: Log, r: ScanRange, opts: ReadOptions, stats: ScanStats | None = None
                ) -> Generator[pa.RecordBatch, None, None]:
     """The rows of one planned range as the read path gives them (FetchResult.record_batches):
     control batches never, aborted transactions' records not under read_committed, unreadable
     bytes raising UnreadableDataError where they are met (after the rows before them) unless
-    skip_unreadable; only opts.columns (and the offsets) are built."""
+    skip_unreadable; only opts.columns (and the offsets) are built. A narrow projection of a range
+    the header summary's cache covers is built from it (kbatch.scan.headers: the same rows)."""
+    cache = _summary_cache(opts)
+    if cache is not None:
+        from ..columns.decode import schema
+        from .headers import cached_range
+
+        got = cached_range(log, r, opts.columns, opts.isolation, cache, schema(True, False, False))
+        if got is not None:
+            rbs, batches, nbytes = got
+            if stats is not None:
+                stats.ranges_read += 1
+                stats.ranges_from_headers += 1
+                stats.batches_read += batches
+                stats.bytes_read += nbytes
+            for rb in rbs:
+                if stats is not None:
+                    stats.record_batches += 1
+                    stats.rows += rb.num_rows
+                    stats.columns_built.update(rb.schema.names)
+                yield rb
+            return
     res = read_log(log, r.start_offset, r.end_offset, isolation=opts.isolation,
                    skip_unreadable=opts.skip_unreadable, verify_crc=opts.verify_crc)
     try:
@@ -105,6 +143,21 @@ def read_range(log: Log, r: ScanRange, opts: ReadOptions, stats: ScanStats | Non
             stats.ranges_read += 1
             stats.batches_read += res.batches_read
             stats.bytes_read += res.bytes_read
+
+
+def _summary_cache(opts: ReadOptions) -> Any:
+    """The SummaryCache a range may be answered from, or None (not a narrow projection, no cache,
+    or a read that skips damage or trusts CRCs: those are decoded)."""
+    from ..log.summary import SummaryCache, default_cache_dir
+    from .headers import answerable
+
+    c = opts.summary_cache
+    if not c or opts.skip_unreadable or not opts.verify_crc or not answerable(opts.columns):
+        return None
+    if isinstance(c, SummaryCache):
+        return c
+    d = default_cache_dir() if c is True else str(c)
+    return None if d is None else SummaryCache(d)
 
 
 class Scan:
@@ -149,12 +202,7 @@ class Scan:
         return self._schema
 
     def _binary_schema(self) -> pa.Schema:
-        import pyarrow as pa
-
-        from ..columns.decode import schema
-
-        full = schema(self.options.include_headers, False, False)
-        return pa.schema([full.field(c) for c in self.options.columns])
+        return binary_schema(self.options.columns, self.options.include_headers)
 
     # ---- reading
     def log(self, r: ScanRange | ScanPartition) -> Log:

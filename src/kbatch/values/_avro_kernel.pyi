@@ -8,31 +8,23 @@ KINDS: dict[str, int]
 OPS: dict[str, int]
 
 
-class Col:
-    kind: int
-    width: int
-    children: list[Col]
-    default: Any
+class Columns:
+    n: int
+    specs: list[tuple[str, int, list[int]]]
     length: int
-    nulls: int
 
-    def __init__(self, kind: str, width: int = 0, children: list[Col] | None = None, default: Any = None) -> None: ...
+    def __init__(self, specs: list[tuple[str, int, list[int]]]) -> None: ...
+    def reserve(self, rows: int) -> None: ...
+    def reserve_like(self, done: int, total: int) -> None: ...
     def finish(self, typ: Any) -> Any: ...
 
 
-class Op:
-    op: int
-    col: Col | None
-    children: tuple[Op, ...]
-    defaults: list[tuple[Col, int, bytes | None]]
-    symbols: list[bytes | None] | None
-    width: int
-    size: int
-    minw: int
+class Program:
+    nops: int
+    listing: list[tuple[str, int, int, int, int]]
 
-    def __init__(self, op: str, col: Col | None = None, children: list[Op] | None = None,
-                 defaults: list[tuple[Col, int, bytes | None]] | None = None, symbols: list[bytes | None] | None = None,
-                 size: int = 0) -> None: ...
+    def __init__(self, ops: list[tuple[str, int, int, int, int]], branches: list[tuple[int, int]],
+                 symbols: list[bytes | None], defaults: bytes) -> None: ...
 
 
 class AvroDecodeError(ValueError):
@@ -45,5 +37,10 @@ class AvroDecodeError(ValueError):
     def __init__(self, row: int, position: int, reason: str, code: int = 0, found: int = 0) -> None: ...
 
 
-def decode_rows(root: Col, programs: dict[int, Op], data: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int32],
-                valid: npt.NDArray[np.uint8] | None, first: int, n: int, empty: int = 0) -> int: ...
+def decode_rows(root: Columns, programs: dict[int, Program], data: npt.NDArray[np.uint8],
+                offsets: npt.NDArray[np.int32], valid: npt.NDArray[np.uint8] | None, first: int, n: int,
+                empty: int = 0) -> int: ...
+
+
+def schema_ids(data: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int32], valid: npt.NDArray[np.uint8] | None,
+               n: int) -> dict[int, int] | None: ...

@@ -281,6 +281,7 @@ class Avro(Format):
         self._reader_plain: Any = None
         self._reader_parsed: Any = None
         self._nodes: dict[Any, _Node] = {}
+        self._plans: dict[tuple[int, int], Any] = {}  # (id of the reader node, writer id) -> the kernel's Program
         if reader_schema is None and subject is not None:
             latest = source.latest(subject)
             if latest is not None:
@@ -455,45 +456,37 @@ class Avro(Format):
         if n == 0:
             return None
         bufs = column.buffers()
-        offs = np.frombuffer(bufs[1], np.int32)[column.offset:column.offset + n + 1]
+        offs = np.ascontiguousarray(np.frombuffer(bufs[1], np.int32)[column.offset:column.offset + n + 1])
         data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None and bufs[2].size else np.zeros(1, np.uint8)
-        valid = None
-        ok = np.ones(n, bool)
-        if column.null_count:
-            ok = column.is_valid().to_numpy(zero_copy_only=False)
-            valid = ok.astype(np.uint8)
-        starts, lens = offs[:-1], np.diff(offs)
-        framed = ok & (lens >= 5)
-        if not np.array_equal(framed, ok):
+        valid = column.is_valid().to_numpy(zero_copy_only=False).view(np.uint8) if column.null_count else None
+        firsts = P.K.schema_ids(data, offs, valid, n)  # {id: its first row}; None: a value not framed
+        if not firsts:
             return None
-        idx = starts[ok]
-        if len(idx) == 0:
-            return None
-        if (data[idx] != 0).any():
-            return None
-        sids = ((data[idx + 1].astype(np.int64) << 24) | (data[idx + 2].astype(np.int64) << 16) |
-                (data[idx + 3].astype(np.int64) << 8) | data[idx + 4].astype(np.int64))
-        sids = np.where(sids >= 2**31, sids - 2**32, sids)
-        seen = np.unique(sids).tolist()
-        rows = np.flatnonzero(ok)
-        for sid in seen:
-            first = int(rows[int(np.argmax(sids == sid))])
-            self._lookup(int(sid), None if offsets is None else offsets[first].as_py(), what)
-        if any(self.writer(int(sid)).shape.recursive for sid in seen):
+        seen = sorted(firsts)
+        for sid in seen:  # (errors of the smallest id first, as the Python path finds them)
+            self._lookup(sid, None if offsets is None else offsets[firsts[sid]].as_py(), what)
+        if any(self.writer(sid).shape.recursive for sid in seen):
             return None  # no program for a type that contains itself: the Python path walks and names it
-        target = None if self._reader_raw is not None else int(seen[-1])
+        target = None if self._reader_raw is not None else seen[-1]
         node = self._node(target)
         try:
             cols = P.columns(node)
             programs = {}
-            for sid in seen:
-                w = self.writer(int(sid))
-                programs[int(sid)] = P.program(w.raw, w.refs, node, cols)
+            for sid in seen:  # a writer schema's plan is compiled once for a reader type
+                key = (id(node), sid)
+                prog = self._plans.get(key)
+                if prog is None:
+                    w = self.writer(sid)
+                    prog = self._plans[key] = P.program(w.raw, w.refs, node, cols)
+                programs[sid] = prog
         except P.Unsupported:
             return None
-        try:
-            empty = P.K.decode_rows(cols, programs, data, np.ascontiguousarray(offs), valid, 0, n,
-                                    self._empty_before())
+        cols.reserve(n)
+        try:  # a first slice of rows, then room for the rest at its rate (no buffer copied as it grows)
+            head = min(n, 1024)
+            empty = P.K.decode_rows(cols, programs, data, offs, valid, 0, head, self._empty_before())
+            cols.reserve_like(head, n)
+            empty = P.K.decode_rows(cols, programs, data, offs, valid, head, n - head, empty)
         except P.K.AvroDecodeError as e:
             if e.code not in P.LIMIT_CODES:
                 return None  # the Python path finds the value and names its error
@@ -501,10 +494,9 @@ class Avro(Format):
             sid = int.from_bytes(bytes(data[lo + 1:lo + 5]), "big", signed=True)
             raise PayloadLimitError(P.limit_detail(e), offset=None if offsets is None else offsets[e.row].as_py(),
                                     schema_id=sid, what=what) from None
-        result: pa.Array = cols.finish(node.type)
-        try:  # the kernel copies string bytes as they are: Arrow's check finds text that is not UTF-8
-            result.validate(full=True)
-        except pa.ArrowInvalid:
+        try:
+            result: pa.Array = cols.finish(node.type)
+        except ValueError:  # a string that is not UTF-8, a decimal past its precision
             return None  # the Python path names the value (fastavro's UnicodeDecodeError)
         self._empty_done(empty)
         return result

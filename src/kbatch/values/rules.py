@@ -114,6 +114,25 @@ def _framing(column: "pa.Array") -> tuple[Any, Any, Any]:
     return valid, framed, np.where(framed, sids, 0)
 
 
+def _one_schema(column: "pa.Array") -> bool:
+    """Is every valid value framed, all with one schema id? (The compiled scan, one pass in C;
+    False without it: _framing then tells.)"""
+    import numpy as np
+    import pyarrow as pa
+
+    from .avro_program import K
+
+    if K is None or not pa.types.is_binary(column.type):
+        return False
+    n = len(column)
+    bufs = column.buffers()
+    offs = np.ascontiguousarray(np.frombuffer(bufs[1], np.int32)[column.offset:column.offset + n + 1])
+    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None and bufs[2].size else np.zeros(1, np.uint8)
+    valid = column.is_valid().to_numpy(zero_copy_only=False).view(np.uint8) if column.null_count else None
+    ids = K.schema_ids(data, offs, valid, n)
+    return ids is not None and len(ids) == 1
+
+
 def decode_column(fmt: Any, column: "pa.Array", offsets: "pa.Array | None", what: str,
                   on_error: OnError | None = None) -> "pa.Array":
     """A binary column of framed values -> one typed array, by the rule above. on_error None: the
@@ -126,6 +145,8 @@ def decode_column(fmt: Any, column: "pa.Array", offsets: "pa.Array | None", what
             pa.types.is_binary(column.type) or
                                                                 pa.types.is_large_binary(column.type)):
         return _decode(fmt, column, offsets, what, on_error, np.arange(n))
+    if _one_schema(column):  # (rows: a range, read only for an error)
+        return _decode(fmt, column, offsets, what, on_error, range(n))
     valid, framed, sids = _framing(column)
     groups = [(int(s), np.flatnonzero(framed & (sids == s))) for s in np.unique(sids[framed])]
     bad = np.flatnonzero(valid & ~framed)

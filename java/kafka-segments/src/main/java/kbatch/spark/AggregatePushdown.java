@@ -42,7 +42,8 @@ import kbatch.kafka.storage.RangeSummary;
  * planner's partitions, offset bounds, last stable offset and aborted transactions). The answer is
  * a {@link LocalScan} of one row per group (Iceberg's pattern). Not pushed, with an INFO line of
  * kbatch.spark saying why: another aggregate or grouping (MIN(timestamp): CreateTime is not
- * ordered and a header holds no minimum), verifyCrc=false (header figures rest on the CRC),
+ * ordered and a header holds no minimum), verifyCrc=false without trustHeaders=true (header
+ * figures rest on the CRC; trustHeaders=true is the opt-in that answers without CRCs, RangeSummary),
  * damage met anywhere in the read (the read reports it as it reports it, or skips as
  * failOnDataLoss=false skips), option pushDownAggregates=false or session conf
  * spark.kbatch.pushDownAggregates=false, option pushdown=false. Spark itself pushes no aggregate
@@ -58,9 +59,12 @@ final class AggregatePushdown {
     private final List<String> groups = new ArrayList<>();
     private final List<Fn> fns = new ArrayList<>();
     private final String described;
+    /** Option trustHeaders=true: summaries without CRCs, batches hopped over (RangeSummary). */
+    private final boolean trustHeaders;
 
-    private AggregatePushdown(String described) {
+    private AggregatePushdown(String described, boolean trustHeaders) {
         this.described = described;
+        this.trustHeaders = trustHeaders;
     }
 
     /** The aggregation's plan, or null (logged) when it is not one this reader answers from headers. */
@@ -70,7 +74,7 @@ final class AggregatePushdown {
         if (off != null) {
             return skip(what, off);
         }
-        AggregatePushdown p = new AggregatePushdown(what);
+        AggregatePushdown p = new AggregatePushdown(what, options.trustHeaders());
         for (Expression g : a.groupByExpressions()) {
             String col = column(g);
             if (col == null || !(col.equals("topic") || col.equals("partition"))) {
@@ -118,8 +122,8 @@ final class AggregatePushdown {
         if (s != null && !Boolean.parseBoolean(s.conf().get(SESSION_CONF, "true").trim())) {
             return SESSION_CONF + "=false";
         }
-        if (!options.verifyCrc()) {
-            return "verifyCrc=false (figures from headers rest on the CRC)";
+        if (!options.verifyCrc() && !options.trustHeaders()) {
+            return "verifyCrc=false (figures from headers rest on the CRC; trustHeaders=true answers without it)";
         }
         return null;
     }
@@ -166,16 +170,19 @@ final class AggregatePushdown {
     private static final class Unit {
         final SegmentSlice slice;
         final long modificationTime;
+        final boolean trustHeaders;
 
-        Unit(SegmentSlice slice, long modificationTime) {
+        Unit(SegmentSlice slice, long modificationTime, boolean trustHeaders) {
             this.slice = slice;
             this.modificationTime = modificationTime;
+            this.trustHeaders = trustHeaders;
         }
 
         String key() {
             SegmentSlice s = slice;
             return s.path + "|" + s.fileSize + "|" + modificationTime + "|" + s.start + "-" + s.end + "|"
-                    + s.startOffset + "-" + s.endOffset + "|" + s.nextBase + "|" + (s.aborted == null ? "-" : s.aborted.key());
+                    + s.startOffset + "-" + s.endOffset + "|" + s.nextBase + "|" + (s.aborted == null ? "-" : s.aborted.key())
+                + (trustHeaders ? "|trusted" : ""); // a trusted summary never answers a query that checks CRCs
         }
     }
 
@@ -189,7 +196,7 @@ final class AggregatePushdown {
                 mtimes.put(seg.path, seg.modificationTime);
             }
             for (SegmentSlice s : planner.planPartition(r.tp, r.start, r.end, Long.MAX_VALUE, r.aborted)) {
-                units.add(new Unit(s, mtimes.get(s.path)));
+                units.add(new Unit(s, mtimes.get(s.path), trustHeaders));
             }
         }
         RangeSummary[] sums = new RangeSummary[units.size()];
@@ -261,7 +268,7 @@ final class AggregatePushdown {
         SegmentSlice s = u.slice;
         FileSystem fs = LogDirectory.fileSystem(s.path, conf);
         boolean last = s.nextBase == null;
-        try (LogDirectory.FsSource src = new LogDirectory.FsSource(fs, s.path)) {
+        try (LogDirectory.FsSource src = new LogDirectory.FsSource(fs, s.path, true)) {
             String key = u.key();
             RangeSummary known = last ? SegmentSummaries.get(key, src, s.fileSize) : null;
             if (known != null) {
@@ -269,7 +276,7 @@ final class AggregatePushdown {
             }
             RangeSummary r = RangeSummary.walk(src, s.start, s.end, s.fileSize, s.nextBase,
                     s.startOffset == null ? Long.MIN_VALUE : s.startOffset,
-                    s.endOffset == null ? Long.MAX_VALUE : s.endOffset, s.aborted);
+                    s.endOffset == null ? Long.MAX_VALUE : s.endOffset, s.aborted, u.trustHeaders);
             SegmentSummaries.put(key, r, last, src, s.fileSize);
             return r;
         }

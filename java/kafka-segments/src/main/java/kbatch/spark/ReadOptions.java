@@ -104,6 +104,11 @@ final class ReadOptions implements Serializable {
         return bool("verifyCrc", true);
     }
 
+    /** Aggregates answered from batch headers without CRCs (an opt-in: docs/spark.md says what it misses). */
+    boolean trustHeaders() {
+        return bool("trustHeaders", false);
+    }
+
     long maxPartitionBytes() {
         return longOption("maxPartitionBytes", DEFAULT_MAX_PARTITION_BYTES);
     }

@@ -3,6 +3,9 @@ package kbatch.kafka.storage;
 import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.Serializable;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
@@ -25,6 +28,7 @@ import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.LocalFileSystem;
 import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.RawLocalFileSystem;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -563,25 +567,56 @@ public final class LogDirectory {
     }
 
     /**
-     * Positioned reads of one file through Hadoop. Local files are read too, never mapped: a mapped
-     * file truncated under a reader faults in the JDK's CRC-32C stub, which kills the JVM (SIGBUS);
-     * a read past the new end is an error that names the file and the byte.
+     * Positioned reads of one file: a local file (file: paths, Hadoop's raw local file system) through
+     * its FileChannel, which can read into a direct buffer (SegmentReader's summary walk: no heap
+     * copy), anything else (s3a, ...) through Hadoop's stream. Local files are read, never mapped: a
+     * mapped file truncated under a reader faults in the JDK's CRC-32C stub, which kills the JVM
+     * (SIGBUS); a read past the new end is an error that names the file and the byte.
      */
     public static final class FsSource implements SegmentReader.Source {
         private final FSDataInputStream in;
+        private final FileChannel channel;
 
         public FsSource(FileSystem fs, String path) throws IOException {
-            in = fs.open(new Path(path), 1 << 16);
+            this(fs, path, false);
+        }
+
+        /**
+         * `channel`: a local file through its FileChannel (the summary walk); false: Hadoop's stream
+         * for every file system (the executors' reads: unchanged, they copy into heap windows anyway).
+         */
+        public FsSource(FileSystem fs, String path, boolean channel) throws IOException {
+            if (channel && fs instanceof RawLocalFileSystem) {
+                this.channel = FileChannel.open(((RawLocalFileSystem) fs).pathToFile(new Path(path)).toPath(),
+                        StandardOpenOption.READ);
+                in = null;
+            } else {
+                in = fs.open(new Path(path), 1 << 16);
+                this.channel = null;
+            }
         }
 
         @Override
         public void readFully(long position, byte[] b, int off, int len) throws IOException {
-            in.readFully(position, b, off, len);
+            if (channel == null) {
+                in.readFully(position, b, off, len);
+            } else {
+                SegmentReader.readFully(channel, ByteBuffer.wrap(b, off, len), position);
+            }
+        }
+
+        @Override
+        public FileChannel channel() {
+            return channel;
         }
 
         @Override
         public void close() throws IOException {
-            in.close();
+            if (channel == null) {
+                in.close();
+            } else {
+                channel.close();
+            }
         }
     }
 }

@@ -26,6 +26,12 @@ import kbatch.kafka.wire.Wire;
  * next batch's header maxTimestamp (compaction leaves a stale, larger maxTimestamp; the broker
  * writes no smaller one). What rests on the CRC: a batch whose CRC holds is taken to hold the
  * records its header says (a writer that forges both is not detected; a read would decode them).
+ *
+ * trustHeaders (an explicit opt-in, as Parquet trusts its footers): no CRC is checked and a batch
+ * taken from its header is hopped over by its length, its records never read; every other check
+ * stays (framing, offset order, markers, truncation). What it misses: a bit flipped inside a batch
+ * (a record, or a header's count, timestamp, attributes or producer fields), which is then
+ * counted by its header as if it were good.
  */
 public final class RangeSummary {
     /** Rows the read returns. */
@@ -48,6 +54,9 @@ public final class RangeSummary {
     private long[] maxTimestamps = new long[16];
     private int batches;
 
+    /** A thread's read window, reused walk after walk (a summary keeps no row that refers into it). */
+    private static final ThreadLocal<SegmentReader.Window> WINDOW = ThreadLocal.withInitial(SegmentReader.Window::new);
+
     private RangeSummary() {}
 
     /**
@@ -57,12 +66,19 @@ public final class RangeSummary {
      */
     public static RangeSummary walk(SegmentReader.Source src, long start, long end, long fileSize, Long nextBase,
                                     long lo, long hi, AbortedTransactions aborted) throws IOException {
+        return walk(src, start, end, fileSize, nextBase, lo, hi, aborted, false);
+    }
+
+    /** As above; `trustHeaders`: no CRC checked, batches taken from headers not read (see the class). */
+    public static RangeSummary walk(SegmentReader.Source src, long start, long end, long fileSize, Long nextBase,
+                                    long lo, long hi, AbortedTransactions aborted, boolean trustHeaders)
+            throws IOException {
         RangeSummary s = new RangeSummary();
         RecordColumns rows = new RecordColumns(false, false, true, true, false, false, false, false);
         RecordBatchDecoder decoder = new RecordBatchDecoder(Wire.DEFAULT_MAX_DECOMPRESSED_BYTES);
         // a range that ends at the end of the last segment's file may end in a partial batch (SegmentReaderFactory)
-        SegmentReader reader = new SegmentReader(src, start, end, nextBase == null ? fileSize : Long.MAX_VALUE, true,
-                lo, hi, aborted, rows, 1 << 16, decoder).followedBy(nextBase, fileSize).summarizing(s::header);
+        SegmentReader reader = new SegmentReader(src, start, end, nextBase == null ? fileSize : Long.MAX_VALUE,
+                !trustHeaders, lo, hi, aborted, rows, 1 << 16, decoder, WINDOW.get()).followedBy(nextBase, fileSize).summarizing(s::header);
         try {
             while (reader.next()) {
                 s.rows(rows);

@@ -5,6 +5,7 @@ import java.io.EOFException;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
 
 import kbatch.kafka.wire.BatchHeader;
 import kbatch.kafka.wire.KafkaSegmentsException;
@@ -43,6 +44,8 @@ public final class SegmentReader implements Closeable {
      */
     public static final class Window {
         byte[] bytes = new byte[0];
+        /** A summary walk's window over a FileChannel: the kernel reads into it, the CRC runs over it. */
+        ByteBuffer direct;
     }
     /** Output batches end after the Kafka batch that takes them past this many key+value bytes. */
     static final int MAX_OUTPUT_BYTES = 64 * 1024 * 1024;
@@ -51,7 +54,30 @@ public final class SegmentReader implements Closeable {
     public interface Source extends Closeable {
         /** Exactly len bytes at position; EOFException when the file ends before them. */
         void readFully(long position, byte[] b, int off, int len) throws IOException;
+
+        /** The local file's channel, which a summary walk reads into a direct buffer (null: none). */
+        default FileChannel channel() {
+            return null;
+        }
     }
+
+    /** Exactly dst.remaining() bytes of `ch` at position into dst; EOFException when the file ends before them. */
+    public static void readFully(FileChannel ch, ByteBuffer dst, long position) throws IOException {
+        long at = position;
+        while (dst.hasRemaining()) {
+            int n = ch.read(dst, at);
+            if (n < 0) {
+                throw new EOFException("end of file at byte " + at + ", " + dst.remaining() + " bytes short");
+            }
+            at += n;
+        }
+    }
+
+    /**
+     * The window of a walk that trusts headers: enough for the headers of a run of small batches;
+     * a batch taken from its header is hopped over, its records never read.
+     */
+    static final int HOP_WINDOW = 16 * 1024;
 
     private final Source src;
     private final long start;
@@ -97,6 +123,8 @@ public final class SegmentReader implements Closeable {
     private KafkaSegmentsException pending;
     /** A summary walk ({@link RangeSummary}): batches whose rows the header says, not decoded (null: a read). */
     private HeaderSink sink;
+    /** A summary walk without CRCs: batches taken from headers are found by the lengths alone (hopped over). */
+    private boolean hop;
 
     /** Takes the batches a summary walk answers from their header (after every check the read makes but the record walk). */
     interface HeaderSink {
@@ -149,13 +177,13 @@ public final class SegmentReader implements Closeable {
      * A summary walk: a magic 2 data batch whose CRC holds, within the offset range, of a known
      * codec and without the delete-horizon bit goes to `sink` with its header's figures instead of
      * being decoded (an aborted one is passed over); every other batch is decoded as a read
-     * decodes it, framing, order, marker and truncation checks included. Needs verifyCrc.
+     * decodes it, framing, order, marker and truncation checks included. Without verifyCrc (the
+     * trust-headers opt-in) such a batch is not checked and its records are not read: the walk
+     * reads its header and hops to the next by its length (every other check stays).
      */
     SegmentReader summarizing(HeaderSink sink) {
-        if (!verifyCrc) {
-            throw new IllegalStateException("a summary walk rests on the CRC");
-        }
         this.sink = sink;
+        this.hop = !verifyCrc;
         return this;
     }
 
@@ -347,6 +375,10 @@ public final class SegmentReader implements Closeable {
      * no row refers into the window any more when it is reloaded.
      */
     private void load(long from, long to) throws IOException {
+        if (sink != null && src.channel() != null) {
+            loadDirect(from, to);
+            return;
+        }
         int n = (int) (to - from);
         byte[] w = window.bytes;
         int kept = 0;
@@ -354,7 +386,7 @@ public final class SegmentReader implements Closeable {
             kept = (int) (Math.min(loadedEnd, to) - from);
             System.arraycopy(w, (int) (from - bufPos), w, 0, kept);
         } else if (w.length < n) {
-            w = new byte[Math.max(n, Math.min(SCAN_WINDOW, (int) Math.min(Integer.MAX_VALUE - 8, end - start)))];
+            w = new byte[Math.max(n, Math.min(windowSize(), (int) Math.min(Integer.MAX_VALUE - 8, end - start)))];
             window.bytes = w;
         }
         if (buf == null || buf.array() != w) {
@@ -371,6 +403,39 @@ public final class SegmentReader implements Closeable {
         loadedEnd = to;
     }
 
+    /**
+     * load() for a summary walk over a local file: the kernel copies the bytes straight into a
+     * direct buffer that the CRC-32C intrinsic reads (a heap window costs a second copy, from the
+     * JDK's temporary direct buffer into the array).
+     */
+    private void loadDirect(long from, long to) throws IOException {
+        int n = (int) (to - from);
+        ByteBuffer w = window.direct;
+        int kept = 0;
+        if (buf != null && buf == w && from >= bufPos && from < loadedEnd && w.capacity() >= n) {
+            kept = (int) (Math.min(loadedEnd, to) - from);
+            w.put(0, w, (int) (from - bufPos), kept);
+        } else if (w == null || w.capacity() < n) {
+            w = ByteBuffer.allocateDirect(Math.max(n, Math.min(windowSize(),
+                    (int) Math.min(Integer.MAX_VALUE - 8, end - start))));
+            window.direct = w;
+        }
+        buf = w;
+        bufPos = from;
+        loadedEnd = from + kept;
+        try {
+            readFully(src.channel(), w.duplicate().limit(n).position(kept), from + kept);
+        } catch (EOFException e) { // planned from a longer file: it was truncated while being read
+            throw KafkaSegmentsException.fileChanged(from, n + " bytes at byte " + from + " (the size planned: " + end
+                    + ")", "the end of the file before them");
+        }
+        loadedEnd = to;
+    }
+
+    private int windowSize() {
+        return hop ? HOP_WINDOW : SCAN_WINDOW;
+    }
+
     /** Scan the next window's headers; false when no whole batch is left. */
     private boolean scanWindow() throws IOException {
         count = 0;
@@ -384,7 +449,7 @@ public final class SegmentReader implements Closeable {
             validEnd = pos;
             return false;
         }
-        long wend = Math.min(end, pos + SCAN_WINDOW);
+        long wend = Math.min(end, pos + windowSize());
         load(pos, wend);
         long valid = scan(pos, wend);
         if (valid == pos) { // the next batch is larger than the window, or truncated
@@ -417,6 +482,10 @@ public final class SegmentReader implements Closeable {
             }
             long total = (long) size + Wire.LOG_OVERHEAD;
             if (total > to - p) {
+                if (hop && hopOver(i, p, total, to)) {
+                    p += total;
+                    continue;
+                }
                 break;
             }
             int magic = buf.get(i + Wire.MAGIC_OFFSET);
@@ -444,6 +513,35 @@ public final class SegmentReader implements Closeable {
             p += total;
         }
         return p;
+    }
+
+    /**
+     * A walk that trusts headers: whether the batch at p (buffer index i), only partly in the
+     * window [.., to), is one the walk takes from its header or passes over (outside the offset
+     * range), which the window holds: then it is
+     * scanned as a whole one (its framing checks are those of a magic 2 batch, and it must end
+     * within the range, else it is the partial batch the read names) and its records are never read.
+     */
+    private boolean hopOver(int i, long p, long total, long to) {
+        if (to - p < Wire.RECORD_BATCH_OVERHEAD || total > end - p || total < Wire.RECORD_BATCH_OVERHEAD
+                || buf.get(i + Wire.MAGIC_OFFSET) != 2) {
+            return false;
+        }
+        if (count == headers.length) {
+            BatchHeader[] more = java.util.Arrays.copyOf(headers, Math.max(64, count * 2));
+            for (int k = count; k < more.length; k++) {
+                more[k] = new BatchHeader();
+            }
+            headers = more;
+        }
+        BatchHeader h = headers[count];
+        h.read(buf, i, p, (int) total);
+        boolean unread = h.lastOffset < lo || h.baseOffset >= hi; // passed over, or the end of the read
+        if (!unread && (h.isControl() || !fromHeader(h))) {
+            return false; // decoded (boundary, legacy, marker, ...): the next window holds it whole
+        }
+        count++;
+        return true;
     }
 
     /** A framing error at p: thrown now when no whole batch came before it in [from, p), else after them. */

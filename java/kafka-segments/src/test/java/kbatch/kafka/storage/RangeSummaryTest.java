@@ -57,13 +57,58 @@ class RangeSummaryTest {
         return RangeSummary.walk(Segments.source(log), 0, log.length, log.length, null, lo, hi, aborted);
     }
 
+    private static final java.util.Map<byte[], java.nio.file.Path> FILES = new java.util.IdentityHashMap<>();
+
+    /** The log in a local file, read as the aggregate reads it: through its FileChannel into a direct buffer. */
+    static LogDirectory.FsSource file(byte[] log) throws IOException {
+        java.nio.file.Path f = FILES.get(log);
+        if (f == null) {
+            f = java.nio.file.Files.createTempFile("range-summary", ".log");
+            f.toFile().deleteOnExit();
+            java.nio.file.Files.write(f, log);
+            FILES.put(log, f);
+        }
+        String path = f.toUri().toString();
+        LogDirectory.FsSource src = new LogDirectory.FsSource(
+                LogDirectory.fileSystem(path, new org.apache.hadoop.conf.Configuration()), path, true);
+        assertNotNull(src.channel());
+        return src;
+    }
+
+    /** The summary of every way of walking: array or file channel, CRCs checked or headers trusted. */
+    static RangeSummary[] summaries(byte[] log, long lo, long hi, AbortedTransactions aborted) throws IOException {
+        try (LogDirectory.FsSource f = file(log)) {
+            return new RangeSummary[] {
+                summary(log, lo, hi, aborted),
+                RangeSummary.walk(f, 0, log.length, log.length, null, lo, hi, aborted),
+                RangeSummary.walk(Segments.source(log), 0, log.length, log.length, null, lo, hi, aborted, true),
+                RangeSummary.walk(f, 0, log.length, log.length, null, lo, hi, aborted, true),
+            };
+        }
+    }
+
     static void same(byte[] log, long lo, long hi, AbortedTransactions aborted) throws IOException {
         long[] want = read(log, lo, hi, aborted);
-        RangeSummary s = summary(log, lo, hi, aborted);
-        assertNull(s.error);
-        long[] got = {s.count, s.count == 0 ? Long.MIN_VALUE : s.firstOffset, s.count == 0 ? Long.MIN_VALUE : s.lastOffset,
-            s.hasTimestamp ? s.maxTimestampUs : Long.MIN_VALUE};
-        assertEquals(java.util.Arrays.toString(want), java.util.Arrays.toString(got), "range [" + lo + ", " + hi + ")");
+        for (RangeSummary s : summaries(log, lo, hi, aborted)) {
+            assertNull(s.error);
+            long[] got = {s.count, s.count == 0 ? Long.MIN_VALUE : s.firstOffset,
+                s.count == 0 ? Long.MIN_VALUE : s.lastOffset, s.hasTimestamp ? s.maxTimestampUs : Long.MIN_VALUE};
+            assertEquals(java.util.Arrays.toString(want), java.util.Arrays.toString(got), "range [" + lo + ", " + hi + ")");
+        }
+    }
+
+    /** One batch of `n` records from `base` with values of `valueBytes` bytes (larger than the hop window). */
+    static byte[] large(long base, int n, int valueBytes, CompressionType codec) {
+        ByteBuffer buf = ByteBuffer.allocate(n * (valueBytes + 64) + 1024);
+        MemoryRecordsBuilder b = MemoryRecords.builder(buf, RecordBatch.CURRENT_MAGIC_VALUE, Compression.of(codec).build(),
+                TimestampType.CREATE_TIME, base);
+        java.util.Random r = new java.util.Random(base);
+        for (int i = 0; i < n; i++) {
+            byte[] v = new byte[valueBytes];
+            r.nextBytes(v);
+            b.appendWithOffset(base + i, Segments.T0 + (base + i) * 7 % 13, ("k" + i).getBytes(), v);
+        }
+        return Segments.bytes(b.build());
     }
 
     /** Every offset range of the log with ends in {none, each offset}. */
@@ -179,5 +224,84 @@ class RangeSummaryTest {
         byte[] cut = java.util.Arrays.copyOf(log, log.length - 7);
         everyRange(cut, 9, null);
         assertEquals(5, summary(cut, Long.MIN_VALUE, Long.MAX_VALUE, null).count);
+    }
+
+    @Test
+    void trustedHeadersHopOverLargeBatchesAndAnswerAsTheRead() throws IOException {
+        // batches larger than the trusting walk's 16 KiB window, small ones between them, a boundary
+        // batch of every offset range decoded whole, a compressed one, a marker and an aborted batch
+        byte[] log = Segments.concat(large(0, 4, 9000, CompressionType.NONE), Segments.batch((byte) 2, CompressionType.NONE, 4, 3),
+                large(7, 5, 6000, CompressionType.NONE), large(12, 3, 20000, CompressionType.LZ4),
+                Segments.batch((byte) 2, CompressionType.NONE, 15, 2), large(17, 2, 30000, CompressionType.NONE));
+        assertTrue(log.length > 8 * SegmentReader.HOP_WINDOW);
+        everyRange(log, 18, null);
+        byte[] cut = java.util.Arrays.copyOf(log, log.length - 100); // the last batch torn: ignored at the file's end
+        everyRange(cut, 16, null);
+        try (LogDirectory.FsSource f = file(log)) {
+            RangeSummary s = RangeSummary.walk(f, 0, log.length, log.length, null, Long.MIN_VALUE, Long.MAX_VALUE, null, true);
+            assertEquals(19, s.count);
+            assertEquals(6, s.headerBatches);
+        }
+        // the large batches' records are never read: far fewer bytes than the log
+        long[] read = {0};
+        SegmentReader.Source counting = new SegmentReader.Source() {
+            @Override
+            public void readFully(long position, byte[] b, int off, int len) throws IOException {
+                read[0] += len;
+                Segments.source(log).readFully(position, b, off, len);
+            }
+
+            @Override
+            public void close() {}
+        };
+        RangeSummary s = RangeSummary.walk(counting, 0, log.length, log.length, null, 5, 16, null, true);
+        assertEquals(11, s.count);
+        // ten batches of 100 KB between two small ones: their headers, and the one batch the largest timestamp needs
+        byte[][] parts = new byte[12][];
+        parts[0] = Segments.batch((byte) 2, CompressionType.NONE, 0, 3);
+        for (int i = 0; i < 10; i++) {
+            parts[i + 1] = large(3 + 5 * i, 5, 20000, CompressionType.NONE);
+        }
+        parts[11] = Segments.batch((byte) 2, CompressionType.NONE, 53, 3);
+        byte[] many = Segments.concat(parts);
+        for (long[] r : new long[][] {{Long.MIN_VALUE, Long.MAX_VALUE}, {2, 54}, {3, 53}, {4, 40}, {20, Long.MAX_VALUE}}) {
+            same(many, r[0], r[1], null);
+        }
+        read[0] = 0;
+        counting = new SegmentReader.Source() {
+            @Override
+            public void readFully(long position, byte[] b, int off, int len) throws IOException {
+                read[0] += len;
+                Segments.source(many).readFully(position, b, off, len);
+            }
+
+            @Override
+            public void close() {}
+        };
+        s = RangeSummary.walk(counting, 0, many.length, many.length, null, Long.MIN_VALUE, Long.MAX_VALUE, null, true);
+        assertEquals(56, s.count);
+        assertTrue(read[0] < many.length / 2, read[0] + " of " + many.length + " bytes read");
+    }
+
+    @Test
+    void aFlippedBitInARecordIsDamageByDefaultAndCountedWhenHeadersAreTrusted() throws IOException {
+        byte[] log = Segments.concat(large(0, 4, 9000, CompressionType.NONE), large(4, 4, 9000, CompressionType.NONE));
+        byte[] bad = log.clone();
+        bad[bad.length - 500] ^= 0x10; // inside the second batch's last value
+        for (RangeSummary s : java.util.Arrays.copyOf(summaries(bad, Long.MIN_VALUE, Long.MAX_VALUE, null), 2)) {
+            assertNotNull(s.error, "a CRC mismatch is the read's error");
+            assertEquals(Segments.error(bad, false).getMessage(), s.error.getMessage());
+        }
+        RangeSummary[] all = summaries(bad, Long.MIN_VALUE, Long.MAX_VALUE, null);
+        for (RangeSummary s : java.util.Arrays.copyOfRange(all, 2, 4)) {
+            assertNull(s.error, "what trusting headers misses");
+            assertEquals(8, s.count);
+        }
+        // structure is still checked when headers are trusted: a length field past the end of a sealed range
+        byte[] badLength = log.clone();
+        ByteBuffer.wrap(badLength).putInt(Wire.SIZE_OFFSET + log.length / 2, 1 << 30);
+        RangeSummary t = RangeSummary.walk(Segments.source(badLength), 0, log.length, log.length + 1, 100L,
+                Long.MIN_VALUE, Long.MAX_VALUE, null, true);
+        assertNotNull(t.error);
     }
 }
