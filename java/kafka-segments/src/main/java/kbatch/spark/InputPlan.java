@@ -93,33 +93,31 @@ final class InputPlan {
     }
 
     /**
-     * Slices packed, largest first, each into the lightest of as many input partitions as their
-     * weight needs at maxSplit each (whole waves of the cores, {@link #waves}), so the partitions
-     * come out even: Spark's next-fit packing leaves the small slices (the active segments) in one
-     * more, smaller partition that runs alone after the others.
+     * Slices cut into as many input partitions as their weight needs at maxSplit each (whole
+     * waves of the cores, {@link #waves}), each partition a run of consecutive slices in the
+     * planned order (the log's): a slice goes to the partition its weight's midpoint falls in,
+     * so the partitions come out even where Spark's next-fit packing leaves the small slices (the
+     * active segments) in one more, smaller partition that runs alone after the others. Runs keep
+     * the tasks in offset order within a topic-partition (the writer's round trip relies on it);
+     * packing largest-first into the lightest partition interleaved them.
      */
     InputPartition[] pack(List<SegmentSlice> slices, double fraction, long maxSplit) {
-        List<SegmentSlice> sorted = new ArrayList<>(slices);
-        sorted.sort(Comparator.comparingLong((SegmentSlice s) -> s.end - s.start).reversed());
         long total = 0;
-        for (SegmentSlice s : sorted) {
+        for (SegmentSlice s : slices) {
             total += weight(s, fraction) + openCost;
         }
-        int bins = (int) Math.min(sorted.size(), waves(total, Math.max(1, maxSplit)));
+        int bins = (int) Math.max(1, Math.min(slices.size(), waves(total, Math.max(1, maxSplit))));
         List<List<SegmentSlice>> packs = new ArrayList<>();
-        long[] sizes = new long[Math.max(bins, 1)];
         for (int i = 0; i < bins; i++) {
             packs.add(new ArrayList<>());
         }
-        for (SegmentSlice s : sorted) {
-            int lightest = 0;
-            for (int i = 1; i < bins; i++) {
-                if (sizes[i] < sizes[lightest]) {
-                    lightest = i;
-                }
-            }
-            packs.get(lightest).add(s);
-            sizes[lightest] += weight(s, fraction) + openCost;
+        double share = (double) total / bins;
+        long before = 0;
+        for (SegmentSlice s : slices) {
+            long w = weight(s, fraction) + openCost;
+            int bin = (int) Math.min(bins - 1, (long) ((before + w / 2.0) / share));
+            packs.get(bin).add(s);
+            before += w;
         }
         List<InputPartition> out = new ArrayList<>();
         for (List<SegmentSlice> p : packs) {

@@ -17,7 +17,7 @@ import kbatch.kafka.storage.SegmentReader;
 
 /**
  * Input partitions in whole waves of the cores where maxPartitionBytes caps the split, even ones
- * (each slice into the lightest), Spark's per-core share without a spill partition; and a
+ * (runs of the planned order cut at equal shares), Spark's per-core share without a spill partition; and a
  * remembered summary of a last segment is dropped when its tail changed.
  */
 class InputPlanTest {
@@ -46,17 +46,39 @@ class InputPlanTest {
 
     @Test
     void aCappedSplitFillsWholeWavesEvenly() {
-        // users' key-only scan: 8 x 268 MB + 8 x 46 MB at a tenth, 4 MiB open cost, 2 cores, 128 MiB cap
+        // users' key-only scan: 8 partitions of a 268 MB segment and a 46 MB active one (the
+        // planned order: a partition's segments in offset order), at a tenth, 4 MiB open cost,
+        // 2 cores, 128 MiB cap
         InputPlan rule = new InputPlan(128 * MB, 4 * MB, 2, 2);
         long[] sizes = new long[16];
-        Arrays.fill(sizes, 0, 8, 268 * MB);
-        Arrays.fill(sizes, 8, 16, 46 * MB);
+        for (int p = 0; p < 8; p++) {
+            sizes[2 * p] = 268 * MB;
+            sizes[2 * p + 1] = 46 * MB;
+        }
         List<SegmentSlice> s = slices(sizes);
         long max = rule.maxSplit(s, 0.1);
         InputPartition[] parts = rule.pack(s, 0.1, max);
         assertEquals(4, parts.length); // Spark's next-fit rule gives 3 here: two full, one of the small ones alone
         long[] w = weights(parts);
         assertEquals(w[0], w[3]);
+    }
+
+    @Test
+    void partitionsAreRunsOfThePlannedOrder() {
+        // uneven slices: every input partition holds consecutive slices, and the partitions come
+        // in the planned order, so one topic-partition's tasks read it in offset order
+        InputPlan rule = new InputPlan(64 * MB, 4 * MB, 2, 2);
+        List<SegmentSlice> s = slices(300 * MB, 10 * MB, 120 * MB, 5 * MB, 250 * MB, 80 * MB, 1 * MB, 200 * MB, 60 * MB);
+        InputPartition[] parts = rule.pack(s, 1.0, rule.maxSplit(s, 1.0));
+        int next = 0;
+        for (InputPartition part : parts) {
+            SegmentSlice[] in = part instanceof SegmentPack ? ((SegmentPack) part).slices
+                    : new SegmentSlice[] {(SegmentSlice) part};
+            for (SegmentSlice x : in) {
+                assertSame(s.get(next++), x);
+            }
+        }
+        assertEquals(s.size(), next);
     }
 
     @Test
