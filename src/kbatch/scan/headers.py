@@ -1,7 +1,10 @@
 """Narrow scans answered from verified headers (issue 41): a scan of only `topic`, `partition`,
 `offset`, `timestamp` and `timestampType` needs no record bytes when the header summary's cache
 (kbatch.log.summary.SummaryCache: the CRC-checked batch headers of a sealed segment and the
-per-record timestamps a header does not give) covers every segment the range touches.
+per-record timestamps a header does not give) covers every segment the range touches: a sealed
+segment's whole entry, or the active segment's verified prefix (docs/summary.md), after which only
+the bytes appended since are read and CRC-checked by the summary's HeaderSource and the records'
+timestamps of those new batches walked.
 
 The batches are the read path's own: kbatch.log.fetch.read_log with the summary's HeaderSource as
 its scan (the same damage rules, the last stable offset, aborted transactions removed under
@@ -9,8 +12,8 @@ read_committed by the read path's AbortedFilter, control batches never rows). A 
 rows from its header when its offsets are dense (base..last: a compacted batch with gaps needs its
 records' offsets) and it is v2; a record's timestamp is the header's for LogAppendTime and single
 records with a clear maxTimestamp (the summary's rule, kbatch.log.summary._needs_walk), else the
-cached walk's. Where any of that does not hold (an active segment, a segment not cached, a batch
-with gaps, magic 0/1, a read ending at an undecided transaction) the range is decoded instead:
+cached walk's. Where any of that does not hold (a segment not cached, an active one without a
+prefix entry that still holds, a batch with gaps, magic 0/1, a read ending at an undecided transaction) the range is decoded instead:
 `None` from cached_range, never a partial answer.
 """
 from __future__ import annotations
@@ -27,6 +30,7 @@ from ..log.summary import HeaderSource, SummaryCache
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from ..log.segment import LogSegment
     from ..log.unified_log import Log
     from .plan import ScanRange
 
@@ -51,8 +55,12 @@ def _covered(log: Log, r: ScanRange, cache: SummaryCache) -> bool:
         if seg.base_offset >= r.end_offset:
             break
         # the timestamps entry is written only for verified headers; the headers' own entry is
-        # checked where the read path asks for them (a miss: the range is decoded)
-        if nxt is None or cache.load_time_arrays(seg) is None:
+        # checked where the read path asks for them (a miss: the range is decoded). The active
+        # segment needs its verified prefix entry: the bytes appended since are read and checked
+        if nxt is None:
+            if cache.load_prefix(seg) is None:
+                return False
+        elif cache.load_time_arrays(seg) is None:
             return False
     return True
 
@@ -69,6 +77,7 @@ def cached_range(log: Log, r: ScanRange, columns: Sequence[str], isolation: Isol
     lo, hi = r.start_offset, res.upper_offset
     filt = AbortedFilter(res.aborted, res.unknown) if isolation == IsolationLevel.READ_COMMITTED else None
     out: list[pa.RecordBatch] = []
+    times: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None] = {}
     for w in res.windows():
         if w.segment.base_offset not in source.cached:
             return None  # read from the file after all (a segment changed since the check)
@@ -105,28 +114,63 @@ def cached_range(log: Log, r: ScanRange, columns: Sequence[str], isolation: Isol
             no_ts = np.where(ext, W.NO_TIMESTAMP_EXTENDED, W.NO_TIMESTAMP)
             ts, valid = np.repeat(mxr.astype(np.int64), n_each), np.repeat(mxr != no_ts, n_each)
         if walked.any():
-            arrays = cache.load_time_arrays(w.segment)
-            if arrays is None:
+            got = _walked_times(cache, w.segment, w.segment is log.segments[-1], times,
+                                s["position"][a:b][rows[walked]], n_each[walked])
+            if got is None:
                 return None
-            tpos, tstart, tts, thas = arrays
-            bpos = s["position"][a:b][rows[walked]]
-            idx = np.searchsorted(tpos, bpos)
-            if (idx >= len(tpos)).any():
-                return None
-            if (tpos[idx] != bpos).any() or ((tstart[idx + 1] - tstart[idx]) != n_each[walked]).any():
-                return None  # a batch the walk did not remember (or another count): decode
-            if walked.all():
-                src = np.repeat(tstart[idx] - starts[:-1], n_each) + ar
+            tstart_w, tts, thas, missing = got
+            wi = np.flatnonzero(walked)   # rows' indices of the walked batches
+            have = wi[~missing]
+            if len(have) == len(rows):
+                src = np.repeat(tstart_w - starts[:-1], n_each) + ar
                 ts, valid = tts[src], thas[src]
             else:
-                mine = np.repeat(walked, n_each)
-                src = np.repeat(tstart[idx] - starts[:-1][walked], n_each[walked]) + ar[mine]
-                ts[mine] = tts[src]
-                valid[mine] = thas[src]
+                if walked.all():
+                    ts, valid = np.empty(total, np.int64), np.empty(total, bool)
+                if len(have):
+                    m = np.zeros(len(rows), bool)
+                    m[have] = True
+                    mr = np.repeat(m, n_each)
+                    src = np.repeat(tstart_w - starts[have], n_each[have]) + ar[mr]
+                    ts[mr], valid[mr] = tts[src], thas[src]
+                # batches appended after the active segment's cached walk: their records'
+                # timestamps walked now, as the summary walks them (the tail only)
+                for k in wi[missing].tolist():
+                    t, h = source.times(w.segment, s, a + int(rows[k]))
+                    i0, n = int(starts[k]), int(n_each[k])
+                    if len(t) != n:
+                        return None
+                    ts[i0:i0 + n], valid[i0:i0 + n] = t, h
         offs = (np.repeat(base[rows] - starts[:-1], n_each) + ar)[cut] if "offset" in columns else None
         ttype = np.repeat(lat.astype(np.int32), n_each)[cut] if "timestampType" in columns else None
         out.append(_batch(offs, ts[cut], valid[cut], ttype, r.topic, r.partition, columns, schema))
     return out, res.batches_read, res.bytes_read
+
+
+def _walked_times(cache: SummaryCache, seg: LogSegment, active: bool,
+                  memo: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None],
+                  bpos: np.ndarray, counts: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """(where each batch's timestamps start in the next two, the cached timestamps, which have one,
+    which batches the cache does not hold) for batches at `bpos` whose timestamps a header does not
+    give, or None: decode. A sealed segment's entry must hold every one; the active segment's
+    prefix entry holds those walked inside its verified prefix, the rest are `missing`."""
+    if seg.base_offset not in memo:
+        memo[seg.base_offset] = cache.load_time_arrays(seg, prefix=active)
+    arrays = memo[seg.base_offset]
+    if arrays is None:
+        if not active:
+            return None
+        return (np.zeros(len(bpos), np.int64), np.zeros(0, np.int64), np.zeros(0, bool),
+                np.ones(len(bpos), bool))
+    tpos, tstart, tts, thas = arrays
+    idx = np.minimum(np.searchsorted(tpos, bpos), max(len(tpos) - 1, 0))
+    found = (tpos[idx] == bpos) if len(tpos) else np.zeros(len(bpos), bool)
+    if found.any() and ((tstart[idx + 1] - tstart[idx])[found] != counts[found]).any():
+        return None   # another count than the walk remembered: decode
+    if not active and not found.all():
+        return None   # a batch the walk did not remember: decode
+    return tstart[idx[found]], tts, thas, ~found
 
 
 def _batch(offs: np.ndarray | None, ts: np.ndarray, valid: np.ndarray, ttype: np.ndarray | None, topic: str,
