@@ -39,12 +39,17 @@ NARROW = frozenset({"topic", "partition", "offset", "timestamp", "timestampType"
 _US_LIMIT = (2**63 - 1) // 1000  # largest |ms| whose microseconds fit in int64 (the decoder's null beyond)
 
 
+#: segment base offset -> its cached walked timestamps (SummaryCache.load_time_arrays), or None
+_Times = dict[int, "tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None"]
+
+
 def answerable(columns: Sequence[str]) -> bool:
     return bool(columns) and set(columns) <= NARROW
 
 
-def _covered(log: Log, r: ScanRange, cache: SummaryCache) -> bool:
-    """Every segment the range touches is sealed and its timestamps are cached."""
+def _covered(log: Log, r: ScanRange, cache: SummaryCache, source: HeaderSource, times: _Times) -> bool:
+    """Every segment the range touches is sealed and its timestamps are cached, or is the active
+    one with a verified prefix entry (what was loaded is kept for the read: `source`, `times`)."""
     segs = log.segments
     if r.end_offset is None or r.end_offset <= r.start_offset:
         return False
@@ -58,26 +63,29 @@ def _covered(log: Log, r: ScanRange, cache: SummaryCache) -> bool:
         # checked where the read path asks for them (a miss: the range is decoded). The active
         # segment needs its verified prefix entry: the bytes appended since are read and checked
         if nxt is None:
-            if cache.load_prefix(seg) is None:
+            pre = source.prefixes[seg.base_offset] = cache.load_prefix(seg)  # HeaderSource's own load, once
+            if pre is None:
                 return False
-        elif cache.load_time_arrays(seg) is None:
-            return False
+        else:
+            got = times[seg.base_offset] = cache.load_time_arrays(seg)
+            if got is None:
+                return False
     return True
 
 
 def cached_range(log: Log, r: ScanRange, columns: Sequence[str], isolation: IsolationLevel,
                  cache: SummaryCache, schema: pa.Schema) -> tuple[list[pa.RecordBatch], int, int] | None:
     """(the range's rows, batches read, their bytes) from the cache, or None: decode the range."""
-    if not _covered(log, r, cache):
-        return None
     source = HeaderSource(log, cache)  # the headers from the cache, through the read path's rules
+    times: _Times = {}
+    if not _covered(log, r, cache, source, times):
+        return None
     res = read_log(log, r.start_offset, r.end_offset, isolation=isolation, verify_crc=True, scan=source)
     if res.undecided is not None:
         return None
     lo, hi = r.start_offset, res.upper_offset
     filt = AbortedFilter(res.aborted, res.unknown) if isolation == IsolationLevel.READ_COMMITTED else None
     out: list[pa.RecordBatch] = []
-    times: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None] = {}
     for w in res.windows():
         if w.segment.base_offset not in source.cached:
             return None  # read from the file after all (a segment changed since the check)
@@ -102,7 +110,6 @@ def cached_range(log: Log, r: ScanRange, columns: Sequence[str], isolation: Isol
         front = min(max(0, lo - int(base[rows[0]])), int(n_each[0]))
         back = min(max(0, int(last[rows[-1]]) - hi + 1), int(n_each[-1]))
         cut = slice(front, total - back)
-        ar = np.arange(total, dtype=np.int64)
         lat = (attrs[rows] & W.TIMESTAMP_TYPE_MASK) != 0
         ext = (attrs[rows] & W.TIMESTAMP_EXTENDED_FLAG_MASK) != 0
         mxr = mx[rows]
@@ -122,8 +129,12 @@ def cached_range(log: Log, r: ScanRange, columns: Sequence[str], isolation: Isol
             wi = np.flatnonzero(walked)   # rows' indices of the walked batches
             have = wi[~missing]
             if len(have) == len(rows):
-                src = np.repeat(tstart_w - starts[:-1], n_each) + ar
-                ts, valid = tts[src], thas[src]
+                t0 = int(tstart_w[0])
+                if int(tstart_w[-1]) - t0 == int(starts[-2]) and (np.diff(tstart_w) == n_each[:-1]).all():
+                    ts, valid = tts[t0:t0 + total], thas[t0:t0 + total]  # consecutive in the entry: a view
+                else:
+                    src = np.repeat(tstart_w - starts[:-1], n_each) + np.arange(total, dtype=np.int64)
+                    ts, valid = tts[src], thas[src]
             else:
                 if walked.all():
                     ts, valid = np.empty(total, np.int64), np.empty(total, bool)
@@ -131,7 +142,7 @@ def cached_range(log: Log, r: ScanRange, columns: Sequence[str], isolation: Isol
                     m = np.zeros(len(rows), bool)
                     m[have] = True
                     mr = np.repeat(m, n_each)
-                    src = np.repeat(tstart_w - starts[have], n_each[have]) + ar[mr]
+                    src = np.repeat(tstart_w - starts[have], n_each[have]) + np.arange(total, dtype=np.int64)[mr]
                     ts[mr], valid[mr] = tts[src], thas[src]
                 # batches appended after the active segment's cached walk: their records'
                 # timestamps walked now, as the summary walks them (the tail only)
@@ -141,14 +152,22 @@ def cached_range(log: Log, r: ScanRange, columns: Sequence[str], isolation: Isol
                     if len(t) != n:
                         return None
                     ts[i0:i0 + n], valid[i0:i0 + n] = t, h
-        offs = (np.repeat(base[rows] - starts[:-1], n_each) + ar)[cut] if "offset" in columns else None
+        offs = _offsets(base[rows], last[rows], n_each, starts, total)[cut] if "offset" in columns else None
         ttype = np.repeat(lat.astype(np.int32), n_each)[cut] if "timestampType" in columns else None
         out.append(_batch(offs, ts[cut], valid[cut], ttype, r.topic, r.partition, columns, schema))
     return out, res.batches_read, res.bytes_read
 
 
+def _offsets(base: np.ndarray, last: np.ndarray, n_each: np.ndarray, starts: np.ndarray, total: int) -> np.ndarray:
+    """The records' offsets of dense batches (each base..last): one arange when each batch
+    follows the one before, else each batch's own."""
+    if len(base) == 1 or (base[1:] == last[:-1] + 1).all():
+        return np.arange(int(base[0]), int(base[0]) + total, dtype=np.int64)
+    return np.repeat(base - starts[:-1], n_each) + np.arange(total, dtype=np.int64)
+
+
 def _walked_times(cache: SummaryCache, seg: LogSegment, active: bool,
-                  memo: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None],
+                  memo: _Times,
                   bpos: np.ndarray, counts: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """(where each batch's timestamps start in the next two, the cached timestamps, which have one,
