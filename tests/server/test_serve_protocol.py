@@ -852,3 +852,44 @@ def test_fetch_inside_a_torn_middle_segment_is_an_error_not_a_jump(tmp_path, bac
         r, _ = c.call(fetch_req("t", 0, nxt, 12), 12)  # after the hole: served
         p = r.responses[0].partitions[0]
         assert p.error_code == 0 and next(iter(kbatch.iter_batches(bytes(p.records)))).base_offset == nxt
+
+
+def test_offset_commit_checks_member_and_generation_before_a_rebalance_in_progress(logdir):
+    """ClassicGroup.validateOffsetCommit's order (librdkafka's 0113 v_commit_during_rebalance): while the
+    group completes a rebalance, a commit of the old generation is ILLEGAL_GENERATION and an unknown
+    member's UNKNOWN_MEMBER_ID; only a member of the new generation that has not synced yet gets
+    REBALANCE_IN_PROGRESS."""
+    import threading
+
+    write_topic(str(logdir), "t", 0, batches=1)
+    J, OC = request_class(11), request_class(8)
+    proto = [J.JoinGroupRequestProtocol(name="range", metadata=b"")]
+
+    def join(c, member_id):
+        r, _ = c.call(J(group_id="g", session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id=member_id,
+                        protocol_type="consumer", protocols=proto), 3)
+        return r
+
+    def commit(c, generation, member_id):
+        T = OC.OffsetCommitRequestTopic
+        r, _ = c.call(OC(group_id="g", generation_id_or_member_epoch=generation, member_id=member_id,
+                         group_instance_id=None, retention_time_ms=-1,
+                         topics=[T(name="t", partitions=[T.OffsetCommitRequestPartition(
+                             partition_index=0, committed_offset=1, committed_leader_epoch=-1,
+                             committed_metadata="")])]), 7)
+        return r.topics[0].partitions[0].error_code
+
+    with serve(str(logdir), group_initial_rebalance_delay_ms=0) as srv, RawClient(srv.bootstrap) as a, \
+            RawClient(srv.bootstrap, timeout=30) as b:
+        first = join(a, "")
+        assert (first.error_code, first.generation_id) == (0, 1)
+        joined = {}
+        t = threading.Thread(target=lambda: joined.setdefault("b", join(b, "")))
+        t.start()
+        time.sleep(0.5)  # b waits for a to rejoin
+        again = join(a, first.member_id)  # completes the join: generation 2, CompletingRebalance
+        t.join(10)
+        assert again.generation_id == joined["b"].generation_id == 2
+        assert commit(a, 1, first.member_id) == 22  # ILLEGAL_GENERATION
+        assert commit(a, 2, "nobody") == 25  # UNKNOWN_MEMBER_ID
+        assert commit(a, 2, first.member_id) == 27  # REBALANCE_IN_PROGRESS: it must sync first

@@ -475,6 +475,12 @@ class Log:
                 RecoveryCheckpoint(self.end_offset(), clean_shutdown=False).write(self.directory)
                 self._recovery_point = self.end_offset()
 
+    def update_config(self, config: LogConfig) -> None:
+        """A topic config changed while the log is open (UnifiedLog.updateConfig): appends from now
+        on are validated, and segments rolled, by `config`."""
+        self.config = config
+        self._validator = None
+
     def close(self) -> None:
         """Final time-index entry on the active segment, flush, record a clean shutdown, release
         the files and the directory lock."""

@@ -11,6 +11,7 @@ import dataclasses
 import logging
 import os
 import re
+import shutil
 import time
 import uuid
 from typing import TYPE_CHECKING, TypedDict
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("kbatch.server")
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+#: how long a deleted partition's files stay open for answers in flight (Kafka: file.delete.delay.ms, 60 s)
+DELETE_DELAY_S = 5.0
 
 
 @dataclasses.dataclass
@@ -132,6 +135,8 @@ class Broker:
         self._closing_future: asyncio.Future[None] | None = None
         self._offsets_partitions: int | None = None
         self._dir_lock: _files.DirLock | None = None
+        #: deleted partitions waiting for readers to finish (file.delete.delay.ms): (deadline, partition, renamed dir)
+        self._deleted: list[tuple[float, Partition, str]] = []
         self.connections = ConnectionStats()
         self.fetch_sessions = FetchSessionCache()  # KIP-227 (server/fetch_session.py)
 
@@ -194,6 +199,7 @@ class Broker:
 
     def close(self) -> None:
         self.coordinator.shutdown()
+        self._purge_deleted()
         for part in self.partitions.values():
             try:
                 part.close()
@@ -222,21 +228,107 @@ class Broker:
         return uuid.UUID(bytes=self.topic_ids.get(topic, bytes(16)))
 
     async def create_topic(self, topic: str) -> bool:
-        """Auto-create a topic with num_partitions partitions (auto.create.topics.enable)."""
+        """Auto-create a topic with num_partitions partitions (auto.create.topics.enable), a new topic
+        id as a broker's auto-creation gives it."""
         if self.read_only or not self.config.auto_create_topics or not _LEGAL_TOPIC.match(topic) \
                 or topic in (".", ".."):
             return False
+        try:
+            await self.create_new_topic(topic, self.config.num_partitions, {})
+        except FileExistsError:
+            pass
+        return True
+
+    async def create_new_topic(self, topic: str, partitions: int, configs: dict[str, str]) -> uuid.UUID:
+        """CreateTopics: `partitions` empty partition directories with a new topic id in each
+        `partition.metadata` (as a broker writes it) and `configs` as the topic's own configs (kept
+        while the server runs). The caller has validated the request. The directories are made and
+        the logs opened off the event loop (fsyncs), so other connections are answered meanwhile."""
+        async with self._topic_lock():
+            if topic in self.topics():
+                raise FileExistsError(topic)
+            topic_id = uuid.uuid4()
+            if configs:
+                self.config.topic_configs[topic] = dict(configs)
+            parts = await asyncio.to_thread(self._new_partitions, topic, topic_id.bytes, range(partitions))
+            self.topic_ids[topic] = topic_id.bytes
+            for part in parts:
+                self.partitions[(topic, part.index)] = part
+            logger.info("Created topic %s with %d partition(s)", topic, partitions)
+        return topic_id
+
+    async def add_partitions(self, topic: str, count: int) -> None:
+        """CreatePartitions: the topic grows to `count` partitions (validated by the caller)."""
+        async with self._topic_lock():
+            have = len(self.topics().get(topic, []))
+            parts = await asyncio.to_thread(self._new_partitions, topic, self.topic_ids.get(topic), range(have, count))
+            for part in parts:
+                self.partitions[(topic, part.index)] = part
+            logger.info("Topic %s now has %d partition(s) (CreatePartitions)", topic, count)
+
+    async def alter_topic_config(self, topic: str, configs: dict[str, str]) -> None:
+        """IncrementalAlterConfigs: `configs` become the topic's own configs; its logs validate and
+        roll by them from the next append on (UnifiedLog.updateConfig)."""
+        if configs:
+            self.config.topic_configs[topic] = dict(configs)
+        else:
+            self.config.topic_configs.pop(topic, None)
+        new = self.log_config(topic)
+        for (t, _), part in list(self.partitions.items()):
+            if t == topic:
+                await part.update_config(new)
+        logger.info("Topic %s configs now %s (IncrementalAlterConfigs)", topic, configs)
+
+    def _topic_lock(self) -> asyncio.Lock:
         if self._create_lock is None:
             self._create_lock = asyncio.Lock()
-        async with self._create_lock:
-            if topic in self.topics():
-                return True
-            for i in range(self.config.num_partitions):
-                path = os.path.join(self.directory, f"{topic}-{i}")
-                os.makedirs(path, exist_ok=True)
-                self._open_partition(topic, i, path)
-            logger.info("Created topic %s with %d partition(s)", topic, self.config.num_partitions)
-        return True
+        return self._create_lock
+
+    def _new_partitions(self, topic: str, topic_id: bytes | None, indexes: range) -> list[Partition]:
+        """Empty partition directories, partition.metadata carrying the topic id, opened (in a
+        worker thread: nothing here touches the broker's tables)."""
+        import base64
+
+        out = []
+        cfg = self.log_config(topic)
+        for index in indexes:
+            path = os.path.join(self.directory, f"{topic}-{index}")
+            os.makedirs(path, exist_ok=True)
+            if topic_id is not None:
+                text = "version: 0\ntopic_id: " + base64.urlsafe_b64encode(topic_id).decode().rstrip("=") + "\n"
+                with open(os.path.join(path, "partition.metadata"), "w", encoding="utf-8") as f:
+                    f.write(text)
+            log = Log.open(path, cfg, writable=True)
+            out.append(Partition(topic, index, log, flush_messages=self.config.flush_messages))
+        return out
+
+    async def delete_topic(self, topic: str) -> None:
+        """DeleteTopics: the topic is gone from Metadata, Fetch and ListOffsets at once; each
+        partition's log is closed (after an append in progress), its directory renamed
+        `<topic>-<p>.<id>-delete` as Kafka renames it, and deleted once answers in flight that send
+        its bytes are done (Kafka's file.delete.delay.ms, shortened)."""
+        parts = [self.partitions.pop(k) for k in [k for k in self.partitions if k[0] == topic]]
+        self.topic_ids.pop(topic, None)
+        self.config.topic_configs.pop(topic, None)
+        for part in parts:
+            await part.retire()
+            renamed = os.path.join(self.directory, f"{part.name}.{uuid.uuid4().hex}-delete")
+            await asyncio.to_thread(os.rename, part.log.directory, renamed)
+            self._deleted.append((time.monotonic() + DELETE_DELAY_S, part, renamed))
+        logger.info("Deleted topic %s (DeleteTopics)", topic)
+        asyncio.get_running_loop().call_later(DELETE_DELAY_S + 0.1, self._purge_soon)
+
+    def _purge_soon(self) -> None:
+        """The deleted partitions that are due, removed in a worker thread (rmtree of many files)."""
+        now = time.monotonic()
+        due = [d for d in self._deleted if d[0] <= now]
+        self._deleted = [d for d in self._deleted if d[0] > now]
+        asyncio.get_running_loop().run_in_executor(None, _remove_deleted, due)
+
+    def _purge_deleted(self) -> None:
+        """Every deleted partition's files, now (the server is closing)."""
+        due, self._deleted = self._deleted, []
+        _remove_deleted(due)
 
     # ---- __consumer_offsets
     def offsets_partitions(self) -> list[Partition]:
@@ -280,6 +372,12 @@ class Broker:
     async def handle(self, request: Request, client_host: str) -> Answer:
         handler = self.handlers[request.api.key]
         return await handler(self, request, client_host)
+
+
+def _remove_deleted(due: list[tuple[float, Partition, str]]) -> None:
+    for _, part, path in due:
+        part.release_files()
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _topic_id(path: str) -> bytes | None:

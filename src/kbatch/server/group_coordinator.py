@@ -4,7 +4,11 @@ Group membership follows Kafka's classic protocol state machine: Empty -> Prepar
 (members join; with JoinGroup v4+ an unknown member first gets MEMBER_ID_REQUIRED and a member id)
 -> CompletingRebalance (the leader gets the members' subscriptions and sends the assignment in
 SyncGroup) -> Stable; a join, a leave, a changed subscription or a session timeout starts a new
-rebalance, and members learn of it from REBALANCE_IN_PROGRESS on Heartbeat.
+rebalance, and members learn of it from REBALANCE_IN_PROGRESS on Heartbeat. Static members
+(KIP-345, `group.instance.id`, JoinGroup v5+) join without the MEMBER_ID_REQUIRED round trip, and one
+that comes back (a restart) takes its old member id's place and assignment; in a Stable group whose
+protocol stays the same that is no rebalance (GroupCoordinator.updateStaticMemberAndRebalance), and
+the replaced member id is FENCED_INSTANCE_ID from then on.
 
 Committed offsets and group metadata are records of a real `__consumer_offsets` log in the served
 directory, written with kbatch (`kbatch.schema.coordinator_records`: Kafka's key and value schemas; key
@@ -78,6 +82,14 @@ MEMBER_ID_REQUIRED = 79
 FENCED_INSTANCE_ID = 82
 
 
+def _fenced(g: "Group", group_instance_id: str | None, member_id: str) -> bool:
+    """A static member's request from a member id its instance id no longer maps to (KIP-345)."""
+    if group_instance_id is None:
+        return False
+    current = g.static_members.get(group_instance_id)
+    return current is not None and current != member_id
+
+
 class GroupState(enum.Enum):
     EMPTY = "Empty"
     PREPARING_REBALANCE = "PreparingRebalance"
@@ -138,6 +150,8 @@ class Group:
         self.rebalance_timer: asyncio.TimerHandle | None = None
         self.offsets: dict[tuple[str, int], cr.OffsetCommitValue] = {}  # (topic, partition) -> committed
         self.state_timestamp = int(time.time() * 1000)
+        # KIP-345 static members: group instance id -> its current member id
+        self.static_members: dict[str, str] = {}
         self.initial_delay_until = 0
 
     def supports(self, protocol_type: str, protocols: Sequence[tuple[str, bytes]]) -> bool:
@@ -283,9 +297,18 @@ class GroupCoordinator:
             return GroupAnswer(error_code=INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
         if rebalance_timeout < 0:
             rebalance_timeout = session_timeout
+        static_id = g.static_members.get(group_instance_id) if group_instance_id is not None else None
+        if member_id and static_id is not None and static_id != member_id:
+            # another process took this instance id over (KIP-345): this one is fenced
+            return GroupAnswer(error_code=FENCED_INSTANCE_ID, member_id=member_id)
+        if not member_id and group_instance_id is not None and static_id is not None:
+            # a static member back (a restart) takes its old member's place, assignment and all
+            return await self._replace_static_member(g, group_instance_id, static_id,
+                                                     f"{client_id}-{uuid.uuid4()}", list(protocols),
+                                                     session_timeout, rebalance_timeout)
         if not member_id:
             new_id = f"{client_id}-{uuid.uuid4()}"
-            if require_known_member_id:
+            if require_known_member_id and group_instance_id is None:  # static members skip it (KIP-345)
                 # a client that never comes back with its id is forgotten after the session timeout
                 # (GroupCoordinator's pending-member heartbeat expiry), else every later rebalance
                 # would wait for it
@@ -303,6 +326,8 @@ class GroupCoordinator:
             m = Member(member_id, group_instance_id, client_id, client_host, session_timeout, rebalance_timeout,
                        protocol_type, list(protocols))
             g.members[member_id] = m
+            if group_instance_id is not None:
+                g.static_members[group_instance_id] = member_id
             if g.protocol_type is None:
                 g.protocol_type = protocol_type
             self._prepare_rebalance(g)
@@ -320,6 +345,39 @@ class GroupCoordinator:
         self._cancel_expiry(m)
         self._maybe_complete_join(g)
         return await fut
+
+    async def _replace_static_member(self, g: Group, instance_id: str, old_id: str, new_id: str,
+                                     protocols: Protocols, session_timeout: int,
+                                     rebalance_timeout: int) -> GroupAnswer:
+        """GroupCoordinator.updateStaticMemberAndRebalance: the new member id replaces the old one
+        (its pending join or sync is answered FENCED_INSTANCE_ID); a stable group whose protocol
+        stays the same is not rebalanced: the member gets the current generation back, with the
+        leader as it was, so it does not assign (its SyncGroup then returns its old assignment)."""
+        old = g.members.pop(old_id)
+        self._cancel_expiry(old)
+        for fut in (old.join_future, old.sync_future):
+            if fut is not None and not fut.done():
+                fut.set_result(GroupAnswer(error_code=FENCED_INSTANCE_ID, member_id=old_id, assignment=b""))
+        current_leader = g.leader_id
+        m = Member(new_id, instance_id, old.client_id, old.client_host, session_timeout, rebalance_timeout,
+                   old.protocol_type, protocols)
+        m.assignment = old.assignment
+        g.members[new_id] = m
+        g.static_members[instance_id] = new_id
+        if g.leader_id == old_id:
+            g.leader_id = new_id
+        logger.info("Static member %s of group %s rejoined as %s", instance_id, g.group_id, new_id)
+        if g.state == GroupState.STABLE and g.select_protocol() == g.protocol_name:
+            self._schedule_expiry(g, m)
+            await self._append(g.group_id, [self._group_record(g)])
+            return GroupAnswer(error_code=NONE, generation_id=g.generation, protocol_type=g.protocol_type,
+                               protocol_name=g.protocol_name, leader=current_leader, member_id=new_id, members=[])
+        if g.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(g)
+        joined: asyncio.Future[GroupAnswer] = asyncio.get_running_loop().create_future()
+        m.join_future = joined
+        self._maybe_complete_join(g)
+        return await joined
 
     def _prepare_rebalance(self, g: Group) -> None:
         if g.state == GroupState.PREPARING_REBALANCE:
@@ -390,9 +448,11 @@ class GroupCoordinator:
 
     # ---- SyncGroup
     async def sync_group(self, *, group_id: str, generation_id: int, member_id: str, protocol_type: str | None = None,
-                         protocol_name: str | None = None,
-                         assignments: Iterable[tuple[str, bytes]] = ()) -> GroupAnswer:
+                         protocol_name: str | None = None, assignments: Iterable[tuple[str, bytes]] = (),
+                         group_instance_id: str | None = None) -> GroupAnswer:
         g = self.groups.get(group_id)
+        if g is not None and _fenced(g, group_instance_id, member_id):
+            return GroupAnswer(error_code=FENCED_INSTANCE_ID, assignment=b"")
         if g is None or member_id not in g.members:
             return GroupAnswer(error_code=UNKNOWN_MEMBER_ID, assignment=b"")
         if generation_id != g.generation:
@@ -426,8 +486,11 @@ class GroupCoordinator:
         return await fut
 
     # ---- Heartbeat
-    def heartbeat(self, *, group_id: str, generation_id: int, member_id: str) -> int:
+    def heartbeat(self, *, group_id: str, generation_id: int, member_id: str,
+                  group_instance_id: str | None = None) -> int:
         g = self.groups.get(group_id)
+        if g is not None and _fenced(g, group_instance_id, member_id):
+            return FENCED_INSTANCE_ID
         if g is None or member_id not in g.members:
             return UNKNOWN_MEMBER_ID
         if generation_id != g.generation:
@@ -468,6 +531,8 @@ class GroupCoordinator:
         m = g.members.pop(member_id, None)
         if m is None:
             return
+        if m.group_instance_id is not None and g.static_members.get(m.group_instance_id) == member_id:
+            del g.static_members[m.group_instance_id]
         self._cancel_expiry(m)
         for fut in (m.join_future, m.sync_future):
             if fut is not None and not fut.done():
@@ -516,12 +581,14 @@ class GroupCoordinator:
             # no members: only "simple" commits (generation -1) from consumers that assign themselves
             if generation_id >= 0:
                 return {tp: ILLEGAL_GENERATION if g is None else UNKNOWN_MEMBER_ID for tp in offsets}
-        elif g.state == GroupState.COMPLETING_REBALANCE:
-            return {tp: REBALANCE_IN_PROGRESS for tp in offsets}
         elif member_id not in g.members:
             return {tp: UNKNOWN_MEMBER_ID for tp in offsets}
         elif generation_id != g.generation:
             return {tp: ILLEGAL_GENERATION for tp in offsets}
+        elif g.state == GroupState.COMPLETING_REBALANCE:
+            # the member and generation are valid only once it has its JoinGroup answer: it will
+            # sync next (ClassicGroup.validateOffsetCommit checks member, generation, then this)
+            return {tp: REBALANCE_IN_PROGRESS for tp in offsets}
         g = self._group(group_id)
         now = int(time.time() * 1000)
         result: dict[tuple[str, int], int] = {}

@@ -30,7 +30,7 @@ from .protocol import FileSlice
 if TYPE_CHECKING:
     from .._typing import Buffer
     from ..log.index import AbortedTxn
-    from ..log.unified_log import Log, OffsetAndTimestamp
+    from ..log.unified_log import Log, LogConfig, OffsetAndTimestamp
     from ..log.segment import LogSegment
     from ..log.validator import AppendInfo
 
@@ -153,6 +153,27 @@ class Partition:
         fut.add_done_callback(self._waiters.discard)
         return fut
 
+    async def update_config(self, config: LogConfig) -> None:
+        """A topic config changed: appends after the one in progress use it."""
+        async with self._append_lock:
+            self.log.update_config(config)
+
+    async def retire(self) -> None:
+        """Its topic was deleted: once an append in progress has finished, close the log (its
+        checkpoints written, its lock released) and answer every long poll waiting on it. The file
+        descriptors of answers in flight stay open until release_files()."""
+        async with self._append_lock:
+            await asyncio.to_thread(self.log.close)  # checkpoints and fsyncs: off the event loop
+        self._wake()
+
+    def release_files(self) -> None:
+        for fd in self._fds.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._fds.clear()
+
     def _wake(self) -> None:
         for fut in list(self._waiters):
             if not fut.done():
@@ -191,12 +212,7 @@ class Partition:
         return self.log.magic()
 
     def close(self) -> None:
-        for fd in self._fds.values():
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self._fds.clear()
+        self.release_files()
         for fut in list(self._waiters):
             if not fut.done():
                 fut.cancel()

@@ -10,16 +10,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..protocol import APIS
-from . import (api_versions, describe_cluster, describe_configs, fetch, find_coordinator, heartbeat, init_producer_id,
-               join_group, leave_group, list_offsets, metadata, offset_commit, offset_fetch, offset_for_leader_epoch,
-               produce, sync_group)
+from . import (api_versions, create_partitions, create_topics, delete_topics, describe_cluster, describe_configs,
+               fetch, find_coordinator, heartbeat, incremental_alter_configs, init_producer_id, join_group,
+               leave_group, list_offsets, metadata, offset_commit, offset_fetch, offset_for_leader_epoch, produce,
+               sync_group)
 
 if TYPE_CHECKING:
     from ._context import Handler
 
 MODULES = (produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator, join_group,
            heartbeat, leave_group, sync_group, api_versions, init_producer_id, offset_for_leader_epoch,
-           describe_configs, describe_cluster)
+           describe_configs, describe_cluster, create_topics, delete_topics, create_partitions,
+           incremental_alter_configs)
 HANDLERS: dict[int, Handler] = {m.API.key: m.handle for m in MODULES}
 assert set(HANDLERS) == set(APIS), "every registered API has its handler module listed here"
 

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
 
 async def handle(broker: BrokerContext, request: Request, client_host: str) -> ApiMessage:
-    body = request.body
+    body, v = request.body, request.version
     err = broker.coordinator.heartbeat(group_id=body.group_id, generation_id=body.generation_id,
-                                       member_id=body.member_id)
+                                       member_id=body.member_id,
+                                       group_instance_id=body.group_instance_id if v >= 3 else None)
     return request.response(throttle_time_ms=0, error_code=err)

@@ -9,6 +9,7 @@ from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 
 from ..protocol import Api, register, take_turns
 from ..group_coordinator import OFFSETS_TOPIC
+from .create_topics import topic_name_problem
 
 API = register(Api(3, "Metadata", MetadataRequest, MetadataResponse, min_version=0, max_version=12, first_flexible=9))
 
@@ -49,7 +50,8 @@ async def handle(broker: BrokerContext, request: Request, client_host: str) -> A
         if name not in known and allow_create and name != OFFSETS_TOPIC and await broker.create_topic(name):
             known = broker.topics()
         if name not in known:
-            err = INVALID_TOPIC_EXCEPTION if not name or len(name) > 249 else UNKNOWN_TOPIC_OR_PARTITION
+            # an illegal name is INVALID_TOPIC_EXCEPTION, created or not (KafkaApis: Topic.validate)
+            err = INVALID_TOPIC_EXCEPTION if topic_name_problem(name) else UNKNOWN_TOPIC_OR_PARTITION
             topics.append(_topic(cls, err, name, uuid.UUID(int=0), False, []))
             continue
         parts: list[DataContainer] = []

@@ -21,5 +21,6 @@ async def handle(broker: BrokerContext, request: Request, client_host: str) -> A
     res = await broker.coordinator.sync_group(
         group_id=body.group_id, generation_id=body.generation_id, member_id=body.member_id,
         protocol_type=body.protocol_type if v >= 5 else None, protocol_name=body.protocol_name if v >= 5 else None,
-        assignments=[(a.member_id, bytes(a.assignment)) for a in body.assignments])
+        assignments=[(a.member_id, bytes(a.assignment)) for a in body.assignments],
+        group_instance_id=body.group_instance_id if v >= 3 else None)
     return request.response(throttle_time_ms=0, error_code=res["error_code"], assignment=res.get("assignment", b""))
