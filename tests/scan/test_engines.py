@@ -185,3 +185,48 @@ def test_a_missing_engine_names_its_extra(monkeypatch, module, call, extra):
         monkeypatch.setitem(sys.modules, "ray.data", None)
     with pytest.raises(kbatch.MissingDependencyError, match=f"'{extra}' extra"):
         call()
+
+
+def _age(root) -> None:
+    """Every file and directory under root last changed an hour ago."""
+    import os
+    import time
+
+    old = time.time() - 3600
+    for d, _dirs, files in os.walk(root):
+        for f in files:
+            os.utime(os.path.join(d, f), (old, old))
+        os.utime(d, (old, old))
+
+
+def test_polars_reuses_its_last_plan_only_over_unchanged_files(tmp_path):
+    """A second collect asking the same of unchanged files reads the last plan again (its stats its
+    own); an append, a new partition, or files changed while planning make it plan afresh."""
+    for p in range(2):
+        _shuffled_times(str(tmp_path / f"t-{p}"))
+    scans = []
+    lf = scan_kafka(tmp_path, on_scan=scans.append)
+    q = lf.filter(pl.col("offset") >= 10).select("partition", "offset", "timestamp")
+    fresh = q.collect()   # the files changed within the second before: not kept
+    assert q.collect().equals(fresh) and scans[1] is not scans[0]
+    _age(tmp_path)
+    first = q.collect()
+    assert q.collect().equals(first) and scans[-1] is scans[-2]
+    assert scans[-1].stats.rows == first.height   # this collect's own
+    assert lf.select("key").collect().height == 2 * 96 and scans[-1] is not scans[-2]   # another query
+    assert q.collect().equals(first) and scans[-1] is not scans[-3]   # only the last plan is kept
+    _age(tmp_path)
+    q.collect()
+    log = kbatch.Log.open(str(tmp_path / "t-1"), writable=True)
+    bb = kbatch.BatchBuilder()
+    bb.append(1_700_000_100_000, b"new", b"v")
+    log.append(bb.build(), now_ms=1_700_000_100_000)
+    log.close()
+    grown = q.collect()
+    assert grown.height == first.height + 1 and scans[-1] is not scans[-2]
+    assert grown.equals(scan_kafka(tmp_path).filter(pl.col("offset") >= 10)
+                        .select("partition", "offset", "timestamp").collect())
+    _age(tmp_path)
+    q.collect()
+    _shuffled_times(str(tmp_path / "t-2"))   # a new partition under the root
+    assert q.collect().height == grown.height + 96 - 10

@@ -7,6 +7,7 @@ isolation levels, whole partitions and ranges cut small; a cold cache decodes.""
 from __future__ import annotations
 
 import logging
+import os
 
 import pytest
 
@@ -93,3 +94,43 @@ def test_compacted_logs(tmp_path, seed):
     warm(str(d), cache)
     compare(str(d), cache)  # gaps: those ranges decode
     compare(str(d), cache, range_bytes=300)
+
+
+def _active_ranges(d: str, cache: SummaryCache, isolation: str) -> int:
+    """Ranges answered from the cache that read the active segment."""
+    log = kbatch.Log.open(d)
+    try:
+        active = log.segments[-1].base_offset
+    finally:
+        log.close()
+    with kbatch.scan(d, isolation=isolation, columns=NARROW, summary_cache=cache, from_offset=active) as s:
+        s.to_table()
+        return s.stats.ranges_from_headers
+
+
+@pytest.mark.parametrize("open_txn", [False, True], ids=["closed", "open-txn"])
+def test_active_segment_prefix_and_appended_tail(tmp_path, open_txn):
+    """The active segment's verified prefix answers from the cache; bytes appended since (a whole
+    batch, then a torn one) are read and checked, their timestamps walked: the same rows."""
+    from log.test_compaction import LogGen, write_segments
+
+    every = [b for seg in LogGen(11, n_batches=40, open_txn=open_txn).segments(1) for b in seg]
+    n = len(every) // 4
+    active = every[2 * n:]
+    k = len(active) // 3
+    d = tmp_path / "t-0"
+    write_segments(d, [every[:n], every[n:2 * n], active[:k]])
+    kbatch.rebuild_indexes(d)
+    path = os.path.join(d, sorted(f for f in os.listdir(d) if f.endswith(".log"))[-1])
+    cache = SummaryCache(str(tmp_path / "cache"))
+    warm(str(d), cache)
+    assert compare(str(d), cache) > 0
+    assert sum(_active_ranges(str(d), cache, iso) for iso in LEVELS) > 0
+    with open(path, "ab") as f:   # appended since the prefix was remembered: read, not re-warmed
+        f.write(b"".join(active[k:-2]))
+    assert compare(str(d), cache) > 0
+    assert compare(str(d), cache, from_offset=5, until_offset=60, columns=["offset", "timestamp"]) >= 0
+    assert sum(_active_ranges(str(d), cache, iso) for iso in LEVELS) > 0
+    with open(path, "ab") as f:   # a torn tail batch: not a row
+        f.write(active[-2][:len(active[-2]) // 2])
+    compare(str(d), cache)

@@ -6,7 +6,11 @@
     lf = scan_kafka("/var/kafka-logs", topics=["orders"], isolation="read_committed")
     lf.filter(pl.col("timestamp") >= t0).group_by("partition").len().collect()
 
-Every collect plans a fresh scan. What Polars pushes into the scan:
+Every collect plans a fresh scan, unless the files are as the LazyFrame's last plan found them:
+a collect with the same projection, pushed predicate and n_rows over local partition directories
+whose listing (names, sizes, mtime_ns, inodes, and the roots' own) has not changed reads the last
+plan's ranges again through its still open logs (the summary cache's trust in a file's identity;
+anything else plans again). What Polars pushes into the scan:
 - projection: only the columns the query uses are built (a key-only query never builds values);
 - n_rows: the scan stops after that many rows (after the predicate, when there is one);
 - the predicate: its conjuncts on `offset`, `partition` and `timestamp` that bound them by a
@@ -20,12 +24,16 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import threading
+import time
+import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MissingDependencyError
-from ..scan import COLUMNS, Scan, binary_schema, scan
+from ..scan import COLUMNS, Scan, ScanStats, binary_schema, scan
 
 if TYPE_CHECKING:
     import polars as pl
@@ -175,6 +183,85 @@ def pushdown(predicate: pl.Expr | None) -> Pushdown:
 
 
 # ------------------------------------------------------------------------------------ the plugin
+class _LastPlan:
+    """A LazyFrame's last planned Scan, reused by the next collect asking the same of unchanged
+    local files (the listing of its roots and partition directories: names, sizes, mtime_ns,
+    inodes); closed when replaced or when the LazyFrame's plugin is dropped."""
+
+    def __init__(self, roots: list[str] | None) -> None:
+        self.roots = roots   # None: a path that is not a local directory, never reused
+        self.state: dict[str, Any] = {}   # key, fingerprint, scan (shared with the finalizer)
+        self.lock = threading.Lock()
+        weakref.finalize(self, _LastPlan._close, self.state)
+
+    @staticmethod
+    def _close(state: dict[str, Any]) -> None:
+        s = state.pop("scan", None)
+        if s is not None:
+            s.close()
+
+    def fingerprint(self, s: Scan, changed_since: int | None = None) -> tuple[Any, ...] | None:
+        """The listing the plan depends on, or None: not to be reused (not local, or changed in
+        the second before `changed_since`, when planning began, or after: the plan may predate it)."""
+        if self.roots is None:
+            return None
+        dirs = sorted({p.path for p in s.partitions} | {r.path for r in s.ranges})
+        if not all(os.path.dirname(os.path.abspath(d)) in self.roots or os.path.abspath(d) in self.roots
+                   for d in dirs):
+            return None   # a partition deeper than a root's children: its listing is not watched
+        out: list[Any] = []
+        try:
+            for d in self.roots + dirs:
+                st = os.stat(d)
+                out.append((d, st.st_mtime_ns, st.st_ino))
+                with os.scandir(d) as it:
+                    for e in sorted(it, key=lambda e: e.name):
+                        est = e.stat(follow_symlinks=False)
+                        out.append((e.name, est.st_size, est.st_mtime_ns, est.st_ino))
+        except OSError:
+            return None
+        if changed_since is not None and any(x[-2] >= changed_since - 10**9 for x in out):
+            return None   # (each entry ends with its mtime_ns, inode)
+        return tuple(out)
+
+    def take(self, key: Any) -> Scan | None:
+        """The last plan when it was made for `key` and its files are unchanged (handed out: the
+        next collect plans afresh until it is given back)."""
+        with self.lock:
+            s: Scan | None = self.state.get("scan")
+            if s is None or self.state.get("key") != key:
+                return None
+            del self.state["scan"]
+        fp = self.fingerprint(s)
+        if fp is None or fp != self.state.get("fp"):
+            s.close()
+            return None
+        s.stats = ScanStats()   # this collect's own
+        return s
+
+    def give(self, key: Any, s: Scan, fp: Any) -> bool:
+        """Keep `s` for the next collect (False: not kept, the caller closes it)."""
+        if fp is None:
+            return False
+        with self.lock:
+            old = self.state.get("scan")
+            self.state.update(key=key, fp=fp, scan=s)
+        if old is not None and old is not s:
+            old.close()
+        return True
+
+
+def _local_roots(logs: Paths) -> list[str] | None:
+    paths = [logs] if isinstance(logs, (str, os.PathLike)) else list(logs)
+    out = []
+    for p in paths:
+        p = os.fspath(p)
+        if "://" in str(p) or not os.path.isdir(p):
+            return None
+        out.append(os.path.abspath(p))
+    return out
+
+
 def scan_kafka(logs: Paths, *, topics: Iterable[str] | None = None, partitions: Iterable[int] | None = None,
                exclude_topics: Iterable[str] | None = None, include_internal: bool = False,
                from_offset: OffsetBound = None, until_offset: OffsetBound = None, from_time: TimeBound = None,
@@ -186,8 +273,8 @@ def scan_kafka(logs: Paths, *, topics: Iterable[str] | None = None, partitions: 
     isolation, typed keys and values, the byte budget). Polars' projection, predicate and n_rows
     narrow each collect's scan (the module docstring says how). on_scan: called with each
     collect's planned Scan (its `stats` show what was read). summary_cache: as kbatch.scan's (a
-    query of only partition/offset/timestamp columns over sealed segments the header summary
-    cached reads no record)."""
+    query of only partition/offset/timestamp columns over segments the header summary cached
+    reads no record but those appended since)."""
     pl_mod = _polars()
     from polars.io.plugins import register_io_source
 
@@ -240,7 +327,14 @@ def scan_kafka(logs: Paths, *, topics: Iterable[str] | None = None, partitions: 
         if predicate is not None:
             need += [c for c in predicate.meta.root_names() if c not in need]
         cols = [c for c in names if c in need] or ["offset"]
-        s = plan(cols, push, n_rows if predicate is None else None)
+        limit = n_rows if predicate is None else None
+        key = (tuple(cols), repr(push), limit)
+        s = last.take(key)
+        fp = last.state.get("fp") if s is not None else None
+        if s is None:
+            t0 = time.time_ns()
+            s = plan(cols, push, limit)
+            fp = last.fingerprint(s, changed_since=t0)
         if on_scan is not None:
             on_scan(s)
         left = n_rows
@@ -258,10 +352,15 @@ def scan_kafka(logs: Paths, *, topics: Iterable[str] | None = None, partitions: 
                 if df.height:
                     yield df
                 if left is not None and left <= 0:
-                    return
-        finally:
+                    break
+        except BaseException:
+            s.close()
+            raise
+        # read to its end (or its n_rows): kept for the next collect asking the same
+        if not last.give(key, s, fp):
             s.close()
 
+    last = _LastPlan(_local_roots(logs))
     import inspect
 
     named: dict[str, Any] = {"explain_name": "kbatch.scan", "explain_detail": str(logs)}  # the plan's label

@@ -56,9 +56,10 @@ def scan(logs: Paths, *, topics: Iterable[str] | None = None, partitions: Iterab
     read raise UnreadableDataError where a reader meets them, unless `skip_unreadable` (then each
     partition is one range, read as one read_log skipping them). `summary_cache`: the header
     summary's cache (kbatch.log.summary.SummaryCache, a directory, True: its default, False):
-    a scan of only topic/partition/offset/timestamp/timestampType answers a range whose sealed
-    segments it covers from their cached verified headers and timestamps, reading no record
-    (kbatch.scan.headers; the same rows)."""
+    a scan of only topic/partition/offset/timestamp/timestampType answers a range whose segments
+    it covers (sealed ones whole, the active one's verified prefix) from their cached verified
+    headers and timestamps, reading no record but those appended since (kbatch.scan.headers; the
+    same rows)."""
     if isolation not in LEVELS:
         raise ValueError(f"isolation must be read_uncommitted or read_committed, not {isolation!r}")
     level = LEVELS[isolation]

@@ -1,7 +1,10 @@
 """Narrow scans answered from verified headers (issue 41): a scan of only `topic`, `partition`,
 `offset`, `timestamp` and `timestampType` needs no record bytes when the header summary's cache
 (kbatch.log.summary.SummaryCache: the CRC-checked batch headers of a sealed segment and the
-per-record timestamps a header does not give) covers every segment the range touches.
+per-record timestamps a header does not give) covers every segment the range touches: a sealed
+segment's whole entry, or the active segment's verified prefix (docs/summary.md), after which only
+the bytes appended since are read and CRC-checked by the summary's HeaderSource and the records'
+timestamps of those new batches walked.
 
 The batches are the read path's own: kbatch.log.fetch.read_log with the summary's HeaderSource as
 its scan (the same damage rules, the last stable offset, aborted transactions removed under
@@ -9,8 +12,8 @@ read_committed by the read path's AbortedFilter, control batches never rows). A 
 rows from its header when its offsets are dense (base..last: a compacted batch with gaps needs its
 records' offsets) and it is v2; a record's timestamp is the header's for LogAppendTime and single
 records with a clear maxTimestamp (the summary's rule, kbatch.log.summary._needs_walk), else the
-cached walk's. Where any of that does not hold (an active segment, a segment not cached, a batch
-with gaps, magic 0/1, a read ending at an undecided transaction) the range is decoded instead:
+cached walk's. Where any of that does not hold (a segment not cached, an active one without a
+prefix entry that still holds, a batch with gaps, magic 0/1, a read ending at an undecided transaction) the range is decoded instead:
 `None` from cached_range, never a partial answer.
 """
 from __future__ import annotations
@@ -27,6 +30,7 @@ from ..log.summary import HeaderSource, SummaryCache
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from ..log.segment import LogSegment
     from ..log.unified_log import Log
     from .plan import ScanRange
 
@@ -35,12 +39,17 @@ NARROW = frozenset({"topic", "partition", "offset", "timestamp", "timestampType"
 _US_LIMIT = (2**63 - 1) // 1000  # largest |ms| whose microseconds fit in int64 (the decoder's null beyond)
 
 
+#: segment base offset -> its cached walked timestamps (SummaryCache.load_time_arrays), or None
+_Times = dict[int, "tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None"]
+
+
 def answerable(columns: Sequence[str]) -> bool:
     return bool(columns) and set(columns) <= NARROW
 
 
-def _covered(log: Log, r: ScanRange, cache: SummaryCache) -> bool:
-    """Every segment the range touches is sealed and its timestamps are cached."""
+def _covered(log: Log, r: ScanRange, cache: SummaryCache, source: HeaderSource, times: _Times) -> bool:
+    """Every segment the range touches is sealed and its timestamps are cached, or is the active
+    one with a verified prefix entry (what was loaded is kept for the read: `source`, `times`)."""
     segs = log.segments
     if r.end_offset is None or r.end_offset <= r.start_offset:
         return False
@@ -51,18 +60,26 @@ def _covered(log: Log, r: ScanRange, cache: SummaryCache) -> bool:
         if seg.base_offset >= r.end_offset:
             break
         # the timestamps entry is written only for verified headers; the headers' own entry is
-        # checked where the read path asks for them (a miss: the range is decoded)
-        if nxt is None or cache.load_time_arrays(seg) is None:
-            return False
+        # checked where the read path asks for them (a miss: the range is decoded). The active
+        # segment needs its verified prefix entry: the bytes appended since are read and checked
+        if nxt is None:
+            pre = source.prefixes[seg.base_offset] = cache.load_prefix(seg)  # HeaderSource's own load, once
+            if pre is None:
+                return False
+        else:
+            got = times[seg.base_offset] = cache.load_time_arrays(seg)
+            if got is None:
+                return False
     return True
 
 
 def cached_range(log: Log, r: ScanRange, columns: Sequence[str], isolation: IsolationLevel,
                  cache: SummaryCache, schema: pa.Schema) -> tuple[list[pa.RecordBatch], int, int] | None:
     """(the range's rows, batches read, their bytes) from the cache, or None: decode the range."""
-    if not _covered(log, r, cache):
-        return None
     source = HeaderSource(log, cache)  # the headers from the cache, through the read path's rules
+    times: _Times = {}
+    if not _covered(log, r, cache, source, times):
+        return None
     res = read_log(log, r.start_offset, r.end_offset, isolation=isolation, verify_crc=True, scan=source)
     if res.undecided is not None:
         return None
@@ -93,7 +110,6 @@ def cached_range(log: Log, r: ScanRange, columns: Sequence[str], isolation: Isol
         front = min(max(0, lo - int(base[rows[0]])), int(n_each[0]))
         back = min(max(0, int(last[rows[-1]]) - hi + 1), int(n_each[-1]))
         cut = slice(front, total - back)
-        ar = np.arange(total, dtype=np.int64)
         lat = (attrs[rows] & W.TIMESTAMP_TYPE_MASK) != 0
         ext = (attrs[rows] & W.TIMESTAMP_EXTENDED_FLAG_MASK) != 0
         mxr = mx[rows]
@@ -105,28 +121,75 @@ def cached_range(log: Log, r: ScanRange, columns: Sequence[str], isolation: Isol
             no_ts = np.where(ext, W.NO_TIMESTAMP_EXTENDED, W.NO_TIMESTAMP)
             ts, valid = np.repeat(mxr.astype(np.int64), n_each), np.repeat(mxr != no_ts, n_each)
         if walked.any():
-            arrays = cache.load_time_arrays(w.segment)
-            if arrays is None:
+            got = _walked_times(cache, w.segment, w.segment is log.segments[-1], times,
+                                s["position"][a:b][rows[walked]], n_each[walked])
+            if got is None:
                 return None
-            tpos, tstart, tts, thas = arrays
-            bpos = s["position"][a:b][rows[walked]]
-            idx = np.searchsorted(tpos, bpos)
-            if (idx >= len(tpos)).any():
-                return None
-            if (tpos[idx] != bpos).any() or ((tstart[idx + 1] - tstart[idx]) != n_each[walked]).any():
-                return None  # a batch the walk did not remember (or another count): decode
-            if walked.all():
-                src = np.repeat(tstart[idx] - starts[:-1], n_each) + ar
-                ts, valid = tts[src], thas[src]
+            tstart_w, tts, thas, missing = got
+            wi = np.flatnonzero(walked)   # rows' indices of the walked batches
+            have = wi[~missing]
+            if len(have) == len(rows):
+                t0 = int(tstart_w[0])
+                if int(tstart_w[-1]) - t0 == int(starts[-2]) and (np.diff(tstart_w) == n_each[:-1]).all():
+                    ts, valid = tts[t0:t0 + total], thas[t0:t0 + total]  # consecutive in the entry: a view
+                else:
+                    src = np.repeat(tstart_w - starts[:-1], n_each) + np.arange(total, dtype=np.int64)
+                    ts, valid = tts[src], thas[src]
             else:
-                mine = np.repeat(walked, n_each)
-                src = np.repeat(tstart[idx] - starts[:-1][walked], n_each[walked]) + ar[mine]
-                ts[mine] = tts[src]
-                valid[mine] = thas[src]
-        offs = (np.repeat(base[rows] - starts[:-1], n_each) + ar)[cut] if "offset" in columns else None
+                if walked.all():
+                    ts, valid = np.empty(total, np.int64), np.empty(total, bool)
+                if len(have):
+                    m = np.zeros(len(rows), bool)
+                    m[have] = True
+                    mr = np.repeat(m, n_each)
+                    src = np.repeat(tstart_w - starts[have], n_each[have]) + np.arange(total, dtype=np.int64)[mr]
+                    ts[mr], valid[mr] = tts[src], thas[src]
+                # batches appended after the active segment's cached walk: their records'
+                # timestamps walked now, as the summary walks them (the tail only)
+                for k in wi[missing].tolist():
+                    t, h = source.times(w.segment, s, a + int(rows[k]))
+                    i0, n = int(starts[k]), int(n_each[k])
+                    if len(t) != n:
+                        return None
+                    ts[i0:i0 + n], valid[i0:i0 + n] = t, h
+        offs = _offsets(base[rows], last[rows], n_each, starts, total)[cut] if "offset" in columns else None
         ttype = np.repeat(lat.astype(np.int32), n_each)[cut] if "timestampType" in columns else None
         out.append(_batch(offs, ts[cut], valid[cut], ttype, r.topic, r.partition, columns, schema))
     return out, res.batches_read, res.bytes_read
+
+
+def _offsets(base: np.ndarray, last: np.ndarray, n_each: np.ndarray, starts: np.ndarray, total: int) -> np.ndarray:
+    """The records' offsets of dense batches (each base..last): one arange when each batch
+    follows the one before, else each batch's own."""
+    if len(base) == 1 or (base[1:] == last[:-1] + 1).all():
+        return np.arange(int(base[0]), int(base[0]) + total, dtype=np.int64)
+    return np.repeat(base - starts[:-1], n_each) + np.arange(total, dtype=np.int64)
+
+
+def _walked_times(cache: SummaryCache, seg: LogSegment, active: bool,
+                  memo: _Times,
+                  bpos: np.ndarray, counts: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """(where each batch's timestamps start in the next two, the cached timestamps, which have one,
+    which batches the cache does not hold) for batches at `bpos` whose timestamps a header does not
+    give, or None: decode. A sealed segment's entry must hold every one; the active segment's
+    prefix entry holds those walked inside its verified prefix, the rest are `missing`."""
+    if seg.base_offset not in memo:
+        memo[seg.base_offset] = cache.load_time_arrays(seg, prefix=active)
+    arrays = memo[seg.base_offset]
+    if arrays is None:
+        if not active:
+            return None
+        return (np.zeros(len(bpos), np.int64), np.zeros(0, np.int64), np.zeros(0, bool),
+                np.ones(len(bpos), bool))
+    tpos, tstart, tts, thas = arrays
+    idx = np.minimum(np.searchsorted(tpos, bpos), max(len(tpos) - 1, 0))
+    found = (tpos[idx] == bpos) if len(tpos) else np.zeros(len(bpos), bool)
+    if found.any() and ((tstart[idx + 1] - tstart[idx])[found] != counts[found]).any():
+        return None   # another count than the walk remembered: decode
+    if not active and not found.all():
+        return None   # a batch the walk did not remember: decode
+    return tstart[idx[found]], tts, thas, ~found
 
 
 def _batch(offs: np.ndarray | None, ts: np.ndarray, valid: np.ndarray, ttype: np.ndarray | None, topic: str,

@@ -79,7 +79,7 @@ class ReadOptions:
     max_bytes_in_flight: int = DEFAULT_MAX_BYTES_IN_FLIGHT
     #: the header summary's cache (kbatch.log.summary.SummaryCache, a directory, True: its default
     #: directory, False/None: never): a narrow projection (kbatch.scan.headers.NARROW) of a range
-    #: whose sealed segments it covers is built from it, no record read
+    #: whose segments it covers (sealed, and the active one's verified prefix) is built from it
     summary_cache: Any = True
 
     def decoded(self) -> tuple[str, ...]:
