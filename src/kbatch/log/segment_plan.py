@@ -405,12 +405,18 @@ def _complete_end(seg: Segment, lo: int, hi: int) -> int:
     plans up to there, so a partial batch there (what kbatch.log.fetch ignores, as Kafka does) is
     ignored by every input partition alike (unsplit, the reader at the end of the file ignores
     it). A bad header leaves `hi` (the reader fails on it, as the read path does)."""
+    from types import SimpleNamespace
+
     from ..errors import KBatchError, StorageError
-    from ..record.file_records import open_records
+    from ..record.file_records import SourceFileRecords, open_records
+    from .summary import _hop_scan
 
     records = open_records(seg.path, seg.size)
     try:
-        gen = records.scan(lo, reuse=True)
+        # a local file's walk reads only the batch headers (the same end and errors as a scan of
+        # every byte, which read the whole active segment once more per scan planned)
+        local = not isinstance(records, SourceFileRecords) and seg.size <= W.INT32_MAX
+        gen = _hop_scan(SimpleNamespace(log=records, size=seg.size), lo) if local else records.scan(lo, reuse=True)  # type: ignore[arg-type]
         while True:
             try:
                 next(gen)
