@@ -416,7 +416,8 @@ def _complete_end(seg: Segment, lo: int, hi: int) -> int:
         # a local file's walk reads only the batch headers (the same end and errors as a scan of
         # every byte, which read the whole active segment once more per scan planned)
         local = not isinstance(records, SourceFileRecords) and seg.size <= W.INT32_MAX
-        gen = _hop_scan(SimpleNamespace(log=records, size=seg.size), lo) if local else records.scan(lo, reuse=True)  # type: ignore[arg-type]
+        hop = SimpleNamespace(log=records, size=seg.size)  # the LogSegment fields _hop_scan reads
+        gen = _hop_scan(hop, lo) if local else records.scan(lo, reuse=True)  # type: ignore[arg-type]
         while True:
             try:
                 next(gen)
