@@ -131,6 +131,7 @@ class _Schema:
             raise SchemaSourceError(f"the descriptors do not load: {e}", schema_id=schema.id) from None
         self._factory = message_factory
         self._classes: dict[tuple[int, ...], Any] = {}
+        self._plans: dict[tuple[int, ...], Any] = {}  # message indexes -> the decode plan (None: not planned)
 
     def descriptor(self, indexes: Sequence[int]) -> Any:
         types = self.file.message_types_by_name
@@ -152,6 +153,19 @@ class _Schema:
         if cls is None:
             cls = self._classes[k] = self._factory.GetMessageClass(self.descriptor(indexes))
         return cls
+
+    def plan(self, indexes: Sequence[int]) -> Any:
+        """The compiled decode plan of a message type (protobuf_program), built once; None when
+        the plan does not take the type (the per-message path decodes it)."""
+        from . import protobuf_program as P
+
+        k = tuple(indexes)
+        if k not in self._plans:
+            try:
+                self._plans[k] = P.plan(self.descriptor(indexes), k)
+            except P.Unsupported:
+                self._plans[k] = None
+        return self._plans[k]
 
 
 # ------------------------------------------------------------------------------------ Arrow
@@ -294,6 +308,31 @@ class Protobuf(Format):
         if schema_id is None:
             raise ValueError("the Arrow type of Protobuf values is a schema's: name its id")
         return arrow_type(self.schema(schema_id).descriptor(indexes))
+
+    def decode_arrow(self, column: "pa.Array", offsets: "pa.Array | None", what: str) -> "pa.Array | None":
+        """The compiled plan's path (protobuf_program; the kernel, or its pure twin without it):
+        an Arrow binary array of values of one schema id and message type in, the typed array out.
+        None when it does not apply (values of several ids or types, a type or a value the plan
+        does not take): the per-message path then decodes, or names the error."""
+        import pyarrow as pa
+
+        from . import protobuf_program as P
+
+        if not pa.types.is_binary(column.type) or len(column) == column.null_count:
+            return None
+        first = column.filter(column.is_valid())[0].as_py()
+        if len(first) < 5 or first[0] != 0:
+            return None
+        sid = int.from_bytes(first[1:5], "big", signed=True)
+        try:
+            schema = self.schema(sid)
+            indexes, _ = message_indexes(first, 5)
+            p = schema.plan(indexes)
+        except (SchemaError, ValueError):
+            return None  # the per-message path names it
+        if p is None:
+            return None
+        return P.decode(p, column, sid)
 
     def to_arrow(self, values: Sequence["bytes | memoryview | None"], offsets: Sequence[int] | None = None,
                  what: str = "value") -> "pa.Array":
