@@ -320,7 +320,11 @@ class Protobuf(Format):
 
         if not pa.types.is_binary(column.type) or len(column) == column.null_count:
             return None
-        first = column.filter(column.is_valid())[0].as_py()
+        at = 0
+        if column.null_count:
+            import numpy as np
+            at = int(np.argmax(column.is_valid().to_numpy(zero_copy_only=False)))
+        first = column[at].as_py()
         if len(first) < 5 or first[0] != 0:
             return None
         sid = int.from_bytes(first[1:5], "big", signed=True)
