@@ -32,15 +32,14 @@ from ..errors import MissingDependencyError
 from .base import Format
 from .errors import PayloadError, SchemaError, SchemaSourceError
 from .framing import header, message_indexes
+from .protobuf_program import MAX_DEPTH, WRAPPERS
 from .sources import PROTOBUF, RegisteredSchema, SchemaSource
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-_MAX_DEPTH = 16
-_WRAPPERS = {"google.protobuf.DoubleValue", "google.protobuf.FloatValue", "google.protobuf.Int64Value",
-             "google.protobuf.UInt64Value", "google.protobuf.Int32Value", "google.protobuf.UInt32Value",
-             "google.protobuf.BoolValue", "google.protobuf.StringValue", "google.protobuf.BytesValue"}
+_MAX_DEPTH = MAX_DEPTH
+_WRAPPERS = WRAPPERS
 _COMPILE_LOCK = threading.Lock()
 
 
@@ -162,7 +161,8 @@ class _Schema:
         k = tuple(indexes)
         if k not in self._plans:
             try:
-                self._plans[k] = P.plan(self.descriptor(indexes), k)
+                d = self.descriptor(indexes)
+                self._plans[k] = P.plan(d, k, arrow_type(d))
             except P.Unsupported:
                 self._plans[k] = None
         return self._plans[k]

@@ -36,7 +36,8 @@ if _backend.BACKEND != "python":  # KBATCH_BACKEND=python: the pure twin only
     except ImportError:  # not compiled (a pure install): the twin reads the plan
         K = None
 
-__all__ = ["K", "Unsupported", "Plan", "plan", "decode", "decode_py", "MAX_DEPTH", "OPS", "KINDS", "MODES"]
+__all__ = ["K", "Unsupported", "Plan", "plan", "decode", "decode_py", "MAX_DEPTH", "WRAPPERS", "OPS", "KINDS",
+           "MODES"]
 
 #: message nesting where values.protobuf cuts a type into JSON text (the plan does not go there)
 MAX_DEPTH = 16
@@ -50,7 +51,8 @@ KINDS = {"bool": 0, "i32": 1, "u32": 2, "f32": 3, "i64": 4, "u64": 5, "f64": 6, 
 MODES = {"struct": 0, "ts": 1, "wrap": 2}
 
 WIRE_VARINT, WIRE_I64, WIRE_LEN, WIRE_I32 = 0, 1, 2, 5
-_WRAPPERS = {"google.protobuf.DoubleValue", "google.protobuf.FloatValue", "google.protobuf.Int64Value",
+#: the wrapper types (Int64Value, StringValue, ...): a field of one reads as its value, nullable
+WRAPPERS = {"google.protobuf.DoubleValue", "google.protobuf.FloatValue", "google.protobuf.Int64Value",
              "google.protobuf.UInt64Value", "google.protobuf.Int32Value", "google.protobuf.UInt32Value",
              "google.protobuf.BoolValue", "google.protobuf.StringValue", "google.protobuf.BytesValue"}
 #: the microseconds of datetime's first and last instants (a Timestamp past them does not convert)
@@ -86,8 +88,8 @@ class Plan:
 
 
 def _F() -> Any:
-    from google.protobuf.descriptor import FieldDescriptor
-    return FieldDescriptor
+    import importlib
+    return importlib.import_module("google.protobuf.descriptor").FieldDescriptor
 
 
 def _repeated(f: Any) -> bool:
@@ -154,7 +156,7 @@ class _Compiler:
         name = d.full_name
         if name == "google.protobuf.Timestamp":
             mode = "ts"
-        elif name in _WRAPPERS:
+        elif name in WRAPPERS:
             mode = "wrap"
         else:
             mode = "struct"
@@ -221,15 +223,13 @@ class _Compiler:
         return (f.number, wire, OPS[op], col, 0, presence, -1, oneof, enum, slot, off, len(dflt))
 
 
-def plan(descriptor: Any, indexes: Sequence[int]) -> Plan:
-    """The plan of a message type (its descriptor) named by `indexes`; Unsupported if it needs
-    what the plan does not do."""
-    from .protobuf import arrow_type
-
+def plan(descriptor: Any, indexes: Sequence[int], typ: "pa.DataType") -> Plan:
+    """The plan of a message type (its descriptor, named by `indexes`) whose Arrow type is `typ`
+    (values.protobuf.arrow_type's); Unsupported if it needs what the plan does not do."""
     name = descriptor.full_name
-    if name == "google.protobuf.Timestamp" or name in _WRAPPERS:
+    if name == "google.protobuf.Timestamp" or name in WRAPPERS:
         raise Unsupported("a well-known type as the value itself")
-    p = Plan(arrow_type(descriptor), indexes)
+    p = Plan(typ, indexes)
     _Compiler(p).message(descriptor, 0)
     _check_kinds(p, p.type, 0)
     return p
@@ -268,7 +268,7 @@ def decode(p: Plan, column: "pa.Array", schema_id: int) -> "pa.Array | None":
     offs = np.ascontiguousarray(np.frombuffer(bufs[1], np.int32)[column.offset:column.offset + n + 1])
     data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None and bufs[2].size else np.zeros(1, np.uint8)
     valid = column.is_valid().to_numpy(zero_copy_only=False).view(np.uint8) if column.null_count else None
-    return K.decode(p.program(), p.type, data, offs, valid, n, schema_id)  # type: ignore[no-any-return]
+    return K.decode(p.program(), p.type, data, offs, valid, n, schema_id)
 
 
 class _Fallback(Exception):
