@@ -37,6 +37,7 @@ cdef enum:
     C_BIN = 9
     C_STRUCT = 10
     C_LIST = 11
+    C_MAP = 12        # offsets and two children (keys, values): Arrow's map of their entries
 
 # how a value is read (protobuf_program.OPS)
 cdef enum:
@@ -57,6 +58,7 @@ cdef enum:
     M_STRUCT = 0
     M_TS = 1
     M_WRAP = 2
+    M_ENTRY = 3       # a map's entry: its key and value rows (no row of its own)
 
 cdef enum:
     E_FALLBACK = 1   # the per-message path decides (bytes that do not parse, a merge, ...)
@@ -237,7 +239,7 @@ cdef int col_null(ColBuf* cols, const int* kids, int k) noexcept nogil:
     if col.kind == C_STR or col.kind == C_BIN:
         col.length += 1
         return put_end(&col.offs, col.data.n)
-    if col.kind == C_LIST:
+    if col.kind == C_LIST or col.kind == C_MAP:
         col.length += 1
         return put_end(&col.offs, cols[kids[col.kid0]].length)
     if col.kind == C_STRUCT:
@@ -387,6 +389,11 @@ cdef class _Columns:
             for i in range(c.nkids):
                 children.append(self.finish(kids, kids[c.kid0 + i], typ.field(i).type))
             return pa.Array.from_buffers(typ, n, [bitmap], null_count=nulls, children=children)
+        if c.kind == C_MAP:
+            keys = self.finish(kids, kids[c.kid0], typ.key_type)
+            items = self.finish(kids, kids[c.kid0 + 1], typ.item_type)
+            entries = pa.StructArray.from_arrays([keys, items], fields=[typ.key_field, typ.item_field])
+            return pa.Array.from_buffers(typ, n, [bitmap, take(&c.offs)], null_count=nulls, children=[entries])
         item = self.finish(kids, kids[c.kid0], typ.value_type)
         return pa.Array.from_buffers(typ, n, [bitmap, take(&c.offs)], null_count=nulls, children=[item])
 
@@ -447,7 +454,7 @@ cdef class Program:
                 or self.oneof_at == NULL or self.enums == NULL or self.enum_nums == NULL or self.enum_names == NULL):
             raise MemoryError()
         kinds = {"bool": C_BOOL, "i32": C_I32, "u32": C_U32, "f32": C_F32, "i64": C_I64, "u64": C_U64, "f64": C_F64,
-                 "ts": C_TS, "str": C_STR, "bin": C_BIN, "struct": C_STRUCT, "list": C_LIST}
+                 "ts": C_TS, "str": C_STR, "bin": C_BIN, "struct": C_STRUCT, "list": C_LIST, "map": C_MAP}
         nk = 0
         for i, (kind, ks) in enumerate(cols):
             self.kinds[i] = kinds[kind]
@@ -473,7 +480,7 @@ cdef class Program:
         nf = nd = ns = no = 0
         for i, (mode, out, fs, nslot) in enumerate(msgs):
             m = &self.msgs[i]
-            m.mode = {"struct": M_STRUCT, "ts": M_TS, "wrap": M_WRAP}[mode]
+            m.mode = {"struct": M_STRUCT, "ts": M_TS, "wrap": M_WRAP, "entry": M_ENTRY}[mode]
             m.out = out
             m.f0 = nf
             m.nf = len(fs)
@@ -526,7 +533,7 @@ cdef class Program:
             c.cols[i].nkids = self.nkids[i]
             k = self.kinds[i]
             c.cols[i].width = 1 if k == C_BOOL else (4 if k <= C_F32 else 8)
-            if k == C_STR or k == C_BIN or k == C_LIST:
+            if k == C_STR or k == C_BIN or k == C_LIST or k == C_MAP:
                 if put_i32(&c.cols[i].offs, 0):
                     raise MemoryError()
         return c
@@ -695,6 +702,66 @@ cdef int emit_default(Cur* c, const FPlan* f) noexcept nogil:
     return put_bits(col, v)
 
 
+cdef inline uint64_t key_hash(const ColBuf* k, int64_t i) noexcept nogil:
+    cdef uint64_t h = 1469598103934665603ULL
+    cdef int64_t j, lo, hi
+    cdef uint64_t v = 0
+    if k.kind == C_STR:
+        lo = (<const int32_t*>k.offs.p)[i]
+        hi = (<const int32_t*>k.offs.p)[i + 1]
+        for j in range(lo, hi):
+            h = (h ^ <uint8_t>k.data.p[j]) * 1099511628211ULL
+        return h
+    memcpy(&v, k.data.p + i * k.width, k.width)
+    return (v ^ (v >> 29)) * 0xBF58476D1CE4E5B9ULL
+
+
+cdef inline bint key_same(const ColBuf* k, int64_t a, int64_t b) noexcept nogil:
+    cdef const int32_t* o
+    if k.kind == C_STR:
+        o = <const int32_t*>k.offs.p
+        return o[a + 1] - o[a] == o[b + 1] - o[b] and memcmp(k.data.p + o[a], k.data.p + o[b], o[a + 1] - o[a]) == 0
+    return memcmp(k.data.p + a * k.width, k.data.p + b * k.width, k.width) == 0
+
+
+cdef int twice(Cur* c, const FPlan* f) noexcept nogil:
+    """Does the map field's value of the message ending now hold a key twice? (Its entries: the
+    key column's rows since the map column's last offset.)"""
+    cdef const ColBuf* mc = &c.cols[f.col]
+    cdef const ColBuf* k = &c.cols[f.item]
+    cdef int64_t lo = (<const int32_t*>mc.offs.p)[mc.length]
+    cdef int64_t hi = k.length
+    cdef int64_t m = hi - lo, i, j, size
+    cdef int64_t* table
+    cdef uint64_t h
+    if m < 2:
+        return 0
+    if m <= 16:
+        for i in range(lo, hi):
+            for j in range(i + 1, hi):
+                if key_same(k, i, j):
+                    return 1
+        return 0
+    size = 32
+    while size < 2 * m:
+        size *= 2
+    table = <int64_t*>malloc(size * sizeof(int64_t))
+    if table == NULL:
+        return 1  # (the per-message path then decides)
+    for i in range(size):
+        table[i] = -1
+    for i in range(lo, hi):
+        h = key_hash(k, i) & <uint64_t>(size - 1)
+        while table[h] >= 0:
+            if key_same(k, table[h], i):
+                free(table)
+                return 1
+            h = (h + 1) & <uint64_t>(size - 1)
+        table[h] = i
+    free(table)
+    return 0
+
+
 cdef int parse(Cur* c, int m, const uint8_t* p, const uint8_t* end) noexcept nogil:
     """One message of node m, p..end its bytes: its rows (see the module's doc)."""
     cdef const MPlan* mp = &c.msgs[m]
@@ -727,16 +794,14 @@ cdef int parse(Cur* c, int m, const uint8_t* p, const uint8_t* end) noexcept nog
                 if <uint32_t>fs[e].number == number:
                     i = e
                     break
-        if i < 0:
-            if skip(wire, &p, end):
+        if i < 0 or (wire != fs[i].wire and not (fs[i].packable and wire == 2)):
+            if mp.mode == M_ENTRY:
+                return E_FALLBACK  # upb keeps an entry with unknown fields out of the map (among the message's)
+            if skip(wire, &p, end):  # unknown, or the wrong wire type: upb keeps it among the unknown fields
                 return E_FALLBACK
             continue
         f = &fs[i]
-        if wire != f.wire:
-            if not (f.packable and wire == 2):
-                if skip(wire, &p, end):  # the wrong wire type: upb keeps it among the unknown fields
-                    return E_FALLBACK
-                continue
+        if wire != f.wire:  # packed items
             if read_varint(&p, end, &n) or n > <uint64_t>(end - p):
                 return E_FALLBACK
             q = p
@@ -783,6 +848,8 @@ cdef int parse(Cur* c, int m, const uint8_t* p, const uint8_t* end) noexcept nog
                     return e
                 continue
             if f.op == O_VENUM and not known_enum(c, f, v):
+                if mp.mode == M_ENTRY:
+                    return E_FALLBACK  # upb keeps the whole entry among the unknown fields
                 continue  # a closed enum's unknown number: the field keeps what it had
             slots[f.slot].v = v
         if f.oneof >= 0:
@@ -809,10 +876,17 @@ cdef int parse(Cur* c, int m, const uint8_t* p, const uint8_t* end) noexcept nog
     for i in range(mp.nf):
         f = &fs[i]
         if f.rep:
+            if c.cols[f.col].kind == C_MAP and twice(c, f):
+                return E_FALLBACK  # a key twice: upb keeps the last, where its hash table puts it
             e = put_end(&c.cols[f.col].offs, c.cols[f.item].length)
             c.cols[f.col].length += 1
         elif f.op == O_MSG:
-            e = 0 if has[f.slot] else col_null(c.cols, c.kids, f.col)
+            if has[f.slot]:
+                e = 0
+            elif f.pres:
+                e = col_null(c.cols, c.kids, f.col)
+            else:
+                e = parse(c, f.child, NULL, NULL)  # a map's absent message value: the empty message
         elif has[f.slot]:
             e = emit(c, f, &slots[f.slot])
         elif f.pres:

@@ -46,9 +46,9 @@ OPS = {"vi32": 0, "vi64": 1, "vs32": 2, "vs64": 3, "vbool": 4, "venum": 5, "fix4
        "msg": 10}
 #: column kinds: value width is the kernel's business, sign and float the twin's
 KINDS = {"bool": 0, "i32": 1, "u32": 2, "f32": 3, "i64": 4, "u64": 5, "f64": 6, "ts": 7, "str": 8, "bin": 9,
-         "struct": 10, "list": 11}
+         "struct": 10, "list": 11, "map": 12}
 #: a message node's output: a struct row, a timestamp (google.protobuf.Timestamp), a wrapper's value
-MODES = {"struct": 0, "ts": 1, "wrap": 2}
+MODES = {"struct": 0, "ts": 1, "wrap": 2, "entry": 3}
 
 WIRE_VARINT, WIRE_I64, WIRE_LEN, WIRE_I32 = 0, 1, 2, 5
 #: the wrapper types (Int64Value, StringValue, ...): a field of one reads as its value, nullable
@@ -188,6 +188,22 @@ class _Compiler:
         p.msgs[at] = (mode, col, fields, len(fields))
         return at
 
+    def entry(self, d: Any, depth: int, col: int) -> int:
+        """A map's entry node: its key and value fields (a missing one reads as its default, an
+        absent message value as the empty message: upb's answer), into map column `col`."""
+        p = self.p
+        at = len(p.msgs)
+        p.msgs.append(("", 0, [], 0))
+        p.names.append(["key", "value"])
+        fields = []
+        for slot, number in enumerate((1, 2)):
+            f = list(self.field(d.fields_by_number[number], depth, slot, {}))
+            f[5] = 0  # no null: the default
+            fields.append(tuple(f))
+            p.cols[col][1].append(f[3])
+        p.msgs[at] = ("entry", col, fields, 2)
+        return at
+
     def field(self, f: Any, depth: int, slot: int, oneofs: dict[str, int], value_col: int | None = None
               ) -> tuple[int, ...]:
         F = _F()
@@ -202,7 +218,9 @@ class _Compiler:
         presence = 1 if (f.message_type is not None or getattr(f, "has_presence", False)) else 0
         if f.type == F.TYPE_MESSAGE:
             if f.message_type.GetOptions().map_entry:
-                raise Unsupported("a map")
+                col = self.col("map")
+                entry = self.entry(f.message_type, depth, col)
+                return (f.number, WIRE_LEN, OPS["msg"], col, 1, 0, entry, oneof, -1, -1, 0, 0)
             if rep:
                 lst = self.col("list")
                 child = self.message(f.message_type, depth)
@@ -251,6 +269,10 @@ def _check_kinds(p: Plan, t: Any, col: int) -> None:
     elif pa.types.is_list(t):
         assert kind == "list", (kind, t)
         _check_kinds(p, t.value_type, kids[0])
+    elif pa.types.is_map(t):
+        assert kind == "map", (kind, t)
+        _check_kinds(p, t.key_type, kids[0])
+        _check_kinds(p, t.item_type, kids[1])
     else:
         assert expect.get(t) == kind, (kind, t)
 
@@ -383,6 +405,8 @@ def _message(p: Plan, m: int, b: bytes, i: int, end: int) -> Any:
         f = by_number.get(number)
         packed = f is not None and f[4] and wire == WIRE_LEN and f[1] != WIRE_LEN
         if f is None or (wire != f[1] and not packed):  # unknown, or the wrong wire type: upb keeps it unknown
+            if mode == "entry":
+                raise _Fallback  # upb keeps an entry with unknown fields out of the map (among the message's)
             i = _skip(b, i, end, wire)
             continue
         _num, fwire, op, col, rep, _pres, child, oneof, enum, slot, _o, _l = f
@@ -424,6 +448,8 @@ def _message(p: Plan, m: int, b: bytes, i: int, end: int) -> Any:
             if op == OPS["venum"]:
                 val = _enum_value(p, enum, val)
                 if val is None:
+                    if mode == "entry":
+                        raise _Fallback  # upb keeps the whole entry among the unknown fields
                     continue  # a closed enum's unknown number: the field keeps what it had
         if rep:
             lists.setdefault(number, []).append(val)
@@ -447,10 +473,14 @@ def _message(p: Plan, m: int, b: bytes, i: int, end: int) -> Any:
         _num, _w, op, col, rep, pres, child, _oneof, enum, slot, off, ln = f
         if rep:
             val = lists.get(f[0], [])
+            if p.cols[col][0] == "map" and len({k for k, _v in val}) != len(val):
+                raise _Fallback  # a key twice: upb keeps the last, where its table puts it
         elif slot in slots:
             val = slots[slot]
         elif pres:
             val = None
+        elif op == OPS["msg"]:
+            val = _message(p, child, b"", 0, 0)  # a map's absent message value: the empty message
         else:
             kind = p.cols[col][0]
             raw = bytes(p.pool[off:off + ln])
@@ -458,6 +488,8 @@ def _message(p: Plan, m: int, b: bytes, i: int, end: int) -> Any:
         if mode == "wrap":
             return val
         out_row[p.names[m][idx]] = val
+    if mode == "entry":
+        return (out_row["key"], out_row["value"])
     return out_row
 
 
