@@ -351,3 +351,11 @@ def test_types_the_plan_does_not_take_keep_the_per_message_path():
     assert fmt.schema(1).plan([0]) is None and fmt.schema(1).plan([1]) is None
     v = frame(1, b"\x00" + tag(2, 0) + b"\x03")
     assert fmt.decode_column(pa.array([v], pa.binary())).to_pylist()[0]["v"] == 3
+
+
+@settings(max_examples=EXAMPLES * 4, deadline=None)
+@given(st.binary(max_size=48))
+def test_arbitrary_bytes_decline_or_agree(order, payload):
+    """Any bytes after the framing: kernel and twin agree, and an answer is upb's."""
+    fmt, _ = order
+    three_ways(fmt, [frame(1, b"\x00" + payload)])
