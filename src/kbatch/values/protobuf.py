@@ -17,6 +17,12 @@ google.protobuf.Timestamp -> timestamp[us, UTC]; the wrapper types (Int64Value, 
 -> their value, nullable. A message field that is not set is null; a scalar field without
 presence reads as its default (proto3's rule). A message type that contains itself is cut at
 depth 16 (deeper levels become the message's JSON text).
+
+Columns: `decode_arrow` (what decode_column, and so decode_columns, read_topic, export and the
+tables call) runs the message type's compiled plan (protobuf_program, the kernel
+_protobuf_kernel); what the plan does not take, a type or a value, comes here a message at a time
+(upb's parser, then Python), which gives the same answers (a map's entries excepted: the plan keeps
+the writer's order, upb's maps iterate in hash order).
 """
 from __future__ import annotations
 
