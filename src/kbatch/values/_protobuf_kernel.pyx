@@ -540,26 +540,51 @@ cdef class Program:
 
 
 # ------------------------------------------------------------------------------------ the wire
+cdef extern from *:
+    """
+    /* A base-128 varint at *pp (kbatch.values._protobuf_kernel): always inlined, the hot path of
+       every tag, length and varint value. At most 10 bytes, bits past 64 dropped (as upb does);
+       0, or 1 (E_FALLBACK): the bytes end inside it, or it runs past 10 bytes. */
+    static inline __attribute__((always_inline)) int kb_pb_varint(const uint8_t **pp, const uint8_t *end,
+                                                                 uint64_t *out) {
+        const uint8_t *p = *pp;
+        uint64_t v = 0;
+        int k;
+        if (p < end && p[0] < 0x80) {
+            *out = p[0];
+            *pp = p + 1;
+            return 0;
+        }
+        if (end - p >= 10) {  /* room for the longest: no end check a byte */
+            for (k = 0; k < 10; k++) {
+                uint8_t b = p[k];
+                v |= (uint64_t)(b & 0x7F) << (7 * k);
+                if (b < 0x80) {
+                    *out = v;
+                    *pp = p + k + 1;
+                    return 0;
+                }
+            }
+            return 1;
+        }
+        for (k = 0; k < 10 && p + k < end; k++) {
+            uint8_t b = p[k];
+            v |= (uint64_t)(b & 0x7F) << (7 * k);
+            if (b < 0x80) {
+                *out = v;
+                *pp = p + k + 1;
+                return 0;
+            }
+        }
+        return 1;
+    }
+    """
+    int kb_pb_varint(const uint8_t** pp, const uint8_t* end, uint64_t* out) nogil
+
+
 cdef inline int read_varint(const uint8_t** pp, const uint8_t* end, uint64_t* out) noexcept nogil:
     """A base-128 varint (at most 10 bytes; bits past 64 dropped, as upb does): 0, or E_FALLBACK."""
-    cdef const uint8_t* p = pp[0]
-    cdef uint64_t v = 0
-    cdef int k
-    cdef uint8_t b
-    if p < end and p[0] < 0x80:
-        out[0] = p[0]
-        pp[0] = p + 1
-        return 0
-    for k in range(10):
-        if p + k >= end:
-            return E_FALLBACK
-        b = p[k]
-        v |= <uint64_t>(b & 0x7F) << (7 * k)
-        if b < 0x80:
-            out[0] = v
-            pp[0] = p + k + 1
-            return 0
-    return E_FALLBACK
+    return kb_pb_varint(pp, end, out)
 
 
 cdef inline int read_scalar(int op, int wire, const uint8_t** pp, const uint8_t* end, uint64_t* out) noexcept nogil:
