@@ -359,3 +359,28 @@ def test_arbitrary_bytes_decline_or_agree(order, payload):
     """Any bytes after the framing: kernel and twin agree, and an answer is upb's."""
     fmt, _ = order
     three_ways(fmt, [frame(1, b"\x00" + payload)])
+
+
+def test_on_decode_error_as_before(order, monkeypatch):
+    """A column of good values and hostile ones with on_error (export's --on-decode-error null /
+    dead-letter): the same rows nulled, the same errors (row, offset, message) and the same good
+    rows as the per-message path alone gives."""
+    fmt, Order = order
+    good = [frame(1, b"\x00" + Order(id=i, item=f"i{i}", tags=["t"] * i).SerializeToString()) for i in range(6)]
+    bad = [frame(1, b"\x00\x08"), frame(1, b"\x00\x12\x05ab"), frame(1, b"\x00\x0e\x01"), frame(1, b"\x00\x12\x01\xff")]
+    values = good[:2] + bad[:2] + good[2:4] + [None] + bad[2:] + good[4:]
+    col, offsets = pa.array(values, pa.binary()), pa.array(range(100, 100 + len(values)))
+
+    def run():
+        seen = []
+        out = fmt.decode_column(col, offsets, "value", on_error=lambda row, e: seen.append((row, str(e))))
+        return out.to_pylist(), seen
+
+    with_plan = run()
+    with pytest.raises(PayloadError, match="offset 102"):
+        fmt.decode_column(col, offsets, "value")
+    monkeypatch.setattr(Protobuf, "decode_arrow", lambda *a: None)
+    before = run()
+    assert with_plan == before
+    assert [row for row, _ in with_plan[1]] == [2, 3, 7, 8]
+    assert "value at offset 102 (schema id 1): the Protobuf message Order does not parse" in with_plan[1][0][1]
