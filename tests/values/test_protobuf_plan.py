@@ -384,3 +384,28 @@ def test_on_decode_error_as_before(order, monkeypatch):
     assert with_plan == before
     assert [row for row, _ in with_plan[1]] == [2, 3, 7, 8]
     assert "value at offset 102 (schema id 1): the Protobuf message Order does not parse" in with_plan[1][0][1]
+
+
+def test_message_indexes_pick_the_plan_and_threads_share_it(order, monkeypatch):
+    """A value of the schema's second message type (indexes [1]) has that type's plan; one plan
+    decodes in several threads at once (the kernel releases the GIL: its scratch is the call's)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kbatch.values.framing import encode_message_indexes
+
+    fmt, Order = order
+    Line = fmt.schema(1).message_class([1])
+    lines = [frame(1, encode_message_indexes([1]) + Line(sku=f"s{i}", n=i, marks=[i] * (i % 3)).SerializeToString())
+             for i in range(50)]
+    want = fmt.to_arrow(lines).to_pylist()
+    orders = [frame(1, b"\x00" + Order(id=i, item="x" * i, card="c" if i % 2 else "", account=i).SerializeToString())
+              for i in range(300)]
+    columns = [pa.array(orders[i::4], pa.binary()) for i in range(4)]
+    answers = [fmt.to_arrow(c.to_pylist()).to_pylist() for c in columns]
+    monkeypatch.setattr(Protobuf, "to_arrow", lambda *a, **k: pytest.fail("the per-message path was taken"))
+    assert fmt.decode_column(pa.array(lines, pa.binary())).to_pylist() == want
+    plan = fmt.schema(1).plan([0])
+    with ThreadPoolExecutor(4) as pool:
+        for _ in range(10):
+            got = list(pool.map(lambda c: P.decode(plan, c, 1).to_pylist(), columns))
+            assert got == answers

@@ -410,9 +410,8 @@ cdef class Program:
     cdef MPlan* msgs
     cdef int nmsgs
     cdef int* dispatch
-    cdef Slot* slots
-    cdef uint8_t* has
-    cdef int* oneof_at
+    cdef int nslots       # the scratch a decode call allocates: slots (and their has flags), oneofs
+    cdef int noneofs
     cdef EPlan* enums
     cdef int32_t* enum_nums
     cdef int64_t* enum_names
@@ -443,15 +442,13 @@ cdef class Program:
         self.fields = <FPlan*>calloc(nf + 1, sizeof(FPlan))
         self.msgs = <MPlan*>calloc(len(msgs) + 1, sizeof(MPlan))
         self.dispatch = <int*>calloc(nd + 1, sizeof(int))
-        self.slots = <Slot*>calloc(ns + 1, sizeof(Slot))
-        self.has = <uint8_t*>calloc(ns + 1, 1)
-        self.oneof_at = <int*>calloc(no + 1, sizeof(int))
+        self.nslots = ns
+        self.noneofs = no
         self.enums = <EPlan*>calloc(len(enums) + 1, sizeof(EPlan))
         self.enum_nums = <int32_t*>calloc(ne + 1, sizeof(int32_t))
         self.enum_names = <int64_t*>calloc(2 * ne + 2, sizeof(int64_t))
         if (self.kinds == NULL or self.kids == NULL or self.kid0 == NULL or self.nkids == NULL or self.fields == NULL
-                or self.msgs == NULL or self.dispatch == NULL or self.slots == NULL or self.has == NULL
-                or self.oneof_at == NULL or self.enums == NULL or self.enum_nums == NULL or self.enum_names == NULL):
+                or self.msgs == NULL or self.dispatch == NULL or self.enums == NULL or self.enum_nums == NULL or self.enum_names == NULL):
             raise MemoryError()
         kinds = {"bool": C_BOOL, "i32": C_I32, "u32": C_U32, "f32": C_F32, "i64": C_I64, "u64": C_U64, "f64": C_F64,
                  "ts": C_TS, "str": C_STR, "bin": C_BIN, "struct": C_STRUCT, "list": C_LIST, "map": C_MAP}
@@ -513,9 +510,6 @@ cdef class Program:
         free(self.fields)
         free(self.msgs)
         free(self.dispatch)
-        free(self.slots)
-        free(self.has)
-        free(self.oneof_at)
         free(self.enums)
         free(self.enum_nums)
         free(self.enum_names)
@@ -947,9 +941,15 @@ def decode(Program prog, typ, const uint8_t[::1] data, const int32_t[::1] offset
     c.fields = prog.fields
     c.msgs = prog.msgs
     c.dispatch = prog.dispatch
-    c.slots = prog.slots
-    c.has = prog.has
-    c.oneof_at = prog.oneof_at
+    # the scratch is the call's own: a plan decodes in several threads at once (the GIL is released)
+    c.slots = <Slot*>calloc(prog.nslots + 1, sizeof(Slot))
+    c.has = <uint8_t*>calloc(prog.nslots + 1, 1)
+    c.oneof_at = <int*>calloc(prog.noneofs + 1, sizeof(int))
+    if c.slots == NULL or c.has == NULL or c.oneof_at == NULL:
+        free(c.slots)
+        free(c.has)
+        free(c.oneof_at)
+        raise MemoryError()
     c.enums = prog.enums
     c.enum_nums = prog.enum_nums
     c.enum_names = prog.enum_names
@@ -974,6 +974,9 @@ def decode(Program prog, typ, const uint8_t[::1] data, const int32_t[::1] offset
             status = parse(&c, 0, base + lo + 5 + plen, base + hi)
             if status:
                 break
+    free(c.slots)
+    free(c.has)
+    free(c.oneof_at)
     if status == E_MEMORY:
         raise MemoryError()
     if status == E_LARGE:

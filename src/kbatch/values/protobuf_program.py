@@ -330,16 +330,8 @@ def decode_py(p: Plan, values: Sequence["bytes | None"], schema_id: int) -> "pa.
             if len(v) < 5 or v[0] != 0 or int.from_bytes(v[1:5], "big", signed=True) != schema_id:
                 return None
             if not v.startswith(prefix, 5):
-                # other index bytes for the same list ([0] may be written long): a value of other bytes
-                from .framing import message_indexes
-                try:
-                    got, at = message_indexes(v, 5)
-                except ValueError:
-                    return None
-                if tuple(got) != p.indexes:
-                    return None
-            else:
-                at = 5 + len(prefix)
+                return None  # other message indexes (or [0] not written as the one byte 0): upb's
+            at = 5 + len(prefix)
             rows.append(_message(p, 0, v, at, len(v)))
         return pa.array(rows, type=p.type)
     except _Fallback:
