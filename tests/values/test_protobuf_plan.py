@@ -134,6 +134,10 @@ def message_bytes(draw, d, depth=0):
         if kind == "message":
             if draw(st.integers(0, 3)) == 0 and depth > 0:
                 continue
+            if draw(st.integers(0, 12)) == 0:  # the wrong wire type for a message: unknown to upb
+                wire = draw(st.sampled_from([0, 1, 5]))
+                out += tag(f.number, wire) + scalar(draw, {0: "int64", 1: "fixed64", 5: "fixed32"}[wire])
+                continue
             sub = message_bytes(draw, f.message_type, depth + 1)
             out += tag(f.number, 2) + varint(len(sub)) + sub
             continue
