@@ -1,0 +1,177 @@
+"""The Parquet writer options every kbatch file takes (kbatch.tables.writer_options, issue 42): a
+dictionary only on the leaf columns whose first batch holds few distinct values, DELTA_BINARY_PACKED
+on integer-backed columns that move in small steps, statistics on every column. The decision on
+typed and binary schemas; the files of a typed `kbatch export --format parquet`, Delta and Iceberg
+export carry it, keep min/max statistics where readers prune (offset, timestamp), and read back as
+decode_columns of the same segments."""
+from __future__ import annotations
+
+import glob
+import os
+
+import pytest
+
+import kbatch
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+pytest.importorskip("fastavro")
+
+from kbatch.tables import WriterChoices, writer_options  # noqa: E402
+from kbatch.values import Avro, open_schemas  # noqa: E402
+from support.schemas import SchemasTopic, avro_value  # noqa: E402
+
+NOW = 1_700_000_000_000
+N = 2000
+ORDER = {"type": "record", "name": "Order", "namespace": "t", "fields": [
+    {"name": "id", "type": "long"}, {"name": "customer", "type": "string"},
+    {"name": "status", "type": {"type": "enum", "name": "Status", "symbols": ["NEW", "PAID", "SHIPPED"]}},
+    {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}},
+    {"name": "noise", "type": "long"}, {"name": "paid", "type": "boolean"},
+    {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    {"name": "tags", "type": {"type": "array", "items": "string"}},
+    {"name": "ship", "type": ["null", {"type": "record", "name": "Address", "fields": [
+        {"name": "city", "type": "string"}, {"name": "zip", "type": "string"}]}], "default": None}]}
+
+
+def order(i: int) -> dict:
+    import decimal
+
+    return {"id": i, "customer": f"c-{i:06d}", "status": ("NEW", "PAID", "SHIPPED")[i % 3],
+            "price": decimal.Decimal(i % 50) / 4, "noise": (i * 0x9E3779B97F4A7C15) % (1 << 62), "paid": i % 2 == 0,
+            "ts": NOW + 7 * i, "tags": [f"t{i % 4}"] * (i % 3),
+            "ship": {"city": f"city-{i % 5}", "zip": f"{i:05d}"} if i % 2 else None}
+
+
+def test_dictionary_where_few_values_repeat_and_delta_packing_where_steps_are_small():
+    """The typed value's leaves by what their values are: an enum, a small set of cities, tags
+    and a handful of prices get a dictionary; ids, customers, zips, random longs do not; offsets,
+    timestamps and sequential ids are delta-packed, random longs stay PLAIN; booleans are never
+    listed (Parquet has no dictionary for them)."""
+    import decimal
+
+    n = 4000
+    value = pa.array([order(i) for i in range(n)], pa.struct([
+        ("id", pa.int64()), ("customer", pa.string()), ("status", pa.string()), ("price", pa.decimal128(9, 2)),
+        ("noise", pa.int64()), ("paid", pa.bool_()), ("ts", pa.timestamp("ms", tz="UTC")),
+        ("tags", pa.list_(pa.string())), ("ship", pa.struct([("city", pa.string()), ("zip", pa.string())]))]))
+    assert value.field("price")[5].as_py() == decimal.Decimal("1.25")
+    headers = pa.array([[{"key": "trace", "value": b"%08d" % i}] if i % 10 == 0 else None for i in range(n)],
+                       pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))
+    batch = pa.RecordBatch.from_pydict({
+        "key": pa.array([b"k%d" % (i % 3) for i in range(n)]), "value": value,
+        "offset": pa.array(range(100, 100 + n), pa.int64()),
+        "timestamp": pa.array([(NOW + i) * 1000 for i in range(n)], pa.timestamp("us", tz="UTC")),
+        "timestampType": pa.array([0] * n, pa.int32()), "headers": headers,
+        # steps of 1, but beyond int64: the step check cannot take them (no packing, no error)
+        "isTombstone": pa.array([False] * n), "big": pa.array([(1 << 63) + i for i in range(n)], pa.uint64())})
+    opts = writer_options(batch)
+    assert sorted(opts["use_dictionary"]) == sorted([
+        "key", "value.status", "value.price", "value.tags.list.element", "value.ship.city", "timestampType",
+        "headers.list.element.key"])
+    assert opts["column_encoding"] == {"value.id": "DELTA_BINARY_PACKED", "value.ts": "DELTA_BINARY_PACKED",
+                                       "offset": "DELTA_BINARY_PACKED", "timestamp": "DELTA_BINARY_PACKED"}
+    assert "write_statistics" not in opts  # pyarrow's default: every column
+    # the writer takes them and the file says so, column by column
+    import io
+
+    buf = io.BytesIO()
+    with pq.ParquetWriter(buf, batch.schema, **opts) as w:
+        w.write_batch(batch)
+    meta = pq.ParquetFile(io.BytesIO(buf.getvalue())).metadata.row_group(0)
+    enc = {meta.column(i).path_in_schema: meta.column(i).encodings for i in range(meta.num_columns)}
+    assert "RLE_DICTIONARY" in enc["value.status"] and "RLE_DICTIONARY" not in enc["value.customer"]
+    assert "DELTA_BINARY_PACKED" in enc["offset"] and "DELTA_BINARY_PACKED" not in enc["value.noise"]
+    assert pq.read_table(io.BytesIO(buf.getvalue())).to_batches()[0].equals(batch)
+
+
+def test_the_decision_is_made_once_per_schema_and_again_for_a_new_one():
+    choices = WriterChoices()
+    low = pa.RecordBatch.from_pydict({"a": pa.array([1, 2] * 50, pa.int64())})
+    high = pa.RecordBatch.from_pydict({"a": pa.array(range(0, 10 ** 9, 10 ** 7), pa.int64())})
+    assert choices.options(low) == {"use_dictionary": ["a"]}
+    assert choices.options(high) == {"use_dictionary": ["a"]}  # the topic's first batch speaks for the rest
+    wider = pa.RecordBatch.from_pydict({"a": high.column(0), "b": pa.array(["x"] * 100)})
+    assert choices.options(wider) == {"use_dictionary": ["b"], "column_encoding": {"a": "DELTA_BINARY_PACKED"}}
+
+
+def test_no_dictionary_or_packing_on_what_cannot_take_it():
+    """Null-typed, all-null, one-value and empty columns (and an empty batch) decide without an error."""
+    b = pa.RecordBatch.from_pydict({"n": pa.nulls(3), "e": pa.array([None, None, None], pa.int64()),
+                                    "one": pa.array([5, None, None], pa.int64()), "l": pa.array([[], [], []],
+                                                                                                pa.list_(pa.int64()))})
+    assert writer_options(b) == {"use_dictionary": []}
+    assert writer_options(b.slice(0, 0)) == {"use_dictionary": []}
+
+
+def export_all(tmp_path):
+    """A 2000-record typed partition (ids 1) and its exports: a Parquet directory (kbatch export
+    -s value=avro), a Delta table, an Iceberg table; their files, and decode_columns' rows."""
+    from kbatch.cli.export import cmd_export
+
+    sr = str(tmp_path / "sr" / "_schemas-0")
+    s = SchemasTopic(sr)
+    s.register("orders-value", 1, 1, ORDER)
+    s.close()
+    path = str(tmp_path / "logs" / "orders-0")
+    log = kbatch.Log.create(path, kbatch.LogConfig(segment_bytes=1 << 30), now_ms=NOW)
+    for lo in range(0, N, 500):
+        b = kbatch.BatchBuilder()
+        for i in range(lo, lo + 500):
+            b.append(NOW + i, b"k%d" % i, avro_value(1, ORDER, order(i)))
+        log.append(b.build(), now_ms=NOW, from_client=False)
+    log.close()
+    logs = str(tmp_path / "logs")
+    assert cmd_export(logs, to=str(tmp_path / "pq") + "/", fmt="parquet", quiet=True, out=open(os.devnull, "w"),
+                      serdes=["value=avro"], schemas=sr) == 0
+    kbatch.export_table(logs, str(tmp_path / "delta"), format="delta", value_schema="avro", schemas=sr)
+    wh = str(tmp_path / "wh")
+    kbatch.export_table(logs, "k.orders", format="iceberg", warehouse=wh, value_schema="avro", schemas=sr)
+    seg = open(glob.glob(os.path.join(path, "*.log"))[0], "rb").read()
+    want = kbatch.decode_columns(seg, "orders", 0, value_schema=Avro(open_schemas(sr), subject="orders-value"))
+    files = {fmt: sorted(glob.glob(str(tmp_path / d / "**" / "*.parquet"), recursive=True))
+             for fmt, d in (("parquet", "pq"), ("delta", "delta"), ("iceberg", "wh"))}
+    return files, want, wh
+
+
+def test_typed_exports_carry_the_options_keep_pruning_statistics_and_read_back_equal(tmp_path):
+    import pyarrow.dataset as ds
+    from deltalake import DeltaTable
+
+    from kbatch.tables._iceberg import open_catalog
+
+    files, want, wh = export_all(tmp_path)
+    for fmt, paths in files.items():
+        assert paths, fmt
+        for p in paths:
+            f = pq.ParquetFile(p)
+            for g in range(f.metadata.num_row_groups):
+                rg = f.metadata.row_group(g)
+                cols = {rg.column(i).path_in_schema: rg.column(i) for i in range(rg.num_columns)}
+                assert "RLE_DICTIONARY" in cols["value.status"].encodings, fmt
+                assert "RLE_DICTIONARY" not in cols["value.customer"].encodings, fmt
+                assert "DELTA_BINARY_PACKED" in cols["offset"].encodings, fmt
+                data = f.read_row_group(g, columns=["offset", "timestamp"])
+                for name in ("offset", "timestamp"):  # what a reader prunes row groups by
+                    st = cols[name].statistics
+                    assert cols[name].is_stats_set and st.has_min_max, (fmt, name)
+                    assert (st.min, st.max) == (data[name][0].as_py(), data[name][-1].as_py()), (fmt, name)
+                assert cols["value.id"].is_stats_set and cols["value.id"].statistics.has_min_max, fmt
+    readers = {
+        "parquet": ds.dataset(str(tmp_path / "pq"), format="parquet", partitioning="hive").to_table(),
+        "delta": DeltaTable(str(tmp_path / "delta")).to_pyarrow_dataset().to_table(use_threads=False),
+        "iceberg": open_catalog(None, wh).load_table("k.orders").scan().to_arrow(),
+    }
+    for fmt, got in readers.items():
+        got = got.sort_by("offset")
+        assert got["offset"].to_pylist() == want["offset"].to_pylist(), fmt
+        assert got["value"].to_pylist() == want["value"].cast(got.schema.field("value").type).to_pylist(), fmt
+    # Iceberg's manifests take their bounds from the files' statistics: offset's are there
+    from pyiceberg.conversions import from_bytes
+    from pyiceberg.types import LongType
+
+    table = open_catalog(None, wh).load_table("k.orders")
+    fid = table.schema().find_field("offset").field_id
+    (task,) = list(table.scan().plan_files())
+    assert from_bytes(LongType(), task.file.lower_bounds[fid]) == 0
+    assert from_bytes(LongType(), task.file.upper_bounds[fid]) == N - 1
