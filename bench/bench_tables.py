@@ -303,6 +303,63 @@ def main_typed_ratio(base: str, records: int, partitions: int, rounds: int) -> N
             tw, bw = min(x[1] for x in t), min(x[1] for x in b)
             print(f"| {fmt} | {'pyarrow defaults' if defaults else 'kbatch (writer_options)'} | {tc:.3f} | {bc:.3f} | "
                   f"{tc / bc:.2f}x | {tw / bw:.2f}x | {t[0][2] / (1 << 20):.2f} | {b[0][2] / (1 << 20):.2f} |", flush=True)
+    writer_bound(logs, schemas, partitions, rounds)
+
+
+def writer_bound(logs: str, schemas: str, partitions: int, rounds: int) -> None:
+    """What bounds the ratio: the Parquet writer alone (pyarrow's ParquetWriter into memory, CPU
+    time) on the batches each export writes (decode_columns of each partition's segment, in the
+    read path's 33,000-row batches), the whole batch and the value column alone, with kbatch's
+    options, without statistics and with the cheapest properties (no statistics, no dictionary)."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    from kbatch.tables import writer_options
+    from kbatch.values import Avro, open_schemas
+
+    fmt = Avro(open_schemas(schemas), subject="events-value")
+    segs = [os.path.join(logs, f"events-{p}", "00000000000000000000.log") for p in range(partitions)]
+    files: dict[str, list[list[pa.RecordBatch]]] = {"bytes": [], "typed": []}
+    for p, seg in enumerate(segs):
+        data = open(seg, "rb").read()
+        for kind, kw in (("bytes", {}), ("typed", {"value_schema": fmt})):
+            t = kbatch.decode_columns(data, "events", p, **kw).drop_columns(["topic", "partition"])
+            files[kind].append(t.to_batches(max_chunksize=33_000))
+
+    def write(bss: list[list[pa.RecordBatch]], codec: str, how: str, value_only: bool) -> tuple[float, int]:
+        if value_only:
+            bss = [[b.select(["value"]) for b in bs] for bs in bss]
+        opts: dict[str, Any] = dict(writer_options(bss[0][0]))  # decided once, as the exports do (WriterChoices)
+        if how != "kbatch":
+            opts["write_statistics"] = False
+        if how == "cheapest":
+            opts["use_dictionary"] = False
+        c0, size = cpu(), 0
+        for bs in bss:
+            buf = io.BytesIO()
+            with pq.ParquetWriter(buf, bs[0].schema, compression=codec, **opts) as w:
+                for b in bs:
+                    w.write_batch(b)
+            size += buf.getbuffer().nbytes
+        return cpu() - c0, size
+
+    cases = [(what, how) for what in ("whole batch", "value column") for how in ("kbatch", "no statistics", "cheapest")]
+    print("\nThe Parquet writer alone (same batches, into memory):\n")
+    print("| codec | columns | writer options | typed CPU ms | bytes CPU ms | typed / bytes | typed MiB | bytes MiB |")
+    print("|---|---|---|---:|---:|---:|---:|---:|")
+    for codec in ("snappy", "zstd"):
+        best: dict[tuple[str, str, str], tuple[float, int]] = {}
+        for _ in range(rounds):
+            for what, how in cases:
+                for kind in ("typed", "bytes"):
+                    c, n = write(files[kind], codec, how, what == "value column")
+                    k = (what, how, kind)
+                    best[k] = (min(c, best.get(k, (c, n))[0]), n)
+        for what, how in cases:
+            (tc, tn), (bc, bn) = best[(what, how, "typed")], best[(what, how, "bytes")]
+            print(f"| {codec} | {what} | {how} | {tc * 1000:.1f} | {bc * 1000:.1f} | {tc / bc:.2f}x | "
+                  f"{tn / (1 << 20):.2f} | {bn / (1 << 20):.2f} |", flush=True)
 
 
 def cpu() -> float:
