@@ -16,31 +16,14 @@ import kbatch
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 pytest.importorskip("fastavro")
+pytest.importorskip("deltalake")
+pytest.importorskip("pyiceberg")
 
 from kbatch.tables import WriterChoices, writer_options  # noqa: E402
 from kbatch.values import Avro, open_schemas  # noqa: E402
-from support.schemas import SchemasTopic, avro_value  # noqa: E402
+from support.typed_orders import NOW, order, orders_log  # noqa: E402
 
-NOW = 1_700_000_000_000
 N = 2000
-ORDER = {"type": "record", "name": "Order", "namespace": "t", "fields": [
-    {"name": "id", "type": "long"}, {"name": "customer", "type": "string"},
-    {"name": "status", "type": {"type": "enum", "name": "Status", "symbols": ["NEW", "PAID", "SHIPPED"]}},
-    {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}},
-    {"name": "noise", "type": "long"}, {"name": "paid", "type": "boolean"},
-    {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-    {"name": "tags", "type": {"type": "array", "items": "string"}},
-    {"name": "ship", "type": ["null", {"type": "record", "name": "Address", "fields": [
-        {"name": "city", "type": "string"}, {"name": "zip", "type": "string"}]}], "default": None}]}
-
-
-def order(i: int) -> dict:
-    import decimal
-
-    return {"id": i, "customer": f"c-{i:06d}", "status": ("NEW", "PAID", "SHIPPED")[i % 3],
-            "price": decimal.Decimal(i % 50) / 4, "noise": (i * 0x9E3779B97F4A7C15) % (1 << 62), "paid": i % 2 == 0,
-            "ts": NOW + 7 * i, "tags": [f"t{i % 4}"] * (i % 3),
-            "ship": {"city": f"city-{i % 5}", "zip": f"{i:05d}"} if i % 2 else None}
 
 
 def test_dictionary_where_few_values_repeat_and_delta_packing_where_steps_are_small():
@@ -105,23 +88,12 @@ def test_no_dictionary_or_packing_on_what_cannot_take_it():
 
 
 def export_all(tmp_path):
-    """A 2000-record typed partition (ids 1) and its exports: a Parquet directory (kbatch export
+    """A 2000-record typed partition (schema id 1) and its exports: a Parquet directory (kbatch export
     -s value=avro), a Delta table, an Iceberg table; their files, and decode_columns' rows."""
     from kbatch.cli.export import cmd_export
 
-    sr = str(tmp_path / "sr" / "_schemas-0")
-    s = SchemasTopic(sr)
-    s.register("orders-value", 1, 1, ORDER)
-    s.close()
-    path = str(tmp_path / "logs" / "orders-0")
-    log = kbatch.Log.create(path, kbatch.LogConfig(segment_bytes=1 << 30), now_ms=NOW)
-    for lo in range(0, N, 500):
-        b = kbatch.BatchBuilder()
-        for i in range(lo, lo + 500):
-            b.append(NOW + i, b"k%d" % i, avro_value(1, ORDER, order(i)))
-        log.append(b.build(), now_ms=NOW, from_client=False)
-    log.close()
-    logs = str(tmp_path / "logs")
+    logs, sr = orders_log(str(tmp_path), N)
+    path = os.path.join(logs, "orders-0")
     assert cmd_export(logs, to=str(tmp_path / "pq") + "/", fmt="parquet", quiet=True, out=open(os.devnull, "w"),
                       serdes=["value=avro"], schemas=sr) == 0
     kbatch.export_table(logs, str(tmp_path / "delta"), format="delta", value_schema="avro", schemas=sr)
