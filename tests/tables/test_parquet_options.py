@@ -70,12 +70,16 @@ def test_dictionary_where_few_values_repeat_and_delta_packing_where_steps_are_sm
 
 def test_the_decision_is_made_once_per_schema_and_again_for_a_new_one():
     choices = WriterChoices()
-    low = pa.RecordBatch.from_pydict({"a": pa.array([1, 2] * 50, pa.int64())})
-    high = pa.RecordBatch.from_pydict({"a": pa.array(range(0, 10 ** 9, 10 ** 7), pa.int64())})
+    low = pa.RecordBatch.from_pydict({"a": pa.array([1, 2] * 500, pa.int64())})
+    high = pa.RecordBatch.from_pydict({"a": pa.array(range(0, 10 ** 9, 10 ** 6), pa.int64())})
+    few = pa.RecordBatch.from_pydict({"a": pa.array([7, 7, 7], pa.int64()), "b": pa.array(["x", "y", "z"])})
+    assert choices.options(few) == {"use_dictionary": [], "column_encoding": {"a": "DELTA_BINARY_PACKED"}}
+    wider = pa.RecordBatch.from_pydict({"a": high.column(0), "b": pa.array(["x"] * 1000)})
+    # a 3-row first batch decided for its own file only: the next file of that schema decides again
+    assert choices.options(wider) == {"use_dictionary": ["b"], "column_encoding": {"a": "DELTA_BINARY_PACKED"}}
     assert choices.options(low) == {"use_dictionary": ["a"]}
     assert choices.options(high) == {"use_dictionary": ["a"]}  # the topic's first batch speaks for the rest
-    wider = pa.RecordBatch.from_pydict({"a": high.column(0), "b": pa.array(["x"] * 100)})
-    assert choices.options(wider) == {"use_dictionary": ["b"], "column_encoding": {"a": "DELTA_BINARY_PACKED"}}
+    assert choices.options(wider.slice(0, 5)) == {"use_dictionary": ["b"], "column_encoding": {"a": "DELTA_BINARY_PACKED"}}
 
 
 def test_no_dictionary_or_packing_on_what_cannot_take_it():

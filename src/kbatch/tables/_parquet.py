@@ -21,6 +21,8 @@ COMPRESSIONS = ("zstd", "snappy", "lz4", "gzip", "none")
 DICTIONARY_DISTINCT_RATIO = 0.1
 #: the rows of the first batch the decision looks at
 DECISION_ROWS = 1 << 15
+#: a decision made on at least this many rows holds for the topic's later files (WriterChoices)
+SETTLED_ROWS = 1000
 
 
 def leaf_columns(batch: pa.RecordBatch) -> Iterator[tuple[str, pa.Array]]:
@@ -111,8 +113,9 @@ def _small_steps(arr: pa.Array) -> bool:
 class WriterChoices:
     """writer_options decided once per schema and reused for every file after the first: one
     topic's partitions share their values' shape, and hashing each file's first batch again costs
-    as much as dictionary-encoding it (8 ms for a 33,000-row batch of 16 leaf columns). Callers
-    keep one per topic."""
+    as much as dictionary-encoding it (8 ms for a 33,000-row batch of 16 leaf columns). A first
+    batch under SETTLED_ROWS rows decides for its own file only (a few rows say little about the
+    rest). Callers keep one per topic."""
 
     def __init__(self) -> None:
         self.known: dict[pa.Schema, dict[str, Any]] = {}
@@ -120,7 +123,9 @@ class WriterChoices:
     def options(self, batch: pa.RecordBatch) -> dict[str, Any]:
         found = self.known.get(batch.schema)
         if found is None:
-            found = self.known[batch.schema] = writer_options(batch)
+            found = writer_options(batch)
+            if batch.num_rows >= SETTLED_ROWS:
+                self.known[batch.schema] = found
         return found
 
 
