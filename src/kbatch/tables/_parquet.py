@@ -66,8 +66,8 @@ def writer_options(batch: pa.RecordBatch) -> dict[str, Any]:
         valid = len(arr) - arr.null_count
         try:
             distinct = pc.count_distinct(arr).as_py()
-        except pa.ArrowNotImplementedError:  # a type the hash kernels do not take: the writer's default
-            dictionary.append(path)
+        except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid):
+            dictionary.append(path)  # a type the hash kernels do not take: the writer's default for it
             continue
         if valid and distinct <= DICTIONARY_DISTINCT_RATIO * valid:
             dictionary.append(path)
