@@ -89,6 +89,9 @@ def test_no_dictionary_or_packing_on_what_cannot_take_it():
                                                                                                 pa.list_(pa.int64()))})
     assert writer_options(b) == {"use_dictionary": []}
     assert writer_options(b.slice(0, 0)) == {"use_dictionary": []}
+    # a type the hash kernels refuse (a union: Parquet has none either) keeps the writer's default
+    u = pa.UnionArray.from_sparse(pa.array([0, 1] * 50, pa.int8()), [pa.array(range(100)), pa.array(["x"] * 100)])
+    assert writer_options(pa.RecordBatch.from_pydict({"u": u})) == {"use_dictionary": ["u"]}
 
 
 def export_all(tmp_path):
