@@ -20,9 +20,9 @@ depth 16 (deeper levels become the message's JSON text).
 
 Columns: `decode_arrow` (what decode_column, and so decode_columns, read_topic, export and the
 tables call) runs the message type's compiled plan (protobuf_program, the kernel
-_protobuf_kernel); what the plan does not take, a type or a value, comes here a message at a time
-(upb's parser, then Python), which gives the same answers (a map's entries excepted: the plan keeps
-the writer's order, upb's maps iterate in hash order).
+_protobuf_kernel, or its pure twin without it); what the plan does not take, a type or a value,
+comes here a message at a time (upb's parser, then Python), which gives the same answers (a map's
+entries excepted: the plan keeps the writer's order, upb's maps iterate in hash order).
 """
 from __future__ import annotations
 
