@@ -171,6 +171,8 @@ cdef int buf_grow(Buf* b, int64_t more) noexcept nogil:
 
 cdef inline int buf_put(Buf* b, const void* src, int64_t size) noexcept nogil:
     cdef int e
+    if size <= 0:  # (an empty string: no memcpy from or into a buffer not yet allocated)
+        return 0
     if b.n + size > b.cap:
         e = buf_grow(b, size)
         if e:
@@ -739,7 +741,8 @@ cdef inline bint key_same(const ColBuf* k, int64_t a, int64_t b) noexcept nogil:
     cdef const int32_t* o
     if k.kind == C_STR:
         o = <const int32_t*>k.offs.p
-        return o[a + 1] - o[a] == o[b + 1] - o[b] and memcmp(k.data.p + o[a], k.data.p + o[b], o[a + 1] - o[a]) == 0
+        return o[a + 1] - o[a] == o[b + 1] - o[b] and (o[a + 1] == o[a] or
+                                                       memcmp(k.data.p + o[a], k.data.p + o[b], o[a + 1] - o[a]) == 0)
     return memcmp(k.data.p + a * k.width, k.data.p + b * k.width, k.width) == 0
 
 
