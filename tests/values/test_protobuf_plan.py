@@ -413,3 +413,51 @@ def test_message_indexes_pick_the_plan_and_threads_share_it(order, monkeypatch):
         for _ in range(10):
             got = list(pool.map(lambda c: P.decode(plan, c, 1).to_pylist(), columns))
             assert got == answers
+
+
+def test_export_through_the_plan_and_its_errors(order, tmp_path, monkeypatch):
+    """`kbatch export -s value=protobuf`: the typed column through the plan (the per-message path
+    not taken), a value that does not parse exits 1 naming topic, partition and offset, and
+    --on-decode-error null nulls that row only."""
+    pytest.importorskip("typer", reason="the CLI needs typer (the cli extra)")
+    import io
+
+    import pyarrow.parquet as pq
+
+    from kbatch.cli.export import cmd_export
+
+    _, Order = order
+    (tmp_path / "schemas").mkdir()
+    (tmp_path / "schemas" / "1.proto").write_text(ORDER)
+    log = kbatch.Log.create(str(tmp_path / "logs" / "orders-0"))
+    b = kbatch.BatchBuilder()
+    for i in range(3):
+        b.append(1000 + i, None, frame(1, b"\x00" + Order(id=i, item=f"i{i}", hist=[1]).SerializeToString()))
+    b.append(1003, None, frame(1, b"\x00\x12\x05ab"))  # a length past the end (`bad`)
+    log.append(b.build(), now_ms=2000)
+    log.close()
+    bad = frame(1, b"\x00\x12\x05ab")
+    calls = []
+    real = Protobuf.to_arrow
+
+    def per_message(self, values, offsets=None, what="value"):
+        calls.append(list(values))
+        return real(self, values, offsets, what)
+
+    monkeypatch.setattr(Protobuf, "to_arrow", per_message)
+
+    def export(to, **kw):
+        err = io.StringIO()
+        code = cmd_export(str(tmp_path / "logs"), to=str(tmp_path / to), serdes=["value=protobuf"],
+                          schemas=str(tmp_path / "schemas"), quiet=True, out=io.StringIO(), err=err, **kw)
+        return code, err.getvalue()
+
+    code, err = export("failed.parquet")
+    assert code == 1 and "value in orders [0] at offset 3 (schema id 1): the Protobuf message Order does not parse" \
+        in err, err
+    code, err = export("nulled.parquet", on_decode_error="null")
+    assert code == 0, err
+    rows = pq.read_table(tmp_path / "nulled.parquet").column("value").to_pylist()
+    assert [r and (r["id"], r["item"], r["hist"]) for r in rows] == [(0, "i0", ["PAID"]), (1, "i1", ["PAID"]),
+                                                                     (2, "i2", ["PAID"]), None]
+    assert calls and all(bad in c for c in calls), "the per-message path decoded a part the plan takes"
