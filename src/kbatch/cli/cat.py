@@ -489,6 +489,34 @@ def cmd_cat(path: "PathLike", *, topic: str | Sequence[str] | None = None, parti
     return code
 
 
+#: records read ahead of printing when typed values are decoded as columns (cli/_schemas.py)
+AHEAD = 2048
+
+
+def _ahead(items: "Iterable[tuple[Batch, Record]]", prepare: Callable[[list[Any]], None], n: int
+           ) -> "Iterable[tuple[Batch, Record]]":
+    """The (batch, record) pairs as they come, read `n` at a time, each run's records handed to
+    prepare() before the first is printed; a read error comes after the records read before it."""
+    it = iter(items)
+    while True:
+        chunk: list[tuple[Batch, Record]] = []
+        error: Exception | None = None
+        try:
+            for item in it:
+                chunk.append(item)
+                if len(chunk) >= n:
+                    break
+        except Exception as e:  # noqa: BLE001 (raised again below, after the records before it)
+            error = e
+        if chunk:
+            prepare([r for _, r in chunk])
+            yield from chunk
+        if error is not None:
+            raise error
+        if len(chunk) < n:
+            return
+
+
 def _cat_parts(parts: "list[Partition]", start: Start, stop_ts: int | None, count: int | None, read_committed: bool,
                unbuffered: bool, quiet: bool, formatter: "Formatter", dest: _BytesOut, err: IO[str],
                advance: Callable[[int], object]) -> tuple[int, int]:
@@ -528,7 +556,11 @@ def _cat_parts(parts: "list[Partition]", start: Start, stop_ts: int | None, coun
                 stop = None if hit is None else hit.offset
             fetch = records_from(log, first, stop, read_committed)
             seen: Batch | None = None
-            for b, r in fetch.records():
+            records: Iterable[tuple[Batch, Record]] = fetch.records()
+            prepare = getattr(formatter, "prepare", None)  # typed -s: values decoded a run at a time
+            if prepare is not None:
+                records = _ahead(records, prepare, AHEAD if count is None else max(1, min(AHEAD, count - printed)))
+            for b, r in records:
                 if b is not seen:  # the bar moves by the bytes of the batches read
                     advance(b.size_in_bytes)
                     seen = b
