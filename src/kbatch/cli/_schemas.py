@@ -200,20 +200,46 @@ def rendered(fmt: "ValueFormat", values: "list[bytes | None]", offsets: list[int
     out: dict[bytes, bytes] = {}
     encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # json.dumps's, made once
     for rows in groups:
-        if not rows:
+        col = _column(fmt, values, offsets, rows, what)
+        if col is None:
             continue
-        bad: set[int] = set()
-        col = fmt.decode_column(pa.array([values[r] for r in rows], pa.binary()),
-                                pa.array([offsets[r] for r in rows], pa.int64()), what,
-                                on_error=lambda row, _e: bad.add(row))
+        rows, arr = col
         try:
-            objs = json_rows(col)
+            objs = json_rows(arr)
         except Unrenderable:
             continue
-        for k, (r, obj) in enumerate(zip(rows, objs)):
-            if k not in bad:
-                out[values[r]] = encode(obj).encode("utf-8")  # type: ignore[index]
+        for r, obj in zip(rows, objs):
+            out[values[r]] = encode(obj).encode("utf-8")  # type: ignore[index]
     return out
+
+
+def _column(fmt: "ValueFormat", values: "list[bytes | None]", offsets: list[int], rows: list[int], what: str
+            ) -> "tuple[list[int], Any] | None":
+    """(the rows that decode, their column): the rows at once; if one does not decode, the rules'
+    on_error finds which, and the others are decoded again without them (a column with nulled rows
+    can hold a union with a validity bitmap, which Arrow's flatten() aborts on)."""
+    import pyarrow as pa
+
+    from ..values import SchemaError
+
+    def decode(take: list[int], on_error: Any = None) -> Any:
+        return fmt.decode_column(pa.array([values[r] for r in take], pa.binary()),
+                                 pa.array([offsets[r] for r in take], pa.int64()), what, on_error=on_error)
+    if not rows:
+        return None
+    try:
+        return rows, decode(rows)
+    except SchemaError:
+        pass
+    bad: set[int] = set()
+    decode(rows, lambda k, _e: bad.add(k))
+    rows = [r for k, r in enumerate(rows) if k not in bad]
+    if not rows:
+        return None
+    try:
+        return rows, decode(rows)
+    except SchemaError:  # (a bound the column's values reach together: each is decoded alone)
+        return None
 
 
 def cat_serdes(specs: Sequence[str], schemas: str | None, registry: str | None = None

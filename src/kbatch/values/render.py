@@ -10,6 +10,7 @@ What Arrow cannot tell apart, this cannot render, and `avro_renders` says no for
 - uuid: Arrow holds the text, fastavro a UUID (printed in lower case, and refused when not one);
 - the logical types Arrow converts and fastavro does not (timestamp-nanos, local-timestamp-nanos),
   or the reverse;
+- a pinned reader schema whose fields have defaults of a logical type (fastavro fills them in raw);
 - a time-millis / time-micros past the day (fastavro refuses it, Arrow's time type wraps it):
   `json_rows` raises Unrenderable for such a column, and the caller decodes its values one by one.
 
@@ -19,6 +20,7 @@ payload as written, not as the schema's column holds it) are printed from each v
 from __future__ import annotations
 
 import base64
+import json
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -66,6 +68,20 @@ def _logical_ok(schema: Any, fast: set[str]) -> bool:
         all(_logical_ok(f.get("type"), fast) for f in schema.get("fields", ()) if isinstance(f, dict))
 
 
+def _logical_default(schema: Any) -> bool:
+    """Has a record field of the (reader) schema a default and a logical type? fastavro fills such a
+    default in raw (the int, the bytes), unconverted, where Arrow's column holds the logical value."""
+    if isinstance(schema, list):
+        return any(_logical_default(s) for s in schema)
+    if not isinstance(schema, dict):
+        return False
+    for f in schema.get("fields", ()):
+        if isinstance(f, dict) and "default" in f and '"logicalType"' in json.dumps(f.get("type")):
+            return True
+    return any(_logical_default(v) for k, v in schema.items() if k in ("type", "items", "values")) or \
+        any(_logical_default(f.get("type")) for f in schema.get("fields", ()) if isinstance(f, dict))
+
+
 def avro_renders(fmt: Any, schema_id: int) -> bool:
     """Do values of writer schema `schema_id`, read by `fmt` (an Avro format, maybe with a pinned
     reader schema), print from their Arrow column exactly as `avro.jsonable` prints them?"""
@@ -74,6 +90,8 @@ def avro_renders(fmt: Any, schema_id: int) -> bool:
     schemas = [w.raw, *w.refs]
     reader = getattr(fmt, "_reader_raw", None)
     if reader is not None:
+        if _logical_default(reader):
+            return False
         schemas.append(reader)
     return all(_logical_ok(s, fast) for s in schemas)
 
