@@ -271,3 +271,77 @@ def test_a_read_error_comes_after_the_records_before_it(typed, monkeypatch, tmp_
     data[len(data) // 2] ^= 0xFF  # a corrupt middle batch
     seg.write_bytes(bytes(data) + bytes(data[:200]))
     both(monkeypatch, part, serdes=["value=avro"], schemas=str(typed / "sr" / "_schemas-0"), fmt="%o %s\\n")
+
+
+# ------------------------------------------------------------------------------------ plain JSON
+PLAIN = {"type": "object", "properties": {
+    "id": {"type": "integer"}, "x": {"type": "number"}, "s": {"type": ["null", "string"]}, "ok": {"type": "boolean"},
+    "in": {"type": "object", "properties": {"a": {"type": "integer"}, "t": {"type": "array", "items": {"type": "string"}}}},
+    "rows": {"type": "array", "items": {"type": "object", "properties": {"v": {"type": "number"}}}},
+    "any": {}}}
+PLAIN_VALUES = [b'{"id":1,"x":2.5,"s":"a","ok":true,"in":{"a":1,"t":["x"]},"rows":[{"v":1}],"any":null}',
+                b'{"id": -0, "x": -0, "s": null}', b'{"x": -0.0, "extra": [1, 2], "id": 9223372036854775807}',
+                b'{"x": 1e400, "s": "\\u00e9\\n\\"q\\"", "id": 3}', b'{"x": 123456789012345678901, "id": 1}',
+                b'{"x": 0.1, "id": 1, "id": 2}', b'{}', b'{"in": {"t": []}, "rows": []}', b'{\n"id":\n5\n}',
+                b'{"s": "\xc3\xa9 \xe2\x98\x83"}']
+PLAIN_TEXT = [b'{"any": {"b": [1, {"c": "d"}]}, "id": 4}', b'{"any": "text"}', b'{"any": 1.50}']
+PLAIN_BAD = [b'{"id": 1.5}', b'{"id": "1"}', b'[1, 2]', b'{"s": "\\ud800"}', b'not json', b'{"id": 1', b'"str"',
+             b'{"id": 99999999999999999999}', b'{"s": 5}', b'{"ok": 1}', b'{"s": "\xff"}', b'null', b'{"x": true}']
+
+
+@pytest.mark.parametrize("text", [False, True], ids=["objects", "with-text"])
+def test_plain_json_with_a_schema_prints_as_the_per_value_path_prints_it(tmp_path, monkeypatch, backend, text):
+    from kbatch.values import PlainJson
+
+    schema = dict(PLAIN) if text else {**PLAIN, "properties": {k: v for k, v in PLAIN["properties"].items() if k != "any"}}
+    (tmp_path / "schema.json").write_text(json.dumps(schema))
+    r = random.Random(7)
+    good = PLAIN_VALUES + (PLAIN_TEXT if text else [])
+    batches = []
+    for n in range(5):
+        # (the last batch only values pyarrow's reader takes: the column comes from it, not value by value)
+        recs = [(None, r.choice(good if n < 4 else PLAIN_VALUES[:3])) for _ in range(50)]
+        if n % 2:
+            for j, v in enumerate(PLAIN_BAD[n::2]):
+                recs.insert(2 + 7 * j, (None, v))
+        if n == 4:
+            batches.append(recs)
+            continue
+        recs.insert(4, (None, None))
+        recs.insert(6, (None, b""))
+        batches.append(recs)
+    _write_log(tmp_path / "logs" / "plain-0", batches[:4])
+    _write_log(tmp_path / "logs" / "plain-1", batches[4:])  # (read ahead alone: pyarrow's reader takes it whole)
+    calls = []
+    real = PlainJson.to_json
+    monkeypatch.setattr(PlainJson, "to_json", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    results = []
+    for flag in (False, True):
+        monkeypatch.setattr(S, "CAT_FROM_COLUMNS", flag)
+        results.append(_cat(tmp_path / "logs", topic="plain", serdes=[f"value=json-plain:{tmp_path / 'schema.json'}"],
+                            fmt="%o %s\\n"))
+        results.append(len(calls))
+    (old, per_value, new, both_runs) = results
+    assert new == old and old[0] == 1 and b"ERROR" not in old[1]
+    assert both_runs - per_value < per_value / 3  # most values came from the columns
+
+
+def test_plain_json_inferred_and_json_schema_print_value_by_value(tmp_path, monkeypatch):
+    """Without a given schema cat prints plain JSON as written, and JSON Schema values are the
+    payload as written (fields the schema does not name, numbers as spelled): no column keeps that."""
+    from support.schemas import json_value
+
+    t = SchemasTopic(str(tmp_path / "sr" / "_schemas-0"))
+    t.register("js-value", 1, 1, {"type": "object", "properties": {"n": {"type": "integer"}}}, "JSON")
+    t.close()
+    _write_log(tmp_path / "logs" / "plain-0", [[(None, b'{"b": 1.50, "a": [1]}'), (None, b'{"n": 1}')]])
+    _write_log(tmp_path / "logs" / "js-0", [[(None, json_value(1, {"n": 1, "extra": 1.5})), (None, b"\x00x")]])
+    for topic, serdes, want in (("plain", "value=json-plain", ['{"b":1.5,"a":[1]}', '{"n":1}']),
+                                ("js", "value=json", ['{"n":1,"extra":1.5}'])):
+        outs = []
+        for flag in (False, True):
+            monkeypatch.setattr(S, "CAT_FROM_COLUMNS", flag)
+            outs.append(_cat(tmp_path / "logs", topic=topic, serdes=[serdes], schemas=str(tmp_path / "sr" / "_schemas-0"),
+                             fmt="%s\\n"))
+        assert outs[0] == outs[1]
+        assert outs[1][1].decode().splitlines() == want, outs[1][2]

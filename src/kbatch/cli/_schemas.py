@@ -175,13 +175,17 @@ class _SchemaSerdes:
 def rendered(fmt: "ValueFormat", values: "list[bytes | None]", offsets: list[int], what: str) -> dict[bytes, bytes]:
     """{value: its compact JSON} for the values `fmt` decodes as columns and renders faithfully
     (Avro: each writer schema's values as one column, or all of them with a pinned reader schema;
-    the rest are left to the per-value path: kbatch.values.render says why)."""
-    import pyarrow as pa
-
-    from ..values import Avro
-    from ..values.render import Unrenderable, avro_renders, json_rows
+    plain JSON with a given schema: all of them; the rest are left to the per-value path:
+    kbatch.values.render says why)."""
+    from ..values import Avro, PlainJson
+    from ..values.render import avro_renders
     from ..values.rules import pinned
 
+    if isinstance(fmt, PlainJson) and fmt.given:  # (inferred: cat prints each value as it is written)
+        out = _encoded(fmt, values, offsets, [[i for i, v in enumerate(values) if v]], what)
+        # pyarrow's JSON reader reads the integer -0 in a number column as -0.0, the per-value path
+        # (json.loads, then float()) as 0.0: a value with a negative zero is decoded alone
+        return {v: text for v, text in out.items() if b"-0.0" not in text}
     if not isinstance(fmt, Avro):
         return {}
     by_id: dict[int, list[int]] = {}
@@ -197,6 +201,14 @@ def rendered(fmt: "ValueFormat", values: "list[bytes | None]", offsets: list[int
     groups = [rows for sid, rows in by_id.items() if ok[sid]]
     if pinned(fmt):  # every value read with the one reader schema: one column
         groups = [sorted(r for rows in groups for r in rows)]
+    return _encoded(fmt, values, offsets, groups, what)
+
+
+def _encoded(fmt: "ValueFormat", values: "list[bytes | None]", offsets: list[int], groups: list[list[int]],
+             what: str) -> dict[bytes, bytes]:
+    """{value: its compact JSON} for the rows of each group decoded as one column."""
+    from ..values.render import Unrenderable, json_rows
+
     out: dict[bytes, bytes] = {}
     encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # json.dumps's, made once
     for rows in groups:
