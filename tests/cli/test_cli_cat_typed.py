@@ -63,6 +63,8 @@ CLOCK = {"type": "record", "name": "Clock", "fields": [
     {"name": "t", "type": {"type": "int", "logicalType": "time-millis"}},
     {"name": "d", "type": {"type": "int", "logicalType": "date"}}]}
 CLOCK_RAW = {"type": "record", "name": "Clock", "fields": [{"name": "t", "type": "int"}, {"name": "d", "type": "int"}]}
+LIST = {"type": "record", "name": "Node", "fields": [{"name": "v", "type": "int"},
+                                                   {"name": "next", "type": ["null", "Node"], "default": None}]}
 KEY = {"type": "record", "name": "K", "fields": [{"name": "k", "type": "string"}]}
 V1 = {"type": "record", "name": "Ev", "fields": [{"name": "id", "type": "long"}, {"name": "item", "type": "string"},
                                                  {"name": "qty", "type": "int"}]}
@@ -136,6 +138,7 @@ def typed(tmp_path_factory):
     t = SchemasTopic(str(sr))
     for sid, (subject, version, schema) in {1: ("all-value", 1, ALL), 2: ("uuid-value", 1, UUID),
                                             3: ("nanos-value", 1, NANOS), 4: ("clock-value", 1, CLOCK),
+                                            6: ("list-value", 1, LIST),
                                             5: ("all-key", 1, KEY), 11: ("ev-value", 1, V1),
                                             12: ("ev-value", 2, V2), 13: ("ev-value", 3, V3)}.items():
         t.register(subject, version, sid, schema)
@@ -181,7 +184,8 @@ def typed(tmp_path_factory):
            (None, avro_value(4, CLOCK_RAW, {"t": 86_400_000, "d": 0})),  # past the day: fastavro refuses it
            (None, avro_value(4, CLOCK_RAW, {"t": -1, "d": 0})),
            (None, avro_value(4, CLOCK_RAW, {"t": 0, "d": 3_000_000})),  # past year 9999
-           (None, avro_value(4, CLOCK_RAW, {"t": 0, "d": -800_000}))]  # before year 1
+           (None, avro_value(4, CLOCK_RAW, {"t": 0, "d": -800_000})),  # before year 1
+           (None, avro_value(6, LIST, {"v": 1, "next": {"v": 2, "next": None}}))]  # a type that contains itself
     _write_log(root / "logs" / "odd-0", [odd])
     _write_log(root / "logs" / "odd-1", [odd[4:5] * 3])  # (partitions are read ahead one by one)
     return root
@@ -257,7 +261,8 @@ def test_types_arrow_does_not_keep_print_value_by_value(typed, monkeypatch, avro
     assert f'{{"id":"{uuid.UUID(int=7)}"}}' in lines  # lower case, as fastavro's UUID prints
     assert '{"t":1700000000123456789}' in lines  # fastavro does not convert timestamp-nanos
     assert '{"t":"01:02:03.004000","d":"2024-02-29"}' in lines
-    assert (per_value, columns_per_value) == (12, 9)  # odd-0 value by value, odd-1 from its column
+    assert '{"v":1,"next":{"v":2,"next":null}}' in lines
+    assert (per_value, columns_per_value) == (13, 10)  # odd-0 value by value, odd-1 from its column
 
 
 def test_a_read_error_comes_after_the_records_before_it(typed, monkeypatch, tmp_path):

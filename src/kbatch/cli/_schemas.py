@@ -143,8 +143,6 @@ class _SchemaSerdes:
         self.what = what
         self.spec = fmt.kind.lower()
         self._ready: dict[bytes, bytes] = {}
-        #: values printed from a decoded column (a witness for tests)
-        self.from_columns = 0
 
     def prepare(self, values: "list[bytes | None]", offsets: list[int]) -> None:
         """Decode the values of the records about to be printed as one column (per writer schema)."""
@@ -167,7 +165,6 @@ class _SchemaSerdes:
     def __call__(self, data: bytes) -> bytes:
         hit = self._ready.get(data)
         if hit is not None:
-            self.from_columns += 1
             return hit
         return json.dumps(self.json(data), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 

@@ -87,6 +87,8 @@ def avro_renders(fmt: Any, schema_id: int) -> bool:
     reader schema), print from their Arrow column exactly as `avro.jsonable` prints them?"""
     fast = _fastavro_logical()
     w = fmt.writer(schema_id)
+    if w.shape.recursive:  # no Arrow type holds a type that contains itself
+        return False
     schemas = [w.raw, *w.refs]
     reader = getattr(fmt, "_reader_raw", None)
     if reader is not None:
