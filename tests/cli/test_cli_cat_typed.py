@@ -350,3 +350,151 @@ def test_plain_json_inferred_and_json_schema_print_value_by_value(tmp_path, monk
                              fmt="%s\\n"))
         assert outs[0] == outs[1]
         assert outs[1][1].decode().splitlines() == want, outs[1][2]
+
+
+# ------------------------------------------------------------------------------------ Protobuf
+def _proto_files():
+    """Two .proto files built as descriptors (no protoc): proto3 with every scalar, enums, nested,
+    repeated, oneof, optional, a map and a Timestamp; proto2 with defaults and a closed enum."""
+    from google.protobuf import descriptor_pb2, timestamp_pb2
+
+    F = descriptor_pb2.FieldDescriptorProto
+    ts = descriptor_pb2.FileDescriptorProto()
+    timestamp_pb2.DESCRIPTOR.CopyToProto(ts)
+    p3 = descriptor_pb2.FileDescriptorProto(name="t3.proto", package="t3", syntax="proto3",
+                                            dependency=["google/protobuf/timestamp.proto"])
+    p3.enum_type.add(name="Color").value.extend([descriptor_pb2.EnumValueDescriptorProto(name=n, number=i)
+                                                 for i, n in enumerate(["RED", "GREEN", "BLUE"])])
+    inner = p3.message_type.add(name="Inner")
+    inner.field.add(name="s", number=2, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+    inner.field.add(name="a", number=1, type=F.TYPE_INT32, label=F.LABEL_OPTIONAL)
+    inner.field.add(name="xs", number=3, type=F.TYPE_SINT64, label=F.LABEL_REPEATED)
+    msg = p3.message_type.add(name="Msg")
+    scalars = [("late", F.TYPE_INT32, 40), ("i32", F.TYPE_INT32, 1), ("i64", F.TYPE_INT64, 2), ("u32", F.TYPE_UINT32, 3),
+               ("u64", F.TYPE_UINT64, 4), ("s32", F.TYPE_SINT32, 5), ("s64", F.TYPE_SINT64, 6),
+               ("f32", F.TYPE_FIXED32, 7), ("f64", F.TYPE_FIXED64, 8), ("sf32", F.TYPE_SFIXED32, 9),
+               ("sf64", F.TYPE_SFIXED64, 10), ("fl", F.TYPE_FLOAT, 11), ("db", F.TYPE_DOUBLE, 12),
+               ("b", F.TYPE_BOOL, 13), ("s", F.TYPE_STRING, 14), ("by", F.TYPE_BYTES, 15)]
+    for name, typ, num in scalars:
+        msg.field.add(name=name, number=num, type=typ, label=F.LABEL_OPTIONAL)
+    msg.field.add(name="c", number=16, type=F.TYPE_ENUM, type_name=".t3.Color", label=F.LABEL_OPTIONAL)
+    msg.field.add(name="inner", number=17, type=F.TYPE_MESSAGE, type_name=".t3.Inner", label=F.LABEL_OPTIONAL)
+    msg.field.add(name="inners", number=18, type=F.TYPE_MESSAGE, type_name=".t3.Inner", label=F.LABEL_REPEATED)
+    msg.field.add(name="packed", number=19, type=F.TYPE_INT32, label=F.LABEL_REPEATED)
+    msg.field.add(name="strs", number=20, type=F.TYPE_STRING, label=F.LABEL_REPEATED)
+    msg.field.add(name="colors", number=25, type=F.TYPE_ENUM, type_name=".t3.Color", label=F.LABEL_REPEATED)
+    msg.field.add(name="fls", number=26, type=F.TYPE_FLOAT, label=F.LABEL_REPEATED)
+    msg.oneof_decl.add(name="choice")
+    msg.oneof_decl.add(name="_opt")
+    for name, typ, num, tn in (("cs", F.TYPE_STRING, 22, None), ("ci", F.TYPE_INT64, 23, None),
+                               ("cm", F.TYPE_MESSAGE, 24, ".t3.Inner")):
+        f = msg.field.add(name=name, number=num, type=typ, label=F.LABEL_OPTIONAL, oneof_index=0)
+        if tn:
+            f.type_name = tn
+    msg.field.add(name="opt", number=21, type=F.TYPE_DOUBLE, label=F.LABEL_OPTIONAL, oneof_index=1,
+                  proto3_optional=True)
+    mp = p3.message_type.add(name="WithMap")
+    entry = mp.nested_type.add(name="MEntry")
+    entry.options.map_entry = True
+    entry.field.add(name="key", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+    entry.field.add(name="value", number=2, type=F.TYPE_INT32, label=F.LABEL_OPTIONAL)
+    mp.field.add(name="m", number=1, type=F.TYPE_MESSAGE, type_name=".t3.WithMap.MEntry", label=F.LABEL_REPEATED)
+    wt = p3.message_type.add(name="WithTs")
+    wt.field.add(name="t", number=1, type=F.TYPE_MESSAGE, type_name=".google.protobuf.Timestamp", label=F.LABEL_OPTIONAL)
+    p2 = descriptor_pb2.FileDescriptorProto(name="t2.proto", package="t2", syntax="proto2")
+    p2.enum_type.add(name="Size").value.extend([descriptor_pb2.EnumValueDescriptorProto(name=n, number=i + 1)
+                                                for i, n in enumerate(["S", "M"])])
+    m2 = p2.message_type.add(name="P2")
+    m2.field.add(name="a", number=1, type=F.TYPE_INT32, label=F.LABEL_OPTIONAL, default_value="5")
+    m2.field.add(name="z", number=2, type=F.TYPE_ENUM, type_name=".t2.Size", label=F.LABEL_OPTIONAL)
+    m2.field.add(name="r", number=3, type=F.TYPE_STRING, label=F.LABEL_REPEATED)
+    m2.field.add(name="u", number=4, type=F.TYPE_UINT64, label=F.LABEL_OPTIONAL)
+    return ts, p3, p2
+
+
+def test_protobuf_prints_as_message_to_dict(tmp_path, monkeypatch, backend):
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    from kbatch.values import Protobuf
+    from support.schemas import protobuf_value
+
+    ts, p3, p2 = _proto_files()
+    pool = descriptor_pool.DescriptorPool()
+    for f in (ts, p3, p2):
+        pool.Add(f)
+    (tmp_path / "schemas").mkdir()
+    (tmp_path / "schemas" / "7.desc").write_bytes(descriptor_pb2.FileDescriptorSet(file=[ts, p3]).SerializeToString())
+    (tmp_path / "schemas" / "8.desc").write_bytes(descriptor_pb2.FileDescriptorSet(file=[p2]).SerializeToString())
+    cls = {n: message_factory.GetMessageClass(pool.FindMessageTypeByName(n))
+           for n in ("t3.Msg", "t3.Inner", "t3.WithMap", "t3.WithTs", "t2.P2")}
+    r = random.Random(3)
+    floats = [0.0, -0.0, 0.1, 1e30, float("nan"), float("inf"), float("-inf"), 3.4028234663852886e38, 1.5]
+
+    def inner():
+        return cls["t3.Inner"](s=r.choice(["", "x", "é\u2603"]), a=r.choice([0, -1, 2**31 - 1]),
+                               xs=[r.choice([0, -2**63, 2**63 - 1]) for _ in range(r.randrange(3))])
+
+    def msg():
+        m = cls["t3.Msg"](late=r.choice([0, 7]), i32=r.choice([0, -5, 2**31 - 1]), i64=r.choice([0, -2**63, 2**63 - 1]),
+                          u32=r.choice([0, 2**32 - 1]), u64=r.choice([0, 2**64 - 1]), s32=r.choice([0, -2**31]),
+                          s64=r.choice([0, -1]), f32=r.choice([0, 2**32 - 1]), f64=r.choice([0, 2**64 - 1]),
+                          sf32=r.choice([0, -1]), sf64=r.choice([0, -2**63]), fl=r.choice(floats), db=r.choice(floats),
+                          b=r.random() < 0.5, s=r.choice(["", "a\"b\\", "\u0000"]), by=r.choice([b"", b"\x00\xff"]),
+                          c=r.choice([0, 1, 2, 7]), packed=[r.randrange(-9, 9) for _ in range(r.randrange(3))],
+                          strs=r.choice([[], ["", "x"]]), colors=r.choice([[], [0, 2, 9]]),
+                          fls=r.choice([[], [0.1, -0.0, float("nan")]]))
+        if r.random() < 0.5:
+            m.inner.CopyFrom(inner()) if r.random() < 0.7 else m.inner.SetInParent()
+        m.inners.extend(inner() for _ in range(r.randrange(3)))
+        choice = r.randrange(4)
+        if choice == 1:
+            m.cs = r.choice(["", "y"])
+        elif choice == 2:
+            m.ci = r.choice([0, 5])
+        elif choice == 3:
+            m.cm.CopyFrom(inner())
+        if r.random() < 0.5:
+            m.opt = r.choice([0.0, -0.0, 2.5])
+        return protobuf_value(7, m, [1])
+
+    def p2():
+        m = cls["t2.P2"]()
+        if r.random() < 0.5:
+            m.a = r.choice([0, 5, 6])
+        if r.random() < 0.5:
+            m.z = r.choice([1, 2])
+        m.r.extend(["q"] * r.randrange(2))
+        if r.random() < 0.5:
+            m.u = 0
+        return protobuf_value(8, m)
+    good = msg()
+    bad = [good[:-1], good[:6] + b"\xff\xff\xff", protobuf_value(7, cls["t3.Inner"](s="x"), [9]), b"\x00\x00\x00\x00\x63\x00",
+           frame(7, b"\x02\x01" + b"\x72\x02\xc3\x28"),  # Msg.s (14) not UTF-8
+           frame(7, b"\x02\x01" + b"\x0f"), b"\x01nope"]
+    others = [protobuf_value(7, cls["t3.WithMap"](m={"b": 1, "a": 2, "c": 0}), [2]),
+              protobuf_value(7, cls["t3.WithTs"](t={"seconds": 1_700_000_000, "nanos": 123456789}), [3]),
+              protobuf_value(7, inner_value := cls["t3.Inner"](s="i", a=3), [0])]
+    del inner_value
+    batches = []
+    for n in range(4):
+        recs = [(None, msg() if n % 2 else p2()) for _ in range(60)]
+        if n == 3:
+            for j, v in enumerate(bad + others):
+                recs.insert(1 + 5 * j, (None, v))
+        recs.insert(3, (None, None))
+        batches.append(recs)
+    _write_log(tmp_path / "logs" / "pb-0", batches[:2])  # (read ahead alone: all from columns)
+    _write_log(tmp_path / "logs" / "pb-1", batches[2:])
+    calls = []
+    real = Protobuf.to_json
+    monkeypatch.setattr(Protobuf, "to_json", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    results = []
+    for flag in (False, True):
+        monkeypatch.setattr(S, "CAT_FROM_COLUMNS", flag)
+        for kw in (dict(fmt="%o %s\\n"), dict(as_json=True)):
+            results.append(_cat(tmp_path / "logs", topic="pb", serdes=["value=protobuf"],
+                                schemas=str(tmp_path / "schemas"), **kw))
+        results.append(len(calls))
+    assert results[3:5] == results[0:2]
+    assert results[0][0] == 1 and b'"i64":"-9223372036854775808"' in results[0][1]
+    per_value, columns_per_value = results[2], results[5] - results[2]
+    assert columns_per_value < per_value / 5  # the good values came from the columns

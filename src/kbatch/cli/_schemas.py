@@ -174,7 +174,7 @@ def rendered(fmt: "ValueFormat", values: "list[bytes | None]", offsets: list[int
     (Avro: each writer schema's values as one column, or all of them with a pinned reader schema;
     plain JSON with a given schema: all of them; the rest are left to the per-value path:
     kbatch.values.render says why)."""
-    from ..values import Avro, PlainJson
+    from ..values import Avro, PlainJson, Protobuf
     from ..values.render import avro_renders
     from ..values.rules import pinned
 
@@ -183,6 +183,8 @@ def rendered(fmt: "ValueFormat", values: "list[bytes | None]", offsets: list[int
         # pyarrow's JSON reader reads the integer -0 in a number column as -0.0, the per-value path
         # (json.loads, then float()) as 0.0: a value with a negative zero is decoded alone
         return {v: text for v, text in out.items() if b"-0.0" not in text}
+    if isinstance(fmt, Protobuf):
+        return _protobuf(fmt, values, offsets, what)
     if not isinstance(fmt, Avro):
         return {}
     by_id: dict[int, list[int]] = {}
@@ -201,9 +203,37 @@ def rendered(fmt: "ValueFormat", values: "list[bytes | None]", offsets: list[int
     return _encoded(fmt, values, offsets, groups, what)
 
 
+def _protobuf(fmt: Any, values: "list[bytes | None]", offsets: list[int], what: str) -> dict[bytes, bytes]:
+    """Protobuf values by schema id and message type, each run one column, printed in the
+    canonical JSON mapping (kbatch.values.render.protobuf_json) where the type allows it."""
+    from ..values import message_indexes
+    from ..values.render import protobuf_json, protobuf_renders
+
+    by_type: dict[tuple[int, tuple[int, ...]], list[int]] = {}
+    for i, v in enumerate(values):
+        if v and len(v) >= 5 and v[0] == 0:
+            try:
+                indexes, _ = message_indexes(v, 5)
+            except ValueError:
+                continue  # (its own error, value by value)
+            by_type.setdefault((int.from_bytes(v[1:5], "big", signed=True), tuple(indexes)), []).append(i)
+    out: dict[bytes, bytes] = {}
+    for (sid, indexes), rows in by_type.items():
+        try:
+            d = fmt.schema(sid).descriptor(list(indexes))
+            if not protobuf_renders(d):
+                continue
+        except Exception:  # noqa: BLE001 (an id or type that does not resolve: its values' own error)
+            continue
+        for v, text in _encoded(fmt, values, offsets, [rows], what, lambda row: protobuf_json(row, d)).items():
+            out[v] = text
+    return out
+
+
 def _encoded(fmt: "ValueFormat", values: "list[bytes | None]", offsets: list[int], groups: list[list[int]],
-             what: str) -> dict[bytes, bytes]:
-    """{value: its compact JSON} for the rows of each group decoded as one column."""
+             what: str, shape: "Callable[[Any], Any] | None" = None) -> dict[bytes, bytes]:
+    """{value: its compact JSON} for the rows of each group decoded as one column (each row's
+    JSON-able form from render.json_rows, then `shape`d)."""
     from ..values.render import Unrenderable, json_rows
 
     out: dict[bytes, bytes] = {}
@@ -215,6 +245,8 @@ def _encoded(fmt: "ValueFormat", values: "list[bytes | None]", offsets: list[int
         rows, arr = col
         try:
             objs = json_rows(arr)
+            if shape is not None:
+                objs = [None if o is None else shape(o) for o in objs]
         except Unrenderable:
             continue
         for r, obj in zip(rows, objs):

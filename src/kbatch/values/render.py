@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -160,10 +161,93 @@ def json_rows(arr: "pa.Array") -> list[Any]:
     raise Unrenderable(f"no JSON rendering for {typ}")
 
 
+# ------------------------------------------------------------------------------------ Protobuf
+def protobuf_renders(d: Any, depth: int = 0, seen: "set[str] | None" = None) -> bool:
+    """Does a message type print from its Arrow column exactly as json_format.MessageToDict
+    (preserving_proto_field_name) prints the message? Not with: a map (upb iterates it in its own
+    order), a well-known type (Timestamp to the nanosecond, wrappers, Struct, Duration, Any: their
+    own JSON forms), a group, extensions, a type that contains itself or nests past the column's
+    depth, an enum value with JSON options."""
+    from .protobuf_program import MAX_DEPTH
+
+    seen = set() if seen is None else seen
+    if d.full_name in seen or depth >= MAX_DEPTH - 1 or d.full_name.startswith("google.protobuf.") or \
+            d.extension_ranges or d.GetOptions().map_entry:
+        return False
+    seen = seen | {d.full_name}
+    for f in d.fields:
+        if f.type == f.TYPE_GROUP:
+            return False
+        if f.message_type is not None and not protobuf_renders(f.message_type, depth + 1, seen):
+            return False
+        if f.enum_type is not None and any(v.GetOptions().ListFields() for v in f.enum_type.values):
+            return False
+    return True
+
+
+_PB_64 = (3, 4, 6, 16, 18)  # TYPE_INT64, TYPE_UINT64, TYPE_FIXED64, TYPE_SFIXED64, TYPE_SINT64: JSON strings
+
+
+def protobuf_json(row: "dict[str, Any]", d: Any) -> "dict[str, Any]":
+    """One row of json_rows (a message of type d, as its Arrow column holds it) -> the message as
+    MessageToDict prints it: fields in number order, a field without presence left out at its
+    default, 64-bit integers as strings, floats as protobuf's shortest form, enums by name."""
+    out: dict[str, Any] = {}
+    for f in sorted(d.fields, key=_number):  # (upb lists the fields set in number order)
+        v = row[f.name]
+        repeated = f.is_repeated if hasattr(f, "is_repeated") else f.label == f.LABEL_REPEATED
+        if repeated:
+            if v:
+                out[f.name] = [_pb_scalar(x, f) for x in v]
+        elif f.message_type is not None or f.has_presence:
+            if v is not None:
+                out[f.name] = _pb_scalar(v, f)
+        elif not _pb_default(v, f):
+            out[f.name] = _pb_scalar(v, f)
+    return out
+
+
+def _number(f: Any) -> int:
+    return int(f.number)
+
+
+def _pb_default(v: Any, f: Any) -> bool:
+    """Is v (json_rows' form) the zero of a field without presence (which upb does not list)?"""
+    if f.enum_type is not None:
+        zero = f.enum_type.values_by_number.get(0)
+        return zero is not None and v == zero.name
+    if isinstance(v, float):
+        return v == 0.0 and math.copysign(1.0, v) > 0  # (-0.0 is not the zero's bits: listed)
+    return not v
+
+
+def _pb_scalar(v: Any, f: Any) -> Any:
+    if f.message_type is not None:
+        return protobuf_json(v, f.message_type)
+    if f.enum_type is not None:
+        if f.enum_type.values_by_name.get(v) is not None:
+            return v
+        if f.enum_type.is_closed:
+            raise Unrenderable(f"enum {f.enum_type.full_name} has no value {v}")
+        return int(v)  # an open enum's unknown number (the column holds its digits)
+    if f.type in _PB_64:
+        return str(v)
+    if f.type in (1, 2):  # TYPE_DOUBLE, TYPE_FLOAT
+        if math.isinf(v):
+            return "-Infinity" if v < 0 else "Infinity"
+        if math.isnan(v):
+            return "NaN"
+        if f.type == 2:
+            from google.protobuf.internal import type_checkers
+
+            return type_checkers.ToShortestFloat(v)
+    return v
+
+
 def _valid(arr: "pa.Array") -> list[bool]:
     if not arr.null_count:
         return [True] * len(arr)
     return arr.is_valid().to_pylist()  # type: ignore[no-any-return]
 
 
-__all__ = ["Unrenderable", "avro_renders", "json_rows"]
+__all__ = ["Unrenderable", "avro_renders", "json_rows", "protobuf_json", "protobuf_renders"]
