@@ -205,9 +205,9 @@ def rendered(fmt: "ValueFormat", values: "list[bytes | None]", offsets: list[int
 
 def _protobuf(fmt: Any, values: "list[bytes | None]", offsets: list[int], what: str) -> dict[bytes, bytes]:
     """Protobuf values by schema id and message type, each run one column, printed in the
-    canonical JSON mapping (kbatch.values.render.protobuf_json) where the type allows it."""
+    canonical JSON mapping (kbatch.values.render.protobuf_rows) where the type allows it."""
     from ..values import message_indexes
-    from ..values.render import protobuf_json, protobuf_renders
+    from ..values.render import protobuf_renders, protobuf_rows
 
     by_type: dict[tuple[int, tuple[int, ...]], list[int]] = {}
     for i, v in enumerate(values):
@@ -225,15 +225,15 @@ def _protobuf(fmt: Any, values: "list[bytes | None]", offsets: list[int], what: 
                 continue
         except Exception:  # noqa: BLE001 (an id or type that does not resolve: its values' own error)
             continue
-        for v, text in _encoded(fmt, values, offsets, [rows], what, lambda row: protobuf_json(row, d)).items():
+        for v, text in _encoded(fmt, values, offsets, [rows], what, lambda arr: protobuf_rows(arr, d)).items():
             out[v] = text
     return out
 
 
 def _encoded(fmt: "ValueFormat", values: "list[bytes | None]", offsets: list[int], groups: list[list[int]],
-             what: str, shape: "Callable[[Any], Any] | None" = None) -> dict[bytes, bytes]:
-    """{value: its compact JSON} for the rows of each group decoded as one column (each row's
-    JSON-able form from render.json_rows, then `shape`d)."""
+             what: str, rows_of: "Callable[[Any], list[Any]] | None" = None) -> dict[bytes, bytes]:
+    """{value: its compact JSON} for the rows of each group decoded as one column (the rows'
+    JSON-able forms: `rows_of(column)`, by default render.json_rows)."""
     from ..values.render import Unrenderable, json_rows
 
     out: dict[bytes, bytes] = {}
@@ -244,9 +244,7 @@ def _encoded(fmt: "ValueFormat", values: "list[bytes | None]", offsets: list[int
             continue
         rows, arr = col
         try:
-            objs = json_rows(arr)
-            if shape is not None:
-                objs = [None if o is None else shape(o) for o in objs]
+            objs = (json_rows if rows_of is None else rows_of)(arr)
         except Unrenderable:
             continue
         for r, obj in zip(rows, objs):

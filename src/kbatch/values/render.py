@@ -14,14 +14,18 @@ What Arrow cannot tell apart, this cannot render, and `avro_renders` says no for
 - a time-millis / time-micros past the day (fastavro refuses it, Arrow's time type wraps it):
   `json_rows` raises Unrenderable for such a column, and the caller decodes its values one by one.
 
-Protobuf (canonical JSON: presence, nanosecond Timestamps, well-known types) and JSON Schema (the
-payload as written, not as the schema's column holds it) are printed from each value as before.
+Protobuf values print as json_format.MessageToDict (preserving_proto_field_name) prints them:
+`protobuf_rows` shapes a column by the message descriptor, and `protobuf_renders` says
+no for what the column does not keep (maps in upb's order, well-known types, ...). Plain JSON
+with a given schema prints as json_rows gives it. JSON Schema values (the payload as written, not
+as the schema's column holds it) are printed from each value as before.
 """
 from __future__ import annotations
 
 import base64
 import json
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -188,60 +192,111 @@ def protobuf_renders(d: Any, depth: int = 0, seen: "set[str] | None" = None) -> 
 _PB_64 = (3, 4, 6, 16, 18)  # TYPE_INT64, TYPE_UINT64, TYPE_FIXED64, TYPE_SFIXED64, TYPE_SINT64: JSON strings
 
 
-def protobuf_json(row: "dict[str, Any]", d: Any) -> "dict[str, Any]":
-    """One row of json_rows (a message of type d, as its Arrow column holds it) -> the message as
-    MessageToDict prints it: fields in number order, a field without presence left out at its
-    default, 64-bit integers as strings, floats as protobuf's shortest form, enums by name."""
-    out: dict[str, Any] = {}
-    for f in sorted(d.fields, key=_number):  # (upb lists the fields set in number order)
-        v = row[f.name]
+def protobuf_rows(arr: "pa.Array", d: Any) -> list[Any]:
+    """Each row of a column of messages of type d as MessageToDict prints the message (None for a
+    null row): fields in number order, a field without presence left out at its default (-0.0 is
+    not its bits: kept), 64-bit integers as strings, floats as protobuf's shortest form, enums by
+    name (an open enum's unknown number as the number). Column by column, as json_rows."""
+    import pyarrow.types as T
+
+    n = len(arr)
+    valid = _valid(arr)
+    kids = dict(zip([f.name for f in arr.type], arr.flatten()))
+    cols: list[tuple[str, int, Any, Any, list[Any]]] = []
+    for name, how, zero, conv, f in _pb_plan(d):
+        child = kids[name]
+        if f.message_type is None:
+            col = json_rows(child)
+        elif how == _REPEATED:
+            if not T.is_list(child.type):
+                raise Unrenderable(f"{name}: a repeated message's column is {child.type}")
+            items = protobuf_rows(child.values, f.message_type)  # (.values: not sliced, as the offsets)
+            offs = child.offsets.to_pylist()
+            col = [items[offs[i]:offs[i + 1]] for i in range(n)]
+        else:
+            col = protobuf_rows(child, f.message_type)
+        cols.append((name, how, zero, conv, col))
+    rows: list[Any] = []
+    for i in range(n):
+        if not valid[i]:
+            rows.append(None)
+            continue
+        out: dict[str, Any] = {}
+        for name, how, zero, conv, col in cols:
+            v = col[i]
+            if how == _REPEATED:
+                if v:
+                    out[name] = v if conv is None else [conv(x) for x in v]
+                continue
+            if how == _PRESENCE:
+                if v is None:
+                    continue
+            elif how == _IMPLICIT:
+                if v == zero:
+                    continue
+            elif v == 0.0 and math.copysign(1.0, v) > 0:
+                continue
+            out[name] = v if conv is None else conv(v)
+        rows.append(out)
+    return rows
+
+
+_PLANS: "dict[Any, list[tuple[str, int, Any, Any, Any]]]" = {}
+_REPEATED, _PRESENCE, _IMPLICIT, _IMPLICIT_FLOAT = range(4)
+
+
+def _pb_plan(d: Any) -> "list[tuple[str, int, Any, Any, Any]]":
+    """(name, how, zero, convert, field) per field of message type d, in number order (upb lists the
+    fields set so), made once."""
+    hit = _PLANS.get(d)
+    if hit is not None:
+        return hit
+    plan: list[tuple[str, int, Any, Any, Any]] = []
+    for f in sorted(d.fields, key=lambda f: int(f.number)):
         repeated = f.is_repeated if hasattr(f, "is_repeated") else f.label == f.LABEL_REPEATED
+        conv = None if f.message_type is not None else _pb_converter(f)  # (messages: shaped by protobuf_rows)
         if repeated:
-            if v:
-                out[f.name] = [_pb_scalar(x, f) for x in v]
+            plan.append((f.name, _REPEATED, None, conv, f))
         elif f.message_type is not None or f.has_presence:
-            if v is not None:
-                out[f.name] = _pb_scalar(v, f)
-        elif not _pb_default(v, f):
-            out[f.name] = _pb_scalar(v, f)
-    return out
+            plan.append((f.name, _PRESENCE, None, conv, f))
+        elif f.type in (1, 2):  # TYPE_DOUBLE, TYPE_FLOAT
+            plan.append((f.name, _IMPLICIT_FLOAT, 0.0, conv, f))
+        elif f.enum_type is not None:
+            zero = f.enum_type.values_by_number.get(0)
+            plan.append((f.name, _IMPLICIT, None if zero is None else zero.name, conv, f))
+        else:
+            plan.append((f.name, _IMPLICIT, "" if f.type in (9, 12) else 0, conv, f))  # TYPE_STRING, TYPE_BYTES
+    _PLANS[d] = plan
+    return plan
 
 
-def _number(f: Any) -> int:
-    return int(f.number)
-
-
-def _pb_default(v: Any, f: Any) -> bool:
-    """Is v (json_rows' form) the zero of a field without presence (which upb does not list)?"""
+def _pb_converter(f: Any) -> "Callable[[Any], Any] | None":
+    """A field's value as json_rows gives it -> as MessageToDict prints it (None: as it is)."""
     if f.enum_type is not None:
-        zero = f.enum_type.values_by_number.get(0)
-        return zero is not None and v == zero.name
-    if isinstance(v, float):
-        return v == 0.0 and math.copysign(1.0, v) > 0  # (-0.0 is not the zero's bits: listed)
-    return not v
+        names, closed, full = set(f.enum_type.values_by_name), f.enum_type.is_closed, f.enum_type.full_name
 
-
-def _pb_scalar(v: Any, f: Any) -> Any:
-    if f.message_type is not None:
-        return protobuf_json(v, f.message_type)
-    if f.enum_type is not None:
-        if f.enum_type.values_by_name.get(v) is not None:
-            return v
-        if f.enum_type.is_closed:
-            raise Unrenderable(f"enum {f.enum_type.full_name} has no value {v}")
-        return int(v)  # an open enum's unknown number (the column holds its digits)
+        def enum(v: Any) -> Any:
+            if v in names:
+                return v
+            if closed:
+                raise Unrenderable(f"enum {full} has no value {v}")
+            return int(v)  # an open enum's unknown number (the column holds its digits)
+        return enum
     if f.type in _PB_64:
-        return str(v)
+        return str
     if f.type in (1, 2):  # TYPE_DOUBLE, TYPE_FLOAT
-        if math.isinf(v):
-            return "-Infinity" if v < 0 else "Infinity"
-        if math.isnan(v):
-            return "NaN"
-        if f.type == 2:
-            from google.protobuf.internal import type_checkers
+        from google.protobuf.internal import type_checkers
 
-            return type_checkers.ToShortestFloat(v)
-    return v
+        shortest = type_checkers.ToShortestFloat if f.type == 2 else None
+
+        def number(v: Any) -> Any:
+            if math.isinf(v):
+                return "-Infinity" if v < 0 else "Infinity"
+            if math.isnan(v):
+                return "NaN"
+            return v if shortest is None else shortest(v)
+        return number
+    return None
 
 
 def _valid(arr: "pa.Array") -> list[bool]:
@@ -250,4 +305,4 @@ def _valid(arr: "pa.Array") -> list[bool]:
     return arr.is_valid().to_pylist()  # type: ignore[no-any-return]
 
 
-__all__ = ["Unrenderable", "avro_renders", "json_rows", "protobuf_json", "protobuf_renders"]
+__all__ = ["Unrenderable", "avro_renders", "json_rows", "protobuf_renders", "protobuf_rows"]
