@@ -218,9 +218,9 @@ def _protobuf(fmt: Any, values: "list[bytes | None]", offsets: list[int], what: 
                 continue  # (its own error, value by value)
             by_type.setdefault((int.from_bytes(v[1:5], "big", signed=True), tuple(indexes)), []).append(i)
     out: dict[bytes, bytes] = {}
-    for (sid, indexes), rows in by_type.items():
+    for (sid, path), rows in by_type.items():
         try:
-            d = fmt.schema(sid).descriptor(list(indexes))
+            d = fmt.schema(sid).descriptor(list(path))
             if not protobuf_renders(d):
                 continue
         except Exception:  # noqa: BLE001 (an id or type that does not resolve: its values' own error)

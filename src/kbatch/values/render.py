@@ -285,8 +285,9 @@ def _pb_converter(f: Any) -> "Callable[[Any], Any] | None":
     if f.type in _PB_64:
         return str
     if f.type in (1, 2):  # TYPE_DOUBLE, TYPE_FLOAT
-        from google.protobuf.internal import type_checkers
+        import importlib
 
+        type_checkers = importlib.import_module("google.protobuf.internal.type_checkers")  # (no stubs)
         shortest = type_checkers.ToShortestFloat if f.type == 2 else None
 
         def number(v: Any) -> Any:
