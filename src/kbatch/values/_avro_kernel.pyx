@@ -113,9 +113,73 @@ cdef extern from *:
        an appended value cost a fifth of a 40-field decode. */
     typedef struct { char *p; int64_t n; int64_t cap; } kb_buf;
 
+    /* Large buffers that Arrow let go of, kept for the next decode's columns: a fresh block is
+       mapped lazily and each 4 KiB page of it traps and is zeroed as the loop first writes it
+       (a third of a 40-field decode's time), where a block used before is written at once. At
+       most KB_POOL_BYTES in all (freed past it), each of KB_POOL_MIN bytes or more; a block is
+       taken for a want of at least half its size. */
+    #define KB_POOL_SLOTS 64
+    #define KB_POOL_MIN (64 << 10)
+    #define KB_POOL_BYTES ((int64_t)64 << 20)
+    #include <pthread.h>
+    static pthread_mutex_t kb_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+    static char *kb_pool_p[KB_POOL_SLOTS];
+    static int64_t kb_pool_cap[KB_POOL_SLOTS];
+    static int64_t kb_pool_bytes = 0;
+
+    static void kb_release(char *p, int64_t cap) {
+        int i;
+        if (p == NULL)
+            return;
+        if (cap >= KB_POOL_MIN) {
+            pthread_mutex_lock(&kb_pool_lock);
+            if (kb_pool_bytes + cap <= KB_POOL_BYTES) {
+                for (i = 0; i < KB_POOL_SLOTS; i++) {
+                    if (kb_pool_p[i] == NULL) {
+                        kb_pool_p[i] = p;
+                        kb_pool_cap[i] = cap;
+                        kb_pool_bytes += cap;
+                        pthread_mutex_unlock(&kb_pool_lock);
+                        return;
+                    }
+                }
+            }
+            pthread_mutex_unlock(&kb_pool_lock);
+        }
+        free(p);
+    }
+
+    /* The smallest kept block of need..most bytes (its size in *cap), or NULL. */
+    static char *kb_pool_take(int64_t need, int64_t most, int64_t *cap) {
+        int i, best = -1;
+        char *p = NULL;
+        pthread_mutex_lock(&kb_pool_lock);
+        for (i = 0; i < KB_POOL_SLOTS; i++) {
+            if (kb_pool_p[i] != NULL && kb_pool_cap[i] >= need && kb_pool_cap[i] <= most &&
+                    (best < 0 || kb_pool_cap[i] < kb_pool_cap[best]))
+                best = i;
+        }
+        if (best >= 0) {
+            p = kb_pool_p[best];
+            *cap = kb_pool_cap[best];
+            kb_pool_p[best] = NULL;
+            kb_pool_bytes -= *cap;
+        }
+        pthread_mutex_unlock(&kb_pool_lock);
+        return p;
+    }
+
+    static int64_t kb_pool_kept(void) {
+        int64_t n;
+        pthread_mutex_lock(&kb_pool_lock);
+        n = kb_pool_bytes;
+        pthread_mutex_unlock(&kb_pool_lock);
+        return n;
+    }
+
     /* Room for `more` bytes: 0, or 13 (past Arrow's int32 offsets: 2 GiB a buffer) / 12 (no memory). */
     static __attribute__((noinline)) int kb_grow(kb_buf *b, int64_t more) {
-        int64_t cap;
+        int64_t cap, got;
         char *p;
         if (b->n + more <= b->cap)
             return 0;
@@ -126,6 +190,15 @@ cdef extern from *:
             cap *= 2;
         if (cap > 0x7FFFFFFF)
             cap = 0x7FFFFFFF;
+        if (cap >= KB_POOL_MIN &&  /* a kept block, if one is at most twice the need (or what realloc would give) */
+                (p = kb_pool_take(b->n + more, 2 * (b->n + more) > cap ? 2 * (b->n + more) : cap, &got)) != NULL) {
+            if (b->n)
+                memcpy(p, b->p, (size_t)b->n);
+            kb_release(b->p, b->cap);
+            b->p = p;
+            b->cap = got;
+            return 0;
+        }
         p = (char *)realloc(b->p, (size_t)cap);
         if (p == NULL)
             return 12;
@@ -162,6 +235,8 @@ cdef extern from *:
         int64_t n
         int64_t cap
     int buf_grow "kb_grow"(Buf* b, int64_t more) nogil
+    void release "kb_release"(char* p, int64_t cap) nogil
+    int64_t kb_pool_kept() nogil
     int put_raw "kb_put"(Buf* b, const void* src, int64_t size) nogil
     int buf_zero "kb_zero"(Buf* b, int64_t size) nogil
 
@@ -329,11 +404,12 @@ cdef class _Mem:
     """A malloc'd buffer Arrow reads without a copy (pa.py_buffer keeps this alive)."""
     cdef char* p
     cdef Py_ssize_t n
+    cdef int64_t cap
     cdef Py_ssize_t shape[1]
     cdef Py_ssize_t strides[1]
 
     def __dealloc__(self):
-        free(self.p)
+        release(self.p, self.cap)
 
     def __getbuffer__(self, Py_buffer* view, int flags):
         self.shape[0] = self.n
@@ -359,12 +435,13 @@ cdef object take(Buf* b):
     import pyarrow as pa
     cdef _Mem m = _Mem()
     if b.n == 0:
-        free(b.p)
+        release(b.p, b.cap)
         b.p = NULL
         b.cap = 0
         return pa.py_buffer(b"")
     m.p = b.p
     m.n = b.n
+    m.cap = b.cap
     b.p = NULL
     b.n = 0
     b.cap = 0
@@ -406,9 +483,9 @@ cdef class Columns:
         cdef int i
         if self.cols != NULL:
             for i in range(self.n):
-                free(self.cols[i].data.p)
-                free(self.cols[i].offs.p)
-                free(self.cols[i].valid.p)
+                release(self.cols[i].data.p, self.cols[i].data.cap)
+                release(self.cols[i].offs.p, self.cols[i].offs.cap)
+                release(self.cols[i].valid.p, self.cols[i].valid.cap)
         free(self.cols)
         free(self.kids)
 
@@ -1082,6 +1159,11 @@ def decode_rows(Columns root, dict programs, const uint8_t[::1] data, const int3
         if status:
             raise OverflowError("an Avro column larger than 2 GiB: decode fewer rows at a time")
     return c.empty
+
+
+def pool_bytes():
+    """The bytes of freed column buffers kept for the next decode (kb_release: at most 64 MiB)."""
+    return kb_pool_kept()
 
 
 def schema_ids(const uint8_t[::1] data, const int32_t[::1] offsets, valid, Py_ssize_t n):
