@@ -631,7 +631,7 @@ cdef class Program:
             self.syms[2 * i + 1] = -1 if s is None else len(s)
             if s is not None:
                 pool += s
-        self.sympool = bytes(pool) + b"\x00"
+        self.sympool = bytes(pool) + bytes(32)  # a symbol is copied 32 bytes at a time
         self.defpool = defaults + b"\x00"
 
     def __dealloc__(self):
@@ -697,6 +697,28 @@ cdef extern from *:
     }
     """
     int64_t kb_read_long(const uint8_t** pp, const uint8_t* end, int* err) nogil
+
+
+cdef extern from *:
+    """
+    /* A bytes decimal of 1..8 bytes (big-endian two's complement) as an int64, read as one word
+       where 8 bytes are left to read: 1, or 0 (the caller's byte loop). */
+    static inline __attribute__((always_inline)) int kb_dec_short(const uint8_t *p, int64_t n,
+                                                                 const uint8_t *end, int64_t *v) {
+    #if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        uint64_t x;
+        if (n <= 0 || n > 8 || end - p < 8)
+            return 0;
+        memcpy(&x, p, 8);
+        *v = (int64_t)__builtin_bswap64(x) >> (64 - 8 * n);  /* the n bytes on top, sign-extended */
+        return 1;
+    #else
+        (void)p; (void)n; (void)end; (void)v;
+        return 0;
+    #endif
+    }
+    """
+    bint kb_dec_short(const uint8_t* p, int64_t n, const uint8_t* end, int64_t* v) nogil
 
 
 cdef inline int64_t read_long(Cur* c) noexcept nogil:
@@ -839,8 +861,8 @@ cdef int run(Cur* c, int64_t lo, int64_t hi) noexcept nogil:
                 e = E_END
                 break
             col = &cols[op.col]
-            if n <= 16 and end - p >= 16 and col.data.cap - col.data.n >= 16:
-                memcpy(col.data.p + col.data.n, p, 16)  # a short string: one fixed-size copy, no call
+            if n <= 32 and end - p >= 32 and col.data.cap - col.data.n >= 32:
+                memcpy(col.data.p + col.data.n, p, 32)  # a short string: one fixed-size copy, no call
                 col.data.n += n
             else:
                 e = put_raw(&col.data, p, n)
@@ -924,7 +946,11 @@ cdef int run(Cur* c, int64_t lo, int64_t hi) noexcept nogil:
                     e = E_SYMBOL
                     break
                 col = &cols[op.col]
-                e = put_raw(&col.data, c.sympool + c.syms[2 * (op.a + n)], j)
+                if j <= 32 and col.data.cap - col.data.n >= 32:  # (the pool has 32 bytes after a symbol)
+                    memcpy(col.data.p + col.data.n, c.sympool + c.syms[2 * (op.a + n)], 32)
+                    col.data.n += j
+                else:
+                    e = put_raw(&col.data, c.sympool + c.syms[2 * (op.a + n)], j)
                 if e == 0:
                     e = put_end(&col.offs, col.data.n)
                 col.length += 1
@@ -935,7 +961,18 @@ cdef int run(Cur* c, int64_t lo, int64_t hi) noexcept nogil:
             if n < 0 or n > end - p:
                 e = E_END
                 break
-            e = put_decimal(&cols[op.col], p, n)
+            col = &cols[op.col]
+            if col.width == 16 and kb_dec_short(p, n, end, &j):  # the usual: a decimal128 of an int64
+                if col.data.n + 16 > col.data.cap:
+                    e = buf_grow(&col.data, 16)
+                    if e:
+                        break
+                (<int64_t*>(col.data.p + col.data.n))[0] = j
+                (<int64_t*>(col.data.p + col.data.n))[1] = j >> 63
+                col.data.n += 16
+                col.length += 1
+            else:
+                e = put_decimal(col, p, n)
             p += n
         elif code == P_DEC_FIXED or code == P_FIXED:
             if op.a > end - p:
