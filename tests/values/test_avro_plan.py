@@ -244,3 +244,24 @@ def test_buffers_kept_for_the_next_decode():
     assert kernel.pool_bytes() < kept, "the second decode took no kept buffer"
     assert got.equals(fmt.to_arrow(values))
     assert kernel.pool_bytes() <= 64 << 20
+
+
+def test_bytes_decimals_of_every_width():
+    """Bytes decimals of 1 to 16 bytes, negative and positive, last in the payload and followed by
+    a field (the kernel reads one of up to 8 bytes as a word when 8 bytes are left): the pure
+    twin's values."""
+    dec = {"type": "bytes", "logicalType": "decimal", "precision": 38, "scale": 3}
+    writer = {"type": "record", "name": "Dw", "fields": [{"name": "a", "type": dec}, {"name": "s", "type": "string"},
+                                                        {"name": "b", "type": dec}]}
+    records = []
+    for width in range(1, 17):
+        for sign in (1, -1):
+            v = sign * (1 << (8 * width - 2)) + sign * 3
+            records.append({"a": decimal.Decimal(v).scaleb(-3), "s": "x" * width, "b": decimal.Decimal(-v).scaleb(-3)})
+    records.append({"a": decimal.Decimal(0), "s": "", "b": decimal.Decimal(-1).scaleb(-3)})
+    values = [avro_value(1, writer, r) for r in records]
+    fmt = Avro(source(writer))
+    got = fmt.decode_arrow(pa.array(values, pa.binary()), None, "value")
+    assert got is not None
+    assert got.equals(fmt.to_arrow(values))
+    assert got.field("a").to_pylist() == [r["a"] for r in records]
