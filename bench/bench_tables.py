@@ -3,6 +3,8 @@
 
     KBATCH_BACKEND=cython .venv/bin/python bench/bench_tables.py [--records 5000000] [--partitions 4]
     KBATCH_BACKEND=cython .venv/bin/python bench/bench_tables.py --typed [--records 1000000]   # Avro values
+    KBATCH_BACKEND=cython .venv/bin/python bench/bench_tables.py --typed-ratio [--records 400000] [--rounds 5]
+                                        # typed vs bytes, same export, interleaved (issue 42's ratio)
     python3 dev.py bench -k tables      # the same as pytest-benchmark entries (KBATCH_BENCH_TABLE_RECORDS,
                                         # default 1,000,000), wall time, sinks side by side
 
@@ -18,12 +20,14 @@ partition, the bytes counted) before its time is reported.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from typing import Any
 
 os.environ.setdefault("KBATCH_BACKEND", "cython")
@@ -254,6 +258,110 @@ def main_typed(base: str, records: int, partitions: int, rounds: int = 2) -> Non
                       f"{records / c:,.0f} | {mib / c:.0f} | {c / typed[0]:.2f}x | {size / (1 << 20):.0f} |", flush=True)
 
 
+@contextlib.contextmanager
+def writer_defaults(on: bool) -> Iterator[None]:
+    """on: every Parquet file written with pyarrow's default options (a dictionary on every column,
+    PLAIN everywhere) instead of kbatch.tables.writer_options: the reference the options are
+    measured against."""
+    from kbatch.tables import _parquet
+
+    keep = _parquet.writer_options
+    if on:
+        _parquet.writer_options = lambda batch: {}
+    try:
+        yield
+    finally:
+        _parquet.writer_options = keep
+
+
+def main_typed_ratio(base: str, records: int, partitions: int, rounds: int) -> None:
+    """--typed-ratio (issue 42: a typed export <= 1.2x the same binary export): each sink's typed
+    export and the same export with the values as bytes run one after the other in every round
+    (interleaved, so the shared machine's load falls on both), with kbatch's writer options and
+    with pyarrow's defaults; each output checked (run_typed); the least CPU and wall time of the
+    rounds, their ratio, the Parquet bytes."""
+    schemas = make_schemas(base)
+    logs = os.path.join(base, "typed-logs-none")
+    shutil.rmtree(logs, ignore_errors=True)
+    want = make_typed_logs(logs, records, partitions, kbatch.Compression.NONE)
+    print(f"{records:,} records, {partitions} partitions, {want / (1 << 20):.0f} MiB of record bytes, uncompressed "
+          f"batches; least of {rounds} interleaved rounds\n")
+    print("| sink | writer options | typed CPU s | bytes CPU s | typed / bytes (CPU) | typed / bytes (wall) | "
+          "typed Parquet MiB | bytes Parquet MiB |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for fmt in ("parquet", "delta", "iceberg"):
+        got: dict[tuple[bool, bool], list[tuple[float, float, int]]] = {}
+        for _ in range(rounds):
+            for defaults in (False, True):
+                with writer_defaults(defaults):
+                    for typed in (True, False):
+                        r = run_typed(fmt, logs, base, records, partitions, want, schemas if typed else None)
+                        got.setdefault((defaults, typed), []).append(r)
+        for defaults in (False, True):
+            t, b = got[(defaults, True)], got[(defaults, False)]
+            tc, bc = min(x[0] for x in t), min(x[0] for x in b)
+            tw, bw = min(x[1] for x in t), min(x[1] for x in b)
+            print(f"| {fmt} | {'pyarrow defaults' if defaults else 'kbatch (writer_options)'} | {tc:.3f} | {bc:.3f} | "
+                  f"{tc / bc:.2f}x | {tw / bw:.2f}x | {t[0][2] / (1 << 20):.2f} | {b[0][2] / (1 << 20):.2f} |", flush=True)
+    writer_bound(logs, schemas, partitions, rounds)
+
+
+def writer_bound(logs: str, schemas: str, partitions: int, rounds: int) -> None:
+    """What bounds the ratio: the Parquet writer alone (pyarrow's ParquetWriter into memory, CPU
+    time) on the batches each export writes (decode_columns of each partition's segment, in the
+    read path's 33,000-row batches), the whole batch and the value column alone, with kbatch's
+    options, without statistics and with the cheapest properties (no statistics, no dictionary)."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    from kbatch.tables import writer_options
+    from kbatch.values import Avro, open_schemas
+
+    fmt = Avro(open_schemas(schemas), subject="events-value")
+    segs = [os.path.join(logs, f"events-{p}", "00000000000000000000.log") for p in range(partitions)]
+    files: dict[str, list[list[pa.RecordBatch]]] = {"bytes": [], "typed": []}
+    for p, seg in enumerate(segs):
+        data = open(seg, "rb").read()
+        for kind, kw in (("bytes", {}), ("typed", {"value_schema": fmt})):
+            t = kbatch.decode_columns(data, "events", p, **kw).drop_columns(["topic", "partition"])
+            files[kind].append(t.to_batches(max_chunksize=33_000))
+
+    def write(bss: list[list[pa.RecordBatch]], codec: str, how: str, value_only: bool) -> tuple[float, int]:
+        if value_only:
+            bss = [[b.select(["value"]) for b in bs] for bs in bss]
+        opts: dict[str, Any] = dict(writer_options(bss[0][0]))  # decided once, as the exports do (WriterChoices)
+        if how != "kbatch":
+            opts["write_statistics"] = False
+        if how == "cheapest":
+            opts["use_dictionary"] = False
+        c0, size = cpu(), 0
+        for bs in bss:
+            buf = io.BytesIO()
+            with pq.ParquetWriter(buf, bs[0].schema, compression=codec, **opts) as w:
+                for b in bs:
+                    w.write_batch(b)
+            size += buf.getbuffer().nbytes
+        return cpu() - c0, size
+
+    cases = [(what, how) for what in ("whole batch", "value column") for how in ("kbatch", "no statistics", "cheapest")]
+    print("\nThe Parquet writer alone (same batches, into memory):\n")
+    print("| codec | columns | writer options | typed CPU ms | bytes CPU ms | typed / bytes | typed MiB | bytes MiB |")
+    print("|---|---|---|---:|---:|---:|---:|---:|")
+    for codec in ("snappy", "zstd"):
+        best: dict[tuple[str, str, str], tuple[float, int]] = {}
+        for _ in range(rounds):
+            for what, how in cases:
+                for kind in ("typed", "bytes"):
+                    c, n = write(files[kind], codec, how, what == "value column")
+                    k = (what, how, kind)
+                    best[k] = (min(c, best.get(k, (c, n))[0]), n)
+        for what, how in cases:
+            (tc, tn), (bc, bn) = best[(what, how, "typed")], best[(what, how, "bytes")]
+            print(f"| {codec} | {what} | {how} | {tc * 1000:.1f} | {bc * 1000:.1f} | {tc / bc:.2f}x | "
+                  f"{tn / (1 << 20):.2f} | {bn / (1 << 20):.2f} |", flush=True)
+
+
 def cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
@@ -312,9 +420,18 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--dir", default=None)
     ap.add_argument("--typed", action="store_true", help="Avro values decoded into typed columns (issue 33)")
+    ap.add_argument("--typed-ratio", action="store_true", help="typed vs bytes, same export, interleaved (issue 42)")
+    ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
     assert kbatch.BACKEND == "cython", kbatch.BACKEND
     base = args.dir or tempfile.mkdtemp(prefix="kbatch-bench-tables-")
+    if args.typed_ratio:
+        try:
+            main_typed_ratio(base, args.records, args.partitions, args.rounds)
+        finally:
+            if args.dir is None:
+                shutil.rmtree(base, ignore_errors=True)
+        return
     if args.typed:
         try:
             main_typed(base, args.records, args.partitions)

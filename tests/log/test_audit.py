@@ -231,3 +231,91 @@ def test_record_timestamps_find_what_headers_cannot(tmp_path: Path) -> None:
     assert audit(tmp_path).findings == []
     (f,) = audit(tmp_path, record_timestamps=True).findings
     assert (f.check, f.first_offset, f.details["timestamp"]) == ("timestamp.negative", base, -7000)
+
+
+def _verify_index_messages(path: Path) -> list[tuple[str, int | None, str]]:
+    from kbatch.cli.verify import _Verifier
+
+    v = _Verifier(lambda n: None)
+    for d, segs in resolve_segments(os.fspath(path)):
+        v.partition(d, segs)
+    return [(f.segment, f.position, f.message) for f in v.findings if f.segment and f.segment.endswith(".txnindex")]
+
+
+def test_txn_index_is_checked_against_the_markers_as_verify_checks_it(tmp_path: Path) -> None:
+    """audit reads each segment's .txnindex against its ABORT/COMMIT markers by the one rule
+    (kbatch.log.index_rules.check_txn_index) verify uses: the same findings, at the same place."""
+    from kbatch.log.index import TransactionIndex
+    from kbatch.log.producer_state import txn_index_bytes
+
+    part = tmp_path / "orders-0"
+    log = clean(str(part))
+    log.write()
+    files = sorted(part.glob("*.txnindex"))
+    assert files, "the background has an aborted transaction"
+    good = files[0].read_bytes()
+    (entry,) = list(TransactionIndex.parse(good, str(files[0])))
+    commits = [b for b in _markers(log) if b[1]]
+
+    def findings() -> list[tuple[str | None, int | None, str]]:
+        res = audit(tmp_path)
+        assert all(f.check == "storage.index" and f.severity == Severity.ERROR for f in res.findings)
+        got = [(f.segment, f.position, f.message) for f in res.findings]
+        assert got == _verify_index_messages(tmp_path)
+        return got
+
+    assert findings() == []
+    files[0].unlink()                                  # an aborted transaction's records would be served
+    (missing,) = findings()
+    assert missing[0] == str(files[0]) and missing[2].startswith("file is missing: the segment holds 1 ABORT")
+    files[0].write_bytes(txn_index_bytes([entry._replace(last_stable_offset=entry.last_stable_offset + 7)]))
+    (lso,) = findings()
+    assert lso[1] == 0 and "entry 0 is" in lso[2] and "the log's markers say" in lso[2]
+    commit_pid, commit_offset = commits[0][0], commits[0][2]
+    files[0].write_bytes(good + txn_index_bytes([entry._replace(producer_id=commit_pid, first_offset=commit_offset,
+                                                                last_offset=commit_offset)]))
+    (named,) = findings()
+    assert named[1] == 34 and "holds a COMMIT marker" in named[2]
+    files[0].write_bytes(good[:20])                    # not whole entries
+    (torn,) = findings()
+    assert "cannot read" in torn[2]
+
+
+def _markers(log: PlantedLog) -> list[tuple[int, bool, int]]:
+    """(producer id, commit?, offset) of the planted log's markers."""
+    import kbatch
+
+    out = []
+    for seg in log.segments:
+        for data in seg:
+            (b,) = list(kbatch.iter_batches(data))
+            if b.is_control and b.is_transactional:
+                from kbatch.log.producer_state import marker_type
+                out.append((b.producer_id, marker_type(b) == W.ControlRecordType.COMMIT, b.base_offset))
+    return out
+
+
+def test_txn_index_after_damage_is_not_judged(tmp_path: Path) -> None:
+    """Past a segment that cannot be read whole, the open transactions are not known: no
+    .txnindex finding is made there (the damage is the finding), as verify does."""
+    from support.audit_logs import TXN
+
+    part = tmp_path / "orders-0"
+    log = PlantedLog(str(part))
+    log.data(3)
+    log.data(2)
+    log.roll()
+    log.data(2, pid=TXN, txn=True)
+    log.marker(TXN, commit=False)
+    log.write()
+    segs = sorted(part.glob("*.log"))
+    (txn,) = part.glob("*.txnindex")
+    assert len(segs) == 2 and txn.stem == segs[1].stem
+    txn.unlink()
+    assert [f.segment for f in audit(tmp_path).findings] == [str(txn)]   # the control: found when known
+    with open(segs[0], "r+b") as f:                     # the first segment's first length field
+        f.seek(8)
+        f.write(struct.pack(">i", 2**31 - 1))
+    res = audit(tmp_path)
+    assert res.findings and not [f for f in res.findings if (f.segment or "").endswith(".txnindex")]
+    assert _verify_index_messages(tmp_path) == []

@@ -97,7 +97,32 @@ class PlantedLog:
             (base,) = struct.unpack_from(">q", seg[0], 0)
             with open(os.path.join(self.path, f"{base:020d}.log"), "wb") as f:
                 f.write(b"".join(seg))
+        self._write_txn_indexes()
         return self.path
+
+    def _write_txn_indexes(self) -> None:
+        """A .txnindex for each segment holding an ABORT marker, as a broker writes it (until a
+        batch that does not decode: the planted damage; what follows is not known)."""
+        from kbatch.log.producer_state import OngoingTxns, marker_type, txn_index_bytes
+
+        ongoing = OngoingTxns()
+        for seg in self.segments:
+            if not seg:
+                continue
+            (base,) = struct.unpack_from(">q", seg[0], 0)
+            entries = []
+            try:
+                for data in seg:
+                    (b,) = list(kbatch.iter_batches(data))
+                    got = ongoing.on_batch(b.producer_id, b.base_offset, b.is_transactional, b.is_control,
+                                           marker_type(b)) if b.magic >= 2 else None
+                    if got is not None:
+                        entries.append(got)
+            except (kbatch.KBatchError, ValueError):
+                return
+            if entries:
+                with open(os.path.join(self.path, f"{base:020d}.txnindex"), "wb") as f:
+                    f.write(txn_index_bytes(entries))
 
     def file_of(self, offset: int) -> tuple[str, int]:
         """(.log path, byte position) of the batch holding `offset`."""

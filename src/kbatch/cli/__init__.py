@@ -98,6 +98,19 @@ def make_app() -> Any:
     return app
 
 
+def _environment_problem() -> str | None:
+    """What is wrong with a KBATCH_* setting every command reads (a usage error, before any work),
+    or None."""
+    from ..errors import KBatchError
+    from ..log.summary_cache import max_cache_bytes
+
+    try:
+        max_cache_bytes()
+    except KBatchError as e:
+        return str(e)
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Console-script entry point (`kbatch = "kbatch.cli:main"`)."""
     args = sys.argv[1:] if argv is None else list(argv)
@@ -109,6 +122,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImportError as e:
         missing = getattr(e, "name", None) or str(e)
         sys.stderr.write(f"kbatch: the command line needs typer and rich ({missing} is missing): {INSTALL_HINT}\n")
+        return EXIT_USAGE
+    problem = _environment_problem()
+    if problem:
+        sys.stderr.write(f"kbatch: {problem}\n")
         return EXIT_USAGE
     try:
         app(args=args, prog_name="kbatch")

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from .._typing import PathLike
     from ..log.segment import SegmentFiles
     from ..log.unified_log import Log
+    from ..tables import WriterChoices
 
 FORMATS = ("parquet", "jsonl", "csv", "delta", "iceberg")
 #: a --to file name's suffix -> the one format it can hold (any other --format is refused)
@@ -116,8 +117,12 @@ def _partition_log(d: str, segs: "list[SegmentFiles]") -> "Log | None":
 class _Sink:
     """One output file written under a temporary name and renamed into place by done()."""
 
-    def __init__(self, path: str, fmt: str, schema: "pa.Schema", binary: str) -> None:
+    def __init__(self, path: str, fmt: str, schema: "pa.Schema", binary: str,
+                 choices: "WriterChoices | None" = None) -> None:
+        from ..tables import WriterChoices
+
         self.path, self.fmt, self.binary = path, fmt, binary
+        self.choices = choices if choices is not None else WriterChoices()
         d = os.path.dirname(path) or "."
         self.made: list[str] = []  # folders made for this file (a discard removes them when empty)
         up = d
@@ -130,7 +135,6 @@ class _Sink:
         self.csv: Any = None
         if fmt == "parquet":
             self.w: Any = None  # a ParquetWriter from the first batch (or a text file: jsonl, csv)
-            self._parquet(schema)
         elif fmt == "csv":
             from ._csv import CsvWriter
 
@@ -140,15 +144,20 @@ class _Sink:
             self.w = open(self.tmp, "w", encoding="utf-8")
         self.rows = 0
 
-    def _parquet(self, schema: "pa.Schema") -> None:
+    def _parquet(self, first: "pa.RecordBatch") -> None:
+        """The writer of the file's schema (the batch's), with the options the tables' files take
+        (kbatch.tables.writer_options: decided on the topic's first batch)."""
         import pyarrow.parquet as pq
 
-        self.w = pq.ParquetWriter(self.tmp, schema)
+        self.schema = first.schema
+        self.w = pq.ParquetWriter(self.tmp, first.schema, **self.choices.options(first))
 
     def write(self, rb: "pa.RecordBatch") -> None:
         if self.fmt == "parquet":
-            if rb.schema != self.schema:
-                self._widen(rb.schema)  # typed key/value columns (-s value=avro ...) gained fields
+            if self.w is None:
+                self._parquet(rb)
+            elif rb.schema != self.schema:
+                self._widen(rb)  # typed key/value columns (-s value=avro ...) gained fields
             self.w.write_batch(rb)
         elif self.csv is not None:
             self.csv.write(rb)
@@ -158,23 +167,26 @@ class _Sink:
             write_lines(self.w, rb, self.binary)
         self.rows += rb.num_rows
 
-    def _widen(self, schema: "pa.Schema") -> None:
+    def _widen(self, rb: "pa.RecordBatch") -> None:
         """A file's one schema: the first batch's, or a typed column widened by a later batch (the
         rows written so far are rewritten with the wider type: null in the fields they lack)."""
         import pyarrow.parquet as pq
 
         self.w.close()
-        self.schema = schema
         if self.rows == 0:
-            self._parquet(schema)
+            self._parquet(rb)
             return
         old = pq.read_table(self.tmp)
-        self._parquet(schema)
-        self.w.write_table(old.cast(schema))
+        self._parquet(rb)
+        self.w.write_table(old.cast(rb.schema))
 
     def done(self) -> None:
         if self.csv is not None and self.csv.header is None:  # no records: the header row still says the columns
             self.csv.w.writerow(self.schema.names)
+        if self.w is None:  # a Parquet file without records: the columns still say their types
+            import pyarrow.parquet as pq
+
+            self.w = pq.ParquetWriter(self.tmp, self.schema)
         self.w.close()
         with open(self.tmp, "rb+") as f:
             os.fsync(f.fileno())
@@ -183,7 +195,8 @@ class _Sink:
 
     def discard(self) -> None:
         try:
-            self.w.close()
+            if self.w is not None:
+                self.w.close()
         finally:
             try:
                 os.unlink(self.tmp)
@@ -244,6 +257,9 @@ def cmd_export(path: "PathLike", *, to: str, fmt: str | None = None, batch_field
         if os.path.exists(state_path) and not overwrite:
             with open(state_path, encoding="utf-8") as f:
                 state = json.load(f)
+    from ..tables import WriterChoices
+
+    choices: dict[str, WriterChoices] = {}  # a topic's files share their writer options
     sink = _Sink(to, fmt_name, full, binary) if one_file else None
     dead = 0  # dead letters written
     opened: "list[Log | None]" = []
@@ -269,7 +285,8 @@ def cmd_export(path: "PathLike", *, to: str, fmt: str | None = None, batch_field
                             advance(size)
                             _report(out, as_json, quiet, "skipped", seg, rel, done.get("rows"))
                             continue
-                        target, key, rows = _Sink(os.path.join(to, rel), fmt_name, per_file, binary), rel, 0
+                        target, key, rows = _Sink(os.path.join(to, rel), fmt_name, per_file, binary,
+                                                  choices.setdefault(str(topic), WriterChoices())), rel, 0
                     try:
                         for rb in _batches(files, log, topic, partition, batch_fields):
                             rb = typing_for(topic, rb)

@@ -181,15 +181,10 @@ class _Verifier:
             aborted.append(entry)
 
     def _txn_index(self, files: "SegmentFiles", want: "list[AbortedTxn]") -> None:
-        """The segment's .txnindex against its markers, by what a broker writes and what its cleaner
-        leaves: every ABORT marker whose transaction still has data batches is listed (producer id
-        and marker offset), with a first offset at or before its first batch left (compaction
-        removes batches, the entry keeps the original first offset) and, when that is the same,
-        the last stable offset a broker computes; no entry names a COMMIT marker. An entry whose
-        marker is gone (compacted away) and a missing entry for a transaction with no data left
-        (a cleaner drops it) are accepted. A missing file for a segment with no such marker is right."""
+        """The segment's .txnindex against its markers (kbatch.log.index_rules.check_txn_index)."""
         from ..errors import StorageError
         from ..log.index import TransactionIndex
+        from ..log.index_rules import check_txn_index
 
         ipath = files.path(".txnindex")
         commits, self.commits = self.commits, set()
@@ -203,36 +198,8 @@ class _Verifier:
         except KBatchError as e:
             self.problem(ipath, e.position, f"cannot read: {e}", kind="index")
             return
-        needed = [t for t in want if t.first_offset < t.last_offset]  # transactions with data batches
-        if have is None:
-            if needed:
-                self.problem(ipath, None, f"file is missing: the segment holds {len(needed)} ABORT marker(s) of "
-                                          f"transactions with data (offsets "
-                                          f"{', '.join(str(t.last_offset) for t in needed[:5])}"
-                                          f"{', ...' if len(needed) > 5 else ''}), each an aborted transaction a broker "
-                                          f"lists here (a broker serving this segment to read_committed consumers "
-                                          f"would hand out the aborted records); `kbatch reindex` writes it",
-                             kind="index")
-            return
-        listed = {(t.producer_id, t.last_offset): i for i, t in enumerate(have)}
-        for w in want:
-            i = listed.get((w.producer_id, w.last_offset))
-            if i is None:
-                if w.first_offset < w.last_offset:
-                    self.problem(ipath, None, f"no entry for the aborted transaction {_txn_text(w)} (its ABORT marker "
-                                              f"is at offset {w.last_offset}); `kbatch reindex` rewrites the file",
-                                 kind="index")
-                continue
-            h = have[i]
-            if h.first_offset > w.first_offset or (
-                    self.txn_exact and h.first_offset == w.first_offset and h.last_stable_offset != w.last_stable_offset):
-                self.problem(ipath, i * 34, f"entry {i} is {_txn_text(h)}, the log's markers say {_txn_text(w)}; "
-                                            f"`kbatch reindex` rewrites it", kind="index")
-        for i, h in enumerate(have):
-            if (h.producer_id, h.last_offset) in commits:
-                self.problem(ipath, i * 34, f"entry {i} is {_txn_text(h)}, but offset {h.last_offset} holds a COMMIT "
-                                            f"marker of that producer: the transaction was committed; `kbatch "
-                                            f"reindex` rewrites the file", kind="index")
+        for x in check_txn_index(have, want, commits, self.txn_exact):
+            self.problem(ipath, x.position, x.message, kind="index")
 
     def _records(self, path: str, batch: "Batch", where: str, crc_ok: bool) -> None:
         try:
@@ -319,13 +286,6 @@ class _Verifier:
 
 def _verify_json(f: Finding) -> dict[str, Any]:
     return dict(file=f.segment, position=f.position, message=f.message, **f.details)
-
-
-def _txn_text(t: "AbortedTxn | None") -> str:
-    if t is None:
-        return "nothing (no such entry)"
-    return (f"(producer {t.producer_id}, first offset {t.first_offset}, last offset {t.last_offset}, last stable "
-            f"offset {t.last_stable_offset})")
 
 
 def cmd_verify(path: "PathLike", *, quiet: bool = False, as_json: bool = False, out: IO[str] | None = None,

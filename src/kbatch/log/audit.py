@@ -291,9 +291,7 @@ class _Walk:
                                    first if last is None else last, path, position, details))
 
     def run(self) -> None:
-        from ..record.file_records import batch_at
         from .fetch import IsolationLevel, read_log
-        from .producer_state import marker_type
         from .summary import HeaderSource, SummaryCache, default_cache_dir
         from .unified_log import Log
 
@@ -318,6 +316,7 @@ class _Walk:
             res = read_log(log, segs[0].base_offset, isolation=IsolationLevel.READ_UNCOMMITTED,
                            verify_crc=self.config.verify_crc, skip_unreadable=True, scan=source)
             ends: dict[int, int] = {}  # segment -> where the batches read end
+            txns = _TxnFollower(pf.path, segs[0].base_offset)
             for w in res.windows():
                 path = w.segment.path(".log")
                 seg_no = number[path]
@@ -327,6 +326,8 @@ class _Walk:
                 done = int(s["size"][a:b].sum())
                 pf.bytes += done
                 self.advance(done)
+                kinds = _marker_kinds(s, a, b)
+                txns.follow(seg_no, s, a, b, kinds)
                 if self.only is not None and path not in self.only:
                     continue
                 for k in FACT_COLUMNS:
@@ -337,11 +338,10 @@ class _Walk:
                 ctl = np.flatnonzero((magic == 2) & ((attrs & W.CONTROL_FLAG_MASK) != 0)
                                      & ((attrs & W.TRANSACTIONAL_FLAG_MASK) != 0))
                 for i in ctl.tolist():  # the one record of a marker says COMMIT or ABORT
-                    try:
-                        kind = marker_type(batch_at(s, a + i))
-                    except KBatchError as e:
+                    kind = kinds.get(i)
+                    if isinstance(kind, KBatchError):
                         self.error("storage.corrupt", path, int(s["position"][a + i]),
-                                   f"a transaction marker that does not decode: {e}", int(s["base_offset"][a + i]))
+                                   f"a transaction marker that does not decode: {kind}", int(s["base_offset"][a + i]))
                         kind = W.ControlRecordType.UNKNOWN
                     pf.markers[self.rows + i] = int(kind if kind is not None else W.ControlRecordType.UNKNOWN)
                 self.rows += n
@@ -371,6 +371,12 @@ class _Walk:
                 pf.unread_bytes += tail.size - end
             self.columns()
             if self.config.check_indexes:
+                # .txnindex: segments read whole before the first one with damage or a torn tail (the
+                # transactions open after that are not known), as verify checks them
+                broken = [number[p] for p in damaged] + ([len(segs) - 1] if ends.get(len(segs) - 1, 0) < tail.size else [])
+                for number_k, seg in enumerate(segs[:min(broken, default=len(segs))]):
+                    if self.only is None or seg.path(".log") in self.only:
+                        self._txn_index(seg, *txns.of(number_k))
                 seg_rows = pf.cols["segment"]
                 for number_k, seg in enumerate(segs):
                     p = seg.path(".log")
@@ -385,6 +391,28 @@ class _Walk:
             self.error("storage.unreadable", getattr(e, "path", None) or pf.path, None, f"cannot read: {e}")
         finally:
             log.close()
+
+    def _txn_index(self, seg: Any, want: list[Any], commits: set[tuple[int, int]], exact: bool | None) -> None:
+        """The segment's .txnindex against its markers (kbatch.log.index_rules.check_txn_index);
+        `exact` None: a marker did not decode, so the transactions are not known."""
+        from .index import TransactionIndex
+        from .index_rules import check_txn_index
+
+        if exact is None:
+            return
+        ipath = seg.files.path(".txnindex")
+        try:
+            have = TransactionIndex.parse(seg.files.read_index(".txnindex"), ipath)
+        except FileNotFoundError:
+            have = None
+        except (StorageError, OSError) as e:
+            self.error("storage.index", ipath, None, f"cannot read: {getattr(e, 'reason', None) or e}")
+            return
+        except KBatchError as e:
+            self.error("storage.index", ipath, e.position, f"cannot read: {e}")
+            return
+        for x in check_txn_index(have, want, commits, exact):
+            self.error("storage.index", ipath, x.position, x.message, **({} if x.entry is None else {"entry": x.entry}))
 
     def _indexes(self, seg: Any, columns: dict[str, Any] | None) -> None:
         """Index entries against the log by kbatch.log.index_rules (every form a broker writes is
@@ -424,6 +452,65 @@ class _Walk:
                         self.error("storage.index", ipath, x.position, x.message, entry=list(x.entry))
             finally:
                 index.close()
+
+
+def _marker_kinds(s: Any, a: int, b: int) -> dict[int, Any]:
+    """{window row - a: W.ControlRecordType (None: not a marker's) or the KBatchError decoding it}
+    of the transactional control batches in rows [a, b): only a marker's one record is decoded."""
+    from ..record.file_records import batch_at
+    from .producer_state import marker_type
+
+    attrs, magic = s["attributes"][a:b], s["magic"][a:b]
+    out: dict[int, Any] = {}
+    for i in np.flatnonzero((magic == 2) & ((attrs & W.CONTROL_FLAG_MASK) != 0)
+                            & ((attrs & W.TRANSACTIONAL_FLAG_MASK) != 0)).tolist():
+        try:
+            out[i] = marker_type(batch_at(s, a + i))
+        except KBatchError as e:
+            out[i] = e
+    return out
+
+
+class _TxnFollower:
+    """The open transactions followed through a partition's batches in log order (producer_state.
+    OngoingTxns, from the first segment's producer snapshot when the log's start was trimmed):
+    per segment, the .txnindex entries its ABORT markers give and its COMMIT markers."""
+
+    def __init__(self, directory: str, base_offset: int) -> None:
+        from .producer_state import OngoingTxns, ongoing_at
+
+        seeded = ongoing_at(directory, base_offset) if os.path.isdir(directory) else None
+        self.ongoing: Any = seeded if seeded is not None else OngoingTxns()
+        self.exact = seeded is not None
+        self.want: dict[int, list[Any]] = {}
+        self.commits: dict[int, set[tuple[int, int]]] = {}
+        self.lost_at: int | None = None   # the segment where a marker did not decode
+
+    def follow(self, seg_no: int, s: Any, a: int, b: int, kinds: dict[int, Any]) -> None:
+        if self.ongoing is None:
+            return
+        attrs, magic, pids = s["attributes"][a:b], s["magic"][a:b], s["producer_id"][a:b]
+        rows = np.flatnonzero((magic == 2) & ((attrs & W.TRANSACTIONAL_FLAG_MASK) != 0) & (pids >= 0))
+        want, commits = self.want.setdefault(seg_no, []), self.commits.setdefault(seg_no, set())
+        for i in rows.tolist():
+            control = bool(attrs[i] & W.CONTROL_FLAG_MASK)
+            kind = kinds.get(i) if control else None
+            if isinstance(kind, KBatchError):
+                self.ongoing, self.lost_at = None, seg_no   # its own finding; what follows is not known
+                return
+            pid, base = int(pids[i]), int(s["base_offset"][a + i])
+            if kind == W.ControlRecordType.COMMIT:
+                commits.add((pid, base))
+            entry = self.ongoing.on_batch(pid, base, True, control, kind)
+            if entry is not None:
+                want.append(entry)
+
+    def of(self, seg_no: int) -> tuple[list[Any], set[tuple[int, int]], bool | None]:
+        """(the entries a broker writes, the COMMIT markers, whether the LSOs are known) of a
+        segment; None from the segment where a marker did not decode."""
+        if self.lost_at is not None and seg_no >= self.lost_at:
+            return [], set(), None
+        return self.want.get(seg_no, []), self.commits.get(seg_no, set()), self.exact
 
 
 # ------------------------------------------------------------------------------------ the checks

@@ -22,11 +22,14 @@ Anything else is damage: a lookup of an offset below O could start after its bat
   offsetOfMaxTimestamp (the record's offset) to LogSegment.append for uncompressed v2 batches.
 Timestamps increase and offsets do not go back, as TimeIndex.maybeAppend requires.
 
+`.txnindex` entries against the segment's transaction markers (check_txn_index): what a broker
+writes and what its cleaner leaves.
+
 Each finding is a damage problem (`problem=True`) or a note naming the older broker form.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -38,6 +41,7 @@ from ..record.file_records import iter_batches
 from ..errors import FileChangedError, KBatchError
 
 if TYPE_CHECKING:
+    from .index import AbortedTxn
     from ..record.batch import Batch
     from ..record.file_records import FileRecords
 
@@ -279,5 +283,64 @@ def check_time_index(path: str, entries: Iterable[tuple[int, int]], sb: SegmentB
     return out
 
 
+class TxnIndexFinding(NamedTuple):
+    """One way a segment's `.txnindex` disagrees with its markers (always damage)."""
+
+    position: int | None   # byte position of the entry in the file (None: the file or an entry is missing)
+    entry: int | None      # the entry's number
+    message: str
+
+
+def txn_text(t: AbortedTxn | None) -> str:
+    if t is None:
+        return "nothing (no such entry)"
+    return (f"(producer {t.producer_id}, first offset {t.first_offset}, last offset {t.last_offset}, last stable "
+            f"offset {t.last_stable_offset})")
+
+
+def check_txn_index(have: Sequence[AbortedTxn] | None, want: Sequence[AbortedTxn],
+                    commits: Collection[tuple[int, int]], exact: bool = True) -> list[TxnIndexFinding]:
+    """A segment's `.txnindex` entries (`have`; None: no file) against the entries its ABORT markers
+    give (`want`, from producer_state.OngoingTxns followed from the log's start) and its COMMIT
+    markers (`commits`: (producer id, offset)). Every ABORT marker whose transaction still has
+    data batches is listed (producer id and marker offset), with a first offset at or before its
+    first batch left (compaction removes batches, the entry keeps the original first offset) and,
+    when that is the same and the open transactions at the log's start are known (`exact`), the
+    last stable offset a broker computes; no entry names a COMMIT marker. An entry whose marker is
+    gone (compacted away) and a missing entry for a transaction with no data left (a cleaner drops
+    it) are accepted; so is a missing file for a segment with no such marker."""
+    out: list[TxnIndexFinding] = []
+    needed = [t for t in want if t.first_offset < t.last_offset]  # transactions with data batches
+    if have is None:
+        if needed:
+            out.append(TxnIndexFinding(None, None, (
+                f"file is missing: the segment holds {len(needed)} ABORT marker(s) of transactions with data "
+                f"(offsets {', '.join(str(t.last_offset) for t in needed[:5])}{', ...' if len(needed) > 5 else ''}), "
+                f"each an aborted transaction a broker lists here (a broker serving this segment to read_committed "
+                f"consumers would hand out the aborted records); `kbatch reindex` writes it")))
+        return out
+    listed = {(t.producer_id, t.last_offset): i for i, t in enumerate(have)}
+    for w in want:
+        i = listed.get((w.producer_id, w.last_offset))
+        if i is None:
+            if w.first_offset < w.last_offset:
+                out.append(TxnIndexFinding(None, None, f"no entry for the aborted transaction {txn_text(w)} (its ABORT "
+                                                       f"marker is at offset {w.last_offset}); `kbatch reindex` "
+                                                       f"rewrites the file"))
+            continue
+        h = have[i]
+        if h.first_offset > w.first_offset or (
+                exact and h.first_offset == w.first_offset and h.last_stable_offset != w.last_stable_offset):
+            out.append(TxnIndexFinding(i * W.TXN_INDEX_ENTRY_SIZE, i, f"entry {i} is {txn_text(h)}, the log's markers say "
+                                                              f"{txn_text(w)}; `kbatch reindex` rewrites it"))
+    for i, h in enumerate(have):
+        if (h.producer_id, h.last_offset) in commits:
+            out.append(TxnIndexFinding(i * W.TXN_INDEX_ENTRY_SIZE, i, f"entry {i} is {txn_text(h)}, but offset {h.last_offset} "
+                                                              f"holds a COMMIT marker of that producer: the transaction "
+                                                              f"was committed; `kbatch reindex` rewrites the file"))
+    return out
+
+
 __all__ = ["time_floor", "time_entry_form", "TIME_ENTRY_LAST", "TIME_ENTRY_RECORD", "IndexFinding", "SegmentBatches", "check_offset_index", "check_time_index",
+           "TxnIndexFinding", "check_txn_index", "txn_text",
            "NOTE_INDEX_FIRST_OFFSET", "NOTE_INDEX_CHUNK", "NOTE_TIME_RECORD_OFFSET"]

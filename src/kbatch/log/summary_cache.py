@@ -8,18 +8,29 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 import zlib
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import _wire as W
-from ..errors import KBatchError
+from ..errors import InvalidConfigurationError, KBatchError
 
 if TYPE_CHECKING:
     from .segment import LogSegment
 
 SUMMARY_CACHE_ENV = "KBATCH_SUMMARY_CACHE"
+SUMMARY_CACHE_MAX_ENV = "KBATCH_SUMMARY_CACHE_MAX"
+#: the cache directory's budget unless $KBATCH_SUMMARY_CACHE_MAX says otherwise: about 10 M batches'
+#: header rows (an entry holds ~100 bytes a batch), far more than one machine's segments need
+DEFAULT_MAX_BYTES = 1 << 30
+#: a prune brings the directory down to this share of the budget, so that the next stores do not
+#: each list the directory again
+_PRUNE_TO = 0.75
+#: a temporary entry older than this was left by a writer that died before its rename
+_STALE_TMP_S = 3600.0
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _CACHE_VERSION = 3
 #: a cache entry: this, the meta's length (4 bytes, big-endian), the meta (JSON: identity, checks,
 #: the columns' names, dtypes and lengths, the CRC-32 of the columns' bytes), then those bytes
@@ -37,6 +48,21 @@ def default_cache_dir() -> str | None:
         return None if env.strip() in ("", "off", "0") else env
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "kbatch", "summaries")
+
+
+def max_cache_bytes(value: str | None = None) -> int:
+    """The cache directory's budget in bytes: `value`, else $KBATCH_SUMMARY_CACHE_MAX, else 1 GiB;
+    a count of bytes with an optional K, M, G or T (binary units), e.g. `512M`."""
+    raw = os.environ.get(SUMMARY_CACHE_MAX_ENV) if value is None else value
+    if raw is None or not raw.strip():
+        return DEFAULT_MAX_BYTES
+    text = raw.strip().lower().removesuffix("ib").removesuffix("b")
+    unit = text[-1:] if text[-1:] in _UNITS and not text[-1:].isdigit() else ""
+    number = text[:-1] if unit else text
+    if not number.isdigit() or int(number) <= 0:
+        raise InvalidConfigurationError(f"{SUMMARY_CACHE_MAX_ENV} is not a size", expected="a positive count of "
+                                        "bytes, optionally with K, M, G or T (e.g. 512M)", found=repr(raw))
+    return int(number) * _UNITS[unit]
 
 
 class _Loaded:
@@ -91,8 +117,11 @@ class SummaryCache:
     are still the same; an entry that does not read (damaged, another version) is ignored. The
     active segment, which grows, has a prefix entry instead (load_prefix: docs/summary.md)."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, max_bytes: int | None = None) -> None:
         self.directory = directory
+        #: the directory's budget: past it, a store removes the entries used longest ago (an entry's
+        #: mtime is moved on each use from disk), down to three quarters of it
+        self.max_bytes = max_cache_bytes() if max_bytes is None else max_bytes
 
     @staticmethod
     def _identity(path: str, prefix: bool = False) -> tuple[Any, ...] | None:
@@ -123,6 +152,7 @@ class SummaryCache:
                 meta, got = _read_entry(entry)
                 if meta.get("version") != _CACHE_VERSION or tuple(meta["identity"]) != ident:
                     return None
+                _touch(entry)
                 cols = {k: got[k] for k in names}
                 _LOADED.put(entry, (cols, meta))
             else:
@@ -165,8 +195,45 @@ class SummaryCache:
                 except OSError:
                     pass
                 raise
+            self.prune()
         except OSError:
             pass  # a cache that cannot be written costs speed, never an answer
+
+    def prune(self) -> int:
+        """Keep the directory within its budget: when its entries pass `max_bytes`, remove those
+        used longest ago until three quarters of it remain (entries of segments deleted since are
+        never used again, so they go first); temporary files a dead writer left are removed too.
+        Returns the bytes removed. Safe beside other processes: an entry removed under a reader
+        was already open or is simply not found, and a summary then reads the segment again."""
+        entries: list[tuple[int, int, str]] = []
+        total = removed = 0
+        now = time.time()
+        try:
+            listing = list(os.scandir(self.directory))
+        except OSError:
+            return 0
+        for e in listing:
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if e.name.startswith(".tmp-"):
+                if now - st.st_mtime > _STALE_TMP_S and _unlink(e.path):
+                    removed += st.st_size
+            elif e.name.endswith(".bin") and e.is_file(follow_symlinks=False):
+                entries.append((st.st_mtime_ns, st.st_size, e.path))
+                total += st.st_size
+        if total <= self.max_bytes:
+            return removed
+        entries.sort()
+        goal = int(self.max_bytes * _PRUNE_TO)
+        for _, size, path in entries:
+            if total <= goal:
+                break
+            if _unlink(path):
+                total -= size
+                removed += size
+        return removed
 
     def load(self, seg: LogSegment) -> tuple[dict[str, np.ndarray], int] | None:
         """(header columns of the whole segment, where its batches end), or None."""
@@ -254,6 +321,22 @@ class SummaryCache:
                         first_size=min(W.RECORD_BATCH_OVERHEAD, prefix_end))
 
 
+def _touch(path: str) -> None:
+    """Mark an entry as used now (the prune removes those used longest ago first)."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+
+
+def _unlink(path: str) -> bool:
+    try:
+        os.unlink(path)
+        return True
+    except OSError:
+        return False
+
+
 def _write_entry(f: Any, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
     cols = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
     raw = [v.tobytes() for v in cols.values()]
@@ -299,4 +382,5 @@ def _header_size(cols: dict[str, np.ndarray], r: int) -> int:
     return int(min(cols["size"][r], W.RECORD_BATCH_OVERHEAD))
 
 
-__all__ = ["SUMMARY_CACHE_ENV", "SummaryCache", "default_cache_dir"]
+__all__ = ["DEFAULT_MAX_BYTES", "SUMMARY_CACHE_ENV", "SUMMARY_CACHE_MAX_ENV", "SummaryCache", "default_cache_dir",
+           "max_cache_bytes"]

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import KBatchError
 from ..log.fetch import IsolationLevel
-from ._parquet import COMPRESSIONS
+from ._parquet import COMPRESSIONS, WriterChoices, writer_options
 from ._typed import TypeChangeError
 from ._source import (CommitConflict, DataLossError, PartitionExport, PartitionPlan, iter_rows, plan_partition,
                       table_schema)
@@ -316,6 +316,7 @@ def _run(target: Any, parts: list[tuple[str, int, str]], logs_open: dict[tuple[s
                          for pl in plans]
     by_key = {(r.topic, r.partition): r for r in result.partitions}
     first_pause = True
+    choices: dict[str, WriterChoices] = {}  # a topic's partitions share its files' writer options
 
     def commit() -> None:
         nonlocal pending, advanced, pending_bytes
@@ -351,7 +352,8 @@ def _run(target: Any, parts: list[tuple[str, int, str]], logs_open: dict[tuple[s
             rows = typing.rows(pl.topic, rows, counters)
         try:
             for f in target.write_files(pl, rows, file_schema, target_file_size=target_file_size,
-                                        compression=compression, counters=None if typing else counters):
+                                        compression=compression, counters=None if typing else counters,
+                                        choices=choices.setdefault(pl.topic, WriterChoices())):
                 mine.append((pl.topic, pl.partition, f))
                 if first_pause:
                     first_pause = False
@@ -401,4 +403,4 @@ def _source_down(e: Exception) -> bool:
 
 
 __all__ = ["export_table", "ExportResult", "PartitionExport", "DataLossError", "TypeChangeError", "table_schema",
-           "FORMATS", "COMPRESSIONS"]
+           "FORMATS", "COMPRESSIONS", "WriterChoices", "writer_options"]

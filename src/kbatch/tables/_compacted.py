@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from ._parquet import WriterChoices
 from ._source import CommitConflict, PartitionExport, PartitionPlan, iter_rows, plan_partition, table_schema
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ def run_compacted(target: Any, parts: list[tuple[str, int, str]], logs_open: dic
     advanced: dict[tuple[str, int], tuple[int, int]] = {}
     ends: dict[str, int] = {}
     result.partitions = []
+    choices: dict[str, WriterChoices] = {}  # a topic's partitions share its files' writer options
     try:
         for t, p, d in parts:
             pl: PartitionPlan = plan_partition(logs_open[(t, p)], t, p, d, None, from_offset=None,
@@ -57,7 +59,8 @@ def run_compacted(target: Any, parts: list[tuple[str, int, str]], logs_open: dic
             # the cleaner's view is picked on the framed bytes (keys compared as bytes), then typed
             kept_rows = typing.rows(t, rows(), counters) if typing else rows()
             for f in target.write_files(pl, kept_rows, file_schema, target_file_size=target_file_size,
-                                        compression=compression, counters=None if typing else counters):
+                                        compression=compression, counters=None if typing else counters,
+                                        choices=choices.setdefault(t, WriterChoices())):
                 files.append((t, p, f))
             advanced[(t, p)] = (pl.start, pl.end)
             ends[pl.key] = pl.end

@@ -178,11 +178,16 @@ final class AggregatePushdown {
             this.trustHeaders = trustHeaders;
         }
 
+        /** The summary this query would remember (a trusted summary never answers a query that checks CRCs). */
         String key() {
+            return SegmentSummaries.key(verifiedKey(), trustHeaders);
+        }
+
+        /** The verified summary of the same range (it answers a trusted query as well). */
+        String verifiedKey() {
             SegmentSlice s = slice;
             return s.path + "|" + s.fileSize + "|" + modificationTime + "|" + s.start + "-" + s.end + "|"
-                    + s.startOffset + "-" + s.endOffset + "|" + s.nextBase + "|" + (s.aborted == null ? "-" : s.aborted.key())
-                + (trustHeaders ? "|trusted" : ""); // a trusted summary never answers a query that checks CRCs
+                    + s.startOffset + "-" + s.endOffset + "|" + s.nextBase + "|" + (s.aborted == null ? "-" : s.aborted.key());
         }
     }
 
@@ -202,7 +207,8 @@ final class AggregatePushdown {
         RangeSummary[] sums = new RangeSummary[units.size()];
         List<Integer> todo = new ArrayList<>();
         for (int i = 0; i < units.size(); i++) {
-            sums[i] = units.get(i).slice.nextBase != null ? SegmentSummaries.sealed(units.get(i).key()) : null;
+            Unit u = units.get(i);
+            sums[i] = u.slice.nextBase != null ? SegmentSummaries.sealed(u.verifiedKey(), u.trustHeaders) : null;
             if (sums[i] == null) {
                 todo.add(i);
             }
@@ -270,7 +276,7 @@ final class AggregatePushdown {
         boolean last = s.nextBase == null;
         try (LogDirectory.FsSource src = new LogDirectory.FsSource(fs, s.path, true)) {
             String key = u.key();
-            RangeSummary known = last ? SegmentSummaries.get(key, src, s.fileSize) : null;
+            RangeSummary known = last ? SegmentSummaries.get(u.verifiedKey(), u.trustHeaders, src, s.fileSize) : null;
             if (known != null) {
                 return known;
             }

@@ -74,6 +74,29 @@ public final class SegmentSummaries {
         return e.summary;
     }
 
+    /** The key a summary is remembered under: a trusted one (no CRC checked) apart from a verified one. */
+    static String key(String verifiedKey, boolean trusted) {
+        return trusted ? verifiedKey + "|trusted" : verifiedKey;
+    }
+
+    /**
+     * The remembered summary for a query of this range: the verified one, and for a query that
+     * trusts headers also a trusted one (a verified summary is only remembered when every CRC
+     * held, so trusting its headers gives the same figures); a trusted summary never answers a
+     * query that checks CRCs. Sealed segments only (no file is opened).
+     */
+    static RangeSummary sealed(String verifiedKey, boolean trusted) {
+        RangeSummary s = sealed(verifiedKey);
+        return s != null || !trusted ? s : sealed(key(verifiedKey, true));
+    }
+
+    /** As {@link #sealed(String, boolean)} for the last segment, its tail checked against `src`. */
+    static RangeSummary get(String verifiedKey, boolean trusted, SegmentReader.Source src, long fileSize)
+            throws IOException {
+        RangeSummary s = get(verifiedKey, src, fileSize);
+        return s != null || !trusted ? s : get(key(verifiedKey, true), src, fileSize);
+    }
+
     /** The remembered summary of a sealed segment's `key` (no check: no file is opened), else null. */
     static synchronized RangeSummary sealed(String key) {
         Entry e = MEMORY.get(key);

@@ -102,6 +102,27 @@ class InputPlanTest {
         assertNull(SegmentSummaries.get("k", src, file.length)); // and forgotten
     }
 
+    @Test
+    void aVerifiedSummaryAnswersATrustedQueryNeverTheOtherWay() throws IOException {
+        SegmentSummaries.forget();
+        byte[] file = new byte[1000];
+        SegmentReader.Source src = source(file);
+        RangeSummary verified = RangeSummary.walk(src, 0, 0, 0, 5L, Long.MIN_VALUE, Long.MAX_VALUE, null);
+        SegmentSummaries.put(SegmentSummaries.key("v", false), verified, false, src, file.length);
+        assertSame(verified, SegmentSummaries.sealed("v", true));
+        assertSame(verified, SegmentSummaries.sealed("v", false));
+        RangeSummary trusted = RangeSummary.walk(src, 0, 0, 0, 5L, Long.MIN_VALUE, Long.MAX_VALUE, null, true);
+        SegmentSummaries.put(SegmentSummaries.key("t", true), trusted, false, src, file.length);
+        assertSame(trusted, SegmentSummaries.sealed("t", true));
+        assertNull(SegmentSummaries.sealed("t", false)); // a query that checks CRCs walks again
+        SegmentSummaries.put(SegmentSummaries.key("last", false), verified, true, src, file.length);
+        assertSame(verified, SegmentSummaries.get("last", true, src, file.length));
+        SegmentSummaries.put(SegmentSummaries.key("lastT", true), trusted, true, src, file.length);
+        assertNull(SegmentSummaries.get("lastT", false, src, file.length));
+        assertSame(trusted, SegmentSummaries.get("lastT", true, src, file.length));
+        SegmentSummaries.forget();
+    }
+
     static SegmentReader.Source source(byte[] bytes) {
         return new SegmentReader.Source() {
             @Override
