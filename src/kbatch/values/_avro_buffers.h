@@ -68,6 +68,14 @@ static char *kb_pool_take(int64_t need, int64_t most, int64_t *cap) {
     return p;
 }
 
+/* fork(): the pool's lock is taken around it, so a child never starts with it held by a thread it
+   does not have (as malloc does for its own locks). */
+static void kb_pool_lock_take(void) { pthread_mutex_lock(&kb_pool_lock); }
+static void kb_pool_lock_give(void) { pthread_mutex_unlock(&kb_pool_lock); }
+static void kb_pool_init(void) {
+    (void)pthread_atfork(kb_pool_lock_take, kb_pool_lock_give, kb_pool_lock_give);
+}
+
 static int64_t kb_pool_kept(void) {
     int64_t n;
     pthread_mutex_lock(&kb_pool_lock);

@@ -118,10 +118,14 @@ cdef extern from "_avro_buffers.h":
     int buf_grow "kb_grow"(Buf* b, int64_t more) nogil
     void release "kb_release"(char* p, int64_t cap) nogil
     int64_t kb_pool_kept() nogil
+    void kb_pool_init()
     int put_raw "kb_put"(Buf* b, const void* src, int64_t size) nogil
     int buf_zero "kb_zero"(Buf* b, int64_t size) nogil
     bint kb_dec_short(const uint8_t* p, int64_t n, const uint8_t* end, int64_t* v) nogil
     int64_t kb_read_long(const uint8_t** pp, const uint8_t* end, int* err) nogil
+
+
+kb_pool_init()
 
 
 cdef struct ColBuf:
