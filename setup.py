@@ -102,6 +102,15 @@ values_ext = Extension(
     extra_link_args=link_args,
 )
 
+# kbatch.values' Protobuf -> Arrow kernel (without it, Protobuf columns come from upb a message at a time,
+# or from the plan's pure twin)
+protobuf_ext = Extension(
+    "kbatch.values._protobuf_kernel",
+    ["src/kbatch/values/_protobuf_kernel.pyx"],
+    extra_compile_args=compile_args,
+    extra_link_args=link_args,
+)
+
 # kbatch.spark's JVM reader: java/kafka-segments built by Maven (`mvn package`, java/maven.py) into
 # kbatch/spark/jars/; KBATCH_JAR=1 requires it, KBATCH_JAR=0 skips it
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "java"))
@@ -135,6 +144,6 @@ class SdistWithJar(sdist):
         build_for_sdist(base_dir, self.distribution.get_version())
 
 
-setup(ext_modules=cythonize([ext, compat_ext, values_ext], compiler_directives=directives,
+setup(ext_modules=cythonize([ext, compat_ext, values_ext, protobuf_ext], compiler_directives=directives,
                             annotate=flag("KBATCH_ANNOTATE")),
       cmdclass={"build_py": BuildPyWithJar, "build_ext": BuildExtWithJar, "sdist": SdistWithJar})

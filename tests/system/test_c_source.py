@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 KBATCH_SRC = ROOT / "src" / "kbatch"
 GENERATED = {KBATCH_SRC / "_core.c": [KBATCH_SRC / "_core.pyx", *KBATCH_SRC.glob("*.pxi"), KBATCH_SRC / "_core.pxd"],
              KBATCH_SRC / "compat" / "_speedups.c": [KBATCH_SRC / "compat" / "_speedups.pyx"],
-             KBATCH_SRC / "values" / "_avro_kernel.c": [KBATCH_SRC / "values" / "_avro_kernel.pyx"]}
+             KBATCH_SRC / "values" / "_avro_kernel.c": [KBATCH_SRC / "values" / "_avro_kernel.pyx"],
+             KBATCH_SRC / "values" / "_protobuf_kernel.c": [KBATCH_SRC / "values" / "_protobuf_kernel.pyx"]}
 
 
 @pytest.mark.parametrize("c_file", list(GENERATED), ids=lambda p: p.name)
