@@ -294,11 +294,25 @@ def test_what_the_plan_declines_upb_answers(order, wire, why):
     col = pa.array(values, pa.binary())
     try:
         want = fmt.to_arrow(values).to_pylist()
-    except Exception as e:  # upb's error (datetime's), the same through decode_column
-        with pytest.raises(type(e)):
+    except PayloadError as e:  # upb's error, or a value Arrow's type cannot hold: the same through decode_column
+        with pytest.raises(PayloadError) as again:
             fmt.decode_column(col)
+        assert str(again.value) == str(e)
         return
     assert fmt.decode_column(col).to_pylist() == want
+
+
+@pytest.mark.parametrize("seconds", [2**62, 2**55, 253402300800, -62135596801])
+def test_timestamp_outside_datetime_is_a_named_error(order, seconds):
+    """A Timestamp whose seconds fall outside the years 1-9999 (which timestamp[us] and datetime
+    hold): the plan declines, and the column's error names the value, never an OSError or
+    OverflowError from datetime (a traceback for `kbatch export`)."""
+    fmt, _ = order
+    ts = tag(1, 0) + varint(seconds % 2**64)
+    values = [frame(1, b"\x00" + tag(7, 2) + bytes([len(ts)]) + ts)]
+    with pytest.raises(PayloadError, match="outside the years 1-9999") as ei:
+        fmt.decode_column(pa.array(values, pa.binary()), pa.array([42]))
+    assert ei.value.offset == 42 and ei.value.schema_id == 1
 
 
 def test_last_value_wins_and_oneof_members_replace(order):

@@ -20,6 +20,10 @@ depth past the bound is one that fails when reached), and the values of one deco
 at most MAX_EMPTY_ITEMS items that take no bytes; other items take a byte each, so a block count
 past the bytes left is refused before any item is read. Strings are checked to be UTF-8 once per
 column when it is finished (the whole buffer valid and every value starting on a character).
+Column buffers of 64 KiB or more that Arrow lets go of are kept, up to 64 MiB in all, for the
+next decode's columns (kb_release): a fresh block's pages fault in one at a time as the loop
+first writes them, which cost a 40-field decode a quarter of its time; `pool_bytes` tells how
+much is kept.
 """
 from cpython.buffer cimport PyBUF_WRITABLE
 from libc.stdint cimport INT32_MAX, INT32_MIN, INT64_MAX, int32_t, int64_t, uint8_t, uint32_t, uint64_t
@@ -106,10 +110,22 @@ _REASONS = {1: "the payload ends early", 2: "a varint longer than 10 bytes", 3: 
             10: "more items that take no bytes than a value may", 11: "an int out of the range of a 32-bit int"}
 
 
-cdef struct Buf:
-    char* p
-    int64_t n
-    int64_t cap
+cdef extern from "_avro_buffers.h":
+    ctypedef struct Buf "kb_buf":
+        char* p
+        int64_t n
+        int64_t cap
+    int buf_grow "kb_grow"(Buf* b, int64_t more) nogil
+    void release "kb_release"(char* p, int64_t cap) nogil
+    int64_t kb_pool_kept() nogil
+    void kb_pool_init()
+    int put_raw "kb_put"(Buf* b, const void* src, int64_t size) nogil
+    int buf_zero "kb_zero"(Buf* b, int64_t size) nogil
+    bint kb_dec_short(const uint8_t* p, int64_t n, const uint8_t* end, int64_t* v) nogil
+    int64_t kb_read_long(const uint8_t** pp, const uint8_t* end, int* err) nogil
+
+
+kb_pool_init()
 
 
 cdef struct ColBuf:
@@ -148,91 +164,8 @@ cdef struct Cur:
 
 
 # ------------------------------------------------------------------------------------ buffers
-cdef int buf_grow(Buf* b, int64_t more) noexcept nogil:
-    """0, or E_LARGE (past Arrow's int32 offsets: 2 GiB a buffer) / E_MEMORY."""
-    cdef int64_t cap
-    cdef char* p
-    if b.n + more <= b.cap:
-        return 0
-    if b.n + more > 0x7FFFFFFF:
-        return E_LARGE
-    cap = b.cap * 2 if b.cap else 1024
-    while cap < b.n + more:
-        cap *= 2
-    if cap > 0x7FFFFFFF:
-        cap = 0x7FFFFFFF
-    p = <char*>realloc(b.p, cap)
-    if p == NULL:
-        return E_MEMORY
-    b.p = p
-    b.cap = cap
-    return 0
-
-
-cdef inline int buf_put(Buf* b, const void* src, int64_t size) noexcept nogil:
-    cdef int e
-    if b.n + size > b.cap:
-        e = buf_grow(b, size)
-        if e:
-            return e
-    memcpy(b.p + b.n, src, size)
-    b.n += size
-    return 0
-
-
-cdef inline int buf_zero(Buf* b, int64_t size) noexcept nogil:
-    cdef int e
-    if b.n + size > b.cap:
-        e = buf_grow(b, size)
-        if e:
-            return e
-    memset(b.p + b.n, 0, size)
-    b.n += size
-    return 0
-
-
 cdef inline int put_i32(Buf* b, int32_t v) noexcept nogil:
-    cdef int e
-    if b.n + 4 > b.cap:
-        e = buf_grow(b, 4)
-        if e:
-            return e
-    (<int32_t*>(b.p + b.n))[0] = v
-    b.n += 4
-    return 0
-
-
-cdef inline int put_i64(Buf* b, int64_t v) noexcept nogil:
-    cdef int e
-    if b.n + 8 > b.cap:
-        e = buf_grow(b, 8)
-        if e:
-            return e
-    (<int64_t*>(b.p + b.n))[0] = v
-    b.n += 8
-    return 0
-
-
-cdef inline int put_f64(Buf* b, double v) noexcept nogil:
-    cdef int e
-    if b.n + 8 > b.cap:
-        e = buf_grow(b, 8)
-        if e:
-            return e
-    memcpy(b.p + b.n, &v, 8)
-    b.n += 8
-    return 0
-
-
-cdef inline int put_f32(Buf* b, float v) noexcept nogil:
-    cdef int e
-    if b.n + 4 > b.cap:
-        e = buf_grow(b, 4)
-        if e:
-            return e
-    memcpy(b.p + b.n, &v, 4)
-    b.n += 4
-    return 0
+    return put_raw(b, &v, 4)
 
 
 cdef inline int put_end(Buf* offs, int64_t n) noexcept nogil:
@@ -358,11 +291,12 @@ cdef class _Mem:
     """A malloc'd buffer Arrow reads without a copy (pa.py_buffer keeps this alive)."""
     cdef char* p
     cdef Py_ssize_t n
+    cdef int64_t cap
     cdef Py_ssize_t shape[1]
     cdef Py_ssize_t strides[1]
 
     def __dealloc__(self):
-        free(self.p)
+        release(self.p, self.cap)
 
     def __getbuffer__(self, Py_buffer* view, int flags):
         self.shape[0] = self.n
@@ -388,12 +322,13 @@ cdef object take(Buf* b):
     import pyarrow as pa
     cdef _Mem m = _Mem()
     if b.n == 0:
-        free(b.p)
+        release(b.p, b.cap)
         b.p = NULL
         b.cap = 0
         return pa.py_buffer(b"")
     m.p = b.p
     m.n = b.n
+    m.cap = b.cap
     b.p = NULL
     b.n = 0
     b.cap = 0
@@ -435,9 +370,9 @@ cdef class Columns:
         cdef int i
         if self.cols != NULL:
             for i in range(self.n):
-                free(self.cols[i].data.p)
-                free(self.cols[i].offs.p)
-                free(self.cols[i].valid.p)
+                release(self.cols[i].data.p, self.cols[i].data.cap)
+                release(self.cols[i].offs.p, self.cols[i].offs.cap)
+                release(self.cols[i].valid.p, self.cols[i].valid.cap)
         free(self.cols)
         free(self.kids)
 
@@ -583,7 +518,7 @@ cdef class Program:
             self.syms[2 * i + 1] = -1 if s is None else len(s)
             if s is not None:
                 pool += s
-        self.sympool = bytes(pool) + b"\x00"
+        self.sympool = bytes(pool) + bytes(32)  # a symbol is copied 32 bytes at a time
         self.defpool = defaults + b"\x00"
 
     def __dealloc__(self):
@@ -605,50 +540,8 @@ class AvroDecodeError(ValueError):
 
 
 # ------------------------------------------------------------------------------------ the loop
-cdef extern from *:
-    """
-    /* Avro's zigzag varint at *p (kbatch.values._avro_kernel): always inlined, it is the hot
-       path of every int, long, length, count and index. err: 1 the payload ends early, 2 longer
-       than 10 bytes. */
-    static inline __attribute__((always_inline)) int64_t kb_read_long(const uint8_t **pp, const uint8_t *end,
-                                                                     int *err) {
-        const uint8_t *p = *pp;
-        uint64_t v = 0;
-        int k;
-        if (end - p >= 10) {  /* room for the longest: no end check a byte */
-            if (p[0] < 0x80) {  /* one byte: small numbers, lengths, union and enum indexes */
-                *pp = p + 1;
-                return (int64_t)(p[0] >> 1) ^ -(int64_t)(p[0] & 1);
-            }
-            for (k = 0; k < 10; k++) {
-                uint8_t b = p[k];
-                v |= (uint64_t)(b & 0x7F) << (7 * k);
-                if (b < 0x80) {
-                    *pp = p + k + 1;
-                    return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
-                }
-            }
-            *err = 2;
-            return 0;
-        }
-        for (k = 0; k < 10; k++) {
-            uint8_t b;
-            if (p + k >= end) {
-                *err = 1;
-                return 0;
-            }
-            b = p[k];
-            v |= (uint64_t)(b & 0x7F) << (7 * k);
-            if (b < 0x80) {
-                *pp = p + k + 1;
-                return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
-            }
-        }
-        *err = 2;
-        return 0;
-    }
-    """
-    int64_t kb_read_long(const uint8_t** pp, const uint8_t* end, int* err) nogil
+
+
 
 
 cdef inline int64_t read_long(Cur* c) noexcept nogil:
@@ -739,68 +632,74 @@ cdef int put_default(Cur* c, const POp* op) noexcept nogil:
     if op.b < 0:
         return col_null(c.cols, c.kids, op.col)
     if col.kind == C_BIN or col.kind == C_STR:
-        e = buf_put(&col.data, c.defpool + op.a, op.b)
+        e = put_raw(&col.data, c.defpool + op.a, op.b)
         if e:
             return e
         e = put_end(&col.offs, col.data.n)
     elif col.kind == C_LIST or col.kind == C_MAP:  # [] / {}: an empty one
         e = put_end(&col.offs, c.cols[c.kids[col.kid0]].length)
     else:
-        e = buf_put(&col.data, c.defpool + op.a, op.b)
+        e = put_raw(&col.data, c.defpool + op.a, op.b)
     if e:
         return e
     return mark(col)
 
 
 cdef int run(Cur* c, int64_t lo, int64_t hi) noexcept nogil:
-    """Run operations [lo, hi) over the bytes at c.p: 0, or -1 with c.err set."""
+    """Run operations [lo, hi) over the bytes at c.p: 0, or -1 with c.err set (c.p where it broke).
+    The cursor and the tables are local variables here (kept in registers: the appends' stores
+    would otherwise make the compiler reload them from c), written back to c around a call that
+    reads on."""
+    cdef const uint8_t* p = c.p
+    cdef const uint8_t* end = c.end
+    cdef ColBuf* cols = c.cols
+    cdef const POp* ops = c.ops
     cdef const POp* op
     cdef ColBuf* col
     cdef int64_t i = lo
-    cdef int64_t n, count, j
+    cdef int64_t n, j
     cdef int e = 0
-    cdef const uint8_t* at
     cdef double d
     cdef float f
+    cdef int32_t v32
+    cdef uint8_t one
     cdef const int64_t* br
     cdef int code
     cdef int64_t jump_at = -1, jump_to = 0  # after a union's one-leaf branch: where to go on
     while i < hi:
-        op = &c.ops[i]
+        op = &ops[i]
         code = op.code
         if code == P_V_I64:
-            n = read_long(c)
-            if c.err:
-                return -1
-            col = &c.cols[op.col]
-            e = put_i64(&col.data, n)
-            if e == 0:
-                e = mark(col)
+            n = kb_read_long(&p, end, &e)
+            if e:
+                break
+            col = &cols[op.col]
+            e = put_raw(&col.data, &n, 8)
+            col.length += 1
         elif code == P_BIN:
-            n = read_long(c)
-            if c.err:
-                return -1
-            if n < 0 or n > c.end - c.p:
-                c.err = E_END
-                return -1
-            col = &c.cols[op.col]
-            if n <= 16 and c.end - c.p >= 16 and col.data.cap - col.data.n >= 16:
-                memcpy(col.data.p + col.data.n, c.p, 16)  # a short string: one fixed-size copy, no call
+            n = kb_read_long(&p, end, &e)
+            if e:
+                break
+            if n < 0 or n > end - p:
+                e = E_END
+                break
+            col = &cols[op.col]
+            if n <= 32 and end - p >= 32 and col.data.cap - col.data.n >= 32:
+                memcpy(col.data.p + col.data.n, p, 32)  # a short string: one fixed-size copy, no call
                 col.data.n += n
             else:
-                e = buf_put(&col.data, c.p, n)
-            c.p += n
+                e = put_raw(&col.data, p, n)
+            p += n
             if e == 0:
                 e = put_end(&col.offs, col.data.n)
-            if e == 0:
-                e = mark(col)
+            col.length += 1
         elif code == P_UNION:
-            n = read_long(c)
-            if c.err:
-                return -1
+            n = kb_read_long(&p, end, &e)
+            if e:
+                break
             if n < 0 or n >= op.c:
-                c.err = E_INDEX
-                return -1
+                e = E_INDEX
+                break
             br = c.branches + 2 * (op.b + n)
             if br[0] >= 0 and br[1] == br[0] + 1:  # a branch of one leaf: run it here, then go on after the union
                 jump_at = br[1]
@@ -809,207 +708,240 @@ cdef int run(Cur* c, int64_t lo, int64_t hi) noexcept nogil:
                 continue
             if br[0] < 0:
                 if op.col >= 0:
-                    e = col_null(c.cols, c.kids, op.col)
-            elif run(c, br[0], br[1]):
-                return -1
+                    e = col_null(cols, c.kids, op.col)
+            else:
+                c.p = p
+                if run(c, br[0], br[1]):
+                    p = c.p
+                    e = c.err
+                    break
+                p = c.p
             i = op.a
             if e:
-                c.err = e
-                return -1
+                break
             continue
         elif code == P_MARK:
-            e = mark(&c.cols[op.col])
+            cols[op.col].length += 1
         elif code == P_V_I32:
-            n = read_long(c)
-            if c.err:
-                return -1
+            n = kb_read_long(&p, end, &e)
+            if e:
+                break
             if n < INT32_MIN or n > INT32_MAX:
-                c.err = E_RANGE
-                return -1
-            col = &c.cols[op.col]
-            e = put_i32(&col.data, <int32_t>n)
-            if e == 0:
-                e = mark(col)
+                e = E_RANGE
+                break
+            col = &cols[op.col]
+            v32 = <int32_t>n
+            e = put_raw(&col.data, &v32, 4)
+            col.length += 1
         elif code == P_F64:
-            if c.end - c.p < 8:
-                c.err = E_END
-                return -1
-            memcpy(&d, c.p, 8)
-            c.p += 8
-            col = &c.cols[op.col]
-            e = put_f64(&col.data, d)
-            if e == 0:
-                e = mark(col)
+            if end - p < 8:
+                e = E_END
+                break
+            col = &cols[op.col]
+            e = put_raw(&col.data, p, 8)
+            p += 8
+            col.length += 1
         elif code == S_VARINT:
-            if skip_long(c):
-                return -1
+            kb_read_long(&p, end, &e)
         elif code == S_BYTES:
-            n = read_long(c)
-            if c.err:
-                return -1
-            if n < 0 or n > c.end - c.p:
-                c.err = E_END
-                return -1
-            c.p += n
+            n = kb_read_long(&p, end, &e)
+            if e:
+                break
+            if n < 0 or n > end - p:
+                e = E_END
+                break
+            p += n
         elif code == S_FIXED or code == S_BOOL:
-            if op.a > c.end - c.p:
-                c.err = E_END
-                return -1
-            c.p += op.a
+            if op.a > end - p:
+                e = E_END
+                break
+            p += op.a
         elif code == P_ENUM or code == S_ENUM:
-            n = read_long(c)
-            if c.err:
-                return -1
+            n = kb_read_long(&p, end, &e)
+            if e:
+                break
             if n < 0 or n >= op.b:
-                c.err = E_INDEX
-                return -1
+                e = E_INDEX
+                break
             if code == P_ENUM:
                 j = c.syms[2 * (op.a + n) + 1]
                 if j < 0:
-                    c.err = E_SYMBOL
-                    return -1
-                col = &c.cols[op.col]
-                e = buf_put(&col.data, c.sympool + c.syms[2 * (op.a + n)], j)
+                    e = E_SYMBOL
+                    break
+                col = &cols[op.col]
+                if j <= 32 and col.data.cap - col.data.n >= 32:  # (the pool has 32 bytes after a symbol)
+                    memcpy(col.data.p + col.data.n, c.sympool + c.syms[2 * (op.a + n)], 32)
+                    col.data.n += j
+                else:
+                    e = put_raw(&col.data, c.sympool + c.syms[2 * (op.a + n)], j)
                 if e == 0:
                     e = put_end(&col.offs, col.data.n)
-                if e == 0:
-                    e = mark(col)
+                col.length += 1
         elif code == P_DEC_BYTES:
-            n = read_long(c)
-            if c.err:
-                return -1
-            if n < 0 or n > c.end - c.p:
-                c.err = E_END
-                return -1
-            e = put_decimal(&c.cols[op.col], c.p, n)
-            c.p += n
+            n = kb_read_long(&p, end, &e)
+            if e:
+                break
+            if n < 0 or n > end - p:
+                e = E_END
+                break
+            col = &cols[op.col]
+            if col.width == 16 and kb_dec_short(p, n, end, &j):  # the usual: a decimal128 of an int64
+                if col.data.n + 16 > col.data.cap:
+                    e = buf_grow(&col.data, 16)
+                    if e:
+                        break
+                (<int64_t*>(col.data.p + col.data.n))[0] = j
+                (<int64_t*>(col.data.p + col.data.n))[1] = j >> 63
+                col.data.n += 16
+                col.length += 1
+            else:
+                e = put_decimal(col, p, n)
+            p += n
         elif code == P_DEC_FIXED or code == P_FIXED:
-            if op.a > c.end - c.p:
-                c.err = E_END
-                return -1
-            col = &c.cols[op.col]
+            if op.a > end - p:
+                e = E_END
+                break
+            col = &cols[op.col]
             if code == P_DEC_FIXED:
-                e = put_decimal(col, c.p, op.a)
+                e = put_decimal(col, p, op.a)
             else:
-                e = buf_put(&col.data, c.p, op.a)
-                if e == 0:
-                    e = mark(col)
-            c.p += op.a
+                e = put_raw(&col.data, p, op.a)
+                col.length += 1
+            p += op.a
         elif code == P_BOOL:
-            if c.p >= c.end:
-                c.err = E_END
-                return -1
-            col = &c.cols[op.col]
-            e = buf_put(&col.data, "\x01" if c.p[0] else "\x00", 1)
-            c.p += 1
-            if e == 0:
-                e = mark(col)
+            if p >= end:
+                e = E_END
+                break
+            col = &cols[op.col]
+            one = 1 if p[0] else 0
+            e = put_raw(&col.data, &one, 1)
+            p += 1
+            col.length += 1
         elif code == P_V_F64 or code == P_V_F32:
-            n = read_long(c)
-            if c.err:
-                return -1
-            col = &c.cols[op.col]
+            n = kb_read_long(&p, end, &e)
+            if e:
+                break
+            col = &cols[op.col]
             if code == P_V_F64:
-                e = put_f64(&col.data, <double>n)
+                d = <double>n
+                e = put_raw(&col.data, &d, 8)
             else:
-                e = put_f32(&col.data, <float>n)
-            if e == 0:
-                e = mark(col)
+                f = <float>n
+                e = put_raw(&col.data, &f, 4)
+            col.length += 1
         elif code == P_F32 or code == P_F32_F64:
-            if c.end - c.p < 4:
-                c.err = E_END
-                return -1
-            memcpy(&f, c.p, 4)
-            c.p += 4
-            col = &c.cols[op.col]
+            if end - p < 4:
+                e = E_END
+                break
+            memcpy(&f, p, 4)
+            p += 4
+            col = &cols[op.col]
             if code == P_F32:
-                e = put_f32(&col.data, f)
+                e = put_raw(&col.data, &f, 4)
             else:
-                e = put_f64(&col.data, <double>f)
-            if e == 0:
-                e = mark(col)
+                d = <double>f
+                e = put_raw(&col.data, &d, 8)
+            col.length += 1
         elif code == P_NULL:
             if op.col >= 0:
-                e = col_null(c.cols, c.kids, op.col)
+                e = col_null(cols, c.kids, op.col)
         elif code == P_DEFAULT:
             e = put_default(c, op)
         elif code == P_ARRAY or code == P_MAP:
-            while True:
-                at = c.p
-                count = read_long(c)
-                if c.err:
-                    return -1
-                if count == 0:
-                    break
-                if count < 0:
-                    count = -count
-                    n = read_long(c)  # the block's size in bytes
-                    if c.err:
-                        return -1
-                    if op.col < 0 and op.b == 0:  # skipped items that take bytes: jump the block
-                        if n < 0 or n > c.end - c.p:
-                            c.err = E_END
-                            return -1
-                        c.p += n
-                        continue
-                # (count < 0 here: -2**63 negated; the count stands for 2**63)
-                if code == P_ARRAY and op.b:  # items that take no bytes: bounded per value instead
-                    if count < 0 or count > max_empty_items - c.empty:
-                        c.err = E_EMPTY
-                        c.found = INT64_MAX if count < 0 or count > INT64_MAX - c.empty else c.empty + count
-                        c.p = at
-                        return -1
-                    c.empty += count
-                elif count < 0 or count > c.end - c.p:  # every item takes a byte at least (a map entry: its key)
-                    c.err = E_ITEMS
-                    return -1
-                if code == P_ARRAY and op.a == i + 2 and (c.ops[i + 1].code == S_VARINT or
-                                                          c.ops[i + 1].code == P_V_I64):
-                    if leaf_longs(c, &c.ops[i + 1], count):  # items of one varint each: no call an item
-                        return -1
-                    continue
-                for j in range(count):
-                    if code == P_MAP:  # the key: a string
-                        n = read_long(c)
-                        if c.err:
-                            return -1
-                        if n < 0 or n > c.end - c.p:
-                            c.err = E_END
-                            return -1
-                        if op.col >= 0:
-                            col = &c.cols[c.kids[c.cols[op.col].kid0]]
-                            e = buf_put(&col.data, c.p, n)
-                            if e == 0:
-                                e = put_end(&col.offs, col.data.n)
-                            if e == 0:
-                                e = mark(col)
-                            if e:
-                                c.err = e
-                                return -1
-                        c.p += n
-                    if run(c, i + 1, op.a):
-                        return -1
-            if op.col >= 0:
-                col = &c.cols[op.col]
-                e = put_end(&col.offs, c.cols[c.kids[col.kid0]].length)
-                if e == 0:
-                    e = mark(col)
-            i = op.a
+            c.p = p
+            e = items(c, op, i)
+            p = c.p
             if e:
-                c.err = e
-                return -1
+                e = c.err
+                break
+            i = op.a
             continue
         elif code == P_DEPTH:
-            c.err = E_DEPTH
+            e = E_DEPTH
             c.found = op.a
-            return -1
+            break
         if e:
-            c.err = e
-            return -1
+            break
         i += 1
         if i == jump_at:
             i = jump_to
             jump_at = -1
+    c.p = p
+    if e:
+        c.err = e
+        return -1
+    return 0
+
+
+cdef int items(Cur* c, const POp* op, int64_t i) noexcept nogil:
+    """An array's or a map's blocks (op: its operation, at i; the items' operations are [i + 1,
+    op.a)): 0, or -1 with c.err set."""
+    cdef int code = op.code
+    cdef int64_t n, count, j
+    cdef const uint8_t* at
+    cdef ColBuf* col
+    cdef int e = 0
+    while True:
+        at = c.p
+        count = read_long(c)
+        if c.err:
+            return -1
+        if count == 0:
+            break
+        if count < 0:
+            count = -count
+            n = read_long(c)  # the block's size in bytes
+            if c.err:
+                return -1
+            if op.col < 0 and op.b == 0:  # skipped items that take bytes: jump the block
+                if n < 0 or n > c.end - c.p:
+                    c.err = E_END
+                    return -1
+                c.p += n
+                continue
+        # (count < 0 here: -2**63 negated; the count stands for 2**63)
+        if code == P_ARRAY and op.b:  # items that take no bytes: bounded per value instead
+            if count < 0 or count > max_empty_items - c.empty:
+                c.err = E_EMPTY
+                c.found = INT64_MAX if count < 0 or count > INT64_MAX - c.empty else c.empty + count
+                c.p = at
+                return -1
+            c.empty += count
+        elif count < 0 or count > c.end - c.p:  # every item takes a byte at least (a map entry: its key)
+            c.err = E_ITEMS
+            return -1
+        if code == P_ARRAY and op.a == i + 2 and (c.ops[i + 1].code == S_VARINT or
+                                                  c.ops[i + 1].code == P_V_I64):
+            if leaf_longs(c, &c.ops[i + 1], count):  # items of one varint each: no call an item
+                return -1
+            continue
+        for j in range(count):
+            if code == P_MAP:  # the key: a string
+                n = read_long(c)
+                if c.err:
+                    return -1
+                if n < 0 or n > c.end - c.p:
+                    c.err = E_END
+                    return -1
+                if op.col >= 0:
+                    col = &c.cols[c.kids[c.cols[op.col].kid0]]
+                    e = put_raw(&col.data, c.p, n)
+                    if e == 0:
+                        e = put_end(&col.offs, col.data.n)
+                    if e:
+                        c.err = e
+                        return -1
+                    col.length += 1
+                c.p += n
+            if run(c, i + 1, op.a):
+                return -1
+    if op.col >= 0:
+        col = &c.cols[op.col]
+        e = put_end(&col.offs, c.cols[c.kids[col.kid0]].length)
+        if e:
+            c.err = e
+            return -1
+        col.length += 1
     return 0
 
 
@@ -1087,6 +1019,11 @@ def decode_rows(Columns root, dict programs, const uint8_t[::1] data, const int3
         if status:
             raise OverflowError("an Avro column larger than 2 GiB: decode fewer rows at a time")
     return c.empty
+
+
+def pool_bytes():
+    """The bytes of freed column buffers kept for the next decode (kb_release: at most 64 MiB)."""
+    return kb_pool_kept()
 
 
 def schema_ids(const uint8_t[::1] data, const int32_t[::1] offsets, valid, Py_ssize_t n):

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 _MAX_DEPTH = MAX_DEPTH
 _WRAPPERS = WRAPPERS
 _COMPILE_LOCK = threading.Lock()
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 
 def _module(name: str, feature: str = "decoding Protobuf values", package: str = "protobuf") -> Any:
@@ -230,8 +231,11 @@ def to_python(msg: Any, depth: int = 0) -> Any:
     """A message -> dicts, lists and scalars shaped as arrow_type(msg.DESCRIPTOR)."""
     d = msg.DESCRIPTOR
     if d.full_name == "google.protobuf.Timestamp":
-        return datetime.datetime.fromtimestamp(msg.seconds, datetime.timezone.utc) + datetime.timedelta(
-            microseconds=msg.nanos // 1000)
+        try:
+            return _EPOCH + datetime.timedelta(seconds=msg.seconds, microseconds=msg.nanos // 1000)
+        except OverflowError:
+            raise ValueError(f"google.protobuf.Timestamp {msg.seconds} s, {msg.nanos} ns is outside the years "
+                             f"1-9999") from None
     if d.full_name in _WRAPPERS:
         return msg.value
     if depth >= _MAX_DEPTH:
@@ -363,7 +367,17 @@ class Protobuf(Format):
                 target = (sid, m.DESCRIPTOR)
         if target is None:
             return pa.nulls(len(values))
-        return pa.array([None if m is None else to_python(m) for m in msgs], type=arrow_type(target[1]))
+        rows: list[Any] = []
+        for i, m in enumerate(msgs):
+            try:
+                rows.append(None if m is None else to_python(m))
+            except (OverflowError, OSError, ValueError) as e:  # a Timestamp outside datetime's years 1-9999
+                v = values[i]
+                raise PayloadError(f"the Protobuf message {m.DESCRIPTOR.full_name} holds a value Arrow's type cannot "
+                                   f"hold: {e}", offset=None if offsets is None else offsets[i],
+                                   schema_id=int.from_bytes(bytes(v[1:5]), "big", signed=True) if v is not None
+                                   else None, what=what) from None
+        return pa.array(rows, type=arrow_type(target[1]))
 
     def to_json(self, data: "bytes | memoryview", offset: int | None = None, what: str = "value") -> Any:
         """One framed value in Protobuf's canonical JSON mapping (field names as in the .proto)."""
