@@ -412,8 +412,13 @@ def _proto_files():
     return ts, p3, p2
 
 
-def test_protobuf_prints_as_message_to_dict(tmp_path, monkeypatch, backend):
+@pytest.mark.parametrize("plan", ["kernel", "twin"])
+def test_protobuf_prints_as_message_to_dict(tmp_path, monkeypatch, backend, plan):
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    import kbatch.values.protobuf_program as PP
+
+    if plan == "twin":  # the plan's pure twin decodes the columns
+        monkeypatch.setattr(PP, "K", None)
     from kbatch.values import Protobuf
     from support.schemas import protobuf_value
 
