@@ -191,16 +191,20 @@ def rendered(fmt: "ValueFormat", values: "list[bytes | None]", offsets: list[int
     for i, v in enumerate(values):
         if v and len(v) >= 5 and v[0] == 0:
             by_id.setdefault(int.from_bytes(v[1:5], "big", signed=True), []).append(i)
-    ok: dict[int, bool] = {}
+    how: dict[int, str | None] = {}
     for sid in by_id:
         try:
-            ok[sid] = avro_renders(fmt, sid)
+            how[sid] = avro_renders(fmt, sid)
         except Exception:  # noqa: BLE001 (an id that does not resolve: its values' own error)
-            ok[sid] = False
-    groups = [rows for sid, rows in by_id.items() if ok[sid]]
+            how[sid] = None
     if pinned(fmt):  # every value read with the one reader schema: one column
-        groups = [sorted(r for rows in groups for r in rows)]
-    return _encoded(fmt, values, offsets, groups, what)
+        rows = sorted(r for sid, rows in by_id.items() if how[sid] is not None for r in rows)
+        kernel = any(how[sid] == "kernel" for sid in by_id)
+        return _encoded(fmt, values, offsets, [rows], what, kernel_only=kernel)
+    out = _encoded(fmt, values, offsets, [rows for sid, rows in by_id.items() if how[sid] == "column"], what)
+    out.update(_encoded(fmt, values, offsets, [rows for sid, rows in by_id.items() if how[sid] == "kernel"], what,
+                        kernel_only=True))
+    return out
 
 
 def _protobuf(fmt: Any, values: "list[bytes | None]", offsets: list[int], what: str) -> dict[bytes, bytes]:
@@ -231,18 +235,24 @@ def _protobuf(fmt: Any, values: "list[bytes | None]", offsets: list[int], what: 
 
 
 def _encoded(fmt: "ValueFormat", values: "list[bytes | None]", offsets: list[int], groups: list[list[int]],
-             what: str, rows_of: "Callable[[Any], list[Any]] | None" = None) -> dict[bytes, bytes]:
+             what: str, rows_of: "Callable[[Any], list[Any]] | None" = None, kernel_only: bool = False
+             ) -> dict[bytes, bytes]:
     """{value: its compact JSON} for the rows of each group decoded as one column (the rows'
-    JSON-able forms: `rows_of(column)`, by default render.json_rows)."""
+    JSON-able forms: `rows_of(column)`, by default render.json_rows); kernel_only: the rows the
+    format's compiled column path (decode_arrow) takes, by halves, no other path's column."""
     from ..values.render import Unrenderable, json_rows
 
     out: dict[bytes, bytes] = {}
     encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # json.dumps's, made once
+    pieces: list[tuple[list[int], Any]] = []
     for rows in groups:
-        col = _column(fmt, values, offsets, rows, what)
-        if col is None:
-            continue
-        rows, arr = col
+        if kernel_only:
+            pieces += _kernel_pieces(fmt, values, offsets, rows, what)
+        else:
+            col = _column(fmt, values, offsets, rows, what)
+            if col is not None:
+                pieces.append(col)
+    for rows, arr in pieces:
         try:
             objs = (json_rows if rows_of is None else rows_of)(arr)
         except Unrenderable:
@@ -250,6 +260,36 @@ def _encoded(fmt: "ValueFormat", values: "list[bytes | None]", offsets: list[int
         for r, obj in zip(rows, objs):
             out[values[r]] = encode(obj).encode("utf-8")  # type: ignore[index]
     return out
+
+
+#: kernel-only rows are halved down to this many; a part that still does not decode goes value by value
+KERNEL_PIECE = 16
+
+
+def _kernel_pieces(fmt: Any, values: "list[bytes | None]", offsets: list[int], rows: list[int], what: str,
+                   top: bool = True) -> "list[tuple[list[int], Any]]":
+    """[(rows, their column)] from the format's compiled column path alone (decode_arrow, the path
+    decode_column takes first): a part it declines (a bad value, no kernel) is halved."""
+    import pyarrow as pa
+
+    from ..values import SchemaError
+
+    if not rows:
+        return []
+    try:
+        arr = fmt.decode_arrow(pa.array([values[r] for r in rows], pa.binary()),
+                               pa.array([offsets[r] for r in rows], pa.int64()), what)
+    except SchemaError:
+        arr = None
+    if arr is not None:
+        return [(rows, arr)]
+    if len(rows) <= KERNEL_PIECE:
+        return []
+    if top and not _kernel_pieces(fmt, values, offsets, rows[:KERNEL_PIECE], what, False):
+        return []  # (a few rows declined too: the schema, most likely, not a value: no halving)
+    half = len(rows) // 2
+    return (_kernel_pieces(fmt, values, offsets, rows[:half], what, False) +
+            _kernel_pieces(fmt, values, offsets, rows[half:], what, False))
 
 
 def _column(fmt: "ValueFormat", values: "list[bytes | None]", offsets: list[int], rows: list[int], what: str

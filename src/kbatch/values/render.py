@@ -11,6 +11,10 @@ What Arrow cannot tell apart, this cannot render, and `avro_renders` says no for
 - the logical types Arrow converts and fastavro does not (timestamp-nanos, local-timestamp-nanos),
   or the reverse;
 - a pinned reader schema whose fields have defaults of a logical type (fastavro fills them in raw);
+- a union of branches fastavro gives the same Python class (int and long, float and double, a
+  record and a map) prints only from the compiled kernel's column: values.avro's Python column
+  path (where the kernel declines) picks the branch by the value, and may pick another than the
+  bytes name;
 - a time-millis / time-micros past the day (fastavro refuses it, Arrow's time type wraps it):
   `json_rows` raises Unrenderable for such a column, and the caller decodes its values one by one.
 
@@ -87,20 +91,75 @@ def _logical_default(schema: Any) -> bool:
         any(_logical_default(f.get("type")) for f in schema.get("fields", ()) if isinstance(f, dict))
 
 
-def avro_renders(fmt: Any, schema_id: int) -> bool:
+#: the Python class fastavro gives each Avro type (logical types left raw), as values.avro's column
+#: path tells a union's branches apart when the kernel declines the schema
+_PY_CLASS = {"null": "None", "boolean": "bool", "int": "int", "long": "int", "float": "float", "double": "float",
+             "string": "str", "enum": "str", "bytes": "bytes", "fixed": "bytes", "record": "dict", "error": "dict",
+             "map": "dict", "array": "list"}
+
+
+def _named(schema: Any, out: "dict[str, str]") -> None:
+    """The Python class of each named type (short and full names) a schema defines."""
+    if isinstance(schema, list):
+        for s in schema:
+            _named(s, out)
+    elif isinstance(schema, dict):
+        t = schema.get("type")
+        if t in ("record", "error", "enum", "fixed") and isinstance(schema.get("name"), str):
+            name = schema["name"]
+            ns = schema.get("namespace")
+            out[name] = out[name.rpartition(".")[2]] = _PY_CLASS[t]
+            if ns:
+                out[f"{ns}.{name}"] = _PY_CLASS[t]
+        for k in ("type", "items", "values"):
+            if isinstance(schema.get(k), (dict, list)):
+                _named(schema[k], out)
+        for f in schema.get("fields", ()):
+            if isinstance(f, dict):
+                _named(f.get("type"), out)
+
+
+def _unions_distinct(schema: Any, named: "dict[str, str]") -> bool:
+    """Does every union's branches give fastavro values of different Python classes? Where two share
+    one (int and long, a record and a map, float and double), values.avro's Python column path
+    guesses the branch from the value, not the bytes, and its column may not be the value's."""
+    if isinstance(schema, list):
+        classes = []
+        for b in schema:
+            t = b.get("type") if isinstance(b, dict) else b
+            if isinstance(t, (dict, list)):
+                t = "?"
+            classes.append(_PY_CLASS.get(t) if isinstance(t, str) and t in _PY_CLASS else named.get(str(t), "?"))
+        if "?" in classes or len(set(classes)) != len(classes):
+            return False
+        return all(_unions_distinct(b, named) for b in schema)
+    if isinstance(schema, dict):
+        return all(_unions_distinct(schema[k], named) for k in ("type", "items", "values") if k in schema) and \
+            all(_unions_distinct(f.get("type"), named) for f in schema.get("fields", ()) if isinstance(f, dict))
+    return True
+
+
+def avro_renders(fmt: Any, schema_id: int) -> "str | None":
     """Do values of writer schema `schema_id`, read by `fmt` (an Avro format, maybe with a pinned
-    reader schema), print from their Arrow column exactly as `avro.jsonable` prints them?"""
+    reader schema), print from their Arrow column exactly as `avro.jsonable` prints them? "column":
+    from any column decode_column makes; "kernel": only from the compiled kernel's (a union whose
+    branches fastavro's Python path cannot tell apart); None: no."""
     fast = _fastavro_logical()
     w = fmt.writer(schema_id)
     if w.shape.recursive:  # no Arrow type holds a type that contains itself
-        return False
+        return None
     schemas = [w.raw, *w.refs]
     reader = getattr(fmt, "_reader_raw", None)
     if reader is not None:
         if _logical_default(reader):
-            return False
+            return None
         schemas.append(reader)
-    return all(_logical_ok(s, fast) for s in schemas)
+    if not all(_logical_ok(s, fast) for s in schemas):
+        return None
+    named: dict[str, str] = {}
+    for s in schemas:
+        _named(s, named)
+    return "column" if all(_unions_distinct(s, named) for s in schemas) else "kernel"
 
 
 # ------------------------------------------------------------------------------------ Arrow -> JSON
