@@ -27,6 +27,7 @@ import datetime
 import decimal
 import io
 import json
+import struct
 import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -119,27 +120,87 @@ def _decimals(values: list[Any], node: _Node) -> "pa.Array":
     return pa.Array.from_buffers(node.type, n, [bitmap, pa.py_buffer(bytes(out))])
 
 
-def _matches(v: Any, b: Any, node: _Node) -> bool:
+_INT32 = 1 << 31
+_INT64 = 1 << 63
+
+
+def _float32_exact(v: float) -> bool:
+    """Does v survive float32 (what fastavro gives for a float branch: a float32 widened)?"""
+    if v != v:
+        return True  # NaN
+    try:
+        return struct.unpack("<f", struct.pack("<f", v))[0] == v
+    except OverflowError:
+        return False
+
+
+def _holds(v: Any, node: _Node, top: bool = False) -> bool:
+    """Does node's Arrow type hold the raw value v exactly, as fastavro gives values of that type
+    (logical types raw)? The rule a union's branch is picked by (fastavro does not say which branch
+    it read): nothing is rounded, truncated or reinterpreted. None is held by any type below a
+    union's branch (a field of type ["null", T] is T's node), only by a null branch at its top."""
     k = node.kind
     if v is None:
-        return k == "null"
+        return k == "null" or not top
+    if k == "union":  # a field's union of several types
+        return _branch(v, node) >= 0
+    if k == "null":
+        return False
     if isinstance(v, bool):
         return k == "boolean"
+    if k == "boolean":
+        return False
     if isinstance(v, int):
-        return k in ("int", "long")
+        if k == "int":
+            return -_INT32 <= v < _INT32
+        if k == "long":
+            return -_INT64 <= v < _INT64
+        if k in ("float", "double"):  # an int promoted by the reader schema: only if exact
+            return abs(v) <= 1 << 53 and (k == "double" or _float32_exact(float(v)))
+        return False
     if isinstance(v, float):
-        return k in ("float", "double")
+        return k == "double" or (k == "float" and _float32_exact(v))
     if isinstance(v, str):
-        return k in ("string", "enum")
+        if k == "enum":
+            return v in node.raw.get("symbols", ())
+        return k == "string"
     if isinstance(v, (bytes, bytearray)):
-        return k in ("bytes", "decimal") or (k == "fixed" and len(v) == node.size)
+        if k == "bytes":
+            return True
+        if k == "fixed":
+            return len(v) == node.size
+        if k == "decimal":  # the unscaled value within the precision
+            return abs(int.from_bytes(v, "big", signed=True)) < 10 ** node.type.precision
+        return False
     if isinstance(v, dict):
         if k == "record":
-            return set(v) == {name for name, _ in node.fields}
-        return k == "map"
+            return len(v) == len(node.fields) and all(name in v and _holds(v[name], child)
+                                                       for name, child in node.fields)
+        if k == "map":
+            assert node.item is not None
+            item = node.item
+            return all(isinstance(key, str) and _holds(x, item) for key, x in v.items())
+        return False
     if isinstance(v, list):
-        return k == "array"
+        if k == "array":
+            assert node.item is not None
+            item = node.item
+            return all(_holds(x, item) for x in v)
+        return False
     return False
+
+
+def _branch(v: Any, node: _Node) -> int:
+    """The first branch of the union that holds v exactly (see _holds), or -1."""
+    if v is None:  # a null branch, else (a null row of the column) any branch, its child null there
+        for i, (_, _, child) in enumerate(node.branches):
+            if child.kind == "null":
+                return i
+        return 0
+    for i, (_, _, child) in enumerate(node.branches):
+        if _holds(v, child, top=True):
+            return i
+    return -1
 
 
 def _union_array(values: list[Any], node: _Node) -> "pa.Array":
@@ -149,16 +210,17 @@ def _union_array(values: list[Any], node: _Node) -> "pa.Array":
     codes = bytearray()
     offsets = []
     for v in values:
-        for i, (_, b, child) in enumerate(node.branches):
-            if _matches(v, b, child):
-                break
-        else:
+        i = _branch(v, node)
+        if i < 0:
             raise PayloadError(f"a value of Python type {type(v).__name__} fits no branch of the union "
-                               f"{[name for name, _, _ in node.branches]}")
+                               f"{[name for name, _, _ in node.branches]} exactly")
         codes.append(i)
         offsets.append(len(per[i]))
         per[i].append(v)
-    children = [to_arrow(vals, child) for vals, (_, _, child) in zip(per, node.branches)]
+    try:
+        children = [to_arrow(vals, child) for vals, (_, _, child) in zip(per, node.branches)]
+    except (pa.ArrowException, OverflowError) as e:  # (not expected: each value is held exactly)
+        raise PayloadError(f"a value does not convert to its branch of the union: {e}") from None
     return pa.UnionArray.from_dense(pa.array(codes, pa.int8()), pa.array(offsets, pa.int32()), children,
                                     [name for name, _, _ in node.branches])
 
@@ -509,7 +571,19 @@ class Avro(Format):
         raw, target, empty = self._decode_raw(values, offsets, what, self._empty_before())
         if target is None and self._reader_raw is None:
             return pa.nulls(len(values))
-        result = to_arrow(raw, self._node(target))
+        node = self._node(target)
+        try:
+            result = to_arrow(raw, node)
+        except PayloadError as e:  # a value no branch of a union holds: name its record
+            for i, v in enumerate(raw):
+                if v is not None and e.offset is None:
+                    try:
+                        to_arrow([v], node)
+                    except PayloadError:
+                        sid = header(values[i], None, what)[0]  # type: ignore[arg-type]
+                        raise PayloadError(e.detail, offset=None if offsets is None else offsets[i],
+                                           schema_id=sid, what=what) from None
+            raise
         self._empty_done(empty)
         return result
 

@@ -163,6 +163,13 @@ def avro_renders(fmt: Any, schema_id: int) -> "str | None":
 
 
 # ------------------------------------------------------------------------------------ Arrow -> JSON
+def _fields(arr: "pa.StructArray") -> list[Any]:
+    """A struct column's fields, without its nulls (the rows' validity is read apart): Arrow's
+    flatten() ANDs them into each field, and aborts the process on a union field (whose nulls are
+    its branches' own: Arrow unions have no validity bitmap)."""
+    return [arr.field(i) for i in range(arr.type.num_fields)]
+
+
 def json_rows(arr: "pa.Array") -> list[Any]:
     """Each row of a typed column as JSON-able Python objects (None for a null row), as cat prints
     the value; Unrenderable for a value that has no faithful form."""
@@ -174,7 +181,7 @@ def json_rows(arr: "pa.Array") -> list[Any]:
     if T.is_struct(typ):
         valid = _valid(arr)
         names = [f.name for f in typ]
-        kids = [json_rows(c) for c in arr.flatten()]
+        kids = [json_rows(c) for c in _fields(arr)]
         return [dict(zip(names, vals)) if ok else None for ok, vals in zip(valid, zip(*kids))] if kids else \
             [{} if ok else None for ok in valid]
     if T.is_list(typ) or T.is_large_list(typ) or T.is_map(typ):
@@ -260,7 +267,7 @@ def protobuf_rows(arr: "pa.Array", d: Any) -> list[Any]:
 
     n = len(arr)
     valid = _valid(arr)
-    kids = dict(zip([f.name for f in arr.type], arr.flatten()))
+    kids = dict(zip([f.name for f in arr.type], _fields(arr)))
     cols: list[tuple[str, int, Any, Any, list[Any]]] = []
     for name, how, zero, conv, f in _pb_plan(d):
         child = kids[name]

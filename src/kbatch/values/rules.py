@@ -180,7 +180,7 @@ def decode_column(fmt: Any, column: "pa.Array", offsets: "pa.Array | None", what
         typ = merge_types(typ, arr.type, what)
     if pa.types.is_null(typ):
         return pa.nulls(n)
-    pieces = [arr if arr.type == typ else arr.cast(typ) for _rows, arr in parts]
+    pieces = [_as_type(arr, typ) for _rows, arr in parts]
     where = np.full(n, -1, np.int64)
     at = 0
     for (rows, _arr), piece in zip(parts, pieces):
@@ -218,7 +218,19 @@ def _decode(fmt: Any, column: "pa.Array", offsets: "pa.Array | None", what: str,
     typ = merge_types(lo.type, hi.type, what)
     if pa.types.is_null(typ):
         return pa.nulls(len(column))
-    return pa.concat_arrays([lo if lo.type == typ else lo.cast(typ), hi if hi.type == typ else hi.cast(typ)])
+    return pa.concat_arrays([_as_type(lo, typ), _as_type(hi, typ)])
+
+
+def _as_type(arr: "pa.Array", typ: "pa.DataType") -> "pa.Array":
+    """arr as a column of typ; the nulled rows of a part made as nulls of typ (Arrow casts no null
+    column to a union, whose null row is a row of a branch, null there: pa.nulls builds that)."""
+    import pyarrow as pa
+
+    if arr.type == typ:
+        return arr
+    if pa.types.is_null(arr.type):
+        return pa.nulls(len(arr), typ)
+    return arr.cast(typ)
 
 
 def _one_kind(column: "pa.Array") -> bool:
