@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import MissingDependencyError
 from .base import Format
 from .avro_limits import AvroShape, SchemaShapeError, ValueLimit, check_value
-from .avro_types import AvroTypes, _Node, strip_logical
+from .avro_types import BRANCH, AvroTypes, _Node, strip_logical, tag_unions
 from .errors import PayloadError, PayloadLimitError, SchemaSourceError
 from .framing import header
 from .limits import MAX_SCHEMA_JSON_DEPTH, JsonDepthError, json_loads
@@ -210,7 +210,16 @@ def _union_array(values: list[Any], node: _Node) -> "pa.Array":
     codes = bytearray()
     offsets = []
     for v in values:
-        i = _branch(v, node)
+        if type(v) is dict and len(v) == 1:
+            key = next(iter(v))
+            if key.startswith(BRANCH):  # tagged (tag_unions): the writer's branch
+                i = int(key[len(BRANCH):])
+                v = v[key]
+                codes.append(i)
+                offsets.append(len(per[i]))
+                per[i].append(v)
+                continue
+        i = _branch(v, node)  # resolved to a reader schema: the first branch that holds it exactly
         if i < 0:
             raise PayloadError(f"a value of Python type {type(v).__name__} fits no branch of the union "
                                f"{[name for name, _, _ in node.branches]} exactly")
@@ -273,11 +282,22 @@ class _Writer:
             self.plain_raw = strip_logical(raw)
             self.plain = fastavro.parse_schema(self.plain_raw, named_schemas=named_raw)
             self.plain_named = named_raw
+            # the branches of its unions of several types tagged (tag_unions): the Arrow column's path
+            count = [0]
+            tagged_refs = [tag_unions(strip_logical(r), count) for r in refs]
+            self.tagged_raw = tag_unions(self.plain_raw, count)
+            if count[0]:
+                named_tagged: dict[str, Any] = {}
+                for r in tagged_refs:
+                    fastavro.parse_schema(r, named_schemas=named_tagged)
+                self.tagged = fastavro.parse_schema(self.tagged_raw, named_schemas=named_tagged)
+            else:
+                self.tagged = self.plain
         except SchemaShapeError as e:
             raise SchemaSourceError(str(e), schema_id=schema.id) from None
         except Exception as e:  # fastavro raises SchemaParseException, ValueError, KeyError...
             raise SchemaSourceError(f"the Avro schema does not parse: {e}", schema_id=schema.id) from None
-        self._container: dict[int, bytes] = {}
+        self._container: dict[tuple[int, bool], bytes] = {}
 
     def check(self, data: "bytes | memoryview", start: int, offset: int | None, what: str, empty: int = 0) -> int:
         """Refuse a payload that breaks a bound (kbatch.values.limits) before fastavro reads it; only
@@ -298,20 +318,23 @@ class _Writer:
         t.register(self.raw)
         return t
 
-    def container_header(self, sync: bytes) -> bytes:
+    def container_header(self, sync: bytes, tagged: bool = False) -> bytes:
         """An Avro object-container header naming the (logical-free) schema with all the named types
-        its references define inline, so fastavro's reader decodes blocks of our payloads."""
-        hit = self._container.get(id(sync))
+        its references define inline, so fastavro's reader decodes blocks of our payloads (tagged:
+        its unions' branches tagged, see tag_unions)."""
+        key = (id(sync), tagged)
+        hit = self._container.get(key)
         if hit is not None:
             return hit
-        meta = {"avro.schema": json.dumps(self.plain_raw).encode(), "avro.codec": b"null"}
+        meta = {"avro.schema": json.dumps(self.tagged_raw if tagged else self.plain_raw).encode(),
+                "avro.codec": b"null"}
         out = bytearray(b"Obj\x01")
         out += _long(len(meta))
         for k, v in meta.items():
             out += _long(len(k)) + k.encode() + _long(len(v)) + v
         out += _long(0) + sync
-        self._container[id(sync)] = bytes(out)
-        return self._container[id(sync)]
+        self._container[key] = bytes(out)
+        return self._container[key]
 
 
 def _long(v: int) -> bytes:
@@ -430,9 +453,11 @@ class Avro(Format):
         return out, target
 
     def _decode_raw(self, values: Sequence["bytes | memoryview | None"], offsets: Sequence[int] | None, what: str,
-                    empty: int) -> tuple[list[Any], int | None, int]:
+                    empty: int, tagged: bool = False) -> tuple[list[Any], int | None, int]:
         """decode_raw, and the items that take no bytes the values hold, counted from `empty` (the
-        values decoded before them in the column: one bound for all, kbatch.values.limits)."""
+        values decoded before them in the column: one bound for all, kbatch.values.limits). tagged:
+        the values of a writer schema that is the column's own (no schema resolution) come with
+        their unions' branches tagged (tag_unions), for `to_arrow`."""
         fastavro = _fastavro()
         n = len(values)
         ids: list[int] = [0] * n
@@ -477,9 +502,10 @@ class Avro(Format):
                     rows.append(j)
                 j += 1
             same = reader is w.plain
+            tag = tagged and same
             decoded = None
             if not w.refs:  # a container header needs a self-contained schema
-                buf = w.container_header(_SYNC) + b"".join(bytes(p) for p in parts)
+                buf = w.container_header(_SYNC, tag) + b"".join(bytes(p) for p in parts)
                 try:
                     decoded = list(fastavro.reader(io.BytesIO(buf), reader_schema=None if same else reader))
                     if len(decoded) != len(rows):
@@ -487,17 +513,18 @@ class Avro(Format):
                 except Exception:
                     decoded = None  # find the value that does not decode, and say which
             if decoded is None:
-                decoded = [self._one_raw(values[r], starts[r], w, reader, same, offsets, r, what) for r in rows]
+                decoded = [self._one_raw(values[r], starts[r], w, reader, same, offsets, r, what, tag) for r in rows]
             for r, d in zip(rows, decoded):
                 out[r] = d
             i = j
         return out, target, empty
 
     def _one_raw(self, v: Any, start: int, w: _Writer, reader: Any, same: bool, offsets: Sequence[int] | None,
-                 row: int, what: str) -> Any:
+                 row: int, what: str, tagged: bool = False) -> Any:
         fastavro = _fastavro()
         try:
-            d = fastavro.schemaless_reader(io.BytesIO(bytes(v[start:])), w.plain, None if same else reader)
+            d = fastavro.schemaless_reader(io.BytesIO(bytes(v[start:])), w.tagged if tagged else w.plain,
+                                           None if same else reader)
         except Exception as e:
             raise PayloadError(f"the Avro payload does not decode: {type(e).__name__}: {e}",
                                offset=None if offsets is None else offsets[row], schema_id=w.id, what=what) from None
@@ -568,7 +595,7 @@ class Avro(Format):
         """Many framed values -> one typed Arrow array (null where the value is null)."""
         import pyarrow as pa
 
-        raw, target, empty = self._decode_raw(values, offsets, what, self._empty_before())
+        raw, target, empty = self._decode_raw(values, offsets, what, self._empty_before(), tagged=True)
         if target is None and self._reader_raw is None:
             return pa.nulls(len(values))
         node = self._node(target)

@@ -51,6 +51,45 @@ def strip_logical(schema: Any) -> Any:
     return schema
 
 
+#: the field of the one-field record `tag_unions` wraps a union's branch i in: BRANCH + str(i)
+BRANCH = "_kbatch_branch_"
+
+
+def _is_null(b: Any) -> bool:
+    return b == "null" or (isinstance(b, dict) and b.get("type") == "null")
+
+
+def tag_unions(schema: Any, count: list[int]) -> Any:
+    """A (logical-free) schema whose unions of several non-null types have each branch i wrapped in
+    a one-field record (field BRANCH + i, a name unique by `count`): a record adds no bytes in
+    Avro's binary encoding, so the same bytes decode, and fastavro's value there is {BRANCH + i:
+    the value}: the branch the writer wrote, which the value alone does not always tell (a double
+    that is also a float, a map that is also a record). Field defaults are dropped (a writer
+    schema's defaults are never read). Named types keep their full names (a wrapper is named in
+    the namespace it sits in)."""
+    if isinstance(schema, list):
+        branches = [tag_unions(b, count) for b in schema]
+        if sum(not _is_null(b) for b in schema) < 2:
+            return branches
+        count[0] += 1
+        return [{"type": "record", "name": f"_kbatch_union_{count[0]}_{i}",
+                 "fields": [{"name": f"{BRANCH}{i}", "type": b}]} for i, b in enumerate(branches)]
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    t = schema.get("type")
+    if t in ("record", "error") and isinstance(schema.get("fields"), list):
+        out["fields"] = [{k: (tag_unions(v, count) if k == "type" else v) for k, v in f.items() if k != "default"}
+                         if isinstance(f, dict) else f for f in schema["fields"]]
+    elif t == "array" and "items" in schema:
+        out["items"] = tag_unions(schema["items"], count)
+    elif t == "map" and "values" in schema:
+        out["values"] = tag_unions(schema["values"], count)
+    elif isinstance(t, (dict, list)):
+        out["type"] = tag_unions(t, count)
+    return out
+
+
 class _Node:
     """One Avro type as this module converts it: the Arrow type, and how values become an array."""
     __slots__ = ("kind", "type", "simple", "fields", "item", "branches", "scale", "size", "name", "raw")
