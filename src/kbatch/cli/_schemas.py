@@ -179,10 +179,7 @@ def rendered(fmt: "ValueFormat", values: "list[bytes | None]", offsets: list[int
     from ..values.rules import pinned
 
     if isinstance(fmt, PlainJson) and fmt.given:  # (inferred: cat prints each value as it is written)
-        out = _encoded(fmt, values, offsets, [[i for i, v in enumerate(values) if v]], what)
-        # pyarrow's JSON reader reads the integer -0 in a number column as -0.0, the per-value path
-        # (json.loads, then float()) as 0.0: a value with a negative zero is decoded alone
-        return {v: text for v, text in out.items() if b"-0.0" not in text}
+        return _encoded(fmt, values, offsets, [[i for i, v in enumerate(values) if v]], what)
     if isinstance(fmt, Protobuf):
         return _protobuf(fmt, values, offsets, what)
     if not isinstance(fmt, Avro):
