@@ -104,12 +104,14 @@ def test_a_pinned_reader_schema_takes_the_first_branch_that_holds_the_value_exac
     the first branch that holds it unchanged (docs/schemas.md, "Unions"). The value is never
     rounded nor reinterpreted; the tag can be an earlier branch that holds it exactly."""
     fmt = Avro(source(T), reader_schema=T)
-    col = fmt.to_arrow(ROWS, [0, 1, 2])
+    rows = [row((1, 0.1), (1, 5), (0, {}), (1, {}), (1, "A"), (2, b"abcd")),
+            row((0, 0.5), (0, 5), (0, {"a": 1}), (1, {}), (0, "A"), (1, b"abcd")), ROWS[2]]
+    col = fmt.to_arrow(rows, [0, 1, 2])
     x = col.field("x")
     assert x.to_pylist() == [0.1, 0.5, 1e300]              # 0.1 is no float32: double
     assert x.type_codes.to_pylist() == [1, 0, 1]
     assert col.field("y").to_pylist() == [5, 5, 2**40] and col.field("y").type_codes.to_pylist() == [0, 0, 1]
-    assert col.field("e").to_pylist() == ["A", "A", "B"]
+    assert col.field("e").to_pylist() == ["A", "A", "B"] and col.field("m").to_pylist() == [[], [("a", 1)], []]
     assert col.field("n").type_codes.to_pylist() == [1, 1, 0]   # bytes before fixed: the value unchanged
 
 
@@ -216,3 +218,29 @@ def test_export_on_decode_error_null_with_a_union(tmp_path, schema, good):
         assert rows[0] == 5 and rows[2] == "a"
     else:
         assert rows[0]["x"] == 0.1 and rows[1] is None
+
+
+def test_a_pinned_reader_schema_refuses_a_value_two_branches_read_differently(path):
+    """A map {"f0": 5} resolved into [R{f0: date}, map<int>]: R would make the 5 a date. The
+    writer's branch is not known once fastavro resolved it: the record's error, not a guess; the
+    same bytes read without the pinned reader schema give the map, as written."""
+    pinned = Avro(source(T), reader_schema=T)
+    ambiguous = row((0, 0.5), (0, 5), (0, {}), (1, {"f0": 5}), (0, "A"), (0, None))
+    with pytest.raises(PayloadError, match=r"at offset 4 .*fits branches R and map of the union"):
+        decode_column(pinned, pa.array([ROWS[2], ambiguous], pa.binary()), pa.array([3, 4], pa.int64()), "value")
+    errors = []
+    col = decode_column(pinned, pa.array([ROWS[2], ambiguous], pa.binary()), pa.array([3, 4], pa.int64()), "value",
+                        lambda r, e: errors.append(r))
+    assert errors == [1] and col.to_pylist()[1] is None and _null_rows_ok(col)[0]["x"] == 1e300
+    own = decode_column(Avro(source(T)), pa.array([ambiguous], pa.binary()), None, "value")
+    assert own.to_pylist()[0]["r"] == [("f0", 5)]
+
+
+def test_a_pinned_reader_schema_takes_a_double_that_float32_holds_without_error(path):
+    """float and double read 0.10000000149011612 (float32's 0.1) alike: tagged float, same value."""
+    v = struct.unpack("<f", struct.pack("<f", 0.1))[0]
+    rows = [row((1, v), (1, 2**31), (0, {}), (1, {}), (1, "C"), (0, None))]
+    col = Avro(source(T), reader_schema=T).to_arrow(rows)
+    assert col.field("x").to_pylist() == [v] and col.field("x").type_codes.to_pylist() == [0]
+    assert col.field("y").to_pylist() == [2**31] and col.field("y").type_codes.to_pylist() == [1]
+    assert col.field("e").to_pylist() == ["C"] and col.field("e").type_codes.to_pylist() == [1]

@@ -129,7 +129,7 @@ def _float32_exact(v: float) -> bool:
     if v != v:
         return True  # NaN
     try:
-        return struct.unpack("<f", struct.pack("<f", v))[0] == v
+        return bool(struct.unpack("<f", struct.pack("<f", v))[0] == v)
     except OverflowError:
         return False
 
@@ -170,7 +170,7 @@ def _holds(v: Any, node: _Node, top: bool = False) -> bool:
         if k == "fixed":
             return len(v) == node.size
         if k == "decimal":  # the unscaled value within the precision
-            return abs(int.from_bytes(v, "big", signed=True)) < 10 ** node.type.precision
+            return bool(abs(int.from_bytes(v, "big", signed=True)) < 10 ** node.type.precision)
         return False
     if isinstance(v, dict):
         if k == "record":
@@ -203,6 +203,40 @@ def _branch(v: Any, node: _Node) -> int:
     return -1
 
 
+def _one_reading(v: Any, node: _Node, first: int) -> None:
+    """PayloadError when another branch also holds the raw value v and reads it otherwise than
+    branch `first` (a record's int field that is a date in one, an int of a map in the other): the
+    writer's branch is not known (a reader schema resolved it), and no branch is taken at a guess.
+    Branches that read it alike (float and double, int and long, a record and a map of the same
+    pairs, bytes and fixed) are not an error: the value is the same in either."""
+    mine: str | None = None
+    for i in range(first + 1, len(node.branches)):
+        child = node.branches[i][2]
+        if not _holds(v, child, top=True):
+            continue
+        if mine is None:
+            mine = _reading(v, node.branches[first][2])
+        if _reading(v, child) != mine:
+            names = [name for name, _, _ in node.branches]
+            raise PayloadError(f"the value fits branches {names[first]} and {names[i]} of the union {names}, which "
+                               f"read it differently, and the reader schema's resolution does not tell which the "
+                               f"writer wrote: decode without a pinned reader schema (each value with its "
+                               f"writer's, which tells)")
+
+
+def _reading(v: Any, node: _Node) -> str:
+    """The value as node's Arrow type reads it, maps as dicts (a record of the same pairs reads alike)."""
+    def plain(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {k: plain(y) for k, y in x.items()}
+        if isinstance(x, list):
+            if x and all(isinstance(y, tuple) for y in x):  # (a map's pairs: to_pylist's form)
+                return {k: plain(y) for k, y in x}
+            return [plain(y) for y in x]
+        return x
+    return repr(plain(to_arrow([v], node).to_pylist()[0]))
+
+
 def _union_array(values: list[Any], node: _Node) -> "pa.Array":
     import pyarrow as pa
 
@@ -223,6 +257,8 @@ def _union_array(values: list[Any], node: _Node) -> "pa.Array":
         if i < 0:
             raise PayloadError(f"a value of Python type {type(v).__name__} fits no branch of the union "
                                f"{[name for name, _, _ in node.branches]} exactly")
+        if v is not None:
+            _one_reading(v, node, i)
         codes.append(i)
         offsets.append(len(per[i]))
         per[i].append(v)
