@@ -121,8 +121,9 @@ def _named(schema: Any, out: "dict[str, str]") -> None:
 
 def _unions_distinct(schema: Any, named: "dict[str, str]") -> bool:
     """Does every union's branches give fastavro values of different Python classes? Where two share
-    one (int and long, a record and a map, float and double), values.avro's Python column path
-    guesses the branch from the value, not the bytes, and its column may not be the value's."""
+    one (int and long, a record and a map, float and double), values.avro's Python column path,
+    resolving to a pinned reader schema, takes the first branch that holds the value, which may not
+    be the writer's (without one it decodes the writer's branch: avro_types.tag_unions)."""
     if isinstance(schema, list):
         classes = []
         for b in schema:
@@ -142,8 +143,8 @@ def _unions_distinct(schema: Any, named: "dict[str, str]") -> bool:
 def avro_renders(fmt: Any, schema_id: int) -> "str | None":
     """Do values of writer schema `schema_id`, read by `fmt` (an Avro format, maybe with a pinned
     reader schema), print from their Arrow column exactly as `avro.jsonable` prints them? "column":
-    from any column decode_column makes; "kernel": only from the compiled kernel's (a union whose
-    branches fastavro's Python path cannot tell apart); None: no."""
+    from any column decode_column makes; "kernel": only from the compiled kernel's (with a pinned
+    reader schema, a union whose branches fastavro's Python path cannot tell apart); None: no."""
     fast = _fastavro_logical()
     w = fmt.writer(schema_id)
     if w.shape.recursive:  # no Arrow type holds a type that contains itself
@@ -156,6 +157,8 @@ def avro_renders(fmt: Any, schema_id: int) -> "str | None":
         schemas.append(reader)
     if not all(_logical_ok(s, fast) for s in schemas):
         return None
+    if reader is None:  # each value read with its own writer schema: the union's branch is the writer's
+        return "column"
     named: dict[str, str] = {}
     for s in schemas:
         _named(s, named)
