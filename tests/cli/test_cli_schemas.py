@@ -179,3 +179,24 @@ def test_export_keeps_one_type_per_topic(tmp_path):
     with pytest.raises(SchemaError, match="topic orders: value.id is int64 in one writer schema and string"):
         typing_for("orders", batch(3, other, {"id": "x"}))             # a string id does not cast to int64
     assert typing_for("other-topic", batch(1, V1, {"id": 1, "item": "a"})).num_rows == 1   # per topic
+
+
+def test_export_typing_a_batch_of_nulls_after_a_union_column(tmp_path):
+    """A topic's union column, then a batch whose values all did not decode (--on-decode-error
+    null) or are Kafka nulls: its column of nulls takes the union type (Arrow casts no null column
+    to a union: it was a traceback)."""
+    from kbatch.cli._schemas import export_typing
+    schema = ["null", "long", "string"]
+    (tmp_path / "1.avsc").write_text(json.dumps(schema))
+    typing_for = export_typing(["value=avro"], str(tmp_path), None, "null")
+
+    def batch(values):
+        b = kbatch.BatchBuilder()
+        for v in values:
+            b.append(1000, None, v)
+        return kbatch.decode_columns(b.build()).to_batches()[0]
+    first = typing_for("t", batch([avro_value(1, schema, 5), avro_value(1, schema, "a")]))
+    nulls = typing_for("t", batch([b"\x00\x00\x00\x00\x01\xff\xff", None]))
+    assert nulls.schema == first.schema
+    col = nulls.column(nulls.schema.get_field_index("value"))
+    assert col.buffers()[0] is None and col.to_pylist() == [None, None]

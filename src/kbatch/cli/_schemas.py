@@ -488,7 +488,8 @@ def typed_cast(rb: Any, field: str, typ: Any) -> Any:
 
     i = rb.schema.get_field_index(field)
     cols = list(rb.columns)
-    cols[i] = cols[i].cast(typ)
+    # (a column of nulls only is made anew: Arrow casts no null column to a union)
+    cols[i] = pa.nulls(len(cols[i]), typ) if pa.types.is_null(cols[i].type) else cols[i].cast(typ)
     fields = list(rb.schema)
     fields[i] = pa.field(field, typ)
     return pa.RecordBatch.from_arrays(cols, schema=pa.schema(fields, metadata=rb.schema.metadata))
