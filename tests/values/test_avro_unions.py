@@ -244,3 +244,22 @@ def test_a_pinned_reader_schema_takes_a_double_that_float32_holds_without_error(
     assert col.field("x").to_pylist() == [v] and col.field("x").type_codes.to_pylist() == [0]
     assert col.field("y").to_pylist() == [2**31] and col.field("y").type_codes.to_pylist() == [1]
     assert col.field("e").to_pylist() == ["C"] and col.field("e").type_codes.to_pylist() == [1]
+
+
+def test_a_union_in_a_referenced_schema_and_a_union_of_named_types(path):
+    """A writer schema with references (decoded one value at a time: no container header): the
+    referenced record's union, and the main schema's union of it and a map, keep the writer's
+    branches."""
+    ref = {"type": "record", "name": "Amount", "namespace": "m", "fields": [{"name": "v", "type": ["float", "double"]}]}
+    main = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
+        {"name": "a", "type": [{"type": "map", "values": "double"}, "m.Amount"]}]}
+    src = TopicSchemas.from_records([
+        (0, schema_key("amount", 1), schema_value("amount", 1, 1, ref)),
+        (1, schema_key("o-value", 1), schema_value("o-value", 1, 2, main,
+                                                   references=[{"name": "m.Amount", "subject": "amount", "version": 1}]))])
+    amount = b"\x02" + b"\x02" + struct.pack("<d", 0.1)     # a: branch 1 (Amount), v: branch 1 (double)
+    a_map = b"\x00" + b"\x02" + b"\x02v" + struct.pack("<d", 0.1) + b"\x00"  # a: the map {"v": 0.1}
+    col = decode_column(Avro(src), pa.array([frame(2, amount), frame(2, a_map), None], pa.binary()), None, "value")
+    assert col.to_pylist() == [{"a": {"v": 0.1}}, {"a": [("v", 0.1)]}, None]
+    assert col.field("a").type_codes.to_pylist() == [1, 0, 0]
+    assert col.field("a").field(1).field("v").type_codes.to_pylist() == [1]
