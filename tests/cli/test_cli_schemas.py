@@ -200,3 +200,38 @@ def test_export_typing_a_batch_of_nulls_after_a_union_column(tmp_path):
     assert nulls.schema == first.schema
     col = nulls.column(nulls.schema.get_field_index("value"))
     assert col.buffers()[0] is None and col.to_pylist() == [None, None]
+
+
+@pytest.mark.parametrize("one_file", [False, True])
+def test_export_parquet_of_a_union_column_is_a_usage_error(tmp_path, one_file):
+    """Parquet has no union type: exporting Avro values whose schema has a union of several
+    non-null types to Parquet says so (exit 2, what to do instead) and leaves no file behind,
+    never pyarrow's ArrowNotImplementedError traceback; jsonl takes the same values."""
+    from kbatch.cli import main
+
+    schema = {"type": "record", "name": "R", "fields": [{"name": "v", "type": ["null", "long", "string"]}]}
+    (tmp_path / "schemas").mkdir()
+    (tmp_path / "schemas" / "1.avsc").write_text(json.dumps(schema))
+    part = tmp_path / "log" / "t-0"
+    log = kbatch.Log.create(str(part))
+    b = kbatch.BatchBuilder()
+    for v in (5, "a", None):
+        b.append(1000, None, avro_value(1, schema, {"v": v}))
+    log.append(b.build())
+    log.close()
+    out = tmp_path / ("out.parquet" if one_file else "out")
+    args = ["export", str(part), "--to", str(out), "-s", "value=avro", "--schemas", str(tmp_path / "schemas")]
+    if not one_file:
+        args += ["--format", "parquet"]
+    import contextlib
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(args)
+    assert code == 2, err.getvalue()
+    assert "the typed column value.v (dense_union" in err.getvalue() and "Parquet has no type" in err.getvalue()
+    assert "Traceback" not in err.getvalue()
+    assert not [p for p in tmp_path.rglob("*") if p.suffix in (".parquet", ".tmp")]
+    jsonl = tmp_path / "out.jsonl"
+    assert main(["export", str(part), "--to", str(jsonl), "-s", "value=avro", "--schemas",
+                 str(tmp_path / "schemas")]) == 0
+    assert [json.loads(line)["value"]["v"] for line in jsonl.read_text().splitlines()] == [5, "a", None]

@@ -50,7 +50,10 @@ def _record(suite: str, version: str, outcomes: list[dict], note: str = "") -> N
 def test_docs_matrix_is_generated_from_the_recorded_results():
     """docs/serve.md's matrix is tools/conformance_matrix.py's rendering of the recorded run (never
     edited by hand), and every program not passed says why."""
-    matrix = tool_module("conformance_matrix")
+    try:
+        matrix = tool_module("conformance_matrix")
+    except FileNotFoundError as e:  # the release check runs the suite against a wheel, without tools/
+        pytest.skip(str(e))
     assert matrix.render(matrix.load()) in (ROOT / "docs" / "serve.md").read_text()
     for suite in matrix.load():
         for o in suite["outcomes"]:

@@ -114,6 +114,24 @@ def _partition_log(d: str, segs: "list[SegmentFiles]") -> "Log | None":
     return log
 
 
+def _union_field(schema: "pa.Schema") -> str | None:
+    """The path of the first union-typed field of a schema (in structs, lists and maps), or None."""
+    import pyarrow.types as T
+
+    def walk(t: Any, path: str) -> str | None:
+        if T.is_union(t):
+            return f"{path} ({t})"
+        if T.is_struct(t):
+            return next((w for f in t for w in [walk(f.type, f"{path}.{f.name}")] if w), None)
+        if T.is_map(t):
+            return walk(t.key_type, f"{path}.key") or walk(t.item_type, f"{path}.value")
+        if T.is_list(t) or T.is_large_list(t) or T.is_fixed_size_list(t):
+            return walk(t.value_type, f"{path}[]")
+        return None
+
+    return next((w for f in schema for w in [walk(f.type, f.name)] if w), None)
+
+
 class _Sink:
     """One output file written under a temporary name and renamed into place by done()."""
 
@@ -149,6 +167,11 @@ class _Sink:
         (kbatch.tables.writer_options: decided on the topic's first batch)."""
         import pyarrow.parquet as pq
 
+        union = _union_field(first.schema)
+        if union is not None:
+            raise UsageProblem(f"--format parquet: the typed column {union} is a union of several non-null types, "
+                               f"which Parquet has no type for: export it with a reader schema without that union "
+                               f"(-s value=avro:SUBJECT@VERSION), as --format jsonl, or without -s")
         self.schema = first.schema
         self.w = pq.ParquetWriter(self.tmp, first.schema, **self.choices.options(first))
 
@@ -291,6 +314,10 @@ def cmd_export(path: "PathLike", *, to: str, fmt: str | None = None, batch_field
                         for rb in _batches(files, log, topic, partition, batch_fields):
                             rb = typing_for(topic, rb)
                             target.write(rb if one_file else rb.drop_columns(["topic", "partition"]))
+                    except UsageProblem:  # every file would fail alike: nothing half-written stays
+                        if not one_file:
+                            target.discard()
+                        raise
                     except KBatchError as e:
                         if _source_down(e):  # a schema source that cannot answer: every segment would fail alike
                             raise
