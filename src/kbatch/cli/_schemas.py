@@ -292,8 +292,9 @@ def _kernel_pieces(fmt: Any, values: "list[bytes | None]", offsets: list[int], r
 def _column(fmt: "ValueFormat", values: "list[bytes | None]", offsets: list[int], rows: list[int], what: str
             ) -> "tuple[list[int], Any] | None":
     """(the rows that decode, their column): the rows at once; if one does not decode, the rules'
-    on_error finds which, and the others are decoded again without them (a column with nulled rows
-    can hold a union with a validity bitmap, which Arrow's flatten() aborts on)."""
+    on_error finds which, and the others are decoded again without them (the rows that fail are
+    printed value by value, with the per-value path's own error; a column resolved without them
+    keeps its type the one the good rows give)."""
     import pyarrow as pa
 
     from ..values import SchemaError
