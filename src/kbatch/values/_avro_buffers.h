@@ -1,6 +1,7 @@
-/* The Avro kernel's buffers and reads (kbatch.values._avro_kernel): a growable byte buffer with
- * always-inlined appends and a bounded pool of the large blocks Arrow let go of, Avro's zigzag
- * varint and a short bytes decimal. Included by _avro_kernel.pyx only. */
+/* The value kernels' buffers (kbatch.values._avro_kernel and _protobuf_kernel): a growable byte
+ * buffer with always-inlined appends and a bounded pool of the large blocks Arrow let go of (each
+ * extension module has its own); and the Avro kernel's reads: its zigzag varint and a short bytes
+ * decimal. */
 #ifndef KB_AVRO_BUFFERS_H
 #define KB_AVRO_BUFFERS_H
 #include <stdint.h>
@@ -76,7 +77,7 @@ static void kb_pool_init(void) {
     (void)pthread_atfork(kb_pool_lock_take, kb_pool_lock_give, kb_pool_lock_give);
 }
 
-static int64_t kb_pool_kept(void) {
+static inline int64_t kb_pool_kept(void) {
     int64_t n;
     pthread_mutex_lock(&kb_pool_lock);
     n = kb_pool_bytes;

@@ -20,7 +20,7 @@ indexes) makes `decode`
 return None: the caller decodes with upb, which gives the answer or names the error.
 """
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_t
-from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcmp, memcpy, memset
 
 # column kinds (protobuf_program.KINDS)
@@ -62,8 +62,8 @@ cdef enum:
 
 cdef enum:
     E_FALLBACK = 1   # the per-message path decides (bytes that do not parse, a merge, ...)
-    E_MEMORY = 2
-    E_LARGE = 3
+    E_MEMORY = 12    # (_avro_buffers.h's kb_grow returns these two)
+    E_LARGE = 13
     E_NOT_MINE = 4   # not framed, another schema id or other message indexes
 
 cdef int64_t TS_MIN_S = -62135596800
@@ -74,10 +74,18 @@ cdef enum:
     DENSE = 1024     # field numbers below it are found by a table, others by a scan
 
 
-cdef struct Buf:
-    char* p
-    int64_t n
-    int64_t cap
+cdef extern from "_avro_buffers.h":
+    ctypedef struct Buf "kb_buf":
+        char* p
+        int64_t n
+        int64_t cap
+    int buf_grow "kb_grow"(Buf* b, int64_t more) nogil
+    void release "kb_release"(char* p, int64_t cap) nogil
+    void kb_pool_init()
+    int put_raw "kb_put"(Buf* b, const void* src, int64_t size) nogil
+
+
+kb_pool_init()
 
 
 cdef struct ColBuf:
@@ -149,37 +157,10 @@ cdef struct Cur:
 
 
 # ------------------------------------------------------------------------------------ buffers
-cdef int buf_grow(Buf* b, int64_t more) noexcept nogil:
-    cdef int64_t cap
-    cdef char* p
-    if b.n + more <= b.cap:
-        return 0
-    if b.n + more > 0x7FFFFFFF:
-        return E_LARGE
-    cap = b.cap * 2 if b.cap else 1024
-    while cap < b.n + more:
-        cap *= 2
-    if cap > 0x7FFFFFFF:
-        cap = 0x7FFFFFFF
-    p = <char*>realloc(b.p, cap)
-    if p == NULL:
-        return E_MEMORY
-    b.p = p
-    b.cap = cap
-    return 0
-
-
 cdef inline int buf_put(Buf* b, const void* src, int64_t size) noexcept nogil:
-    cdef int e
     if size <= 0:  # (an empty string: no memcpy from or into a buffer not yet allocated)
         return 0
-    if b.n + size > b.cap:
-        e = buf_grow(b, size)
-        if e:
-            return e
-    memcpy(b.p + b.n, src, size)
-    b.n += size
-    return 0
+    return put_raw(b, src, size)
 
 
 cdef inline int put_i32(Buf* b, int32_t v) noexcept nogil:
@@ -255,101 +236,7 @@ cdef int col_null(ColBuf* cols, const int* kids, int k) noexcept nogil:
 
 
 # ------------------------------------------------------------------------------------ UTF-8
-cdef int utf8_valid(const uint8_t* s, int64_t n) noexcept nogil:
-    """Is s[:n] UTF-8 (no overlongs, surrogates or code points past U+10FFFF)? 0: no, 1: yes and
-    ASCII only, 2: yes with other characters."""
-    cdef int64_t i = 0
-    cdef uint64_t w, w1
-    cdef uint8_t b, b1
-    cdef int k, j
-    cdef int wide = 0
-    while i < n:
-        if i + 16 <= n:
-            memcpy(&w, s + i, 8)
-            memcpy(&w1, s + i + 8, 8)
-            if not ((w | w1) & 0x8080808080808080ULL):
-                i += 16
-                continue
-        b = s[i]
-        if b < 0x80:
-            i += 1
-            continue
-        wide = 1
-        if b < 0xC2:
-            return 0
-        if b < 0xE0:
-            k = 1
-        elif b < 0xF0:
-            k = 2
-        elif b < 0xF5:
-            k = 3
-        else:
-            return 0
-        if i + k >= n:
-            return 0
-        b1 = s[i + 1]
-        if (b1 & 0xC0) != 0x80:
-            return 0
-        if b == 0xE0 and b1 < 0xA0:
-            return 0
-        if b == 0xED and b1 > 0x9F:
-            return 0
-        if b == 0xF0 and b1 < 0x90:
-            return 0
-        if b == 0xF4 and b1 > 0x8F:
-            return 0
-        for j in range(2, k + 1):
-            if (s[i + j] & 0xC0) != 0x80:
-                return 0
-        i += k + 1
-    return 2 if wide else 1
-
-
-# ------------------------------------------------------------------------------------ Arrow
-cdef class _Mem:
-    """A malloc'd buffer Arrow reads without a copy (pa.py_buffer keeps this alive)."""
-    cdef char* p
-    cdef Py_ssize_t n
-    cdef Py_ssize_t shape[1]
-    cdef Py_ssize_t strides[1]
-
-    def __dealloc__(self):
-        free(self.p)
-
-    def __getbuffer__(self, Py_buffer* view, int flags):
-        self.shape[0] = self.n
-        self.strides[0] = 1
-        view.buf = self.p
-        view.obj = self
-        view.len = self.n
-        view.readonly = 0
-        view.itemsize = 1
-        view.format = NULL
-        view.ndim = 1
-        view.shape = self.shape
-        view.strides = self.strides
-        view.suboffsets = NULL
-        view.internal = NULL
-
-    def __releasebuffer__(self, Py_buffer* view):
-        pass
-
-
-cdef object take(Buf* b):
-    """The buffer as an Arrow buffer, its memory handed over (b is empty after)."""
-    import pyarrow as pa
-    cdef _Mem m = _Mem()
-    if b.n == 0:
-        free(b.p)
-        b.p = NULL
-        b.cap = 0
-        return pa.py_buffer(b"")
-    m.p = b.p
-    m.n = b.n
-    b.p = NULL
-    b.n = 0
-    b.cap = 0
-    return pa.py_buffer(m)
+include "_arrow_buffers.pxi"
 
 
 cdef class _Columns:
@@ -360,9 +247,9 @@ cdef class _Columns:
         cdef int i
         if self.cols != NULL:
             for i in range(self.n):
-                free(self.cols[i].data.p)
-                free(self.cols[i].offs.p)
-                free(self.cols[i].valid.p)
+                release(self.cols[i].data.p, self.cols[i].data.cap)
+                release(self.cols[i].offs.p, self.cols[i].offs.cap)
+                release(self.cols[i].valid.p, self.cols[i].valid.cap)
         free(self.cols)
 
     cdef object finish(self, const int* kids, int k, typ):
